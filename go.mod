@@ -1,0 +1,3 @@
+module github.com/ssrun/ssrun
+
+go 1.26
