@@ -1,0 +1,147 @@
+// Package abi is ssrun's contract between the host and user code, version 1.
+// The same verbs reach every runtime: Lua rules (runtime/lua), WebAssembly
+// modules (runtime/wasm) and native plugins (runtime/plugin). This package is
+// the reference; each runtime has a test that proves every verb is wired, so
+// documentation and runtimes cannot drift.
+//
+// # Verbs
+//
+// Keys are byte strings (any bytes, non-empty). Values are byte strings
+// (empty allowed, distinct from absent). Versions and fencing tokens are
+// opaque HLC text such as "001732000000000:00001:StateStore"; compare them
+// only for equality.
+//
+//	verb     parameters                         results                     statuses besides OK
+//	get      key                                value, version              NOT_FOUND
+//	set      key, value, {nx|nex, ttl, fence}   version (new, or stored)    NOT_APPLIED (condition false; version = stored)
+//	del      key, {fence}                       -                           NOT_FOUND (nothing removed)
+//	vdel     key, value, {fence}                -                           NOT_FOUND (absent), NOT_APPLIED (value differs)
+//	watch    key, {self}                        -                           -
+//	unwatch  key                                -                           NOT_FOUND (not watched)
+//	lock     name, ttl, {wait}                  fencing token               BUSY (held by another past wait)
+//	unlock   name                               -                           NOT_FOUND (not held)
+//	log      level, message                     -                           -
+//
+// Any verb can also fail with INVALID (bad argument), DENIED (the rule's key
+// permissions), TIMEOUT (the call's deadline), UNAVAILABLE (store offline),
+// STORE_ERROR or INTERNAL; writes with TOO_LARGE (value size limit), QUOTA
+// (store key quota), FENCED (the store refused the fencing token) and
+// LOCK_LOST (the fence names a lock this rule lost or never held).
+//
+//   - set: nx writes only if the key is absent; nex writes if absent or if the
+//     stored value equals the new value (the lease-renewal primitive); ttl
+//     expires the key (millisecond resolution); fence names a lock held by
+//     this rule, whose current token the host attaches as the store's fencing
+//     token (`__ft`).
+//   - watch: the rule receives an event for every change of key. By default
+//     a rule is not woken by its own writes; {self} asks for them too.
+//     Watches are usually declared while the rule loads.
+//   - lock: a lease on the key name, held with value "<client id>:<rule>"
+//     and renewed by the host every ttl/3 while held. Its token is the lock
+//     key's store version; it grows with every renewal. When a renewal fails
+//     (the lease lapsed or was taken), the rule gets a LOCK_LOST event and
+//     writes fenced with the lock fail locally with LOCK_LOST. Locking a lock
+//     the rule holds returns the current token.
+//   - unlock: stops renewal and deletes the lock key if it still holds this
+//     rule's value (VDEL).
+//   - log: levels are those of log/slog (-4 debug, 0 info, 4 warn, 8 error);
+//     the line is tagged with the rule.
+//
+// # Events
+//
+// A rule's handler receives one event at a time, in the order the host
+// received the changes. Fields: key; op "SET", "DELETE" or "LOCK_LOST" (key is
+// then the lock name); value (SET only); version; resync (the event was
+// synthesised after a reconnect because the key changed while the host was
+// offline; intermediate changes may be missed).
+//
+// # Status codes
+//
+//	0 OK  1 NOT_FOUND  2 NOT_APPLIED  3 BUFFER_TOO_SMALL  4 INVALID  5 DENIED
+//	6 FENCED  7 LOCK_LOST  8 BUSY  9 TIMEOUT  10 UNAVAILABLE  11 TOO_LARGE
+//	12 QUOTA  13 STORE_ERROR  14 INTERNAL
+//
+// # Lua
+//
+//	local ss = require("ssrun")
+//	ss.watch("thermostat1/setPoint")          -- at load
+//	function on_event(ev) ... end             -- ev.key, ev.op, ev.value, ev.version, ev.resync
+//
+//	ss.get(key)                    -> value, version | nil (absent)
+//	ss.set(key, value [, {nx=true | nex=true, ttl=ms, fence="lock"}])
+//	                               -> true, version | false, stored_version (not applied)
+//	ss.del(key [, {fence=...}])    -> 1 | 0
+//	ss.vdel(key, value [, {fence=...}]) -> 1 | 0 | -1
+//	ss.watch(key [, {self=true}])  -> true
+//	ss.unwatch(key)                -> true | false
+//	ss.lock(name, ttl_ms [, {wait=ms}]) -> token | false (busy)
+//	ss.unlock(name)                -> true | false
+//	ss.log(level, message)         level: "debug" | "info" | "warn" | "error"
+//
+// Every other failure returns nil, message, code (code is the status name,
+// e.g. "DENIED"). Arguments of the wrong type raise a Lua error.
+//
+// # WebAssembly binary contract
+//
+// Host functions are imported from module "ssrun". Pointers and lengths are
+// i32 offsets into the guest's exported memory "memory"; durations are i64
+// milliseconds. Every host function returns an i32 status. A pointer range
+// outside memory is ABI misuse and traps the call.
+//
+//	get(key_ptr, key_len, out_ptr, out_cap, out_len_ptr) -> status
+//	    result record: field value, field version
+//	set(key_ptr, key_len, val_ptr, val_len, cond i32, ttl_ms i64,
+//	    fence_ptr, fence_len, out_ptr, out_cap, out_len_ptr) -> status
+//	    cond: 0 none, 1 NX, 2 NEX; fence_len 0 = no fence
+//	    result record (OK and NOT_APPLIED): field version
+//	del(key_ptr, key_len, fence_ptr, fence_len) -> status
+//	vdel(key_ptr, key_len, val_ptr, val_len, fence_ptr, fence_len) -> status
+//	watch(key_ptr, key_len, flags i32) -> status          flags bit 0: self
+//	unwatch(key_ptr, key_len) -> status
+//	lock(name_ptr, name_len, ttl_ms i64, wait_ms i64, out_ptr, out_cap, out_len_ptr) -> status
+//	    result record: field token
+//	unlock(name_ptr, name_len) -> status
+//	log(level i32, msg_ptr, msg_len) -> status
+//	result(out_ptr, out_cap, out_len_ptr) -> status
+//	last_error(out_ptr, out_cap, out_len_ptr) -> status
+//
+// Results. A verb with results writes a result record (a sequence of fields,
+// each a u32 little-endian length followed by that many bytes; see
+// AppendField) into out_ptr[0:out_cap] and its length, as u32 little-endian,
+// at out_len_ptr. If the record is longer than out_cap, nothing is written to
+// out_ptr, the needed length is written at out_len_ptr, and the call returns
+// BUFFER_TOO_SMALL; the host keeps the record (and the verb's real status)
+// until the guest's next host call, and `result` copies it into a larger
+// buffer and returns the real status (or BUFFER_TOO_SMALL again). The store
+// operation is never repeated. `last_error` copies the message of the last
+// call that failed (plain UTF-8 text, not a record) the same way. The host
+// never calls back into the guest during a host function, so guests need no
+// re-entrancy.
+//
+// Guest exports:
+//
+//	memory                                  the linear memory
+//	ssrun_abi_version() -> i32              must return Version (1)
+//	ssrun_alloc(size i32) -> i32            a buffer of size bytes for the host to write into
+//	ssrun_on_event(ptr i32, len i32) -> i32 handle the event record at ptr (see
+//	                                        AppendEvent); 0 = handled, other = failed
+//	_initialize                             optional (reactors, e.g. Go c-shared): run once
+//	                                        at start; the place to call watch
+//
+// The host calls ssrun_alloc for the event record, writes it, calls
+// ssrun_on_event, and never touches that buffer again: the guest owns and
+// frees it. The module is checked when it loads: every import from "ssrun"
+// must be a v1 function with exactly the signature above, and the three
+// exports must exist with these signatures; otherwise loading fails with an
+// error naming the import or export. ssrun_abi_version is called once after
+// initialisation and must return 1.
+//
+// Guests get WASI preview 1 with real clocks, real randomness and stdout and
+// stderr sent to the log tagged with the rule; no filesystem, network or
+// environment.
+//
+// # Versioning
+//
+// Additive only: a new verb is a new name, a signature never changes, a status
+// code never changes meaning.
+package abi

@@ -1,0 +1,141 @@
+package abi
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Names of the WebAssembly binary contract (see doc.go for each signature).
+const (
+	// ImportModule is the module name of every host function.
+	ImportModule = "ssrun"
+
+	// Host functions (imports).
+	FnGet       = "get"
+	FnSet       = "set"
+	FnDel       = "del"
+	FnVDel      = "vdel"
+	FnWatch     = "watch"
+	FnUnwatch   = "unwatch"
+	FnLock      = "lock"
+	FnUnlock    = "unlock"
+	FnLog       = "log"
+	FnResult    = "result"
+	FnLastError = "last_error"
+
+	// Guest exports.
+	ExportABIVersion = "ssrun_abi_version" // () -> i32: must return Version
+	ExportAlloc      = "ssrun_alloc"       // (size i32) -> i32 ptr
+	ExportOnEvent    = "ssrun_on_event"    // (ptr i32, len i32) -> i32 status
+)
+
+// HostFunctions lists every host function of ABI v1.
+var HostFunctions = []string{FnGet, FnSet, FnDel, FnVDel, FnWatch, FnUnwatch, FnLock, FnUnlock, FnLog, FnResult, FnLastError}
+
+// Verbs lists the ABI verbs every runtime surface offers.
+var Verbs = []string{FnGet, FnSet, FnDel, FnVDel, FnWatch, FnUnwatch, FnLock, FnUnlock, FnLog}
+
+// Op codes of the event record.
+const (
+	opCodeSet      = 1
+	opCodeDelete   = 2
+	opCodeLockLost = 3
+
+	flagResync = 1
+)
+
+// ErrEncoding reports a malformed event or result record.
+var ErrEncoding = errors.New("abi: malformed record")
+
+// AppendField appends a length-prefixed field: u32 little-endian length, then
+// the bytes.
+func AppendField(dst, b []byte) []byte {
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(b)))
+	return append(dst, b...)
+}
+
+// ReadField reads one length-prefixed field from b and returns it (aliasing
+// b) and the rest.
+func ReadField(b []byte) (field, rest []byte, err error) {
+	if len(b) < 4 {
+		return nil, nil, fmt.Errorf("%w: field header needs 4 bytes, have %d", ErrEncoding, len(b))
+	}
+	n := binary.LittleEndian.Uint32(b)
+	if uint64(n) > uint64(len(b)-4) {
+		return nil, nil, fmt.Errorf("%w: field of %d bytes, only %d left", ErrEncoding, n, len(b)-4)
+	}
+	return b[4 : 4+n : 4+n], b[4+n:], nil
+}
+
+// AppendEvent appends the binary event record handed to a WASM guest:
+//
+//	u8 op (1 SET, 2 DELETE, 3 LOCK_LOST) | u8 flags (bit 0 resync) | u16 zero
+//	field key | field value | field version      (fields as in AppendField)
+func AppendEvent(dst []byte, ev Event) []byte {
+	var op byte
+	switch ev.Op {
+	case OpSet:
+		op = opCodeSet
+	case OpDelete:
+		op = opCodeDelete
+	case OpLockLost:
+		op = opCodeLockLost
+	}
+	var flags byte
+	if ev.Resync {
+		flags |= flagResync
+	}
+	dst = append(dst, op, flags, 0, 0)
+	dst = AppendField(dst, []byte(ev.Key))
+	dst = AppendField(dst, ev.Value)
+	return AppendField(dst, []byte(ev.Version))
+}
+
+// EventSize is the exact size of ev's record.
+func EventSize(ev Event) int { return 4 + 12 + len(ev.Key) + len(ev.Value) + len(ev.Version) }
+
+// DecodeEvent parses an event record. Value aliases b; it is nil unless the
+// op is SET.
+func DecodeEvent(b []byte) (Event, error) {
+	if len(b) < 4 {
+		return Event{}, fmt.Errorf("%w: event header needs 4 bytes, have %d", ErrEncoding, len(b))
+	}
+	var ev Event
+	switch b[0] {
+	case opCodeSet:
+		ev.Op = OpSet
+	case opCodeDelete:
+		ev.Op = OpDelete
+	case opCodeLockLost:
+		ev.Op = OpLockLost
+	default:
+		return Event{}, fmt.Errorf("%w: unknown op code %d", ErrEncoding, b[0])
+	}
+	if b[1]&^flagResync != 0 || b[2] != 0 || b[3] != 0 {
+		return Event{}, fmt.Errorf("%w: reserved event header bits set", ErrEncoding)
+	}
+	ev.Resync = b[1]&flagResync != 0
+	key, rest, err := ReadField(b[4:])
+	if err != nil {
+		return Event{}, fmt.Errorf("event key: %w", err)
+	}
+	value, rest, err := ReadField(rest)
+	if err != nil {
+		return Event{}, fmt.Errorf("event value: %w", err)
+	}
+	version, rest, err := ReadField(rest)
+	if err != nil {
+		return Event{}, fmt.Errorf("event version: %w", err)
+	}
+	if len(rest) != 0 {
+		return Event{}, fmt.Errorf("%w: %d trailing bytes after event", ErrEncoding, len(rest))
+	}
+	ev.Key, ev.Version = string(key), string(version)
+	if ev.Op == OpSet {
+		ev.Value = value
+	} else if len(value) != 0 {
+		return Event{}, fmt.Errorf("%w: %s event carries a value", ErrEncoding, ev.Op)
+	}
+	return ev, nil
+}

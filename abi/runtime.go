@@ -1,0 +1,93 @@
+package abi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Runtime compiles and runs rules of one kind (Lua, WebAssembly, plugin). The
+// host drives it; a runtime never imports the host or the store client.
+type Runtime interface {
+	// Kind names the runtime: "lua", "wasm" or "plugin".
+	Kind() string
+	// Compile checks and compiles the rule named name (its file path) from
+	// src. A rule that cannot run fails here with a *CompileError, never
+	// later. Compile must be safe for concurrent use.
+	Compile(ctx context.Context, name string, src []byte) (Program, error)
+	// Close releases the runtime; programs and scripts must be closed first.
+	Close(ctx context.Context) error
+}
+
+// Program is a compiled rule, ready to start any number of times.
+type Program interface {
+	// Start instantiates the rule bound to h and runs its initialisation,
+	// during which the rule declares its watches through h.Watch. The
+	// initialisation runs under lim like an event handler.
+	Start(ctx context.Context, h Host, lim Limits) (Script, error)
+}
+
+// Script is a running rule.
+type Script interface {
+	// Handle delivers one event and returns when the rule has handled it.
+	// The host never calls Handle concurrently on one Script. An error
+	// means the call failed (ErrTimeout, ErrMemory, ErrCrashed, or the
+	// rule's own error); the Script stays usable for the next event (a
+	// runtime replaces a broken instance itself).
+	Handle(ctx context.Context, ev Event) error
+	// Close stops the rule and frees its resources.
+	Close(ctx context.Context) error
+}
+
+// Limits bound one rule's handler calls.
+type Limits struct {
+	// CallTimeout bounds each handler call and the initialisation;
+	// DefaultCallTimeout when zero.
+	CallTimeout time.Duration
+	// MemoryBytes caps the rule's memory: WASM linear memory (rounded down
+	// to 64 KiB pages), Lua heap growth during one call (approximate; see
+	// runtime/lua). DefaultMemoryBytes when zero.
+	MemoryBytes int64
+}
+
+// Defaults for zero Limits fields.
+const (
+	DefaultCallTimeout = time.Second
+	DefaultMemoryBytes = 64 << 20
+)
+
+// WithDefaults returns l with zero fields set to their defaults.
+func (l Limits) WithDefaults() Limits {
+	if l.CallTimeout <= 0 {
+		l.CallTimeout = DefaultCallTimeout
+	}
+	if l.MemoryBytes <= 0 {
+		l.MemoryBytes = DefaultMemoryBytes
+	}
+	return l
+}
+
+// Handler failures. Runtimes wrap them with what happened.
+var (
+	// ErrTimeout: the call ran past Limits.CallTimeout and was stopped.
+	ErrTimeout = errors.New("handler exceeded its deadline")
+	// ErrMemory: the call exceeded Limits.MemoryBytes and was stopped.
+	ErrMemory = errors.New("handler exceeded its memory limit")
+	// ErrCrashed: the rule panicked, trapped or raised an error.
+	ErrCrashed = errors.New("handler failed")
+)
+
+// CompileError is a rule that does not compile or load, with its position.
+type CompileError struct {
+	File string
+	Line int // 1-based; 0 when the error has no line (a WASM module)
+	Msg  string
+}
+
+func (e *CompileError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s", e.File, e.Msg)
+}
