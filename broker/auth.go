@@ -1,0 +1,147 @@
+package broker
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+// This file holds the broker's access rules: who may bind where without
+// credentials, and the password file (htpasswd -B compatible).
+
+// ErrPasswordFile is wrapped by every error about the password file.
+var ErrPasswordFile = errors.New("broker: bad password file")
+
+// PasswordFileError names the file and line of a password file problem. It
+// unwraps to ErrPasswordFile.
+type PasswordFileError struct {
+	File string
+	Line int // 0 when the problem is not tied to a line
+	Msg  string
+	Err  error // underlying error, if any
+}
+
+func (e *PasswordFileError) Error() string {
+	loc := e.File
+	if e.Line > 0 {
+		loc = fmt.Sprintf("%s:%d", e.File, e.Line)
+	}
+	if e.Err != nil {
+		return fmt.Sprintf("password file %s: %s: %v", loc, e.Msg, e.Err)
+	}
+	return fmt.Sprintf("password file %s: %s", loc, e.Msg)
+}
+
+// Unwrap returns ErrPasswordFile and the underlying error.
+func (e *PasswordFileError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrPasswordFile, e.Err}
+	}
+	return []error{ErrPasswordFile}
+}
+
+// HashPassword returns the bcrypt hash of pw for a password file line
+// `username:<hash>` (the format `htpasswd -B` writes).
+func HashPassword(pw []byte) (string, error) {
+	if len(pw) == 0 {
+		return "", errors.New("hash password: empty password")
+	}
+	h, err := bcrypt.GenerateFromPassword(pw, bcrypt.DefaultCost)
+	if err != nil {
+		return "", fmt.Errorf("hash password: %w", err)
+	}
+	return string(h), nil
+}
+
+// credentials maps user names to bcrypt hashes.
+type credentials struct {
+	users map[string][]byte
+	// dummy is compared against for unknown users, so that they cost as
+	// much time as a wrong password (same bcrypt cost as the file's users).
+	dummy []byte
+}
+
+// loadPasswordFile reads lines `username:bcrypt-hash`; blank lines and lines
+// starting with '#' are skipped.
+func loadPasswordFile(path string) (*credentials, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &PasswordFileError{File: path, Msg: "cannot read", Err: err}
+	}
+	users := map[string][]byte{}
+	maxCost := bcrypt.MinCost
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 4096), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		user, hash, ok := strings.Cut(line, ":")
+		switch {
+		case !ok:
+			return nil, &PasswordFileError{File: path, Line: n, Msg: "want username:bcrypt-hash"}
+		case user == "":
+			return nil, &PasswordFileError{File: path, Line: n, Msg: "empty username"}
+		case users[user] != nil:
+			return nil, &PasswordFileError{File: path, Line: n, Msg: fmt.Sprintf("duplicate user %q", user)}
+		}
+		cost, err := bcrypt.Cost([]byte(hash))
+		if err != nil {
+			return nil, &PasswordFileError{File: path, Line: n, Msg: fmt.Sprintf("user %q: not a bcrypt hash", user), Err: err}
+		}
+		maxCost = max(maxCost, cost)
+		users[user] = []byte(hash)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, &PasswordFileError{File: path, Msg: "cannot read", Err: err}
+	}
+	if len(users) == 0 {
+		return nil, &PasswordFileError{File: path, Msg: "no users"}
+	}
+	dummy, err := bcrypt.GenerateFromPassword([]byte("unknown user"), maxCost)
+	if err != nil {
+		return nil, &PasswordFileError{File: path, Msg: "cannot hash", Err: err}
+	}
+	return &credentials{users: users, dummy: dummy}, nil
+}
+
+// check reports whether user/password match an entry.
+func (c *credentials) check(user, password []byte) bool {
+	hash, known := c.users[string(user)]
+	if !known {
+		hash = c.dummy
+	}
+	ok := bcrypt.CompareHashAndPassword(hash, password) == nil
+	return ok && known
+}
+
+// isLoopback reports whether host (from host:port) only accepts local
+// connections: "localhost" or a loopback IP. An empty host means every
+// interface and is not loopback.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// isLocalAddr reports whether a bound listener address is loopback-only (or
+// not on the network at all, e.g. a unix socket).
+func isLocalAddr(a net.Addr) bool {
+	switch a := a.(type) {
+	case *net.TCPAddr:
+		return a.IP.IsLoopback()
+	case *net.UnixAddr:
+		return true
+	}
+	host, _, err := net.SplitHostPort(a.String())
+	return err == nil && isLoopback(host)
+}

@@ -1,0 +1,379 @@
+// Package broker is ssrun's embedded MQTT5 broker (mochi-mqtt) with the Azure
+// IoT Operations state store answering inside it, faithful enough that the
+// official SDKs work unchanged against it (statestore-protocol.md §16).
+//
+// Requests published QoS 1 to wire.RequestTopic are executed synchronously
+// in the broker and answered on their response topic through an internal
+// client; they are never forwarded to subscribers. Notifications are written
+// straight into the registered client's session, with or without a matching
+// subscription (§13.4). Keys expire actively. State lives in memory only.
+//
+// Access is safe by default: on a loopback address the broker may run open;
+// elsewhere New refuses to start without a password file unless Insecure is
+// set.
+package broker
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/listeners"
+)
+
+// DefaultListen is the address used when Config.Listen is empty.
+const DefaultListen = "127.0.0.1:1883"
+
+// DefaultQuota is the key quota used when Config.Quota is zero.
+const DefaultQuota = 1_000_000
+
+// MaxPacketSize is the largest MQTT packet (in bytes) the broker accepts; it
+// is announced in CONNACK. A client sending more is disconnected (reason
+// 0x95). 4 MiB leaves ample room for the largest values the SDK tests use
+// (65 KB) while bounding what one packet can make the broker allocate.
+const MaxPacketSize = 4 << 20
+
+// ErrConfig is wrapped by every configuration error New returns.
+var ErrConfig = errors.New("broker: invalid config")
+
+// closeGrace is how long Close lets mochi disconnect clients gracefully
+// before it closes the remaining network connections itself.
+const closeGrace = time.Second
+
+// Config configures a Broker. The zero value is a valid, open broker on
+// DefaultListen.
+type Config struct {
+	// Listen is the host:port to listen on; default DefaultListen.
+	Listen string
+	// Listener is an optional pre-bound listener that overrides Listen. The
+	// Broker takes ownership and closes it in Close.
+	Listener net.Listener
+	// Quota is the maximum number of keys; a SET that would create a key
+	// beyond it fails with "the quota has been exceeded". Zero means
+	// DefaultQuota, negative means unlimited.
+	Quota int
+	// PasswordFile, when set, names a file of `username:bcrypt-hash` lines
+	// (htpasswd -B format; '#' comments and blank lines allowed); only those
+	// users may connect. See HashPassword.
+	PasswordFile string
+	// Insecure allows open access on a non-loopback address.
+	Insecure bool
+	// TLSCertFile and TLSKeyFile, when both set, make the listener TLS.
+	TLSCertFile, TLSKeyFile string
+	// Logger receives the broker's logs; default slog.Default(). mochi's own
+	// logs go through it one level lower (its INFO becomes DEBUG).
+	Logger *slog.Logger
+	// Now is the store's clock (HLC wall time, PX deadlines, skew checks);
+	// default time.Now.
+	Now func() time.Time
+}
+
+// Broker is an embedded MQTT5 broker with the state store inside.
+type Broker struct {
+	cfg      Config
+	log      *slog.Logger
+	tlsCfg   *tls.Config
+	srv      *mqtt.Server
+	hook     *storeHook
+	store    *store
+	listener net.Listener // bound listener (set by New or Start)
+
+	mu      sync.Mutex
+	started bool
+	closed  bool
+	addr    string
+	conns   *trackingListener
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup // the expiry loop
+}
+
+// Stats is a snapshot of the store for inspection and tests.
+type Stats struct {
+	Keys          int    // stored keys (expired ones not yet reaped included)
+	Registrations int    // KEYNOTIFY registrations
+	NotifyDropped uint64 // notifications that could not be delivered
+}
+
+// New validates cfg and builds the broker. It does not listen; see Start.
+func New(cfg Config) (*Broker, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Quota == 0 {
+		cfg.Quota = DefaultQuota
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = DefaultListen
+	}
+	b := &Broker{cfg: cfg, log: cfg.Logger}
+	local := false
+	if cfg.Listener != nil {
+		local = isLocalAddr(cfg.Listener.Addr())
+	} else {
+		host, port, err := net.SplitHostPort(cfg.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("%w: listen address %q: %w", ErrConfig, cfg.Listen, err)
+		}
+		if _, err := net.LookupPort("tcp", port); err != nil {
+			return nil, fmt.Errorf("%w: listen address %q: bad port: %w", ErrConfig, cfg.Listen, err)
+		}
+		local = isLoopback(host)
+	}
+	var creds *credentials
+	if cfg.PasswordFile != "" {
+		c, err := loadPasswordFile(cfg.PasswordFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		creds = c
+	}
+	if !local && creds == nil && !cfg.Insecure {
+		return nil, fmt.Errorf("%w: listen address %s is not loopback: set a password file, or Insecure to allow open access", ErrConfig, b.listenAddr())
+	}
+	if (cfg.TLSCertFile == "") != (cfg.TLSKeyFile == "") {
+		return nil, fmt.Errorf("%w: TLS needs both a certificate file and a key file", ErrConfig)
+	}
+	if cfg.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: TLS key pair %s, %s: %w", ErrConfig, cfg.TLSCertFile, cfg.TLSKeyFile, err)
+		}
+		b.tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+
+	caps := mqtt.NewDefaultServerCapabilities()
+	caps.MaximumPacketSize = MaxPacketSize
+	caps.Compatibilities.NoInheritedPropertiesOnAck = true // PUBACKs must not echo request user properties
+	b.srv = mqtt.New(&mqtt.Options{
+		Capabilities: caps,
+		Logger:       slog.New(quietHandler{cfg.Logger.Handler()}).With("component", "mqtt"),
+	})
+	b.store = newStore(cfg.Now, cfg.Quota)
+	b.hook = &storeHook{
+		srv:    b.srv,
+		inline: b.srv.NewClient(nil, mqtt.LocalListener, inlineClientID, true),
+		store:  b.store,
+		log:    cfg.Logger,
+		creds:  creds,
+		conns:  make(map[*mqtt.Client]*conn),
+	}
+	if err := b.srv.AddHook(b.hook, nil); err != nil {
+		return nil, fmt.Errorf("broker: add store hook: %w", err)
+	}
+	return b, nil
+}
+
+func (b *Broker) listenAddr() string {
+	if b.cfg.Listener != nil {
+		return b.cfg.Listener.Addr().String()
+	}
+	return b.cfg.Listen
+}
+
+// Start listens and serves in the background until Close.
+func (b *Broker) Start() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.closed:
+		return errors.New("broker: start: already closed")
+	case b.started:
+		return errors.New("broker: start: already started")
+	}
+	ln := b.cfg.Listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", b.cfg.Listen); err != nil {
+			return fmt.Errorf("broker: listen on %s: %w", b.cfg.Listen, err)
+		}
+	}
+	b.conns = &trackingListener{Listener: ln, conns: make(map[net.Conn]struct{})}
+	var served net.Listener = b.conns
+	if b.tlsCfg != nil {
+		served = tls.NewListener(b.conns, b.tlsCfg)
+	}
+	if err := b.srv.AddListener(listeners.NewNet("ssrun", served)); err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("broker: add listener: %w", err)
+	}
+	if err := b.srv.Serve(); err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("broker: serve: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b.cancel = cancel
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		b.store.run(ctx)
+	}()
+	b.addr = ln.Addr().String()
+	b.started = true
+	b.log.Info("state store broker listening", "addr", b.addr, "tls", b.tlsCfg != nil, "auth", b.hook.creds != nil)
+	return nil
+}
+
+// Addr is the host:port the broker is bound to ("" before Start).
+func (b *Broker) Addr() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.addr
+}
+
+// Close disconnects every client, stops the broker and waits for all its
+// goroutines. It is safe to call more than once.
+func (b *Broker) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	started := b.started
+	b.mu.Unlock()
+
+	if !started {
+		if b.cfg.Listener != nil {
+			_ = b.cfg.Listener.Close()
+		}
+		_ = b.srv.Close()
+		b.hook.closeConns()
+		return nil
+	}
+	err := b.conns.Listener.Close() // no new connections
+	b.conns.sync()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = b.srv.Close() // DISCONNECTs clients, waits for their goroutines
+	}()
+	select {
+	case <-done:
+	case <-time.After(closeGrace):
+		// Connections that never completed CONNECT (not mochi clients yet),
+		// or whose peer stopped reading (a blocked write), would keep
+		// srv.Close waiting.
+		b.conns.closeAll()
+		<-done
+	}
+	b.conns.closeAll()
+	b.cancel()
+	b.wg.Wait()
+	b.hook.closeConns()
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		return fmt.Errorf("broker: close listener: %w", err)
+	}
+	return nil
+}
+
+// Keys returns the number of stored keys.
+func (b *Broker) Keys() int { return b.Stats().Keys }
+
+// Stats returns a snapshot of the store.
+func (b *Broker) Stats() Stats {
+	keys, regs := b.store.stats()
+	return Stats{Keys: keys, Registrations: regs, NotifyDropped: b.hook.notifyDropped.Load()}
+}
+
+// trackingListener remembers accepted connections so Close can end the ones
+// mochi does not know about.
+type trackingListener struct {
+	net.Listener
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+	done  bool
+}
+
+func (l *trackingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done {
+		_ = c.Close()
+		return nil, net.ErrClosed
+	}
+	tc := &trackedConn{Conn: c, l: l}
+	l.conns[tc] = struct{}{}
+	return tc, nil
+}
+
+func (l *trackingListener) closeAll() {
+	l.mu.Lock()
+	l.done = true
+	conns := make([]net.Conn, 0, len(l.conns))
+	for c := range l.conns {
+		conns = append(conns, c)
+	}
+	l.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+}
+
+// sync orders every connection that has started reading before the caller
+// (see trackedConn.Read).
+func (l *trackingListener) sync() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+}
+
+type trackedConn struct {
+	net.Conn
+	l       *trackingListener
+	once    sync.Once
+	reading bool // only touched by the single reading goroutine
+}
+
+// Read synchronises with the listener on the first read. mochi increments
+// its clients WaitGroup inside the connection's goroutine, just before the
+// first read, while Close waits on that WaitGroup from another goroutine;
+// without a happens-before edge the race detector reports the pair.
+func (c *trackedConn) Read(p []byte) (int, error) {
+	if !c.reading {
+		c.reading = true
+		c.l.sync()
+	}
+	return c.Conn.Read(p)
+}
+
+func (c *trackedConn) Close() error {
+	c.once.Do(func() {
+		c.l.mu.Lock()
+		delete(c.l.conns, c)
+		c.l.mu.Unlock()
+	})
+	return c.Conn.Close()
+}
+
+// quietHandler logs mochi's records one level lower (INFO→DEBUG,
+// WARN→INFO, ERROR→WARN): they describe client behaviour, not ours.
+type quietHandler struct{ h slog.Handler }
+
+func (q quietHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return q.h.Enabled(ctx, l-4)
+}
+
+func (q quietHandler) Handle(ctx context.Context, r slog.Record) error {
+	r.Level -= 4
+	return q.h.Handle(ctx, r)
+}
+
+func (q quietHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return quietHandler{q.h.WithAttrs(as)}
+}
+
+func (q quietHandler) WithGroup(name string) slog.Handler {
+	return quietHandler{q.h.WithGroup(name)}
+}

@@ -1,0 +1,388 @@
+package broker
+
+import (
+	"bytes"
+	"container/heap"
+	"context"
+	"errors"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/ssrun/ssrun/protocol/hlc"
+	"github.com/ssrun/ssrun/protocol/resp"
+)
+
+// This file is the key-value store itself (statestore-protocol.md §6, §11,
+// §12, §13.1-13.2): entries with HLC versions, PX expiry, fencing tokens, the
+// key quota and KEYNOTIFY registrations. It knows nothing about MQTT.
+
+// nodeID is the HLC node id of every version the store issues (§10.1).
+const nodeID = "StateStore"
+
+// Store-level failures; the executor maps them to the exact §8 texts.
+var (
+	errFenceRequired = errors.New("a fencing token is required")
+	errFenceLower    = errors.New("fencing token lower than the stored one")
+	errQuota         = errors.New("key quota exceeded")
+	errClock         = errors.New("server clock cannot advance")
+)
+
+// notification is one change delivered to one observer (§13.2).
+type notification struct {
+	key     []byte
+	op      string // resp.OpSet or resp.OpDelete
+	value   []byte // new value of a SET; nil for DELETE
+	version hlc.HLC
+}
+
+// payload is the byte-exact NOTIFY body (§13.3).
+func (n notification) payload() []byte {
+	if n.op == resp.OpDelete {
+		return resp.AppendNotifyDelete(nil)
+	}
+	return resp.AppendNotifySet(make([]byte, 0, len(n.value)+48), n.value)
+}
+
+// observer is the owner of KEYNOTIFY registrations: one MQTT connection.
+// notify is called with the store lock held, in change order, and must not
+// block.
+type observer interface {
+	clientID() string
+	notify(n notification)
+}
+
+type entry struct {
+	key     string
+	value   []byte
+	version hlc.HLC
+	fence   hlc.HLC
+	fenced  bool
+	expires time.Time // zero: no expiry
+	index   int       // position in the expiry heap, -1 when not in it
+}
+
+// store is safe for concurrent use. One mutex serialises every operation,
+// which makes each key (indeed the whole store) linearizable.
+type store struct {
+	now   func() time.Time
+	clock *hlc.Clock
+	quota int // maximum number of keys; < 0 = unlimited
+	wake  chan struct{}
+
+	mu       sync.Mutex
+	entries  map[string]*entry
+	expiry   expiryHeap
+	watchers map[string]map[string]observer // key -> client id -> owner
+	owned    map[observer]map[string]struct{}
+}
+
+func newStore(now func() time.Time, quota int) *store {
+	return &store{
+		now:      now,
+		clock:    hlc.NewClock(nodeID, now),
+		quota:    quota,
+		wake:     make(chan struct{}, 1),
+		entries:  make(map[string]*entry),
+		watchers: make(map[string]map[string]observer),
+		owned:    make(map[observer]map[string]struct{}),
+	}
+}
+
+// condition of a SET (§6).
+type condition uint8
+
+const (
+	always condition = iota
+	ifAbsent
+	ifAbsentOrEqual
+)
+
+// setArgs is a validated SET.
+type setArgs struct {
+	key   []byte
+	value []byte
+	cond  condition
+	px    time.Duration // 0: no expiry
+	ts    hlc.HLC       // request __ts, already checked for skew
+	ft    *hlc.HLC      // request __ft, already checked for skew
+}
+
+// set applies a SET. It reports whether the SET was applied and the version
+// to return: the new version, or the stored one when not applied.
+func (s *store) set(a setArgs) (applied bool, version hlc.HLC, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	e := s.lookup(a.key, now)
+	if e != nil {
+		if err := checkFence(e, a.ft); err != nil {
+			return false, hlc.HLC{}, err
+		}
+	}
+	switch {
+	case e != nil && a.cond == ifAbsent,
+		e != nil && a.cond == ifAbsentOrEqual && !bytes.Equal(e.value, a.value):
+		_ = s.clock.Observe(a.ts)
+		return false, e.version, nil
+	}
+	if e == nil && s.quota >= 0 && len(s.entries) >= s.quota {
+		s.reapDue(now)
+		if len(s.entries) >= s.quota {
+			return false, hlc.HLC{}, errQuota
+		}
+	}
+	v, err := s.clock.Recv(a.ts)
+	if err != nil {
+		return false, hlc.HLC{}, errors.Join(errClock, err)
+	}
+	if e == nil {
+		e = &entry{key: string(a.key), index: -1}
+		s.entries[e.key] = e
+	} else if e.index >= 0 {
+		heap.Remove(&s.expiry, e.index)
+	}
+	e.value = bytes.Clone(a.value)
+	if e.value == nil {
+		e.value = []byte{}
+	}
+	e.version = v
+	if a.ft != nil && (!e.fenced || a.ft.Compare(e.fence) > 0) {
+		e.fence, e.fenced = *a.ft, true
+	}
+	e.expires = time.Time{}
+	if a.px > 0 {
+		e.expires = now.Add(a.px)
+		heap.Push(&s.expiry, e)
+		if e.index == 0 {
+			select {
+			case s.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+	s.notifyLocked(e.key, resp.OpSet, e.value, v)
+	return true, v, nil
+}
+
+// get returns the value and version of key, ok=false when absent.
+func (s *store) get(key []byte) (value []byte, version hlc.HLC, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.lookup(key, s.now())
+	if e == nil {
+		return nil, hlc.HLC{}, false
+	}
+	return e.value, e.version, true
+}
+
+// del removes key (DEL, or VDEL when match is non-nil). It returns 1 when
+// removed (version = the removed entry's), 0 when absent and -1 when match
+// differs from the stored value (version = the stored one).
+func (s *store) del(key []byte, match []byte, ft *hlc.HLC) (n int64, version hlc.HLC, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.lookup(key, s.now())
+	if e == nil {
+		return 0, hlc.HLC{}, nil
+	}
+	if err := checkFence(e, ft); err != nil {
+		return 0, hlc.HLC{}, err
+	}
+	if match != nil && !bytes.Equal(match, e.value) {
+		return -1, e.version, nil
+	}
+	s.removeLocked(e)
+	return 1, e.version, nil
+}
+
+// checkFence applies §11 to a present entry.
+func checkFence(e *entry, ft *hlc.HLC) error {
+	if !e.fenced {
+		return nil
+	}
+	if ft == nil {
+		return errFenceRequired
+	}
+	if ft.Compare(e.fence) < 0 {
+		return errFenceLower
+	}
+	return nil
+}
+
+// lookup returns the live entry for key. An expired entry is removed here
+// (with its single DELETE notification) and reported absent.
+func (s *store) lookup(key []byte, now time.Time) *entry {
+	e := s.entries[string(key)]
+	if e == nil {
+		return nil
+	}
+	if !e.expires.IsZero() && !now.Before(e.expires) {
+		s.removeLocked(e)
+		return nil
+	}
+	return e
+}
+
+// removeLocked deletes e and notifies its observers with a fresh tick.
+func (s *store) removeLocked(e *entry) {
+	delete(s.entries, e.key)
+	if e.index >= 0 {
+		heap.Remove(&s.expiry, e.index)
+	}
+	v, err := s.clock.Tick()
+	if err != nil {
+		// Counter exhausted for this millisecond (only reachable with a
+		// hostile __ts): the current value is still >= every version issued.
+		v = s.clock.Now()
+	}
+	s.notifyLocked(e.key, resp.OpDelete, nil, v)
+}
+
+func (s *store) notifyLocked(key, op string, value []byte, v hlc.HLC) {
+	w := s.watchers[key]
+	if len(w) == 0 {
+		return
+	}
+	n := notification{key: []byte(key), op: op, value: value, version: v}
+	for _, o := range w {
+		o.notify(n)
+	}
+}
+
+// reapDue removes every entry whose deadline has passed and returns how long
+// until the next deadline (ok=false when nothing expires).
+func (s *store) reapDue(now time.Time) (next time.Duration, ok bool) {
+	for len(s.expiry) > 0 {
+		e := s.expiry[0]
+		if now.Before(e.expires) {
+			return e.expires.Sub(now), true
+		}
+		s.removeLocked(e)
+	}
+	return 0, false
+}
+
+// run is the active-expiry loop (§12.1): a timer on the earliest deadline,
+// re-armed whenever a SET creates an earlier one. It returns when ctx ends.
+func (s *store) run(ctx context.Context) {
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		next, ok := s.reapDue(s.now())
+		s.mu.Unlock()
+		if ok {
+			t.Reset(max(next, time.Millisecond))
+		} else {
+			t.Stop()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+		case <-t.C:
+		}
+	}
+}
+
+// keyNotify registers (o.clientID(), key); a registration by another
+// connection with the same client id is taken over.
+func (s *store) keyNotify(o observer, key []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := string(key)
+	w := s.watchers[k]
+	if w == nil {
+		w = make(map[string]observer)
+		s.watchers[k] = w
+	}
+	if prev := w[o.clientID()]; prev != nil && prev != o {
+		delete(s.owned[prev], k)
+	}
+	w[o.clientID()] = o
+	keys := s.owned[o]
+	if keys == nil {
+		keys = make(map[string]struct{})
+		s.owned[o] = keys
+	}
+	keys[k] = struct{}{}
+}
+
+// keyNotifyStop removes the registration (clientID, key) and reports whether
+// it existed.
+func (s *store) keyNotifyStop(clientID string, key []byte) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := string(key)
+	o := s.watchers[k][clientID]
+	if o == nil {
+		return false
+	}
+	s.unwatchLocked(k, clientID)
+	delete(s.owned[o], k)
+	if len(s.owned[o]) == 0 {
+		delete(s.owned, o)
+	}
+	return true
+}
+
+func (s *store) unwatchLocked(key, clientID string) {
+	w := s.watchers[key]
+	delete(w, clientID)
+	if len(w) == 0 {
+		delete(s.watchers, key)
+	}
+}
+
+// dropObserver removes every registration owned by o (its connection
+// closed, §13.1). Registrations of the same client id made by a newer
+// connection are untouched. No notify call reaches o after it returns.
+func (s *store) dropObserver(o observer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := range s.owned[o] {
+		if s.watchers[k][o.clientID()] == o {
+			s.unwatchLocked(k, o.clientID())
+		}
+	}
+	delete(s.owned, o)
+}
+
+// stats reports the number of stored keys (expired ones not yet reaped
+// included) and registrations.
+func (s *store) stats() (keys, registrations int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, w := range s.watchers {
+		registrations += len(w)
+	}
+	return len(s.entries), registrations
+}
+
+// maxPX caps PX so that now+PX cannot overflow time.Duration (~292 years).
+const maxPX = math.MaxInt64 / int64(time.Millisecond)
+
+// expiryHeap is a min-heap of entries by deadline.
+type expiryHeap []*entry
+
+func (h expiryHeap) Len() int           { return len(h) }
+func (h expiryHeap) Less(i, j int) bool { return h[i].expires.Before(h[j].expires) }
+func (h expiryHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index = i
+	h[j].index = j
+}
+func (h *expiryHeap) Push(x any) {
+	e := x.(*entry)
+	e.index = len(*h)
+	*h = append(*h, e)
+}
+func (h *expiryHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	old[len(old)-1] = nil
+	e.index = -1
+	*h = old[:len(old)-1]
+	return e
+}
