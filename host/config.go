@@ -1,0 +1,141 @@
+package host
+
+import (
+	"fmt"
+	"path"
+	"sort"
+	"time"
+
+	"github.com/bmatcuk/doublestar/v4"
+
+	"github.com/ssrun/ssrun/abi"
+)
+
+// RuleConfig holds the limits and permissions of one rule. The zero value
+// is the documented default: DefaultCallTimeout, DefaultMemoryBytes,
+// DefaultMaxValueBytes, DefaultMailbox, and every key allowed.
+type RuleConfig struct {
+	// Timeout bounds each handler call (and the rule's initialisation).
+	Timeout time.Duration
+	// MemoryBytes caps the rule's memory (see abi.Limits).
+	MemoryBytes int64
+	// MaxValueBytes refuses set/vdel values larger than this (TOO_LARGE).
+	MaxValueBytes int
+	// Mailbox is how many events may wait for the rule; more are dropped
+	// and counted.
+	Mailbox int
+	// Key permissions: glob patterns (doublestar syntax: `*` stays within a
+	// `/` segment, `**` crosses them). A nil list allows every key; an empty
+	// list allows none.
+	Read  []string
+	Write []string
+	Watch []string
+	Lock  []string
+}
+
+// Defaults for zero RuleConfig fields.
+const (
+	DefaultCallTimeout   = abi.DefaultCallTimeout
+	DefaultMemoryBytes   = abi.DefaultMemoryBytes
+	DefaultMaxValueBytes = 1 << 20
+	DefaultMailbox       = 1024
+)
+
+// Validate checks the patterns and numbers and says which is wrong.
+func (c RuleConfig) Validate() error {
+	if c.Timeout < 0 || c.MemoryBytes < 0 || c.MaxValueBytes < 0 || c.Mailbox < 0 {
+		return fmt.Errorf("timeout, memory, max_value and mailbox must not be negative")
+	}
+	for name, list := range map[string][]string{"read": c.Read, "write": c.Write, "watch": c.Watch, "lock": c.Lock} {
+		for _, p := range list {
+			if !doublestar.ValidatePattern(p) {
+				return fmt.Errorf("%s: bad key pattern %q", name, p)
+			}
+		}
+	}
+	return nil
+}
+
+func (c RuleConfig) withDefaults() RuleConfig {
+	if c.Timeout == 0 {
+		c.Timeout = DefaultCallTimeout
+	}
+	if c.MemoryBytes == 0 {
+		c.MemoryBytes = DefaultMemoryBytes
+	}
+	if c.MaxValueBytes == 0 {
+		c.MaxValueBytes = DefaultMaxValueBytes
+	}
+	if c.Mailbox == 0 {
+		c.Mailbox = DefaultMailbox
+	}
+	return c
+}
+
+func (c RuleConfig) limits() abi.Limits {
+	return abi.Limits{CallTimeout: c.Timeout, MemoryBytes: c.MemoryBytes}
+}
+
+// merge overlays the non-zero fields of o on c.
+func (c RuleConfig) merge(o RuleConfig) RuleConfig {
+	if o.Timeout != 0 {
+		c.Timeout = o.Timeout
+	}
+	if o.MemoryBytes != 0 {
+		c.MemoryBytes = o.MemoryBytes
+	}
+	if o.MaxValueBytes != 0 {
+		c.MaxValueBytes = o.MaxValueBytes
+	}
+	if o.Mailbox != 0 {
+		c.Mailbox = o.Mailbox
+	}
+	if o.Read != nil {
+		c.Read = o.Read
+	}
+	if o.Write != nil {
+		c.Write = o.Write
+	}
+	if o.Watch != nil {
+		c.Watch = o.Watch
+	}
+	if o.Lock != nil {
+		c.Lock = o.Lock
+	}
+	return c
+}
+
+// allowed reports whether key matches one of patterns (nil allows all).
+func allowed(patterns []string, key string) bool {
+	if patterns == nil {
+		return true
+	}
+	for _, p := range patterns {
+		if ok, _ := doublestar.Match(p, key); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// ruleConfigFor returns the settings for the rule file at p: defaults, then
+// every entry of rules whose pattern matches the file's base name, in
+// sorted pattern order, then the entry named exactly like the file.
+func ruleConfigFor(defaults RuleConfig, rules map[string]RuleConfig, p string) RuleConfig {
+	base := path.Base(p)
+	c := defaults
+	pats := make([]string, 0, len(rules))
+	for pat := range rules {
+		if ok, _ := path.Match(pat, base); ok && pat != base {
+			pats = append(pats, pat)
+		}
+	}
+	sort.Strings(pats) // deterministic when globs overlap
+	for _, pat := range pats {
+		c = c.merge(rules[pat])
+	}
+	if rc, ok := rules[base]; ok {
+		c = c.merge(rc)
+	}
+	return c.withDefaults()
+}

@@ -1,0 +1,323 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/broker/brokertest"
+	"github.com/ssrun/ssrun/protocol"
+)
+
+// goRuntime is a runtime whose rules are Go functions, registered by name: a
+// file "x.gorule" holds the name of its rule. It tests the host's mechanics
+// without a sandbox (the Lua and WASM runtimes have their own end-to-end
+// tests), and is the native baseline of the benchmarks.
+type goRuntime struct {
+	mu    sync.Mutex
+	rules map[string]goRule
+}
+
+type goRule struct {
+	init   func(ctx context.Context, h abi.Host) error
+	handle func(ctx context.Context, h abi.Host, ev abi.Event) error
+}
+
+func (rt *goRuntime) Kind() string { return "gorule" }
+
+func (rt *goRuntime) register(name string, r goRule) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.rules == nil {
+		rt.rules = map[string]goRule{}
+	}
+	rt.rules[name] = r
+}
+
+func (rt *goRuntime) Compile(_ context.Context, file string, src []byte) (abi.Program, error) {
+	name := strings.TrimSpace(string(src))
+	rt.mu.Lock()
+	r, ok := rt.rules[name]
+	rt.mu.Unlock()
+	if !ok {
+		return nil, &abi.CompileError{File: file, Line: 1, Msg: fmt.Sprintf("no rule named %q", name)}
+	}
+	return r, nil
+}
+
+func (rt *goRuntime) Close(context.Context) error { return nil }
+
+func (r goRule) Start(ctx context.Context, h abi.Host, lim abi.Limits) (abi.Script, error) {
+	if r.init != nil {
+		if err := r.init(ctx, h); err != nil {
+			return nil, err
+		}
+	}
+	return &goScript{r: r, h: h, lim: lim.WithDefaults()}, nil
+}
+
+type goScript struct {
+	r   goRule
+	h   abi.Host
+	lim abi.Limits
+}
+
+func (s *goScript) Handle(ctx context.Context, ev abi.Event) error {
+	if s.r.handle == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.lim.CallTimeout)
+	defer cancel()
+	return s.r.handle(ctx, s.h, ev)
+}
+
+func (s *goScript) Close(context.Context) error { return nil }
+
+// env is one embedded broker, a host on its own client, a rules folder, and
+// a second client acting as the user.
+type env struct {
+	t      *testing.T
+	addr   string
+	client *protocol.Client
+	user   *protocol.Client
+	host   *Host
+	rt     *goRuntime
+	dir    string
+	logs   *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+var clientSeq atomic.Int64
+
+func newClient(t testing.TB, addr string) *protocol.Client {
+	t.Helper()
+	c, err := protocol.New(context.Background(), protocol.Config{
+		Servers:  []string{addr},
+		ClientID: fmt.Sprintf("host-test-%d", clientSeq.Add(1)),
+		Timeout:  5 * time.Second,
+		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.AwaitConnection(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func newEnv(t *testing.T, opts ...func(*Options)) *env {
+	t.Helper()
+	b := brokertest.Start(t)
+	return newEnvAt(t, b.Addr(), opts...)
+}
+
+// newEnvAt builds a host on a broker (or proxy) at addr.
+func newEnvAt(t *testing.T, addr string, opts ...func(*Options)) *env {
+	t.Helper()
+	e := &env{t: t, addr: addr, rt: &goRuntime{}, dir: t.TempDir(), logs: &syncBuffer{}}
+	e.client = newClient(t, addr)
+	e.user = newClient(t, addr)
+	o := Options{
+		Client:   e.client,
+		Runtimes: []abi.Runtime{e.rt},
+		Logger:   slog.New(slog.NewTextHandler(io.MultiWriter(e.logs, testWriter{t}), &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}
+	for _, f := range opts {
+		f(&o)
+	}
+	h, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.host = h
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := h.Close(ctx); err != nil {
+			t.Errorf("host close: %v", err)
+		}
+	})
+	return e
+}
+
+// testWriter sends log lines to t.Log while the test runs.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// load registers a Go rule and loads it from a file of the same name.
+func (e *env) load(name string, r goRule) string {
+	e.t.Helper()
+	e.rt.register(name, r)
+	p := filepath.Join(e.dir, name+".gorule")
+	if err := os.WriteFile(p, []byte(name), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.host.Load(ctx, p); err != nil {
+		e.t.Fatalf("load %s: %v", name, err)
+	}
+	return p
+}
+
+func (e *env) ctx() context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	e.t.Cleanup(cancel)
+	return ctx
+}
+
+func (e *env) set(key, value string) string {
+	e.t.Helper()
+	res, err := e.user.Set(e.ctx(), []byte(key), []byte(value), protocol.SetOptions{})
+	if err != nil {
+		e.t.Fatalf("set %s: %v", key, err)
+	}
+	return res.Version.String()
+}
+
+func (e *env) get(key string) (string, bool) {
+	e.t.Helper()
+	res, err := e.user.Get(e.ctx(), []byte(key), protocol.CallOptions{})
+	if err != nil {
+		e.t.Fatalf("get %s: %v", key, err)
+	}
+	return string(res.Value), res.Found
+}
+
+// waitFor polls cond until it holds, failing the test after 10 s.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (e *env) waitValue(key, want string) {
+	e.t.Helper()
+	waitFor(e.t, fmt.Sprintf("%s = %q", key, want), func() bool {
+		v, ok := e.get(key)
+		return ok && v == want
+	})
+}
+
+func (e *env) status(name string) RuleStatus {
+	for _, s := range e.host.Status() {
+		if filepath.Base(s.Path) == name+".gorule" {
+			return s
+		}
+	}
+	e.t.Fatalf("rule %s not loaded", name)
+	return RuleStatus{}
+}
+
+// proxy forwards TCP connections to target until cut; cut closes every
+// connection and refuses new ones until heal.
+type proxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	conns  []net.Conn
+	down   bool
+	wg     sync.WaitGroup
+}
+
+func newProxy(t *testing.T, target string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln, target: target}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(func() {
+		ln.Close()
+		p.cut()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *proxy) addr() string { return p.ln.Addr().String() }
+
+func (p *proxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.down {
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
+		u, err := net.Dial("tcp", p.target)
+		if err != nil {
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
+		p.conns = append(p.conns, c, u)
+		p.mu.Unlock()
+		p.wg.Add(2)
+		go func() { defer p.wg.Done(); io.Copy(u, c); u.Close() }()
+		go func() { defer p.wg.Done(); io.Copy(c, u); c.Close() }()
+	}
+}
+
+func (p *proxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = true
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+func (p *proxy) heal() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = false
+}

@@ -1,0 +1,399 @@
+// Package host runs rules against the state store: it owns the store client's
+// event stream, multiplexes watches (one KEYNOTIFY per key), delivers events
+// to each rule one at a time from a bounded mailbox, suppresses a rule's own
+// echoes and damps feedback loops between rules, resynchronises watched keys
+// after a reconnect, holds leases with fencing tokens for rules, and loads,
+// hot-reloads and stops rule files.
+package host
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/protocol"
+)
+
+// Options configure a Host. The zero value of each field is its documented
+// default; Client and at least one runtime are required.
+type Options struct {
+	// Client is the connected (or connecting) store client. The Host reads
+	// its Events stream; nothing else may.
+	Client *protocol.Client
+	// Runtimes run rule files, chosen by extension: the runtime of kind
+	// "lua" runs *.lua, "wasm" runs *.wasm, and "plugin" runs executable
+	// files without an extension.
+	Runtimes []abi.Runtime
+	// Logger for everything the host reports; slog.Default() when nil.
+	Logger *slog.Logger
+	// Defaults apply to every rule; Rules override them per file name (an
+	// exact name, or a path.Match glob such as "*.wasm").
+	Defaults RuleConfig
+	Rules    map[string]RuleConfig
+	// MaxHops is the longest chain of rule writes triggering rules before
+	// the feedback-loop damper drops the event (DefaultMaxHops when zero).
+	MaxHops int
+}
+
+// DefaultMaxHops bounds chains of rules triggering each other.
+const DefaultMaxHops = 16
+
+// Host runs rules. Create it with New, load rules with Load, LoadDir or
+// WatchDir, and Close it.
+type Host struct {
+	client   *protocol.Client
+	log      *slog.Logger
+	runtimes map[string]abi.Runtime // by kind
+	defaults RuleConfig
+	rules    map[string]RuleConfig
+	maxHops  int
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	reg    *registry
+	lin    *lineage
+	resync chan struct{}
+	all    atomic.Bool // the next resync re-reads every key, not only owed ones
+
+	loadMu sync.Mutex // serialises Load/Remove
+	mu     sync.Mutex
+	slots  map[string]*rule // by path
+
+	events, damped, resyncs atomic.Uint64
+	lastDampLog             atomic.Int64
+}
+
+// New validates opts and starts the host's event dispatcher.
+func New(opts Options) (*Host, error) {
+	if opts.Client == nil {
+		return nil, errors.New("host: a store client is required")
+	}
+	if len(opts.Runtimes) == 0 {
+		return nil, errors.New("host: at least one runtime is required")
+	}
+	if err := opts.Defaults.Validate(); err != nil {
+		return nil, fmt.Errorf("host: defaults: %w", err)
+	}
+	for name, rc := range opts.Rules {
+		if err := rc.Validate(); err != nil {
+			return nil, fmt.Errorf("host: rule %q: %w", name, err)
+		}
+	}
+	h := &Host{
+		client:   opts.Client,
+		log:      opts.Logger,
+		runtimes: map[string]abi.Runtime{},
+		defaults: opts.Defaults,
+		rules:    opts.Rules,
+		maxHops:  opts.MaxHops,
+		lin:      newLineage(1 << 16),
+		resync:   make(chan struct{}, 1),
+		slots:    map[string]*rule{},
+	}
+	if h.log == nil {
+		h.log = slog.Default()
+	}
+	if h.maxHops <= 0 {
+		h.maxHops = DefaultMaxHops
+	}
+	for _, rt := range opts.Runtimes {
+		h.runtimes[rt.Kind()] = rt
+	}
+	h.reg = newRegistry(h)
+	h.ctx, h.cancel = context.WithCancel(context.Background())
+	h.wg.Add(2)
+	go h.dispatch()
+	go h.resyncLoop()
+	return h, nil
+}
+
+// dispatch reads the client's event stream and routes notifications to the
+// watching rules' mailboxes. It never blocks on a rule.
+func (h *Host) dispatch() {
+	defer h.wg.Done()
+	var buf []*rule
+	wasDown := false
+	for {
+		select {
+		case <-h.ctx.Done():
+			return
+		case ev, ok := <-h.client.Events():
+			if !ok {
+				return
+			}
+			switch ev.Kind {
+			case protocol.EventNotify:
+				buf = h.route(ev, buf[:0])
+			case protocol.EventConnected:
+				// After an outage every watched key is re-read; on the first
+				// connection only watches registered while offline are owed.
+				h.all.Store(wasDown)
+				wasDown = false
+				select {
+				case h.resync <- struct{}{}:
+				default:
+				}
+			case protocol.EventDisconnected:
+				wasDown = true
+				h.log.Warn("store connection lost; watched keys are re-read when it returns", "err", ev.Err)
+			}
+		}
+	}
+}
+
+func (h *Host) route(ev protocol.Event, buf []*rule) []*rule {
+	h.events.Add(1)
+	version := ev.Version.String()
+	lin := h.lin.lookup(string(ev.Key), version)
+	if lin.hop > h.maxHops {
+		n := h.damped.Add(1)
+		now := time.Now().UnixNano()
+		if last := h.lastDampLog.Load(); now-last > int64(time.Second) && h.lastDampLog.CompareAndSwap(last, now) {
+			h.log.Warn("feedback loop between rules damped: event dropped", "key", string(ev.Key),
+				"rules", describe(lin.chain), "hops", lin.hop, "damped_total", n)
+		}
+		return buf
+	}
+	buf = h.reg.notify(ev, buf)
+	if len(buf) == 0 {
+		return buf
+	}
+	e := abi.Event{Key: string(ev.Key), Op: abi.Op(ev.Op), Version: version}
+	if e.Op == abi.OpSet {
+		e.Value = ev.Value
+	}
+	for _, r := range buf {
+		r.enqueue(delivery{ev: e, hop: lin.hop, chain: lin.chain})
+	}
+	return buf
+}
+
+// resyncLoop re-reads watched keys after every (re)connection and delivers
+// resync events for keys that changed while the host was offline.
+func (h *Host) resyncLoop() {
+	defer h.wg.Done()
+	for {
+		select {
+		case <-h.ctx.Done():
+			return
+		case <-h.resync:
+		}
+		for _, re := range h.reg.resync(h.ctx, h.all.Swap(false)) {
+			h.resyncs.Add(1)
+			for _, r := range re.to {
+				r.enqueue(delivery{ev: re.ev})
+			}
+		}
+	}
+}
+
+// RuleKind returns the runtime kind that runs the file at path, by
+// extension: "x.lua" runs on the runtime of kind "lua", "x.wasm" on "wasm",
+// and an executable file without an extension on "plugin". Hidden files,
+// editor backups and directories are not rules.
+func RuleKind(path string, info os.FileInfo) (string, bool) {
+	base := filepath.Base(path)
+	if info.IsDir() || strings.HasPrefix(base, ".") || strings.HasSuffix(base, "~") {
+		return "", false
+	}
+	kind := strings.TrimPrefix(filepath.Ext(base), ".")
+	switch {
+	case kind == "plugin":
+		return "", false
+	case kind != "":
+		return kind, true
+	case info.Mode().IsRegular() && info.Mode().Perm()&0o111 != 0:
+		return "plugin", true
+	}
+	return "", false
+}
+
+func (h *Host) runtimeFor(path string, info os.FileInfo) (abi.Runtime, bool) {
+	kind, ok := RuleKind(path, info)
+	if !ok {
+		return nil, false
+	}
+	rt, ok := h.runtimes[kind]
+	return rt, ok
+}
+
+// IsRule reports whether the file at path would be loaded as a rule.
+func (h *Host) IsRule(path string) bool {
+	info, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
+	_, ok := h.runtimeFor(path, info)
+	return ok
+}
+
+// Load compiles and starts the rule file at path, or replaces the running
+// version of it. A file that fails to compile or start leaves the running
+// version in place and returns an error naming the file (and line). An
+// unchanged file is not reloaded.
+func (h *Host) Load(ctx context.Context, path string) error {
+	h.loadMu.Lock()
+	defer h.loadMu.Unlock()
+	info, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("load %s: %w", path, err)
+	}
+	rt, ok := h.runtimeFor(path, info)
+	if !ok {
+		return fmt.Errorf("load %s: not a rule file (no runtime for it: want .lua, .wasm or an executable plugin)", path)
+	}
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("load %s: %w", path, err)
+	}
+	hash := sha256.Sum256(src)
+	h.mu.Lock()
+	r := h.slots[path]
+	h.mu.Unlock()
+	if r != nil {
+		r.mu.Lock()
+		same := r.hash == hash
+		r.mu.Unlock()
+		if same {
+			return nil
+		}
+	}
+	prog, err := rt.Compile(ctx, path, src)
+	if err != nil {
+		return err // a *abi.CompileError names file and line
+	}
+	cfg := ruleConfigFor(h.defaults, h.rules, path)
+	fresh := r == nil
+	if fresh {
+		r = newRule(h, path, rt.Kind(), cfg)
+		h.wg.Add(1)
+		go func() { defer h.wg.Done(); r.run(h.ctx) }()
+	} else {
+		r.mu.Lock()
+		r.cfg = cfg
+		r.mu.Unlock()
+	}
+	b := newBinding(r)
+	script, err := prog.Start(ctx, b, cfg.limits())
+	if err != nil {
+		b.closed.Store(true)
+		if fresh {
+			_ = r.do(ctx, func() { r.stop(ctx) })
+		}
+		return fmt.Errorf("start %s: %w", path, err)
+	}
+	next := &instance{script: script, b: b, hash: hash}
+	if err := r.do(ctx, func() { r.swap(h.ctx, next) }); err != nil {
+		_ = script.Close(ctx)
+		return fmt.Errorf("start %s: %w", path, err)
+	}
+	if fresh {
+		h.mu.Lock()
+		h.slots[path] = r
+		h.mu.Unlock()
+		h.log.Info("rule loaded", "rule", r.name, "kind", r.kind)
+	} else {
+		h.log.Info("rule reloaded", "rule", r.name, "kind", r.kind)
+	}
+	return nil
+}
+
+// Remove stops the rule loaded from path and releases its watches and locks.
+func (h *Host) Remove(ctx context.Context, path string) error {
+	h.loadMu.Lock()
+	defer h.loadMu.Unlock()
+	h.mu.Lock()
+	r := h.slots[path]
+	delete(h.slots, path)
+	h.mu.Unlock()
+	if r == nil {
+		return fmt.Errorf("remove %s: not loaded", path)
+	}
+	err := r.do(ctx, func() { r.stop(ctx) })
+	<-r.done
+	h.log.Info("rule stopped", "rule", r.name)
+	return err
+}
+
+// LoadDir loads every rule file in dir. A file that fails is reported and
+// skipped; the others load. The returned error joins every failure.
+func (h *Host) LoadDir(ctx context.Context, dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("rules folder: %w", err)
+	}
+	var errs []error
+	for _, e := range entries {
+		p := filepath.Join(dir, e.Name())
+		if !h.IsRule(p) {
+			continue
+		}
+		if err := h.Load(ctx, p); err != nil {
+			h.log.Error("rule not loaded", "rule", e.Name(), "err", err)
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Status lists the loaded rules, sorted by path.
+func (h *Host) Status() []RuleStatus {
+	h.mu.Lock()
+	rs := make([]*rule, 0, len(h.slots))
+	for _, r := range h.slots {
+		rs = append(rs, r)
+	}
+	h.mu.Unlock()
+	out := make([]RuleStatus, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, r.status())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}
+
+// Stats are host-wide counters.
+type Stats struct {
+	Notifications uint64 // notifications received
+	LoopsDamped   uint64 // events dropped by the feedback-loop damper
+	Resyncs       uint64 // resync events produced after reconnects
+	WatchedKeys   int    // keys registered with the store
+}
+
+// Stats returns host-wide counters.
+func (h *Host) Stats() Stats {
+	return Stats{Notifications: h.events.Load(), LoopsDamped: h.damped.Load(), Resyncs: h.resyncs.Load(), WatchedKeys: h.reg.watchedKeys()}
+}
+
+// Close stops every rule (releasing watches and locks), then the dispatcher.
+// It does not close the client.
+func (h *Host) Close(ctx context.Context) error {
+	h.mu.Lock()
+	paths := make([]string, 0, len(h.slots))
+	for p := range h.slots {
+		paths = append(paths, p)
+	}
+	h.mu.Unlock()
+	var errs []error
+	for _, p := range paths {
+		if err := h.Remove(ctx, p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	h.cancel()
+	h.wg.Wait()
+	return errors.Join(errs...)
+}
+
+func slogLevel(l int32) slog.Level { return slog.Level(l) }

@@ -1,0 +1,220 @@
+package host
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/protocol"
+	"github.com/ssrun/ssrun/protocol/hlc"
+)
+
+// leader is a rule that, on each trigger, takes the lock "leader" (no wait)
+// and writes "shared" fenced with it, recording the status in result/<name>.
+func leader(name string, ttl time.Duration) goRule {
+	return goRule{init: watchInit("tick/" + name), handle: func(ctx context.Context, h abi.Host, ev abi.Event) error {
+		status := abi.StatusOK
+		if _, err := h.Lock(ctx, "leader", ttl, abi.LockOptions{}); err != nil {
+			status = abi.StatusOf(err)
+		} else if _, err := h.Set(ctx, "shared", []byte(name), abi.SetOptions{Fence: "leader"}); err != nil {
+			status = abi.StatusOf(err)
+		}
+		_, err := h.Set(ctx, "result/"+name, []byte(status.String()+":"+string(ev.Value)), abi.SetOptions{})
+		return err
+	}}
+}
+
+// Two hosts fail over a lock; the old holder, unaware it lost the lease, writes
+// late with its old token and the store refuses it (fencing), so the new
+// holder's value stands.
+func TestLockFailoverFencedByStore(t *testing.T) {
+	a := newEnv(t)
+	b := newEnvAt(t, a.addr)
+	const ttl = time.Minute // no renewal happens during the test
+	a.load("a", leader("a", ttl))
+	b.load("b", leader("b", ttl))
+
+	a.set("tick/a", "1")
+	a.waitValue("result/a", "OK:1")
+	a.waitValue("shared", "a")
+	a.set("tick/b", "1")
+	a.waitValue("result/b", "BUSY:1")
+
+	// The lease vanishes behind a's back (as if it expired during a pause).
+	if n, err := a.user.Del(a.ctx(), []byte("leader"), protocol.DelOptions{}); err != nil || n != 1 {
+		t.Fatalf("del leader: %d, %v", n, err)
+	}
+	a.set("tick/b", "2")
+	a.waitValue("result/b", "OK:2")
+	a.waitValue("shared", "b")
+
+	// a still believes it holds the lock: its write reaches the store with
+	// the old token and is refused there.
+	a.set("tick/a", "2")
+	a.waitValue("result/a", "FENCED:2")
+	if v, _ := a.get("shared"); v != "b" {
+		t.Fatalf("shared = %q after the stale write; the old holder's write was applied", v)
+	}
+}
+
+// A holder that loses its connection loses the lease when it expires; a
+// waiting standby takes over with a larger token; the old holder gets a
+// LOCK_LOST event and its fenced writes fail locally.
+func TestLockExpiryFailover(t *testing.T) {
+	base := newEnv(t)
+	px := newProxy(t, base.addr)
+	a := newEnvAt(t, px.addr())
+	// The standby's handler waits for the lock far longer than the default
+	// call timeout.
+	b := newEnvAt(t, base.addr, func(o *Options) { o.Rules = map[string]RuleConfig{"standby.gorule": {Timeout: 30 * time.Second}} })
+	const ttl = 400 * time.Millisecond
+
+	var mu sync.Mutex
+	var aToken string
+	var lostEvents int
+	var lateWrite error
+	a.load("holder", goRule{init: watchInit("go/a"), handle: func(ctx context.Context, h abi.Host, ev abi.Event) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if ev.Op == abi.OpLockLost {
+			if ev.Key != "leader" {
+				t.Errorf("LOCK_LOST for %q", ev.Key)
+			}
+			lostEvents++
+			_, lateWrite = h.Set(ctx, "shared", []byte("a-late"), abi.SetOptions{Fence: "leader"})
+			return nil
+		}
+		tok, err := h.Lock(ctx, "leader", ttl, abi.LockOptions{})
+		aToken = tok
+		return err
+	}})
+	tokens := make(chan string, 1)
+	b.load("standby", goRule{init: watchInit("go/b"), handle: func(ctx context.Context, h abi.Host, ev abi.Event) error {
+		tok, err := h.Lock(ctx, "leader", ttl, abi.LockOptions{Wait: 20 * time.Second})
+		if err != nil {
+			return err
+		}
+		tokens <- tok
+		_, err = h.Set(ctx, "shared", []byte("b"), abi.SetOptions{Fence: "leader"})
+		return err
+	}})
+
+	base.set("go/a", "1")
+	waitFor(t, "a holds the lock", func() bool { mu.Lock(); defer mu.Unlock(); return aToken != "" })
+	// Renewals keep the lease alive: its version grows.
+	first, _ := base.user.Get(base.ctx(), []byte("leader"), protocol.CallOptions{})
+	waitFor(t, "a renews its lease", func() bool {
+		res, err := base.user.Get(base.ctx(), []byte("leader"), protocol.CallOptions{})
+		return err == nil && res.Found && res.Version.Compare(first.Version) > 0
+	})
+
+	px.cut() // a is partitioned: its renewals fail, the lease expires in the store
+	base.set("go/b", "1")
+	var bToken string
+	select {
+	case bToken = <-tokens:
+	case <-time.After(20 * time.Second):
+		t.Fatal("standby never acquired the lock")
+	}
+	base.waitValue("shared", "b")
+	ta, err1 := hlc.Parse(aToken)
+	tb, err2 := hlc.Parse(bToken)
+	if err1 != nil || err2 != nil || tb.Compare(ta) <= 0 {
+		t.Fatalf("standby token %s not above old holder's %s", bToken, aToken)
+	}
+	waitFor(t, "old holder told LOCK_LOST", func() bool { mu.Lock(); defer mu.Unlock(); return lostEvents == 1 })
+	mu.Lock()
+	defer mu.Unlock()
+	if abi.StatusOf(lateWrite) != abi.StatusLockLost {
+		t.Fatalf("fenced write after the loss: %v, want LOCK_LOST", lateWrite)
+	}
+	if v, _ := base.get("shared"); v != "b" {
+		t.Fatalf("shared = %q", v)
+	}
+}
+
+func TestLockRenewUnlockAndBusy(t *testing.T) {
+	e := newEnv(t)
+	type result struct {
+		tok string
+		err error
+	}
+	results := make(chan result, 8)
+	e.load("locker", goRule{init: watchInit("cmd"), handle: func(ctx context.Context, h abi.Host, ev abi.Event) error {
+		var r result
+		switch string(ev.Value) {
+		case "lock":
+			r.tok, r.err = h.Lock(ctx, "L", 300*time.Millisecond, abi.LockOptions{})
+		case "unlock":
+			r.err = h.Unlock(ctx, "L")
+		case "bad-ttl":
+			r.tok, r.err = h.Lock(ctx, "L2", 0, abi.LockOptions{})
+		case "fence-unheld":
+			_, r.err = h.Set(ctx, "x", []byte("1"), abi.SetOptions{Fence: "nope"})
+		}
+		results <- r
+		return nil
+	}})
+	do := func(cmd string) result {
+		t.Helper()
+		e.set("cmd", cmd)
+		select {
+		case r := <-results:
+			return r
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: no result", cmd)
+		}
+		return result{}
+	}
+	r := do("lock")
+	if r.err != nil || r.tok == "" {
+		t.Fatalf("lock: %+v", r)
+	}
+	holder, ok := e.get("L")
+	if !ok || holder != e.client.ClientID()+":locker.gorule" {
+		t.Fatalf("lock value %q, want <client id>:<rule>", holder)
+	}
+	// Held across several ttl periods thanks to renewals; the version grows.
+	var last hlc.HLC
+	renewals := 0
+	waitFor(t, "three renewals", func() bool {
+		res, err := e.user.Get(context.Background(), []byte("L"), protocol.CallOptions{})
+		if err != nil || !res.Found {
+			t.Fatalf("lease lapsed: %v %v", res, err)
+		}
+		if res.Version.Compare(last) > 0 {
+			if !last.IsZero() {
+				renewals++
+			}
+			last = res.Version
+		}
+		return renewals >= 3
+	})
+	if r := do("lock"); r.err != nil || r.tok == "" {
+		t.Fatalf("re-lock of a held lock: %+v", r)
+	}
+	if r := do("unlock"); r.err != nil {
+		t.Fatalf("unlock: %v", r.err)
+	}
+	if _, ok := e.get("L"); ok {
+		t.Fatal("lock key still present after unlock")
+	}
+	if r := do("unlock"); abi.StatusOf(r.err) != abi.StatusNotFound {
+		t.Fatalf("second unlock: %v", r.err)
+	}
+	if r := do("bad-ttl"); abi.StatusOf(r.err) != abi.StatusInvalid {
+		t.Fatalf("zero ttl: %v", r.err)
+	}
+	if r := do("fence-unheld"); abi.StatusOf(r.err) != abi.StatusLockLost {
+		t.Fatalf("fence with an unheld lock: %v", r.err)
+	}
+	// Held by someone else: BUSY.
+	if _, err := e.user.Set(e.ctx(), []byte("L"), []byte("other"), protocol.SetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if r := do("lock"); abi.StatusOf(r.err) != abi.StatusBusy {
+		t.Fatalf("lock held by another: %v", r.err)
+	}
+}

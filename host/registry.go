@@ -1,0 +1,272 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/protocol"
+	"github.com/ssrun/ssrun/protocol/hlc"
+)
+
+// registry multiplexes watches: one KEYNOTIFY per key however many rules (and
+// lock waiters) need it, a KEYNOTIFY STOP when the last one leaves, and the
+// last known state of every watched key so a reconnect can tell what changed.
+type registry struct {
+	h *Host
+
+	opMu sync.Mutex // serialises KEYNOTIFY / STOP round trips
+
+	mu   sync.Mutex
+	keys map[string]*keyState
+}
+
+type keyState struct {
+	watchers map[*rule]bool
+	waiters  int             // lock waits holding the key
+	wake     []chan struct{} // signalled (non-blocking, cap 1) on every DELETE
+	// registered is false while a KEYNOTIFY is owed (it failed because the
+	// store was offline); the next connection sends it.
+	registered bool
+	// Last known state, for resync after a reconnect.
+	known   bool
+	present bool
+	version hlc.HLC
+	gen     uint64 // bumped by every notification
+}
+
+func newRegistry(h *Host) *registry {
+	return &registry{h: h, keys: map[string]*keyState{}}
+}
+
+func (ks *keyState) users() int { return len(ks.watchers) + ks.waiters }
+
+// watch adds r as a watcher of key, registering the key with the store when
+// it is the first user. A store that is offline is not an error: the
+// KEYNOTIFY is sent when the connection comes back.
+func (g *registry) watch(ctx context.Context, r *rule, key string) error {
+	return g.acquire(ctx, key, func(ks *keyState) { ks.watchers[r] = true })
+}
+
+// unwatch removes r as a watcher of key; STOP when nobody is left.
+func (g *registry) unwatch(ctx context.Context, r *rule, key string) {
+	g.release(ctx, key, func(ks *keyState) { delete(ks.watchers, r) })
+}
+
+// waitDelete holds key registered for a lock wait and returns a channel
+// signalled on each DELETE of the key (or a resync that finds it gone), and a
+// release function.
+func (g *registry) waitDelete(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	ch := make(chan struct{}, 1)
+	err := g.acquire(ctx, key, func(ks *keyState) {
+		ks.waiters++
+		ks.wake = append(ks.wake, ch)
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	release := func() {
+		g.release(context.WithoutCancel(ctx), key, func(ks *keyState) {
+			ks.waiters--
+			for i, c := range ks.wake {
+				if c == ch {
+					ks.wake = append(ks.wake[:i], ks.wake[i+1:]...)
+					break
+				}
+			}
+		})
+	}
+	return ch, release, nil
+}
+
+func (g *registry) acquire(ctx context.Context, key string, add func(*keyState)) error {
+	g.opMu.Lock()
+	defer g.opMu.Unlock()
+	g.mu.Lock()
+	ks := g.keys[key]
+	if ks == nil {
+		ks = &keyState{watchers: map[*rule]bool{}}
+		g.keys[key] = ks
+	}
+	first := ks.users() == 0
+	add(ks)
+	g.mu.Unlock()
+	if !first {
+		return nil
+	}
+	err := g.h.client.KeyNotify(ctx, []byte(key), protocol.CallOptions{})
+	switch {
+	case err == nil:
+		g.mu.Lock()
+		ks.registered = true
+		g.mu.Unlock()
+		g.baseline(ctx, key, ks)
+		return nil
+	case errors.Is(err, protocol.ErrNotConnected):
+		g.h.log.Debug("store offline; watch registered when it reconnects", "key", key)
+		return nil
+	default:
+		g.mu.Lock()
+		delete(g.keys, key)
+		g.mu.Unlock()
+		return err
+	}
+}
+
+// baseline reads the key's current version so that a later reconnect can
+// tell whether it changed while offline.
+func (g *registry) baseline(ctx context.Context, key string, ks *keyState) {
+	g.mu.Lock()
+	gen := ks.gen
+	g.mu.Unlock()
+	res, err := g.h.client.Get(ctx, []byte(key), protocol.CallOptions{})
+	if err != nil {
+		return // unknown baseline: a reconnect then reports the key if present
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if ks.gen == gen && !ks.known {
+		ks.known, ks.present, ks.version = true, res.Found, res.Version
+	}
+}
+
+func (g *registry) release(ctx context.Context, key string, remove func(*keyState)) {
+	g.opMu.Lock()
+	defer g.opMu.Unlock()
+	g.mu.Lock()
+	ks := g.keys[key]
+	if ks == nil {
+		g.mu.Unlock()
+		return
+	}
+	remove(ks)
+	last := ks.users() == 0
+	registered := ks.registered
+	if last {
+		delete(g.keys, key)
+	}
+	g.mu.Unlock()
+	if last && registered {
+		if _, err := g.h.client.KeyNotifyStop(ctx, []byte(key), protocol.CallOptions{}); err != nil && !errors.Is(err, protocol.ErrNotConnected) {
+			g.h.log.Warn("keynotify stop failed", "key", key, "err", err)
+		}
+	}
+}
+
+// notify records a notification and returns the rules watching its key.
+func (g *registry) notify(ev protocol.Event, buf []*rule) []*rule {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ks := g.keys[string(ev.Key)]
+	if ks == nil {
+		return buf
+	}
+	present := ev.Op != string(abi.OpDelete)
+	if ks.known && ks.present == present && ks.version == ev.Version {
+		return buf // already delivered by a resync that read this version
+	}
+	ks.gen++
+	ks.known, ks.present, ks.version = true, present, ev.Version
+	if !ks.present {
+		ks.signal()
+	}
+	for r := range ks.watchers {
+		buf = append(buf, r)
+	}
+	return buf
+}
+
+func (ks *keyState) signal() {
+	for _, c := range ks.wake {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// resync runs when a connection comes up: it sends any KEYNOTIFY still owed
+// and re-reads those keys, or (all, after an outage) every watched key, and
+// returns a resync event for each key whose state differs from the last one
+// known, with the rules to deliver it to. A key notified while it was being
+// re-read is skipped: the notification is newer.
+func (g *registry) resync(ctx context.Context, all bool) []resyncEvent {
+	g.opMu.Lock()
+	defer g.opMu.Unlock()
+	g.mu.Lock()
+	keys := make([]string, 0, len(g.keys))
+	for k := range g.keys {
+		keys = append(keys, k)
+	}
+	g.mu.Unlock()
+	var out []resyncEvent
+	for _, key := range keys {
+		g.mu.Lock()
+		ks := g.keys[key]
+		if ks == nil {
+			g.mu.Unlock()
+			continue
+		}
+		gen, registered := ks.gen, ks.registered
+		g.mu.Unlock()
+		if registered && !all {
+			continue
+		}
+		if !registered {
+			if err := g.h.client.KeyNotify(ctx, []byte(key), protocol.CallOptions{}); err != nil {
+				g.h.log.Warn("re-registering watch failed", "key", key, "err", err)
+				continue
+			}
+			g.mu.Lock()
+			ks.registered = true
+			g.mu.Unlock()
+		}
+		res, err := g.h.client.Get(ctx, []byte(key), protocol.CallOptions{})
+		if err != nil {
+			g.h.log.Warn("re-reading watched key failed", "key", key, "err", err)
+			continue
+		}
+		g.mu.Lock()
+		if g.keys[key] != ks || ks.gen != gen {
+			g.mu.Unlock()
+			continue
+		}
+		changed := res.Found != ks.present || (res.Found && res.Version != ks.version)
+		if !ks.known {
+			changed = res.Found
+		}
+		ks.known, ks.present, ks.version = true, res.Found, res.Version
+		if !changed {
+			g.mu.Unlock()
+			continue
+		}
+		ks.gen++
+		ev := abi.Event{Key: key, Op: abi.OpDelete, Resync: true}
+		if res.Found {
+			ev.Op, ev.Value, ev.Version = abi.OpSet, res.Value, res.Version.String()
+		}
+		re := resyncEvent{ev: ev}
+		for r := range ks.watchers {
+			re.to = append(re.to, r)
+		}
+		if !res.Found {
+			ks.signal()
+		}
+		g.mu.Unlock()
+		out = append(out, re)
+	}
+	return out
+}
+
+type resyncEvent struct {
+	ev abi.Event
+	to []*rule
+}
+
+// watchedKeys returns how many keys are registered (for stats and tests).
+func (g *registry) watchedKeys() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.keys)
+}

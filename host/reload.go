@@ -1,0 +1,86 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// settle is how long a file must be quiet before it is (re)loaded: editors
+// and `cp` write a file in several steps, and each step is an fsnotify event.
+const settle = 50 * time.Millisecond
+
+// WatchDir loads every rule in dir, then keeps the running rules in step with
+// the folder until ctx ends: a new or changed file is compiled and swapped in
+// (a broken one is reported and the running version stays), a removed file's
+// rule is stopped. ready, when non-nil, is closed once the initial load is
+// done and the folder is being watched.
+func (h *Host) WatchDir(ctx context.Context, dir string, ready chan<- struct{}) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("watch rules folder: %w", err)
+	}
+	defer w.Close()
+	if err := w.Add(dir); err != nil {
+		return fmt.Errorf("watch rules folder %s: %w", dir, err)
+	}
+	// Errors are logged per file by LoadDir; the folder keeps being watched
+	// so a fixed file loads.
+	_ = h.LoadDir(ctx, dir)
+	if ready != nil {
+		close(ready)
+	}
+	pending := map[string]bool{}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.Events:
+			if !ok {
+				return nil
+			}
+			pending[filepath.Clean(ev.Name)] = true
+			timer.Reset(settle)
+		case err, ok := <-w.Errors:
+			if !ok {
+				return nil
+			}
+			h.log.Warn("watching rules folder", "dir", dir, "err", err)
+		case <-timer.C:
+			for p := range pending {
+				h.reconcile(ctx, p)
+			}
+			clear(pending)
+		}
+	}
+}
+
+// reconcile makes the rule at p match the file: load, reload or remove.
+func (h *Host) reconcile(ctx context.Context, p string) {
+	h.mu.Lock()
+	_, loaded := h.slots[p]
+	h.mu.Unlock()
+	info, err := os.Stat(p)
+	if err != nil || !h.IsRule(p) || info.IsDir() {
+		if loaded {
+			if err := h.Remove(ctx, p); err != nil {
+				h.log.Warn("stopping removed rule", "rule", filepath.Base(p), "err", err)
+			}
+		}
+		return
+	}
+	if err := h.Load(ctx, p); err != nil {
+		if loaded {
+			h.log.Error("reload failed; the previous version keeps running", "rule", filepath.Base(p), "err", err)
+		} else {
+			h.log.Error("rule not loaded", "rule", filepath.Base(p), "err", err)
+		}
+	}
+}
