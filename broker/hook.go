@@ -72,7 +72,8 @@ func (h *storeHook) ID() string { return "ssrun-statestore" }
 // Provides implements mqtt.Hook.
 func (h *storeHook) Provides(b byte) bool {
 	switch b {
-	case mqtt.OnConnectAuthenticate, mqtt.OnACLCheck, mqtt.OnPublish, mqtt.OnDisconnect, mqtt.OnPacketEncode:
+	case mqtt.OnConnectAuthenticate, mqtt.OnACLCheck, mqtt.OnPublish, mqtt.OnDisconnect, mqtt.OnPacketEncode,
+		mqtt.OnSessionEstablish:
 		return true
 	}
 	return false
@@ -109,6 +110,46 @@ func (h *storeHook) OnPacketEncode(_ *mqtt.Client, pk packets.Packet) packets.Pa
 		}
 	}
 	return pk
+}
+
+// takeoverWait bounds how long a new connection waits for an old one with
+// the same client id to be removed.
+const takeoverWait = 2 * time.Second
+
+// OnSessionEstablish runs on a new connection's goroutine before mochi takes
+// over or replaces a session with the same client id. mochi v2.7.9 removes an
+// ending session (expiry 0, or MQTT 3 clean) by client id, and unsubscribes
+// its filters by client id, after its disconnect hook returns; if that old
+// connection is still winding down when the new one registers, it deletes
+// the new one, which stays connected but never receives anything. So an old
+// connection whose session ends is closed here and the new one proceeds only
+// once mochi has removed it. (Persistent sessions are never removed that way;
+// mochi's own takeover handles them.)
+func (h *storeHook) OnSessionEstablish(cl *mqtt.Client, _ packets.Packet) {
+	old, ok := h.srv.Clients.Get(cl.ID)
+	if !ok || old == cl || !sessionEnds(old) {
+		return
+	}
+	if !old.Closed() {
+		_ = h.srv.DisconnectClient(old, packets.ErrSessionTakenOver)
+	}
+	deadline := time.Now().Add(takeoverWait)
+	for time.Now().Before(deadline) {
+		if cur, ok := h.srv.Clients.Get(cl.ID); !ok || cur != old {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	h.log.Warn("previous connection with the same client id still not removed; continuing", "client", cl.ID)
+}
+
+// sessionEnds reports whether cl's session ends with its connection, mochi's
+// own test in attachClient.
+func sessionEnds(cl *mqtt.Client) bool {
+	if cl.Properties.ProtocolVersion == 5 {
+		return cl.Properties.Props.SessionExpiryInterval == 0
+	}
+	return cl.Properties.Clean
 }
 
 // OnDisconnect drops the registrations of the connection that ended, and
