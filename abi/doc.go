@@ -111,18 +111,21 @@
 // at out_len_ptr. If the record is longer than out_cap, nothing is written to
 // out_ptr, the needed length is written at out_len_ptr, and the call returns
 // BUFFER_TOO_SMALL; the host keeps the record (and the verb's real status)
-// until the guest's next host call, and `result` copies it into a larger
-// buffer and returns the real status (or BUFFER_TOO_SMALL again). The store
-// operation is never repeated. `last_error` copies the message of the last
-// call that failed (plain UTF-8 text, not a record) the same way. The host
-// never calls back into the guest during a host function, so guests need no
-// re-entrancy.
+// until the guest's next verb call (`result` and `last_error` leave it in
+// place), and `result` copies it into a larger buffer and returns the real
+// status (or BUFFER_TOO_SMALL again). The store operation is never repeated.
+// A status without a record (e.g. get's NOT_FOUND) writes nothing at
+// out_len_ptr; `result` with no record kept returns INVALID. `last_error`
+// copies the message of the last call that failed (plain UTF-8 text, not a
+// record) the same way. The host never calls back into the guest during a
+// host function, so guests need no re-entrancy.
 //
 // Guest exports:
 //
 //	memory                                  the linear memory
 //	ssrun_abi_version() -> i32              must return Version (1)
 //	ssrun_alloc(size i32) -> i32            a buffer of size bytes for the host to write into
+//	                                        (0 = cannot; the event then fails)
 //	ssrun_on_event(ptr i32, len i32) -> i32 handle the event record at ptr (see
 //	                                        AppendEvent); 0 = handled, other = failed
 //	_initialize                             optional (reactors, e.g. Go c-shared): run once
@@ -133,8 +136,10 @@
 // frees it. The module is checked when it loads: every import from "ssrun"
 // must be a v1 function with exactly the signature above, and the three
 // exports must exist with these signatures; otherwise loading fails with an
-// error naming the import or export. ssrun_abi_version is called once after
-// initialisation and must return 1.
+// error naming the import or export. Loading then initialises one check
+// instance, in which watch, unwatch and log succeed and the other verbs fail
+// with UNAVAILABLE, calls ssrun_abi_version, which must return 1, and
+// discards it; starting the rule initialises it again for real.
 //
 // Guests get WASI preview 1 with real clocks, real randomness and stdout and
 // stderr sent to the log tagged with the rule; no filesystem, network or

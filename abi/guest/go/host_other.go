@@ -1,0 +1,27 @@
+//go:build !wasip1
+
+package ssrun
+
+import "github.com/ssrun/ssrun/abi"
+
+// Outside a WebAssembly rule there is no host: every verb fails.
+
+func notWasm(verb, key string) error {
+	return abi.Errorf(abi.StatusUnavailable, "%s %q: ssrun verbs work only inside a rule built with GOOS=wasip1 GOARCH=wasm", verb, key)
+}
+
+func get(key string) (Value, error) { return Value{}, notWasm(abi.FnGet, key) }
+
+func set(key string, _ []byte, _ int32, _ int64, _ string) (string, error) {
+	return "", notWasm(abi.FnSet, key)
+}
+
+func del(key, _ string) error                   { return notWasm(abi.FnDel, key) }
+func vdel(key string, _ []byte, _ string) error { return notWasm(abi.FnVDel, key) }
+func watch(key string, _ int32) error           { return notWasm(abi.FnWatch, key) }
+func unwatch(key string) error                  { return notWasm(abi.FnUnwatch, key) }
+func lock(name string, _, _ int64) (string, error) {
+	return "", notWasm(abi.FnLock, name)
+}
+func unlock(name string) error       { return notWasm(abi.FnUnlock, name) }
+func logMsg(_ int32, _ string) error { return notWasm(abi.FnLog, "") }

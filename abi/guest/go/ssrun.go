@@ -1,0 +1,286 @@
+// Package ssrun is the guest SDK for ssrun rules written in plain Go and
+// built as WebAssembly reactors with the standard toolchain:
+//
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o rule.wasm .
+//
+// A rule declares its watches and its handler in init; main stays empty
+// (a c-shared module never runs it):
+//
+//	package main
+//
+//	import ssrun "github.com/ssrun/ssrun/abi/guest/go"
+//
+//	func init() {
+//		ssrun.Watch("thermostat1/setPoint")
+//		ssrun.Handle(func(ev ssrun.Event) error {
+//			_, err := ssrun.Set("thermostat1/echo", ev.Value)
+//			return err
+//		})
+//	}
+//
+//	func main() {}
+//
+// The verbs are those of package abi (see its documentation for the exact
+// semantics). A failed call returns a *Error whose Status says what happened
+// and whose message is the host's (e.g. `get "k": not found`); use StatusOf
+// to branch on it. The SDK exports ssrun_abi_version, ssrun_alloc and
+// ssrun_on_event and imports the host functions from module "ssrun".
+//
+// Calls are safe from any goroutine (one host call at a time). A handler's
+// error or panic is logged through the host at error level, and the event
+// fails: ssrun_on_event returns the Status of an *Error, or -1 for any other
+// error or a panic.
+//
+// Built for any other platform the package compiles, so `go vet ./...` and
+// unit tests of rule logic work, but every verb fails with
+// StatusUnavailable.
+package ssrun
+
+import (
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/ssrun/ssrun/abi"
+)
+
+// Types shared with the host (see package abi).
+type (
+	// Event is one change delivered to the handler. Value stays valid
+	// after the handler returns.
+	Event = abi.Event
+	// Value is the result of Get.
+	Value = abi.Value
+	// Error is a failed call: its Status and the host's message.
+	Error = abi.Error
+	// Status is the result code of a call.
+	Status = abi.Status
+	// Op is the kind of an event.
+	Op = abi.Op
+	// Condition is the write condition of Set.
+	Condition = abi.Condition
+	// SetOptions are the options of Set.
+	SetOptions = abi.SetOptions
+	// DelOptions are the options of Del and VDel.
+	DelOptions = abi.DelOptions
+	// WatchOptions are the options of Watch.
+	WatchOptions = abi.WatchOptions
+	// LockOptions are the options of Lock.
+	LockOptions = abi.LockOptions
+)
+
+// Event operations.
+const (
+	OpSet      = abi.OpSet
+	OpDelete   = abi.OpDelete
+	OpLockLost = abi.OpLockLost
+)
+
+// Set conditions.
+const (
+	CondNone = abi.CondNone
+	CondNX   = abi.CondNX
+	CondNEX  = abi.CondNEX
+)
+
+// Log levels (those of log/slog).
+const (
+	LevelDebug = abi.LevelDebug
+	LevelInfo  = abi.LevelInfo
+	LevelWarn  = abi.LevelWarn
+	LevelError = abi.LevelError
+)
+
+// Statuses (see package abi).
+const (
+	StatusOK             = abi.StatusOK
+	StatusNotFound       = abi.StatusNotFound
+	StatusNotApplied     = abi.StatusNotApplied
+	StatusBufferTooSmall = abi.StatusBufferTooSmall
+	StatusInvalid        = abi.StatusInvalid
+	StatusDenied         = abi.StatusDenied
+	StatusFenced         = abi.StatusFenced
+	StatusLockLost       = abi.StatusLockLost
+	StatusBusy           = abi.StatusBusy
+	StatusTimeout        = abi.StatusTimeout
+	StatusUnavailable    = abi.StatusUnavailable
+	StatusTooLarge       = abi.StatusTooLarge
+	StatusQuota          = abi.StatusQuota
+	StatusStoreError     = abi.StatusStoreError
+	StatusInternal       = abi.StatusInternal
+)
+
+// StatusOf returns the Status of an error returned by this package: OK for
+// nil, the Status of an *Error, StatusInternal for anything else.
+func StatusOf(err error) Status { return abi.StatusOf(err) }
+
+var handler func(Event) error
+
+// Handle sets the function that receives every event. Call it from init.
+func Handle(fn func(Event) error) { handler = fn }
+
+// Get returns the value and version of key; StatusNotFound when absent. An
+// empty value is returned as a non-nil empty slice.
+func Get(key string) (Value, error) { return get(key) }
+
+// Set writes key and returns the new version. When opts.Cond stops the
+// write it returns the stored version and an error with StatusNotApplied.
+// TTL is rounded up to whole milliseconds. At most one SetOptions.
+func Set(key string, value []byte, opts ...SetOptions) (version string, err error) {
+	o, err := one(abi.FnSet, key, opts)
+	if err != nil {
+		return "", err
+	}
+	return set(key, value, int32(o.Cond), millis(o.TTL), o.Fence)
+}
+
+// Del removes key; StatusNotFound when it was absent.
+func Del(key string, opts ...DelOptions) error {
+	o, err := one(abi.FnDel, key, opts)
+	if err != nil {
+		return err
+	}
+	return del(key, o.Fence)
+}
+
+// VDel removes key if its value equals value; StatusNotFound when absent,
+// StatusNotApplied when the value differs.
+func VDel(key string, value []byte, opts ...DelOptions) error {
+	o, err := one(abi.FnVDel, key, opts)
+	if err != nil {
+		return err
+	}
+	return vdel(key, value, o.Fence)
+}
+
+// Watch delivers changes of key to the handler (not those made by this
+// rule, unless opts.Self).
+func Watch(key string, opts ...WatchOptions) error {
+	o, err := one(abi.FnWatch, key, opts)
+	if err != nil {
+		return err
+	}
+	var flags int32
+	if o.Self {
+		flags |= 1
+	}
+	return watch(key, flags)
+}
+
+// Unwatch stops delivering changes of key; StatusNotFound when not watched.
+func Unwatch(key string) error { return unwatch(key) }
+
+// Lock acquires the lease name for ttl (renewed by the host while held) and
+// returns its fencing token; StatusBusy when another holder keeps it past
+// opts.Wait. Durations are rounded up to whole milliseconds.
+func Lock(name string, ttl time.Duration, opts ...LockOptions) (token string, err error) {
+	o, err := one(abi.FnLock, name, opts)
+	if err != nil {
+		return "", err
+	}
+	return lock(name, millis(ttl), millis(o.Wait))
+}
+
+// Unlock releases the lease; StatusNotFound when this rule does not hold it.
+func Unlock(name string) error { return unlock(name) }
+
+// Log writes a log line tagged with the rule at level (LevelDebug...).
+// Standard output and standard error reach the log too, at info and warn.
+func Log(level int32, msg string) error { return logMsg(level, msg) }
+
+// one returns the single options value of a call, or the zero value.
+func one[T any](verb, key string, opts []T) (T, error) {
+	var zero T
+	switch len(opts) {
+	case 0:
+		return zero, nil
+	case 1:
+		return opts[0], nil
+	}
+	return zero, abi.Errorf(abi.StatusInvalid, "%s %q: %d options values, want at most one", verb, key, len(opts))
+}
+
+// millis converts d to whole milliseconds, rounding up, so that a positive
+// duration never becomes 0 ("none"); a negative one stays negative so the
+// host rejects it.
+func millis(d time.Duration) int64 {
+	if d < 0 {
+		return min(d.Milliseconds(), -1)
+	}
+	ms := int64(d / time.Millisecond)
+	if d%time.Millisecond != 0 {
+		ms++
+	}
+	return ms
+}
+
+// dispatch decodes an event record and runs the handler, turning its error
+// or panic into a log line (through logf) and a failure code.
+func dispatch(rec []byte, logf func(level int32, msg string)) (rc int32) {
+	ev, err := abi.DecodeEvent(rec)
+	if err != nil {
+		logf(abi.LevelError, "ssrun: "+err.Error())
+		return -1
+	}
+	if handler == nil {
+		logf(abi.LevelError, "ssrun: no handler: call ssrun.Handle in init")
+		return -1
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			logf(abi.LevelError, fmt.Sprintf("handler panic: %v\n%s", p, debug.Stack()))
+			rc = -1
+		}
+	}()
+	if err := handler(ev); err != nil {
+		logf(abi.LevelError, "handler: "+err.Error())
+		return failureCode(err)
+	}
+	return 0
+}
+
+// failureCode is the ssrun_on_event result for a handler error: the Status
+// of an *Error, else -1.
+func failureCode(err error) int32 {
+	var e *abi.Error
+	if errors.As(err, &e) && e.Status != abi.StatusOK {
+		return int32(e.Status)
+	}
+	return -1
+}
+
+// parseValue parses get's result record: field value, field version. Data
+// aliases rec.
+func parseValue(rec []byte) (Value, error) {
+	data, rest, err := abi.ReadField(rec)
+	if err != nil {
+		return Value{}, err
+	}
+	version, rest, err := abi.ReadField(rest)
+	if err != nil {
+		return Value{}, err
+	}
+	if len(rest) != 0 {
+		return Value{}, fmt.Errorf("%w: %d trailing bytes after result", abi.ErrEncoding, len(rest))
+	}
+	return Value{Data: data, Version: string(version)}, nil
+}
+
+// parseText parses a one-field result record (set's version, lock's token).
+func parseText(rec []byte) (string, error) {
+	f, rest, err := abi.ReadField(rec)
+	if err != nil {
+		return "", err
+	}
+	if len(rest) != 0 {
+		return "", fmt.Errorf("%w: %d trailing bytes after result", abi.ErrEncoding, len(rest))
+	}
+	return string(f), nil
+}
+
+// badRecord is the error for a result record the SDK cannot parse (a host
+// bug, never expected).
+func badRecord(verb, key string, err error) error {
+	return abi.Errorf(abi.StatusInternal, "%s %q: malformed result record: %v", verb, key, err)
+}

@@ -1,0 +1,27 @@
+//go:build !wasip1
+
+package ssrun
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestStubs: outside wasip1 every verb fails with UNAVAILABLE, naming the
+// verb and key, so rule code compiles and vets on any platform.
+func TestStubs(t *testing.T) {
+	_, getErr := Get("k")
+	_, setErr := Set("k", []byte("v"))
+	_, lockErr := Lock("k", time.Second)
+	for verb, err := range map[string]error{
+		"get": getErr, "set": setErr, "del": Del("k"), "vdel": VDel("k", nil), "watch": Watch("k"),
+		"unwatch": Unwatch("k"), "lock": lockErr, "unlock": Unlock("k"), "log": Log(LevelInfo, "m"),
+	} {
+		var e *Error
+		if !errors.As(err, &e) || e.Status != StatusUnavailable || !strings.HasPrefix(e.Msg, verb+" ") {
+			t.Errorf("%s: %v; want an *Error with UNAVAILABLE naming the verb", verb, err)
+		}
+	}
+}

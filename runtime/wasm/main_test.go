@@ -1,0 +1,323 @@
+package wasm
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/abi/abitest"
+)
+
+// testDir holds the guests built for this test binary and the shared
+// compilation cache.
+var testDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "ssrun-wasm-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	testDir = dir
+	code := m.Run()
+	if shared.r != nil {
+		_ = shared.r.Close(context.Background())
+	}
+	_ = os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// guestNames are the Go test guests under testdata.
+var guestNames = []string{"rule", "wrongversion", "unknownimport"}
+
+var guests struct {
+	once sync.Once
+	bin  map[string][]byte
+	err  error
+}
+
+// guestBuildCommand is the documented way to build a Go rule.
+func guestBuildCommand(out, pkg string) *exec.Cmd {
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	return cmd
+}
+
+// guest returns the wasm binary of testdata/<name>, building every guest
+// (in parallel) on first use.
+func guest(t testing.TB, name string) []byte {
+	t.Helper()
+	guests.once.Do(func() {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		guests.bin = map[string][]byte{}
+		for _, n := range guestNames {
+			wg.Go(func() {
+				out := filepath.Join(testDir, n+".wasm")
+				cmd := guestBuildCommand(out, "./testdata/"+n)
+				msg, err := cmd.CombinedOutput()
+				var bin []byte
+				if err == nil {
+					bin, err = os.ReadFile(out)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					guests.err = fmt.Errorf("build guest %s: %v\n%s", n, err, msg)
+					return
+				}
+				guests.bin[n] = bin
+			})
+		}
+		wg.Wait()
+	})
+	if guests.err != nil {
+		t.Fatal(guests.err)
+	}
+	bin, ok := guests.bin[name]
+	if !ok {
+		t.Fatalf("no test guest %q", name)
+	}
+	return bin
+}
+
+// shared is one Runtime for most tests, so each guest compiles once.
+var shared struct {
+	once sync.Once
+	r    *Runtime
+	err  error
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func sharedRuntime(t testing.TB) *Runtime {
+	t.Helper()
+	shared.once.Do(func() {
+		shared.r, shared.err = New(Options{CacheDir: filepath.Join(testDir, "cache"), Logger: quietLogger()})
+	})
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	return shared.r
+}
+
+// newRuntime returns a Runtime of its own over the shared cache directory.
+func newRuntime(t testing.TB) *Runtime {
+	t.Helper()
+	r, err := New(Options{CacheDir: filepath.Join(testDir, "cache"), Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	return r
+}
+
+func compile(t testing.TB, r *Runtime, name string, src []byte) abi.Program {
+	t.Helper()
+	p, err := r.Compile(context.Background(), name, src)
+	if err != nil {
+		t.Fatalf("Compile(%s): %v", name, err)
+	}
+	return p
+}
+
+func start(t testing.TB, p abi.Program, h abi.Host, lim abi.Limits) *script {
+	t.Helper()
+	s, err := p.Start(context.Background(), h, lim)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	return s.(*script)
+}
+
+// ruleScript starts the Go "rule" guest on the shared runtime.
+func ruleScript(t testing.TB, h abi.Host, lim abi.Limits) *script {
+	t.Helper()
+	return start(t, compile(t, sharedRuntime(t), "rule.wasm", guest(t, "rule")), h, lim)
+}
+
+// command is an event that makes the rule guest run cmd with args.
+func command(cmd string, args ...string) abi.Event {
+	var v []byte
+	for _, a := range args {
+		v = abi.AppendField(v, []byte(a))
+	}
+	return abi.Event{Key: cmd, Op: abi.OpSet, Value: v}
+}
+
+// show is the guest's binary-safe rendering of a value.
+func show(b []byte) string {
+	switch {
+	case b == nil:
+		return "nil"
+	case len(b) <= 64:
+		return "x" + hex.EncodeToString(b)
+	}
+	return fmt.Sprintf("%dB:%x", len(b), sha256.Sum256(b))
+}
+
+// testHost is an abitest.Host that records the arguments of each verb and
+// can be told to fail a verb with a given error.
+type testHost struct {
+	*abitest.Host
+	mu   sync.Mutex
+	fail map[string]error
+	last map[string]hostCall
+}
+
+// hostCall is what a verb received.
+type hostCall struct {
+	Key         string
+	Value       []byte
+	Set         abi.SetOptions
+	Del         abi.DelOptions
+	Watch       abi.WatchOptions
+	Lock        abi.LockOptions
+	TTL         time.Duration
+	Level       int32
+	HasDeadline bool
+}
+
+func newTestHost() *testHost {
+	return &testHost{Host: abitest.New(), fail: map[string]error{}, last: map[string]hostCall{}}
+}
+
+func (h *testHost) record(ctx context.Context, verb string, c hostCall) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if ctx != nil {
+		_, c.HasDeadline = ctx.Deadline()
+	}
+	h.last[verb] = c
+	return h.fail[verb]
+}
+
+func (h *testHost) failWith(verb string, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.fail[verb] = err
+}
+
+func (h *testHost) lastCall(verb string) (hostCall, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c, ok := h.last[verb]
+	return c, ok
+}
+
+func (h *testHost) Get(ctx context.Context, key string) (abi.Value, error) {
+	if err := h.record(ctx, abi.FnGet, hostCall{Key: key}); err != nil {
+		return abi.Value{}, err
+	}
+	return h.Host.Get(ctx, key)
+}
+
+func (h *testHost) Set(ctx context.Context, key string, value []byte, opts abi.SetOptions) (string, error) {
+	if err := h.record(ctx, abi.FnSet, hostCall{Key: key, Value: value, Set: opts}); err != nil {
+		return "", err
+	}
+	return h.Host.Set(ctx, key, value, opts)
+}
+
+func (h *testHost) Del(ctx context.Context, key string, opts abi.DelOptions) error {
+	if err := h.record(ctx, abi.FnDel, hostCall{Key: key, Del: opts}); err != nil {
+		return err
+	}
+	return h.Host.Del(ctx, key, opts)
+}
+
+func (h *testHost) VDel(ctx context.Context, key string, value []byte, opts abi.DelOptions) error {
+	if err := h.record(ctx, abi.FnVDel, hostCall{Key: key, Value: value, Del: opts}); err != nil {
+		return err
+	}
+	return h.Host.VDel(ctx, key, value, opts)
+}
+
+func (h *testHost) Watch(ctx context.Context, key string, opts abi.WatchOptions) error {
+	if err := h.record(ctx, abi.FnWatch, hostCall{Key: key, Watch: opts}); err != nil {
+		return err
+	}
+	return h.Host.Watch(ctx, key, opts)
+}
+
+func (h *testHost) Unwatch(ctx context.Context, key string) error {
+	if err := h.record(ctx, abi.FnUnwatch, hostCall{Key: key}); err != nil {
+		return err
+	}
+	return h.Host.Unwatch(ctx, key)
+}
+
+func (h *testHost) Lock(ctx context.Context, name string, ttl time.Duration, opts abi.LockOptions) (string, error) {
+	if err := h.record(ctx, abi.FnLock, hostCall{Key: name, TTL: ttl, Lock: opts}); err != nil {
+		return "", err
+	}
+	return h.Host.Lock(ctx, name, ttl, opts)
+}
+
+func (h *testHost) Unlock(ctx context.Context, name string) error {
+	if err := h.record(ctx, abi.FnUnlock, hostCall{Key: name}); err != nil {
+		return err
+	}
+	return h.Host.Unlock(ctx, name)
+}
+
+func (h *testHost) Log(level int32, msg string) {
+	_ = h.record(nil, abi.FnLog, hostCall{Key: msg, Level: level})
+	h.Host.Log(level, msg)
+}
+
+// reports returns the guest's "report ..." lines (without the prefix).
+func reports(h *abitest.Host) []string {
+	var out []string
+	for _, l := range h.Logs() {
+		if r, ok := strings.CutPrefix(l.Msg, "report "); ok && l.Level == abi.LevelInfo {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// run delivers ev and returns the one report it produced.
+func run(t *testing.T, s *script, h *abitest.Host, ev abi.Event) string {
+	t.Helper()
+	before := len(reports(h))
+	if err := s.Handle(context.Background(), ev); err != nil {
+		t.Fatalf("Handle(%s): %v", ev.Key, err)
+	}
+	r := reports(h)
+	if len(r) != before+1 {
+		t.Fatalf("Handle(%s): %d reports, want 1; logs: %v", ev.Key, len(r)-before, h.Logs())
+	}
+	return r[len(r)-1]
+}
+
+// waitFor polls cond for up to 10 s.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}

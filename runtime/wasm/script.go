@@ -1,0 +1,277 @@
+package wasm
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/ssrun/ssrun/abi"
+)
+
+// program is a compiled, checked rule.
+type program struct {
+	r    *Runtime
+	code *code
+	name string
+}
+
+// memoryPages converts a memory limit to whole wasm pages.
+func memoryPages(bytes int64) (uint32, error) {
+	pages := bytes / pageSize
+	if pages < 1 {
+		return 0, fmt.Errorf("memory limit %d bytes is below one 64 KiB page", bytes)
+	}
+	return uint32(min(pages, 1<<16)), nil
+}
+
+// Start implements abi.Program: it instantiates the rule bound to h and
+// runs its initialisation under lim.
+func (p *program) Start(ctx context.Context, h abi.Host, lim abi.Limits) (abi.Script, error) {
+	lim = lim.WithDefaults()
+	pages, err := memoryPages(lim.MemoryBytes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: start: %w", p.name, err)
+	}
+	e, err := p.r.engine(ctx, pages)
+	if err != nil {
+		return nil, fmt.Errorf("%s: start: %w", p.name, err)
+	}
+	cm, err := p.r.compiled(ctx, p.code, e)
+	if err != nil {
+		return nil, fmt.Errorf("%s: start with memory limit %d bytes: %w", p.name, lim.MemoryBytes, err)
+	}
+	s := &script{p: p, e: e, cm: cm, host: h, lim: lim}
+	s.stdout = &lineWriter{emit: func(line string) { h.Log(abi.LevelInfo, line) }}
+	s.stderr = &lineWriter{emit: func(line string) { h.Log(abi.LevelWarn, line) }}
+	s.cfg = moduleConfig(p.name, s.stdout, s.stderr)
+	if err := s.start(ctx); err != nil {
+		return nil, fmt.Errorf("%s: start: %w", p.name, err)
+	}
+	return s, nil
+}
+
+// moduleConfig is the sandbox of an instance (see the package doc).
+func moduleConfig(name string, stdout, stderr *lineWriter) wazero.ModuleConfig {
+	return wazero.NewModuleConfig().
+		WithName(""). // anonymous: any number of instances per Runtime
+		WithStartFunctions().
+		WithArgs(name).
+		WithSysWalltime().
+		WithSysNanotime().
+		WithSysNanosleep().
+		WithRandSource(rand.Reader).
+		WithStdout(stdout).
+		WithStderr(stderr)
+}
+
+// instance is one instantiation of a rule module.
+type instance struct {
+	mod            api.Module
+	alloc, onEvent api.Function
+	stack          []uint64
+}
+
+// atLimit reports whether the instance's memory reached the engine's limit.
+func (in *instance) atLimit(e *engine) bool {
+	if in == nil || in.mod == nil || in.mod.Memory() == nil {
+		return false
+	}
+	return uint64(in.mod.Memory().Size()) >= uint64(e.pages)*pageSize
+}
+
+// instantiate creates an instance of cm whose host calls work on c, and runs
+// _initialize under timeout. On an initialisation error it returns the
+// (already discarded) instance too, for classification.
+func (r *Runtime) instantiate(ctx context.Context, e *engine, cm wazero.CompiledModule, cfg wazero.ModuleConfig, c *caller, timeout time.Duration) (*instance, error) {
+	mod, err := e.rt.InstantiateModule(ctx, cm, cfg)
+	if err != nil {
+		return nil, err
+	}
+	in := &instance{
+		mod:     mod,
+		alloc:   mod.ExportedFunction(abi.ExportAlloc),
+		onEvent: mod.ExportedFunction(abi.ExportOnEvent),
+		stack:   make([]uint64, 2),
+	}
+	// Register before _initialize: the rule calls watch from there.
+	r.callers.Store(mod, c)
+	if init := mod.ExportedFunction(exportInitialize); init != nil {
+		callCtx, cancel := context.WithTimeout(ctx, timeout)
+		err = init.CallWithStack(callCtx, nil)
+		cancel()
+		if err != nil {
+			r.discard(in)
+			return in, err
+		}
+	}
+	return in, nil
+}
+
+// discard closes an instance and forgets its caller state.
+func (r *Runtime) discard(in *instance) {
+	r.callers.Delete(in.mod)
+	_ = in.mod.Close(context.Background())
+}
+
+// classify maps the error of a call into a guest to the abi failure it
+// wraps: ErrTimeout, ErrMemory (when oom), ErrCrashed, or the context's
+// cancellation.
+func classify(err error, oom bool, timeout time.Duration) error {
+	var exit *sys.ExitError
+	if errors.As(err, &exit) {
+		switch exit.ExitCode() {
+		case sys.ExitCodeDeadlineExceeded:
+			return fmt.Errorf("%w (limit %v)", abi.ErrTimeout, timeout)
+		case sys.ExitCodeContextCanceled:
+			return fmt.Errorf("call canceled: %w", context.Canceled)
+		}
+	}
+	if oom {
+		return fmt.Errorf("%w: %s", abi.ErrMemory, firstLine(err.Error()))
+	}
+	if exit != nil {
+		return fmt.Errorf("%w: the rule exited with code %d", abi.ErrCrashed, exit.ExitCode())
+	}
+	return fmt.Errorf("%w: %s", abi.ErrCrashed, firstLine(err.Error()))
+}
+
+// firstLine drops wazero's wasm stack trace from an error message.
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// script is a running rule: one instance, one call at a time.
+type script struct {
+	p    *program
+	e    *engine
+	cm   wazero.CompiledModule
+	host abi.Host
+	lim  abi.Limits
+	cfg  wazero.ModuleConfig
+
+	mu             sync.Mutex
+	closed         bool
+	in             *instance // nil after a failure until the next event
+	stdout, stderr *lineWriter
+	rec            []byte // event record buffer
+}
+
+// start instantiates a fresh instance. Call with s.mu held (or before the
+// script is shared).
+func (s *script) start(ctx context.Context) error {
+	s.stderr.sawOOM = false
+	in, err := s.p.r.instantiate(ctx, s.e, s.cm, s.cfg, &caller{host: s.host}, s.lim.CallTimeout)
+	s.stdout.Flush()
+	s.stderr.Flush()
+	if err != nil {
+		return fmt.Errorf("initialisation: %w", s.failed(in, err))
+	}
+	s.in = in
+	return nil
+}
+
+// failed classifies a failed call of in and logs wazero's full error.
+func (s *script) failed(in *instance, err error) error {
+	s.p.r.log.Debug("wasm: instance failed and was discarded", "rule", s.p.name, "err", err)
+	return classify(err, s.stderr.sawOOM || in.atLimit(s.e), s.lim.CallTimeout)
+}
+
+// Handle implements abi.Script.
+func (s *script) Handle(ctx context.Context, ev abi.Event) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return fmt.Errorf("%s: %s %q: %w", s.p.name, ev.Op, ev.Key, ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: %s %q: %w", s.p.name, ev.Op, ev.Key, err)
+	}
+	if s.in == nil {
+		if err := s.start(ctx); err != nil {
+			return fmt.Errorf("%s: %s %q: restart after a failure: %w", s.p.name, ev.Op, ev.Key, err)
+		}
+	}
+	err := s.deliver(ctx, ev)
+	s.stdout.Flush()
+	s.stderr.Flush()
+	if cap(s.rec) > 1<<20 {
+		s.rec = nil // don't keep a huge event's buffer
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %s %q: %w", s.p.name, ev.Op, ev.Key, err)
+	}
+	return nil
+}
+
+// deliver hands ev to the instance: ssrun_alloc, write, ssrun_on_event.
+// A failed call discards the instance.
+func (s *script) deliver(ctx context.Context, ev abi.Event) error {
+	in := s.in
+	s.rec = abi.AppendEvent(s.rec[:0], ev)
+	if len(s.rec) > math.MaxInt32 {
+		return fmt.Errorf("%w: event record of %d bytes exceeds the 2 GiB ABI limit", abi.ErrCrashed, len(s.rec))
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.lim.CallTimeout)
+	defer cancel()
+	s.stderr.sawOOM = false
+	in.stack[0] = api.EncodeI32(int32(len(s.rec)))
+	if err := in.alloc.CallWithStack(ctx, in.stack); err != nil {
+		return s.drop(err)
+	}
+	ptr := api.DecodeU32(in.stack[0])
+	if ptr == 0 || !in.mod.Memory().Write(ptr, s.rec) {
+		s.drop(nil)
+		return fmt.Errorf("%w: %s(%d) returned %#x, not a buffer in guest memory", abi.ErrCrashed, abi.ExportAlloc, len(s.rec), ptr)
+	}
+	in.stack[0], in.stack[1] = api.EncodeU32(ptr), api.EncodeI32(int32(len(s.rec)))
+	if err := in.onEvent.CallWithStack(ctx, in.stack); err != nil {
+		return s.drop(err)
+	}
+	if rc := api.DecodeI32(in.stack[0]); rc != 0 {
+		if rc > 0 && int(rc) < len(abi.Statuses()) {
+			return fmt.Errorf("%w: status %s (the rule's log has its message)", abi.ErrCrashed, abi.Status(rc))
+		}
+		return fmt.Errorf("%w: returned %d (the rule's log has its message)", abi.ErrCrashed, rc)
+	}
+	return nil
+}
+
+// drop discards the current instance after a failed call and classifies err.
+func (s *script) drop(err error) error {
+	in := s.in
+	s.in = nil
+	s.p.r.discard(in)
+	if err == nil {
+		return nil
+	}
+	return s.failed(in, err)
+}
+
+// Close implements abi.Script.
+func (s *script) Close(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	if s.in != nil {
+		s.p.r.discard(s.in)
+		s.in = nil
+	}
+	s.stdout.Flush()
+	s.stderr.Flush()
+	return nil
+}

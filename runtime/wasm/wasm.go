@@ -1,0 +1,318 @@
+// Package wasm runs ssrun rules compiled to WebAssembly, on wazero. It
+// implements abi.Runtime and the binary contract of abi/doc.go ("WebAssembly
+// binary contract"); abi/guest/go is the matching guest SDK for Go.
+//
+// Compilation. Compiled code is cached in memory by content hash and on disk
+// (Options.CacheDir), so a rule compiles once per wazero version and CPU.
+// Each distinct memory limit gets its own wazero Runtime (the page limit is a
+// Runtime setting); all of them share one compilation cache, and a module
+// is compiled into each Runtime at most once, never on every Start.
+//
+// Load checks. Compile rejects, with an *abi.CompileError, a module that is
+// not valid WebAssembly, imports a function that is not exactly an ABI v1
+// host function or a WASI preview 1 function, imports from any other module
+// or imports its memory, lacks the "memory", ssrun_abi_version, ssrun_alloc
+// or ssrun_on_event exports or has them with other signatures, or is a WASI
+// command instead of a reactor. It then instantiates the module once as a
+// check: _initialize runs under the default limits with a host on which
+// watch, unwatch and log succeed and the store verbs fail with
+// UNAVAILABLE, and ssrun_abi_version must return abi.Version. A module
+// whose initialisation fails there (trap, panic, exit, deadline) is
+// rejected too. The check instance is then discarded; Start runs the
+// initialisation again against the rule's real Host.
+//
+// Instances. A Script owns one instance and runs one call at a time. Each
+// call (initialisation, event) runs under abi.Limits.CallTimeout; wazero
+// stops a call at its deadline (even a tight loop) and closes the instance.
+// After a deadline, a trap (including ABI misuse such as an out-of-range
+// pointer), a guest exit or running out of memory, the Script discards the
+// instance and starts a fresh one (running _initialize again) before its
+// next event. Errors wrap abi.ErrTimeout, abi.ErrMemory or abi.ErrCrashed.
+// A guest that cannot grow its memory is reported as abi.ErrMemory when its
+// stderr says it ran out of memory (Go's runtime prints "fatal error: out of
+// memory") or its memory reached the limit; other guests that give up on a
+// failed memory.grow show as abi.ErrCrashed.
+//
+// Sandbox. Guests get WASI preview 1 with the real wall and monotonic
+// clocks, real sleep, crypto/rand randomness, argv = [rule name], no
+// environment and no filesystem. Their stdout and stderr reach Host.Log line
+// by line at info and warn level (a partial line is flushed when the call
+// ends; lines longer than 16 KiB are split).
+package wasm
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/ssrun/ssrun/abi"
+)
+
+// Options configure a Runtime. The zero value is the documented default.
+type Options struct {
+	// CacheDir keeps compiled code across runs (in a subdirectory per
+	// wazero version, CPU and OS). Default: os.UserCacheDir()/ssrun/wasm;
+	// if that is not available the cache lives in memory only.
+	CacheDir string
+	// Logger receives the runtime's own diagnostics at debug level:
+	// compilations, output of load checks, replaced instances. Default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// ErrClosed is returned by calls on a closed Runtime or Script.
+var ErrClosed = errors.New("wasm: closed")
+
+// pageSize is the WebAssembly page size.
+const pageSize = 64 << 10
+
+// Runtime is the WebAssembly abi.Runtime. Create it with New.
+type Runtime struct {
+	log   *slog.Logger
+	cache wazero.CompilationCache
+
+	mu      sync.Mutex
+	closed  bool
+	engines map[uint32]*engine // by memory limit in pages
+	codes   map[[sha256.Size]byte]*code
+
+	// callers maps each live instance (api.Module) to its *caller, for the
+	// host functions.
+	callers sync.Map
+
+	// compiles counts wazero CompileModule calls (tests check that Start
+	// does not compile).
+	compiles atomic.Int64
+}
+
+var _ abi.Runtime = (*Runtime)(nil)
+
+// New returns a Runtime. It fails only if an explicit Options.CacheDir
+// cannot be created.
+func New(opts Options) (*Runtime, error) {
+	r := &Runtime{
+		log:     opts.Logger,
+		engines: map[uint32]*engine{},
+		codes:   map[[sha256.Size]byte]*code{},
+	}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	dir := opts.CacheDir
+	if dir == "" {
+		base, err := os.UserCacheDir()
+		if err == nil {
+			dir = filepath.Join(base, "ssrun", "wasm")
+			r.cache, err = wazero.NewCompilationCacheWithDir(dir)
+		}
+		if err != nil {
+			r.log.Warn("wasm: no on-disk compilation cache; compiled code is kept in memory only", "err", err)
+			r.cache = wazero.NewCompilationCache()
+		}
+		return r, nil
+	}
+	cache, err := wazero.NewCompilationCacheWithDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("wasm: compilation cache %s: %w", dir, err)
+	}
+	r.cache = cache
+	return r, nil
+}
+
+// Kind implements abi.Runtime.
+func (r *Runtime) Kind() string { return "wasm" }
+
+// Close implements abi.Runtime. It closes every instance still running.
+func (r *Runtime) Close(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	var errs []error
+	for _, e := range r.engines {
+		errs = append(errs, e.rt.Close(ctx))
+	}
+	errs = append(errs, r.cache.Close(ctx))
+	return errors.Join(errs...)
+}
+
+// engine is one wazero Runtime: a memory limit with its own WASI and ssrun
+// host modules.
+type engine struct {
+	pages uint32
+	rt    wazero.Runtime
+	// wasi maps each WASI preview 1 function to its signature.
+	wasi map[string]string
+}
+
+// engine returns the wazero Runtime for a memory limit of pages.
+func (r *Runtime) engine(ctx context.Context, pages uint32) (*engine, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, ErrClosed
+	}
+	if e := r.engines[pages]; e != nil {
+		return e, nil
+	}
+	cfg := wazero.NewRuntimeConfig().
+		WithCompilationCache(r.cache).
+		WithCloseOnContextDone(true).
+		WithMemoryLimitPages(pages)
+	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+		_ = rt.Close(ctx)
+		return nil, fmt.Errorf("wasm: instantiate WASI: %w", err)
+	}
+	if err := instantiateHostModule(ctx, rt, r.callerOf); err != nil {
+		_ = rt.Close(ctx)
+		return nil, fmt.Errorf("wasm: instantiate host module: %w", err)
+	}
+	e := &engine{pages: pages, rt: rt, wasi: map[string]string{}}
+	for name, def := range rt.Module(wasi_snapshot_preview1.ModuleName).ExportedFunctionDefinitions() {
+		e.wasi[name] = signature(def.ParamTypes(), def.ResultTypes())
+	}
+	r.engines[pages] = e
+	return e, nil
+}
+
+// callerOf returns the state of the instance mod (a host function's caller).
+func (r *Runtime) callerOf(mod api.Module) *caller {
+	c, ok := r.callers.Load(mod)
+	if !ok {
+		panic(fmt.Errorf("ssrun host function called by unknown module %s", mod))
+	}
+	return c.(*caller)
+}
+
+// code is one distinct module binary and its compiled forms. Programs with
+// the same content share it; the last one to be garbage collected closes
+// its compiled modules (abi.Program has no Close).
+type code struct {
+	hash [sha256.Size]byte
+	src  []byte
+	refs int // live programs; guarded by Runtime.mu
+
+	mu      sync.Mutex
+	checked bool   // the load checks ran to a verdict
+	problem string // their verdict; "" = loadable
+	mods    map[*engine]wazero.CompiledModule
+}
+
+// acquire returns the code for src, counting one more program using it.
+func (r *Runtime) acquire(src []byte) (*code, error) {
+	h := sha256.Sum256(src)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, ErrClosed
+	}
+	c := r.codes[h]
+	if c == nil {
+		c = &code{hash: h, src: append([]byte(nil), src...), mods: map[*engine]wazero.CompiledModule{}}
+		r.codes[h] = c
+	}
+	c.refs++
+	return c, nil
+}
+
+// release drops one program's use of c; the last closes its compiled
+// modules.
+func (r *Runtime) release(c *code) {
+	r.mu.Lock()
+	c.refs--
+	last := c.refs == 0 && r.codes[c.hash] == c
+	if last {
+		delete(r.codes, c.hash)
+	}
+	closed := r.closed
+	r.mu.Unlock()
+	if !last || closed {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for e, cm := range c.mods {
+		_ = cm.Close(context.Background())
+		delete(c.mods, e)
+	}
+}
+
+// compiled returns c compiled for e, compiling it on first use.
+func (r *Runtime) compiled(ctx context.Context, c *code, e *engine) (wazero.CompiledModule, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return r.compiledLocked(ctx, c, e)
+}
+
+func (r *Runtime) compiledLocked(ctx context.Context, c *code, e *engine) (wazero.CompiledModule, error) {
+	if cm := c.mods[e]; cm != nil {
+		return cm, nil
+	}
+	r.compiles.Add(1)
+	ctx = experimental.WithCompilationWorkers(ctx, min(runtime.GOMAXPROCS(0), 4))
+	cm, err := e.rt.CompileModule(ctx, c.src)
+	if err != nil {
+		return nil, err
+	}
+	c.mods[e] = cm
+	return cm, nil
+}
+
+// Compile implements abi.Runtime: it compiles src (or finds it compiled)
+// and runs the load checks described in the package documentation.
+func (r *Runtime) Compile(ctx context.Context, name string, src []byte) (abi.Program, error) {
+	c, err := r.acquire(src)
+	if err != nil {
+		return nil, fmt.Errorf("%s: compile: %w", name, err)
+	}
+	if err := r.load(ctx, c, name); err != nil {
+		r.release(c)
+		return nil, err
+	}
+	p := &program{r: r, code: c, name: name}
+	runtime.AddCleanup(p, r.release, c)
+	return p, nil
+}
+
+// load compiles c into the default-limit engine and runs the load checks
+// once per content. A verdict is remembered unless ctx ended meanwhile.
+func (r *Runtime) load(ctx context.Context, c *code, name string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.checked {
+		e, err := r.engine(ctx, abi.DefaultMemoryBytes/pageSize)
+		if err != nil {
+			return fmt.Errorf("%s: compile: %w", name, err)
+		}
+		problem := ""
+		if cm, err := r.compiledLocked(ctx, c, e); err != nil {
+			problem = "invalid module: " + err.Error()
+		} else if problem = checkModule(cm, e); problem == "" {
+			problem = r.probe(ctx, name, e, cm)
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("%s: compile: %w", name, err)
+		}
+		c.checked, c.problem = true, problem
+		r.log.Debug("wasm: compiled", "rule", name, "bytes", len(c.src), "problem", problem)
+	}
+	if c.problem != "" {
+		return &abi.CompileError{File: name, Msg: c.problem}
+	}
+	return nil
+}
