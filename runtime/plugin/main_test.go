@@ -1,0 +1,366 @@
+package plugin
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/abi/abitest"
+)
+
+// testDir holds the plugins built for this test binary.
+var testDir string
+
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		helperHost()
+		return
+	}
+	dir, err := os.MkdirTemp("", "ssrun-plugin-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	testDir = dir
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+var built struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// rulePlugin returns the path of the test plugin testdata/rule, built once
+// per test binary run.
+func rulePlugin(t testing.TB) string {
+	t.Helper()
+	built.once.Do(func() {
+		out := filepath.Join(testDir, "rule")
+		msg, err := exec.Command("go", "build", "-o", out, "./testdata/rule").CombinedOutput()
+		if err != nil {
+			built.err = fmt.Errorf("build test plugin: %v\n%s", err, msg)
+			return
+		}
+		built.path = out
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.path
+}
+
+// logBuffer collects a runtime's log output.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// newRuntime returns a Runtime logging into the returned buffer, closed
+// when the test ends.
+func newRuntime(t testing.TB, opts Options) (*Runtime, *logBuffer) {
+	t.Helper()
+	logs := &logBuffer{}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	r, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := r.Close(ctx); err != nil {
+			t.Errorf("runtime close: %v", err)
+		}
+	})
+	return r, logs
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func compile(t testing.TB, r *Runtime, path string) abi.Program {
+	t.Helper()
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := r.Compile(context.Background(), path, src)
+	if err != nil {
+		t.Fatalf("Compile(%s): %v", path, err)
+	}
+	return p
+}
+
+func start(t testing.TB, p abi.Program, h abi.Host, lim abi.Limits) *script {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := p.Start(ctx, h, lim)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	return s.(*script)
+}
+
+// ruleScript starts the test plugin on a runtime of its own.
+func ruleScript(t testing.TB, h abi.Host, lim abi.Limits) (*script, *Runtime, *logBuffer) {
+	t.Helper()
+	r, logs := newRuntime(t, Options{})
+	return start(t, compile(t, r, rulePlugin(t)), h, lim), r, logs
+}
+
+// command is an event that makes the test plugin run cmd with args.
+func command(cmd string, args ...string) abi.Event {
+	var v []byte
+	for _, a := range args {
+		v = abi.AppendField(v, []byte(a))
+	}
+	return abi.Event{Key: cmd, Op: abi.OpSet, Value: v}
+}
+
+// show is the plugin's binary-safe rendering of a value.
+func show(b []byte) string {
+	switch {
+	case b == nil:
+		return "nil"
+	case len(b) <= 64:
+		return "x" + hex.EncodeToString(b)
+	}
+	return fmt.Sprintf("%dB:%x", len(b), sha256.Sum256(b))
+}
+
+// testHost is an abi.Host over an abitest.Host that records the arguments
+// of each verb, can be told to fail a verb with a given error, and can be
+// reset to a fresh store between cases while the plugin keeps running.
+type testHost struct {
+	mu   sync.Mutex
+	h    *abitest.Host
+	fail map[string]error
+	last map[string]hostCall
+}
+
+// hostCall is what a verb received.
+type hostCall struct {
+	Key         string
+	Value       []byte
+	Set         abi.SetOptions
+	Del         abi.DelOptions
+	Watch       abi.WatchOptions
+	Lock        abi.LockOptions
+	TTL         time.Duration
+	Level       int32
+	HasDeadline bool
+}
+
+var _ abi.Host = (*testHost)(nil)
+
+func newTestHost() *testHost {
+	h := &testHost{}
+	h.reset()
+	return h
+}
+
+// reset forgets every call, failure and stored key.
+func (h *testHost) reset() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.h, h.fail, h.last = abitest.New(), map[string]error{}, map[string]hostCall{}
+}
+
+// store is the current in-memory store.
+func (h *testHost) store() *abitest.Host {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.h
+}
+
+func (h *testHost) record(ctx context.Context, verb string, c hostCall) (*abitest.Host, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if ctx != nil {
+		_, c.HasDeadline = ctx.Deadline()
+	}
+	h.last[verb] = c
+	return h.h, h.fail[verb]
+}
+
+func (h *testHost) failWith(verb string, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.fail[verb] = err
+}
+
+func (h *testHost) lastCall(verb string) (hostCall, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c, ok := h.last[verb]
+	return c, ok
+}
+
+func (h *testHost) Get(ctx context.Context, key string) (abi.Value, error) {
+	s, err := h.record(ctx, abi.FnGet, hostCall{Key: key})
+	if err != nil {
+		return abi.Value{}, err
+	}
+	return s.Get(ctx, key)
+}
+
+func (h *testHost) Set(ctx context.Context, key string, value []byte, opts abi.SetOptions) (string, error) {
+	s, err := h.record(ctx, abi.FnSet, hostCall{Key: key, Value: value, Set: opts})
+	if err != nil {
+		return "", err
+	}
+	return s.Set(ctx, key, value, opts)
+}
+
+func (h *testHost) Del(ctx context.Context, key string, opts abi.DelOptions) error {
+	s, err := h.record(ctx, abi.FnDel, hostCall{Key: key, Del: opts})
+	if err != nil {
+		return err
+	}
+	return s.Del(ctx, key, opts)
+}
+
+func (h *testHost) VDel(ctx context.Context, key string, value []byte, opts abi.DelOptions) error {
+	s, err := h.record(ctx, abi.FnVDel, hostCall{Key: key, Value: value, Del: opts})
+	if err != nil {
+		return err
+	}
+	return s.VDel(ctx, key, value, opts)
+}
+
+func (h *testHost) Watch(ctx context.Context, key string, opts abi.WatchOptions) error {
+	s, err := h.record(ctx, abi.FnWatch, hostCall{Key: key, Watch: opts})
+	if err != nil {
+		return err
+	}
+	return s.Watch(ctx, key, opts)
+}
+
+func (h *testHost) Unwatch(ctx context.Context, key string) error {
+	s, err := h.record(ctx, abi.FnUnwatch, hostCall{Key: key})
+	if err != nil {
+		return err
+	}
+	return s.Unwatch(ctx, key)
+}
+
+func (h *testHost) Lock(ctx context.Context, name string, ttl time.Duration, opts abi.LockOptions) (string, error) {
+	s, err := h.record(ctx, abi.FnLock, hostCall{Key: name, TTL: ttl, Lock: opts})
+	if err != nil {
+		return "", err
+	}
+	return s.Lock(ctx, name, ttl, opts)
+}
+
+func (h *testHost) Unlock(ctx context.Context, name string) error {
+	s, err := h.record(ctx, abi.FnUnlock, hostCall{Key: name})
+	if err != nil {
+		return err
+	}
+	return s.Unlock(ctx, name)
+}
+
+func (h *testHost) Log(level int32, msg string) {
+	s, _ := h.record(nil, abi.FnLog, hostCall{Key: msg, Level: level})
+	s.Log(level, msg)
+}
+
+// reports returns the plugin's "report ..." lines (without the prefix).
+func (h *testHost) reports() []string {
+	var out []string
+	for _, l := range h.store().Logs() {
+		if r, ok := strings.CutPrefix(l.Msg, "report "); ok && l.Level == abi.LevelInfo {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// run delivers ev and returns the one report it produced.
+func run(t testing.TB, s *script, h *testHost, ev abi.Event) string {
+	t.Helper()
+	before := len(h.reports())
+	if err := s.Handle(context.Background(), ev); err != nil {
+		t.Fatalf("Handle(%s): %v", ev.Key, err)
+	}
+	r := h.reports()
+	if len(r) != before+1 {
+		t.Fatalf("Handle(%s): %d reports, want 1; logs: %v", ev.Key, len(r)-before, h.store().Logs())
+	}
+	return r[len(r)-1]
+}
+
+// waitFor polls cond for up to 10 s.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+// processGone waits (up to 10 s) until no process has pid.
+func processGone(t testing.TB, pid int) {
+	t.Helper()
+	if pid <= 0 {
+		t.Fatalf("bad pid %d", pid)
+	}
+	waitFor(t, fmt.Sprintf("process %d to be gone", pid), func() bool {
+		return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+	})
+}
+
+// wantError checks that err is an *Error of call unwrapping to sentinel.
+func wantError(t testing.TB, err error, call string, sentinel error) *Error {
+	t.Helper()
+	var e *Error
+	if !errors.As(err, &e) {
+		t.Fatalf("error %v (%T), want *plugin.Error", err, err)
+	}
+	if e.Call != call || !errors.Is(err, sentinel) {
+		t.Fatalf("error %q: call %q, wraps %v? %t; want call %q wrapping %v", err, e.Call, sentinel, errors.Is(err, sentinel), call, sentinel)
+	}
+	return e
+}
