@@ -278,7 +278,7 @@ func (h *Host) Load(ctx context.Context, path string) error {
 	if fresh {
 		r = newRule(h, path, rt.Kind(), cfg)
 		h.wg.Add(1)
-		go func() { defer h.wg.Done(); r.run(h.ctx) }()
+		go func() { defer h.wg.Done(); r.run() }()
 	} else {
 		r.mu.Lock()
 		r.cfg = cfg
@@ -289,6 +289,7 @@ func (h *Host) Load(ctx context.Context, path string) error {
 	if err != nil {
 		b.closed.Store(true)
 		if fresh {
+			r.cancel()
 			_ = r.do(ctx, func() { r.stop(ctx) })
 		}
 		return fmt.Errorf("start %s: %w", path, err)
@@ -320,6 +321,7 @@ func (h *Host) Remove(ctx context.Context, path string) error {
 	if r == nil {
 		return fmt.Errorf("remove %s: not loaded", path)
 	}
+	r.cancel() // a handler in progress ends now
 	err := r.do(ctx, func() { r.stop(ctx) })
 	<-r.done
 	h.log.Info("rule stopped", "rule", r.name)

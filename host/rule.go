@@ -40,6 +40,11 @@ type rule struct {
 	lostSignal chan struct{} // cap 1: lost locks queued in lost
 	done       chan struct{}
 	wg         sync.WaitGroup // lease renewals
+	// ctx bounds the rule's handler calls; cancel ends a handler stuck in
+	// Handle (e.g. waiting for a crashed plugin's restart) when the rule is
+	// removed.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	// Owned by the rule goroutine.
 	cur         *instance
@@ -85,12 +90,14 @@ func newRule(h *Host, path, kind string, cfg RuleConfig) *rule {
 		ownDels:    map[string]int{},
 		locks:      map[string]*lease{},
 	}
+	r.ctx, r.cancel = context.WithCancel(h.ctx)
 	return r
 }
 
 // run is the rule goroutine: events one at a time; control functions (swap,
 // stop) and lock losses between events.
-func (r *rule) run(ctx context.Context) {
+func (r *rule) run() {
+	ctx := r.ctx
 	defer close(r.done)
 	for !r.exiting {
 		select {

@@ -627,3 +627,40 @@ func uuidString(u [16]byte) string {
 	hex.Encode(b[24:], u[10:])
 	return string(b[:])
 }
+
+// Reauthenticate sends the current enhanced-authentication credentials on
+// the live connection (an MQTT 5 AUTH packet with reason 0x19,
+// re-authenticate), for instance after a rotated Kubernetes service account
+// token (K8S-SAT). Without a connection it returns ErrNotConnected: the next
+// connection reads the credentials anyway.
+func (c *Client) Reauthenticate(ctx context.Context) error {
+	if c.cfg.Credentials == nil {
+		return errors.New("protocol: reauthenticate: no credentials configured")
+	}
+	cr, err := c.cfg.Credentials()
+	if err != nil {
+		return fmt.Errorf("protocol: reauthenticate: read credentials: %w", err)
+	}
+	if cr.AuthMethod == "" {
+		return errors.New("protocol: reauthenticate: the credentials name no authentication method")
+	}
+	cn := c.readyConn()
+	if cn == nil {
+		return ErrNotConnected
+	}
+	res, err := cn.cm.Authenticate(ctx, &paho.Auth{ReasonCode: 0x19, Properties: &paho.AuthProperties{AuthMethod: cr.AuthMethod, AuthData: cr.AuthData}})
+	if err != nil {
+		if errors.Is(err, autopaho.ConnectionDownError) {
+			return ErrNotConnected
+		}
+		return fmt.Errorf("protocol: reauthenticate: %w", err)
+	}
+	if !res.Success {
+		reason := ""
+		if res.Properties != nil {
+			reason = res.Properties.ReasonString
+		}
+		return fmt.Errorf("protocol: reauthenticate: refused by the broker (reason code 0x%02x %s)", res.ReasonCode, reason)
+	}
+	return nil
+}
