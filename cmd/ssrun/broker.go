@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ssrun/ssrun/broker"
+)
+
+// brokerFlags are the embedded broker's settings, shared by `broker` and `dev`.
+type brokerFlags struct {
+	listen, passwords, tlsCert, tlsKey string
+	quota                              int
+	insecure                           bool
+}
+
+func (f *brokerFlags) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:1883", "address to listen on, HOST:PORT (port 0 picks a free one)")
+	fs.IntVar(&f.quota, "quota", 0, "maximum number of keys (0: the default, negative: unlimited)")
+	fs.StringVar(&f.passwords, "passwords", "", "file of `user:bcrypt-hash` lines (see `ssrun passwd`); required off loopback unless --insecure")
+	fs.BoolVar(&f.insecure, "insecure", false, "allow unauthenticated clients on a non-loopback address")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate PEM (with --tls-key)")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "TLS key PEM (with --tls-cert)")
+}
+
+func (a *app) startBroker(f *brokerFlags) (*broker.Broker, error) {
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return nil, usageError("--tls-cert and --tls-key go together")
+	}
+	b, err := broker.New(broker.Config{
+		Listen:       f.listen,
+		Quota:        f.quota,
+		PasswordFile: f.passwords,
+		Insecure:     f.insecure,
+		TLSCertFile:  f.tlsCert,
+		TLSKeyFile:   f.tlsKey,
+		Logger:       a.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := b.Start(); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (a *app) brokerCmd() *cobra.Command {
+	var f brokerFlags
+	cmd := &cobra.Command{
+		Use:   "broker",
+		Short: "Run the embedded MQTT5 broker with the state store inside it",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			b, err := a.startBroker(&f)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "ssrun broker: state store listening on %s\n", b.Addr())
+			fmt.Fprintf(a.stdout, "try: ssrun kv --broker %s set greeting hello\n", b.Addr())
+			<-cmd.Context().Done()
+			return b.Close()
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+func (a *app) passwdCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "passwd USER",
+		Short: "Read a password from stdin and print a `user:hash` line for --passwords",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			if strings.ContainsAny(args[0], ":\r\n") {
+				return usageError("user name %q must not contain ':' or line breaks", args[0])
+			}
+			line, err := bufio.NewReader(a.stdin).ReadString('\n')
+			pw := strings.TrimRight(line, "\r\n")
+			if pw == "" {
+				if err != nil {
+					return usageError("no password on stdin: %v", err)
+				}
+				return usageError("empty password")
+			}
+			hash, err := broker.HashPassword([]byte(pw))
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "%s:%s\n", args[0], hash)
+			return nil
+		},
+	}
+}

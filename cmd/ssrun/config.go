@@ -1,0 +1,185 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/ssrun/ssrun/host"
+)
+
+// fileConfig is the ssrun.yaml file. Every field is optional.
+//
+//	broker:                 # connection for `ssrun run` (AIO_* variables and flags override it)
+//	  hostname: aio-broker
+//	  tcp_port: 18883
+//	  use_tls: true
+//	  ca_file: /var/run/certs/ca.crt
+//	  sat_file: /var/run/secrets/tokens/mq-sat
+//	defaults:               # limits and permissions of every rule
+//	  timeout: 1s
+//	  memory: 64MiB
+//	  max_value: 1MiB
+//	  mailbox: 1024
+//	rules:                  # per rule file (exact name, or a glob like "*.wasm")
+//	  thermostat.lua:
+//	    read:  ["thermostat*/**"]
+//	    write: ["hvac/**"]
+//	    watch: ["thermostat*/setPoint"]
+//	    lock:  []
+type fileConfig struct {
+	Broker   connSettings              `yaml:"broker"`
+	Defaults ruleSettings              `yaml:"defaults"`
+	Rules    map[string]ruleSettings   `yaml:"rules"`
+	Plugins  map[string]pluginSettings `yaml:"plugins"`
+	path     string
+}
+
+// pluginSettings names a plugin executable outside the rules folder and pins
+// its checksum.
+type pluginSettings struct {
+	Path   string `yaml:"path"`
+	SHA256 string `yaml:"sha256"`
+}
+
+// ruleSettings is host.RuleConfig as written in YAML (durations like "500ms",
+// sizes like "64MiB").
+type ruleSettings struct {
+	Timeout  duration  `yaml:"timeout"`
+	Memory   byteSize  `yaml:"memory"`
+	MaxValue byteSize  `yaml:"max_value"`
+	Mailbox  int       `yaml:"mailbox"`
+	Read     *[]string `yaml:"read"`
+	Write    *[]string `yaml:"write"`
+	Watch    *[]string `yaml:"watch"`
+	Lock     *[]string `yaml:"lock"`
+}
+
+func (s ruleSettings) toHost() host.RuleConfig {
+	list := func(p *[]string) []string {
+		if p == nil {
+			return nil // absent: every key allowed
+		}
+		if *p == nil {
+			return []string{} // present but empty: no key allowed
+		}
+		return *p
+	}
+	return host.RuleConfig{
+		Timeout:       time.Duration(s.Timeout),
+		MemoryBytes:   int64(s.Memory),
+		MaxValueBytes: int(s.MaxValue),
+		Mailbox:       s.Mailbox,
+		Read:          list(s.Read),
+		Write:         list(s.Write),
+		Watch:         list(s.Watch),
+		Lock:          list(s.Lock),
+	}
+}
+
+// loadConfig reads and validates an ssrun.yaml. Errors name the file and,
+// for YAML errors, the line.
+func loadConfig(path string) (*fileConfig, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	var c fileConfig
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) { // empty file: empty config
+		return nil, fmt.Errorf("config %s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	c.path = path
+	if err := c.Defaults.toHost().Validate(); err != nil {
+		return nil, fmt.Errorf("config %s: defaults: %w", path, err)
+	}
+	for name, r := range c.Rules {
+		if err := r.toHost().Validate(); err != nil {
+			return nil, fmt.Errorf("config %s: rules: %s: %w", path, name, err)
+		}
+	}
+	for name, p := range c.Plugins {
+		if p.Path == "" {
+			return nil, fmt.Errorf("config %s: plugins: %s: path is required", path, name)
+		}
+	}
+	return &c, nil
+}
+
+func (c *fileConfig) hostRules() map[string]host.RuleConfig {
+	out := make(map[string]host.RuleConfig, len(c.Rules))
+	for k, v := range c.Rules {
+		out[k] = v.toHost()
+	}
+	return out
+}
+
+// duration is a YAML duration: "500ms", "2s", or a bare number of milliseconds.
+type duration time.Duration
+
+func (d *duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := parseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*d = duration(v)
+	return nil
+}
+
+// parseDuration accepts Go durations ("1.5s", "200ms") and bare integers as
+// milliseconds.
+func parseDuration(s string) (time.Duration, error) {
+	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if ms < 0 {
+			return 0, fmt.Errorf("duration %q is negative", s)
+		}
+		return time.Duration(ms) * time.Millisecond, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("bad duration %q (want e.g. 500ms, 2s, or milliseconds)", s)
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("duration %q is negative", s)
+	}
+	return d, nil
+}
+
+// byteSize is a YAML size: "64MiB", "512KiB", "1MB", or bytes.
+type byteSize int64
+
+func (b *byteSize) UnmarshalYAML(n *yaml.Node) error {
+	v, err := parseSize(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*b = byteSize(v)
+	return nil
+}
+
+func parseSize(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1}}
+	num, mult := strings.TrimSpace(s), int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(num, u.suffix) {
+			num, mult = strings.TrimSpace(strings.TrimSuffix(num, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("bad size %q (want e.g. 64MiB, 512KiB or bytes)", s)
+	}
+	return n * mult, nil
+}

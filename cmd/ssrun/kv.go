@@ -1,0 +1,290 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/ssrun/ssrun/protocol"
+	"github.com/ssrun/ssrun/protocol/hlc"
+)
+
+// kvOpts are the settings of `ssrun kv`.
+type kvOpts struct {
+	conn    connFlags
+	timeout time.Duration
+}
+
+func (a *app) kvCmd() *cobra.Command {
+	var o kvOpts
+	cmd := &cobra.Command{
+		Use:   "kv",
+		Short: "Read, write and watch state store keys",
+		Long: `Read, write and watch state store keys.
+
+  ssrun kv get KEY
+  ssrun kv set KEY VALUE [--nx | --nex] [--px 10s] [--fence TOKEN]     (VALUE - reads stdin)
+  ssrun kv del KEY [--fence TOKEN]
+  ssrun kv vdel KEY VALUE [--fence TOKEN]
+  ssrun kv watch KEY...
+
+Exit status: 0 done, 1 not found / not applied, 2 usage or connection error.`,
+	}
+	o.conn.register(cmd.PersistentFlags(), "127.0.0.1:1883")
+	cmd.PersistentFlags().DurationVar(&o.timeout, "timeout", 10*time.Second, "per-request timeout")
+	cmd.AddCommand(a.kvGet(&o), a.kvSet(&o), a.kvDel(&o), a.kvVDel(&o), a.kvWatch(&o))
+	return cmd
+}
+
+// kvConnect builds a client from the AIO_* variables and flags and waits for
+// the first connection.
+func (a *app) kvConnect(ctx context.Context, cmd *cobra.Command, o *kvOpts) (*protocol.Client, error) {
+	var s connSettings
+	if err := s.applyEnv(os.LookupEnv); err != nil {
+		return nil, usageError("%v", err)
+	}
+	if err := o.conn.apply(cmd.Flags(), &s); err != nil {
+		return nil, usageError("%v", err)
+	}
+	cfg, err := s.clientConfig()
+	if err != nil {
+		return nil, usageError("%v", err)
+	}
+	if cfg.ClientID == "" {
+		cfg.ClientID = "ssrun-kv-" + randomSuffix()
+	}
+	cfg.Timeout = o.timeout
+	cfg.Logger = a.quiet()
+	c, err := protocol.New(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	wait, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	if err := c.AwaitConnection(wait); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("connecting to %s: %w", cfg.Servers[0], err)
+	}
+	return c, nil
+}
+
+// withClient runs f with a connected client and closes it afterwards.
+func (a *app) withClient(cmd *cobra.Command, o *kvOpts, f func(ctx context.Context, c *protocol.Client) error) error {
+	ctx := cmd.Context()
+	c, err := a.kvConnect(ctx, cmd, o)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return f(ctx, c)
+}
+
+func (a *app) kvGet(o *kvOpts) *cobra.Command {
+	return &cobra.Command{
+		Use:   "get KEY",
+		Short: "Print the value of KEY",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withClient(cmd, o, func(ctx context.Context, c *protocol.Client) error {
+				res, err := c.Get(ctx, []byte(args[0]), protocol.CallOptions{})
+				if err != nil {
+					return fmt.Errorf("get %q: %w", args[0], err)
+				}
+				if !res.Found {
+					return &exitError{code: 1, msg: fmt.Sprintf("%s: not found", args[0])}
+				}
+				a.stdout.Write(res.Value)
+				fmt.Fprintln(a.stdout)
+				return nil
+			})
+		},
+	}
+}
+
+// fenceFlag parses --fence into an HLC.
+type fenceFlag struct{ token hlc.HLC }
+
+func (f *fenceFlag) String() string {
+	if f.token.IsZero() {
+		return ""
+	}
+	return f.token.String()
+}
+func (f *fenceFlag) Set(s string) error {
+	t, err := hlc.Parse(s)
+	if err != nil {
+		return fmt.Errorf("not a fencing token (HLC like 001732000000000:00001:StateStore): %w", err)
+	}
+	f.token = t
+	return nil
+}
+func (f *fenceFlag) Type() string { return "TOKEN" }
+
+func registerFence(fs *pflag.FlagSet, f *fenceFlag) {
+	fs.Var(f, "fence", "fencing token (a lock's version) to send as __ft")
+}
+
+// value returns the VALUE argument, or stdin for "-".
+func (a *app) value(arg string) ([]byte, error) {
+	if arg != "-" {
+		return []byte(arg), nil
+	}
+	b, err := io.ReadAll(a.stdin)
+	if err != nil {
+		return nil, fmt.Errorf("reading the value from stdin: %w", err)
+	}
+	return b, nil
+}
+
+func (a *app) kvSet(o *kvOpts) *cobra.Command {
+	var nx, nex bool
+	var px string
+	var fence fenceFlag
+	cmd := &cobra.Command{
+		Use:   "set KEY VALUE",
+		Short: "Write VALUE to KEY and print the new version",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if nx && nex {
+				return usageError("--nx and --nex exclude each other")
+			}
+			opts := protocol.SetOptions{FencingToken: fence.token}
+			switch {
+			case nx:
+				opts.Condition = protocol.CondNX
+			case nex:
+				opts.Condition = protocol.CondNEX
+			}
+			if px != "" {
+				d, err := parseDuration(px)
+				if err != nil || d < time.Millisecond {
+					return usageError("--px %q: want a duration of at least 1ms (e.g. 10s) or milliseconds", px)
+				}
+				opts.Expiry = d
+			}
+			val, err := a.value(args[1])
+			if err != nil {
+				return err
+			}
+			return a.withClient(cmd, o, func(ctx context.Context, c *protocol.Client) error {
+				res, err := c.Set(ctx, []byte(args[0]), val, opts)
+				if err != nil {
+					return fmt.Errorf("set %q: %w", args[0], err)
+				}
+				if !res.Applied {
+					return &exitError{code: 1, msg: fmt.Sprintf("%s: not applied (stored version %s)", args[0], res.Version)}
+				}
+				fmt.Fprintf(a.stdout, "OK %s\n", res.Version)
+				return nil
+			})
+		},
+	}
+	fs := cmd.Flags()
+	fs.BoolVar(&nx, "nx", false, "write only if KEY is absent")
+	fs.BoolVar(&nex, "nex", false, "write only if KEY is absent or holds VALUE")
+	fs.StringVar(&px, "px", "", "expire KEY after this long (e.g. 10s, 500ms, or milliseconds)")
+	registerFence(fs, &fence)
+	return cmd
+}
+
+func (a *app) kvDel(o *kvOpts) *cobra.Command {
+	var fence fenceFlag
+	cmd := &cobra.Command{
+		Use:   "del KEY",
+		Short: "Delete KEY",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withClient(cmd, o, func(ctx context.Context, c *protocol.Client) error {
+				n, err := c.Del(ctx, []byte(args[0]), protocol.DelOptions{FencingToken: fence.token})
+				return a.deleted("del", args[0], n, err)
+			})
+		},
+	}
+	registerFence(cmd.Flags(), &fence)
+	return cmd
+}
+
+func (a *app) kvVDel(o *kvOpts) *cobra.Command {
+	var fence fenceFlag
+	cmd := &cobra.Command{
+		Use:   "vdel KEY VALUE",
+		Short: "Delete KEY if it holds VALUE",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			val, err := a.value(args[1])
+			if err != nil {
+				return err
+			}
+			return a.withClient(cmd, o, func(ctx context.Context, c *protocol.Client) error {
+				n, err := c.VDel(ctx, []byte(args[0]), val, protocol.DelOptions{FencingToken: fence.token})
+				return a.deleted("vdel", args[0], n, err)
+			})
+		},
+	}
+	registerFence(cmd.Flags(), &fence)
+	return cmd
+}
+
+func (a *app) deleted(verb, key string, n int64, err error) error {
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s %q: %w", verb, key, err)
+	case n == 1:
+		fmt.Fprintln(a.stdout, "deleted")
+		return nil
+	case n == 0:
+		return &exitError{code: 1, msg: fmt.Sprintf("%s: not found", key)}
+	default:
+		return &exitError{code: 1, msg: fmt.Sprintf("%s: value differs, not deleted", key)}
+	}
+}
+
+func (a *app) kvWatch(o *kvOpts) *cobra.Command {
+	return &cobra.Command{
+		Use:   "watch KEY...",
+		Short: "Print every change of KEYs with its version until interrupted",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withClient(cmd, o, func(ctx context.Context, c *protocol.Client) error {
+				for _, k := range args {
+					if err := c.KeyNotify(ctx, []byte(k), protocol.CallOptions{}); err != nil {
+						return fmt.Errorf("watch %q: %w", k, err)
+					}
+				}
+				fmt.Fprintf(a.stderr, "watching %d key(s); Ctrl-C to stop\n", len(args))
+				for {
+					select {
+					case <-ctx.Done():
+						return nil
+					case ev, ok := <-c.Events():
+						if !ok {
+							return errors.New("watch: client closed")
+						}
+						a.printEvent(ev)
+					}
+				}
+			})
+		},
+	}
+}
+
+func (a *app) printEvent(ev protocol.Event) {
+	switch ev.Kind {
+	case protocol.EventNotify:
+		if ev.Op == "SET" {
+			fmt.Fprintf(a.stdout, "%s SET %s %s\n", ev.Version, ev.Key, ev.Value)
+		} else {
+			fmt.Fprintf(a.stdout, "%s %s %s\n", ev.Version, ev.Op, ev.Key)
+		}
+	case protocol.EventDisconnected:
+		fmt.Fprintf(a.stderr, "connection lost (%v); reconnecting\n", ev.Err)
+	case protocol.EventConnected:
+		fmt.Fprintln(a.stderr, "connected")
+	}
+}

@@ -1,0 +1,110 @@
+// Command ssrun scripts the Azure IoT Operations state store: it runs an
+// embedded MQTT5 broker with a faithful state store (`ssrun broker`), a
+// client for people (`ssrun kv`), and a host that runs Lua, WebAssembly and
+// plugin rules reacting to key changes (`ssrun dev`, `ssrun run`,
+// `ssrun check`).
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// exitError carries a specific exit status (e.g. 1 for "not found").
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+// run executes the command line and returns the exit status. It is the whole
+// program except os.Exit, so tests call it directly.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	app := &app{stdin: stdin, stdout: stdout, stderr: stderr}
+	root := app.rootCmd()
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.msg != "" {
+			fmt.Fprintln(stderr, ee.msg)
+		}
+		return ee.code
+	}
+	fmt.Fprintf(stderr, "ssrun: %v\n", err)
+	return 2
+}
+
+// app holds what every subcommand shares: streams and the log level.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	logLevel       string
+	log            *slog.Logger
+}
+
+func (a *app) rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "ssrun",
+		Short:         "Script the Azure IoT Operations state store",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			var lvl slog.Level
+			if err := lvl.UnmarshalText([]byte(a.logLevel)); err != nil {
+				return fmt.Errorf("--log-level %q: want debug, info, warn or error", a.logLevel)
+			}
+			a.log = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: lvl}))
+			return nil
+		},
+	}
+	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	root.AddCommand(a.brokerCmd(), a.passwdCmd(), a.kvCmd(), a.devCmd(), a.runCmd(), a.checkCmd())
+	return root
+}
+
+// quiet returns the logger for one-shot commands: warnings and errors only,
+// unless --log-level asks for debug.
+func (a *app) quiet() *slog.Logger {
+	if a.logLevel == "debug" {
+		return a.log
+	}
+	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// usageError reports a command-line mistake (exit status 2).
+func usageError(format string, args ...any) error {
+	return &exitError{code: 2, msg: "ssrun: " + strings.TrimSpace(fmt.Sprintf(format, args...))}
+}
+
+// randomSuffix returns 8 random hex digits for generated client ids.
+func randomSuffix() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
