@@ -137,7 +137,7 @@ func New(cfg Config) (*Broker, error) {
 		creds = c
 	}
 	if !local && creds == nil && !cfg.Insecure {
-		return nil, fmt.Errorf("%w: listen address %s is not loopback: set a password file, or Insecure to allow open access", ErrConfig, b.listenAddr())
+		return nil, fmt.Errorf("%w: listen address %s is not loopback: require credentials (Config.PasswordFile, ssrun broker --passwords) or allow open access explicitly (Config.Insecure, --insecure)", ErrConfig, b.listenAddr())
 	}
 	if (cfg.TLSCertFile == "") != (cfg.TLSKeyFile == "") {
 		return nil, fmt.Errorf("%w: TLS needs both a certificate file and a key file", ErrConfig)

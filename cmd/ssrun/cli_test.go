@@ -1,0 +1,336 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/ssrun/ssrun/broker/brokertest"
+)
+
+// result is one run of the command line.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func runCLI(t *testing.T, stdin string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out, errb bytes.Buffer
+	code := run(ctx, args, strings.NewReader(stdin), &out, &errb)
+	return result{code, out.String(), errb.String()}
+}
+
+func TestKVSession(t *testing.T) {
+	b := brokertest.Start(t)
+	addr := b.Addr()
+	kv := func(stdin string, args ...string) result {
+		t.Helper()
+		return runCLI(t, stdin, append([]string{"kv", "--broker", addr}, args...)...)
+	}
+	versionLine := regexp.MustCompile(`^OK \d{15}:\d{5}:StateStore\n$`)
+
+	r := kv("", "set", "greeting", "hello")
+	if r.code != 0 || !versionLine.MatchString(r.stdout) {
+		t.Fatalf("set: %+v", r)
+	}
+	if r := kv("", "get", "greeting"); r.code != 0 || r.stdout != "hello\n" {
+		t.Fatalf("get: %+v", r)
+	}
+	// Flags after the positional arguments work too.
+	if r := runCLI(t, "", "kv", "get", "greeting", "--broker", addr); r.code != 0 || r.stdout != "hello\n" {
+		t.Fatalf("get with --broker last: %+v", r)
+	}
+	if r := kv("", "set", "greeting", "bonjour", "--nx"); r.code != 1 || !strings.Contains(r.stderr, "not applied") {
+		t.Fatalf("set --nx on a present key: %+v", r)
+	}
+	if r := kv("", "set", "--nx", "--nex", "k", "v"); r.code != 2 || !strings.Contains(r.stderr, "--nx and --nex") {
+		t.Fatalf("--nx --nex: %+v", r)
+	}
+	if r := kv("", "set", "k", "v", "--px", "soon"); r.code != 2 || !strings.Contains(r.stderr, "--px") {
+		t.Fatalf("bad --px: %+v", r)
+	}
+	if r := kv("", "set", "k", "v", "--fence", "nope"); r.code != 2 || !strings.Contains(r.stderr, "fencing token") {
+		t.Fatalf("bad --fence: %+v", r)
+	}
+	// Binary-safe value from stdin.
+	if r := kv("a\r\nb\x00c", "set", "blob", "-"); r.code != 0 {
+		t.Fatalf("set from stdin: %+v", r)
+	}
+	if r := kv("", "get", "blob"); r.stdout != "a\r\nb\x00c\n" {
+		t.Fatalf("get blob = %q", r.stdout)
+	}
+	// A fenced key refuses an unfenced write with the store's exact message.
+	tok := strings.TrimSpace(strings.TrimPrefix(kv("", "set", "lock1", "me", "--nex", "--px", "30s").stdout, "OK "))
+	if r := kv("", "set", "guarded", "v1", "--fence", tok); r.code != 0 {
+		t.Fatalf("fenced set: %+v", r)
+	}
+	if r := kv("", "set", "guarded", "v2"); r.code != 2 || !strings.Contains(r.stderr, "a fencing token is required for this request") {
+		t.Fatalf("unfenced write to a fenced key: %+v", r)
+	}
+	if r := kv("", "vdel", "lock1", "other"); r.code != 1 || !strings.Contains(r.stderr, "value differs") {
+		t.Fatalf("vdel wrong value: %+v", r)
+	}
+	if r := kv("", "vdel", "lock1", "me"); r.code != 0 || r.stdout != "deleted\n" {
+		t.Fatalf("vdel: %+v", r)
+	}
+	if r := kv("", "del", "greeting"); r.code != 0 || r.stdout != "deleted\n" {
+		t.Fatalf("del: %+v", r)
+	}
+	if r := kv("", "get", "greeting"); r.code != 1 || !strings.Contains(r.stderr, "greeting: not found") {
+		t.Fatalf("get after del: %+v", r)
+	}
+	if r := kv("", "del", "greeting"); r.code != 1 {
+		t.Fatalf("del of an absent key: %+v", r)
+	}
+	if r := kv("", "get"); r.code != 2 {
+		t.Fatalf("get without a key: %+v", r)
+	}
+}
+
+func TestKVConnectionErrorSaysWhere(t *testing.T) {
+	r := runCLI(t, "", "kv", "--broker", "127.0.0.1:1", "--timeout", "300ms", "get", "k")
+	if r.code != 2 || !strings.Contains(r.stderr, "connecting to mqtt://127.0.0.1:1") {
+		t.Fatalf("%+v", r)
+	}
+	if r := runCLI(t, "", "kv", "--broker", "nohostport", "get", "k"); r.code != 2 || !strings.Contains(r.stderr, "want HOST:PORT") {
+		t.Fatalf("%+v", r)
+	}
+}
+
+// syncWriter lets a test read what a running command printed so far.
+type syncWriter struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// start runs a long-running command until the returned stop is called.
+func start(t *testing.T, args ...string) (*syncWriter, *syncWriter, func() int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out, errw := &syncWriter{}, &syncWriter{}
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, args, strings.NewReader(""), out, errw) }()
+	stopped := false
+	var code int
+	stop := func() int {
+		if !stopped {
+			stopped = true
+			cancel()
+			select {
+			case code = <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("%v did not stop; stderr:\n%s", args, errw.String())
+			}
+		}
+		return code
+	}
+	t.Cleanup(func() { stop() })
+	return out, errw, stop
+}
+
+func waitOutput(t *testing.T, w *syncWriter, re *regexp.Regexp) []string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if m := re.FindStringSubmatch(w.String()); m != nil {
+			return m
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no output matching %s; got:\n%s", re, w.String())
+	return nil
+}
+
+func TestKVWatchPrintsChanges(t *testing.T) {
+	b := brokertest.Start(t)
+	out, errw, stop := start(t, "kv", "watch", "w1", "w2", "--broker", b.Addr())
+	waitOutput(t, errw, regexp.MustCompile(`watching 2 key`))
+	runCLI(t, "", "kv", "--broker", b.Addr(), "set", "w1", "one")
+	runCLI(t, "", "kv", "--broker", b.Addr(), "del", "w1")
+	runCLI(t, "", "kv", "--broker", b.Addr(), "set", "w2", "two")
+	waitOutput(t, out, regexp.MustCompile(`SET w2 two`))
+	if code := stop(); code != 0 {
+		t.Fatalf("watch exit %d", code)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	want := []*regexp.Regexp{
+		regexp.MustCompile(`^\d{15}:\d{5}:StateStore SET w1 one$`),
+		regexp.MustCompile(`^\d{15}:\d{5}:StateStore DELETE w1$`),
+		regexp.MustCompile(`^\d{15}:\d{5}:StateStore SET w2 two$`),
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("watch printed:\n%s", out.String())
+	}
+	for i, re := range want {
+		if !re.MatchString(lines[i]) {
+			t.Errorf("line %d %q does not match %s", i, lines[i], re)
+		}
+	}
+}
+
+// `ssrun dev` runs a folder on an embedded broker, prints where and what to
+// try, reacts to a change, and hot-reloads an edited rule.
+func TestDev(t *testing.T) {
+	dir := t.TempDir()
+	rule := filepath.Join(dir, "double.lua")
+	write := func(factor string) {
+		src := `local ss = require("ssrun")
+ss.watch("in")
+function on_event(ev)
+  if ev.op == "SET" then ss.set("out", tostring(tonumber(ev.value) * ` + factor + `)) end
+end
+`
+		if err := os.WriteFile(rule, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("2")
+	out, errw, stop := start(t, "dev", dir, "--listen", "127.0.0.1:0")
+	m := waitOutput(t, out, regexp.MustCompile(`try: ssrun kv --broker (\S+) set in 30\n`))
+	addr := m[1]
+	if !strings.Contains(out.String(), "1 rule(s) from "+dir) {
+		t.Fatalf("dev banner: %s", out.String())
+	}
+	runCLI(t, "", "kv", "--broker", addr, "set", "in", "21")
+	waitKV(t, addr, "out", "42")
+	write("3")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		runCLI(t, "", "kv", "--broker", addr, "set", "in", "5")
+		if r := runCLI(t, "", "kv", "--broker", addr, "get", "out"); r.stdout == "15\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("edited rule never took over; log:\n%s", errw.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// A broken edit is reported with file and line; the old version runs on.
+	if err := os.WriteFile(rule, []byte("local x = \nfunction on_event(ev) end end\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitOutput(t, errw, regexp.MustCompile(`reload failed; the previous version keeps running.*double\.lua:2:`))
+	runCLI(t, "", "kv", "--broker", addr, "set", "in", "7")
+	waitKV(t, addr, "out", "21")
+	if code := stop(); code != 0 {
+		t.Fatalf("dev exit %d; stderr:\n%s", code, errw.String())
+	}
+	if !strings.Contains(errw.String(), "rule stopped") {
+		t.Fatalf("rules not stopped on exit:\n%s", errw.String())
+	}
+}
+
+func waitKV(t *testing.T, addr, key, want string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r := runCLI(t, "", "kv", "--broker", addr, "get", key)
+		if r.stdout == want+"\n" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s = %q, want %q", key, r.stdout, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestBrokerCommand(t *testing.T) {
+	out, _, stop := start(t, "broker", "--listen", "127.0.0.1:0", "--quota", "1")
+	m := waitOutput(t, out, regexp.MustCompile(`listening on (\S+)\n`))
+	if r := runCLI(t, "", "kv", "--broker", m[1], "set", "a", "1"); r.code != 0 {
+		t.Fatalf("%+v", r)
+	}
+	if r := runCLI(t, "", "kv", "--broker", m[1], "set", "b", "1"); r.code != 2 || !strings.Contains(r.stderr, "the quota has been exceeded") {
+		t.Fatalf("quota: %+v", r)
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("broker exit %d", code)
+	}
+	// Off loopback without credentials it refuses to start.
+	if r := runCLI(t, "", "broker", "--listen", "0.0.0.0:0"); r.code == 0 || !strings.Contains(r.stderr, "insecure") {
+		t.Fatalf("open broker on 0.0.0.0: %+v", r)
+	}
+}
+
+func TestPasswdAndAuthenticatedBroker(t *testing.T) {
+	r := runCLI(t, "s3cret\n", "passwd", "alice")
+	if r.code != 0 {
+		t.Fatalf("%+v", r)
+	}
+	user, hash, ok := strings.Cut(strings.TrimSpace(r.stdout), ":")
+	if !ok || user != "alice" || bcrypt.CompareHashAndPassword([]byte(hash), []byte("s3cret")) != nil {
+		t.Fatalf("passwd printed %q", r.stdout)
+	}
+	dir := t.TempDir()
+	users := filepath.Join(dir, "users.txt")
+	pw := filepath.Join(dir, "pw")
+	os.WriteFile(users, []byte(r.stdout), 0o600)
+	os.WriteFile(pw, []byte("s3cret\n"), 0o600)
+	out, _, _ := start(t, "broker", "--listen", "127.0.0.1:0", "--passwords", users)
+	addr := waitOutput(t, out, regexp.MustCompile(`listening on (\S+)\n`))[1]
+	if r := runCLI(t, "", "kv", "--broker", addr, "--username", "alice", "--password-file", pw, "set", "k", "v"); r.code != 0 {
+		t.Fatalf("authenticated set: %+v", r)
+	}
+	if r := runCLI(t, "", "kv", "--broker", addr, "--timeout", "500ms", "get", "k"); r.code != 2 {
+		t.Fatalf("anonymous client on a password broker: %+v", r)
+	}
+	if r := runCLI(t, "", "passwd", "a:b"); r.code != 2 {
+		t.Fatalf("user with ':': %+v", r)
+	}
+}
+
+func TestCheck(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.lua")
+	bad := filepath.Join(dir, "bad.lua")
+	other := filepath.Join(dir, "notes.txt")
+	os.WriteFile(good, []byte("local ss = require('ssrun')\nfunction on_event(ev) end\n"), 0o644)
+	os.WriteFile(bad, []byte("function on_event(ev)\n  if then\nend\n"), 0o644)
+	os.WriteFile(other, []byte("hi"), 0o644)
+	r := runCLI(t, "", "check", good, bad, other)
+	if r.code != 1 {
+		t.Fatalf("%+v", r)
+	}
+	if r.stdout != "ok "+good+"\n" {
+		t.Errorf("stdout %q", r.stdout)
+	}
+	if !strings.Contains(r.stderr, bad+":2:") || !strings.Contains(r.stderr, other+": not a rule file") || !strings.Contains(r.stderr, "2 of 3 file(s) failed") {
+		t.Errorf("stderr:\n%s", r.stderr)
+	}
+	if r := runCLI(t, "", "check", "../../examples/thermostat/thermostat.lua"); r.code != 0 {
+		t.Fatalf("the example does not check: %+v", r)
+	}
+}
+
+func TestUnknownCommandAndLogLevel(t *testing.T) {
+	if r := runCLI(t, "", "frobnicate"); r.code != 2 || !strings.Contains(r.stderr, "unknown command") {
+		t.Fatalf("%+v", r)
+	}
+	if r := runCLI(t, "", "--log-level", "loud", "check", "x.lua"); r.code != 2 || !strings.Contains(r.stderr, "--log-level") {
+		t.Fatalf("%+v", r)
+	}
+}

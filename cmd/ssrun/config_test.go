@@ -1,0 +1,296 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/listeners"
+	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/spf13/pflag"
+
+	"github.com/ssrun/ssrun/protocol"
+)
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadConfig(t *testing.T) {
+	p := writeFile(t, "ssrun.yaml", `
+broker:
+  hostname: aio-broker
+  tcp_port: 18883
+  use_tls: true
+  sat_file: /var/run/secrets/tokens/mq-sat
+defaults:
+  timeout: 500ms
+  memory: 32MiB
+  max_value: 64KiB
+  mailbox: 64
+rules:
+  thermostat.lua:
+    timeout: 2000
+    read: ["thermostat*/**"]
+    write: ["hvac/**"]
+    lock: []
+`)
+	c, err := loadConfig(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Broker.Hostname != "aio-broker" || *c.Broker.TCPPort != 18883 || !*c.Broker.UseTLS {
+		t.Fatalf("broker: %+v", c.Broker)
+	}
+	d := c.Defaults.toHost()
+	if d.Timeout != 500*time.Millisecond || d.MemoryBytes != 32<<20 || d.MaxValueBytes != 64<<10 || d.Mailbox != 64 || d.Read != nil {
+		t.Fatalf("defaults: %+v", d)
+	}
+	r := c.hostRules()["thermostat.lua"]
+	if r.Timeout != 2*time.Second || len(r.Read) != 1 || r.Write[0] != "hvac/**" {
+		t.Fatalf("rule: %+v", r)
+	}
+	if r.Lock == nil || len(r.Lock) != 0 {
+		t.Fatalf("an empty lock list must deny all (non-nil, empty), got %#v", r.Lock)
+	}
+	if r.Watch != nil {
+		t.Fatalf("an absent watch list must allow all (nil), got %#v", r.Watch)
+	}
+	empty, err := loadConfig(writeFile(t, "empty.yaml", ""))
+	if err != nil || len(empty.Rules) != 0 {
+		t.Fatalf("empty config: %+v, %v", empty, err)
+	}
+}
+
+func TestLoadConfigErrorsNameFileAndLine(t *testing.T) {
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"unknown field", "defaults:\n  timeot: 1s\n", "line 2"},
+		{"bad duration", "defaults:\n  timeout: soon\n", `line 2: bad duration "soon"`},
+		{"bad size", "rules:\n  a.lua:\n    memory: lots\n", `line 3: bad size "lots"`},
+		{"bad pattern", "rules:\n  a.lua:\n    read: [\"a/[\"]\n", `rules: a.lua: read: bad key pattern "a/["`},
+		{"plugin without path", "plugins:\n  p: {sha256: ab}\n", "plugins: p: path is required"},
+		{"not yaml", "rules: [\n", "ssrun.yaml"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := writeFile(t, "ssrun.yaml", tc.yaml)
+			_, err := loadConfig(p)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), p) {
+				t.Fatalf("err = %v, want it to name %s and contain %q", err, p, tc.want)
+			}
+		})
+	}
+}
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+// Sources stack: ssrun.yaml, then AIO_* variables, then flags.
+func TestConnectionSettingsPrecedence(t *testing.T) {
+	s := connSettings{Hostname: "from-file", ClientID: "file-id"}
+	err := s.applyEnv(env(map[string]string{
+		"AIO_BROKER_HOSTNAME": "from-env", "AIO_BROKER_TCP_PORT": "18883", "AIO_MQTT_USE_TLS": "false",
+		"AIO_MQTT_KEEP_ALIVE": "30", "AIO_MQTT_SESSION_EXPIRY": "0", "AIO_MQTT_CLEAN_START": "true",
+		"AIO_MQTT_USERNAME": "bob",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f connFlags
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	f.register(fs, "")
+	if err := fs.Parse([]string{"--client-id", "flag-id"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.apply(fs, &s); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := s.clientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Servers[0] != "mqtt://from-env:18883" || cfg.ClientID != "flag-id" || cfg.KeepAlive != 30 || cfg.SessionExpiry != 0 || !cfg.CleanStart || cfg.TLS != nil {
+		t.Fatalf("config: %+v", cfg)
+	}
+	creds, err := cfg.Credentials()
+	if err != nil || creds.Username != "bob" {
+		t.Fatalf("credentials: %+v, %v", creds, err)
+	}
+	// --broker overrides the environment's host and port.
+	fs = pflag.NewFlagSet("t", pflag.ContinueOnError)
+	f = connFlags{}
+	f.register(fs, "")
+	fs.Parse([]string{"--broker", "10.0.0.5:1884"})
+	f.apply(fs, &s)
+	if cfg, _ := s.clientConfig(); cfg.Servers[0] != "mqtt://10.0.0.5:1884" {
+		t.Fatalf("--broker: %v", cfg.Servers)
+	}
+}
+
+// The AIO SDK defaults: TLS on port 8883, keep-alive 60 s, session expiry
+// 3600 s; loopback defaults to plain 1883 for local development.
+func TestConnectionDefaults(t *testing.T) {
+	cfg, err := (&connSettings{Hostname: "aio-broker"}).clientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Servers[0] != "mqtts://aio-broker:8883" || cfg.TLS == nil || cfg.TLS.ServerName != "aio-broker" || cfg.KeepAlive != 60 || cfg.SessionExpiry != 3600 {
+		t.Fatalf("%+v", cfg)
+	}
+	cfg, _ = (&connSettings{Hostname: "127.0.0.1"}).clientConfig()
+	if cfg.Servers[0] != "mqtt://127.0.0.1:1883" || cfg.TLS != nil {
+		t.Fatalf("loopback: %+v", cfg)
+	}
+}
+
+func TestConnectionSettingsErrors(t *testing.T) {
+	var s connSettings
+	err := s.applyEnv(env(map[string]string{"AIO_BROKER_TCP_PORT": "http", "AIO_MQTT_USE_TLS": "maybe", "AIO_MQTT_KEEP_ALIVE": "-1"}))
+	for _, want := range []string{"AIO_BROKER_TCP_PORT", "AIO_MQTT_USE_TLS", "AIO_MQTT_KEEP_ALIVE"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("err %v does not name %s", err, want)
+		}
+	}
+	off := false
+	for name, s := range map[string]connSettings{
+		"no host":            {},
+		"tls files, no tls":  {Hostname: "h", UseTLS: &off, CAFile: "ca.pem"},
+		"cert without key":   {Hostname: "h", CertFile: "c.pem"},
+		"missing CA":         {Hostname: "h", CAFile: filepath.Join(t.TempDir(), "nope.pem")},
+		"missing passwords":  {Hostname: "127.0.0.1", PasswordFile: filepath.Join(t.TempDir(), "nope")},
+		"CA file without CA": {Hostname: "h", CAFile: writeFile(t, "ca.pem", "not pem")},
+	} {
+		if _, err := s.clientConfig(); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+// satServer is an MQTT broker that admits only K8S-SAT enhanced
+// authentication with the current token and records re-authentications.
+type satServer struct {
+	mqtt.HookBase
+	mu       sync.Mutex
+	token    string
+	connects []string
+	reauths  []string
+}
+
+func (h *satServer) ID() string { return "sat" }
+func (h *satServer) Provides(b byte) bool {
+	return b == mqtt.OnConnectAuthenticate || b == mqtt.OnACLCheck || b == mqtt.OnAuthPacket
+}
+func (h *satServer) OnACLCheck(*mqtt.Client, string, bool) bool { return true }
+func (h *satServer) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.connects = append(h.connects, pk.Properties.AuthenticationMethod+"="+string(pk.Properties.AuthenticationData))
+	return pk.Properties.AuthenticationMethod == "K8S-SAT" && string(pk.Properties.AuthenticationData) == h.token
+}
+func (h *satServer) OnAuthPacket(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
+	h.mu.Lock()
+	h.reauths = append(h.reauths, pk.Properties.AuthenticationMethod+"="+string(pk.Properties.AuthenticationData))
+	ok := string(pk.Properties.AuthenticationData) == h.token
+	h.mu.Unlock()
+	code := packets.CodeSuccess.Code
+	if !ok {
+		code = packets.ErrNotAuthorized.Code
+	}
+	return pk, cl.WritePacket(packets.Packet{
+		FixedHeader: packets.FixedHeader{Type: packets.Auth},
+		ReasonCode:  code,
+		Properties:  packets.Properties{AuthenticationMethod: "K8S-SAT"},
+	})
+}
+
+// A service account token is sent with every connection and, when the file
+// is rotated, on the live connection as a re-authentication.
+func TestSATAuthenticationFollowsTokenRotation(t *testing.T) {
+	hook := &satServer{token: "token-1"}
+	srv := mqtt.New(&mqtt.Options{InlineClient: false, Logger: slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil))})
+	if err := srv.AddHook(hook, nil); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.AddListener(listeners.NewNet("t", ln)); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Serve(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	os.WriteFile(tokenFile, []byte("token-1\n"), 0o600)
+	host, port, _ := net.SplitHostPort(ln.Addr().String())
+	s := connSettings{Hostname: host, SATFile: tokenFile}
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	var f connFlags
+	f.register(fs, "")
+	fs.Parse([]string{"--broker", host + ":" + port})
+	f.apply(fs, &s)
+	cfg, err := s.clientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ClientID = "sat-client"
+	cfg.Logger = slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil))
+	c, err := protocol.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// The store is not there (plain mochi): only the connection matters, and
+	// the client reports it up once subscribed.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.AwaitConnection(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a := &app{stderr: &bytes.Buffer{}, log: cfg.Logger}
+	stop, err := a.watchToken(context.Background(), c, tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	hook.mu.Lock()
+	hook.token = "token-2"
+	hook.mu.Unlock()
+	os.WriteFile(tokenFile+".new", []byte("token-2\n"), 0o600)
+	os.Rename(tokenFile+".new", tokenFile) // atomic swap, as kubelet does
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		hook.mu.Lock()
+		n := len(hook.reauths)
+		hook.mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no re-authentication after the token rotated")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	hook.mu.Lock()
+	defer hook.mu.Unlock()
+	if hook.connects[0] != "K8S-SAT=token-1" || hook.reauths[0] != "K8S-SAT=token-2" {
+		t.Fatalf("connects %q, reauths %q", hook.connects, hook.reauths)
+	}
+}
