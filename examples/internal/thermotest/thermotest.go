@@ -95,10 +95,9 @@ func Run(t *testing.T, dir string, runtimes ...abi.Runtime) {
 	}
 	rule := filepath.Base(h.Status()[0].Path)
 	for i, st := range steps {
-		// A marker: the rule's writes for this step are complete once the
-		// expected state is visible and, for the error key, once the marker
-		// step has been handled (handled count grows by one per step).
-		before := h.Status()[0].Handled
+		// The rule's writes for a step are complete once its handler
+		// returned (the handled count grows by one per step).
+		before := h.Status()[0]
 		if st.set != nil {
 			if _, err := user.Set(ctx, []byte(SetPoint), []byte(*st.set), protocol.SetOptions{}); err != nil {
 				t.Fatalf("step %d %q: set: %v", i, st.name, err)
@@ -106,7 +105,13 @@ func Run(t *testing.T, dir string, runtimes ...abi.Runtime) {
 		} else if _, err := user.Del(ctx, []byte(SetPoint), protocol.DelOptions{}); err != nil {
 			t.Fatalf("step %d %q: del: %v", i, st.name, err)
 		}
-		waitFor(t, fmt.Sprintf("%s: step %d %q handled", rule, i, st.name), func() bool { return h.Status()[0].Handled > before })
+		waitFor(t, fmt.Sprintf("%s: step %d %q handled", rule, i, st.name), func() bool {
+			now := h.Status()[0]
+			return now.Handled+now.Failed > before.Handled+before.Failed
+		})
+		if now := h.Status()[0]; now.Failed > before.Failed {
+			t.Fatalf("%s: step %d %q: the handler failed (see the log above)", rule, i, st.name)
+		}
 		for _, kv := range []struct {
 			key  string
 			want *string

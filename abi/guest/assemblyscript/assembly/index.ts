@@ -1,0 +1,594 @@
+// ssrun guest SDK for AssemblyScript: rules built as WebAssembly reactors
+// for ssrun ABI v1 (abi/doc.go in the ssrun repository, "WebAssembly binary
+// contract").
+//
+// A rule's entry file declares its watches and its handler at top level
+// (compiled into the reactor's _initialize) and re-exports the three ABI
+// exports:
+//
+//   import { Event, Status, handle, set, watch } from "<path>/abi/guest/assemblyscript/assembly";
+//   export { ssrun_abi_version, ssrun_alloc, ssrun_on_event } from "<path>/abi/guest/assemblyscript/assembly";
+//
+//   watch("thermostat1/setPoint");
+//   handle((ev: Event): Status => set("thermostat1/echo", ev.text()).status);
+//
+// Build it with this package's asconfig.json (see README.md): it exports the
+// start function as _initialize and routes abort() to the host log.
+//
+// Keys, lock names, versions, tokens and log messages are strings; they
+// cross the ABI as UTF-8. Values are bytes: every verb taking a value has a
+// string form (UTF-8) and a Uint8Array form (binary). Every verb reports a
+// Status, directly or as the `status` of its result; lastError() is the
+// host's message for the most recent call (empty when it succeeded).
+
+// ---------------------------------------------------------------------------
+// Public API
+
+/** ABI version this SDK speaks. */
+export const ABI_VERSION: i32 = 1;
+
+/** Result code of every call; the values are those of the ABI. */
+export enum Status {
+  OK = 0,
+  NotFound = 1,
+  NotApplied = 2,
+  BufferTooSmall = 3,
+  Invalid = 4,
+  Denied = 5,
+  Fenced = 6,
+  LockLost = 7,
+  Busy = 8,
+  Timeout = 9,
+  Unavailable = 10,
+  TooLarge = 11,
+  Quota = 12,
+  StoreError = 13,
+  Internal = 14,
+}
+
+const statusNames: string[] = [
+  "OK", "NOT_FOUND", "NOT_APPLIED", "BUFFER_TOO_SMALL", "INVALID", "DENIED", "FENCED",
+  "LOCK_LOST", "BUSY", "TIMEOUT", "UNAVAILABLE", "TOO_LARGE", "QUOTA", "STORE_ERROR", "INTERNAL",
+];
+
+/** The ABI name of a status, e.g. "NOT_FOUND"; "STATUS_<n>" for unknown codes. */
+export function statusName(s: Status): string {
+  if (<i32>s >= 0 && <i32>s < statusNames.length) return statusNames[<i32>s];
+  return "STATUS_" + (<i32>s).toString();
+}
+
+/** Kind of an event; the values are the event record's op codes. */
+export enum Op {
+  Set = 1,
+  Delete = 2,
+  LockLost = 3,
+}
+
+/** The ABI name of an op: "SET", "DELETE" or "LOCK_LOST". */
+export function opName(op: Op): string {
+  switch (op) {
+    case Op.Set: return "SET";
+    case Op.Delete: return "DELETE";
+    case Op.LockLost: return "LOCK_LOST";
+  }
+  return "OP_" + (<i32>op).toString();
+}
+
+/** Log levels (those of Go's log/slog). */
+export enum Level {
+  Debug = -4,
+  Info = 0,
+  Warn = 4,
+  Error = 8,
+}
+
+/** Write condition of set. */
+export enum Condition {
+  /** Always write. */
+  None = 0,
+  /** Write only if the key is absent. */
+  NX = 1,
+  /** Write if the key is absent or its value equals the new one. */
+  NEX = 2,
+}
+
+/** Options of set, e.g. `{ cond: Condition.NX, ttl: 5000 }`. */
+export class SetOptions {
+  cond: Condition = Condition.None;
+  /** Expire the key after this many milliseconds; 0 = never. */
+  ttl: i64 = 0;
+  /** Name of a lock held by this rule whose token fences the write; "" = none. */
+  fence: string = "";
+}
+
+/** Options of del and vdel. */
+export class DelOptions {
+  /** As in SetOptions. */
+  fence: string = "";
+}
+
+/** Options of watch. */
+export class WatchOptions {
+  /** Also deliver changes made by this rule's own writes. */
+  self: bool = false;
+}
+
+/** Options of lock. */
+export class LockOptions {
+  /** Milliseconds to wait for a lock held by another holder; 0 = try once. */
+  wait: i64 = 0;
+}
+
+/** One change delivered to the handler. */
+export class Event {
+  constructor(
+    /** The watched key (the lock name for Op.LockLost). */
+    public key: string,
+    public op: Op,
+    /** The new value for Op.Set; empty otherwise. It stays valid after the handler returns. */
+    public value: Uint8Array,
+    /** The store version (HLC text) of the change; "" when unknown. */
+    public version: string,
+    /** The event was synthesised after a reconnect; intermediate changes may be missed. */
+    public resync: bool,
+  ) {}
+
+  /** The value decoded as UTF-8. */
+  text(): string {
+    return decodeUTF8(this.value.dataStart, this.value.byteLength);
+  }
+}
+
+/** Result of get. */
+export class GetResult {
+  constructor(
+    public status: Status,
+    /** The value (empty unless status is OK). */
+    public value: Uint8Array,
+    public version: string,
+  ) {}
+
+  get ok(): bool { return this.status == Status.OK; }
+
+  /** The value decoded as UTF-8. */
+  text(): string {
+    return decodeUTF8(this.value.dataStart, this.value.byteLength);
+  }
+}
+
+/** Result of set: the new version, or the stored one with Status.NotApplied. */
+export class SetResult {
+  constructor(public status: Status, public version: string) {}
+  get ok(): bool { return this.status == Status.OK; }
+}
+
+/** Result of lock: the fencing token. */
+export class LockResult {
+  constructor(public status: Status, public token: string) {}
+  get ok(): bool { return this.status == Status.OK; }
+}
+
+/** The handler: return Status.OK when the event is handled. */
+export type Handler = (ev: Event) => Status;
+
+let handler: Handler | null = null;
+
+/** Sets the function that receives every event. Call it at top level. */
+export function handle(fn: Handler): void {
+  handler = fn;
+}
+
+/** The host's message for the most recent call; "" when it succeeded. */
+export function lastError(): string {
+  return lastErr;
+}
+
+/** Returns the value and version of key; Status.NotFound when absent. */
+export function get(key: string): GetResult {
+  const k = utf8(key);
+  const st = begin(host_get(ptr(k), k.byteLength, out, OUT_CAP, outLen));
+  if (st != Status.OK) return new GetResult(fail("get", key, st), new Uint8Array(0), "");
+  const r = new Reader(recPtr, recLen);
+  if (!r.next()) return new GetResult(badRecord("get", key), new Uint8Array(0), "");
+  const value = copyBytes(r.start, r.len);
+  if (!r.next() || !r.done()) return new GetResult(badRecord("get", key), new Uint8Array(0), "");
+  return new GetResult(Status.OK, value, r.text());
+}
+
+/** Writes key with a UTF-8 value and returns the new version (see setBytes). */
+export function set(key: string, value: string, opts: SetOptions | null = null): SetResult {
+  const v = utf8(value);
+  return setRaw(key, ptr(v), v.byteLength, opts);
+}
+
+/**
+ * Writes key and returns the new version. When opts.cond stops the write
+ * the status is Status.NotApplied and the version is the stored one.
+ */
+export function setBytes(key: string, value: Uint8Array, opts: SetOptions | null = null): SetResult {
+  return setRaw(key, value.dataStart, value.byteLength, opts);
+}
+
+/** Removes key; Status.NotFound when it was absent. */
+export function del(key: string, opts: DelOptions | null = null): Status {
+  const k = utf8(key);
+  const f = utf8(opts ? opts.fence : "");
+  return status("del", key, host_del(ptr(k), k.byteLength, ptr(f), f.byteLength));
+}
+
+/** Removes key if its value equals value (UTF-8); see vdelBytes. */
+export function vdel(key: string, value: string, opts: DelOptions | null = null): Status {
+  const v = utf8(value);
+  return vdelRaw(key, ptr(v), v.byteLength, opts);
+}
+
+/**
+ * Removes key if its value equals value; Status.NotFound when absent,
+ * Status.NotApplied when the value differs.
+ */
+export function vdelBytes(key: string, value: Uint8Array, opts: DelOptions | null = null): Status {
+  return vdelRaw(key, value.dataStart, value.byteLength, opts);
+}
+
+/** Delivers changes of key to the handler (not this rule's own writes, unless opts.self). */
+export function watch(key: string, opts: WatchOptions | null = null): Status {
+  const k = utf8(key);
+  const flags: i32 = opts && opts.self ? 1 : 0;
+  return status("watch", key, host_watch(ptr(k), k.byteLength, flags));
+}
+
+/** Stops delivering changes of key; Status.NotFound when not watched. */
+export function unwatch(key: string): Status {
+  const k = utf8(key);
+  return status("unwatch", key, host_unwatch(ptr(k), k.byteLength));
+}
+
+/**
+ * Acquires the lease name for ttl milliseconds (renewed by the host while
+ * held) and returns its fencing token; Status.Busy when another holder
+ * keeps it past opts.wait.
+ */
+export function lock(name: string, ttl: i64, opts: LockOptions | null = null): LockResult {
+  const n = utf8(name);
+  const st = begin(host_lock(ptr(n), n.byteLength, ttl, opts ? opts.wait : 0, out, OUT_CAP, outLen));
+  if (st != Status.OK) return new LockResult(fail("lock", name, st), "");
+  const r = new Reader(recPtr, recLen);
+  if (!r.next() || !r.done()) return new LockResult(badRecord("lock", name), "");
+  return new LockResult(Status.OK, r.text());
+}
+
+/** Releases the lease; Status.NotFound when this rule does not hold it. */
+export function unlock(name: string): Status {
+  const n = utf8(name);
+  return status("unlock", name, host_unlock(ptr(n), n.byteLength));
+}
+
+/** Writes a log line tagged with the rule. */
+export function log(level: Level, msg: string): Status {
+  const m = utf8(msg);
+  return status("log", "", host_log(level, ptr(m), m.byteLength));
+}
+
+// ---------------------------------------------------------------------------
+// ABI exports: re-export these three from the rule's entry file.
+
+/** Export ssrun_abi_version: the ABI version the module was built for. */
+export function ssrun_abi_version(): i32 {
+  return ABI_VERSION;
+}
+
+// pending is the buffer handed out by ssrun_alloc for the next event record.
+// It is pinned: the garbage collector neither frees nor moves it until
+// ssrun_on_event has taken it and the handler has returned (the event's
+// value is a view of it and keeps it alive after that).
+let pending: usize = 0;
+
+/** Export ssrun_alloc: a pinned buffer of size bytes for the host's event record. */
+export function ssrun_alloc(size: i32): usize {
+  if (size <= 0) return 0;
+  if (pending) {
+    __unpin(pending); // an earlier record never delivered
+    pending = 0;
+  }
+  pending = __pin(changetype<usize>(new ArrayBuffer(size)));
+  return pending;
+}
+
+/** Export ssrun_on_event: decodes the event record and runs the handler. */
+export function ssrun_on_event(p: usize, len: i32): i32 {
+  if (!pending || p != pending || len < 0 || len > changetype<ArrayBuffer>(p).byteLength) {
+    logLine(Level.Error, "ssrun: event record of " + len.toString() + " bytes not in a buffer from ssrun_alloc");
+    return -1;
+  }
+  const buf = changetype<ArrayBuffer>(p);
+  const rc = dispatch(buf, len);
+  pending = 0;
+  __unpin(p);
+  return rc;
+}
+
+/**
+ * abort() of this SDK: logs the message at error level and traps. The
+ * asconfig.json of this package selects it (`--use abort=...`), so a
+ * module needs no "env" import.
+ */
+// @ts-ignore: decorator
+@global
+export function ssrunAbort(message: string | null, fileName: string | null, line: u32, column: u32): void {
+  if (!aborting) {
+    aborting = true;
+    const m = message ? message : "abort";
+    const f = fileName ? fileName : "?";
+    logLine(Level.Error, "abort: " + m + " at " + f + ":" + line.toString() + ":" + column.toString());
+  }
+  unreachable();
+}
+
+// ---------------------------------------------------------------------------
+// Internals
+
+@external("ssrun", "get")
+declare function host_get(keyPtr: usize, keyLen: i32, outPtr: usize, outCap: i32, outLenPtr: usize): i32;
+
+@external("ssrun", "set")
+declare function host_set(keyPtr: usize, keyLen: i32, valPtr: usize, valLen: i32, cond: i32, ttlMs: i64,
+  fencePtr: usize, fenceLen: i32, outPtr: usize, outCap: i32, outLenPtr: usize): i32;
+
+@external("ssrun", "del")
+declare function host_del(keyPtr: usize, keyLen: i32, fencePtr: usize, fenceLen: i32): i32;
+
+@external("ssrun", "vdel")
+declare function host_vdel(keyPtr: usize, keyLen: i32, valPtr: usize, valLen: i32, fencePtr: usize, fenceLen: i32): i32;
+
+@external("ssrun", "watch")
+declare function host_watch(keyPtr: usize, keyLen: i32, flags: i32): i32;
+
+@external("ssrun", "unwatch")
+declare function host_unwatch(keyPtr: usize, keyLen: i32): i32;
+
+@external("ssrun", "lock")
+declare function host_lock(namePtr: usize, nameLen: i32, ttlMs: i64, waitMs: i64, outPtr: usize, outCap: i32, outLenPtr: usize): i32;
+
+@external("ssrun", "unlock")
+declare function host_unlock(namePtr: usize, nameLen: i32): i32;
+
+@external("ssrun", "log")
+declare function host_log(level: i32, msgPtr: usize, msgLen: i32): i32;
+
+@external("ssrun", "result")
+declare function host_result(outPtr: usize, outCap: i32, outLenPtr: usize): i32;
+
+@external("ssrun", "last_error")
+declare function host_last_error(outPtr: usize, outCap: i32, outLenPtr: usize): i32;
+
+// The shared result buffer and its length word live in static memory, out
+// of the collector's reach. Larger results take the BUFFER_TOO_SMALL path.
+const OUT_CAP: i32 = 16 << 10;
+const out: usize = memory.data(OUT_CAP);
+const outLen: usize = memory.data(4);
+
+let lastErr: string = "";
+let aborting = false;
+
+// The result record of the last verb: in `out` or in recBuf (kept
+// reachable while it is read).
+let recPtr: usize = 0;
+let recLen: i32 = 0;
+let recBuf: ArrayBuffer | null = null;
+
+// utf8 encodes s; unpaired surrogates become U+FFFD.
+function utf8(s: string): ArrayBuffer {
+  return String.UTF8.encode(s, false, String.UTF8.ErrorMode.REPLACE);
+}
+
+// decodeUTF8 decodes n bytes at p as UTF-8 the way Go does: each byte
+// that does not start a valid sequence (bad, overlong, surrogate, too
+// large, truncated) becomes U+FFFD. (String.UTF8.decode garbles invalid
+// input.)
+function decodeUTF8(p: usize, n: i32): string {
+  const buf = new ArrayBuffer(n << 1); // at most one UTF-16 unit per byte
+  const start = changetype<usize>(buf);
+  let o = start;
+  let i = 0;
+  while (i < n) {
+    const c = <u32>load<u8>(p + <usize>i);
+    let cp: u32 = 0xfffd;
+    let w = 1;
+    if (c < 0x80) {
+      cp = c;
+    } else if (c >= 0xc2 && c <= 0xf4) {
+      // sequence length and the range of its second byte
+      const len = c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
+      const lo: u32 = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80;
+      const hi: u32 = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
+      let v = c & (0x7f >> len);
+      let ok = i + len <= n;
+      for (let k = 1; ok && k < len; k++) {
+        const b = <u32>load<u8>(p + <usize>(i + k));
+        ok = k == 1 ? b >= lo && b <= hi : (b & 0xc0) == 0x80;
+        v = (v << 6) | (b & 0x3f);
+      }
+      if (ok) {
+        cp = v;
+        w = len;
+      }
+    }
+    if (cp >= 0x10000) {
+      cp -= 0x10000;
+      store<u16>(o, <u16>(0xd800 | (cp >> 10)));
+      store<u16>(o, <u16>(0xdc00 | (cp & 0x3ff)), 2);
+      o += 4;
+    } else {
+      store<u16>(o, <u16>cp);
+      o += 2;
+    }
+    i += w;
+  }
+  return String.UTF16.decodeUnsafe(start, o - start);
+}
+
+// @ts-ignore: decorator
+@inline
+function ptr(b: ArrayBuffer): usize {
+  return changetype<usize>(b);
+}
+
+function copyBytes(p: usize, n: i32): Uint8Array {
+  const b = new Uint8Array(n);
+  memory.copy(b.dataStart, p, <usize>n);
+  return b;
+}
+
+// begin takes a verb's status: it clears the last error and locates the
+// verb's result record, fetching it with `result` into a buffer of its own
+// when `out` was too small. It returns the verb's real status.
+function begin(st: i32): Status {
+  lastErr = "";
+  recBuf = null;
+  while (st == Status.BufferTooSmall) {
+    const n = <i32>load<u32>(outLen);
+    const big = new ArrayBuffer(n);
+    recBuf = big;
+    st = host_result(changetype<usize>(big), n, outLen);
+    if (st != Status.BufferTooSmall) {
+      recPtr = changetype<usize>(big);
+      recLen = min(<i32>load<u32>(outLen), n);
+      return <Status>st;
+    }
+  }
+  recPtr = out;
+  recLen = min(<i32>load<u32>(outLen), OUT_CAP);
+  return <Status>st;
+}
+
+// fail records the host's message for a verb that returned st and returns st.
+function fail(verb: string, key: string, st: Status): Status {
+  let msg = "";
+  const s = host_last_error(out, OUT_CAP, outLen);
+  if (s == Status.OK) {
+    msg = decodeUTF8(out, min(<i32>load<u32>(outLen), OUT_CAP));
+  } else if (s == Status.BufferTooSmall) {
+    const n = <i32>load<u32>(outLen);
+    const big = new ArrayBuffer(n);
+    if (host_last_error(changetype<usize>(big), n, outLen) == Status.OK) {
+      msg = decodeUTF8(changetype<usize>(big), min(<i32>load<u32>(outLen), n));
+    }
+  }
+  if (msg.length == 0) msg = verb + ' "' + key + '": ' + statusName(st);
+  lastErr = msg;
+  return st;
+}
+
+// status is begin and fail for verbs without results.
+function status(verb: string, key: string, st: i32): Status {
+  lastErr = "";
+  if (st == Status.OK) return Status.OK;
+  return fail(verb, key, <Status>st);
+}
+
+function badRecord(verb: string, key: string): Status {
+  lastErr = verb + ' "' + key + '": malformed result record';
+  return Status.Internal;
+}
+
+function setRaw(key: string, vp: usize, vn: i32, opts: SetOptions | null): SetResult {
+  const k = utf8(key);
+  const o = opts ? opts : new SetOptions();
+  const f = utf8(o.fence);
+  const st = begin(host_set(ptr(k), k.byteLength, vp, vn, o.cond, o.ttl, ptr(f), f.byteLength, out, OUT_CAP, outLen));
+  if (st != Status.OK && st != Status.NotApplied) return new SetResult(fail("set", key, st), "");
+  const r = new Reader(recPtr, recLen);
+  if (!r.next() || !r.done()) return new SetResult(badRecord("set", key), "");
+  const version = r.text();
+  if (st == Status.NotApplied) fail("set", key, st);
+  return new SetResult(st, version);
+}
+
+function vdelRaw(key: string, vp: usize, vn: i32, opts: DelOptions | null): Status {
+  const k = utf8(key);
+  const f = utf8(opts ? opts.fence : "");
+  return status("vdel", key, host_vdel(ptr(k), k.byteLength, vp, vn, ptr(f), f.byteLength));
+}
+
+// Reader walks the fields of a record (u32 little-endian length, bytes).
+class Reader {
+  start: usize = 0;
+  len: i32 = 0;
+  constructor(private p: usize, public left: i32) {}
+
+  // next steps to the next field; false when the record is malformed.
+  next(): bool {
+    if (this.left < 4) return false;
+    const n = load<u32>(this.p);
+    if (<u64>n > <u64>(this.left - 4)) return false;
+    this.start = this.p + 4;
+    this.len = <i32>n;
+    this.p += 4 + <usize>n;
+    this.left -= 4 + <i32>n;
+    return true;
+  }
+
+  done(): bool {
+    return this.left == 0;
+  }
+
+  text(): string {
+    return decodeUTF8(this.start, this.len);
+  }
+}
+
+function logLine(level: Level, msg: string): void {
+  const m = utf8(msg);
+  host_log(level, ptr(m), m.byteLength);
+}
+
+// dispatch decodes an event record (abi.AppendEvent) and runs the handler.
+function dispatch(buf: ArrayBuffer, len: i32): i32 {
+  const p = changetype<usize>(buf);
+  const r = new Reader(p + 4, len - 4);
+  let problem = "";
+  if (len < 4) {
+    problem = "event header needs 4 bytes, have " + len.toString();
+  } else {
+    const op = load<u8>(p);
+    if (op < <u8>Op.Set || op > <u8>Op.LockLost) {
+      problem = "unknown op code " + op.toString();
+    } else if ((load<u8>(p, 1) & ~1) != 0 || load<u16>(p, 2) != 0) {
+      problem = "reserved event header bits set";
+    } else if (!r.next()) {
+      problem = "event key: malformed field";
+    }
+  }
+  if (problem.length == 0) {
+    const op = <Op>load<u8>(p);
+    const key = r.text();
+    if (!r.next()) {
+      problem = "event value: malformed field";
+    } else {
+      const value = op == Op.Set ? Uint8Array.wrap(buf, <i32>(r.start - p), r.len) : new Uint8Array(0);
+      if (op != Op.Set && r.len != 0) {
+        problem = opName(op) + " event carries a value";
+      } else if (!r.next()) {
+        problem = "event version: malformed field";
+      } else if (!r.done()) {
+        problem = r.left.toString() + " trailing bytes after event";
+      } else {
+        const h = handler;
+        if (!h) {
+          logLine(Level.Error, "ssrun: no handler: call handle() at top level");
+          return -1;
+        }
+        const ev = new Event(key, op, value, r.text(), (load<u8>(p, 1) & 1) != 0);
+        const st = h(ev);
+        if (st != Status.OK) {
+          let msg = "handler: " + statusName(st);
+          if (lastErr.length > 0) msg += ": " + lastErr;
+          logLine(Level.Error, msg);
+        }
+        return st;
+      }
+    }
+  }
+  logLine(Level.Error, "ssrun: malformed event record: " + problem);
+  return -1;
+}

@@ -1,0 +1,126 @@
+// The test rule of the AssemblyScript SDK (verbs_test.go): its handler runs
+// the command named by the event key with the arguments in the event value
+// (fields as in abi.AppendField) and logs a "report ..." line at info level
+// for the test to check. Build it from abi/guest/assemblyscript with
+//
+//   npm ci && npm run build:test
+//
+// and commit testdata/verbs.wasm.
+
+import * as ss from "../assembly/index";
+export { ssrun_abi_version, ssrun_alloc, ssrun_on_event } from "../assembly/index";
+
+// kept is an event value held across events.
+let kept: Uint8Array = new Uint8Array(0);
+
+// echoAll: report every event (set by the command "echo-all"; the fuzz
+// test sends arbitrary records).
+let echoAll = false;
+
+if (ss.watch("init/watched", { self: true } as ss.WatchOptions) != ss.Status.OK) {
+  throw new Error("watch at load: " + ss.lastError());
+}
+ss.handle(run);
+
+function run(ev: ss.Event): ss.Status {
+  if (echoAll || ev.key == "event") {
+    report("event op=" + ss.opName(ev.op) + " key=" + ev.key + " value=" + show(ev.value) +
+      " text=" + ev.text() + " version=" + ev.version + " resync=" + (ev.resync ? "true" : "false"));
+    return ss.Status.OK;
+  }
+  const cmd = ev.key;
+  if (cmd == "noop") return ss.Status.OK;
+  if (cmd == "echo-all") {
+    echoAll = true;
+    return ss.Status.OK;
+  }
+  if (cmd == "keep") {
+    kept = ev.value;
+    return ss.Status.OK;
+  }
+  if (cmd == "kept") { // after a full collection and some garbage
+    __collect();
+    for (let i = 0; i < 1000; i++) new Uint8Array(1000);
+    report("kept value=" + show(kept));
+    return ss.Status.OK;
+  }
+  const a = fields(ev.value);
+  if (cmd == "get") {
+    const r = ss.get(text(a[0]));
+    reportStatus("get", r.status, "value=" + show(r.value) + " text=" + r.text() + " version=" + r.version);
+  } else if (cmd == "set" || cmd == "setBytes") {
+    const o: ss.SetOptions = {
+      cond: <ss.Condition>I32.parseInt(text(a[2])), ttl: I64.parseInt(text(a[3])), fence: text(a[4]),
+    };
+    const r = cmd == "set" ? ss.set(text(a[0]), text(a[1]), o) : ss.setBytes(text(a[0]), a[1], o);
+    reportStatus(cmd, r.status, "version=" + r.version);
+  } else if (cmd == "set-default") { // no options
+    reportStatus(cmd, ss.set(text(a[0]), text(a[1])).status, "");
+  } else if (cmd == "del") {
+    reportStatus(cmd, ss.del(text(a[0]), { fence: text(a[1]) } as ss.DelOptions), "");
+  } else if (cmd == "vdel") {
+    reportStatus(cmd, ss.vdel(text(a[0]), text(a[1]), { fence: text(a[2]) } as ss.DelOptions), "");
+  } else if (cmd == "vdelBytes") {
+    reportStatus(cmd, ss.vdelBytes(text(a[0]), a[1], { fence: text(a[2]) } as ss.DelOptions), "");
+  } else if (cmd == "watch") {
+    reportStatus(cmd, ss.watch(text(a[0]), { self: text(a[1]) == "self" } as ss.WatchOptions), "");
+  } else if (cmd == "unwatch") {
+    reportStatus(cmd, ss.unwatch(text(a[0])), "");
+  } else if (cmd == "lock") {
+    const r = ss.lock(text(a[0]), I64.parseInt(text(a[1])), { wait: I64.parseInt(text(a[2])) } as ss.LockOptions);
+    reportStatus(cmd, r.status, "token=" + r.token);
+  } else if (cmd == "unlock") {
+    reportStatus(cmd, ss.unlock(text(a[0])), "");
+  } else if (cmd == "log") {
+    reportStatus(cmd, ss.log(<ss.Level>I32.parseInt(text(a[0])), text(a[1])), "");
+  } else if (cmd == "fail") { // fail the event with the status of a failed get
+    ss.get("absent");
+    return <ss.Status>I32.parseInt(text(a[0]));
+  } else if (cmd == "abort") {
+    throw new Error("the rule aborts");
+  } else {
+    report("unknown command " + cmd);
+    return ss.Status.Invalid;
+  }
+  return ss.Status.OK;
+}
+
+function report(line: string): void {
+  ss.log(ss.Level.Info, "report " + line);
+}
+
+// reportStatus reports a verb's status with lastError() and its results.
+function reportStatus(verb: string, st: ss.Status, results: string): void {
+  let line = verb + " status=" + ss.statusName(st) + " msg=" + ss.lastError();
+  if (results.length > 0) line += " " + results;
+  report(line);
+}
+
+function text(b: Uint8Array): string {
+  return String.UTF8.decodeUnsafe(b.dataStart, <usize>b.length);
+}
+
+// fields splits the event value into its length-prefixed fields.
+function fields(b: Uint8Array): Uint8Array[] {
+  const out = new Array<Uint8Array>();
+  let i = 0;
+  while (i + 4 <= b.length) {
+    const n = <i32>load<u32>(b.dataStart + <usize>i);
+    out.push(b.subarray(i + 4, i + 4 + n));
+    i += 4 + n;
+  }
+  return out;
+}
+
+// show prints bytes: hex up to 64 bytes, else the length and FNV-1a.
+function show(b: Uint8Array): string {
+  const digits = "0123456789abcdef";
+  if (b.length > 64) {
+    let h: u32 = 2166136261;
+    for (let i = 0; i < b.length; i++) h = (h ^ b[i]) * 16777619;
+    return b.length.toString() + "B:" + h.toString(16);
+  }
+  let s = "x";
+  for (let i = 0; i < b.length; i++) s += digits.charAt(b[i] >> 4) + digits.charAt(b[i] & 15);
+  return s;
+}

@@ -1,0 +1,456 @@
+// Package assemblyscript tests the AssemblyScript guest SDK (assembly/,
+// see README.md) through the real WebAssembly runtime: the committed test
+// rule testdata/verbs.wasm (source testdata/verbs.ts), or the module named
+// by $SSRUN_AS_VERBS_MODULE (rebuild-check.sh sets it to a module rebuilt
+// from source with the pinned compiler), runs against an in-memory host.
+package assemblyscript
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/abi/abitest"
+	"github.com/ssrun/ssrun/runtime/wasm"
+)
+
+// moduleEnv names a module to test instead of the committed one.
+const moduleEnv = "SSRUN_AS_VERBS_MODULE"
+
+var shared struct {
+	once  sync.Once
+	cache string // the runtime's compilation cache, removed by TestMain
+	rt    *wasm.Runtime
+	prog  abi.Program
+	err   error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.rt != nil {
+		_ = shared.rt.Close(context.Background())
+	}
+	if shared.cache != "" {
+		_ = os.RemoveAll(shared.cache)
+	}
+	os.Exit(code)
+}
+
+// program compiles the test rule once per test binary.
+func program(t *testing.T) abi.Program {
+	t.Helper()
+	shared.once.Do(func() {
+		path := filepath.Join("testdata", "verbs.wasm")
+		if p := os.Getenv(moduleEnv); p != "" {
+			path = p
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			shared.err = err
+			return
+		}
+		if shared.cache, shared.err = os.MkdirTemp("", "ssrun-as-sdk-test-"); shared.err != nil {
+			return
+		}
+		if shared.rt, shared.err = wasm.New(wasm.Options{CacheDir: shared.cache}); shared.err != nil {
+			return
+		}
+		shared.prog, shared.err = shared.rt.Compile(context.Background(), path, src)
+	})
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	if p := os.Getenv(moduleEnv); p != "" {
+		t.Logf("testing %s ($%s) instead of the committed testdata/verbs.wasm", p, moduleEnv)
+	}
+	return shared.prog
+}
+
+// host is an abitest.Host that records the options each verb received.
+type host struct {
+	*abitest.Host
+	mu   sync.Mutex
+	last map[string]any
+}
+
+func newHost() *host { return &host{Host: abitest.New(), last: map[string]any{}} }
+
+func (h *host) record(verb string, v any) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.last[verb] = v
+}
+
+func (h *host) lastOpts(verb string) any {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.last[verb]
+}
+
+func (h *host) Set(ctx context.Context, key string, value []byte, opts abi.SetOptions) (string, error) {
+	h.record(abi.FnSet, opts)
+	return h.Host.Set(ctx, key, value, opts)
+}
+
+func (h *host) Del(ctx context.Context, key string, opts abi.DelOptions) error {
+	h.record(abi.FnDel, opts)
+	return h.Host.Del(ctx, key, opts)
+}
+
+func (h *host) VDel(ctx context.Context, key string, value []byte, opts abi.DelOptions) error {
+	h.record(abi.FnVDel, opts)
+	return h.Host.VDel(ctx, key, value, opts)
+}
+
+type lockCall struct {
+	TTL  time.Duration
+	Opts abi.LockOptions
+}
+
+func (h *host) Lock(ctx context.Context, name string, ttl time.Duration, opts abi.LockOptions) (string, error) {
+	h.record(abi.FnLock, lockCall{ttl, opts})
+	return h.Host.Lock(ctx, name, ttl, opts)
+}
+
+func start(t *testing.T, h abi.Host, lim abi.Limits) abi.Script {
+	t.Helper()
+	s, err := program(t).Start(context.Background(), h, lim)
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	return s
+}
+
+// command is an event that makes the rule run cmd with args.
+func command(cmd string, args ...string) abi.Event {
+	var v []byte
+	for _, a := range args {
+		v = abi.AppendField(v, []byte(a))
+	}
+	return abi.Event{Key: cmd, Op: abi.OpSet, Value: v}
+}
+
+// reports returns the rule's "report ..." lines without the prefix.
+func reports(h *abitest.Host) []string {
+	var out []string
+	for _, l := range h.Logs() {
+		if r, ok := strings.CutPrefix(l.Msg, "report "); ok && l.Level == abi.LevelInfo {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// run delivers ev and returns the one report it produced.
+func run(t *testing.T, s abi.Script, h *abitest.Host, ev abi.Event) string {
+	t.Helper()
+	before := len(reports(h))
+	if err := s.Handle(context.Background(), ev); err != nil {
+		t.Fatalf("Handle(%s): %v", ev.Key, err)
+	}
+	r := reports(h)
+	if len(r) != before+1 {
+		t.Fatalf("Handle(%s): %d reports, want 1; logs: %v", ev.Key, len(r)-before, h.Logs())
+	}
+	return r[len(r)-1]
+}
+
+// show is the rule's rendering of bytes.
+func show(b []byte) string {
+	if len(b) > 64 {
+		f := fnv.New32a()
+		f.Write(b)
+		return fmt.Sprintf("%dB:%x", len(b), f.Sum32())
+	}
+	return fmt.Sprintf("x%x", b)
+}
+
+// runes is b decoded as the rule decodes text: each byte that does not
+// start a valid UTF-8 sequence becomes U+FFFD.
+func runes(b []byte) string { return string([]rune(string(b))) }
+
+// v is the n-th version abitest hands out.
+func v(n int) string { return fmt.Sprintf("%015d:%05d:abitest", n, 0) }
+
+func lockL(h *host) { _, _ = h.Host.Lock(context.Background(), "L", time.Second, abi.LockOptions{}) }
+
+// TestVerbs proves every verb of the AssemblyScript SDK is wired to the
+// host: arguments (text and binary values), options, results, statuses and
+// the host's messages (lastError).
+func TestVerbs(t *testing.T) {
+	big := bytes.Repeat([]byte{0, 0xff, 'x'}, 40<<10) // > the SDK's 16 KiB buffer: fetched with `result`
+	longKey := strings.Repeat("k", 20<<10)            // its message exceeds the buffer too: `last_error` again
+	binary := "\x00\x01\xff\r\n"
+	cases := []struct {
+		name  string
+		setup func(h *host)
+		cmd   []string
+		want  string
+		check func(t *testing.T, h *host)
+	}{
+		{name: "get text", setup: func(h *host) { h.Put("k", []byte("héllo")) }, cmd: []string{"get", "k"},
+			want: "get status=OK msg= value=x68c3a96c6c6f text=héllo version=" + v(1)},
+		{name: "get binary", setup: func(h *host) { h.Put("k", []byte(binary)) }, cmd: []string{"get", "k"},
+			want: "get status=OK msg= value=x0001ff0d0a text=\x00\x01\ufffd\r\n version=" + v(1)},
+		{name: "get empty value", setup: func(h *host) { h.Put("e", []byte{}) }, cmd: []string{"get", "e"},
+			want: "get status=OK msg= value=x text= version=" + v(1)},
+		{name: "get 120 KiB via result", setup: func(h *host) { h.Put("big", big) }, cmd: []string{"get", "big"},
+			want: "get status=OK msg= value=" + show(big) + " text=" + runes(big) + " version=" + v(1),
+			check: func(t *testing.T, h *host) {
+				if n := h.Calls(abi.FnGet); n != 1 {
+					t.Errorf("host get called %d times; the result must be fetched, not asked again", n)
+				}
+			}},
+		{name: "get not found", cmd: []string{"get", "absent"},
+			want: `get status=NOT_FOUND msg=get "absent": not found value=x text= version=`},
+		{name: "get not found, 20 KiB message", cmd: []string{"get", longKey},
+			want: `get status=NOT_FOUND msg=get "` + longKey + `": not found value=x text= version=`},
+		{name: "get denied", setup: func(h *host) { h.Deny = func(_, key string) bool { return key == "secret" } },
+			cmd: []string{"get", "secret"}, want: `get status=DENIED msg=get "secret": not permitted value=x text= version=`},
+
+		{name: "set text", cmd: []string{"set", "k", "héllo", "0", "0", ""}, want: "set status=OK msg= version=" + v(1),
+			check: func(t *testing.T, h *host) {
+				wantValue(t, h, "k", "héllo")
+				if o := h.lastOpts(abi.FnSet); o != (abi.SetOptions{}) {
+					t.Errorf("options %+v, want none", o)
+				}
+			}},
+		{name: "set without options", cmd: []string{"set-default", "k", "v"}, want: "set-default status=OK msg=",
+			check: func(t *testing.T, h *host) { wantValue(t, h, "k", "v") }},
+		{name: "setBytes binary", cmd: []string{"setBytes", "k", binary, "0", "0", ""}, want: "setBytes status=OK msg= version=" + v(1),
+			check: func(t *testing.T, h *host) { wantValue(t, h, "k", binary) }},
+		{name: "setBytes empty", cmd: []string{"setBytes", "k", "", "0", "0", ""}, want: "setBytes status=OK msg= version=" + v(1),
+			check: func(t *testing.T, h *host) { wantValue(t, h, "k", "") }},
+		{name: "set nx not applied", setup: func(h *host) { h.Put("k", []byte("old")) }, cmd: []string{"set", "k", "new", "1", "0", ""},
+			want: `set status=NOT_APPLIED msg=set "k": not applied version=` + v(1),
+			check: func(t *testing.T, h *host) {
+				if o := h.lastOpts(abi.FnSet).(abi.SetOptions); o.Cond != abi.CondNX {
+					t.Errorf("cond %v, want NX", o.Cond)
+				}
+			}},
+		{name: "set nex equal", setup: func(h *host) { h.Put("k", []byte("same")) }, cmd: []string{"set", "k", "same", "2", "0", ""},
+			want: "set status=OK msg= version=" + v(2)},
+		{name: "set ttl", cmd: []string{"set", "k", "v", "0", "1500", ""}, want: "set status=OK msg= version=" + v(1),
+			check: func(t *testing.T, h *host) {
+				if o := h.lastOpts(abi.FnSet).(abi.SetOptions); o.TTL != 1500*time.Millisecond {
+					t.Errorf("ttl %v, want 1.5s", o.TTL)
+				}
+			}},
+		{name: "set fenced", setup: lockL, cmd: []string{"set", "k", "v", "0", "0", "L"}, want: "set status=OK msg= version=" + v(2),
+			check: func(t *testing.T, h *host) {
+				if o := h.lastOpts(abi.FnSet).(abi.SetOptions); o.Fence != "L" {
+					t.Errorf("fence %q, want L", o.Fence)
+				}
+			}},
+		{name: "set fence not held", cmd: []string{"set", "k", "v", "0", "0", "L"}, want: `set status=LOCK_LOST msg=fence "L": lock not held version=`},
+		{name: "set negative ttl", cmd: []string{"set", "k", "v", "0", "-1", ""}, want: `set status=INVALID msg=set "k": ttl -1 ms out of range version=`},
+		{name: "set empty key", cmd: []string{"set", "", "v", "0", "0", ""}, want: `set status=INVALID msg=set: empty key version=`},
+
+		{name: "del", setup: func(h *host) { h.Put("k", []byte("v")) }, cmd: []string{"del", "k", ""}, want: "del status=OK msg=",
+			check: func(t *testing.T, h *host) { wantAbsent(t, h, "k") }},
+		{name: "del not found", cmd: []string{"del", "k", ""}, want: `del status=NOT_FOUND msg=del "k": not found`},
+		{name: "del fenced", setup: func(h *host) { h.Put("k", []byte("v")); lockL(h) }, cmd: []string{"del", "k", "L"}, want: "del status=OK msg=",
+			check: func(t *testing.T, h *host) {
+				if o := h.lastOpts(abi.FnDel).(abi.DelOptions); o.Fence != "L" {
+					t.Errorf("fence %q, want L", o.Fence)
+				}
+			}},
+
+		{name: "vdel text", setup: func(h *host) { h.Put("k", []byte("héllo")) }, cmd: []string{"vdel", "k", "héllo", ""}, want: "vdel status=OK msg=",
+			check: func(t *testing.T, h *host) { wantAbsent(t, h, "k") }},
+		{name: "vdelBytes binary", setup: func(h *host) { h.Put("k", []byte(binary)) }, cmd: []string{"vdelBytes", "k", binary, ""}, want: "vdelBytes status=OK msg=",
+			check: func(t *testing.T, h *host) { wantAbsent(t, h, "k") }},
+		{name: "vdel differs", setup: func(h *host) { h.Put("k", []byte("other")) }, cmd: []string{"vdel", "k", "v", ""}, want: `vdel status=NOT_APPLIED msg=vdel "k": value differs`},
+		{name: "vdel not found", cmd: []string{"vdel", "k", "v", ""}, want: `vdel status=NOT_FOUND msg=vdel "k": not found`},
+		{name: "vdel fenced", setup: func(h *host) { h.Put("k", []byte("v")); lockL(h) }, cmd: []string{"vdel", "k", "v", "L"}, want: "vdel status=OK msg=",
+			check: func(t *testing.T, h *host) {
+				if o := h.lastOpts(abi.FnVDel).(abi.DelOptions); o.Fence != "L" {
+					t.Errorf("fence %q, want L", o.Fence)
+				}
+			}},
+
+		{name: "watch self", cmd: []string{"watch", "w", "self"}, want: "watch status=OK msg=",
+			check: func(t *testing.T, h *host) {
+				if o, ok := h.Watches()["w"]; !ok || !o.Self {
+					t.Errorf("watches %v, want w with self", h.Watches())
+				}
+			}},
+		{name: "watch plain", cmd: []string{"watch", "w", ""}, want: "watch status=OK msg=",
+			check: func(t *testing.T, h *host) {
+				if o, ok := h.Watches()["w"]; !ok || o.Self {
+					t.Errorf("watches %v, want w without self", h.Watches())
+				}
+			}},
+		{name: "watch empty key", cmd: []string{"watch", "", ""}, want: "watch status=INVALID msg=watch: empty key"},
+		{name: "unwatch", cmd: []string{"unwatch", "init/watched"}, want: "unwatch status=OK msg=",
+			check: func(t *testing.T, h *host) {
+				if _, ok := h.Watches()["init/watched"]; ok {
+					t.Error("still watched")
+				}
+			}},
+		{name: "unwatch not found", cmd: []string{"unwatch", "w"}, want: `unwatch status=NOT_FOUND msg=unwatch "w": not watched`},
+
+		{name: "lock", cmd: []string{"lock", "L", "10000", "250"}, want: "lock status=OK msg= token=" + v(1),
+			check: func(t *testing.T, h *host) {
+				if c := h.lastOpts(abi.FnLock).(lockCall); c.TTL != 10*time.Second || c.Opts.Wait != 250*time.Millisecond {
+					t.Errorf("ttl %v wait %v, want 10s 250ms", c.TTL, c.Opts.Wait)
+				}
+			}},
+		{name: "lock held by another", setup: func(h *host) { h.Put("L", []byte("other holder")) }, cmd: []string{"lock", "L", "10000", "0"},
+			want: `lock status=BUSY msg=lock "L": held by another holder token=`},
+		{name: "lock negative wait", cmd: []string{"lock", "L", "1000", "-1"}, want: `lock status=INVALID msg=lock "L": wait -1 ms out of range token=`},
+		{name: "unlock", setup: lockL, cmd: []string{"unlock", "L"}, want: "unlock status=OK msg="},
+		{name: "unlock not held", cmd: []string{"unlock", "L"}, want: `unlock status=NOT_FOUND msg=unlock "L": not held`},
+
+		{name: "log", cmd: []string{"log", "8", "héllo\x00 world"}, want: "log status=OK msg=",
+			check: func(t *testing.T, h *host) {
+				if !slices.Contains(h.Logs(), abitest.LogLine{Level: abi.LevelError, Msg: "héllo\x00 world"}) {
+					t.Errorf("log line missing: %v", h.Logs())
+				}
+			}},
+	}
+	seen := map[string]bool{}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHost()
+			s := start(t, h, abi.Limits{})
+			if tc.setup != nil {
+				tc.setup(h)
+			}
+			if got := run(t, s, h.Host, command(tc.cmd[0], tc.cmd[1:]...)); got != tc.want {
+				t.Errorf("report\n got %.300q\nwant %.300q", got, tc.want)
+			}
+			if tc.check != nil {
+				tc.check(t, h)
+			}
+		})
+		verb, _, _ := strings.Cut(tc.cmd[0], "-")
+		seen[strings.TrimSuffix(verb, "Bytes")] = true
+	}
+	for _, verb := range abi.Verbs {
+		if !seen[verb] {
+			t.Errorf("verb %s has no case", verb)
+		}
+	}
+}
+
+func wantValue(t *testing.T, h *host, key, want string) {
+	t.Helper()
+	if got, ok := h.Value(key); !ok || string(got) != want {
+		t.Errorf("%s = %q (present %t), want %q", key, got, ok, want)
+	}
+}
+
+func wantAbsent(t *testing.T, h *host, key string) {
+	t.Helper()
+	if got, ok := h.Value(key); ok {
+		t.Errorf("%s = %q, want absent", key, got)
+	}
+}
+
+// TestLoad: the watch declared at top level (in _initialize) reached the
+// host with its option.
+func TestLoad(t *testing.T) {
+	h := newHost()
+	start(t, h, abi.Limits{})
+	if o, ok := h.Watches()["init/watched"]; !ok || !o.Self {
+		t.Fatalf("watches after start %v, want init/watched with self", h.Watches())
+	}
+}
+
+// TestEvents: the event record reaches the handler intact.
+func TestEvents(t *testing.T) {
+	h := newHost()
+	s := start(t, h, abi.Limits{})
+	big := bytes.Repeat([]byte{0, 0xff, '\n'}, 50<<10)
+	for _, ev := range []abi.Event{
+		{Key: "event", Op: abi.OpSet, Value: []byte("héllo"), Version: "001732000000000:00001:StateStore"},
+		{Key: "event", Op: abi.OpSet, Value: []byte("\x00v\xff"), Version: "v"},
+		{Key: "event", Op: abi.OpSet, Value: []byte("ok \U0001d11e \u20ac \xe2\x82| \xc0\xaf \xed\xa0\x80 \xf4\x90\x80\x80 \xf0\x9f\x98 \x80 end"), Version: "v"},
+		{Key: "event", Op: abi.OpSet, Value: []byte{}, Resync: true},
+		{Key: "event", Op: abi.OpSet, Value: big, Version: "v"},
+		{Key: "event", Op: abi.OpDelete, Version: "v2", Resync: true},
+		{Key: "event", Op: abi.OpLockLost},
+	} {
+		want := fmt.Sprintf("event op=%s key=%s value=%s text=%s version=%s resync=%t",
+			ev.Op, ev.Key, show(ev.Value), runes(ev.Value), ev.Version, ev.Resync)
+		if got := run(t, s, h.Host, ev); got != want {
+			t.Errorf("got  %.200q\nwant %.200q", got, want)
+		}
+	}
+}
+
+// TestHandlerFailure: a handler returning a status fails the event with it
+// and logs it with the host's message of the call before.
+func TestHandlerFailure(t *testing.T) {
+	h := newHost()
+	s := start(t, h, abi.Limits{})
+	err := s.Handle(context.Background(), command("fail", "5"))
+	if !errors.Is(err, abi.ErrCrashed) || !strings.Contains(err.Error(), "status DENIED") {
+		t.Fatalf("Handle: %v; want ErrCrashed with status DENIED", err)
+	}
+	want := abitest.LogLine{Level: abi.LevelError, Msg: `handler: DENIED: get "absent": not found`}
+	if !slices.Contains(h.Logs(), want) {
+		t.Errorf("logs %v, want %v", h.Logs(), want)
+	}
+}
+
+// TestAbort: abort() (a throw) logs its message through the host, traps,
+// and the next event runs in a fresh instance.
+func TestAbort(t *testing.T) {
+	h := newHost()
+	s := start(t, h, abi.Limits{})
+	err := s.Handle(context.Background(), command("abort"))
+	if !errors.Is(err, abi.ErrCrashed) {
+		t.Fatalf("Handle: %v; want ErrCrashed", err)
+	}
+	found := false
+	for _, l := range h.Logs() {
+		found = found || l.Level == abi.LevelError && strings.HasPrefix(l.Msg, "abort: the rule aborts at testdata/verbs.ts:")
+	}
+	if !found {
+		t.Errorf("no abort line in logs %v", h.Logs())
+	}
+	if got := run(t, s, h.Host, command("get", "absent")); !strings.HasPrefix(got, "get status=NOT_FOUND") {
+		t.Errorf("after the abort: %s", got)
+	}
+}
+
+// TestEventValueOutlivesHandler: an event's value kept by the rule stays
+// intact after the handler returns, a full collection and new allocations.
+func TestEventValueOutlivesHandler(t *testing.T) {
+	h := newHost()
+	s := start(t, h, abi.Limits{})
+	value := []byte("value\x00kept")
+	ev := abi.Event{Key: "keep", Op: abi.OpSet, Value: value}
+	if err := s.Handle(context.Background(), ev); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := run(t, s, h.Host, command("kept")), "kept value="+show(value); got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// TestEventBuffersReleased: the buffers of handled events are unpinned
+// and collected: 64 events of 512 KiB pass under an 8 MiB memory limit.
+func TestEventBuffersReleased(t *testing.T) {
+	h := newHost()
+	s := start(t, h, abi.Limits{MemoryBytes: 8 << 20})
+	ev := abi.Event{Key: "noop", Op: abi.OpSet, Value: make([]byte, 512<<10)}
+	for i := range 64 {
+		if err := s.Handle(context.Background(), ev); err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+	}
+}
