@@ -1,0 +1,215 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ssrun/ssrun/host"
+	"github.com/ssrun/ssrun/protocol"
+)
+
+// nativeClient is the baseline of end-to-end rule throughput: the same rule
+// as a Go handler on its own protocol.Client, without the host. It
+// registers KEYNOTIFY on go/in and, for each notification read from
+// Events, GETs go/in and then SETs go/out to the value read.
+type nativeClient struct {
+	c       *protocol.Client
+	handled atomic.Uint64
+	failed  atomic.Uint64
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+func startNativeClient(tb testing.TB, addr string, log *slog.Logger) *nativeClient {
+	tb.Helper()
+	n := &nativeClient{c: dial(tb, addr, "native", log), done: make(chan struct{})}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := n.c.KeyNotify(ctx, []byte("go/in"), protocol.CallOptions{}); err != nil {
+		tb.Fatalf("keynotify go/in: %v", err)
+	}
+	var runCtx context.Context
+	runCtx, n.cancel = context.WithCancel(context.Background())
+	go n.run(runCtx)
+	tb.Cleanup(func() { n.cancel(); <-n.done }) // before the client closes
+	return n
+}
+
+func (n *nativeClient) run(ctx context.Context) {
+	defer close(n.done)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-n.c.Events():
+			if !ok {
+				return
+			}
+			if ev.Kind != protocol.EventNotify || string(ev.Key) != "go/in" {
+				continue
+			}
+			callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			res, err := n.c.Get(callCtx, []byte("go/in"), protocol.CallOptions{})
+			if err == nil {
+				_, err = n.c.Set(callCtx, []byte("go/out"), res.Value, protocol.SetOptions{})
+			}
+			cancel()
+			if err != nil {
+				n.failed.Add(1)
+				continue
+			}
+			n.handled.Add(1)
+		}
+	}
+}
+
+// flow is one way of running the copy rule: SETs of in are handled by
+// copying in to out, and handled counts the completed handlings.
+type flow struct {
+	name, in, out string
+	handled       func() uint64
+}
+
+// hostFlows loads the copy rule of each runtime into e (native Go rule,
+// Lua, Go WebAssembly guest, plugin) and returns their flows.
+func (e *env) hostFlows() []flow {
+	e.tb.Helper()
+	handled := func(path string) func() uint64 {
+		return func() uint64 { return e.status(path).Handled }
+	}
+	return []flow{
+		{"host-native", "native/in", "native/out", handled(e.load("rule.native", []byte("A"), false))},
+		{"lua", "lua/in", "lua/out", handled(e.load("rule.lua", luaRule(e.tb, "A"), false))},
+		{"wasm", "wasm/in", "wasm/out", handled(e.load("rule.wasm", wasmGuest(e.tb, "A"), false))},
+		{"plugin", "plugin/in", "plugin/out", handled(e.load("pluginrule", readFile(e.tb, pluginRule(e.tb)), true))},
+	}
+}
+
+// drive SETs f.in n times from the user client with up to inflight
+// requests in flight (values "0".."n-1") and returns the time until f has
+// handled all n.
+func (e *env) drive(f flow, n, inflight int) time.Duration {
+	e.tb.Helper()
+	before := f.handled()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, inflight)
+	t0 := time.Now()
+	for range inflight {
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				_, err := e.user.Set(ctx, []byte(f.in), []byte(strconv.FormatInt(i, 10)), protocol.SetOptions{})
+				cancel()
+				if err != nil {
+					errs <- fmt.Errorf("set %s: %w", f.in, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		e.tb.Fatal(err)
+	}
+	want := before + uint64(n)
+	deadline := t0.Add(time.Minute)
+	for f.handled() < want {
+		if time.Now().After(deadline) {
+			e.tb.Fatalf("%s: handled %d of %d events in a minute", f.name, f.handled()-before, n)
+		}
+		time.Sleep(250 * time.Microsecond)
+	}
+	return time.Since(t0)
+}
+
+// checkCopied fails the test unless f's out equals its in.
+func (e *env) checkCopied(f flow) {
+	e.tb.Helper()
+	in, _ := e.get(f.in)
+	if out, ok := e.get(f.out); !ok || out != in {
+		e.tb.Errorf("%s: %s = %q (found %t), want %q as in %s", f.name, f.out, out, ok, in, f.in)
+	}
+}
+
+// TestRulesEndToEnd runs every bench rule through the host on the embedded
+// broker: a SET of its in key is copied to its out key, a trigger is tagged
+// with the version that handled it, the small module handles an event, and
+// nothing is dropped or fails. The native client baseline copies too.
+func TestRulesEndToEnd(t *testing.T) {
+	prebuild(t, "A")
+	e := newEnv(t, host.RuleConfig{})
+	native := startNativeClient(t, e.addr, e.log)
+	flows := append(e.hostFlows(), flow{"baseline", "go/in", "go/out", native.handled.Load})
+	small := e.load("small.wasm", smallRule("small/in"), false)
+	for _, f := range flows {
+		e.drive(f, 5, 2)
+		e.checkCopied(f)
+	}
+	for _, prefix := range []string{"native", "lua", "wasm", "plugin"} {
+		e.set(prefix+"/trigger", "7")
+		waitFor(t, 30*time.Second, prefix+"/tagged = A:7", func() bool {
+			v, _ := e.get(prefix + "/tagged")
+			return v == "A:7"
+		})
+	}
+	e.set("small/in", "x")
+	waitFor(t, 30*time.Second, "the small module to handle small/in", func() bool { return e.status(small).Handled == 1 })
+	e.checkClean()
+	if native.failed.Load() != 0 {
+		t.Errorf("baseline: %d handlings failed", native.failed.Load())
+	}
+}
+
+// BenchmarkRuleThroughput is end-to-end rule throughput: a user client SETs
+// a key with 64 requests in flight, the store notifies, and the rule GETs
+// that key and SETs another to its value; the rate is completed handlings
+// per second until all of a chunk's events are handled (counted by the
+// host's RuleStatus.Handled, or the baseline's own counter). Subjects: the
+// BASELINE (a Go handler on its own protocol.Client, no host), the host
+// with a native Go rule, and the host with the Lua, Go WebAssembly and
+// plugin rules. They run in turn in chunks of 500 events, the order
+// rotating each round, so all see the same machine load; one op is one
+// event of each subject. Reports <subject>-ev/s and <subject>-x-base
+// (target for lua and wasm: >= 0.8). Mailboxes hold every event, and the
+// benchmark fails if any event was dropped or failed.
+func BenchmarkRuleThroughput(b *testing.B) {
+	const chunk, inflight = 500, 64
+	prebuild(b, "A")
+	e := newEnv(b, host.RuleConfig{Mailbox: 1 << 16})
+	native := startNativeClient(b, e.addr, e.log)
+	flows := append([]flow{{"baseline", "go/in", "go/out", native.handled.Load}}, e.hostFlows()...)
+	for _, f := range flows { // warm up: connections, caches, first instances
+		e.drive(f, 50, inflight)
+	}
+	elapsed := make([]time.Duration, len(flows))
+	b.ResetTimer()
+	for round, done := 0, 0; done < b.N; round, done = round+1, done+chunk {
+		n := min(chunk, b.N-done)
+		for k := range flows {
+			i := (round + k) % len(flows)
+			elapsed[i] += e.drive(flows[i], n, inflight)
+		}
+	}
+	b.StopTimer()
+	base := float64(b.N) / elapsed[0].Seconds()
+	for i, f := range flows {
+		rate := float64(b.N) / elapsed[i].Seconds()
+		b.ReportMetric(rate, f.name+"-ev/s")
+		if i > 0 {
+			b.ReportMetric(rate/base, f.name+"-x-base")
+		}
+		e.checkCopied(f)
+	}
+	e.checkClean()
+	if st := native.c.Stats(); native.failed.Load() != 0 || st.EventsDropped != 0 {
+		b.Errorf("baseline: %d handlings failed, %d events dropped", native.failed.Load(), st.EventsDropped)
+	}
+}

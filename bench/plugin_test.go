@@ -1,0 +1,56 @@
+package bench
+
+import (
+	"context"
+	"os/exec"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+	goplugin "github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+)
+
+// floorHandshake is testdata/grpcfloor's handshake.
+var floorHandshake = goplugin.HandshakeConfig{ProtocolVersion: 1, MagicCookieKey: "SSRUN_BENCH_FLOOR", MagicCookieValue: "grpc-floor"}
+
+// floorPluginPath returns the path of the built testdata/grpcfloor.
+func floorPluginPath(tb testing.TB) string {
+	tb.Helper()
+	return built(tb, "grpcfloor", "grpcfloor", nil)
+}
+
+// floorPlugin is the host side of testdata/grpcfloor.
+type floorPlugin struct {
+	goplugin.NetRPCUnsupportedPlugin
+}
+
+func (floorPlugin) GRPCServer(*goplugin.GRPCBroker, *grpc.Server) error { return nil }
+
+func (floorPlugin) GRPCClient(context.Context, *goplugin.GRPCBroker, *grpc.ClientConn) (any, error) {
+	return struct{}{}, nil
+}
+
+// startFloor starts testdata/grpcfloor with the client settings of
+// runtime/plugin (gRPC, AutoMTLS, unix socket) and returns its client, whose
+// Ping is the bare gRPC unary floor of plugin calls. The process is killed
+// when the test ends.
+func startFloor(tb testing.TB) goplugin.ClientProtocol {
+	tb.Helper()
+	c := goplugin.NewClient(&goplugin.ClientConfig{
+		HandshakeConfig:  floorHandshake,
+		Plugins:          goplugin.PluginSet{"floor": floorPlugin{}},
+		Cmd:              exec.Command(floorPluginPath(tb)),
+		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
+		AutoMTLS:         true,
+		Logger:           hclog.NewNullLogger(),
+	})
+	tb.Cleanup(c.Kill)
+	rpc, err := c.Client()
+	if err != nil {
+		tb.Fatalf("start grpc floor plugin: %v", err)
+	}
+	if _, err := rpc.Dispense("floor"); err != nil {
+		tb.Fatalf("dispense grpc floor plugin: %v", err)
+	}
+	return rpc
+}

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"errors"
+	"time"
+	"unsafe"
+
+	ssrun "github.com/ssrun/ssrun/abi/guest/go"
+)
+
+// rawLastError is the bare host call of the floor: a real ABI host function
+// that looks up its caller and writes 4 bytes, nothing else.
+//
+//go:wasmimport ssrun last_error
+func rawLastError(outPtr unsafe.Pointer, outCap uint32, outLenPtr unsafe.Pointer) int32
+
+var value = []byte("0123456789abcdef")
+
+// loop calls verb n times. Every runtime's bench rule runs the same calls
+// with the same outcomes: get of a present key; set; del of an absent key
+// (NOT_FOUND); vdel with a differing value (NOT_APPLIED); watch of a
+// watched key (idempotent); unwatch of an unwatched key (NOT_FOUND after
+// the first); lock of a held lock (its token); unlock of an unheld lock
+// (NOT_FOUND after the first); log at debug level.
+func loop(verb string, n int) error {
+	var outLen uint32
+	var err error
+	for range n {
+		switch verb {
+		case "floor":
+			rawLastError(nil, 0, unsafe.Pointer(&outLen))
+		case "get":
+			_, err = ssrun.Get("bench/k")
+		case "set":
+			_, err = ssrun.Set("bench/k", value)
+		case "del":
+			err = expect(ssrun.Del("absent"), ssrun.StatusNotFound)
+		case "vdel":
+			err = expect(ssrun.VDel("bench/k", []byte("other")), ssrun.StatusNotApplied)
+		case "watch":
+			err = ssrun.Watch("bench/w")
+		case "unwatch":
+			err = expect(ssrun.Unwatch("bench/u"), ssrun.StatusNotFound)
+		case "lock":
+			_, err = ssrun.Lock("bench/l", time.Minute)
+		case "unlock":
+			err = expect(ssrun.Unlock("bench/u"), ssrun.StatusNotFound)
+		case "log":
+			err = ssrun.Log(ssrun.LevelDebug, "bench")
+		default:
+			return errors.New("unknown verb " + verb)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// expect treats the status want as the expected outcome.
+func expect(err error, want ssrun.Status) error {
+	if ssrun.StatusOf(err) == want {
+		return nil
+	}
+	return err
+}
