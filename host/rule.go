@@ -35,7 +35,7 @@ type rule struct {
 	name string // file name, used in logs and as the lock holder suffix
 	kind string
 
-	mailbox    chan delivery
+	mailbox    *mailbox
 	ctrl       chan func()
 	lostSignal chan struct{} // cap 1: lost locks queued in lost
 	done       chan struct{}
@@ -81,7 +81,7 @@ func newRule(h *Host, path, kind string, cfg RuleConfig) *rule {
 		name:       filepath.Base(path),
 		kind:       kind,
 		cfg:        cfg,
-		mailbox:    make(chan delivery, cfg.Mailbox),
+		mailbox:    newMailbox(cfg.Mailbox),
 		ctrl:       make(chan func()),
 		lostSignal: make(chan struct{}, 1),
 		done:       make(chan struct{}),
@@ -111,8 +111,10 @@ func (r *rule) run() {
 			for _, name := range lost {
 				r.deliver(ctx, delivery{ev: abi.Event{Key: name, Op: abi.OpLockLost}})
 			}
-		case d := <-r.mailbox:
-			r.deliver(ctx, d)
+		case <-r.mailbox.ready:
+			if d, ok := r.mailbox.pop(); ok {
+				r.deliver(ctx, d)
+			}
 		}
 	}
 }
@@ -136,13 +138,11 @@ var errRuleStopped = errors.New("rule stopped")
 // enqueue offers an event to the mailbox without blocking; a full mailbox
 // drops it, counts it and logs at most once a second.
 func (r *rule) enqueue(d delivery) {
-	select {
-	case r.mailbox <- d:
-	default:
+	if !r.mailbox.push(d) {
 		n := r.dropped.Add(1)
 		now := time.Now().UnixNano()
 		if last := r.lastDropLog.Load(); now-last > int64(time.Second) && r.lastDropLog.CompareAndSwap(last, now) {
-			r.h.log.Warn("rule mailbox full: event dropped", "rule", r.name, "key", d.ev.Key, "dropped_total", n, "mailbox", cap(r.mailbox))
+			r.h.log.Warn("rule mailbox full: event dropped", "rule", r.name, "key", d.ev.Key, "dropped_total", n, "mailbox", r.mailbox.limit)
 		}
 	}
 }

@@ -1,0 +1,76 @@
+package host
+
+import "sync"
+
+// mailbox is a rule's bounded FIFO of events. It grows up to its bound as
+// events arrive and releases its memory when it drains, so an idle rule
+// costs no queue memory (a buffered channel of the bound would allocate it
+// all at load).
+type mailbox struct {
+	mu    sync.Mutex
+	q     []delivery
+	head  int
+	limit int
+	ready chan struct{} // cap 1: signalled while events wait
+}
+
+func newMailbox(limit int) *mailbox {
+	return &mailbox{limit: limit, ready: make(chan struct{}, 1)}
+}
+
+// push appends d, or reports false when the mailbox is full.
+func (m *mailbox) push(d delivery) bool {
+	m.mu.Lock()
+	if len(m.q)-m.head >= m.limit {
+		m.mu.Unlock()
+		return false
+	}
+	m.q = append(m.q, d)
+	m.mu.Unlock()
+	m.signal()
+	return true
+}
+
+func (m *mailbox) signal() {
+	select {
+	case m.ready <- struct{}{}:
+	default:
+	}
+}
+
+// pop removes the oldest event. When more wait, it signals ready again so
+// the owner comes back for them after doing anything else between events.
+func (m *mailbox) pop() (delivery, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.head == len(m.q) {
+		return delivery{}, false
+	}
+	d := m.q[m.head]
+	m.q[m.head] = delivery{}
+	m.head++
+	switch {
+	case m.head == len(m.q):
+		if cap(m.q) > 64 {
+			m.q = nil // drained after a burst: give the memory back
+		} else {
+			m.q = m.q[:0]
+		}
+		m.head = 0
+	case m.head >= 64 && m.head*2 >= len(m.q):
+		n := copy(m.q, m.q[m.head:])
+		clear(m.q[n:])
+		m.q, m.head = m.q[:n], 0
+	}
+	if m.head < len(m.q) {
+		m.signal()
+	}
+	return d, true
+}
+
+// len is the number of waiting events.
+func (m *mailbox) len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.q) - m.head
+}
