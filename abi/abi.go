@@ -102,6 +102,9 @@ func StatusOf(err error) Status {
 	if err == nil {
 		return StatusOK
 	}
+	if e, ok := err.(*Error); ok { // the common case, without errors.As
+		return e.Status
+	}
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Status

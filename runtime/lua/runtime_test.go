@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	glua "github.com/yuin/gopher-lua"
 	"go.uber.org/goleak"
 
 	"github.com/ssrun/ssrun/abi"
@@ -335,4 +336,27 @@ end`)
 			t.Errorf("script %d counted %q events, want %s", i, v, want)
 		}
 	}
+}
+
+// A compiled program holds no spare capacity: gopher-lua's compiler leaves
+// room for thousands of instructions in every function, which a cached
+// program would keep for its whole life.
+func TestCompiledProgramIsTrimmed(t *testing.T) {
+	src := "local ss = require('ssrun')\nlocal function f(a) local t = {} for i = 1, a do t[i] = i * 2 end return t end\n" +
+		"function on_event(ev) local x = f(3) ss.log('info', tostring(#x)) end\n"
+	prog, err := New(Options{}).Compile(context.Background(), "trim.lua", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var check func(p *glua.FunctionProto)
+	check = func(p *glua.FunctionProto) {
+		if cap(p.Code) != len(p.Code) || cap(p.DbgSourcePositions) != len(p.DbgSourcePositions) || cap(p.Constants) != len(p.Constants) {
+			t.Errorf("function at line %d: code %d/%d, positions %d/%d, constants %d/%d (len/cap)", p.LineDefined,
+				len(p.Code), cap(p.Code), len(p.DbgSourcePositions), cap(p.DbgSourcePositions), len(p.Constants), cap(p.Constants))
+		}
+		for _, c := range p.FunctionPrototypes {
+			check(c)
+		}
+	}
+	check(prog.(*program).proto)
 }
