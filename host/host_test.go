@@ -91,7 +91,9 @@ func TestOneRegistrationPerKey(t *testing.T) {
 // Events reach a rule one at a time and in order; a full mailbox drops and
 // counts; other rules run in parallel meanwhile.
 func TestMailboxOrderOverflowAndParallelism(t *testing.T) {
-	e := newEnv(t, func(o *Options) { o.Rules = map[string]RuleConfig{"slow.gorule": {Mailbox: 4, Timeout: 30 * time.Second}} })
+	e := newEnv(t, func(o *Options) {
+		o.Rules = map[string]RuleConfig{"slow.gorule": {Mailbox: 4, Timeout: 30 * time.Second}}
+	})
 	release := make(chan struct{})
 	var mu sync.Mutex
 	var seen []string
