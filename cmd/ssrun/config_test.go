@@ -3,7 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"log/slog"
+	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -292,5 +298,48 @@ func TestSATAuthenticationFollowsTokenRotation(t *testing.T) {
 	defer hook.mu.Unlock()
 	if hook.connects[0] != "K8S-SAT=token-1" || hook.reauths[0] != "K8S-SAT=token-2" {
 		t.Fatalf("connects %q, reauths %q", hook.connects, hook.reauths)
+	}
+}
+
+// A client key protected by AIO_TLS_KEY_PASSWORD_FILE (legacy encrypted
+// PEM) loads with its password and fails with a wrong one; an encrypted
+// PKCS#8 key is refused with the command that converts it.
+func TestEncryptedClientKey(t *testing.T) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "client"}, NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile := writeFile(t, "cert.pem", string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
+	blk, err := x509.EncryptPEMBlock(rand.Reader, "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(key), []byte("pa55"), x509.PEMCipherAES256) //nolint:staticcheck
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := writeFile(t, "key.pem", string(pem.EncodeToMemory(blk)))
+	good := writeFile(t, "pw", "pa55\n")
+	bad := writeFile(t, "pw", "nope\n")
+
+	if _, err := loadKeyPair(certFile, keyFile, good); err != nil {
+		t.Fatalf("encrypted key with its password: %v", err)
+	}
+	if _, err := loadKeyPair(certFile, keyFile, bad); err == nil || !strings.Contains(err.Error(), keyFile) {
+		t.Fatalf("wrong password: %v", err)
+	}
+	if _, err := loadKeyPair(certFile, keyFile, ""); err == nil {
+		t.Fatal("an encrypted key loaded without a password")
+	}
+	pkcs8 := writeFile(t, "key8.pem", string(pem.EncodeToMemory(&pem.Block{Type: "ENCRYPTED PRIVATE KEY", Bytes: []byte{1, 2, 3}})))
+	if _, err := loadKeyPair(certFile, pkcs8, good); err == nil || !strings.Contains(err.Error(), "openssl pkcs8") {
+		t.Fatalf("encrypted PKCS#8: %v", err)
+	}
+	// Through the settings, as AIO_TLS_* would give them.
+	s := connSettings{Hostname: "aio-broker", CertFile: certFile, KeyFile: keyFile, KeyPasswordFile: good}
+	cfg, err := s.clientConfig()
+	if err != nil || len(cfg.TLS.Certificates) != 1 {
+		t.Fatalf("settings with an encrypted key: %v", err)
 	}
 }

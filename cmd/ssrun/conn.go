@@ -265,20 +265,45 @@ func (s connSettings) tlsConfig() (*tls.Config, error) {
 	return tc, nil
 }
 
-// loadKeyPair loads a client certificate; an encrypted PKCS#8 key needs its
-// password file, which Go's standard library cannot decrypt, so it is
-// refused with a clear message.
+// loadKeyPair loads a client certificate. With a password file the key may
+// be a legacy encrypted PEM ("Proc-Type: 4,ENCRYPTED", e.g. `openssl rsa
+// -aes256`), decrypted with the password; an encrypted PKCS#8 key, which
+// Go's standard library cannot decrypt, is refused with the command that
+// converts it.
 func loadKeyPair(certFile, keyFile, passFile string) (tls.Certificate, error) {
-	if passFile != "" {
-		keyPEM, err := os.ReadFile(keyFile)
+	if passFile == "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 		if err != nil {
-			return tls.Certificate{}, fmt.Errorf("key file: %w", err)
+			return tls.Certificate{}, fmt.Errorf("client certificate: %w", err)
 		}
-		if blk, _ := pem.Decode(keyPEM); blk != nil && blk.Type == "ENCRYPTED PRIVATE KEY" {
-			return tls.Certificate{}, fmt.Errorf("key file %s is encrypted (AIO_TLS_KEY_PASSWORD_FILE); ssrun needs an unencrypted key: decrypt it with `openssl pkcs8 -in %s -out key.pem`", keyFile, keyFile)
-		}
+		return cert, nil
 	}
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	certPEM, err := os.ReadFile(certFile)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("client certificate: %w", err)
+	}
+	keyPEM, err := os.ReadFile(keyFile)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("key file: %w", err)
+	}
+	pw, err := os.ReadFile(passFile)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("key password file: %w", err)
+	}
+	blk, _ := pem.Decode(keyPEM)
+	switch {
+	case blk == nil:
+		return tls.Certificate{}, fmt.Errorf("key file %s: no PEM block", keyFile)
+	case blk.Type == "ENCRYPTED PRIVATE KEY":
+		return tls.Certificate{}, fmt.Errorf("key file %s is an encrypted PKCS#8 key, which ssrun cannot decrypt: convert it with `openssl pkcs8 -in %s -out key.pem` (unencrypted) or `openssl rsa -aes256 -traditional -in %s -out key.pem` (legacy encrypted PEM)", keyFile, keyFile, keyFile)
+	case x509.IsEncryptedPEMBlock(blk): //nolint:staticcheck // the legacy format is what AIO_TLS_KEY_PASSWORD_FILE protects
+		der, err := x509.DecryptPEMBlock(blk, []byte(strings.TrimRight(string(pw), "\r\n"))) //nolint:staticcheck
+		if err != nil {
+			return tls.Certificate{}, fmt.Errorf("key file %s: %w", keyFile, err)
+		}
+		keyPEM = pem.EncodeToMemory(&pem.Block{Type: blk.Type, Bytes: der})
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		return tls.Certificate{}, fmt.Errorf("client certificate: %w", err)
 	}
