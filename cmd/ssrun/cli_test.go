@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -333,4 +336,45 @@ func TestUnknownCommandAndLogLevel(t *testing.T) {
 	if r := runCLI(t, "", "--log-level", "loud", "check", "x.lua"); r.code != 2 || !strings.Contains(r.stderr, "--log-level") {
 		t.Fatalf("%+v", r)
 	}
+}
+
+// A plugin named in ssrun.yaml, outside the rules folder, is started with its
+// checksum verified; a wrong checksum keeps it from running and says why.
+func TestDevRunsPluginNamedInConfig(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "batch-summary")
+	build := exec.Command("go", "build", "-o", bin, "../../examples/batch-summary")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	rules := t.TempDir()
+	config := func(hexsum string) string {
+		return writeFile(t, "ssrun.yaml", "plugins:\n  summary:\n    path: "+bin+"\n    sha256: "+hexsum+"\n")
+	}
+
+	out, errw, stop := start(t, "dev", rules, "--listen", "127.0.0.1:0", "--config", config(hex.EncodeToString(sum[:])))
+	addr := waitOutput(t, out, regexp.MustCompile(`try: ssrun kv --broker (\S+) set`))[1]
+	runCLI(t, "", "kv", "--broker", addr, "set", "sensor/1", "10")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r := runCLI(t, "", "kv", "--broker", addr, "get", "summary/sensors")
+		if strings.Contains(r.stdout, `"sensor/1":10`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no summary from the configured plugin; log:\n%s", errw.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("dev exit %d", code)
+	}
+
+	_, errw, stop = start(t, "dev", rules, "--listen", "127.0.0.1:0", "--config", config(strings.Repeat("0", 64)))
+	waitOutput(t, errw, regexp.MustCompile(`plugin not loaded.*plugin=summary.*`+regexp.QuoteMeta(hex.EncodeToString(sum[:]))))
+	stop()
 }
