@@ -58,7 +58,7 @@ func (b *binding) Get(ctx context.Context, key string) (abi.Value, error) {
 	}
 	res, err := b.r.h.client.Get(ctx, []byte(key), protocol.CallOptions{})
 	if err != nil {
-		return abi.Value{}, storeError("get", key, err)
+		return abi.Value{}, storeError(err)
 	}
 	if !res.Found {
 		return abi.Value{}, abi.Errorf(abi.StatusNotFound, "get %q: not found", key)
@@ -96,7 +96,7 @@ func (b *binding) Set(ctx context.Context, key string, value []byte, opts abi.Se
 	res, err := b.r.h.client.Set(ctx, []byte(key), value, so)
 	if err != nil {
 		end("", false)
-		return "", storeError("set", key, err)
+		return "", storeError(err)
 	}
 	version := res.Version.String()
 	if !res.Applied {
@@ -144,7 +144,7 @@ func (b *binding) VDel(ctx context.Context, key string, value []byte, opts abi.D
 func deleteResult(verb, key string, n int64, err error) error {
 	switch {
 	case err != nil:
-		return storeError(verb, key, err)
+		return storeError(err)
 	case n == 1:
 		return nil
 	case n == 0:

@@ -3,7 +3,6 @@ package host
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/protocol"
@@ -28,14 +27,18 @@ var statusTable = []struct {
 	{protocol.ErrTimestampMissing, abi.StatusInternal},
 	{protocol.ErrTimestampMalformed, abi.StatusInternal},
 	{protocol.ErrNotConnected, abi.StatusUnavailable},
+	{protocol.ErrConnectionLost, abi.StatusUnavailable},
 	{protocol.ErrClosed, abi.StatusUnavailable},
+	{protocol.ErrTimeout, abi.StatusTimeout},
+	{protocol.ErrRejected, abi.StatusDenied},
+	{protocol.ErrStatus, abi.StatusStoreError},
 	{context.DeadlineExceeded, abi.StatusTimeout},
 	{context.Canceled, abi.StatusTimeout},
 }
 
-// storeError turns an error from the store client into the *abi.Error a rule
-// sees, naming the verb and key.
-func storeError(verb, key string, err error) error {
+// storeError turns an error from the store client (which names the command
+// and key) into the *abi.Error a rule sees.
+func storeError(err error) error {
 	if err == nil {
 		return nil
 	}
@@ -54,5 +57,6 @@ func storeError(verb, key string, err error) error {
 			break
 		}
 	}
-	return &abi.Error{Status: status, Msg: fmt.Sprintf("%s %q: %v", verb, key, err)}
+	// The client's errors already name the command and the key.
+	return &abi.Error{Status: status, Msg: err.Error()}
 }

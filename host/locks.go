@@ -57,7 +57,7 @@ func (r *rule) lock(ctx context.Context, name string, ttl, wait time.Duration) (
 	if wait > 0 {
 		ch, release, err := r.h.reg.waitDelete(ctx, name)
 		if err != nil {
-			return "", storeError("lock", name, err)
+			return "", storeError(err)
 		}
 		defer release()
 		wake = ch
@@ -68,7 +68,7 @@ func (r *rule) lock(ctx context.Context, name string, ttl, wait time.Duration) (
 		sent := time.Now()
 		res, err := r.h.client.Set(ctx, []byte(name), []byte(holder), protocol.SetOptions{Condition: protocol.CondNEX, Expiry: ttl})
 		if err != nil {
-			return "", storeError("lock", name, err)
+			return "", storeError(err)
 		}
 		if res.Applied {
 			return r.hold(name, holder, ttl, res.Version, sent), nil
@@ -85,7 +85,7 @@ func (r *rule) lock(ctx context.Context, name string, ttl, wait time.Duration) (
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return "", storeError("lock", name, ctx.Err())
+			return "", abi.Errorf(abi.StatusTimeout, "lock %q: gave up waiting: %v", name, ctx.Err())
 		}
 		t.Stop()
 	}
@@ -182,7 +182,7 @@ func (r *rule) unlock(ctx context.Context, name string) error {
 		return abi.Errorf(abi.StatusNotFound, "unlock %q: not held by this rule", name)
 	}
 	if err := r.releaseLease(ctx, l); err != nil {
-		return storeError("unlock", name, err)
+		return storeError(err)
 	}
 	return nil
 }

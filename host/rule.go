@@ -356,7 +356,7 @@ func (r *rule) addWatch(ctx context.Context, key string, opts abi.WatchOptions) 
 	}
 	r.mu.Unlock()
 	if err := r.h.reg.watch(ctx, r, key); err != nil {
-		return storeError("watch", key, err)
+		return storeError(err)
 	}
 	r.mu.Lock()
 	r.watches[key] = opts

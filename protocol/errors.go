@@ -16,29 +16,29 @@ var (
 	// ErrNotConnected is returned at once by a call made while the client has
 	// no usable connection (never connected yet, or reconnecting). The
 	// request was not sent.
-	ErrNotConnected = errors.New("protocol: not connected to the state store")
+	ErrNotConnected = errors.New("not connected to the state store")
 	// ErrConnectionLost fails a call whose connection dropped before the
 	// response arrived. The request may or may not have been applied.
-	ErrConnectionLost = errors.New("protocol: connection lost before the response arrived")
+	ErrConnectionLost = errors.New("connection lost before the response arrived")
 	// ErrClosed is returned by calls made after Close (or after the context
 	// given to New ended) and fails calls pending at that moment.
-	ErrClosed = errors.New("protocol: client closed")
+	ErrClosed = errors.New("client closed")
 	// ErrTimeout fails a call whose per-call timeout passed before the
 	// response arrived. Errors wrapping it also match context.DeadlineExceeded.
 	// The request may or may not have been applied.
-	ErrTimeout = errors.New("protocol: request timed out")
+	ErrTimeout = errors.New("request timed out")
 	// ErrRejected reports a request the broker refused with a failing PUBACK
 	// reason code (for example not authorized to publish).
-	ErrRejected = errors.New("protocol: broker rejected the request")
+	ErrRejected = errors.New("broker rejected the request")
 	// ErrUnexpectedReply reports a response that does not have the shape the
 	// protocol allows for the command (payload, status, content type,
 	// protocol version or timestamp). The wrapping error says what was wrong.
-	ErrUnexpectedReply = errors.New("protocol: unexpected reply")
+	ErrUnexpectedReply = errors.New("unexpected reply")
 	// ErrStatus is what every *StatusError unwraps to: the state store
 	// answered with an AIO RPC status other than 200.
-	ErrStatus = errors.New("protocol: error status from the state store")
+	ErrStatus = errors.New("error status from the state store")
 	// ErrEventsDropped is carried by an EventOverflow event.
-	ErrEventsDropped = errors.New("protocol: events dropped because the event queue was full")
+	ErrEventsDropped = errors.New("events dropped because the event queue was full")
 )
 
 // Service errors: the `-ERR <text>` replies of statestore-protocol.md §8. Each
