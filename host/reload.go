@@ -15,22 +15,42 @@ import (
 const settle = 50 * time.Millisecond
 
 // WatchDir loads every rule in dir, then keeps the running rules in step with
-// the folder until ctx ends: a new or changed file is compiled and swapped in
-// (a broken one is reported and the running version stays), a removed file's
-// rule is stopped. ready, when non-nil, is closed once the initial load is
-// done and the folder is being watched.
-func (h *Host) WatchDir(ctx context.Context, dir string, ready chan<- struct{}) error {
+// the folder, and with the rule files named in extra (e.g. plugins outside
+// the folder, from ssrun.yaml), until ctx ends: a new or changed file is
+// compiled and swapped in (a broken one is reported and the running version
+// stays), a removed file's rule is stopped. ready, when non-nil, is closed
+// once the initial load is done and the files are being watched.
+func (h *Host) WatchDir(ctx context.Context, dir string, ready chan<- struct{}, extra ...string) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return fmt.Errorf("watch rules folder: %w", err)
 	}
 	defer w.Close()
+	dir = filepath.Clean(dir)
 	if err := w.Add(dir); err != nil {
 		return fmt.Errorf("watch rules folder %s: %w", dir, err)
 	}
-	// Errors are logged per file by LoadDir; the folder keeps being watched
-	// so a fixed file loads.
+	// A named file is watched through its folder (a rebuild often replaces
+	// the file, which ends a watch on the file itself); only events for the
+	// named files count there.
+	named := map[string]bool{}
+	for _, f := range extra {
+		f = filepath.Clean(f)
+		named[f] = true
+		if d := filepath.Dir(f); d != dir {
+			if err := w.Add(d); err != nil {
+				return fmt.Errorf("watch %s: %w", f, err)
+			}
+		}
+	}
+	// Errors are logged per file; the files keep being watched so a fixed
+	// one loads.
 	_ = h.LoadDir(ctx, dir)
+	for f := range named {
+		if err := h.Load(ctx, f); err != nil {
+			h.log.Error("rule not loaded", "rule", f, "err", err)
+		}
+	}
 	if ready != nil {
 		close(ready)
 	}
@@ -46,7 +66,11 @@ func (h *Host) WatchDir(ctx context.Context, dir string, ready chan<- struct{}) 
 			if !ok {
 				return nil
 			}
-			pending[filepath.Clean(ev.Name)] = true
+			p := filepath.Clean(ev.Name)
+			if filepath.Dir(p) != dir && !named[p] {
+				continue
+			}
+			pending[p] = true
 			timer.Reset(settle)
 		case err, ok := <-w.Errors:
 			if !ok {

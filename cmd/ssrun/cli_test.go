@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -375,6 +376,32 @@ func TestDevRunsPluginNamedInConfig(t *testing.T) {
 	}
 
 	_, errw, stop = start(t, "dev", rules, "--listen", "127.0.0.1:0", "--config", config(strings.Repeat("0", 64)))
-	waitOutput(t, errw, regexp.MustCompile(`plugin not loaded.*plugin=summary.*`+regexp.QuoteMeta(hex.EncodeToString(sum[:]))))
+	waitOutput(t, errw, regexp.MustCompile(`rule not loaded.*batch-summary.*`+regexp.QuoteMeta(hex.EncodeToString(sum[:]))))
+	stop()
+
+	// Without a pinned checksum, a rebuilt binary is hot-reloaded like a
+	// rule in the folder.
+	unpinned := writeFile(t, "ssrun.yaml", "plugins:\n  summary:\n    path: "+bin+"\n")
+	out, errw, stop = start(t, "dev", rules, "--listen", "127.0.0.1:0", "--config", unpinned)
+	addr = waitOutput(t, out, regexp.MustCompile(`try: ssrun kv --broker (\S+) set`))[1]
+	v2 := bin + ".v2"
+	build = exec.Command("go", "build", "-ldflags", "-X main.version=v2", "-o", v2, "../../examples/batch-summary")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	if err := os.Rename(v2, bin); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for i := 0; ; i++ {
+		runCLI(t, "", "kv", "--broker", addr, "set", "sensor/2", strconv.Itoa(i))
+		if r := runCLI(t, "", "kv", "--broker", addr, "get", "summary/sensors"); strings.Contains(r.stdout, `"version":"v2"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rebuilt plugin never took over; log:\n%s", errw.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	stop()
 }

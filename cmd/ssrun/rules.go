@@ -97,16 +97,15 @@ func (a *app) serveRules(ctx context.Context, client *protocol.Client, dir strin
 			a.log.Warn("stopping rules", "err", err)
 		}
 	}()
+	var plugins []string
 	if cfg != nil {
-		for name, p := range cfg.Plugins {
-			if err := h.Load(ctx, p.Path); err != nil {
-				a.log.Error("plugin not loaded", "plugin", name, "err", err)
-			}
+		for _, p := range cfg.Plugins {
+			plugins = append(plugins, p.Path)
 		}
 	}
 	loaded := make(chan struct{})
 	done := make(chan error, 1)
-	go func() { done <- h.WatchDir(ctx, dir, loaded) }()
+	go func() { done <- h.WatchDir(ctx, dir, loaded, plugins...) }()
 	select {
 	case <-loaded:
 		if ready != nil {
