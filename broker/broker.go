@@ -367,6 +367,14 @@ func (q quietHandler) Enabled(ctx context.Context, l slog.Level) bool {
 
 func (q quietHandler) Handle(ctx context.Context, r slog.Record) error {
 	r.Level -= 4
+	if r.Message == "" {
+		// mochi's message-less records are a client connection ending
+		// (e.g. "use of closed network connection"): debug detail.
+		r.Level = slog.LevelDebug
+		if !q.h.Enabled(ctx, r.Level) {
+			return nil
+		}
+	}
 	return q.h.Handle(ctx, r)
 }
 

@@ -2,8 +2,10 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -44,6 +46,9 @@ func (a *app) startBroker(f *brokerFlags) (*broker.Broker, error) {
 		return nil, err
 	}
 	if err := b.Start(); err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("%w (another broker running? pick a free address with --listen, e.g. --listen 127.0.0.1:0)", err)
+		}
 		return nil, err
 	}
 	return b, nil

@@ -69,12 +69,8 @@ func rulesConfig(dir, flag string) (*fileConfig, error) {
 // serveRules runs a host for the rules in dir on client until ctx ends:
 // loads every rule, hot-reloads the folder, and on exit stops every rule.
 func (a *app) serveRules(ctx context.Context, client *protocol.Client, dir string, cfg *fileConfig, ready func(h *host.Host)) error {
-	info, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("rules folder: %w", err)
-	}
-	if !info.IsDir() {
-		return fmt.Errorf("rules folder %s: not a directory", dir)
+	if err := checkRulesDir(dir); err != nil {
+		return err
 	}
 	rts, err := a.runtimes(cfg)
 	if err != nil {
@@ -117,6 +113,17 @@ func (a *app) serveRules(ctx context.Context, client *protocol.Client, dir strin
 	return <-done
 }
 
+func checkRulesDir(dir string) error {
+	info, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("rules folder: %w", err)
+	}
+	if !info.IsDir() {
+		return fmt.Errorf("rules folder %s: not a directory", dir)
+	}
+	return nil
+}
+
 // tryKey picks a key a loaded rule watches, for the hint printed at start.
 func tryKey(h *host.Host) string {
 	var keys []string
@@ -140,6 +147,9 @@ func (a *app) devCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			dir := args[0]
+			if err := checkRulesDir(dir); err != nil {
+				return err
+			}
 			cfg, err := rulesConfig(dir, config)
 			if err != nil {
 				return err
