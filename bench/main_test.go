@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,24 +19,20 @@ import (
 	"github.com/ssrun/ssrun/broker"
 	"github.com/ssrun/ssrun/broker/brokertest"
 	"github.com/ssrun/ssrun/host"
+	"github.com/ssrun/ssrun/internal/gobuild"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/runtime/lua"
 	"github.com/ssrun/ssrun/runtime/plugin"
 	"github.com/ssrun/ssrun/runtime/wasm"
 )
 
-// testDir holds what this test binary builds (guests, plugins).
-var testDir string
+// testDir holds what this test binary builds (guests, plugins) and the
+// shared WebAssembly compilation cache.
+var testDir = gobuild.Dir{Prefix: "ssrun-bench-"}
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "ssrun-bench-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	testDir = dir
 	code := m.Run()
-	_ = os.RemoveAll(dir)
+	_ = testDir.Remove()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
@@ -47,44 +42,14 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// A build is one `go build` of a fixture, run once per test binary.
-type build struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-var builds sync.Map // output file name -> *build
-
-// built returns the path of testdata/<pkg> built into testDir/<out> with the
-// extra environment and flags, building it on first use.
-func built(tb testing.TB, out, pkg string, env []string, flags ...string) string {
-	tb.Helper()
-	v, _ := builds.LoadOrStore(out, &build{})
-	b := v.(*build)
-	b.once.Do(func() {
-		path := filepath.Join(testDir, out)
-		args := append(append([]string{"build", "-o", path}, flags...), "./testdata/"+pkg)
-		cmd := exec.Command("go", args...)
-		cmd.Env = append(os.Environ(), env...)
-		if msg, err := cmd.CombinedOutput(); err != nil {
-			b.err = fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, msg)
-			return
-		}
-		b.path = path
-	})
-	if b.err != nil {
-		tb.Fatal(b.err)
-	}
-	return b.path
-}
-
 // wasmGuest returns testdata/wasmrule built with tag (a different tag is a
-// different module).
+// different module), once per test binary.
 func wasmGuest(tb testing.TB, tag string) []byte {
 	tb.Helper()
-	path := built(tb, "wasmrule-"+tag+".wasm", "wasmrule", []string{"GOOS=wasip1", "GOARCH=wasm"},
-		"-buildmode=c-shared", "-ldflags=-X=main.tag="+tag)
+	path, err := testDir.WASM("wasmrule-"+tag+".wasm", "./testdata/wasmrule", "-X=main.tag="+tag)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	src, err := os.ReadFile(path)
 	if err != nil {
 		tb.Fatal(err)
@@ -92,10 +57,21 @@ func wasmGuest(tb testing.TB, tag string) []byte {
 	return src
 }
 
+// exe returns the path of testdata/<pkg> built as an executable, once per
+// test binary.
+func exe(tb testing.TB, pkg string) string {
+	tb.Helper()
+	path, err := testDir.Exe(pkg, "./testdata/"+pkg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return path
+}
+
 // pluginRule returns the path of the built testdata/pluginrule.
 func pluginRule(tb testing.TB) string {
 	tb.Helper()
-	return built(tb, "pluginrule", "pluginrule", nil)
+	return exe(tb, "pluginrule")
 }
 
 // prebuild builds the Go fixtures in parallel (a cold build of each takes
@@ -325,13 +301,20 @@ type env struct {
 // sharedWasmCache is the WebAssembly compilation cache directory shared by
 // the runtimes of this test binary, so that a guest compiles once (a cold
 // compile of a Go guest takes seconds, and ten times that under -race).
-func sharedWasmCache() string { return filepath.Join(testDir, "wasm-cache") }
+func sharedWasmCache(tb testing.TB) string {
+	tb.Helper()
+	dir, err := testDir.Path()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return filepath.Join(dir, "wasm-cache")
+}
 
 // newEnv starts an env whose rules get the settings defaults, on the shared
 // WebAssembly compilation cache.
 func newEnv(tb testing.TB, defaults host.RuleConfig) *env {
 	tb.Helper()
-	return newEnvCache(tb, defaults, sharedWasmCache())
+	return newEnvCache(tb, defaults, sharedWasmCache(tb))
 }
 
 // newEnvCache is newEnv with the WebAssembly compilation cache in wasmCache.

@@ -16,7 +16,7 @@ var floorHandshake = goplugin.HandshakeConfig{ProtocolVersion: 1, MagicCookieKey
 // floorPluginPath returns the path of the built testdata/grpcfloor.
 func floorPluginPath(tb testing.TB) string {
 	tb.Helper()
-	return built(tb, "grpcfloor", "grpcfloor", nil)
+	return exe(tb, "grpcfloor")
 }
 
 // floorPlugin is the host side of testdata/grpcfloor.

@@ -47,7 +47,7 @@ func startSubjects(tb testing.TB) []subject {
 	prebuild(tb, "A")
 	ctx := context.Background()
 	log := newLogger(tb)
-	wasmRT, err := wasm.New(wasm.Options{CacheDir: sharedWasmCache(), Logger: log})
+	wasmRT, err := wasm.New(wasm.Options{CacheDir: sharedWasmCache(tb), Logger: log})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestSubjectVerbs(t *testing.T) {
 // at start, and handles an event.
 func TestSmallRule(t *testing.T) {
 	ctx := context.Background()
-	rt, err := wasm.New(wasm.Options{CacheDir: sharedWasmCache(), Logger: newLogger(t)})
+	rt, err := wasm.New(wasm.Options{CacheDir: sharedWasmCache(t), Logger: newLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

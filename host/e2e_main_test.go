@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/internal/gobuild"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/runtime/lua"
 	"github.com/ssrun/ssrun/runtime/wasm"
@@ -26,20 +26,14 @@ import (
 
 // e2eDir holds the guests built for this test binary and the WebAssembly
 // compilation cache; TestMain removes it.
-var e2eDir string
+var e2eDir = gobuild.Dir{Prefix: "ssrun-host-test-"}
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "ssrun-host-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	e2eDir = dir
 	code := m.Run()
 	if guests.rt != nil {
 		_ = guests.rt.Close(context.Background())
 	}
-	_ = os.RemoveAll(dir)
+	_ = e2eDir.Remove()
 	os.Exit(code)
 }
 
@@ -67,10 +61,7 @@ func prepareGuests() {
 	var errs []error
 	for _, tag := range guestTags {
 		wg.Go(func() {
-			out := filepath.Join(e2eDir, "guest-"+tag+".wasm")
-			cmd := exec.Command("go", "build", "-buildmode=c-shared", "-ldflags=-X=main.tag="+tag, "-o", out, "./testdata/e2e/guest")
-			cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-			msg, err := cmd.CombinedOutput()
+			out, err := e2eDir.WASM("guest-"+tag+".wasm", "./testdata/e2e/guest", "-X=main.tag="+tag)
 			var bin []byte
 			if err == nil {
 				bin, err = os.ReadFile(out)
@@ -78,7 +69,7 @@ func prepareGuests() {
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				errs = append(errs, fmt.Errorf("build guest %s: %v\n%s", tag, err, msg))
+				errs = append(errs, fmt.Errorf("build guest %s: %w", tag, err))
 				return
 			}
 			guests.bin[tag] = bin
@@ -90,7 +81,12 @@ func prepareGuests() {
 		return
 	}
 	built := time.Since(start)
-	guests.rt, guests.err = wasm.New(wasm.Options{CacheDir: filepath.Join(e2eDir, "cache"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	dir, err := e2eDir.Path()
+	if err != nil {
+		guests.err = err
+		return
+	}
+	guests.rt, guests.err = wasm.New(wasm.Options{CacheDir: filepath.Join(dir, "cache"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if guests.err != nil {
 		return
 	}

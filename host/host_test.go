@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/internal/testnet"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -211,8 +212,8 @@ func TestFeedbackLoopDamped(t *testing.T) {
 // offline are delivered once as resync events.
 func TestResyncAfterReconnect(t *testing.T) {
 	b := newEnv(t) // broker and user client; the host under test goes through a proxy
-	px := newProxy(t, b.addr)
-	e := newEnvAt(t, px.addr())
+	px := testnet.NewProxy(t, b.addr)
+	e := newEnvAt(t, px.Addr())
 	var mu sync.Mutex
 	var got []abi.Event
 	e.load("watcher", goRule{init: watchInit("changed", "same", "gone"), handle: func(_ context.Context, _ abi.Host, ev abi.Event) error {
@@ -226,7 +227,7 @@ func TestResyncAfterReconnect(t *testing.T) {
 	b.set("gone", "1")
 	waitFor(t, "three live events", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 3 })
 
-	px.cut()
+	px.Cut()
 	waitFor(t, "disconnect noticed", func() bool {
 		_, err := e.client.Get(context.Background(), []byte("x"), protocol.CallOptions{})
 		return errors.Is(err, protocol.ErrNotConnected)
@@ -235,7 +236,7 @@ func TestResyncAfterReconnect(t *testing.T) {
 	if _, err := b.user.Del(b.ctx(), []byte("gone"), protocol.DelOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	px.heal()
+	px.Heal()
 	waitFor(t, "two resync events", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 5 })
 	mu.Lock()
 	resync := map[string]abi.Event{}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/internal/testnet"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/protocol/hlc"
 )
@@ -64,8 +65,8 @@ func TestLockFailoverFencedByStore(t *testing.T) {
 // LOCK_LOST event and its fenced writes fail locally.
 func TestLockExpiryFailover(t *testing.T) {
 	base := newEnv(t)
-	px := newProxy(t, base.addr)
-	a := newEnvAt(t, px.addr())
+	px := testnet.NewProxy(t, base.addr)
+	a := newEnvAt(t, px.Addr())
 	// The standby's handler waits for the lock far longer than the default
 	// call timeout.
 	b := newEnvAt(t, base.addr, func(o *Options) { o.Rules = map[string]RuleConfig{"standby.gorule": {Timeout: 30 * time.Second}} })
@@ -110,7 +111,7 @@ func TestLockExpiryFailover(t *testing.T) {
 		return err == nil && res.Found && res.Version.Compare(first.Version) > 0
 	})
 
-	px.cut() // a is partitioned: its renewals fail, the lease expires in the store
+	px.Cut() // a is partitioned: its renewals fail, the lease expires in the store
 	base.set("go/b", "1")
 	var bToken string
 	select {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mochi-mqtt/server/v2/packets"
 
+	"github.com/ssrun/ssrun/internal/testnet"
 	"github.com/ssrun/ssrun/protocol/hlc"
 	"github.com/ssrun/ssrun/protocol/resp"
 	"github.com/ssrun/ssrun/protocol/wire"
@@ -586,9 +587,9 @@ func TestPendingRemovedOnTimeoutAndCancel(t *testing.T) {
 // A client that cannot connect fails calls at once with ErrNotConnected.
 func TestNotConnectedFailsFast(t *testing.T) {
 	s := startScript(t, nil)
-	p := newProxy(t, s.addr)
-	p.cut()
-	c := newTestClient(t, p.addr())
+	p := testnet.NewProxy(t, s.addr)
+	p.Cut()
+	c := newTestClient(t, p.Addr())
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	if err := c.AwaitConnection(ctx); !errors.Is(err, context.DeadlineExceeded) {
@@ -605,7 +606,7 @@ func TestNotConnectedFailsFast(t *testing.T) {
 		t.Errorf("stats %+v", st)
 	}
 	s.setHandler(answerAll("001732000000000:00001:StateStore"))
-	p.restore()
+	p.Heal()
 	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := c.AwaitConnection(ctx); err != nil {
@@ -626,8 +627,8 @@ func TestNotConnectedFailsFast(t *testing.T) {
 // the outage as events, and reconnects.
 func TestConnectionLossFailsPendingCalls(t *testing.T) {
 	s := startScript(t, nil) // never answers
-	p := newProxy(t, s.addr)
-	c := connect(t, p.addr())
+	p := testnet.NewProxy(t, s.addr)
+	c := connect(t, p.Addr())
 	if e := nextEvent(t, c); e.Kind != EventConnected {
 		t.Fatalf("first event %v, want connected", e.Kind)
 	}
@@ -640,7 +641,7 @@ func TestConnectionLossFailsPendingCalls(t *testing.T) {
 		}()
 	}
 	waitFor(t, "the requests to reach the broker", func() bool { return len(s.requestLog()) == n })
-	p.cut()
+	p.Cut()
 	for range n {
 		if err := <-errs; !errors.Is(err, ErrConnectionLost) {
 			t.Errorf("pending call: %v, want ErrConnectionLost", err)
@@ -657,7 +658,7 @@ func TestConnectionLossFailsPendingCalls(t *testing.T) {
 		t.Fatalf("call during the outage: %v, want ErrNotConnected", err)
 	}
 	s.waitGone(c.ClientID())
-	p.restore()
+	p.Heal()
 	if e := nextEvent(t, c); e.Kind != EventConnected {
 		t.Fatalf("event %v, want connected", e.Kind)
 	}
@@ -725,9 +726,9 @@ func TestNewContextEnds(t *testing.T) {
 // enhanced-auth fields included; a failing read skips the attempt.
 func TestCredentialsReadPerAttempt(t *testing.T) {
 	s := startScript(t, nil)
-	p := newProxy(t, s.addr)
+	p := testnet.NewProxy(t, s.addr)
 	var calls atomic.Int32
-	c := connect(t, p.addr(), func(cfg *Config) {
+	c := connect(t, p.Addr(), func(cfg *Config) {
 		cfg.Credentials = func() (Credentials, error) {
 			n := calls.Add(1)
 			if n == 1 {
@@ -758,12 +759,12 @@ func TestCredentialsReadPerAttempt(t *testing.T) {
 	if e := nextEvent(t, c); e.Kind != EventConnected {
 		t.Fatal(e.Kind)
 	}
-	p.cut()
+	p.Cut()
 	if e := nextEvent(t, c); e.Kind != EventDisconnected {
 		t.Fatal(e.Kind)
 	}
 	s.waitGone(c.ClientID())
-	p.restore()
+	p.Heal()
 	if e := nextEvent(t, c); e.Kind != EventConnected {
 		t.Fatal(e.Kind)
 	}

@@ -2,7 +2,6 @@ package protocol
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -287,89 +286,4 @@ func (c *Client) pendingLen() int {
 	c.pmu.Lock()
 	defer c.pmu.Unlock()
 	return len(c.pending)
-}
-
-// tcpProxy forwards loopback connections to a target; cut() kills every
-// forwarded connection and refuses new ones until restore().
-type tcpProxy struct {
-	ln     net.Listener
-	target string
-	wg     sync.WaitGroup
-
-	mu     sync.Mutex
-	refuse bool
-	conns  map[net.Conn]struct{}
-}
-
-func newProxy(t testing.TB, target string) *tcpProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &tcpProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		p.cut()
-		p.wg.Wait()
-	})
-	return p
-}
-
-func (p *tcpProxy) addr() string { return p.ln.Addr().String() }
-
-func (p *tcpProxy) accept() {
-	defer p.wg.Done()
-	for {
-		in, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		if p.refuse {
-			p.mu.Unlock()
-			_ = in.Close()
-			continue
-		}
-		out, err := net.Dial("tcp", p.target)
-		if err != nil {
-			p.mu.Unlock()
-			_ = in.Close()
-			continue
-		}
-		p.conns[in], p.conns[out] = struct{}{}, struct{}{}
-		p.mu.Unlock()
-		p.wg.Add(2)
-		go p.pipe(in, out)
-		go p.pipe(out, in)
-	}
-}
-
-func (p *tcpProxy) pipe(dst, src net.Conn) {
-	defer p.wg.Done()
-	_, _ = io.Copy(dst, src)
-	_ = dst.Close()
-	_ = src.Close()
-	p.mu.Lock()
-	delete(p.conns, dst)
-	delete(p.conns, src)
-	p.mu.Unlock()
-}
-
-// cut closes every forwarded connection and refuses new ones.
-func (p *tcpProxy) cut() {
-	p.mu.Lock()
-	p.refuse = true
-	for c := range p.conns {
-		_ = c.Close()
-	}
-	p.mu.Unlock()
-}
-
-func (p *tcpProxy) restore() {
-	p.mu.Lock()
-	p.refuse = false
-	p.mu.Unlock()
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/ssrun/ssrun/broker"
 	"github.com/ssrun/ssrun/broker/brokertest"
+	"github.com/ssrun/ssrun/internal/testnet"
 	"github.com/ssrun/ssrun/protocol/hlc"
 )
 
@@ -351,8 +352,8 @@ func TestKeyNotifyAgainstStore(t *testing.T) {
 // fail fast.
 func TestReconnectReregisters(t *testing.T) {
 	b := brokertest.Start(t)
-	p := newProxy(t, b.Addr())
-	c := connect(t, p.addr())
+	p := testnet.NewProxy(t, b.Addr())
+	c := connect(t, p.Addr())
 	writer := connect(t, b.Addr())
 	ctx := context.Background()
 	if e := nextEvent(t, c); e.Kind != EventConnected {
@@ -368,7 +369,7 @@ func TestReconnectReregisters(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p.cut()
+	p.Cut()
 	if e := nextEvent(t, c); e.Kind != EventDisconnected || !errors.Is(e.Err, ErrConnectionLost) {
 		t.Fatalf("event %v %v, want disconnected", e.Kind, e.Err)
 	}
@@ -387,7 +388,7 @@ func TestReconnectReregisters(t *testing.T) {
 	// Let the broker finish with the dropped connection first (see
 	// scriptServer.waitGone for the mochi takeover race this avoids).
 	waitFor(t, "the broker to drop the registrations", func() bool { return b.Stats().Registrations == 0 })
-	p.restore()
+	p.Heal()
 	if e := nextEvent(t, c); e.Kind != EventConnected {
 		t.Fatalf("event %v, want connected", e.Kind)
 	}

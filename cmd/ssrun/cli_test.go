@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -18,6 +17,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/ssrun/ssrun/broker/brokertest"
+	"github.com/ssrun/ssrun/internal/gobuild"
 )
 
 // result is one run of the command line.
@@ -343,9 +343,8 @@ func TestUnknownCommandAndLogLevel(t *testing.T) {
 // checksum verified; a wrong checksum keeps it from running and says why.
 func TestDevRunsPluginNamedInConfig(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "batch-summary")
-	build := exec.Command("go", "build", "-o", bin, "../../examples/batch-summary")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	if err := gobuild.Exe(bin, "../../examples/batch-summary"); err != nil {
+		t.Fatal(err)
 	}
 	data, err := os.ReadFile(bin)
 	if err != nil {
@@ -385,9 +384,8 @@ func TestDevRunsPluginNamedInConfig(t *testing.T) {
 	out, errw, stop = start(t, "dev", rules, "--listen", "127.0.0.1:0", "--config", unpinned)
 	addr = waitOutput(t, out, regexp.MustCompile(`try: ssrun kv --broker (\S+) set`))[1]
 	v2 := bin + ".v2"
-	build = exec.Command("go", "build", "-ldflags", "-X main.version=v2", "-o", v2, "../../examples/batch-summary")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	if err := gobuild.Exe(v2, "../../examples/batch-summary", "-X main.version=v2"); err != nil {
+		t.Fatal(err)
 	}
 	if err := os.Rename(v2, bin); err != nil {
 		t.Fatal(err)

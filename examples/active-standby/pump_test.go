@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,7 +13,9 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/broker/brokertest"
+	"github.com/ssrun/ssrun/examples/internal/examplehost"
 	"github.com/ssrun/ssrun/host"
+	"github.com/ssrun/ssrun/internal/testnet"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/protocol/hlc"
 	"github.com/ssrun/ssrun/runtime/lua"
@@ -28,13 +29,13 @@ import (
 // writes never land after the new one's.
 func TestActiveStandbyFailover(t *testing.T) {
 	b := brokertest.Start(t)
-	px := newProxy(t, b.Addr())
-	user := dial(t, b.Addr(), "pump-user")
+	px := testnet.NewProxy(t, b.Addr())
+	user := examplehost.Client(t, b.Addr(), "pump-user", fastRetry)
 	owners := observe(t, b.Addr(), "pump/owner")
 
 	// a reaches the store through the proxy, so its connection can be cut;
 	// it retries quickly once the proxy is back.
-	a := startHost(t, "a", dial(t, px.addr(), "pump-a"))
+	a := startHost(t, "a", examplehost.Client(t, px.Addr(), "pump-a", fastRetry))
 	set := func(key, value string) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -56,39 +57,39 @@ func TestActiveStandbyFailover(t *testing.T) {
 
 	// a alone: it takes the lease and drives the pump.
 	set("tank/level", "30")
-	waitFor(t, "a active", func() bool { return strings.HasPrefix(get("pump/owner"), "pump-a:pump.lua ") })
+	examplehost.WaitFor(t, "a active", func() bool { return strings.HasPrefix(get("pump/owner"), "pump-a:pump.lua ") })
 	if c := get("pump/command"); c != "on" {
 		t.Fatalf("pump/command = %q at 30%%, want on", c)
 	}
 
 	// b joins and stands by: a keeps driving.
-	bh := startHost(t, "b", dial(t, b.Addr(), "pump-b"))
+	bh := startHost(t, "b", examplehost.Client(t, b.Addr(), "pump-b", fastRetry))
 	set("tank/level", "70")
-	waitFor(t, "both instances handle the reading", func() bool { return a.handled() == 2 && bh.handled() == 1 })
+	examplehost.WaitFor(t, "both instances handle the reading", func() bool { return a.handled() == 2 && bh.handled() == 1 })
 	if c, o := get("pump/command"), get("pump/owner"); c != "off" || !strings.HasPrefix(o, "pump-a:pump.lua ") {
 		t.Fatalf("after 70%%: command %q, owner %q; want off, driven by a", c, o)
 	}
 
 	// a is cut off. Readings keep coming; b takes over once a's lease has
 	// expired in the store.
-	px.cut()
+	px.Cut()
 	for i := 0; !strings.HasPrefix(get("pump/owner"), "pump-b:pump.lua "); i++ {
 		if i == 100 {
 			t.Fatal("b never took over")
 		}
 		before := bh.handled()
 		set("tank/level", strconv.Itoa(40+i%20))
-		waitFor(t, "b handles the reading", func() bool { return bh.handled() > before })
+		examplehost.WaitFor(t, "b handles the reading", func() bool { return bh.handled() > before })
 	}
 
 	// a comes back: it learns it lost the lease, and stands by when the
 	// next reading comes (live, or re-read after the reconnect).
 	handledB := bh.handled()
-	px.heal()
-	waitFor(t, "a told it lost the lease", func() bool { return strings.Contains(a.logs.String(), "standing by: lost pump/leader") })
+	px.Heal()
+	examplehost.WaitFor(t, "a told it lost the lease", func() bool { return strings.Contains(a.logs.String(), "standing by: lost pump/leader") })
 	set("tank/level", "21")
-	waitFor(t, "a stands by", func() bool { return strings.Contains(a.logs.String(), `msg="standby: tank level 21"`) })
-	waitFor(t, "b handles the last reading", func() bool { return bh.handled() == handledB+1 })
+	examplehost.WaitFor(t, "a stands by", func() bool { return strings.Contains(a.logs.String(), `msg="standby: tank level 21"`) })
+	examplehost.WaitFor(t, "b handles the last reading", func() bool { return bh.handled() == handledB+1 })
 	if c := get("pump/command"); c != "on" {
 		t.Fatalf("pump/command = %q at 21%%, want on", c)
 	}
@@ -153,21 +154,11 @@ func startHost(t *testing.T, name string, c *protocol.Client) *testHost {
 	t.Helper()
 	logs := &syncBuffer{}
 	lr := lua.New(lua.Options{})
-	h, err := host.New(host.Options{
+	t.Cleanup(func() { _ = lr.Close(context.Background()) }) // after the host's Close
+	h := examplehost.Host(t, host.Options{
 		Client:   c,
 		Runtimes: []abi.Runtime{lr},
-		Logger:   slog.New(slog.NewTextHandler(io.MultiWriter(logs, testLog{t}), &slog.HandlerOptions{Level: slog.LevelDebug})).With("host", name),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := h.Close(ctx); err != nil {
-			t.Errorf("closing host: %v", err)
-		}
-		_ = lr.Close(ctx)
+		Logger:   slog.New(slog.NewTextHandler(io.MultiWriter(logs, examplehost.LogWriter(t)), &slog.HandlerOptions{Level: slog.LevelDebug})).With("host", name),
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -180,25 +171,10 @@ func startHost(t *testing.T, name string, c *protocol.Client) *testHost {
 	return &testHost{Host: h, logs: logs}
 }
 
-func dial(t *testing.T, addr, id string) *protocol.Client {
-	t.Helper()
-	c, err := protocol.New(context.Background(), protocol.Config{
-		Servers:          []string{addr},
-		ClientID:         id,
-		Timeout:          5 * time.Second,
-		Logger:           slog.New(slog.NewTextHandler(io.Discard, nil)),
-		ReconnectBackoff: func(int) time.Duration { return 50 * time.Millisecond },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.AwaitConnection(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return c
+// fastRetry bounds calls to 5 s and retries a lost connection every 50 ms.
+func fastRetry(c *protocol.Config) {
+	c.Timeout = 5 * time.Second
+	c.ReconnectBackoff = func(int) time.Duration { return 50 * time.Millisecond }
 }
 
 // observe records every value the store applies to key, in order; the
@@ -239,18 +215,6 @@ func observe(t *testing.T, addr, key string) func() []string {
 	}
 }
 
-// waitFor polls cond until it holds, failing the test after 20 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 type syncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
@@ -266,84 +230,4 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
-}
-
-type testLog struct{ t *testing.T }
-
-func (w testLog) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
-// proxy forwards TCP connections to target until cut; cut closes every
-// connection and refuses new ones until heal.
-type proxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	conns  []net.Conn
-	down   bool
-	wg     sync.WaitGroup
-}
-
-func newProxy(t *testing.T, target string) *proxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{ln: ln, target: target}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(func() {
-		ln.Close()
-		p.cut()
-		p.wg.Wait()
-	})
-	return p
-}
-
-func (p *proxy) addr() string { return p.ln.Addr().String() }
-
-func (p *proxy) accept() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		if p.down {
-			p.mu.Unlock()
-			c.Close()
-			continue
-		}
-		u, err := net.Dial("tcp", p.target)
-		if err != nil {
-			p.mu.Unlock()
-			c.Close()
-			continue
-		}
-		p.conns = append(p.conns, c, u)
-		p.mu.Unlock()
-		p.wg.Add(2)
-		go func() { defer p.wg.Done(); io.Copy(u, c); u.Close() }()
-		go func() { defer p.wg.Done(); io.Copy(c, u); c.Close() }()
-	}
-}
-
-func (p *proxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.down = true
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
-func (p *proxy) heal() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.down = false
 }

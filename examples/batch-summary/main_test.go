@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,53 +18,35 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/broker/brokertest"
+	"github.com/ssrun/ssrun/examples/internal/examplehost"
 	"github.com/ssrun/ssrun/host"
+	"github.com/ssrun/ssrun/internal/gobuild"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/runtime/plugin"
 )
 
 // binDir holds the plugin binaries built for this test binary run.
-var binDir string
+var binDir = gobuild.Dir{Prefix: "batch-summary-test-"}
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "batch-summary-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
 	code := m.Run()
-	_ = os.RemoveAll(dir)
+	_ = binDir.Remove()
 	os.Exit(code)
-}
-
-var builds sync.Map // version -> *build
-
-type build struct {
-	once sync.Once
-	bin  []byte
-	err  error
 }
 
 // binary returns this example built with main.version set to version, as
 // the README says (go build), once per test binary run.
 func binary(t *testing.T, version string) []byte {
 	t.Helper()
-	b, _ := builds.LoadOrStore(version, &build{})
-	bb := b.(*build)
-	bb.once.Do(func() {
-		out := filepath.Join(binDir, "batch-summary-"+version)
-		cmd := exec.Command("go", "build", "-ldflags", "-X main.version="+version, "-o", out, ".")
-		if msg, err := cmd.CombinedOutput(); err != nil {
-			bb.err = fmt.Errorf("go build: %v\n%s", err, msg)
-			return
-		}
-		bb.bin, bb.err = os.ReadFile(out)
-	})
-	if bb.err != nil {
-		t.Fatal(bb.err)
+	path, err := binDir.Exe("batch-summary-"+version, ".", "-X main.version="+version)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return bb.bin
+	bin, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
 }
 
 // env is an embedded broker, a host with the plugin runtime, a rules
@@ -83,22 +63,8 @@ var clientSeq atomic.Int64
 
 func newClient(t *testing.T, addr string) *protocol.Client {
 	t.Helper()
-	c, err := protocol.New(context.Background(), protocol.Config{
-		Servers:  []string{addr},
-		ClientID: fmt.Sprintf("batch-summary-test-%d", clientSeq.Add(1)),
-		Timeout:  5 * time.Second,
-		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.AwaitConnection(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return examplehost.Client(t, addr, fmt.Sprintf("batch-summary-test-%d", clientSeq.Add(1)),
+		func(c *protocol.Config) { c.Timeout = 5 * time.Second })
 }
 
 // testLog sends log lines to t.Log while the test runs.

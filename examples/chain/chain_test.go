@@ -2,15 +2,13 @@ package chain_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/broker/brokertest"
+	"github.com/ssrun/ssrun/examples/internal/examplehost"
 	"github.com/ssrun/ssrun/host"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/runtime/lua"
@@ -40,21 +38,10 @@ var steps = []struct {
 
 func TestChain(t *testing.T) {
 	b := brokertest.Start(t)
-	user := dial(t, b.Addr(), "chain-user")
+	user := examplehost.Client(t, b.Addr(), "chain-user")
 	lr := lua.New(lua.Options{})
-	h, err := host.New(host.Options{Client: dial(t, b.Addr(), "chain-host"), Runtimes: []abi.Runtime{lr},
-		Logger: slog.New(slog.NewTextHandler(testLog{t}, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := h.Close(ctx); err != nil {
-			t.Errorf("closing host: %v", err)
-		}
-		_ = lr.Close(ctx)
-	})
+	t.Cleanup(func() { _ = lr.Close(context.Background()) }) // after the host's Close
+	h := examplehost.Host(t, host.Options{Client: examplehost.Client(t, b.Addr(), "chain-host"), Runtimes: []abi.Runtime{lr}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := h.LoadDir(ctx, "."); err != nil {
@@ -125,27 +112,4 @@ func equal(a, b map[string]uint64) bool {
 		}
 	}
 	return true
-}
-
-func dial(t *testing.T, addr, id string) *protocol.Client {
-	t.Helper()
-	c, err := protocol.New(context.Background(), protocol.Config{Servers: []string{addr}, ClientID: id,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.AwaitConnection(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-type testLog struct{ t *testing.T }
-
-func (w testLog) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }

@@ -2,12 +2,11 @@ package main
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"github.com/ssrun/ssrun/examples/internal/thermotest"
+	"github.com/ssrun/ssrun/internal/gobuild"
 	"github.com/ssrun/ssrun/runtime/wasm"
 )
 
@@ -16,10 +15,8 @@ import (
 // real host and WebAssembly runtime on the embedded broker.
 func TestThermostat(t *testing.T) {
 	rules := t.TempDir()
-	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", filepath.Join(rules, "thermostat.wasm"), ".")
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	if err := gobuild.WASM(filepath.Join(rules, "thermostat.wasm"), "."); err != nil {
+		t.Fatal(err)
 	}
 	rt, err := wasm.New(wasm.Options{CacheDir: t.TempDir()})
 	if err != nil {

@@ -10,8 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,24 +20,19 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/abi/abitest"
+	"github.com/ssrun/ssrun/internal/gobuild"
 )
 
 // testDir holds the plugins built for this test binary.
-var testDir string
+var testDir = gobuild.Dir{Prefix: "ssrun-plugin-test-"}
 
 func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) != "" {
 		helperHost()
 		return
 	}
-	dir, err := os.MkdirTemp("", "ssrun-plugin-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	testDir = dir
 	code := m.Run()
-	_ = os.RemoveAll(dir)
+	_ = testDir.Remove()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
@@ -49,29 +42,15 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-var built struct {
-	once sync.Once
-	path string
-	err  error
-}
-
 // rulePlugin returns the path of the test plugin testdata/rule, built once
 // per test binary run.
 func rulePlugin(t testing.TB) string {
 	t.Helper()
-	built.once.Do(func() {
-		out := filepath.Join(testDir, "rule")
-		msg, err := exec.Command("go", "build", "-o", out, "./testdata/rule").CombinedOutput()
-		if err != nil {
-			built.err = fmt.Errorf("build test plugin: %v\n%s", err, msg)
-			return
-		}
-		built.path = out
-	})
-	if built.err != nil {
-		t.Fatal(built.err)
+	path, err := testDir.Exe("rule", "./testdata/rule")
+	if err != nil {
+		t.Fatalf("build test plugin: %v", err)
 	}
-	return built.path
+	return path
 }
 
 // logBuffer collects a runtime's log output.

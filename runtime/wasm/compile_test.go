@@ -279,7 +279,7 @@ func TestProgramRelease(t *testing.T) {
 
 // TestClosed: a closed Script or Runtime says so.
 func TestClosed(t *testing.T) {
-	r, err := New(Options{CacheDir: filepath.Join(testDir, "cache"), Logger: quietLogger()})
+	r, err := New(Options{CacheDir: cacheDir(t), Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -19,24 +18,19 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/abi/abitest"
+	"github.com/ssrun/ssrun/internal/gobuild"
 )
 
 // testDir holds the guests built for this test binary and the shared
 // compilation cache.
-var testDir string
+var testDir = gobuild.Dir{Prefix: "ssrun-wasm-test-"}
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "ssrun-wasm-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	testDir = dir
 	code := m.Run()
 	if shared.r != nil {
 		_ = shared.r.Close(context.Background())
 	}
-	_ = os.RemoveAll(dir)
+	_ = testDir.Remove()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
@@ -49,53 +43,28 @@ func TestMain(m *testing.M) {
 // guestNames are the Go test guests under testdata.
 var guestNames = []string{"rule", "wrongversion", "unknownimport"}
 
-var guests struct {
-	once sync.Once
-	bin  map[string][]byte
-	err  error
-}
-
-// guestBuildCommand is the documented way to build a Go rule.
-func guestBuildCommand(out, pkg string) *exec.Cmd {
-	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", out, pkg)
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-	return cmd
-}
+var prebuild sync.Once
 
 // guest returns the wasm binary of testdata/<name>, building every guest
 // (in parallel) on first use.
 func guest(t testing.TB, name string) []byte {
 	t.Helper()
-	guests.once.Do(func() {
-		var mu sync.Mutex
+	prebuild.Do(func() {
 		var wg sync.WaitGroup
-		guests.bin = map[string][]byte{}
 		for _, n := range guestNames {
-			wg.Go(func() {
-				out := filepath.Join(testDir, n+".wasm")
-				cmd := guestBuildCommand(out, "./testdata/"+n)
-				msg, err := cmd.CombinedOutput()
-				var bin []byte
-				if err == nil {
-					bin, err = os.ReadFile(out)
-				}
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil {
-					guests.err = fmt.Errorf("build guest %s: %v\n%s", n, err, msg)
-					return
-				}
-				guests.bin[n] = bin
-			})
+			// gobuild.WASM is the documented way to build a Go rule. An
+			// error is remembered, and answered below.
+			wg.Go(func() { _, _ = testDir.WASM(n+".wasm", "./testdata/"+n) })
 		}
 		wg.Wait()
 	})
-	if guests.err != nil {
-		t.Fatal(guests.err)
+	out, err := testDir.WASM(name+".wasm", "./testdata/"+name)
+	if err != nil {
+		t.Fatalf("build guest %s: %v", name, err)
 	}
-	bin, ok := guests.bin[name]
-	if !ok {
-		t.Fatalf("no test guest %q", name)
+	bin, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }
@@ -109,10 +78,21 @@ var shared struct {
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
+// cacheDir is the compilation cache directory the tests' runtimes share.
+func cacheDir(t testing.TB) string {
+	t.Helper()
+	dir, err := testDir.Path()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, "cache")
+}
+
 func sharedRuntime(t testing.TB) *Runtime {
 	t.Helper()
+	cache := cacheDir(t)
 	shared.once.Do(func() {
-		shared.r, shared.err = New(Options{CacheDir: filepath.Join(testDir, "cache"), Logger: quietLogger()})
+		shared.r, shared.err = New(Options{CacheDir: cache, Logger: quietLogger()})
 	})
 	if shared.err != nil {
 		t.Fatal(shared.err)
@@ -123,7 +103,7 @@ func sharedRuntime(t testing.TB) *Runtime {
 // newRuntime returns a Runtime of its own over the shared cache directory.
 func newRuntime(t testing.TB) *Runtime {
 	t.Helper()
-	r, err := New(Options{CacheDir: filepath.Join(testDir, "cache"), Logger: quietLogger()})
+	r, err := New(Options{CacheDir: cacheDir(t), Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

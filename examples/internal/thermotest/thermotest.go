@@ -15,7 +15,6 @@ package thermotest
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"path/filepath"
 	"testing"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/broker/brokertest"
+	"github.com/ssrun/ssrun/examples/internal/examplehost"
 	"github.com/ssrun/ssrun/host"
 	"github.com/ssrun/ssrun/protocol"
 )
@@ -61,22 +61,9 @@ var steps = []step{
 func Run(t *testing.T, dir string, runtimes ...abi.Runtime) {
 	t.Helper()
 	b := brokertest.Start(t)
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	dial := func(id string) *protocol.Client {
-		c, err := protocol.New(context.Background(), protocol.Config{Servers: []string{b.Addr()}, ClientID: id, Logger: logger})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := c.AwaitConnection(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	user := dial("thermotest-user")
-	h, err := host.New(host.Options{Client: dial("thermotest-host"), Runtimes: runtimes, Logger: slog.New(slog.NewTextHandler(testLog{t}, nil))})
+	user := examplehost.Client(t, b.Addr(), "thermotest-user")
+	h, err := host.New(host.Options{Client: examplehost.Client(t, b.Addr(), "thermotest-host"), Runtimes: runtimes,
+		Logger: slog.New(slog.NewTextHandler(examplehost.LogWriter(t), nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +92,7 @@ func Run(t *testing.T, dir string, runtimes ...abi.Runtime) {
 		} else if _, err := user.Del(ctx, []byte(SetPoint), protocol.DelOptions{}); err != nil {
 			t.Fatalf("step %d %q: del: %v", i, st.name, err)
 		}
-		waitFor(t, fmt.Sprintf("%s: step %d %q handled", rule, i, st.name), func() bool {
+		examplehost.WaitFor(t, fmt.Sprintf("%s: step %d %q handled", rule, i, st.name), func() bool {
 			now := h.Status()[0]
 			return now.Handled+now.Failed > before.Handled+before.Failed
 		})
@@ -136,18 +123,3 @@ func Run(t *testing.T, dir string, runtimes ...abi.Runtime) {
 		t.Errorf("%s handled %d events, want %d: its own write-backs must not wake it", rule, st.Handled, want)
 	}
 }
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-type testLog struct{ t *testing.T }
-
-func (w testLog) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
