@@ -256,3 +256,41 @@ func TestBuiltinCaps(t *testing.T) {
 		}
 	}
 }
+
+// A long call that only makes garbage is not blamed for memory, even with a
+// small limit and the rest of the process churning garbage meanwhile: the
+// guard counts memory kept reachable, not allocation (regression: the guard
+// used to count unswept garbage, and under load killed long calls of
+// well-behaved rules as memory bombs).
+func TestMemoryGuardIgnoresGarbage(t *testing.T) {
+	const limit = 32 << 20
+	h := abitest.New()
+	s := startRule(t, `
+function on_event(ev)
+  local n = 0
+  for i = 1, 30000 do
+    local s = string.rep("x", 1000) .. i   -- ~30 MB of short-lived strings
+    n = n + #s
+  end
+end`, h, abi.Limits{MemoryBytes: limit, CallTimeout: 60 * time.Second})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var sink atomic.Int64
+	wg.Go(func() { // another part of the process allocating garbage fast
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			b := make([]byte, 1<<20)
+			sink.Add(int64(len(b)))
+		}
+	})
+	defer func() { close(stop); wg.Wait() }()
+	for i := 0; i < 3; i++ {
+		if err := s.Handle(context.Background(), abi.Event{Key: "k", Op: abi.OpSet, Value: []byte("x")}); err != nil {
+			t.Fatalf("call %d: %v (the process allocated %d MiB of garbage meanwhile)", i, err, sink.Load()>>20)
+		}
+	}
+}

@@ -10,27 +10,35 @@ import (
 	"github.com/ssrun/ssrun/abi"
 )
 
-// heapMetric is the Go heap occupied by objects, live or not yet swept.
-const heapMetric = "/memory/classes/heap/objects:bytes"
+// heapMetric is the live Go heap as of the last garbage collection. Garbage
+// does not count, so allocation churn elsewhere in the process cannot trip
+// the guard; memory a call keeps reachable shows after the next collection,
+// which a fast-growing heap triggers soon.
+const heapMetric = "/gc/heap/live:bytes"
 
 // memGuardInterval is how often a running call's heap growth is sampled.
 // The first sample is one interval after the call starts, so calls shorter
 // than that are never measured (nor blamed for another's growth).
 const memGuardInterval = time.Millisecond
 
-// heapBytes returns the process's current heap object bytes (~300 ns).
+// heapBytes returns the process's live heap bytes (~300 ns).
 func heapBytes() int64 {
 	s := [1]metrics.Sample{{Name: heapMetric}}
 	metrics.Read(s[:])
 	return int64(s[0].Value.Uint64())
 }
 
-// memGuard cancels a call when the process heap has grown by more than
-// limit since the call started. gopher-lua cannot account a state's memory,
-// so this is the approximation: it sees every goroutine's allocations
-// (another rule's growth during a long call counts against this one) and
-// garbage not yet collected, and it acts only between samples, so a call
-// can overshoot by what it allocates in one interval, or in one Go builtin.
+// memGuard cancels a call when the process's live heap has grown by more
+// than limit since the call started. gopher-lua cannot account a state's
+// memory, so this is the approximation: it sees memory kept reachable by
+// every goroutine (another rule's lasting growth during a long call counts
+// against this one, its garbage does not), and it acts only after a garbage
+// collection and between samples, so a call can overshoot by what it
+// allocates until the next collection, or in one Go builtin.
+//
+// Objects allocated while a collection marks count as live for that cycle,
+// so under heavy allocation churn a reading can be a few MB high: keep
+// limits well above that (the default is 64 MiB).
 type memGuard struct {
 	mu     sync.Mutex
 	done   bool
