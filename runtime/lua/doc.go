@@ -108,13 +108,19 @@
 //     digits of width and precision, as Lua 5.1 does.
 //   - While a call runs longer than a millisecond, a watchdog samples the
 //     Go heap (runtime/metrics) every millisecond and cancels the call when
-//     the heap has grown by more than MemoryBytes since the call began.
-//     The heap is the whole process's: allocations by other rules running
-//     at the same time count against a long call, garbage not yet collected
-//     counts until the GC runs, and a call can overshoot by what it
-//     allocates between two samples or in one builtin. The string
-//     concatenation operator cannot be capped; a `s = s .. s` loop is
-//     stopped by the watchdog one or two doublings past the limit.
+//     the live heap (as of the last garbage collection) has grown by more
+//     than MemoryBytes since the call began, or when all allocation has
+//     grown by more than 4 x MemoryBytes + 64 MiB (a bomb that outruns the
+//     collector). The readings are the whole process's: garbage churn does
+//     not count, but memory another rule keeps reachable does, so only the
+//     longest-running watched call is stopped and the others are re-based
+//     (a bomb runs until stopped; well-behaved calls are short). A
+//     long-running well-behaved call that overlaps a newer rule's bomb can
+//     still be blamed first. A reading can be a few MB high under heavy
+//     churn, so keep limits well above that, and a call can overshoot by
+//     what it allocates until the next collection or in one builtin. The
+//     string concatenation operator cannot be capped; a `s = s .. s` loop
+//     is stopped a few doublings past the limit.
 //
 // # Patterns
 //
