@@ -1,11 +1,17 @@
 // Package abitest provides an in-memory abi.Host for runtime tests and
 // benchmarks: a faithful little store (versions, NX/NEX, VDEL, locks with
 // tokens, fences) without a broker, so a runtime can be tested verb by verb.
+//
+// Beyond the store, a Host is a test double: it counts the calls of each
+// verb (Calls), records the arguments of the last one (LastCall), fails a
+// verb on demand (Fail), and can be emptied between cases (Reset) while a
+// runtime keeps using it.
 package abitest
 
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -17,13 +23,31 @@ import (
 type Host struct {
 	mu      sync.Mutex
 	data    map[string]entry
-	version int64
+	version int
 	watches map[string]abi.WatchOptions
 	locks   map[string]string // lock name -> token held by this rule
 	logs    []LogLine
 	calls   map[string]int
+	last    map[string]Call
+	fail    map[string]error
 	// Deny, when set, refuses keys it returns true for with StatusDenied.
+	// Set it before the runtime calls the Host; Reset clears it.
 	Deny func(verb, key string) bool
+}
+
+// Call is what one call of a verb received. Only the fields of that verb's
+// arguments are set.
+type Call struct {
+	Key         string           // the key, or the lock name (all verbs but log)
+	Value       []byte           // set, vdel: the value (a copy; nil stays nil)
+	Set         abi.SetOptions   // set
+	Del         abi.DelOptions   // del, vdel
+	Watch       abi.WatchOptions // watch
+	TTL         time.Duration    // lock
+	Lock        abi.LockOptions  // lock
+	Level       int32            // log
+	Msg         string           // log: the message
+	HasDeadline bool             // the call's context had a deadline (never for log)
 }
 
 type entry struct {
@@ -39,25 +63,101 @@ type LogLine struct {
 
 // New returns an empty Host.
 func New() *Host {
-	return &Host{data: map[string]entry{}, watches: map[string]abi.WatchOptions{}, locks: map[string]string{}, calls: map[string]int{}}
+	h := &Host{}
+	h.reset()
+	return h
 }
 
 var _ abi.Host = (*Host)(nil)
 
-func (h *Host) begin(verb, key string) error {
+// Reset returns h to the state New returns: no keys, watches, locks, log
+// lines, counted or recorded calls, injected failures or Deny, and versions
+// counting from 1 again. A runtime holding h keeps using it.
+func (h *Host) Reset() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.reset()
+}
+
+func (h *Host) reset() {
+	h.data, h.version, h.watches, h.locks, h.logs = map[string]entry{}, 0, map[string]abi.WatchOptions{}, map[string]string{}, nil
+	h.calls, h.last, h.fail, h.Deny = map[string]int{}, map[string]Call{}, map[string]error{}, nil
+}
+
+// Fail makes every later call of verb return err before the store is
+// touched (the call is still counted and recorded); a nil err ends that.
+// Log cannot fail: Fail(abi.FnLog, err) has no effect on it.
+func (h *Host) Fail(verb string, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err == nil {
+		delete(h.fail, verb)
+		return
+	}
+	h.fail[verb] = err
+}
+
+// Failure is an error a Host may return from a verb, and the status a
+// runtime must report for it to the rule.
+type Failure struct {
+	Name   string // "injected <STATUS>" or "plain error <STATUS>"
+	Err    error
+	Status abi.Status
+}
+
+// Failures returns one error of each kind a Host may return from verb, to
+// inject with Fail: an *abi.Error of every status but OK and
+// BUFFER_TOO_SMALL (which only a runtime produces), with the message
+// "injected <STATUS> for <verb>"; then context.DeadlineExceeded, reported
+// as TIMEOUT, and a plain error, reported as INTERNAL.
+func Failures(verb string) []Failure {
+	var out []Failure
+	for _, st := range abi.Statuses() {
+		if st == abi.StatusOK || st == abi.StatusBufferTooSmall {
+			continue
+		}
+		out = append(out, Failure{Name: "injected " + st.String(), Err: abi.Errorf(st, "injected %s for %s", st, verb), Status: st})
+	}
+	return append(out,
+		Failure{Name: "plain error TIMEOUT", Err: context.DeadlineExceeded, Status: abi.StatusTimeout},
+		Failure{Name: "plain error INTERNAL", Err: errors.New("boom: not an *abi.Error"), Status: abi.StatusInternal})
+}
+
+// LastCall returns the arguments of the last call of verb, and whether verb
+// was called since New or Reset.
+func (h *Host) LastCall(verb string) (Call, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c, ok := h.last[verb]
+	return c, ok
+}
+
+// begin counts and records a call of verb (c holds its arguments), then
+// refuses it with an injected failure, an empty key or Deny.
+func (h *Host) begin(ctx context.Context, verb string, c Call) error {
 	h.calls[verb]++
-	if key == "" && verb != abi.FnLog {
+	_, c.HasDeadline = ctx.Deadline()
+	c.Value = bytes.Clone(c.Value)
+	h.last[verb] = c
+	if err := h.fail[verb]; err != nil {
+		return err
+	}
+	if c.Key == "" {
 		return abi.Errorf(abi.StatusInvalid, "%s: empty key", verb)
 	}
-	if h.Deny != nil && h.Deny(verb, key) {
-		return abi.Errorf(abi.StatusDenied, "%s %q: not permitted", verb, key)
+	if h.Deny != nil && h.Deny(verb, c.Key) {
+		return abi.Errorf(abi.StatusDenied, "%s %q: not permitted", verb, c.Key)
 	}
 	return nil
 }
 
+// Version returns the n-th version (or lock token) a Host hands out after
+// New or Reset, counting from 1.
+func Version(n int) string { return fmt.Sprintf("%015d:%05d:abitest", n, 0) }
+
 func (h *Host) nextVersion() string {
 	h.version++
-	return fmt.Sprintf("%015d:%05d:abitest", h.version, 0)
+	return Version(h.version)
 }
 
 func (h *Host) fence(name string) error {
@@ -71,10 +171,10 @@ func (h *Host) fence(name string) error {
 }
 
 // Get implements abi.Host.
-func (h *Host) Get(_ context.Context, key string) (abi.Value, error) {
+func (h *Host) Get(ctx context.Context, key string) (abi.Value, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if err := h.begin(abi.FnGet, key); err != nil {
+	if err := h.begin(ctx, abi.FnGet, Call{Key: key}); err != nil {
 		return abi.Value{}, err
 	}
 	e, ok := h.data[key]
@@ -85,10 +185,10 @@ func (h *Host) Get(_ context.Context, key string) (abi.Value, error) {
 }
 
 // Set implements abi.Host.
-func (h *Host) Set(_ context.Context, key string, value []byte, opts abi.SetOptions) (string, error) {
+func (h *Host) Set(ctx context.Context, key string, value []byte, opts abi.SetOptions) (string, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if err := h.begin(abi.FnSet, key); err != nil {
+	if err := h.begin(ctx, abi.FnSet, Call{Key: key, Value: value, Set: opts}); err != nil {
 		return "", err
 	}
 	if opts.Cond > abi.CondNEX || opts.TTL < 0 {
@@ -107,10 +207,10 @@ func (h *Host) Set(_ context.Context, key string, value []byte, opts abi.SetOpti
 }
 
 // Del implements abi.Host.
-func (h *Host) Del(_ context.Context, key string, opts abi.DelOptions) error {
+func (h *Host) Del(ctx context.Context, key string, opts abi.DelOptions) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if err := h.begin(abi.FnDel, key); err != nil {
+	if err := h.begin(ctx, abi.FnDel, Call{Key: key, Del: opts}); err != nil {
 		return err
 	}
 	if err := h.fence(opts.Fence); err != nil {
@@ -124,10 +224,10 @@ func (h *Host) Del(_ context.Context, key string, opts abi.DelOptions) error {
 }
 
 // VDel implements abi.Host.
-func (h *Host) VDel(_ context.Context, key string, value []byte, opts abi.DelOptions) error {
+func (h *Host) VDel(ctx context.Context, key string, value []byte, opts abi.DelOptions) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if err := h.begin(abi.FnVDel, key); err != nil {
+	if err := h.begin(ctx, abi.FnVDel, Call{Key: key, Value: value, Del: opts}); err != nil {
 		return err
 	}
 	if err := h.fence(opts.Fence); err != nil {
@@ -145,10 +245,10 @@ func (h *Host) VDel(_ context.Context, key string, value []byte, opts abi.DelOpt
 }
 
 // Watch implements abi.Host.
-func (h *Host) Watch(_ context.Context, key string, opts abi.WatchOptions) error {
+func (h *Host) Watch(ctx context.Context, key string, opts abi.WatchOptions) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if err := h.begin(abi.FnWatch, key); err != nil {
+	if err := h.begin(ctx, abi.FnWatch, Call{Key: key, Watch: opts}); err != nil {
 		return err
 	}
 	h.watches[key] = opts
@@ -156,10 +256,10 @@ func (h *Host) Watch(_ context.Context, key string, opts abi.WatchOptions) error
 }
 
 // Unwatch implements abi.Host.
-func (h *Host) Unwatch(_ context.Context, key string) error {
+func (h *Host) Unwatch(ctx context.Context, key string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if err := h.begin(abi.FnUnwatch, key); err != nil {
+	if err := h.begin(ctx, abi.FnUnwatch, Call{Key: key}); err != nil {
 		return err
 	}
 	if _, ok := h.watches[key]; !ok {
@@ -171,10 +271,10 @@ func (h *Host) Unwatch(_ context.Context, key string) error {
 
 // Lock implements abi.Host. A lock is free unless this Host holds it, or a
 // value is stored under its name by someone else (Set), which makes it BUSY.
-func (h *Host) Lock(_ context.Context, name string, ttl time.Duration, _ abi.LockOptions) (string, error) {
+func (h *Host) Lock(ctx context.Context, name string, ttl time.Duration, opts abi.LockOptions) (string, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if err := h.begin(abi.FnLock, name); err != nil {
+	if err := h.begin(ctx, abi.FnLock, Call{Key: name, TTL: ttl, Lock: opts}); err != nil {
 		return "", err
 	}
 	if ttl <= 0 {
@@ -193,10 +293,10 @@ func (h *Host) Lock(_ context.Context, name string, ttl time.Duration, _ abi.Loc
 }
 
 // Unlock implements abi.Host.
-func (h *Host) Unlock(_ context.Context, name string) error {
+func (h *Host) Unlock(ctx context.Context, name string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if err := h.begin(abi.FnUnlock, name); err != nil {
+	if err := h.begin(ctx, abi.FnUnlock, Call{Key: name}); err != nil {
 		return err
 	}
 	if _, ok := h.locks[name]; !ok {
@@ -219,6 +319,7 @@ func (h *Host) Log(level int32, msg string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.calls[abi.FnLog]++
+	h.last[abi.FnLog] = Call{Level: level, Msg: msg}
 	h.logs = append(h.logs, LogLine{Level: level, Msg: msg})
 }
 
@@ -257,7 +358,8 @@ func (h *Host) Logs() []LogLine {
 	return append([]LogLine(nil), h.logs...)
 }
 
-// Calls returns how many times verb was called.
+// Calls returns how many times verb was called since New or Reset,
+// including calls that failed.
 func (h *Host) Calls(verb string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()

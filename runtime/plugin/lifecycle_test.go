@@ -50,7 +50,7 @@ func noChildren(t testing.TB) {
 	waitFor(t, "no child process", func() bool { return len(children(t)) == 0 })
 }
 
-func pidOf(t testing.TB, s *script, h *testHost) int {
+func pidOf(t testing.TB, s *script, h *abitest.Host) int {
 	t.Helper()
 	r := run(t, s, h, command("pid"))
 	_, p, _ := strings.Cut(r, " pid=")
@@ -69,7 +69,7 @@ func pidOf(t testing.TB, s *script, h *testHost) int {
 // handles the following events. Exactly the one event in flight at the
 // first kill is lost and reported: handled + lost == sent.
 func TestKillMidStream(t *testing.T) {
-	h := newTestHost()
+	h := abitest.New()
 	s, _, logs := ruleScript(t, h, abi.Limits{CallTimeout: 20 * time.Second})
 	ctx := context.Background()
 	sent, handled, lost := 0, 0, 0
@@ -98,7 +98,7 @@ func TestKillMidStream(t *testing.T) {
 	// The plugin takes the event, records it holds it, and never answers.
 	errc := make(chan error, 1)
 	go func() { errc <- send(command("hold")) }()
-	waitFor(t, "the plugin to hold the event", func() bool { _, ok := h.store().Value("inflight"); return ok })
+	waitFor(t, "the plugin to hold the event", func() bool { _, ok := h.Value("inflight"); return ok })
 	if err := syscall.Kill(pid1, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -117,11 +117,11 @@ func TestKillMidStream(t *testing.T) {
 		t.Errorf("stats %+v; want Lost 1, Starts 2, Exits 1, a new pid", st)
 	}
 	for i := 1; i <= 10; i++ {
-		if _, ok := h.store().Value("seen/" + strconv.Itoa(i)); !ok {
+		if _, ok := h.Value("seen/" + strconv.Itoa(i)); !ok {
 			t.Errorf("event %d was reported handled but its write is missing", i)
 		}
 	}
-	if n := h.store().Calls(abi.FnWatch); n != 2 {
+	if n := h.Calls(abi.FnWatch); n != 2 {
 		t.Errorf("init's watch ran %d times, want 2 (start and restart)", n)
 	}
 	for _, want := range []string{
@@ -151,7 +151,7 @@ func TestKillMidStream(t *testing.T) {
 // at the call timeout; the process is killed and the next event is handled
 // by a new one.
 func TestHangTimeout(t *testing.T) {
-	h := newTestHost()
+	h := abitest.New()
 	s, _, logs := ruleScript(t, h, abi.Limits{CallTimeout: 2 * time.Second})
 	pid1 := pidOf(t, s, h)
 	err := s.Handle(context.Background(), command("hang"))
@@ -173,7 +173,7 @@ func TestHangTimeout(t *testing.T) {
 // TestExitDuringCall: a plugin that exits while handling an event loses
 // that event; the exit status is reported.
 func TestExitDuringCall(t *testing.T) {
-	h := newTestHost()
+	h := abitest.New()
 	s, _, logs := ruleScript(t, h, abi.Limits{CallTimeout: 10 * time.Second})
 	pid1 := s.stats().Pid
 	wantError(t, s.Handle(context.Background(), command("exit")), callHandle, abi.ErrCrashed)
@@ -191,7 +191,7 @@ func TestExitDuringCall(t *testing.T) {
 // TestHandlerErrors: errors returned by the handler (and panics) fail the
 // event with the plugin's status and message; the process stays up.
 func TestHandlerErrors(t *testing.T) {
-	h := newTestHost()
+	h := abitest.New()
 	s, _, _ := ruleScript(t, h, abi.Limits{CallTimeout: 10 * time.Second})
 	pid := s.stats().Pid
 	for _, tc := range []struct {
@@ -220,7 +220,7 @@ func TestHandlerErrors(t *testing.T) {
 	}
 	// The panic's stack reached the rule's log through stderr.
 	waitFor(t, "the panic stack in the log", func() bool {
-		return slices.ContainsFunc(h.store().Logs(), func(l abitest.LogLine) bool {
+		return slices.ContainsFunc(h.Logs(), func(l abitest.LogLine) bool {
 			return l.Level == abi.LevelWarn && strings.Contains(l.Msg, "handle panicked: boom")
 		})
 	})
@@ -229,10 +229,10 @@ func TestHandlerErrors(t *testing.T) {
 // TestRestartFailure: while restarts fail, Handle reports it (and is bounded
 // by its ctx); once the cause is gone, a later restart succeeds.
 func TestRestartFailure(t *testing.T) {
-	h := newTestHost()
+	h := abitest.New()
 	s, _, logs := ruleScript(t, h, abi.Limits{CallTimeout: 10 * time.Second})
 	pid1 := s.stats().Pid
-	h.store().Put("init/fail", []byte("down for maintenance"))
+	h.Put("init/fail", []byte("down for maintenance"))
 	if err := syscall.Kill(pid1, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +245,7 @@ func TestRestartFailure(t *testing.T) {
 	cancel()
 	wantError(t, s.Handle(ctx, command("noop")), callHandle, context.Canceled)
 
-	if err := h.store().Del(context.Background(), "init/fail", abi.DelOptions{}); err != nil {
+	if err := h.Del(context.Background(), "init/fail", abi.DelOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Handle(context.Background(), command("noop")); err != nil {
@@ -285,9 +285,9 @@ func TestStartFailures(t *testing.T) {
 			if file == "" {
 				file = rulePlugin(t)
 			}
-			h := newTestHost()
+			h := abitest.New()
 			if tc.setup != nil {
-				tc.setup(h.store())
+				tc.setup(h)
 			}
 			_, err := compile(t, r, file).Start(context.Background(), h, abi.Limits{CallTimeout: tc.timeout})
 			if e := wantError(t, err, tc.call, tc.sentinel); !strings.Contains(e.Msg, tc.msg) || e.Plugin != file {
@@ -306,7 +306,7 @@ func TestStartFailures(t *testing.T) {
 func TestClose(t *testing.T) {
 	r, logs := newRuntime(t, Options{ExecDir: filepath.Join(t.TempDir(), "exec")})
 	p := compile(t, r, rulePlugin(t))
-	h1, h2, h3 := newTestHost(), newTestHost(), newTestHost()
+	h1, h2, h3 := abitest.New(), abitest.New(), abitest.New()
 	s1 := start(t, p, h1, abi.Limits{})
 	s2 := start(t, p, h2, abi.Limits{})
 	s3 := start(t, p, h3, abi.Limits{})
@@ -352,12 +352,12 @@ func TestClose(t *testing.T) {
 // TestOutput: the plugin's stdout and stderr lines reach Host.Log at info
 // and warn level; a partial last line is flushed when the process ends.
 func TestOutput(t *testing.T) {
-	h := newTestHost()
+	h := abitest.New()
 	r, _ := newRuntime(t, Options{})
 	s := start(t, compile(t, r, rulePlugin(t)), h, abi.Limits{})
 	run(t, s, h, command("print", "to stdout", "to stderr", "partial"))
 	has := func(level int32, msg string) func() bool {
-		return func() bool { return slices.Contains(h.store().Logs(), abitest.LogLine{Level: level, Msg: msg}) }
+		return func() bool { return slices.Contains(h.Logs(), abitest.LogLine{Level: level, Msg: msg}) }
 	}
 	waitFor(t, "the stdout line", has(abi.LevelInfo, "to stdout"))
 	waitFor(t, "the stderr line", has(abi.LevelWarn, "to stderr"))
@@ -376,7 +376,7 @@ func TestOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !has(abi.LevelInfo, "partial")() {
-		t.Errorf("partial line not flushed at exit: %v", h.store().Logs())
+		t.Errorf("partial line not flushed at exit: %v", h.Logs())
 	}
 }
 

@@ -147,147 +147,10 @@ func show(b []byte) string {
 	return fmt.Sprintf("%dB:%x", len(b), sha256.Sum256(b))
 }
 
-// testHost is an abi.Host over an abitest.Host that records the arguments
-// of each verb, can be told to fail a verb with a given error, and can be
-// reset to a fresh store between cases while the plugin keeps running.
-type testHost struct {
-	mu   sync.Mutex
-	h    *abitest.Host
-	fail map[string]error
-	last map[string]hostCall
-}
-
-// hostCall is what a verb received.
-type hostCall struct {
-	Key         string
-	Value       []byte
-	Set         abi.SetOptions
-	Del         abi.DelOptions
-	Watch       abi.WatchOptions
-	Lock        abi.LockOptions
-	TTL         time.Duration
-	Level       int32
-	HasDeadline bool
-}
-
-var _ abi.Host = (*testHost)(nil)
-
-func newTestHost() *testHost {
-	h := &testHost{}
-	h.reset()
-	return h
-}
-
-// reset forgets every call, failure and stored key.
-func (h *testHost) reset() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.h, h.fail, h.last = abitest.New(), map[string]error{}, map[string]hostCall{}
-}
-
-// store is the current in-memory store.
-func (h *testHost) store() *abitest.Host {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.h
-}
-
-func (h *testHost) record(ctx context.Context, verb string, c hostCall) (*abitest.Host, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if ctx != nil {
-		_, c.HasDeadline = ctx.Deadline()
-	}
-	h.last[verb] = c
-	return h.h, h.fail[verb]
-}
-
-func (h *testHost) failWith(verb string, err error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.fail[verb] = err
-}
-
-func (h *testHost) lastCall(verb string) (hostCall, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	c, ok := h.last[verb]
-	return c, ok
-}
-
-func (h *testHost) Get(ctx context.Context, key string) (abi.Value, error) {
-	s, err := h.record(ctx, abi.FnGet, hostCall{Key: key})
-	if err != nil {
-		return abi.Value{}, err
-	}
-	return s.Get(ctx, key)
-}
-
-func (h *testHost) Set(ctx context.Context, key string, value []byte, opts abi.SetOptions) (string, error) {
-	s, err := h.record(ctx, abi.FnSet, hostCall{Key: key, Value: value, Set: opts})
-	if err != nil {
-		return "", err
-	}
-	return s.Set(ctx, key, value, opts)
-}
-
-func (h *testHost) Del(ctx context.Context, key string, opts abi.DelOptions) error {
-	s, err := h.record(ctx, abi.FnDel, hostCall{Key: key, Del: opts})
-	if err != nil {
-		return err
-	}
-	return s.Del(ctx, key, opts)
-}
-
-func (h *testHost) VDel(ctx context.Context, key string, value []byte, opts abi.DelOptions) error {
-	s, err := h.record(ctx, abi.FnVDel, hostCall{Key: key, Value: value, Del: opts})
-	if err != nil {
-		return err
-	}
-	return s.VDel(ctx, key, value, opts)
-}
-
-func (h *testHost) Watch(ctx context.Context, key string, opts abi.WatchOptions) error {
-	s, err := h.record(ctx, abi.FnWatch, hostCall{Key: key, Watch: opts})
-	if err != nil {
-		return err
-	}
-	return s.Watch(ctx, key, opts)
-}
-
-func (h *testHost) Unwatch(ctx context.Context, key string) error {
-	s, err := h.record(ctx, abi.FnUnwatch, hostCall{Key: key})
-	if err != nil {
-		return err
-	}
-	return s.Unwatch(ctx, key)
-}
-
-func (h *testHost) Lock(ctx context.Context, name string, ttl time.Duration, opts abi.LockOptions) (string, error) {
-	s, err := h.record(ctx, abi.FnLock, hostCall{Key: name, TTL: ttl, Lock: opts})
-	if err != nil {
-		return "", err
-	}
-	return s.Lock(ctx, name, ttl, opts)
-}
-
-func (h *testHost) Unlock(ctx context.Context, name string) error {
-	s, err := h.record(ctx, abi.FnUnlock, hostCall{Key: name})
-	if err != nil {
-		return err
-	}
-	return s.Unlock(ctx, name)
-}
-
-func (h *testHost) Log(level int32, msg string) {
-	s, _ := h.record(nil, abi.FnLog, hostCall{Key: msg, Level: level})
-	s.Log(level, msg)
-}
-
 // reports returns the plugin's "report ..." lines (without the prefix).
-func (h *testHost) reports() []string {
+func reports(h *abitest.Host) []string {
 	var out []string
-	for _, l := range h.store().Logs() {
+	for _, l := range h.Logs() {
 		if r, ok := strings.CutPrefix(l.Msg, "report "); ok && l.Level == abi.LevelInfo {
 			out = append(out, r)
 		}
@@ -296,15 +159,15 @@ func (h *testHost) reports() []string {
 }
 
 // run delivers ev and returns the one report it produced.
-func run(t testing.TB, s *script, h *testHost, ev abi.Event) string {
+func run(t testing.TB, s *script, h *abitest.Host, ev abi.Event) string {
 	t.Helper()
-	before := len(h.reports())
+	before := len(reports(h))
 	if err := s.Handle(context.Background(), ev); err != nil {
 		t.Fatalf("Handle(%s): %v", ev.Key, err)
 	}
-	r := h.reports()
+	r := reports(h)
 	if len(r) != before+1 {
-		t.Fatalf("Handle(%s): %d reports, want 1; logs: %v", ev.Key, len(r)-before, h.store().Logs())
+		t.Fatalf("Handle(%s): %d reports, want 1; logs: %v", ev.Key, len(r)-before, h.Logs())
 	}
 	return r[len(r)-1]
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -17,16 +16,15 @@ import (
 )
 
 // v is the n-th version abitest hands out.
-func v(n int) string { return fmt.Sprintf("%015d:%05d:abitest", n, 0) }
+var v = abitest.Version
 
 // verbCase runs one command in the test plugin against a fresh store.
 type verbCase struct {
 	name  string
 	setup func(s *abitest.Host)
-	fail  map[string]error // verb -> injected error
-	cmd   []string         // command and its arguments
-	want  string           // the report line
-	check func(t *testing.T, h *testHost)
+	cmd   []string // command and its arguments
+	want  string   // the report line
+	check func(t *testing.T, h *abitest.Host)
 }
 
 // okArgs are valid arguments for each verb (used with injected failures).
@@ -48,9 +46,9 @@ var emptyResults = map[string]string{
 	abi.FnLock: ` token=""`,
 }
 
-func notCalled(verb string) func(t *testing.T, h *testHost) {
-	return func(t *testing.T, h *testHost) {
-		if c, ok := h.lastCall(verb); ok {
+func notCalled(verb string) func(t *testing.T, h *abitest.Host) {
+	return func(t *testing.T, h *abitest.Host) {
+		if c, ok := h.LastCall(verb); ok {
 			t.Errorf("host %s was called (%+v); the call should fail before reaching the host", verb, c)
 		}
 	}
@@ -67,8 +65,8 @@ func verbCases() []verbCase {
 		{name: "get ok binary", setup: func(s *abitest.Host) { s.Put("k\x00\xff", []byte(binary)) },
 			cmd:  []string{"get", "k\x00\xff"},
 			want: `get status=OK msg="" value=x0001ff0d0a version="` + v(1) + `"`,
-			check: func(t *testing.T, h *testHost) {
-				if c, _ := h.lastCall(abi.FnGet); !c.HasDeadline {
+			check: func(t *testing.T, h *abitest.Host) {
+				if c, _ := h.LastCall(abi.FnGet); !c.HasDeadline {
 					t.Error("host get ran without the call's deadline")
 				}
 			}},
@@ -86,40 +84,40 @@ func verbCases() []verbCase {
 		// set
 		{name: "set ok binary", cmd: []string{"set", "k\xff", binary, "0", "0s", ""},
 			want: `set status=OK msg="" version="` + v(1) + `"`,
-			check: func(t *testing.T, h *testHost) {
-				if got, _ := h.store().Value("k\xff"); string(got) != binary {
+			check: func(t *testing.T, h *abitest.Host) {
+				if got, _ := h.Value("k\xff"); string(got) != binary {
 					t.Errorf("stored %q, want %q", got, binary)
 				}
-				if c, _ := h.lastCall(abi.FnSet); c.Set != (abi.SetOptions{}) || !c.HasDeadline {
+				if c, _ := h.LastCall(abi.FnSet); c.Set != (abi.SetOptions{}) || !c.HasDeadline {
 					t.Errorf("options %+v (deadline %t), want none with a deadline", c.Set, c.HasDeadline)
 				}
 			}},
 		{name: "set ok empty value", cmd: []string{"set", "k", "", "0", "0s", ""},
 			want: `set status=OK msg="" version="` + v(1) + `"`,
-			check: func(t *testing.T, h *testHost) {
-				if c, _ := h.lastCall(abi.FnSet); c.Value == nil {
+			check: func(t *testing.T, h *abitest.Host) {
+				if c, _ := h.LastCall(abi.FnSet); c.Value == nil {
 					t.Error("empty value reached the host as nil")
 				}
 			}},
 		{name: "set ok 5 MiB", cmd: []string{"set", "big", string(big), "0", "0s", ""},
 			want: `set status=OK msg="" version="` + v(1) + `"`,
-			check: func(t *testing.T, h *testHost) {
-				if got, _ := h.store().Value("big"); !bytes.Equal(got, big) {
+			check: func(t *testing.T, h *abitest.Host) {
+				if got, _ := h.Value("big"); !bytes.Equal(got, big) {
 					t.Errorf("stored %d bytes, not the 5 MiB value", len(got))
 				}
 			}},
 		{name: "set ttl rounded up to ms", cmd: []string{"set", "k", "v", "0", "1500100us", ""},
 			want: `set status=OK msg="" version="` + v(1) + `"`,
-			check: func(t *testing.T, h *testHost) {
-				if c, _ := h.lastCall(abi.FnSet); c.Set.TTL != 1501*time.Millisecond {
+			check: func(t *testing.T, h *abitest.Host) {
+				if c, _ := h.LastCall(abi.FnSet); c.Set.TTL != 1501*time.Millisecond {
 					t.Errorf("ttl %v, want 1.501s", c.Set.TTL)
 				}
 			}},
 		{name: "set nx not applied", setup: func(s *abitest.Host) { s.Put("k", []byte("old")) },
 			cmd:  []string{"set", "k", "new", "1", "0s", ""},
 			want: `set status=NOT_APPLIED msg="set \"k\": not applied" version="` + v(1) + `"`,
-			check: func(t *testing.T, h *testHost) {
-				if c, _ := h.lastCall(abi.FnSet); c.Set.Cond != abi.CondNX {
+			check: func(t *testing.T, h *abitest.Host) {
+				if c, _ := h.LastCall(abi.FnSet); c.Set.Cond != abi.CondNX {
 					t.Errorf("cond %v, want NX", c.Set.Cond)
 				}
 			}},
@@ -132,8 +130,8 @@ func verbCases() []verbCase {
 		{name: "set fenced by held lock", setup: lock,
 			cmd:  []string{"set", "k", "v", "0", "0s", "L"},
 			want: `set status=OK msg="" version="` + v(2) + `"`,
-			check: func(t *testing.T, h *testHost) {
-				if c, _ := h.lastCall(abi.FnSet); c.Set.Fence != "L" {
+			check: func(t *testing.T, h *abitest.Host) {
+				if c, _ := h.LastCall(abi.FnSet); c.Set.Fence != "L" {
 					t.Errorf("fence %q, want L", c.Set.Fence)
 				}
 			}},
@@ -152,16 +150,16 @@ func verbCases() []verbCase {
 		// del
 		{name: "del ok", setup: func(s *abitest.Host) { s.Put("k\x00", []byte("v")) },
 			cmd: []string{"del", "k\x00", ""}, want: `del status=OK msg=""`,
-			check: func(t *testing.T, h *testHost) {
-				if _, ok := h.store().Value("k\x00"); ok {
+			check: func(t *testing.T, h *abitest.Host) {
+				if _, ok := h.Value("k\x00"); ok {
 					t.Error("key still present")
 				}
 			}},
 		{name: "del not found", cmd: []string{"del", "k", ""}, want: `del status=NOT_FOUND msg="del \"k\": not found"`},
 		{name: "del fenced", setup: func(s *abitest.Host) { s.Put("k", []byte("v")); lock(s) },
 			cmd: []string{"del", "k", "L"}, want: `del status=OK msg=""`,
-			check: func(t *testing.T, h *testHost) {
-				if c, _ := h.lastCall(abi.FnDel); c.Del.Fence != "L" {
+			check: func(t *testing.T, h *abitest.Host) {
+				if c, _ := h.LastCall(abi.FnDel); c.Del.Fence != "L" {
 					t.Errorf("fence %q, want L", c.Del.Fence)
 				}
 			}},
@@ -170,15 +168,15 @@ func verbCases() []verbCase {
 		// vdel
 		{name: "vdel ok binary", setup: func(s *abitest.Host) { s.Put("k", []byte(binary)) },
 			cmd: []string{"vdel", "k", binary, ""}, want: `vdel status=OK msg=""`,
-			check: func(t *testing.T, h *testHost) {
-				if _, ok := h.store().Value("k"); ok {
+			check: func(t *testing.T, h *abitest.Host) {
+				if _, ok := h.Value("k"); ok {
 					t.Error("key still present")
 				}
 			}},
 		{name: "vdel empty value", setup: func(s *abitest.Host) { s.Put("k", []byte{}) },
 			cmd: []string{"vdel", "k", "", ""}, want: `vdel status=OK msg=""`,
-			check: func(t *testing.T, h *testHost) {
-				if c, _ := h.lastCall(abi.FnVDel); c.Value == nil {
+			check: func(t *testing.T, h *abitest.Host) {
+				if c, _ := h.LastCall(abi.FnVDel); c.Value == nil {
 					t.Error("empty value reached the host as nil")
 				}
 			}},
@@ -187,8 +185,8 @@ func verbCases() []verbCase {
 			cmd: []string{"vdel", "k", "v", ""}, want: `vdel status=NOT_APPLIED msg="vdel \"k\": value differs"`},
 		{name: "vdel fenced", setup: func(s *abitest.Host) { s.Put("k", []byte("v")); lock(s) },
 			cmd: []string{"vdel", "k", "v", "L"}, want: `vdel status=OK msg=""`,
-			check: func(t *testing.T, h *testHost) {
-				if c, _ := h.lastCall(abi.FnVDel); c.Del.Fence != "L" {
+			check: func(t *testing.T, h *abitest.Host) {
+				if c, _ := h.LastCall(abi.FnVDel); c.Del.Fence != "L" {
 					t.Errorf("fence %q, want L", c.Del.Fence)
 				}
 			}},
@@ -197,22 +195,22 @@ func verbCases() []verbCase {
 
 		// watch, unwatch
 		{name: "watch self", cmd: []string{"watch", "w\xff", "self"}, want: `watch status=OK msg=""`,
-			check: func(t *testing.T, h *testHost) {
-				if o, ok := h.store().Watches()["w\xff"]; !ok || !o.Self {
-					t.Errorf("watches %v, want w\\xff with self", h.store().Watches())
+			check: func(t *testing.T, h *abitest.Host) {
+				if o, ok := h.Watches()["w\xff"]; !ok || !o.Self {
+					t.Errorf("watches %v, want w\\xff with self", h.Watches())
 				}
 			}},
 		{name: "watch plain", cmd: []string{"watch", "w", ""}, want: `watch status=OK msg=""`,
-			check: func(t *testing.T, h *testHost) {
-				if o, ok := h.store().Watches()["w"]; !ok || o.Self {
-					t.Errorf("watches %v, want w without self", h.store().Watches())
+			check: func(t *testing.T, h *abitest.Host) {
+				if o, ok := h.Watches()["w"]; !ok || o.Self {
+					t.Errorf("watches %v, want w without self", h.Watches())
 				}
 			}},
 		{name: "watch empty key", cmd: []string{"watch", "", ""}, want: `watch status=INVALID msg="watch: empty key"`},
 		{name: "unwatch ok", setup: func(s *abitest.Host) { _ = s.Watch(context.Background(), "w", abi.WatchOptions{}) },
 			cmd: []string{"unwatch", "w"}, want: `unwatch status=OK msg=""`,
-			check: func(t *testing.T, h *testHost) {
-				if _, ok := h.store().Watches()["w"]; ok {
+			check: func(t *testing.T, h *abitest.Host) {
+				if _, ok := h.Watches()["w"]; ok {
 					t.Error("still watched")
 				}
 			}},
@@ -220,8 +218,8 @@ func verbCases() []verbCase {
 
 		// lock, unlock
 		{name: "lock ok", cmd: []string{"lock", "L", "10s", "250ms"}, want: `lock status=OK msg="" token="` + v(1) + `"`,
-			check: func(t *testing.T, h *testHost) {
-				if c, _ := h.lastCall(abi.FnLock); c.TTL != 10*time.Second || c.Lock.Wait != 250*time.Millisecond {
+			check: func(t *testing.T, h *abitest.Host) {
+				if c, _ := h.LastCall(abi.FnLock); c.TTL != 10*time.Second || c.Lock.Wait != 250*time.Millisecond {
 					t.Errorf("ttl %v wait %v, want 10s 250ms", c.TTL, c.Lock.Wait)
 				}
 			}},
@@ -232,8 +230,8 @@ func verbCases() []verbCase {
 		{name: "lock zero ttl", cmd: []string{"lock", "L", "0s", "0s"},
 			want: `lock status=INVALID msg="lock \"L\": ttl must be positive" token=""`},
 		{name: "lock sub-ms ttl rounded up", cmd: []string{"lock", "L", "1us", "0s"}, want: `lock status=OK msg="" token="` + v(1) + `"`,
-			check: func(t *testing.T, h *testHost) {
-				if c, _ := h.lastCall(abi.FnLock); c.TTL != time.Millisecond {
+			check: func(t *testing.T, h *abitest.Host) {
+				if c, _ := h.LastCall(abi.FnLock); c.TTL != time.Millisecond {
 					t.Errorf("ttl %v, want 1ms", c.TTL)
 				}
 			}},
@@ -246,15 +244,15 @@ func verbCases() []verbCase {
 
 		// log
 		{name: "log", cmd: []string{"log", "8", "hello\x00\xff world"}, want: `log status=OK msg=""`,
-			check: func(t *testing.T, h *testHost) {
-				if !slices.Contains(h.store().Logs(), abitest.LogLine{Level: abi.LevelError, Msg: "hello\x00\xff world"}) {
-					t.Errorf("log line missing: %v", h.store().Logs())
+			check: func(t *testing.T, h *abitest.Host) {
+				if !slices.Contains(h.Logs(), abitest.LogLine{Level: abi.LevelError, Msg: "hello\x00\xff world"}) {
+					t.Errorf("log line missing: %v", h.Logs())
 				}
 			}},
 		{name: "log custom level", cmd: []string{"log", "-2", "x"}, want: `log status=OK msg=""`,
-			check: func(t *testing.T, h *testHost) {
-				if !slices.Contains(h.store().Logs(), abitest.LogLine{Level: -2, Msg: "x"}) {
-					t.Errorf("log line missing: %v", h.store().Logs())
+			check: func(t *testing.T, h *abitest.Host) {
+				if !slices.Contains(h.Logs(), abitest.LogLine{Level: -2, Msg: "x"}) {
+					t.Errorf("log line missing: %v", h.Logs())
 				}
 			}},
 	}
@@ -266,27 +264,12 @@ func verbCases() []verbCase {
 		if !ok {
 			continue // log cannot fail
 		}
-		for _, st := range abi.Statuses() {
-			if st == abi.StatusOK || st == abi.StatusBufferTooSmall {
-				continue
-			}
-			msg := fmt.Sprintf("injected %s for %s", st, verb)
+		for _, f := range abitest.Failures(verb) {
 			cases = append(cases, verbCase{
-				name: fmt.Sprintf("%s injected %s", verb, st),
-				fail: map[string]error{verb: abi.Errorf(st, "%s", msg)},
-				cmd:  args,
-				want: fmt.Sprintf("%s status=%s msg=%q%s", verb, st, msg, emptyResults[verb]),
-			})
-		}
-		for st, err := range map[abi.Status]error{
-			abi.StatusTimeout:  context.DeadlineExceeded,
-			abi.StatusInternal: errors.New("boom: not an *abi.Error"),
-		} {
-			cases = append(cases, verbCase{
-				name: fmt.Sprintf("%s plain error %s", verb, st),
-				fail: map[string]error{verb: err},
-				cmd:  args,
-				want: fmt.Sprintf("%s status=%s msg=%q%s", verb, st, err.Error(), emptyResults[verb]),
+				name:  verb + " " + f.Name,
+				setup: func(h *abitest.Host) { h.Fail(verb, f.Err) },
+				cmd:   args,
+				want:  fmt.Sprintf("%s status=%s msg=%q%s", verb, f.Status, f.Err.Error(), emptyResults[verb]),
 			})
 		}
 	}
@@ -298,20 +281,15 @@ func verbCases() []verbCase {
 // options, results, every status and its message, and the call's deadline.
 // One plugin process serves every case; the store is reset in between.
 func TestVerbs(t *testing.T) {
-	h := newTestHost()
+	h := abitest.New()
 	s, _, _ := ruleScript(t, h, abi.Limits{CallTimeout: 10 * time.Second})
 	seen := map[string]map[string]bool{}
 	for _, tc := range verbCases() {
 		t.Run(tc.name, func(t *testing.T) {
-			h.reset()
-			h.mu.Lock() // the plugin's calls into h happen after this unlock
+			h.Reset()
 			if tc.setup != nil {
-				tc.setup(h.h)
+				tc.setup(h)
 			}
-			for verb, err := range tc.fail {
-				h.fail[verb] = err
-			}
-			h.mu.Unlock()
 			got := run(t, s, h, command(tc.cmd[0], tc.cmd[1:]...))
 			if got != tc.want {
 				t.Errorf("report\n got %s\nwant %s", got, tc.want)
@@ -361,7 +339,7 @@ func TestHostServiceIsABI(t *testing.T) {
 
 // TestEventDelivery checks the event reaches the Go handler intact.
 func TestEventDelivery(t *testing.T) {
-	h := newTestHost()
+	h := abitest.New()
 	s, _, _ := ruleScript(t, h, abi.Limits{})
 	big := bytes.Repeat([]byte{0, 0xff, '\n'}, 2<<20)
 	for _, ev := range []abi.Event{

@@ -59,7 +59,7 @@ func BenchmarkHandle(b *testing.B) {
 		{"hand", func() []byte { return handGuest(nil).bytes() }, command("noop")},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			s := start(b, compile(b, sharedRuntime(b), tc.name+".wasm", tc.src()), newTestHost(), abi.Limits{})
+			s := start(b, compile(b, sharedRuntime(b), tc.name+".wasm", tc.src()), abitest.New(), abi.Limits{})
 			b.ReportAllocs()
 			for b.Loop() {
 				if err := s.Handle(context.Background(), tc.ev); err != nil {
@@ -82,7 +82,7 @@ func BenchmarkStart(b *testing.B) {
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			p := compile(b, sharedRuntime(b), tc.name+".wasm", tc.src())
-			h := newTestHost()
+			h := abitest.New()
 			b.ReportAllocs()
 			for b.Loop() {
 				s, err := p.Start(context.Background(), h, abi.Limits{})
@@ -146,7 +146,7 @@ func BenchmarkMemoryPerScript(b *testing.B) {
 				runtime.ReadMemStats(&before)
 				scripts := make([]abi.Script, n)
 				for i := range scripts {
-					s, err := p.Start(context.Background(), newTestHost(), abi.Limits{})
+					s, err := p.Start(context.Background(), abitest.New(), abi.Limits{})
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -13,6 +13,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/abi/abitest"
 )
 
 // minimal is a valid rule without host imports, plus extra imports.
@@ -228,13 +229,13 @@ func TestStartDoesNotCompile(t *testing.T) {
 		t.Fatalf("%d compilations after Compile", n)
 	}
 	for range 2 {
-		start(t, p, newTestHost(), abi.Limits{})
+		start(t, p, abitest.New(), abi.Limits{})
 	}
 	if n := r.compiles.Load(); n != 1 {
 		t.Fatalf("%d compilations after two Starts with default limits", n)
 	}
 	for range 2 {
-		start(t, p, newTestHost(), abi.Limits{MemoryBytes: 2 * pageSize})
+		start(t, p, abitest.New(), abi.Limits{MemoryBytes: 2 * pageSize})
 	}
 	if n := r.compiles.Load(); n != 2 {
 		t.Fatalf("%d compilations after Starts with a second memory limit, want 2", n)
@@ -250,7 +251,7 @@ func TestProgramRelease(t *testing.T) {
 	r := newRuntime(t)
 	src := handGuest(nil).bytes()
 	p := compile(t, r, "a.wasm", src)
-	s, err := p.Start(context.Background(), newTestHost(), abi.Limits{}) // not start(): its Cleanup would keep s
+	s, err := p.Start(context.Background(), abitest.New(), abi.Limits{}) // not start(): its Cleanup would keep s
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +285,7 @@ func TestClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := compile(t, r, "a.wasm", handGuest(nil).bytes())
-	s, err := p.Start(context.Background(), newTestHost(), abi.Limits{})
+	s, err := p.Start(context.Background(), abitest.New(), abi.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +304,7 @@ func TestClosed(t *testing.T) {
 	if _, err := r.Compile(context.Background(), "a.wasm", handGuest(nil).bytes()); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Compile after Close: %v", err)
 	}
-	if _, err := p.Start(context.Background(), newTestHost(), abi.Limits{}); !errors.Is(err, ErrClosed) {
+	if _, err := p.Start(context.Background(), abitest.New(), abi.Limits{}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Start after Close: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/abi/abitest"
 )
 
 // TestFailuresRecover: each way a handler can fail gives its error, and the
@@ -19,10 +20,10 @@ import (
 // keeps handling events.
 func TestFailuresRecover(t *testing.T) {
 	ctx := context.Background()
-	h := newTestHost()
+	h := abitest.New()
 	s := ruleScript(t, h, abi.Limits{CallTimeout: time.Second, MemoryBytes: 16 << 20})
 
-	other := newTestHost()
+	other := abitest.New()
 	s2 := ruleScript(t, other, abi.Limits{})
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -95,7 +96,7 @@ func TestFailuresRecover(t *testing.T) {
 	}
 }
 
-func hasLog(h *testHost, level int32, prefix string) bool {
+func hasLog(h *abitest.Host, level int32, prefix string) bool {
 	for _, l := range h.Logs() {
 		if l.Level == level && strings.HasPrefix(l.Msg, prefix) {
 			return true
@@ -107,14 +108,14 @@ func hasLog(h *testHost, level int32, prefix string) bool {
 // TestScriptsRunConcurrently: while one Script is stuck in a loop, another
 // handles events (no runtime-wide lock).
 func TestScriptsRunConcurrently(t *testing.T) {
-	h := newTestHost()
+	h := abitest.New()
 	s := ruleScript(t, h, abi.Limits{CallTimeout: time.Minute})
-	other := newTestHost()
+	other := abitest.New()
 	s2 := ruleScript(t, other, abi.Limits{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Handle(ctx, command("loop")) }()
-	waitFor(t, "the rule to start looping", func() bool { return len(reports(h.Host)) > 0 })
+	waitFor(t, "the rule to start looping", func() bool { return len(reports(h)) > 0 })
 	for i := range 3 {
 		if err := s2.Handle(context.Background(), command("echo", "k", strconv.Itoa(i))); err != nil {
 			t.Fatal(err)
@@ -134,7 +135,7 @@ func TestScriptsRunConcurrently(t *testing.T) {
 // TestHandleCanceled: a context already done fails the call without
 // touching the instance; one canceled during the call stops it.
 func TestHandleCanceled(t *testing.T) {
-	h := newTestHost()
+	h := abitest.New()
 	s := ruleScript(t, h, abi.Limits{CallTimeout: time.Minute})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -149,7 +150,7 @@ func TestHandleCanceled(t *testing.T) {
 	ctx, cancel = context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Handle(ctx, command("loop")) }()
-	waitFor(t, "the rule to start looping", func() bool { return len(reports(h.Host)) > 0 })
+	waitFor(t, "the rule to start looping", func() bool { return len(reports(h)) > 0 })
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) || errors.Is(err, abi.ErrCrashed) {
 		t.Fatalf("Handle canceled mid-call: %v", err)
@@ -162,7 +163,7 @@ func TestHandleCanceled(t *testing.T) {
 // TestOutput: stdout and stderr reach Host.Log line by line, at info and
 // warn; a partial line is flushed when the call ends.
 func TestOutput(t *testing.T) {
-	h := newTestHost()
+	h := abitest.New()
 	s := ruleScript(t, h, abi.Limits{})
 	n := len(h.Logs())
 	if err := s.Handle(context.Background(), command("print")); err != nil {
@@ -186,10 +187,10 @@ func TestSandbox(t *testing.T) {
 	var got [2]string
 	var before, after time.Time
 	for i := range got {
-		h := newTestHost()
+		h := abitest.New()
 		s := ruleScript(t, h, abi.Limits{})
 		before = time.Now()
-		got[i] = run(t, s, h.Host, command("env"))
+		got[i] = run(t, s, h, command("env"))
 		after = time.Now()
 	}
 	parse := func(report string) map[string]string {

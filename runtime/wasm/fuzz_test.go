@@ -14,6 +14,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/abi/abitest"
 )
 
 // FuzzOptionArgs: the scalar decoders accept exactly their documented
@@ -81,7 +82,7 @@ func FuzzHostCall(f *testing.F) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h := newTestHost()
+			h := abitest.New()
 			s, err := p.Start(context.Background(), h, abi.Limits{})
 			if err != nil {
 				t.Fatal(err)

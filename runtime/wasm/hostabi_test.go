@@ -12,6 +12,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/abi/abitest"
 )
 
 // Guest memory layout used with the hand-made guest (one 64 KiB page).
@@ -30,12 +31,12 @@ const (
 type handABI struct {
 	t *testing.T
 	s *script
-	h *testHost
+	h *abitest.Host
 }
 
 func newHandABI(t *testing.T) *handABI {
 	t.Helper()
-	h := newTestHost()
+	h := abitest.New()
 	s := start(t, compile(t, sharedRuntime(t), "hand.wasm", handGuest(nil).bytes()), h, abi.Limits{})
 	return &handABI{t: t, s: s, h: h}
 }
@@ -340,7 +341,7 @@ func TestHandleHandGuest(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newTestHost()
+			h := abitest.New()
 			s := start(t, compile(t, r, "hand.wasm", tc.module.bytes()), h, tc.lim)
 			in := s.in
 			err := s.Handle(context.Background(), tc.ev)
@@ -365,7 +366,7 @@ func TestHandleHandGuest(t *testing.T) {
 		})
 	}
 	t.Run("recovers after a bad pointer", func(t *testing.T) {
-		s := start(t, compile(t, r, "hand.wasm", cases[6].module.bytes()), newTestHost(), abi.Limits{})
+		s := start(t, compile(t, r, "hand.wasm", cases[6].module.bytes()), abitest.New(), abi.Limits{})
 		if err := s.Handle(context.Background(), longEv); !errors.Is(err, abi.ErrCrashed) {
 			t.Fatalf("Handle: %v", err)
 		}
@@ -382,18 +383,18 @@ func TestHandleHandGuest(t *testing.T) {
 func TestStartLimits(t *testing.T) {
 	r := sharedRuntime(t)
 	p := compile(t, r, "hand.wasm", handGuest(nil).bytes())
-	if _, err := p.Start(context.Background(), newTestHost(), abi.Limits{MemoryBytes: 1000}); err == nil ||
+	if _, err := p.Start(context.Background(), abitest.New(), abi.Limits{MemoryBytes: 1000}); err == nil ||
 		err.Error() != "hand.wasm: start: memory limit 1000 bytes is below one 64 KiB page" {
 		t.Fatalf("Start below one page: %v", err)
 	}
 	big := handGuest(nil)
 	big.memPages = 20
 	p = compile(t, r, "big.wasm", big.bytes())
-	_, err := p.Start(context.Background(), newTestHost(), abi.Limits{MemoryBytes: 16 * pageSize})
+	_, err := p.Start(context.Background(), abitest.New(), abi.Limits{MemoryBytes: 16 * pageSize})
 	if err == nil || !strings.HasPrefix(err.Error(), "big.wasm: start with memory limit 1048576 bytes: ") {
 		t.Fatalf("Start below the module's minimum memory: %v", err)
 	}
-	s := start(t, p, newTestHost(), abi.Limits{MemoryBytes: 20 * pageSize})
+	s := start(t, p, abitest.New(), abi.Limits{MemoryBytes: 20 * pageSize})
 	if got := s.in.mod.Memory().Size(); got != 20*pageSize {
 		t.Fatalf("memory %d bytes", got)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -16,15 +15,15 @@ import (
 )
 
 // v is the n-th version abitest hands out.
-func v(n int) string { return fmt.Sprintf("%015d:%05d:abitest", n, 0) }
+var v = abitest.Version
 
-// verbCase runs one command in the rule guest against a fresh testHost.
+// verbCase runs one command in the rule guest against a fresh abitest.Host.
 type verbCase struct {
 	name  string
-	setup func(h *testHost)
+	setup func(h *abitest.Host)
 	cmd   []string // command and its arguments
 	want  string   // the report line
-	check func(t *testing.T, h *testHost)
+	check func(t *testing.T, h *abitest.Host)
 }
 
 // okArgs are valid arguments for each verb (used with injected failures).
@@ -46,9 +45,9 @@ var emptyResults = map[string]string{
 	abi.FnLock: ` token=""`,
 }
 
-func notCalled(verb string) func(t *testing.T, h *testHost) {
-	return func(t *testing.T, h *testHost) {
-		if c, ok := h.lastCall(verb); ok {
+func notCalled(verb string) func(t *testing.T, h *abitest.Host) {
+	return func(t *testing.T, h *abitest.Host) {
+		if c, ok := h.LastCall(verb); ok {
 			t.Errorf("host %s was called (%+v); the call should fail before reaching the host", verb, c)
 		}
 	}
@@ -60,20 +59,20 @@ func verbCases() []verbCase {
 	binary := "\x00\x01\xff\r\n"
 	cases := []verbCase{
 		// get
-		{name: "get ok binary", setup: func(h *testHost) { h.Put("k\x00\xff", []byte(binary)) },
+		{name: "get ok binary", setup: func(h *abitest.Host) { h.Put("k\x00\xff", []byte(binary)) },
 			cmd:  []string{"get", "k\x00\xff"},
 			want: `get status=OK msg="" value=x0001ff0d0a version="` + v(1) + `"`,
-			check: func(t *testing.T, h *testHost) {
-				if c, _ := h.lastCall(abi.FnGet); !c.HasDeadline {
+			check: func(t *testing.T, h *abitest.Host) {
+				if c, _ := h.LastCall(abi.FnGet); !c.HasDeadline {
 					t.Error("host get ran without the call's deadline")
 				}
 			}},
-		{name: "get ok empty value", setup: func(h *testHost) { h.Put("e", []byte{}) },
+		{name: "get ok empty value", setup: func(h *abitest.Host) { h.Put("e", []byte{}) },
 			cmd: []string{"get", "e"}, want: `get status=OK msg="" value=x version="` + v(1) + `"`},
-		{name: "get ok 100 KiB via result", setup: func(h *testHost) { h.Put("big", big) },
+		{name: "get ok 100 KiB via result", setup: func(h *abitest.Host) { h.Put("big", big) },
 			cmd:  []string{"get", "big"},
 			want: `get status=OK msg="" value=` + show(big) + ` version="` + v(1) + `"`,
-			check: func(t *testing.T, h *testHost) {
+			check: func(t *testing.T, h *abitest.Host) {
 				if n := h.Calls(abi.FnGet); n != 1 {
 					t.Errorf("host get called %d times; the result must be fetched without repeating it", n)
 				}
@@ -82,53 +81,53 @@ func verbCases() []verbCase {
 			want: `get status=NOT_FOUND msg="get \"absent\": not found" value=nil version=""`},
 		{name: "get empty key", cmd: []string{"get", ""},
 			want: `get status=INVALID msg="get: empty key" value=nil version=""`},
-		{name: "get denied", setup: func(h *testHost) { h.Deny = func(_, key string) bool { return key == "secret" } },
+		{name: "get denied", setup: func(h *abitest.Host) { h.Deny = func(_, key string) bool { return key == "secret" } },
 			cmd: []string{"get", "secret"}, want: `get status=DENIED msg="get \"secret\": not permitted" value=nil version=""`},
 
 		// set
 		{name: "set ok binary", cmd: []string{"set", "k", binary, "0", "0s", ""},
 			want: `set status=OK msg="" version="` + v(1) + `"`,
-			check: func(t *testing.T, h *testHost) {
+			check: func(t *testing.T, h *abitest.Host) {
 				if got, _ := h.Value("k"); string(got) != binary {
 					t.Errorf("stored %q, want %q", got, binary)
 				}
-				if c, _ := h.lastCall(abi.FnSet); c.Set != (abi.SetOptions{}) {
+				if c, _ := h.LastCall(abi.FnSet); c.Set != (abi.SetOptions{}) {
 					t.Errorf("options %+v, want none", c.Set)
 				}
 			}},
 		{name: "set ok empty value", cmd: []string{"set", "k", "", "0", "0s", ""},
 			want: `set status=OK msg="" version="` + v(1) + `"`,
-			check: func(t *testing.T, h *testHost) {
+			check: func(t *testing.T, h *abitest.Host) {
 				if got, ok := h.Value("k"); !ok || len(got) != 0 {
 					t.Errorf("stored %q (present %t), want empty value", got, ok)
 				}
 			}},
 		{name: "set ttl rounded up to ms", cmd: []string{"set", "k", "v", "0", "1500100us", ""},
 			want: `set status=OK msg="" version="` + v(1) + `"`,
-			check: func(t *testing.T, h *testHost) {
-				if c, _ := h.lastCall(abi.FnSet); c.Set.TTL != 1501*time.Millisecond {
+			check: func(t *testing.T, h *abitest.Host) {
+				if c, _ := h.LastCall(abi.FnSet); c.Set.TTL != 1501*time.Millisecond {
 					t.Errorf("ttl %v, want 1.501s", c.Set.TTL)
 				}
 			}},
-		{name: "set nx not applied", setup: func(h *testHost) { h.Put("k", []byte("old")) },
+		{name: "set nx not applied", setup: func(h *abitest.Host) { h.Put("k", []byte("old")) },
 			cmd:  []string{"set", "k", "new", "1", "0s", ""},
 			want: `set status=NOT_APPLIED msg="set \"k\": not applied" version="` + v(1) + `"`,
-			check: func(t *testing.T, h *testHost) {
-				if c, _ := h.lastCall(abi.FnSet); c.Set.Cond != abi.CondNX {
+			check: func(t *testing.T, h *abitest.Host) {
+				if c, _ := h.LastCall(abi.FnSet); c.Set.Cond != abi.CondNX {
 					t.Errorf("cond %v, want NX", c.Set.Cond)
 				}
 			}},
 		{name: "set nx applied", cmd: []string{"set", "k", "new", "1", "0s", ""},
 			want: `set status=OK msg="" version="` + v(1) + `"`},
-		{name: "set nex equal", setup: func(h *testHost) { h.Put("k", []byte("same")) },
+		{name: "set nex equal", setup: func(h *abitest.Host) { h.Put("k", []byte("same")) },
 			cmd: []string{"set", "k", "same", "2", "0s", ""}, want: `set status=OK msg="" version="` + v(2) + `"`},
-		{name: "set nex differs", setup: func(h *testHost) { h.Put("k", []byte("old")) },
+		{name: "set nex differs", setup: func(h *abitest.Host) { h.Put("k", []byte("old")) },
 			cmd: []string{"set", "k", "new", "2", "0s", ""}, want: `set status=NOT_APPLIED msg="set \"k\": not applied" version="` + v(1) + `"`},
-		{name: "set fenced by held lock", setup: func(h *testHost) { _, _ = h.Host.Lock(context.Background(), "L", time.Second, abi.LockOptions{}) },
+		{name: "set fenced by held lock", setup: func(h *abitest.Host) { _, _ = h.Lock(context.Background(), "L", time.Second, abi.LockOptions{}) },
 			cmd:  []string{"set", "k", "v", "0", "0s", "L"},
 			want: `set status=OK msg="" version="` + v(2) + `"`,
-			check: func(t *testing.T, h *testHost) {
-				if c, _ := h.lastCall(abi.FnSet); c.Set.Fence != "L" {
+			check: func(t *testing.T, h *abitest.Host) {
+				if c, _ := h.LastCall(abi.FnSet); c.Set.Fence != "L" {
 					t.Errorf("fence %q, want L", c.Set.Fence)
 				}
 			}},
@@ -147,55 +146,55 @@ func verbCases() []verbCase {
 			want: `set status=INVALID msg="set: empty key" version=""`},
 
 		// del
-		{name: "del ok", setup: func(h *testHost) { h.Put("k\x00", []byte("v")) },
+		{name: "del ok", setup: func(h *abitest.Host) { h.Put("k\x00", []byte("v")) },
 			cmd: []string{"del", "k\x00", ""}, want: `del status=OK msg=""`,
-			check: func(t *testing.T, h *testHost) {
+			check: func(t *testing.T, h *abitest.Host) {
 				if _, ok := h.Value("k\x00"); ok {
 					t.Error("key still present")
 				}
 			}},
 		{name: "del not found", cmd: []string{"del", "k", ""}, want: `del status=NOT_FOUND msg="del \"k\": not found"`},
-		{name: "del fenced", setup: func(h *testHost) {
+		{name: "del fenced", setup: func(h *abitest.Host) {
 			h.Put("k", []byte("v"))
-			_, _ = h.Host.Lock(context.Background(), "L", time.Second, abi.LockOptions{})
+			_, _ = h.Lock(context.Background(), "L", time.Second, abi.LockOptions{})
 		}, cmd: []string{"del", "k", "L"}, want: `del status=OK msg=""`,
-			check: func(t *testing.T, h *testHost) {
-				if c, _ := h.lastCall(abi.FnDel); c.Del.Fence != "L" {
+			check: func(t *testing.T, h *abitest.Host) {
+				if c, _ := h.LastCall(abi.FnDel); c.Del.Fence != "L" {
 					t.Errorf("fence %q, want L", c.Del.Fence)
 				}
 			}},
 		{name: "del fence not held", cmd: []string{"del", "k", "L"}, want: `del status=LOCK_LOST msg="fence \"L\": lock not held"`},
 
 		// vdel
-		{name: "vdel ok binary", setup: func(h *testHost) { h.Put("k", []byte(binary)) },
+		{name: "vdel ok binary", setup: func(h *abitest.Host) { h.Put("k", []byte(binary)) },
 			cmd: []string{"vdel", "k", binary, ""}, want: `vdel status=OK msg=""`,
-			check: func(t *testing.T, h *testHost) {
+			check: func(t *testing.T, h *abitest.Host) {
 				if _, ok := h.Value("k"); ok {
 					t.Error("key still present")
 				}
 			}},
 		{name: "vdel not found", cmd: []string{"vdel", "k", "v", ""}, want: `vdel status=NOT_FOUND msg="vdel \"k\": not found"`},
-		{name: "vdel not applied", setup: func(h *testHost) { h.Put("k", []byte("other")) },
+		{name: "vdel not applied", setup: func(h *abitest.Host) { h.Put("k", []byte("other")) },
 			cmd: []string{"vdel", "k", "v", ""}, want: `vdel status=NOT_APPLIED msg="vdel \"k\": value differs"`},
-		{name: "vdel fence not held", setup: func(h *testHost) { h.Put("k", []byte("v")) },
+		{name: "vdel fence not held", setup: func(h *abitest.Host) { h.Put("k", []byte("v")) },
 			cmd: []string{"vdel", "k", "v", "L"}, want: `vdel status=LOCK_LOST msg="fence \"L\": lock not held"`},
 
 		// watch, unwatch
 		{name: "watch self", cmd: []string{"watch", "w\xff", "self"}, want: `watch status=OK msg=""`,
-			check: func(t *testing.T, h *testHost) {
+			check: func(t *testing.T, h *abitest.Host) {
 				if o, ok := h.Watches()["w\xff"]; !ok || !o.Self {
 					t.Errorf("watches %v, want w\\xff with self", h.Watches())
 				}
 			}},
 		{name: "watch plain", cmd: []string{"watch", "w", ""}, want: `watch status=OK msg=""`,
-			check: func(t *testing.T, h *testHost) {
+			check: func(t *testing.T, h *abitest.Host) {
 				if o, ok := h.Watches()["w"]; !ok || o.Self {
 					t.Errorf("watches %v, want w without self", h.Watches())
 				}
 			}},
 		{name: "watch empty key", cmd: []string{"watch", "", ""}, want: `watch status=INVALID msg="watch: empty key"`},
 		{name: "unwatch ok", cmd: []string{"unwatch", "init/watched"}, want: `unwatch status=OK msg=""`,
-			check: func(t *testing.T, h *testHost) {
+			check: func(t *testing.T, h *abitest.Host) {
 				if _, ok := h.Watches()["init/watched"]; ok {
 					t.Error("still watched")
 				}
@@ -204,26 +203,26 @@ func verbCases() []verbCase {
 
 		// lock, unlock
 		{name: "lock ok", cmd: []string{"lock", "L", "10s", "250ms"}, want: `lock status=OK msg="" token="` + v(1) + `"`,
-			check: func(t *testing.T, h *testHost) {
-				if c, _ := h.lastCall(abi.FnLock); c.TTL != 10*time.Second || c.Lock.Wait != 250*time.Millisecond {
+			check: func(t *testing.T, h *abitest.Host) {
+				if c, _ := h.LastCall(abi.FnLock); c.TTL != 10*time.Second || c.Lock.Wait != 250*time.Millisecond {
 					t.Errorf("ttl %v wait %v, want 10s 250ms", c.TTL, c.Lock.Wait)
 				}
 			}},
-		{name: "lock held returns token", setup: func(h *testHost) { _, _ = h.Host.Lock(context.Background(), "L", time.Second, abi.LockOptions{}) },
+		{name: "lock held returns token", setup: func(h *abitest.Host) { _, _ = h.Lock(context.Background(), "L", time.Second, abi.LockOptions{}) },
 			cmd: []string{"lock", "L", "10s", "0s"}, want: `lock status=OK msg="" token="` + v(1) + `"`},
-		{name: "lock busy", setup: func(h *testHost) { h.Put("L", []byte("other holder")) },
+		{name: "lock busy", setup: func(h *abitest.Host) { h.Put("L", []byte("other holder")) },
 			cmd: []string{"lock", "L", "10s", "0s"}, want: `lock status=BUSY msg="lock \"L\": held by another holder" token=""`},
 		{name: "lock zero ttl", cmd: []string{"lock", "L", "0s", "0s"},
 			want: `lock status=INVALID msg="lock \"L\": ttl must be positive" token=""`},
 		{name: "lock negative wait", cmd: []string{"lock", "L", "1s", "-1ms"},
 			want: `lock status=INVALID msg="lock \"L\": wait -1 ms out of range" token=""`, check: notCalled(abi.FnLock)},
-		{name: "unlock ok", setup: func(h *testHost) { _, _ = h.Host.Lock(context.Background(), "L", time.Second, abi.LockOptions{}) },
+		{name: "unlock ok", setup: func(h *abitest.Host) { _, _ = h.Lock(context.Background(), "L", time.Second, abi.LockOptions{}) },
 			cmd: []string{"unlock", "L"}, want: `unlock status=OK msg=""`},
 		{name: "unlock not found", cmd: []string{"unlock", "L"}, want: `unlock status=NOT_FOUND msg="unlock \"L\": not held"`},
 
 		// log
 		{name: "log", cmd: []string{"log", "8", "hello\x00\xff world"}, want: `log status=OK msg=""`,
-			check: func(t *testing.T, h *testHost) {
+			check: func(t *testing.T, h *abitest.Host) {
 				if !slices.Contains(h.Logs(), abitest.LogLine{Level: abi.LevelError, Msg: "hello\x00\xff world"}) {
 					t.Errorf("log line missing: %v", h.Logs())
 				}
@@ -237,27 +236,12 @@ func verbCases() []verbCase {
 		if !ok {
 			continue // log cannot fail
 		}
-		inject := map[abi.Status]error{
-			abi.StatusTimeout:  context.DeadlineExceeded,
-			abi.StatusInternal: errors.New("boom: not an *abi.Error"),
-		}
-		for _, st := range abi.Statuses() {
-			if st == abi.StatusOK || st == abi.StatusBufferTooSmall {
-				continue
-			}
+		for _, f := range abitest.Failures(verb) {
 			cases = append(cases, verbCase{
-				name:  fmt.Sprintf("%s injected %s", verb, st),
-				setup: func(h *testHost) { h.failWith(verb, abi.Errorf(st, "injected %s for %s", st, verb)) },
+				name:  verb + " " + f.Name,
+				setup: func(h *abitest.Host) { h.Fail(verb, f.Err) },
 				cmd:   args,
-				want:  fmt.Sprintf("%s status=%s msg=%q%s", verb, st, fmt.Sprintf("injected %s for %s", st, verb), emptyResults[verb]),
-			})
-		}
-		for st, err := range inject {
-			cases = append(cases, verbCase{
-				name:  fmt.Sprintf("%s plain error %s", verb, st),
-				setup: func(h *testHost) { h.failWith(verb, err) },
-				cmd:   args,
-				want:  fmt.Sprintf("%s status=%s msg=%q%s", verb, st, err.Error(), emptyResults[verb]),
+				want:  fmt.Sprintf("%s status=%s msg=%q%s", verb, f.Status, f.Err.Error(), emptyResults[verb]),
 			})
 		}
 	}
@@ -272,12 +256,12 @@ func TestVerbs(t *testing.T) {
 	seen := map[string]map[string]bool{}
 	for _, tc := range verbCases() {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newTestHost()
+			h := abitest.New()
 			s := start(t, p, h, abi.Limits{})
 			if tc.setup != nil {
 				tc.setup(h)
 			}
-			got := run(t, s, h.Host, command(tc.cmd[0], tc.cmd[1:]...))
+			got := run(t, s, h, command(tc.cmd[0], tc.cmd[1:]...))
 			if got != tc.want {
 				t.Errorf("report\n got %s\nwant %s", got, tc.want)
 			}
@@ -346,7 +330,7 @@ func TestHostModuleIsABI(t *testing.T) {
 
 // TestEventDelivery checks the event record reaches the Go handler intact.
 func TestEventDelivery(t *testing.T) {
-	h := newTestHost()
+	h := abitest.New()
 	s := ruleScript(t, h, abi.Limits{})
 	big := bytes.Repeat([]byte{0, 0xff, '\n'}, 50<<10)
 	for _, ev := range []abi.Event{
@@ -357,7 +341,7 @@ func TestEventDelivery(t *testing.T) {
 		{Key: "event", Op: abi.OpLockLost},
 	} {
 		want := fmt.Sprintf("event op=%s key=%q value=%s version=%q resync=%t", ev.Op, ev.Key, show(ev.Value), ev.Version, ev.Resync)
-		if got := run(t, s, h.Host, ev); got != want {
+		if got := run(t, s, h, ev); got != want {
 			t.Errorf("got  %s\nwant %s", got, want)
 		}
 	}

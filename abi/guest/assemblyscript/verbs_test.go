@@ -76,52 +76,6 @@ func program(t *testing.T) abi.Program {
 	return shared.prog
 }
 
-// host is an abitest.Host that records the options each verb received.
-type host struct {
-	*abitest.Host
-	mu   sync.Mutex
-	last map[string]any
-}
-
-func newHost() *host { return &host{Host: abitest.New(), last: map[string]any{}} }
-
-func (h *host) record(verb string, v any) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.last[verb] = v
-}
-
-func (h *host) lastOpts(verb string) any {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.last[verb]
-}
-
-func (h *host) Set(ctx context.Context, key string, value []byte, opts abi.SetOptions) (string, error) {
-	h.record(abi.FnSet, opts)
-	return h.Host.Set(ctx, key, value, opts)
-}
-
-func (h *host) Del(ctx context.Context, key string, opts abi.DelOptions) error {
-	h.record(abi.FnDel, opts)
-	return h.Host.Del(ctx, key, opts)
-}
-
-func (h *host) VDel(ctx context.Context, key string, value []byte, opts abi.DelOptions) error {
-	h.record(abi.FnVDel, opts)
-	return h.Host.VDel(ctx, key, value, opts)
-}
-
-type lockCall struct {
-	TTL  time.Duration
-	Opts abi.LockOptions
-}
-
-func (h *host) Lock(ctx context.Context, name string, ttl time.Duration, opts abi.LockOptions) (string, error) {
-	h.record(abi.FnLock, lockCall{ttl, opts})
-	return h.Host.Lock(ctx, name, ttl, opts)
-}
-
 func start(t *testing.T, h abi.Host, lim abi.Limits) abi.Script {
 	t.Helper()
 	s, err := program(t).Start(context.Background(), h, lim)
@@ -181,9 +135,9 @@ func show(b []byte) string {
 func runes(b []byte) string { return string([]rune(string(b))) }
 
 // v is the n-th version abitest hands out.
-func v(n int) string { return fmt.Sprintf("%015d:%05d:abitest", n, 0) }
+var v = abitest.Version
 
-func lockL(h *host) { _, _ = h.Host.Lock(context.Background(), "L", time.Second, abi.LockOptions{}) }
+func lockL(h *abitest.Host) { _, _ = h.Lock(context.Background(), "L", time.Second, abi.LockOptions{}) }
 
 // TestVerbs proves every verb of the AssemblyScript SDK is wired to the
 // host: arguments (text and binary values), options, results, statuses and
@@ -194,20 +148,20 @@ func TestVerbs(t *testing.T) {
 	binary := "\x00\x01\xff\r\n"
 	cases := []struct {
 		name  string
-		setup func(h *host)
+		setup func(h *abitest.Host)
 		cmd   []string
 		want  string
-		check func(t *testing.T, h *host)
+		check func(t *testing.T, h *abitest.Host)
 	}{
-		{name: "get text", setup: func(h *host) { h.Put("k", []byte("héllo")) }, cmd: []string{"get", "k"},
+		{name: "get text", setup: func(h *abitest.Host) { h.Put("k", []byte("héllo")) }, cmd: []string{"get", "k"},
 			want: "get status=OK msg= value=x68c3a96c6c6f text=héllo version=" + v(1)},
-		{name: "get binary", setup: func(h *host) { h.Put("k", []byte(binary)) }, cmd: []string{"get", "k"},
+		{name: "get binary", setup: func(h *abitest.Host) { h.Put("k", []byte(binary)) }, cmd: []string{"get", "k"},
 			want: "get status=OK msg= value=x0001ff0d0a text=\x00\x01\ufffd\r\n version=" + v(1)},
-		{name: "get empty value", setup: func(h *host) { h.Put("e", []byte{}) }, cmd: []string{"get", "e"},
+		{name: "get empty value", setup: func(h *abitest.Host) { h.Put("e", []byte{}) }, cmd: []string{"get", "e"},
 			want: "get status=OK msg= value=x text= version=" + v(1)},
-		{name: "get 120 KiB via result", setup: func(h *host) { h.Put("big", big) }, cmd: []string{"get", "big"},
+		{name: "get 120 KiB via result", setup: func(h *abitest.Host) { h.Put("big", big) }, cmd: []string{"get", "big"},
 			want: "get status=OK msg= value=" + show(big) + " text=" + runes(big) + " version=" + v(1),
-			check: func(t *testing.T, h *host) {
+			check: func(t *testing.T, h *abitest.Host) {
 				if n := h.Calls(abi.FnGet); n != 1 {
 					t.Errorf("host get called %d times; the result must be fetched, not asked again", n)
 				}
@@ -216,85 +170,85 @@ func TestVerbs(t *testing.T) {
 			want: `get status=NOT_FOUND msg=get "absent": not found value=x text= version=`},
 		{name: "get not found, 20 KiB message", cmd: []string{"get", longKey},
 			want: `get status=NOT_FOUND msg=get "` + longKey + `": not found value=x text= version=`},
-		{name: "get denied", setup: func(h *host) { h.Deny = func(_, key string) bool { return key == "secret" } },
+		{name: "get denied", setup: func(h *abitest.Host) { h.Deny = func(_, key string) bool { return key == "secret" } },
 			cmd: []string{"get", "secret"}, want: `get status=DENIED msg=get "secret": not permitted value=x text= version=`},
 
 		{name: "set text", cmd: []string{"set", "k", "héllo", "0", "0", ""}, want: "set status=OK msg= version=" + v(1),
-			check: func(t *testing.T, h *host) {
+			check: func(t *testing.T, h *abitest.Host) {
 				wantValue(t, h, "k", "héllo")
-				if o := h.lastOpts(abi.FnSet); o != (abi.SetOptions{}) {
-					t.Errorf("options %+v, want none", o)
+				if c, _ := h.LastCall(abi.FnSet); c.Set != (abi.SetOptions{}) {
+					t.Errorf("options %+v, want none", c.Set)
 				}
 			}},
 		{name: "set without options", cmd: []string{"set-default", "k", "v"}, want: "set-default status=OK msg=",
-			check: func(t *testing.T, h *host) { wantValue(t, h, "k", "v") }},
+			check: func(t *testing.T, h *abitest.Host) { wantValue(t, h, "k", "v") }},
 		{name: "setBytes binary", cmd: []string{"setBytes", "k", binary, "0", "0", ""}, want: "setBytes status=OK msg= version=" + v(1),
-			check: func(t *testing.T, h *host) { wantValue(t, h, "k", binary) }},
+			check: func(t *testing.T, h *abitest.Host) { wantValue(t, h, "k", binary) }},
 		{name: "setBytes empty", cmd: []string{"setBytes", "k", "", "0", "0", ""}, want: "setBytes status=OK msg= version=" + v(1),
-			check: func(t *testing.T, h *host) { wantValue(t, h, "k", "") }},
-		{name: "set nx not applied", setup: func(h *host) { h.Put("k", []byte("old")) }, cmd: []string{"set", "k", "new", "1", "0", ""},
+			check: func(t *testing.T, h *abitest.Host) { wantValue(t, h, "k", "") }},
+		{name: "set nx not applied", setup: func(h *abitest.Host) { h.Put("k", []byte("old")) }, cmd: []string{"set", "k", "new", "1", "0", ""},
 			want: `set status=NOT_APPLIED msg=set "k": not applied version=` + v(1),
-			check: func(t *testing.T, h *host) {
-				if o := h.lastOpts(abi.FnSet).(abi.SetOptions); o.Cond != abi.CondNX {
-					t.Errorf("cond %v, want NX", o.Cond)
+			check: func(t *testing.T, h *abitest.Host) {
+				if c, _ := h.LastCall(abi.FnSet); c.Set.Cond != abi.CondNX {
+					t.Errorf("cond %v, want NX", c.Set.Cond)
 				}
 			}},
-		{name: "set nex equal", setup: func(h *host) { h.Put("k", []byte("same")) }, cmd: []string{"set", "k", "same", "2", "0", ""},
+		{name: "set nex equal", setup: func(h *abitest.Host) { h.Put("k", []byte("same")) }, cmd: []string{"set", "k", "same", "2", "0", ""},
 			want: "set status=OK msg= version=" + v(2)},
 		{name: "set ttl", cmd: []string{"set", "k", "v", "0", "1500", ""}, want: "set status=OK msg= version=" + v(1),
-			check: func(t *testing.T, h *host) {
-				if o := h.lastOpts(abi.FnSet).(abi.SetOptions); o.TTL != 1500*time.Millisecond {
-					t.Errorf("ttl %v, want 1.5s", o.TTL)
+			check: func(t *testing.T, h *abitest.Host) {
+				if c, _ := h.LastCall(abi.FnSet); c.Set.TTL != 1500*time.Millisecond {
+					t.Errorf("ttl %v, want 1.5s", c.Set.TTL)
 				}
 			}},
 		{name: "set fenced", setup: lockL, cmd: []string{"set", "k", "v", "0", "0", "L"}, want: "set status=OK msg= version=" + v(2),
-			check: func(t *testing.T, h *host) {
-				if o := h.lastOpts(abi.FnSet).(abi.SetOptions); o.Fence != "L" {
-					t.Errorf("fence %q, want L", o.Fence)
+			check: func(t *testing.T, h *abitest.Host) {
+				if c, _ := h.LastCall(abi.FnSet); c.Set.Fence != "L" {
+					t.Errorf("fence %q, want L", c.Set.Fence)
 				}
 			}},
 		{name: "set fence not held", cmd: []string{"set", "k", "v", "0", "0", "L"}, want: `set status=LOCK_LOST msg=fence "L": lock not held version=`},
 		{name: "set negative ttl", cmd: []string{"set", "k", "v", "0", "-1", ""}, want: `set status=INVALID msg=set "k": ttl -1 ms out of range version=`},
 		{name: "set empty key", cmd: []string{"set", "", "v", "0", "0", ""}, want: `set status=INVALID msg=set: empty key version=`},
 
-		{name: "del", setup: func(h *host) { h.Put("k", []byte("v")) }, cmd: []string{"del", "k", ""}, want: "del status=OK msg=",
-			check: func(t *testing.T, h *host) { wantAbsent(t, h, "k") }},
+		{name: "del", setup: func(h *abitest.Host) { h.Put("k", []byte("v")) }, cmd: []string{"del", "k", ""}, want: "del status=OK msg=",
+			check: func(t *testing.T, h *abitest.Host) { wantAbsent(t, h, "k") }},
 		{name: "del not found", cmd: []string{"del", "k", ""}, want: `del status=NOT_FOUND msg=del "k": not found`},
-		{name: "del fenced", setup: func(h *host) { h.Put("k", []byte("v")); lockL(h) }, cmd: []string{"del", "k", "L"}, want: "del status=OK msg=",
-			check: func(t *testing.T, h *host) {
-				if o := h.lastOpts(abi.FnDel).(abi.DelOptions); o.Fence != "L" {
-					t.Errorf("fence %q, want L", o.Fence)
+		{name: "del fenced", setup: func(h *abitest.Host) { h.Put("k", []byte("v")); lockL(h) }, cmd: []string{"del", "k", "L"}, want: "del status=OK msg=",
+			check: func(t *testing.T, h *abitest.Host) {
+				if c, _ := h.LastCall(abi.FnDel); c.Del.Fence != "L" {
+					t.Errorf("fence %q, want L", c.Del.Fence)
 				}
 			}},
 
-		{name: "vdel text", setup: func(h *host) { h.Put("k", []byte("héllo")) }, cmd: []string{"vdel", "k", "héllo", ""}, want: "vdel status=OK msg=",
-			check: func(t *testing.T, h *host) { wantAbsent(t, h, "k") }},
-		{name: "vdelBytes binary", setup: func(h *host) { h.Put("k", []byte(binary)) }, cmd: []string{"vdelBytes", "k", binary, ""}, want: "vdelBytes status=OK msg=",
-			check: func(t *testing.T, h *host) { wantAbsent(t, h, "k") }},
-		{name: "vdel differs", setup: func(h *host) { h.Put("k", []byte("other")) }, cmd: []string{"vdel", "k", "v", ""}, want: `vdel status=NOT_APPLIED msg=vdel "k": value differs`},
+		{name: "vdel text", setup: func(h *abitest.Host) { h.Put("k", []byte("héllo")) }, cmd: []string{"vdel", "k", "héllo", ""}, want: "vdel status=OK msg=",
+			check: func(t *testing.T, h *abitest.Host) { wantAbsent(t, h, "k") }},
+		{name: "vdelBytes binary", setup: func(h *abitest.Host) { h.Put("k", []byte(binary)) }, cmd: []string{"vdelBytes", "k", binary, ""}, want: "vdelBytes status=OK msg=",
+			check: func(t *testing.T, h *abitest.Host) { wantAbsent(t, h, "k") }},
+		{name: "vdel differs", setup: func(h *abitest.Host) { h.Put("k", []byte("other")) }, cmd: []string{"vdel", "k", "v", ""}, want: `vdel status=NOT_APPLIED msg=vdel "k": value differs`},
 		{name: "vdel not found", cmd: []string{"vdel", "k", "v", ""}, want: `vdel status=NOT_FOUND msg=vdel "k": not found`},
-		{name: "vdel fenced", setup: func(h *host) { h.Put("k", []byte("v")); lockL(h) }, cmd: []string{"vdel", "k", "v", "L"}, want: "vdel status=OK msg=",
-			check: func(t *testing.T, h *host) {
-				if o := h.lastOpts(abi.FnVDel).(abi.DelOptions); o.Fence != "L" {
-					t.Errorf("fence %q, want L", o.Fence)
+		{name: "vdel fenced", setup: func(h *abitest.Host) { h.Put("k", []byte("v")); lockL(h) }, cmd: []string{"vdel", "k", "v", "L"}, want: "vdel status=OK msg=",
+			check: func(t *testing.T, h *abitest.Host) {
+				if c, _ := h.LastCall(abi.FnVDel); c.Del.Fence != "L" {
+					t.Errorf("fence %q, want L", c.Del.Fence)
 				}
 			}},
 
 		{name: "watch self", cmd: []string{"watch", "w", "self"}, want: "watch status=OK msg=",
-			check: func(t *testing.T, h *host) {
+			check: func(t *testing.T, h *abitest.Host) {
 				if o, ok := h.Watches()["w"]; !ok || !o.Self {
 					t.Errorf("watches %v, want w with self", h.Watches())
 				}
 			}},
 		{name: "watch plain", cmd: []string{"watch", "w", ""}, want: "watch status=OK msg=",
-			check: func(t *testing.T, h *host) {
+			check: func(t *testing.T, h *abitest.Host) {
 				if o, ok := h.Watches()["w"]; !ok || o.Self {
 					t.Errorf("watches %v, want w without self", h.Watches())
 				}
 			}},
 		{name: "watch empty key", cmd: []string{"watch", "", ""}, want: "watch status=INVALID msg=watch: empty key"},
 		{name: "unwatch", cmd: []string{"unwatch", "init/watched"}, want: "unwatch status=OK msg=",
-			check: func(t *testing.T, h *host) {
+			check: func(t *testing.T, h *abitest.Host) {
 				if _, ok := h.Watches()["init/watched"]; ok {
 					t.Error("still watched")
 				}
@@ -302,19 +256,19 @@ func TestVerbs(t *testing.T) {
 		{name: "unwatch not found", cmd: []string{"unwatch", "w"}, want: `unwatch status=NOT_FOUND msg=unwatch "w": not watched`},
 
 		{name: "lock", cmd: []string{"lock", "L", "10000", "250"}, want: "lock status=OK msg= token=" + v(1),
-			check: func(t *testing.T, h *host) {
-				if c := h.lastOpts(abi.FnLock).(lockCall); c.TTL != 10*time.Second || c.Opts.Wait != 250*time.Millisecond {
-					t.Errorf("ttl %v wait %v, want 10s 250ms", c.TTL, c.Opts.Wait)
+			check: func(t *testing.T, h *abitest.Host) {
+				if c, _ := h.LastCall(abi.FnLock); c.TTL != 10*time.Second || c.Lock.Wait != 250*time.Millisecond {
+					t.Errorf("ttl %v wait %v, want 10s 250ms", c.TTL, c.Lock.Wait)
 				}
 			}},
-		{name: "lock held by another", setup: func(h *host) { h.Put("L", []byte("other holder")) }, cmd: []string{"lock", "L", "10000", "0"},
+		{name: "lock held by another", setup: func(h *abitest.Host) { h.Put("L", []byte("other holder")) }, cmd: []string{"lock", "L", "10000", "0"},
 			want: `lock status=BUSY msg=lock "L": held by another holder token=`},
 		{name: "lock negative wait", cmd: []string{"lock", "L", "1000", "-1"}, want: `lock status=INVALID msg=lock "L": wait -1 ms out of range token=`},
 		{name: "unlock", setup: lockL, cmd: []string{"unlock", "L"}, want: "unlock status=OK msg="},
 		{name: "unlock not held", cmd: []string{"unlock", "L"}, want: `unlock status=NOT_FOUND msg=unlock "L": not held`},
 
 		{name: "log", cmd: []string{"log", "8", "héllo\x00 world"}, want: "log status=OK msg=",
-			check: func(t *testing.T, h *host) {
+			check: func(t *testing.T, h *abitest.Host) {
 				if !slices.Contains(h.Logs(), abitest.LogLine{Level: abi.LevelError, Msg: "héllo\x00 world"}) {
 					t.Errorf("log line missing: %v", h.Logs())
 				}
@@ -323,12 +277,12 @@ func TestVerbs(t *testing.T) {
 	seen := map[string]bool{}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHost()
+			h := abitest.New()
 			s := start(t, h, abi.Limits{})
 			if tc.setup != nil {
 				tc.setup(h)
 			}
-			if got := run(t, s, h.Host, command(tc.cmd[0], tc.cmd[1:]...)); got != tc.want {
+			if got := run(t, s, h, command(tc.cmd[0], tc.cmd[1:]...)); got != tc.want {
 				t.Errorf("report\n got %.300q\nwant %.300q", got, tc.want)
 			}
 			if tc.check != nil {
@@ -345,14 +299,14 @@ func TestVerbs(t *testing.T) {
 	}
 }
 
-func wantValue(t *testing.T, h *host, key, want string) {
+func wantValue(t *testing.T, h *abitest.Host, key, want string) {
 	t.Helper()
 	if got, ok := h.Value(key); !ok || string(got) != want {
 		t.Errorf("%s = %q (present %t), want %q", key, got, ok, want)
 	}
 }
 
-func wantAbsent(t *testing.T, h *host, key string) {
+func wantAbsent(t *testing.T, h *abitest.Host, key string) {
 	t.Helper()
 	if got, ok := h.Value(key); ok {
 		t.Errorf("%s = %q, want absent", key, got)
@@ -362,7 +316,7 @@ func wantAbsent(t *testing.T, h *host, key string) {
 // TestLoad: the watch declared at top level (in _initialize) reached the
 // host with its option.
 func TestLoad(t *testing.T) {
-	h := newHost()
+	h := abitest.New()
 	start(t, h, abi.Limits{})
 	if o, ok := h.Watches()["init/watched"]; !ok || !o.Self {
 		t.Fatalf("watches after start %v, want init/watched with self", h.Watches())
@@ -371,7 +325,7 @@ func TestLoad(t *testing.T) {
 
 // TestEvents: the event record reaches the handler intact.
 func TestEvents(t *testing.T) {
-	h := newHost()
+	h := abitest.New()
 	s := start(t, h, abi.Limits{})
 	big := bytes.Repeat([]byte{0, 0xff, '\n'}, 50<<10)
 	for _, ev := range []abi.Event{
@@ -385,7 +339,7 @@ func TestEvents(t *testing.T) {
 	} {
 		want := fmt.Sprintf("event op=%s key=%s value=%s text=%s version=%s resync=%t",
 			ev.Op, ev.Key, show(ev.Value), runes(ev.Value), ev.Version, ev.Resync)
-		if got := run(t, s, h.Host, ev); got != want {
+		if got := run(t, s, h, ev); got != want {
 			t.Errorf("got  %.200q\nwant %.200q", got, want)
 		}
 	}
@@ -394,7 +348,7 @@ func TestEvents(t *testing.T) {
 // TestHandlerFailure: a handler returning a status fails the event with it
 // and logs it with the host's message of the call before.
 func TestHandlerFailure(t *testing.T) {
-	h := newHost()
+	h := abitest.New()
 	s := start(t, h, abi.Limits{})
 	err := s.Handle(context.Background(), command("fail", "5"))
 	if !errors.Is(err, abi.ErrCrashed) || !strings.Contains(err.Error(), "status DENIED") {
@@ -409,7 +363,7 @@ func TestHandlerFailure(t *testing.T) {
 // TestAbort: abort() (a throw) logs its message through the host, traps,
 // and the next event runs in a fresh instance.
 func TestAbort(t *testing.T) {
-	h := newHost()
+	h := abitest.New()
 	s := start(t, h, abi.Limits{})
 	err := s.Handle(context.Background(), command("abort"))
 	if !errors.Is(err, abi.ErrCrashed) {
@@ -422,7 +376,7 @@ func TestAbort(t *testing.T) {
 	if !found {
 		t.Errorf("no abort line in logs %v", h.Logs())
 	}
-	if got := run(t, s, h.Host, command("get", "absent")); !strings.HasPrefix(got, "get status=NOT_FOUND") {
+	if got := run(t, s, h, command("get", "absent")); !strings.HasPrefix(got, "get status=NOT_FOUND") {
 		t.Errorf("after the abort: %s", got)
 	}
 }
@@ -430,14 +384,14 @@ func TestAbort(t *testing.T) {
 // TestEventValueOutlivesHandler: an event's value kept by the rule stays
 // intact after the handler returns, a full collection and new allocations.
 func TestEventValueOutlivesHandler(t *testing.T) {
-	h := newHost()
+	h := abitest.New()
 	s := start(t, h, abi.Limits{})
 	value := []byte("value\x00kept")
 	ev := abi.Event{Key: "keep", Op: abi.OpSet, Value: value}
 	if err := s.Handle(context.Background(), ev); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := run(t, s, h.Host, command("kept")), "kept value="+show(value); got != want {
+	if got, want := run(t, s, h, command("kept")), "kept value="+show(value); got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
@@ -445,7 +399,7 @@ func TestEventValueOutlivesHandler(t *testing.T) {
 // TestEventBuffersReleased: the buffers of handled events are unpinned
 // and collected: 64 events of 512 KiB pass under an 8 MiB memory limit.
 func TestEventBuffersReleased(t *testing.T) {
-	h := newHost()
+	h := abitest.New()
 	s := start(t, h, abi.Limits{MemoryBytes: 8 << 20})
 	ev := abi.Event{Key: "noop", Op: abi.OpSet, Value: make([]byte, 512<<10)}
 	for i := range 64 {
