@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"go.uber.org/goleak"
 	"io"
 	"log/slog"
 	"os"
@@ -34,6 +35,14 @@ func TestMain(m *testing.M) {
 		_ = guests.rt.Close(context.Background())
 	}
 	_ = e2eDir.Remove()
+	// Every goroutine a host, its rules, clients and brokers started is gone
+	// once the tests closed them.
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 
