@@ -195,7 +195,15 @@ func TestE2EFailuresStopOnlyTheirRule(t *testing.T) {
 			// small.
 			const timeout = 2 * time.Second
 			e := newE2E(t, sb, func(o *Options) {
-				o.Rules = map[string]RuleConfig{"fail-*": {Timeout: timeout}, "fail-m.lua": {MemoryBytes: 8 << 20}}
+				// The bomb rule gets a low memory limit and a long deadline,
+				// so running out of memory is the only way its bomb can end
+				// (a Go guest needs 2.3 MiB to start).
+				o.Rules = map[string]RuleConfig{
+					"fail-*":      {Timeout: timeout},
+					"fail-m.*":    {Timeout: 60 * time.Second},
+					"fail-m.lua":  {MemoryBytes: 8 << 20},
+					"fail-m.wasm": {MemoryBytes: 16 << 20},
+				}
 			})
 			healthyName := sb.file("healthy")
 			for _, r := range []string{"fail-a", "fail-m"} {
