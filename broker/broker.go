@@ -288,9 +288,10 @@ func (b *Broker) Stats() Stats {
 // mochi does not know about.
 type trackingListener struct {
 	net.Listener
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
-	done  bool
+	mu       sync.Mutex
+	conns    map[net.Conn]struct{}
+	starting int // accepted connections that have not read yet
+	done     bool
 }
 
 func (l *trackingListener) Accept() (net.Conn, error) {
@@ -306,6 +307,7 @@ func (l *trackingListener) Accept() (net.Conn, error) {
 	}
 	tc := &trackedConn{Conn: c, l: l}
 	l.conns[tc] = struct{}{}
+	l.starting++
 	return tc, nil
 }
 
@@ -322,18 +324,39 @@ func (l *trackingListener) closeAll() {
 	}
 }
 
-// sync orders every connection that has started reading before the caller
-// (see trackedConn.Read).
+// sync orders every accepted connection's start before the caller (see
+// trackedConn.Read): it waits, at most closeGrace, until each has made its
+// first read or been closed. Call it after the listener is closed.
 func (l *trackingListener) sync() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	deadline := time.Now().Add(closeGrace)
+	for {
+		l.mu.Lock()
+		n := l.starting
+		l.mu.Unlock()
+		// mochi reads a new connection at once; one it dropped without
+		// serving (accepted while shutting down) never reads: the bound.
+		if n == 0 || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 type trackedConn struct {
 	net.Conn
 	l       *trackingListener
-	once    sync.Once
-	reading bool // only touched by the single reading goroutine
+	once    sync.Once // removal from the listener's set
+	started sync.Once // first read or close: no longer starting
+	reading bool      // only touched by the single reading goroutine
+}
+
+// start marks the connection as started (read or closed), once.
+func (c *trackedConn) start() {
+	c.started.Do(func() {
+		c.l.mu.Lock()
+		c.l.starting--
+		c.l.mu.Unlock()
+	})
 }
 
 // Read synchronises with the listener on the first read. mochi increments
@@ -343,12 +366,13 @@ type trackedConn struct {
 func (c *trackedConn) Read(p []byte) (int, error) {
 	if !c.reading {
 		c.reading = true
-		c.l.sync()
+		c.start() // takes the listener's lock: mochi's Add happened before
 	}
 	return c.Conn.Read(p)
 }
 
 func (c *trackedConn) Close() error {
+	c.start()
 	c.once.Do(func() {
 		c.l.mu.Lock()
 		delete(c.l.conns, c)
