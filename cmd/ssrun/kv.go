@@ -277,7 +277,7 @@ func (a *app) kvWatch(o *kvOpts) *cobra.Command {
 func (a *app) printEvent(ev protocol.Event) {
 	switch ev.Kind {
 	case protocol.EventNotify:
-		if ev.Op == "SET" {
+		if ev.Op == protocol.OpSet {
 			fmt.Fprintf(a.stdout, "%s SET %s %s\n", ev.Version, ev.Key, ev.Value)
 		} else {
 			fmt.Fprintf(a.stdout, "%s %s %s\n", ev.Version, ev.Op, ev.Key)

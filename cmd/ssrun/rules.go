@@ -66,12 +66,10 @@ func rulesConfig(dir, flag string) (*fileConfig, error) {
 	return loadConfig(p)
 }
 
-// serveRules runs a host for the rules in dir on client until ctx ends:
+// serveRules runs a host for the rules in dir (checked by the caller with
+// checkRulesDir before it connects) on client until ctx ends:
 // loads every rule, hot-reloads the folder, and on exit stops every rule.
 func (a *app) serveRules(ctx context.Context, client *protocol.Client, dir string, cfg *fileConfig, ready func(h *host.Host)) error {
-	if err := checkRulesDir(dir); err != nil {
-		return err
-	}
 	rts, err := a.runtimes(cfg)
 	if err != nil {
 		return err
@@ -194,6 +192,9 @@ func (a *app) runCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			dir := args[0]
+			if err := checkRulesDir(dir); err != nil {
+				return err
+			}
 			cfg, err := rulesConfig(dir, config)
 			if err != nil {
 				return err
