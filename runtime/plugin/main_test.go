@@ -3,14 +3,11 @@ package plugin
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -19,8 +16,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ssrun/ssrun/abi"
-	"github.com/ssrun/ssrun/abi/abitest"
 	"github.com/ssrun/ssrun/internal/gobuild"
+	"github.com/ssrun/ssrun/internal/ruletest"
 )
 
 // testDir holds the plugins built for this test binary.
@@ -127,50 +124,12 @@ func ruleScript(t testing.TB, h abi.Host, lim abi.Limits) (*script, *Runtime, *l
 	return start(t, compile(t, r, rulePlugin(t)), h, lim), r, logs
 }
 
-// command is an event that makes the test plugin run cmd with args.
-func command(cmd string, args ...string) abi.Event {
-	var v []byte
-	for _, a := range args {
-		v = abi.AppendField(v, []byte(a))
-	}
-	return abi.Event{Key: cmd, Op: abi.OpSet, Value: v}
-}
-
-// show is the plugin's binary-safe rendering of a value.
-func show(b []byte) string {
-	switch {
-	case b == nil:
-		return "nil"
-	case len(b) <= 64:
-		return "x" + hex.EncodeToString(b)
-	}
-	return fmt.Sprintf("%dB:%x", len(b), sha256.Sum256(b))
-}
-
-// reports returns the plugin's "report ..." lines (without the prefix).
-func reports(h *abitest.Host) []string {
-	var out []string
-	for _, l := range h.Logs() {
-		if r, ok := strings.CutPrefix(l.Msg, "report "); ok && l.Level == abi.LevelInfo {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// run delivers ev and returns the one report it produced.
-func run(t testing.TB, s *script, h *abitest.Host, ev abi.Event) string {
-	t.Helper()
-	before := len(reports(h))
-	if err := s.Handle(context.Background(), ev); err != nil {
-		t.Fatalf("Handle(%s): %v", ev.Key, err)
-	}
-	r := reports(h)
-	if len(r) != before+1 {
-		t.Fatalf("Handle(%s): %d reports, want 1; logs: %v", ev.Key, len(r)-before, h.Logs())
-	}
-	return r[len(r)-1]
-}
+// The test plugin's protocol helpers (internal/ruletest), under the names
+// this package's tests use.
+var (
+	command = ruletest.Command
+	run     = ruletest.Run
+)
 
 // waitFor polls cond for up to 10 s.
 func waitFor(t testing.TB, what string, cond func() bool) {

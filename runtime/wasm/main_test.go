@@ -2,14 +2,11 @@ package wasm
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,8 +14,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ssrun/ssrun/abi"
-	"github.com/ssrun/ssrun/abi/abitest"
 	"github.com/ssrun/ssrun/internal/gobuild"
+	"github.com/ssrun/ssrun/internal/ruletest"
 )
 
 // testDir holds the guests built for this test binary and the shared
@@ -136,50 +133,14 @@ func ruleScript(t testing.TB, h abi.Host, lim abi.Limits) *script {
 	return start(t, compile(t, sharedRuntime(t), "rule.wasm", guest(t, "rule")), h, lim)
 }
 
-// command is an event that makes the rule guest run cmd with args.
-func command(cmd string, args ...string) abi.Event {
-	var v []byte
-	for _, a := range args {
-		v = abi.AppendField(v, []byte(a))
-	}
-	return abi.Event{Key: cmd, Op: abi.OpSet, Value: v}
-}
-
-// show is the guest's binary-safe rendering of a value.
-func show(b []byte) string {
-	switch {
-	case b == nil:
-		return "nil"
-	case len(b) <= 64:
-		return "x" + hex.EncodeToString(b)
-	}
-	return fmt.Sprintf("%dB:%x", len(b), sha256.Sum256(b))
-}
-
-// reports returns the guest's "report ..." lines (without the prefix).
-func reports(h *abitest.Host) []string {
-	var out []string
-	for _, l := range h.Logs() {
-		if r, ok := strings.CutPrefix(l.Msg, "report "); ok && l.Level == abi.LevelInfo {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// run delivers ev and returns the one report it produced.
-func run(t *testing.T, s *script, h *abitest.Host, ev abi.Event) string {
-	t.Helper()
-	before := len(reports(h))
-	if err := s.Handle(context.Background(), ev); err != nil {
-		t.Fatalf("Handle(%s): %v", ev.Key, err)
-	}
-	r := reports(h)
-	if len(r) != before+1 {
-		t.Fatalf("Handle(%s): %d reports, want 1; logs: %v", ev.Key, len(r)-before, h.Logs())
-	}
-	return r[len(r)-1]
-}
+// The rule guest's protocol helpers (internal/ruletest), under the names
+// this package's tests use.
+var (
+	command   = ruletest.Command
+	reports   = ruletest.Reports
+	run       = ruletest.Run
+	notCalled = ruletest.NotCalled
+)
 
 // waitFor polls cond for up to 10 s.
 func waitFor(t testing.TB, what string, cond func() bool) {

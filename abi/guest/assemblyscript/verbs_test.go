@@ -21,6 +21,7 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/abi/abitest"
+	"github.com/ssrun/ssrun/internal/ruletest"
 	"github.com/ssrun/ssrun/runtime/wasm"
 )
 
@@ -84,40 +85,6 @@ func start(t *testing.T, h abi.Host, lim abi.Limits) abi.Script {
 	}
 	t.Cleanup(func() { _ = s.Close(context.Background()) })
 	return s
-}
-
-// command is an event that makes the rule run cmd with args.
-func command(cmd string, args ...string) abi.Event {
-	var v []byte
-	for _, a := range args {
-		v = abi.AppendField(v, []byte(a))
-	}
-	return abi.Event{Key: cmd, Op: abi.OpSet, Value: v}
-}
-
-// reports returns the rule's "report ..." lines without the prefix.
-func reports(h *abitest.Host) []string {
-	var out []string
-	for _, l := range h.Logs() {
-		if r, ok := strings.CutPrefix(l.Msg, "report "); ok && l.Level == abi.LevelInfo {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// run delivers ev and returns the one report it produced.
-func run(t *testing.T, s abi.Script, h *abitest.Host, ev abi.Event) string {
-	t.Helper()
-	before := len(reports(h))
-	if err := s.Handle(context.Background(), ev); err != nil {
-		t.Fatalf("Handle(%s): %v", ev.Key, err)
-	}
-	r := reports(h)
-	if len(r) != before+1 {
-		t.Fatalf("Handle(%s): %d reports, want 1; logs: %v", ev.Key, len(r)-before, h.Logs())
-	}
-	return r[len(r)-1]
 }
 
 // show is the rule's rendering of bytes.
@@ -282,7 +249,7 @@ func TestVerbs(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(h)
 			}
-			if got := run(t, s, h, command(tc.cmd[0], tc.cmd[1:]...)); got != tc.want {
+			if got := ruletest.Run(t, s, h, ruletest.Command(tc.cmd[0], tc.cmd[1:]...)); got != tc.want {
 				t.Errorf("report\n got %.300q\nwant %.300q", got, tc.want)
 			}
 			if tc.check != nil {
@@ -339,7 +306,7 @@ func TestEvents(t *testing.T) {
 	} {
 		want := fmt.Sprintf("event op=%s key=%s value=%s text=%s version=%s resync=%t",
 			ev.Op, ev.Key, show(ev.Value), runes(ev.Value), ev.Version, ev.Resync)
-		if got := run(t, s, h, ev); got != want {
+		if got := ruletest.Run(t, s, h, ev); got != want {
 			t.Errorf("got  %.200q\nwant %.200q", got, want)
 		}
 	}
@@ -350,7 +317,7 @@ func TestEvents(t *testing.T) {
 func TestHandlerFailure(t *testing.T) {
 	h := abitest.New()
 	s := start(t, h, abi.Limits{})
-	err := s.Handle(context.Background(), command("fail", "5"))
+	err := s.Handle(context.Background(), ruletest.Command("fail", "5"))
 	if !errors.Is(err, abi.ErrCrashed) || !strings.Contains(err.Error(), "status DENIED") {
 		t.Fatalf("Handle: %v; want ErrCrashed with status DENIED", err)
 	}
@@ -365,7 +332,7 @@ func TestHandlerFailure(t *testing.T) {
 func TestAbort(t *testing.T) {
 	h := abitest.New()
 	s := start(t, h, abi.Limits{})
-	err := s.Handle(context.Background(), command("abort"))
+	err := s.Handle(context.Background(), ruletest.Command("abort"))
 	if !errors.Is(err, abi.ErrCrashed) {
 		t.Fatalf("Handle: %v; want ErrCrashed", err)
 	}
@@ -376,7 +343,7 @@ func TestAbort(t *testing.T) {
 	if !found {
 		t.Errorf("no abort line in logs %v", h.Logs())
 	}
-	if got := run(t, s, h, command("get", "absent")); !strings.HasPrefix(got, "get status=NOT_FOUND") {
+	if got := ruletest.Run(t, s, h, ruletest.Command("get", "absent")); !strings.HasPrefix(got, "get status=NOT_FOUND") {
 		t.Errorf("after the abort: %s", got)
 	}
 }
@@ -391,7 +358,7 @@ func TestEventValueOutlivesHandler(t *testing.T) {
 	if err := s.Handle(context.Background(), ev); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := run(t, s, h, command("kept")), "kept value="+show(value); got != want {
+	if got, want := ruletest.Run(t, s, h, ruletest.Command("kept")), "kept value="+show(value); got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }

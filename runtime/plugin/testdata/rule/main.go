@@ -1,7 +1,9 @@
 // Command rule is the test plugin of runtime/plugin: a rule built with the
 // SDK whose handler runs the command named by the event key, with the
 // arguments in the event value (fields as in abi.AppendField), and reports
-// through Host.Log at info level as "report ..." lines.
+// through Host.Log at info level as "report ..." lines. The verbs are the
+// commands of internal/ruletest; those here test what is particular to
+// plugins (processes, output, failures, benchmarks).
 //
 // Init refuses to start when the key "init/fail" exists, hangs when
 // "init/hang" exists, and otherwise watches "init/watched" with self.
@@ -9,8 +11,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/internal/ruletest"
 	"github.com/ssrun/ssrun/runtime/plugin/sdk"
 )
 
@@ -35,101 +36,20 @@ func initRule(ctx context.Context, h sdk.Host) error {
 	return h.Watch(ctx, "init/watched", abi.WatchOptions{Self: true})
 }
 
-// show prints a value binary-safely: nil, hex, or length and SHA-256.
-func show(b []byte) string {
-	switch {
-	case b == nil:
-		return "nil"
-	case len(b) <= 64:
-		return "x" + hex.EncodeToString(b)
-	}
-	return fmt.Sprintf("%dB:%x", len(b), sha256.Sum256(b))
-}
-
-func report(h sdk.Host, verb string, err error, results ...any) {
-	msg, typed := "", true
-	if err != nil {
-		var e *abi.Error
-		msg, typed = err.Error(), errors.As(err, &e)
-	}
-	line := fmt.Sprintf("report %s status=%s msg=%q", verb, abi.StatusOf(err), msg)
-	if !typed {
-		line += " untyped"
-	}
-	for i := 0; i+1 < len(results); i += 2 {
-		line += fmt.Sprintf(" %v=%v", results[i], results[i+1])
-	}
-	h.Log(abi.LevelInfo, line)
-}
-
-func fields(b []byte) []string {
-	var out []string
-	for len(b) > 0 {
-		f, rest, err := abi.ReadField(b)
-		if err != nil {
-			panic(err)
-		}
-		out = append(out, string(f))
-		b = rest
-	}
-	return out
-}
-
-func duration(s string) time.Duration {
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		panic(err)
-	}
-	return d
-}
-
-func number(s string) int {
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		panic(err)
-	}
-	return n
-}
-
 func handle(ctx context.Context, h sdk.Host, ev abi.Event) error {
 	if ev.Key == "event" { // report the event as received
-		report(h, "event", nil, "op", ev.Op, "value", show(ev.Value), "version", strconv.Quote(ev.Version), "resync", ev.Resync)
+		ruletest.Report(h, "event", nil, "op", ev.Op, "value", ruletest.Show(ev.Value), "version", strconv.Quote(ev.Version), "resync", ev.Resync)
 		return nil
 	}
-	var a []string
-	if ev.Op == abi.OpSet {
-		a = fields(ev.Value)
-	}
+	a := ruletest.Args(ev)
 	switch ev.Key {
-	case "get":
-		v, err := h.Get(ctx, a[0])
-		report(h, "get", err, "value", show(v.Data), "version", strconv.Quote(v.Version))
-	case "set":
-		version, err := h.Set(ctx, a[0], []byte(a[1]), abi.SetOptions{Cond: abi.Condition(number(a[2])), TTL: duration(a[3]), Fence: a[4]})
-		report(h, "set", err, "version", strconv.Quote(version))
-	case "del":
-		report(h, "del", h.Del(ctx, a[0], abi.DelOptions{Fence: a[1]}))
-	case "vdel":
-		report(h, "vdel", h.VDel(ctx, a[0], []byte(a[1]), abi.DelOptions{Fence: a[2]}))
-	case "watch":
-		report(h, "watch", h.Watch(ctx, a[0], abi.WatchOptions{Self: a[1] == "self"}))
-	case "unwatch":
-		report(h, "unwatch", h.Unwatch(ctx, a[0]))
-	case "lock":
-		token, err := h.Lock(ctx, a[0], duration(a[1]), abi.LockOptions{Wait: duration(a[2])})
-		report(h, "lock", err, "token", strconv.Quote(token))
-	case "unlock":
-		report(h, "unlock", h.Unlock(ctx, a[0]))
-	case "log":
-		h.Log(int32(number(a[0])), a[1])
-		report(h, "log", nil)
 	case "pid":
-		report(h, "pid", nil, "pid", os.Getpid())
+		ruletest.Report(h, "pid", nil, "pid", os.Getpid())
 	case "print": // a line on stdout, a line on stderr, a partial line on stdout
 		fmt.Println(a[0])
 		fmt.Fprintln(os.Stderr, a[1])
 		fmt.Print(a[2])
-		report(h, "print", nil)
+		ruletest.Report(h, "print", nil)
 	case "seq": // record that this event was handled
 		_, err := h.Set(ctx, "seen/"+a[0], []byte(a[0]), abi.SetOptions{})
 		return err
@@ -145,14 +65,13 @@ func handle(ctx context.Context, h sdk.Host, ev abi.Event) error {
 	case "panic":
 		panic("boom")
 	case "fail":
-		return abi.Errorf(abi.Status(number(a[0])), "failed on purpose")
+		return abi.Errorf(abi.Status(ruletest.Number(a[0])), "failed on purpose")
 	case "plainfail":
 		return errors.New("plain failure")
 	case "loop": // call a verb n times (benchmarks)
-		return loop(ctx, h, a[0], number(a[1]))
-	case "noop":
-	default:
-		return fmt.Errorf("unknown command %q", ev.Key)
+		return loop(ctx, h, a[0], ruletest.Number(a[1]))
+	default: // the verbs and noop
+		return ruletest.Dispatch(ctx, h, ev)
 	}
 	return nil
 }
