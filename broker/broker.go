@@ -25,6 +25,7 @@ import (
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/listeners"
+	"github.com/mochi-mqtt/server/v2/packets"
 )
 
 // DefaultListen is the address used when Config.Listen is empty.
@@ -251,20 +252,33 @@ func (b *Broker) Close() error {
 	}
 	err := b.conns.Listener.Close() // no new connections
 	b.conns.sync()
-	done := make(chan struct{})
+	// End every client before srv.Close: mochi's Clients.GetByListener,
+	// which srv.Close uses, takes its read lock twice, and a client removing
+	// itself between the two (Clients.Delete waits for the write lock, which
+	// blocks the second read lock) deadlocks it. So DISCONNECT the clients
+	// here (Clients.GetAll locks once) and wait for all their goroutines; by
+	// then nobody can call Delete.
+	ended := make(chan struct{})
 	go func() {
-		defer close(done)
-		_ = b.srv.Close() // DISCONNECTs clients, waits for their goroutines
+		defer close(ended)
+		for _, cl := range b.srv.Clients.GetAll() {
+			if !cl.Net.Inline && !cl.Closed() {
+				// Blocks while a client's writes are stuck: bounded below.
+				_ = b.srv.DisconnectClient(cl, packets.ErrServerShuttingDown)
+			}
+		}
+		b.srv.Listeners.ClientsWg.Wait() // safe: sync ordered every Add before us
 	}()
 	select {
-	case <-done:
+	case <-ended:
 	case <-time.After(closeGrace):
 		// Connections that never completed CONNECT (not mochi clients yet),
-		// or whose peer stopped reading (a blocked write), would keep
-		// srv.Close waiting.
+		// or whose peer stopped reading (a blocked write), would keep them
+		// waiting: closing the connections ends them.
 		b.conns.closeAll()
-		<-done
+		<-ended
 	}
+	_ = b.srv.Close() // no client goroutine is left to race it
 	b.conns.closeAll()
 	b.cancel()
 	b.wg.Wait()

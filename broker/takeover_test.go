@@ -1,10 +1,15 @@
 package broker_test
 
 import (
+	"fmt"
+	"io"
+	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/eclipse/paho.golang/packets"
 
+	"github.com/ssrun/ssrun/broker"
 	"github.com/ssrun/ssrun/broker/brokertest"
 	"github.com/ssrun/ssrun/protocol/wire"
 )
@@ -35,5 +40,37 @@ func TestReconnectWithSameIDStaysReachable(t *testing.T) {
 			}
 		}
 		_ = c.nc.Close()
+	}
+}
+
+// Close while clients are disconnecting on their own returns. (mochi's
+// Clients.GetByListener takes its read lock twice; a client's removal queued
+// between the two deadlocked srv.Close, seen as a 10-minute test hang.)
+func TestCloseWhileClientsDisconnect(t *testing.T) {
+	for round := 0; round < 30; round++ {
+		b, err := broker.New(broker.Config{Listen: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Start(); err != nil {
+			t.Fatal(err)
+		}
+		conns := make([]*rawConn, 100)
+		for i := range conns {
+			conns[i] = dialRaw(t, b, fmt.Sprintf("leaver-%d", i))
+		}
+		for _, c := range conns {
+			go c.nc.Close() // they leave while the broker shuts down
+		}
+		done := make(chan error, 1)
+		go func() { done <- b.Close() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("round %d: close: %v", round, err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("round %d: Close hung while clients were disconnecting", round)
+		}
 	}
 }
