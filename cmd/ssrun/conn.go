@@ -305,7 +305,9 @@ func loadKeyPair(certFile, keyFile, passFile string) (tls.Certificate, error) {
 	}
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("client certificate: %w", err)
+		// Also where a wrong password ends up about once in 256 tries:
+		// legacy PEM encryption has no integrity check, only padding.
+		return tls.Certificate{}, fmt.Errorf("client certificate %s with key %s (wrong key password?): %w", certFile, keyFile, err)
 	}
 	return cert, nil
 }
