@@ -24,7 +24,6 @@ import (
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
 )
 
@@ -73,7 +72,21 @@ type Config struct {
 	// Now is the store's clock (HLC wall time, PX deadlines, skew checks);
 	// default time.Now.
 	Now func() time.Time
+	// ClientQueueBytes and ClientQueueLen bound what the store holds for
+	// one connection (responses and notifications waiting to be written or
+	// acknowledged); a client past either is disconnected with reason code
+	// 0x97. DefaultClientQueueBytes / DefaultClientQueueLen when zero.
+	ClientQueueBytes int
+	ClientQueueLen   int
+	// ConnectTimeout is how long a new connection may take to send CONNECT
+	// before it is closed; DefaultConnectTimeout when zero, none when
+	// negative.
+	ConnectTimeout time.Duration
 }
+
+// DefaultConnectTimeout is the CONNECT deadline used when
+// Config.ConnectTimeout is zero.
+const DefaultConnectTimeout = 10 * time.Second
 
 // Broker is an embedded MQTT5 broker with the state store inside.
 type Broker struct {
@@ -89,16 +102,17 @@ type Broker struct {
 	started bool
 	closed  bool
 	addr    string
-	conns   *trackingListener
+	ln      *listener
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup // the expiry loop
 }
 
 // Stats is a snapshot of the store for inspection and tests.
 type Stats struct {
-	Keys          int    // stored keys (expired ones not yet reaped included)
-	Registrations int    // KEYNOTIFY registrations
-	NotifyDropped uint64 // notifications that could not be delivered
+	Keys           int    // stored keys (expired ones not yet reaped included)
+	Registrations  int    // KEYNOTIFY registrations
+	NotifyDropped  uint64 // messages to clients that could not be delivered (connection gone, write failed)
+	QueueOverflows uint64 // clients disconnected because their output queue overflowed
 }
 
 // New validates cfg and builds the broker. It does not listen; see Start.
@@ -114,6 +128,18 @@ func New(cfg Config) (*Broker, error) {
 	}
 	if cfg.Listen == "" {
 		cfg.Listen = DefaultListen
+	}
+	if cfg.ClientQueueBytes <= 0 {
+		cfg.ClientQueueBytes = DefaultClientQueueBytes
+	}
+	if cfg.ClientQueueLen <= 0 {
+		cfg.ClientQueueLen = DefaultClientQueueLen
+	}
+	switch {
+	case cfg.ConnectTimeout == 0:
+		cfg.ConnectTimeout = DefaultConnectTimeout
+	case cfg.ConnectTimeout < 0:
+		cfg.ConnectTimeout = 0
 	}
 	b := &Broker{cfg: cfg, log: cfg.Logger}
 	local := false
@@ -160,12 +186,14 @@ func New(cfg Config) (*Broker, error) {
 	})
 	b.store = newStore(cfg.Now, cfg.Quota)
 	b.hook = &storeHook{
-		srv:    b.srv,
-		inline: b.srv.NewClient(nil, mqtt.LocalListener, inlineClientID, true),
-		store:  b.store,
-		log:    cfg.Logger,
-		creds:  creds,
-		conns:  make(map[*mqtt.Client]*conn),
+		srv:        b.srv,
+		inline:     b.srv.NewClient(nil, mqtt.LocalListener, inlineClientID, true),
+		store:      b.store,
+		log:        cfg.Logger,
+		creds:      creds,
+		queueBytes: cfg.ClientQueueBytes,
+		queueLen:   cfg.ClientQueueLen,
+		boxes:      make(map[*mqtt.Client]*outbox),
 	}
 	if err := b.srv.AddHook(b.hook, nil); err != nil {
 		return nil, fmt.Errorf("broker: add store hook: %w", err)
@@ -197,17 +225,15 @@ func (b *Broker) Start() error {
 			return fmt.Errorf("broker: listen on %s: %w", b.cfg.Listen, err)
 		}
 	}
-	b.conns = &trackingListener{Listener: ln, conns: make(map[net.Conn]struct{})}
-	var served net.Listener = b.conns
-	if b.tlsCfg != nil {
-		served = tls.NewListener(b.conns, b.tlsCfg)
-	}
-	if err := b.srv.AddListener(listeners.NewNet("ssrun", served)); err != nil {
+	b.ln = newListener(ln, b.tlsCfg, b.cfg.ConnectTimeout, b.log)
+	b.hook.ended = b.ln.ended
+	if err := b.srv.AddListener(b.ln); err != nil {
 		_ = ln.Close()
 		return fmt.Errorf("broker: add listener: %w", err)
 	}
 	if err := b.srv.Serve(); err != nil {
 		_ = ln.Close()
+		b.ln.notServed()
 		return fmt.Errorf("broker: serve: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -247,43 +273,39 @@ func (b *Broker) Close() error {
 			_ = b.cfg.Listener.Close()
 		}
 		_ = b.srv.Close()
-		b.hook.closeConns()
+		b.hook.closeBoxes()
 		return nil
 	}
-	err := b.conns.Listener.Close() // no new connections
-	b.conns.sync()
+	err := b.ln.stopAccepting()
 	// End every client before srv.Close: mochi's Clients.GetByListener,
 	// which srv.Close uses, takes its read lock twice, and a client removing
 	// itself between the two (Clients.Delete waits for the write lock, which
 	// blocks the second read lock) deadlocks it. So DISCONNECT the clients
-	// here (Clients.GetAll locks once) and wait for all their goroutines; by
-	// then nobody can call Delete.
-	ended := make(chan struct{})
+	// here (Clients.GetAll locks once) and wait for every connection
+	// goroutine; by then nobody can call Delete.
+	disconnected := make(chan struct{})
 	go func() {
-		defer close(ended)
+		defer close(disconnected)
 		for _, cl := range b.srv.Clients.GetAll() {
 			if !cl.Net.Inline && !cl.Closed() {
 				// Blocks while a client's writes are stuck: bounded below.
 				_ = b.srv.DisconnectClient(cl, packets.ErrServerShuttingDown)
 			}
 		}
-		b.srv.Listeners.ClientsWg.Wait() // safe: sync ordered every Add before us
 	}()
-	select {
-	case <-ended:
-	case <-time.After(closeGrace):
+	if !b.ln.wait(closeGrace) {
 		// Connections that never completed CONNECT (not mochi clients yet),
 		// or whose peer stopped reading (a blocked write), would keep them
-		// waiting: closing the connections ends them.
-		b.conns.closeAll()
-		<-ended
+		// waiting: closing the sockets ends them.
+		b.ln.closeAll()
 	}
-	_ = b.srv.Close() // no client goroutine is left to race it
-	b.conns.closeAll()
+	b.ln.wait(0)
+	<-disconnected    // its writes failed once the sockets closed
+	_ = b.srv.Close() // no connection goroutine is left to race it
 	b.cancel()
 	b.wg.Wait()
-	b.hook.closeConns()
-	if err != nil && !errors.Is(err, net.ErrClosed) {
+	b.hook.closeBoxes()
+	if err != nil {
 		return fmt.Errorf("broker: close listener: %w", err)
 	}
 	return nil
@@ -295,104 +317,8 @@ func (b *Broker) Keys() int { return b.Stats().Keys }
 // Stats returns a snapshot of the store.
 func (b *Broker) Stats() Stats {
 	keys, regs := b.store.stats()
-	return Stats{Keys: keys, Registrations: regs, NotifyDropped: b.hook.notifyDropped.Load()}
-}
-
-// trackingListener remembers accepted connections so Close can end the ones
-// mochi does not know about.
-type trackingListener struct {
-	net.Listener
-	mu       sync.Mutex
-	conns    map[net.Conn]struct{}
-	starting int // accepted connections that have not read yet
-	done     bool
-}
-
-func (l *trackingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.done {
-		_ = c.Close()
-		return nil, net.ErrClosed
-	}
-	tc := &trackedConn{Conn: c, l: l}
-	l.conns[tc] = struct{}{}
-	l.starting++
-	return tc, nil
-}
-
-func (l *trackingListener) closeAll() {
-	l.mu.Lock()
-	l.done = true
-	conns := make([]net.Conn, 0, len(l.conns))
-	for c := range l.conns {
-		conns = append(conns, c)
-	}
-	l.mu.Unlock()
-	for _, c := range conns {
-		_ = c.Close()
-	}
-}
-
-// sync orders every accepted connection's start before the caller (see
-// trackedConn.Read): it waits, at most closeGrace, until each has made its
-// first read or been closed. Call it after the listener is closed.
-func (l *trackingListener) sync() {
-	deadline := time.Now().Add(closeGrace)
-	for {
-		l.mu.Lock()
-		n := l.starting
-		l.mu.Unlock()
-		// mochi reads a new connection at once; one it dropped without
-		// serving (accepted while shutting down) never reads: the bound.
-		if n == 0 || time.Now().After(deadline) {
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-type trackedConn struct {
-	net.Conn
-	l       *trackingListener
-	once    sync.Once // removal from the listener's set
-	started sync.Once // first read or close: no longer starting
-	reading bool      // only touched by the single reading goroutine
-}
-
-// start marks the connection as started (read or closed), once.
-func (c *trackedConn) start() {
-	c.started.Do(func() {
-		c.l.mu.Lock()
-		c.l.starting--
-		c.l.mu.Unlock()
-	})
-}
-
-// Read synchronises with the listener on the first read. mochi increments
-// its clients WaitGroup inside the connection's goroutine, just before the
-// first read, while Close waits on that WaitGroup from another goroutine;
-// without a happens-before edge the race detector reports the pair.
-func (c *trackedConn) Read(p []byte) (int, error) {
-	if !c.reading {
-		c.reading = true
-		c.start() // takes the listener's lock: mochi's Add happened before
-	}
-	return c.Conn.Read(p)
-}
-
-func (c *trackedConn) Close() error {
-	c.start()
-	c.once.Do(func() {
-		c.l.mu.Lock()
-		delete(c.l.conns, c)
-		c.l.mu.Unlock()
-	})
-	return c.Conn.Close()
+	return Stats{Keys: keys, Registrations: regs,
+		NotifyDropped: b.hook.outStats.dropped.Load(), QueueOverflows: b.hook.outStats.overflows.Load()}
 }
 
 // quietHandler logs mochi's records one level lower (INFO→DEBUG,

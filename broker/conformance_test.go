@@ -483,8 +483,9 @@ func TestP07_RedeliveredRequestGetsFirstReply(t *testing.T) {
 	raw.subscribe(rt)
 	corr := newCorr()
 	var replies [][]byte
+	ts := hlc.HLC{Wall: time.Now().UnixMilli(), Node: "raw"}.String()
 	for _, dup := range []bool{false, true} {
-		raw.write(rawRequest(7, rt, corr, hlc.HLC{Wall: time.Now().UnixMilli(), Node: "raw"}.String(), dup, "SET", "dupkey", "v", "NX"))
+		raw.write(rawRequest(7, rt, corr, ts, dup, "SET", "dupkey", "v", "NX"))
 		for got := 0; got < 2; {
 			switch p := raw.read().Content.(type) {
 			case *packets.Puback:

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -149,6 +150,7 @@ func (s *store) set(a setArgs) (applied bool, version hlc.HLC, err error) {
 	e.version = v
 	if a.ft != nil && (!e.fenced || a.ft.Compare(e.fence) > 0) {
 		e.fence, e.fenced = *a.ft, true
+		e.fence.Node = strings.Clone(e.fence.Node) // it may alias the request packet
 	}
 	e.expires = time.Time{}
 	if a.px > 0 {

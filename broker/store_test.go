@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/crypto/bcrypt"
 
@@ -130,41 +131,6 @@ func TestDropObserverKeepsNewerOwner(t *testing.T) {
 	}
 }
 
-func TestDedupCacheExpiresAndBounds(t *testing.T) {
-	var c dedupCache
-	now := time.Unix(1000, 0)
-	e, first := c.begin(dedupKey{"a", "t"}, now, time.Second)
-	if !first {
-		t.Fatal("first begin not first")
-	}
-	e.finish(reply{payload: []byte("+OK\r\n")}, &c)
-	if e2, first := c.begin(dedupKey{"a", "t"}, now.Add(999*time.Millisecond), time.Second); first || e2 != e {
-		t.Fatal("live entry not found")
-	}
-	if _, first := c.begin(dedupKey{"a", "other"}, now, time.Second); !first {
-		t.Fatal("a different response topic is a different request")
-	}
-	if _, first := c.begin(dedupKey{"a", "t"}, now.Add(time.Second), time.Second); !first {
-		t.Fatal("expired entry replayed")
-	}
-	for i := range dedupMaxEntries + 10 {
-		e, _ := c.begin(dedupKey{strings.Repeat("x", i%7) + string(rune(i)), "t"}, now, time.Hour)
-		e.finish(reply{payload: []byte("$-1\r\n")}, &c)
-	}
-	if c.order.Len() > dedupMaxEntries || len(c.m) > dedupMaxEntries {
-		t.Fatalf("%d entries kept, bound %d", c.order.Len(), dedupMaxEntries)
-	}
-	big := make([]byte, dedupMaxBytes/4)
-	for i := range 8 {
-		e, _ := c.begin(dedupKey{"big" + string(rune('0'+i)), "t"}, now, time.Hour)
-		e.finish(reply{payload: big}, &c)
-	}
-	c.begin(dedupKey{"last", "t"}, now, time.Hour)
-	if c.bytes > dedupMaxBytes+len(big) {
-		t.Fatalf("%d bytes cached, bound %d", c.bytes, dedupMaxBytes)
-	}
-}
-
 func TestPasswordFileErrorsNameFileAndLine(t *testing.T) {
 	dir := t.TempDir()
 	h, err := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
@@ -280,4 +246,26 @@ func knownErrText(s string) bool {
 		return true
 	}
 	return false
+}
+
+// A key's fencing token must not alias the request it came in: mochi's
+// packet strings share the packet's buffer, which would keep every fenced
+// request (its value included) alive for the key's lifetime.
+func TestFencingTokenDoesNotRetainTheRequest(t *testing.T) {
+	s := newStore(time.Now, -1)
+	packet := []byte("padding:" + hlc.HLC{Wall: time.Now().UnixMilli(), Node: "writer"}.String() + ":more padding")
+	ftText := unsafe.String(&packet[8], len(packet)-8-len(":more padding")) // aliases packet, as mochi's strings do
+	ft, err := hlc.Parse(ftText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := hlc.HLC{Wall: time.Now().UnixMilli(), Node: "writer"}
+	if _, _, err := s.set(setArgs{key: []byte("k"), value: []byte("v"), ts: ts, ft: &ft}); err != nil {
+		t.Fatal(err)
+	}
+	node := unsafe.StringData(s.entries["k"].fence.Node)
+	start, end := uintptr(unsafe.Pointer(&packet[0])), uintptr(unsafe.Pointer(&packet[len(packet)-1]))
+	if p := uintptr(unsafe.Pointer(node)); p >= start && p <= end {
+		t.Fatal("the stored fencing token points into the request's buffer")
+	}
 }
