@@ -96,10 +96,7 @@ func (c *Client) roundTrip(ctx context.Context, args [][]byte, o callOpts) (repl
 	expiry := uint32((timeout + time.Second - 1) / time.Second) // ceil
 	expiry = max(expiry, 1)
 
-	ts, err := c.clock.Tick()
-	if err != nil {
-		return reply{}, err
-	}
+	ts := c.clock.Tick()
 	id := newUUID()
 	user := make(paho.UserProperties, 0, 6)
 	user = append(user,

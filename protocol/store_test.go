@@ -156,7 +156,7 @@ func TestFencing(t *testing.T) {
 	b := brokertest.Start(t)
 	c := connect(t, b.Addr())
 	ctx := context.Background()
-	before, _ := c.clock.Tick() // the client's HLC before taking the lock
+	before := c.clock.Tick() // the client's HLC before taking the lock
 	lock, err := c.Set(ctx, []byte("lock"), []byte(c.ClientID()), SetOptions{Condition: CondNEX, Expiry: 10 * time.Second})
 	if err != nil || !lock.Applied {
 		t.Fatalf("lock = %+v, %v", lock, err)

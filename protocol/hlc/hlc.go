@@ -17,13 +17,19 @@ import (
 // MaxSkew is how far ahead of the local wall clock a received timestamp may be.
 const MaxSkew = time.Minute
 
+// MaxCounter is the largest counter the wire format allows. The text form
+// admits any decimal, but every SDK must be able to hold the value: the .NET
+// SDK keeps counters in an int, and the Go and Rust SDKs fail when a counter
+// they merge cannot be incremented. A clock never issues more; Parse refuses
+// more as malformed, so a peer cannot hand a clock a counter it could not
+// advance.
+const MaxCounter = math.MaxInt32
+
 var (
 	// ErrMalformed reports text that is not an HLC.
 	ErrMalformed = errors.New("hlc: malformed timestamp")
 	// ErrSkew reports a timestamp more than MaxSkew ahead of the wall clock.
 	ErrSkew = errors.New("hlc: timestamp too far in the future")
-	// ErrOverflow reports a counter that cannot be incremented.
-	ErrOverflow = errors.New("hlc: counter overflow")
 )
 
 // HLC is one hybrid logical clock value. The zero value means "no version".
@@ -34,8 +40,8 @@ type HLC struct {
 }
 
 // Parse accepts `wall:counter:node` with decimal wall (fits int64, i.e. u63)
-// and counter (fits uint64), leading zeros allowed (padded or not), and a
-// non-empty node without ':'. Errors wrap ErrMalformed.
+// and counter (at most MaxCounter), leading zeros allowed (padded or not),
+// and a non-empty node without ':'. Errors wrap ErrMalformed.
 func Parse(s string) (HLC, error) {
 	w, rest, ok := strings.Cut(s, ":")
 	if !ok {
@@ -56,8 +62,8 @@ func Parse(s string) (HLC, error) {
 		return HLC{}, fmt.Errorf("%w: %q: wall time out of range", ErrMalformed, s)
 	}
 	counter, err := strconv.ParseUint(c, 10, 64)
-	if err != nil {
-		return HLC{}, fmt.Errorf("%w: %q: counter out of range", ErrMalformed, s)
+	if err != nil || counter > MaxCounter {
+		return HLC{}, fmt.Errorf("%w: %q: counter out of range (at most %d)", ErrMalformed, s, MaxCounter)
 	}
 	return HLC{Wall: wall, Counter: counter, Node: node}, nil
 }
@@ -125,7 +131,14 @@ func CheckSkew(h HLC, now time.Time) error {
 	return nil
 }
 
-// Clock is a goroutine-safe HLC owned by one node.
+// Clock is a goroutine-safe HLC owned by one node. Its values strictly
+// increase and it can always issue the next one: values it merges are
+// bounded (within MaxSkew of the wall clock, counters at most MaxCounter),
+// and a counter that would pass MaxCounter carries into the wall time
+// (wall+1 ms, counter 0), which keeps the order and stays ahead of every
+// value seen. A carry needs MaxCounter values within one millisecond, so the
+// clock runs ahead of the wall clock by at most a millisecond per such burst
+// on top of what it merged.
 type Clock struct {
 	mu   sync.Mutex
 	cur  HLC
@@ -153,53 +166,47 @@ func (c *Clock) Now() HLC {
 
 // Tick advances the clock for a local event and returns the new value:
 // (now, 0) if the wall clock moved past the last value, else (last, c+1).
-func (c *Clock) Tick() (HLC, error) {
+func (c *Clock) Tick() HLC {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now().UnixMilli()
 	if now > c.cur.Wall {
 		c.cur.Wall, c.cur.Counter = now, 0
-		return c.cur, nil
+		return c.cur
 	}
-	if c.cur.Counter == math.MaxUint64 {
-		return HLC{}, ErrOverflow
-	}
-	c.cur.Counter++
-	return c.cur, nil
+	c.cur = next(c.cur.Node, c.cur.Wall, c.cur.Counter)
+	return c.cur
 }
 
 // Recv merges a received value r and returns the new value, which is strictly
 // greater than both r and every value this clock returned before. r more than
-// MaxSkew ahead of the wall clock is refused (ErrSkew) and changes nothing.
-// This is the server's recv() rule of §10.4.
+// MaxSkew ahead of the wall clock is refused (ErrSkew), and a counter above
+// MaxCounter as malformed (ErrMalformed); either changes nothing. This is
+// the server's recv() rule of §10.4.
 func (c *Clock) Recv(r HLC) (HLC, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	nowT := c.now()
-	if err := CheckSkew(r, nowT); err != nil {
+	if err := check(r, nowT); err != nil {
 		return HLC{}, err
 	}
-	next, err := merge(c.cur, r, nowT.UnixMilli())
-	if err != nil {
-		return HLC{}, err
-	}
-	c.cur = next
-	return next, nil
+	c.cur = merge(c.cur, r, nowT.UnixMilli())
+	return c.cur, nil
 }
 
 // Observe folds a value seen from another node into the clock without
 // issuing a new one, as the SDK clients do with every `__ts` they receive:
 // afterwards the clock is at least r's (wall, counter). A value from this
-// clock's own node is ignored. It fails with ErrSkew, changing nothing, when
-// the merged value would be more than MaxSkew ahead of the wall clock.
+// clock's own node is ignored. A value more than MaxSkew ahead of the wall
+// clock (ErrSkew) or with a counter above MaxCounter (ErrMalformed) is
+// refused and changes nothing.
 func (c *Clock) Observe(r HLC) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if r.Node == c.cur.Node {
 		return nil
 	}
-	nowT := c.now()
-	if err := CheckSkew(r, nowT); err != nil {
+	if err := check(r, c.now()); err != nil {
 		return err
 	}
 	if r.Wall > c.cur.Wall || (r.Wall == c.cur.Wall && r.Counter > c.cur.Counter) {
@@ -208,27 +215,32 @@ func (c *Clock) Observe(r HLC) error {
 	return nil
 }
 
-func merge(l, r HLC, now int64) (HLC, error) {
-	out := HLC{Node: l.Node}
+// check refuses a value a clock must not merge.
+func check(r HLC, now time.Time) error {
+	if r.Counter > MaxCounter || r.Wall < 0 {
+		return fmt.Errorf("%w: %s: counter above %d", ErrMalformed, r, MaxCounter)
+	}
+	return CheckSkew(r, now)
+}
+
+// next is the value after (wall, counter): the counter incremented, or
+// carried into the wall time at MaxCounter.
+func next(node string, wall int64, counter uint64) HLC {
+	if counter >= MaxCounter {
+		return HLC{Wall: wall + 1, Node: node}
+	}
+	return HLC{Wall: wall, Counter: counter + 1, Node: node}
+}
+
+func merge(l, r HLC, now int64) HLC {
 	switch {
 	case now > l.Wall && now > r.Wall:
-		out.Wall = now
+		return HLC{Wall: now, Node: l.Node}
 	case l.Wall == r.Wall:
-		c := max(l.Counter, r.Counter)
-		if c == math.MaxUint64 {
-			return HLC{}, ErrOverflow
-		}
-		out.Wall, out.Counter = l.Wall, c+1
+		return next(l.Node, l.Wall, max(l.Counter, r.Counter))
 	case l.Wall > r.Wall:
-		if l.Counter == math.MaxUint64 {
-			return HLC{}, ErrOverflow
-		}
-		out.Wall, out.Counter = l.Wall, l.Counter+1
+		return next(l.Node, l.Wall, l.Counter)
 	default:
-		if r.Counter == math.MaxUint64 {
-			return HLC{}, ErrOverflow
-		}
-		out.Wall, out.Counter = r.Wall, r.Counter+1
+		return next(l.Node, r.Wall, r.Counter)
 	}
-	return out, nil
 }

@@ -18,7 +18,7 @@ func TestParse(t *testing.T) {
 		{"1696374425000:1:StateStore", HLC{1696374425000, 1, "StateStore"}},
 		{"001732000000000:00000:0193-client", HLC{1732000000000, 0, "0193-client"}},
 		{"0:0:x", HLC{0, 0, "x"}},
-		{"9223372036854775807:18446744073709551615:n", HLC{math.MaxInt64, math.MaxUint64, "n"}},
+		{"9223372036854775807:2147483647:n", HLC{math.MaxInt64, MaxCounter, "n"}},
 		{"1:2:node with spaces/and-unicode-é", HLC{1, 2, "node with spaces/and-unicode-é"}},
 	}
 	for _, tc := range tests {
@@ -37,6 +37,7 @@ func TestParseMalformed(t *testing.T) {
 	for _, in := range []string{
 		"", "abc", "1:2", "1:2:", ":2:n", "1::n", "1:2:n:x", "-1:2:n", "1:-2:n", "+1:2:n",
 		"1 :2:n", "0x1:2:n", "9223372036854775808:0:n", "1:18446744073709551616:n", "١:2:n",
+		"1:2147483648:n", "1:18446744073709551615:n", // counters beyond MaxCounter
 	} {
 		if h, err := Parse(in); !errors.Is(err, ErrMalformed) {
 			t.Errorf("Parse(%q) = %+v, %v; want ErrMalformed", in, h, err)
@@ -52,7 +53,7 @@ func TestString(t *testing.T) {
 		{HLC{1696374425000, 1, "StateStore"}, "001696374425000:00001:StateStore"},
 		{HLC{0, 0, "n"}, "000000000000000:00000:n"},
 		{HLC{1, 123456, "n"}, "000000000000001:123456:n"},
-		{HLC{math.MaxInt64, math.MaxUint64, "n"}, "9223372036854775807:18446744073709551615:n"},
+		{HLC{math.MaxInt64, MaxCounter, "n"}, "9223372036854775807:2147483647:n"},
 	} {
 		if got := tc.h.String(); got != tc.want {
 			t.Errorf("%+v.String() = %q, want %q", tc.h, got, tc.want)
@@ -107,18 +108,18 @@ func (f *fakeTime) set(t time.Time) { f.mu.Lock(); f.t = t; f.mu.Unlock() }
 func TestTick(t *testing.T) {
 	ft := &fakeTime{t: time.UnixMilli(1000)}
 	c := NewClock("StateStore", ft.now)
-	a, _ := c.Tick()
-	b, _ := c.Tick()
+	a := c.Tick()
+	b := c.Tick()
 	if a != (HLC{1000, 0, "StateStore"}) || b != (HLC{1000, 1, "StateStore"}) {
 		t.Fatalf("ticks at a fixed wall clock: %v then %v", a, b)
 	}
 	ft.set(time.UnixMilli(999)) // the wall clock steps back: the HLC does not
-	d, _ := c.Tick()
+	d := c.Tick()
 	if d != (HLC{1000, 2, "StateStore"}) {
 		t.Fatalf("tick after wall clock stepped back: %v", d)
 	}
 	ft.set(time.UnixMilli(1001))
-	e, _ := c.Tick()
+	e := c.Tick()
 	if e != (HLC{1001, 0, "StateStore"}) {
 		t.Fatalf("tick after wall clock advanced: %v", e)
 	}
@@ -143,7 +144,9 @@ func TestRecv(t *testing.T) {
 		{name: "local ahead of request", now: 100, last: HLC{300, 3, node}, r: HLC{200, 8, "c"}, want: HLC{300, 4, node}},
 		{name: "request ahead of local", now: 100, last: HLC{200, 3, node}, r: HLC{300, 8, "c"}, want: HLC{300, 9, node}},
 		{name: "request too far ahead", now: 100, last: HLC{200, 3, node}, r: HLC{100 + 60001, 0, "c"}, wantErr: ErrSkew},
-		{name: "counter overflow", now: 100, last: HLC{200, 3, node}, r: HLC{200, math.MaxUint64, "c"}, wantErr: ErrOverflow},
+		{name: "counter at the maximum carries", now: 100, last: HLC{200, 3, node}, r: HLC{200, MaxCounter, "c"}, want: HLC{201, 0, node}},
+		{name: "local counter at the maximum carries", now: 100, last: HLC{300, MaxCounter, node}, r: HLC{200, 8, "c"}, want: HLC{301, 0, node}},
+		{name: "counter beyond the wire format", now: 100, last: HLC{200, 3, node}, r: HLC{200, math.MaxUint64, "c"}, wantErr: ErrMalformed},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -175,7 +178,7 @@ func TestObserve(t *testing.T) {
 	if err := c.Observe(HLC{20_000, 5, "server"}); err != nil {
 		t.Fatal(err)
 	}
-	next, _ := c.Tick()
+	next := c.Tick()
 	if next.Compare(HLC{20_000, 5, "server"}) <= 0 || next.Node != "me" {
 		t.Fatalf("tick after observe = %v, want above the observed value", next)
 	}
@@ -186,6 +189,49 @@ func TestObserve(t *testing.T) {
 	_ = c.Observe(HLC{90_000, 0, "me"}) // own node: ignored
 	if c.Now() != before {
 		t.Fatalf("observing own node moved the clock")
+	}
+}
+
+// A value at the largest counter, observed or received, never leaves the
+// clock unable to advance: the next values carry into the wall time.
+func TestPoisonedCounterCarries(t *testing.T) {
+	now := time.UnixMilli(1_000_000)
+	poison := HLC{Wall: now.UnixMilli() + 59_000, Counter: MaxCounter, Node: "attacker"}
+	for _, merge := range []struct {
+		name string
+		do   func(c *Clock) error
+	}{
+		{"observe", func(c *Clock) error { return c.Observe(poison) }},
+		{"recv", func(c *Clock) error { _, err := c.Recv(poison); return err }},
+	} {
+		t.Run(merge.name, func(t *testing.T) {
+			c := NewClock("StateStore", func() time.Time { return now })
+			if err := merge.do(c); err != nil {
+				t.Fatal(err)
+			}
+			last := c.Now()
+			for i := range 3 {
+				v := c.Tick()
+				if v.Compare(last) <= 0 || v.Compare(poison) <= 0 {
+					t.Fatalf("tick %d: %v not above %v and the poison", i, v, last)
+				}
+				last = v
+			}
+			v, err := c.Recv(HLC{Wall: now.UnixMilli(), Node: "client"})
+			if err != nil || v.Compare(last) <= 0 {
+				t.Fatalf("recv after the poison: %v, %v", v, err)
+			}
+			if ahead := v.Wall - poison.Wall; ahead > 1 {
+				t.Fatalf("carry moved the clock %d ms past the poison, want at most 1", ahead)
+			}
+		})
+	}
+	c := NewClock("StateStore", func() time.Time { return now })
+	if err := c.Observe(HLC{Wall: 1, Counter: math.MaxUint64, Node: "x"}); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("observing a counter beyond the wire format: %v, want ErrMalformed", err)
+	}
+	if c.Now() != (HLC{Node: "StateStore"}) {
+		t.Fatalf("a refused value moved the clock to %v", c.Now())
 	}
 }
 
@@ -203,7 +249,7 @@ func TestClockConcurrent(t *testing.T) {
 			for i := 0; i < 1000; i++ {
 				var h HLC
 				if i%2 == 0 {
-					h, _ = c.Tick()
+					h = c.Tick()
 				} else {
 					h, _ = c.Recv(HLC{Wall: time.Now().UnixMilli(), Counter: uint64(i), Node: "c"})
 				}
