@@ -5,12 +5,16 @@ package broker_test
 // hardened"). Every test here failed on the store before the fix it names.
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"runtime"
 	"runtime/metrics"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -97,9 +101,7 @@ func TestSlowWatcherIsDisconnectedAndMemoryStaysBounded(t *testing.T) {
 	if bound := before + 48<<20; peak > bound {
 		t.Fatalf("live heap peaked at %d MiB (started at %d MiB): the slow watcher's backlog was kept", peak>>20, before>>20)
 	}
-	if _, regs := b.Stats().Keys, b.Stats().Registrations; regs != 0 {
-		t.Fatalf("%d registrations left after the slow watcher was disconnected", regs)
-	}
+	waitFor(t, "the slow watcher's registration to be dropped", func() bool { return b.Stats().Registrations == 0 })
 	// Its socket was closed by the broker.
 	_ = slow.nc.SetReadDeadline(time.Now().Add(wait))
 	if _, err := io.Copy(io.Discard, slow.nc); err != nil && !isClosed(err) {
@@ -185,3 +187,92 @@ func heapLive() uint64 {
 	metrics.Read(s)
 	return s[0].Value.Uint64()
 }
+
+// One request with a __ts just inside the skew window and the largest
+// counter (any command, even a GET) made every SET from every client fail
+// with "the request timestamp counter cannot be advanced" for a minute.
+func TestClockPoisoningDoesNotStopWrites(t *testing.T) {
+	b := brokertest.Start(t)
+	attacker, victim := dial(t, b), dial(t, b)
+	ahead := time.Now().UnixMilli() + 59_000
+	for _, counter := range []string{"18446744073709551615", "2147483647", "2147483646"} {
+		ts := fmt.Sprintf("%d:%s:x", ahead, counter)
+		for _, cmd := range [][]string{{"GET", "k"}, {"DEL", "k"}, {"KEYNOTIFY", "k"}, {"SET", "poison", "v"}} {
+			r := attacker.doTS(&ts, nil, cmd...)
+			if cmd[0] == "SET" && counter == "18446744073709551615" {
+				expectPayload(t, r, errText(wire.ErrTextTimestampMalformed))
+			} else if r.reply.Kind == resp.KindError {
+				t.Fatalf("%v with __ts %s: %q", cmd, ts, r.payload)
+			}
+		}
+		for range 3 {
+			expectPayload(t, victim.call("SET", "k", "v"), "+OK\r\n")
+		}
+	}
+	ft := fmt.Sprintf("%d:18446744073709551615:x", time.Now().UnixMilli())
+	expectPayload(t, victim.do(ft, "SET", "fenced", "v"), errText(wire.ErrTextTimestampMalformed))
+}
+
+// The quota counts bytes, not only keys: a few huge values cannot take all
+// the memory, and updates that shrink still work at the bound.
+func TestByteQuota(t *testing.T) {
+	b := brokertest.Start(t, func(cfg *broker.Config) { cfg.MaxBytes = 1 << 20 })
+	c := dial(t, b)
+	big := strings.Repeat("v", 300<<10)
+	for i := range 3 {
+		expectPayload(t, c.call("SET", fmt.Sprint("k", i), big), "+OK\r\n")
+	}
+	expectPayload(t, c.call("SET", "k3", big), errText(wire.ErrTextQuotaExceeded))
+	expectPayload(t, c.call("SET", "k0", big+big), errText(wire.ErrTextQuotaExceeded)) // growing an existing key
+	expectPayload(t, c.call("SET", "k0", "small"), "+OK\r\n")                          // shrinking one
+	expectPayload(t, c.call("SET", "k3", big), "+OK\r\n")                              // the room it freed
+	if st := b.Stats(); st.Bytes > 1<<20 || st.Keys != 4 {
+		t.Fatalf("stats %+v: over the byte quota", st)
+	}
+	expectPayload(t, c.call("DEL", "k3"), ":1\r\n")
+	expectPayload(t, c.call("SET", "k4", big), "+OK\r\n")
+}
+
+// mochi logs a whole packet when a client misbehaves ("error processing
+// packet", a second CONNECT here, password included); nothing of it but a
+// summary may reach the log, and only below WARN.
+func TestClientAbortsDoNotLeakPacketsIntoLogs(t *testing.T) {
+	var buf syncBuffer
+	b := brokertest.Start(t, func(cfg *broker.Config) {
+		cfg.Logger = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	c := dialRaw(t, b, "aborter")
+	c.write(rawRequest(1, "r/1", newCorr(), "", false, "SET", "k", "top-secret-value"))
+	again := packets.NewControlPacket(packets.CONNECT)
+	cc := again.Content.(*packets.Connect)
+	cc.ClientID, cc.ProtocolName, cc.ProtocolVersion = "aborter", "MQTT", 5
+	cc.UsernameFlag, cc.Username, cc.PasswordFlag, cc.Password = true, "u", true, []byte("hunter2-password")
+	c.write(again) // a protocol violation: mochi ends the connection
+	_ = c.nc.SetReadDeadline(time.Now().Add(wait))
+	_, _ = io.Copy(io.Discard, c.nc)
+	waitFor(t, "mochi to log the violation", func() bool { return strings.Contains(buf.String(), "error processing packet") })
+	logs := buf.String()
+	for _, secret := range []string{"hunter2-password", "top-secret-value"} {
+		asBytes := strings.Trim(fmt.Sprint([]byte(secret)), "[]") // how %v renders a packet's []byte fields
+		if strings.Contains(logs, secret) || strings.Contains(logs, asBytes) {
+			t.Errorf("log contains %q:\n%s", secret, logs)
+		}
+	}
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, "error processing packet") && !strings.Contains(line, "level=DEBUG") && !strings.Contains(line, "level=INFO") {
+			t.Errorf("client misbehaviour logged above INFO: %s", line)
+		}
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }

@@ -33,6 +33,9 @@ const DefaultListen = "127.0.0.1:1883"
 // DefaultQuota is the key quota used when Config.Quota is zero.
 const DefaultQuota = 1_000_000
 
+// DefaultMaxBytes is the byte quota used when Config.MaxBytes is zero.
+const DefaultMaxBytes = 256 << 20
+
 // MaxPacketSize is the largest MQTT packet (in bytes) the broker accepts; it
 // is announced in CONNACK. A client sending more is disconnected (reason
 // 0x95). 4 MiB leaves ample room for the largest values the SDK tests use
@@ -58,6 +61,12 @@ type Config struct {
 	// beyond it fails with "the quota has been exceeded". Zero means
 	// DefaultQuota, negative means unlimited.
 	Quota int
+	// MaxBytes bounds the stored data: the sum over keys of key length,
+	// value length and 128 bytes of bookkeeping. A SET that would grow the
+	// store beyond it fails with "the quota has been exceeded" (smaller
+	// updates and deletes still work). Zero means DefaultMaxBytes, negative
+	// means unlimited.
+	MaxBytes int64
 	// PasswordFile, when set, names a file of `username:bcrypt-hash` lines
 	// (htpasswd -B format; '#' comments and blank lines allowed); only those
 	// users may connect. See HashPassword.
@@ -110,6 +119,7 @@ type Broker struct {
 // Stats is a snapshot of the store for inspection and tests.
 type Stats struct {
 	Keys           int    // stored keys (expired ones not yet reaped included)
+	Bytes          int64  // their size as the byte quota counts it (Config.MaxBytes)
 	Registrations  int    // KEYNOTIFY registrations
 	NotifyDropped  uint64 // messages to clients that could not be delivered (connection gone, write failed)
 	QueueOverflows uint64 // clients disconnected because their output queue overflowed
@@ -125,6 +135,9 @@ func New(cfg Config) (*Broker, error) {
 	}
 	if cfg.Quota == 0 {
 		cfg.Quota = DefaultQuota
+	}
+	if cfg.MaxBytes == 0 {
+		cfg.MaxBytes = DefaultMaxBytes
 	}
 	if cfg.Listen == "" {
 		cfg.Listen = DefaultListen
@@ -182,9 +195,9 @@ func New(cfg Config) (*Broker, error) {
 	caps.Compatibilities.NoInheritedPropertiesOnAck = true // PUBACKs must not echo request user properties
 	b.srv = mqtt.New(&mqtt.Options{
 		Capabilities: caps,
-		Logger:       slog.New(quietHandler{cfg.Logger.Handler()}).With("component", "mqtt"),
+		Logger:       mochiLogger(cfg.Logger),
 	})
-	b.store = newStore(cfg.Now, cfg.Quota)
+	b.store = newStore(cfg.Now, quota{keys: cfg.Quota, bytes: cfg.MaxBytes})
 	b.hook = &storeHook{
 		srv:        b.srv,
 		inline:     b.srv.NewClient(nil, mqtt.LocalListener, inlineClientID, true),
@@ -316,36 +329,7 @@ func (b *Broker) Keys() int { return b.Stats().Keys }
 
 // Stats returns a snapshot of the store.
 func (b *Broker) Stats() Stats {
-	keys, regs := b.store.stats()
-	return Stats{Keys: keys, Registrations: regs,
+	keys, bytes, regs := b.store.stats()
+	return Stats{Keys: keys, Bytes: bytes, Registrations: regs,
 		NotifyDropped: b.hook.outStats.dropped.Load(), QueueOverflows: b.hook.outStats.overflows.Load()}
-}
-
-// quietHandler logs mochi's records one level lower (INFO→DEBUG,
-// WARN→INFO, ERROR→WARN): they describe client behaviour, not ours.
-type quietHandler struct{ h slog.Handler }
-
-func (q quietHandler) Enabled(ctx context.Context, l slog.Level) bool {
-	return q.h.Enabled(ctx, l-4)
-}
-
-func (q quietHandler) Handle(ctx context.Context, r slog.Record) error {
-	r.Level -= 4
-	if r.Message == "" {
-		// mochi's message-less records are a client connection ending
-		// (e.g. "use of closed network connection"): debug detail.
-		r.Level = slog.LevelDebug
-		if !q.h.Enabled(ctx, r.Level) {
-			return nil
-		}
-	}
-	return q.h.Handle(ctx, r)
-}
-
-func (q quietHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return quietHandler{q.h.WithAttrs(as)}
-}
-
-func (q quietHandler) WithGroup(name string) slog.Handler {
-	return quietHandler{q.h.WithGroup(name)}
 }

@@ -16,11 +16,6 @@ import (
 // pipeline of §9: framing, command, arity, empty key, options, __ts, __ft,
 // then the store.
 
-// errTextClock is the reply when the server HLC cannot issue a version
-// because a request __ts carries a counter at its maximum (not in §8; clients
-// tolerate unknown texts).
-const errTextClock = "the request timestamp counter cannot be advanced"
-
 // request is what the executor needs from one MQTT request.
 type request struct {
 	payload []byte
@@ -221,8 +216,10 @@ func storeErrReply(err error) reply {
 		return errReply(wire.ErrTextQuotaExceeded)
 	case errors.Is(err, hlc.ErrSkew):
 		return errReply(wire.ErrTextTimestampSkew)
+	case errors.Is(err, hlc.ErrMalformed):
+		return errReply(wire.ErrTextTimestampMalformed)
 	}
-	return errReply(errTextClock)
+	return errReply("internal error: " + err.Error()) // unreachable: every store error is mapped above
 }
 
 // parseMillis accepts 1*DIGIT, optionally followed by a decimal fraction

@@ -26,7 +26,6 @@ var (
 	errFenceRequired = errors.New("a fencing token is required")
 	errFenceLower    = errors.New("fencing token lower than the stored one")
 	errQuota         = errors.New("key quota exceeded")
-	errClock         = errors.New("server clock cannot advance")
 )
 
 // notification is one change delivered to one observer (§13.2).
@@ -68,21 +67,38 @@ type entry struct {
 type store struct {
 	now   func() time.Time
 	clock *hlc.Clock
-	quota int // maximum number of keys; < 0 = unlimited
+	quota quota
 	wake  chan struct{}
 
 	mu       sync.Mutex
 	entries  map[string]*entry
+	bytes    int64 // sum of entry sizes (see entrySize)
 	expiry   expiryHeap
 	watchers map[string]map[string]observer // key -> client id -> owner
 	owned    map[observer]map[string]struct{}
 }
 
-func newStore(now func() time.Time, quota int) *store {
+// quota bounds the store; a SET that would pass either bound fails with
+// "the quota has been exceeded" (§12.3).
+type quota struct {
+	keys  int   // stored keys; < 0 = unlimited
+	bytes int64 // sum of entry sizes; < 0 = unlimited
+}
+
+// entryOverhead is what one key costs besides its key and value bytes (the
+// entry, its map slot, its heap slot): counted so a flood of empty keys
+// meets the byte quota too.
+const entryOverhead = 128
+
+func entrySize(key string, value []byte) int64 {
+	return int64(len(key) + len(value) + entryOverhead)
+}
+
+func newStore(now func() time.Time, q quota) *store {
 	return &store{
 		now:      now,
 		clock:    hlc.NewClock(nodeID, now),
-		quota:    quota,
+		quota:    q,
 		wake:     make(chan struct{}, 1),
 		entries:  make(map[string]*entry),
 		watchers: make(map[string]map[string]observer),
@@ -127,22 +143,23 @@ func (s *store) set(a setArgs) (applied bool, version hlc.HLC, err error) {
 		_ = s.clock.Observe(a.ts)
 		return false, e.version, nil
 	}
-	if e == nil && s.quota >= 0 && len(s.entries) >= s.quota {
-		s.reapDue(now)
-		if len(s.entries) >= s.quota {
-			return false, hlc.HLC{}, errQuota
-		}
+	if err := s.checkQuota(e, a.key, a.value, now); err != nil {
+		return false, hlc.HLC{}, err
 	}
-	v, err := s.clock.Recv(a.ts)
+	v, err := s.clock.Recv(a.ts) // a.ts passed Parse and the skew check: only a defence
 	if err != nil {
-		return false, hlc.HLC{}, errors.Join(errClock, err)
+		return false, hlc.HLC{}, err
 	}
 	if e == nil {
 		e = &entry{key: string(a.key), index: -1}
 		s.entries[e.key] = e
-	} else if e.index >= 0 {
-		heap.Remove(&s.expiry, e.index)
+	} else {
+		s.bytes -= entrySize(e.key, e.value)
+		if e.index >= 0 {
+			heap.Remove(&s.expiry, e.index)
+		}
 	}
+	s.bytes += entrySize(e.key, a.value)
 	e.value = bytes.Clone(a.value)
 	if e.value == nil {
 		e.value = []byte{}
@@ -165,6 +182,29 @@ func (s *store) set(a setArgs) (applied bool, version hlc.HLC, err error) {
 	}
 	s.notifyLocked(e.key, resp.OpSet, e.value, v)
 	return true, v, nil
+}
+
+// checkQuota refuses a SET that would create a key beyond the key quota, or
+// grow the store beyond the byte quota (e is the live entry, nil when the
+// SET creates the key). Expired entries are reaped first if that helps.
+func (s *store) checkQuota(e *entry, key, value []byte, now time.Time) error {
+	newKey := e == nil
+	grow := entrySize(string(key), value)
+	if e != nil {
+		grow -= entrySize(e.key, e.value)
+	}
+	over := func() bool {
+		return (newKey && s.quota.keys >= 0 && len(s.entries) >= s.quota.keys) ||
+			(grow > 0 && s.quota.bytes >= 0 && s.bytes+grow > s.quota.bytes)
+	}
+	if !over() {
+		return nil
+	}
+	s.reapDue(now)
+	if over() {
+		return errQuota
+	}
+	return nil
 }
 
 // get returns the value and version of key, ok=false when absent.
@@ -229,16 +269,11 @@ func (s *store) lookup(key []byte, now time.Time) *entry {
 // removeLocked deletes e and notifies its observers with a fresh tick.
 func (s *store) removeLocked(e *entry) {
 	delete(s.entries, e.key)
+	s.bytes -= entrySize(e.key, e.value)
 	if e.index >= 0 {
 		heap.Remove(&s.expiry, e.index)
 	}
-	v, err := s.clock.Tick()
-	if err != nil {
-		// Counter exhausted for this millisecond (only reachable with a
-		// hostile __ts): the current value is still >= every version issued.
-		v = s.clock.Now()
-	}
-	s.notifyLocked(e.key, resp.OpDelete, nil, v)
+	s.notifyLocked(e.key, resp.OpDelete, nil, s.clock.Tick())
 }
 
 func (s *store) notifyLocked(key, op string, value []byte, v hlc.HLC) {
@@ -351,15 +386,15 @@ func (s *store) dropObserver(o observer) {
 	delete(s.owned, o)
 }
 
-// stats reports the number of stored keys (expired ones not yet reaped
-// included) and registrations.
-func (s *store) stats() (keys, registrations int) {
+// stats reports the number of stored keys and their size (expired ones not
+// yet reaped included) and registrations.
+func (s *store) stats() (keys int, bytes int64, registrations int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, w := range s.watchers {
 		registrations += len(w)
 	}
-	return len(s.entries), registrations
+	return len(s.entries), s.bytes, registrations
 }
 
 // maxPX caps PX so that now+PX cannot overflow time.Duration (~292 years).
