@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -411,5 +412,58 @@ func TestRenewalDoesNotReviveAPossiblyExpiredLease(t *testing.T) {
 	}
 	if _, err := h.Set(e.ctx(), "shared", []byte("x"), abi.SetOptions{Fence: "leader"}); abi.StatusOf(err) != abi.StatusLockLost {
 		t.Fatalf("fenced write after the loss: %v, want LOCK_LOST", err)
+	}
+}
+
+// Taking a lease writes its key, so lock needs write permission on it as
+// well as lock permission, and unlock likewise. A denied lock is refused
+// before any store request: it neither creates the key nor tells an absent
+// key from a present one.
+func TestLockNeedsWritePermission(t *testing.T) {
+	e := newEnv(t, func(o *Options) {
+		o.Rules = map[string]RuleConfig{
+			"reader.gorule": {Write: []string{}},                                              // lock: absent (any key)
+			"writer.gorule": {Write: []string{"app/**"}, Lock: []string{"app/**", "priv/**"}}, // lock wider than write
+		}
+	})
+	e.set("priv/existing", "held by another system")
+	reader, _ := e.lockHost("reader")
+	writer, _ := e.lockHost("writer")
+
+	sent := e.requests()
+	var msgs []string
+	for _, c := range []struct {
+		h   abi.Host
+		key string
+	}{{reader, "priv/newkey"}, {reader, "priv/existing"}, {writer, "priv/newkey"}, {writer, "priv/existing"}} {
+		_, err := c.h.Lock(e.ctx(), c.key, time.Minute, abi.LockOptions{})
+		if abi.StatusOf(err) != abi.StatusDenied {
+			t.Errorf("lock %q without write permission: %v, want DENIED", c.key, err)
+			continue
+		}
+		msgs = append(msgs, strings.Replace(err.Error(), c.key, "KEY", 1))
+		if err := c.h.Unlock(e.ctx(), c.key); abi.StatusOf(err) != abi.StatusDenied {
+			t.Errorf("unlock %q without write permission: %v, want DENIED", c.key, err)
+		}
+	}
+	if n := e.requests() - sent; n != 0 {
+		t.Errorf("denied locks sent %d request(s) to the store, want none", n)
+	}
+	if _, ok := e.get("priv/newkey"); ok {
+		t.Error("a denied lock created its key")
+	}
+	// Same answer whether the key exists or not.
+	if len(msgs) == 4 && (msgs[0] != msgs[1] || msgs[2] != msgs[3]) {
+		t.Errorf("denials differ by whether the key exists: %q", msgs)
+	}
+	if len(msgs) > 0 && !strings.Contains(msgs[0], "write") {
+		t.Errorf("denial %q does not say write permission is needed", msgs[0])
+	}
+	// With both permissions, lock and unlock work.
+	if _, err := writer.Lock(e.ctx(), "app/leader", time.Minute, abi.LockOptions{}); err != nil {
+		t.Fatalf("lock with write and lock permission: %v", err)
+	}
+	if err := writer.Unlock(e.ctx(), "app/leader"); err != nil {
+		t.Fatalf("unlock: %v", err)
 	}
 }
