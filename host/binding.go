@@ -190,7 +190,7 @@ func (b *binding) Unwatch(ctx context.Context, key string) error {
 
 // Lock implements abi.Host.
 func (b *binding) Lock(ctx context.Context, name string, ttl time.Duration, opts abi.LockOptions) (string, error) {
-	if err := b.check("lock", name, b.cfg().Lock); err != nil {
+	if err := b.checkLock("lock", name); err != nil {
 		return "", err
 	}
 	return b.r.lock(ctx, name, ttl, opts.Wait)
@@ -198,10 +198,25 @@ func (b *binding) Lock(ctx context.Context, name string, ttl time.Duration, opts
 
 // Unlock implements abi.Host.
 func (b *binding) Unlock(ctx context.Context, name string) error {
-	if err := b.check("unlock", name, nil); err != nil {
+	if err := b.checkLock("unlock", name); err != nil {
 		return err
 	}
 	return b.r.unlock(ctx, name)
+}
+
+// checkLock checks a lock name against the rule's permissions. A lease is a
+// write of its key (SET NEX PX, VDEL to release), so it needs write
+// permission as well as lock permission. Both are checked before any store
+// request: a denied lock neither creates the key nor tells whether it exists.
+func (b *binding) checkLock(verb, name string) error {
+	cfg := b.cfg()
+	if err := b.check(verb, name, cfg.Lock); err != nil {
+		return err
+	}
+	if !allowed(cfg.Write, name) {
+		return abi.Errorf(abi.StatusDenied, "%s %q: not permitted for rule %s (a lock writes its key, which the rule may not write)", verb, name, b.r.name)
+	}
+	return nil
 }
 
 // Log implements abi.Host.

@@ -26,7 +26,8 @@ type RuleConfig struct {
 	Mailbox int
 	// Key permissions: glob patterns (doublestar syntax: `*` stays within a
 	// `/` segment, `**` crosses them). A nil list allows every key; an empty
-	// list allows none.
+	// list allows none. A lease writes its key, so lock and unlock need the
+	// name allowed by both Lock and Write.
 	Read  []string
 	Write []string
 	Watch []string

@@ -43,6 +43,10 @@ type Options struct {
 	// MaxHops is the longest chain of rule writes triggering rules before
 	// the feedback-loop damper drops the event (DefaultMaxHops when zero).
 	MaxHops int
+
+	// now is the monotonic clock that times leases (locks.go); time.Now
+	// when nil. Tests inject one.
+	now func() time.Time
 }
 
 // DefaultMaxHops bounds chains of rules triggering each other.
@@ -57,6 +61,7 @@ type Host struct {
 	defaults RuleConfig
 	rules    map[string]RuleConfig
 	maxHops  int
+	now      func() time.Time // times leases
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -97,6 +102,7 @@ func New(opts Options) (*Host, error) {
 		defaults: opts.Defaults,
 		rules:    opts.Rules,
 		maxHops:  opts.MaxHops,
+		now:      opts.now,
 		lin:      newLineage(1 << 16),
 		resync:   make(chan struct{}, 1),
 		slots:    map[string]*rule{},
@@ -106,6 +112,9 @@ func New(opts Options) (*Host, error) {
 	}
 	if h.maxHops <= 0 {
 		h.maxHops = DefaultMaxHops
+	}
+	if h.now == nil {
+		h.now = time.Now
 	}
 	for _, rt := range opts.Runtimes {
 		h.runtimes[rt.Kind()] = rt

@@ -11,32 +11,164 @@ import (
 	"github.com/ssrun/ssrun/protocol/hlc"
 )
 
+// Lease timing: when a lease may have expired, and why a write that passes
+// the check lands while the store still keeps the lease.
+//
+// A lease is taken or renewed by SET name holder NEX PX ttl. The store starts
+// the ttl when it executes that request, which is after the host sent it: if
+// the host reads its monotonic clock at s just before sending, and the
+// request is applied, the store keeps the key for at least ttl after s. The
+// host counts the lease as held only while now - s < ttl - leaseMargin(ttl)
+// on its own clock, s being the send time of the last applied lock or
+// renewal request. After that the lease may have expired, and
+//
+//   - a fenced write (set/del/vdel with fence) fails locally with LOCK_LOST
+//     and is never sent;
+//   - a re-lock takes the lease again (a new request, a new token) instead
+//     of returning the old token;
+//   - the renewal goroutine stops instead of renewing, because NEX would
+//     re-create a lapsed key and hide the gap during which another holder
+//     may have held it;
+//
+// and in each case the lease is lost: the rule gets one LOCK_LOST event.
+//
+// Why that is safe: a fenced write checked at host time c, with c - s <
+// ttl - margin, is executed by the store a send latency d after c. It lands
+// inside the lease if (c - s) + d < ttl as the store's clock measures it. A
+// store clock running faster than the host's by a rate ρ measures c - s as at
+// most (c - s)(1 + ρ) < ttl - margin + ρ·ttl. So the write lands inside the
+// lease whenever ρ·ttl + d ≤ margin: leaseDriftPPM of the ttl covers ρ, and
+// leaseSendAllowance covers d (the host's path from the check to the socket,
+// and the network to the store). Renewals are sent under the same check, so
+// an applied renewal extends a lease that never lapsed in the store. The
+// host's clock is monotonic, so steps of its wall clock do not matter.
+//
+// What no local check can cover: a delay between the check and the store
+// executing the write longer than the allowance (the process paused right
+// after the check, a request held up in the network or resent after a
+// reconnect). Such a late write is the store's to refuse, which it does once
+// the new holder has written the key with its larger token.
+const (
+	// leaseDriftPPM bounds how much faster, in parts per million, the
+	// store's clock may run than the host's monotonic clock: quartz
+	// oscillators are within ±100 ppm and NTP slews a clock by at most
+	// 500 ppm, so 1000 covers both clocks with room to spare.
+	leaseDriftPPM = 1000
+	// leaseSendAllowance bounds the time from a fenced write's lease check to
+	// the store executing it. A store round trip is well under 1 ms on a
+	// LAN; 100 ms leaves room for a loaded host or a congested network. It
+	// is capped at a quarter of the ttl so that short leases stay usable.
+	leaseSendAllowance = 100 * time.Millisecond
+)
+
+// leaseMargin is how long before sent + ttl the host stops counting a lease
+// as held (see above): ttl/1000 for clock drift plus min(100 ms, ttl/4) for
+// the send latency. For a 1 s ttl that is 101 ms; for 10 s, 110 ms. It stays
+// under ttl/3, so a lease stays held for more than two renewal intervals
+// (ttl/3 each) after its last applied request: one failed renewal is retried
+// in time.
+func leaseMargin(ttl time.Duration) time.Duration {
+	return ttl/1_000_000*leaseDriftPPM + min(leaseSendAllowance, ttl/4)
+}
+
 // lease is a lock held by a rule: the store key name holds holder with a PX
 // expiry that a renewal goroutine extends every ttl/3. Its token is the lock
 // key's version, which grows with each renewal (statestore-protocol.md §14).
 type lease struct {
-	name   string
-	holder string
-	ttl    time.Duration
-	stop   chan struct{}
-	done   chan struct{}
+	name     string
+	holder   string
+	ttl      time.Duration
+	stop     chan struct{}
+	stopOnce sync.Once
+	done     chan struct{}
 
 	mu    sync.Mutex
 	token hlc.HLC
+	// until is when the lease may have expired, on the host's lease clock:
+	// the send time of the last applied lock or renewal request, plus ttl,
+	// minus leaseMargin(ttl).
+	until time.Time
 	lost  bool
 }
 
-func (l *lease) current() (hlc.HLC, bool) {
+// held returns the token if, at now, the lease is held for certain. When it
+// is not, why says so; lapsed reports that this call found the lease
+// expired and marked it lost (the caller announces the loss).
+func (l *lease) held(now time.Time) (tok hlc.HLC, why string, lapsed bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.token, l.lost
+	switch {
+	case l.lost:
+		return hlc.HLC{}, "has lost", false
+	case !now.Before(l.until):
+		l.lost = true
+		return hlc.HLC{}, "may have lost: its lease may have expired", true
+	}
+	return l.token, "", false
+}
+
+// renewed records an applied renewal sent at sent.
+func (l *lease) renewed(token hlc.HLC, sent time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.lost {
+		l.token = token
+		l.until = sent.Add(l.ttl - leaseMargin(l.ttl))
+	}
+}
+
+// remaining is how long after now the lease may expire (zero once it may
+// have).
+func (l *lease) remaining(now time.Time) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return max(l.until.Sub(now), 0)
+}
+
+// markLost marks the lease lost; it reports whether it was held until now.
+func (l *lease) markLost() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	was := !l.lost
+	l.lost = true
+	return was
+}
+
+func (l *lease) isLost() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lost
+}
+
+// stopRenewal tells the renewal goroutine to end, without waiting for it.
+func (l *lease) stopRenewal() { l.stopOnce.Do(func() { close(l.stop) }) }
+
+// halt stops the renewal goroutine and waits for it.
+func (l *lease) halt() {
+	l.stopRenewal()
+	<-l.done
 }
 
 // holder is the lock value for this rule: "<client id>:<rule file name>", so
 // two rules of one host, and the same rule on two hosts, are distinct holders.
 func (r *rule) holder() string { return r.h.client.ClientID() + ":" + r.name }
 
-// lock acquires (or returns) the lease name; see abi.Host.Lock.
+// lapsedReason explains a lease lost to its local expiry.
+const lapsedReason = "no lock or renewal request applied within the ttl minus the safety margin: the lease may have expired"
+
+// heldToken returns the token of l if the rule holds it for certain, or why
+// not. A lease found expired is lost: the rule gets LOCK_LOST.
+func (r *rule) heldToken(l *lease) (hlc.HLC, string) {
+	tok, why, lapsed := l.held(r.h.now())
+	if lapsed {
+		r.announceLoss(l, lapsedReason)
+	}
+	return tok, why
+}
+
+// lock acquires (or returns) the lease name; see abi.Host.Lock. A lease
+// that may have expired is not returned: the lock is taken again, with a new
+// token.
 func (r *rule) lock(ctx context.Context, name string, ttl, wait time.Duration) (string, error) {
 	if ttl < time.Millisecond {
 		return "", abi.Errorf(abi.StatusInvalid, "lock %q: ttl must be at least 1 ms", name)
@@ -45,13 +177,13 @@ func (r *rule) lock(ctx context.Context, name string, ttl, wait time.Duration) (
 		return "", abi.Errorf(abi.StatusInvalid, "lock %q: wait must not be negative", name)
 	}
 	r.mu.Lock()
-	if l := r.locks[name]; l != nil {
-		if tok, lost := l.current(); !lost {
-			r.mu.Unlock()
+	l := r.locks[name]
+	r.mu.Unlock()
+	if l != nil {
+		if tok, why := r.heldToken(l); why == "" {
 			return tok.String(), nil
 		}
 	}
-	r.mu.Unlock()
 
 	var wake <-chan struct{}
 	if wait > 0 {
@@ -65,7 +197,7 @@ func (r *rule) lock(ctx context.Context, name string, ttl, wait time.Duration) (
 	deadline := time.Now().Add(wait)
 	holder := r.holder()
 	for {
-		sent := time.Now()
+		sent := r.h.now()
 		res, err := r.h.client.Set(ctx, []byte(name), []byte(holder), protocol.SetOptions{Condition: protocol.CondNEX, Expiry: ttl})
 		if err != nil {
 			return "", storeError(err)
@@ -91,9 +223,11 @@ func (r *rule) lock(ctx context.Context, name string, ttl, wait time.Duration) (
 	}
 }
 
-// hold records an acquired lease and starts its renewal.
+// hold records a lease acquired by a request sent at sent and starts its
+// renewal.
 func (r *rule) hold(name, holder string, ttl time.Duration, token hlc.HLC, sent time.Time) string {
-	l := &lease{name: name, holder: holder, ttl: ttl, token: token, stop: make(chan struct{}), done: make(chan struct{})}
+	l := &lease{name: name, holder: holder, ttl: ttl, token: token, until: sent.Add(ttl - leaseMargin(ttl)),
+		stop: make(chan struct{}), done: make(chan struct{})}
 	r.mu.Lock()
 	old := r.locks[name]
 	r.locks[name] = l
@@ -102,66 +236,75 @@ func (r *rule) hold(name, holder string, ttl time.Duration, token hlc.HLC, sent 
 		old.halt()
 	}
 	r.wg.Add(1)
-	go r.renew(l, sent.Add(ttl))
+	go r.renew(l)
 	return token.String()
 }
 
-func (l *lease) halt() {
-	select {
-	case <-l.stop:
-	default:
-		close(l.stop)
-	}
-	<-l.done
-}
-
 // renew extends the lease every ttl/3 until it is released or lost. A renewal
-// that finds another holder, or failures that outlast the lease, lose it: the
-// rule gets a LOCK_LOST event and its fenced writes fail locally.
-func (r *rule) renew(l *lease, expires time.Time) {
+// that finds another holder loses it; so does the lease's local expiry (no
+// renewal applied in time, see lapsedReason): the rule gets a LOCK_LOST event
+// and its fenced writes fail locally.
+func (r *rule) renew(l *lease) {
 	defer r.wg.Done()
 	defer close(l.done)
 	interval := max(l.ttl/3, time.Millisecond)
 	t := time.NewTimer(interval)
 	defer t.Stop()
+	var lastErr error
 	for {
 		select {
 		case <-l.stop:
 			return
 		case <-t.C:
 		}
-		sent := time.Now()
+		sent := r.h.now()
+		if _, why, lapsed := l.held(sent); why != "" {
+			if lapsed {
+				reason := lapsedReason
+				if lastErr != nil {
+					reason += " (renewals failed: " + lastErr.Error() + ")"
+				}
+				r.announceLoss(l, reason)
+			}
+			return
+		}
 		ctx, cancel := context.WithTimeout(r.h.ctx, interval)
 		res, err := r.h.client.Set(ctx, []byte(l.name), []byte(l.holder), protocol.SetOptions{Condition: protocol.CondNEX, Expiry: l.ttl})
 		cancel()
 		switch {
 		case err == nil && res.Applied:
-			l.mu.Lock()
-			l.token = res.Version
-			l.mu.Unlock()
-			expires = sent.Add(l.ttl)
+			l.renewed(res.Version, sent)
+			lastErr = nil
+			// Keep the cadence of send times: the lease runs from them,
+			// so a slow reply does not eat into the next renewal's slack.
+			t.Reset(max(interval-r.h.now().Sub(sent), 0))
+			continue
 		case err == nil:
 			r.loseLease(l, "taken by another holder")
 			return
-		case time.Now().After(expires):
-			r.loseLease(l, "lease expired while renewals failed: "+err.Error())
+		case r.h.ctx.Err() != nil:
 			return
-		default:
-			if r.h.ctx.Err() != nil {
-				return
-			}
-			r.h.log.Warn("lock renewal failed; retrying", "rule", r.name, "lock", l.name, "err", err)
 		}
-		t.Reset(interval)
+		lastErr = err
+		r.h.log.Warn("lock renewal failed; retrying", "rule", r.name, "lock", l.name, "err", err)
+		// Retry, or wake when the lease may expire to report its loss.
+		t.Reset(min(interval, l.remaining(r.h.now())))
 	}
 }
 
-// loseLease marks the lease lost and queues a LOCK_LOST event for the rule,
-// outside its mailbox so a full mailbox cannot swallow it.
+// loseLease marks the lease lost and announces it, unless it was lost
+// already.
 func (r *rule) loseLease(l *lease, why string) {
-	l.mu.Lock()
-	l.lost = true
-	l.mu.Unlock()
+	if l.markLost() {
+		r.announceLoss(l, why)
+	}
+}
+
+// announceLoss stops the renewal of a lease just marked lost and queues a
+// LOCK_LOST event for the rule, outside its mailbox so a full mailbox cannot
+// swallow it.
+func (r *rule) announceLoss(l *lease, why string) {
+	l.stopRenewal()
 	r.h.log.Warn("lock lost", "rule", r.name, "lock", l.name, "reason", why)
 	r.mu.Lock()
 	r.lost = append(r.lost, l.name)
@@ -191,7 +334,7 @@ func (r *rule) unlock(ctx context.Context, name string) error {
 // holder (VDEL: never another holder's lock).
 func (r *rule) releaseLease(ctx context.Context, l *lease) error {
 	l.halt()
-	if _, lost := l.current(); lost {
+	if l.isLost() {
 		return nil
 	}
 	_, err := r.h.client.VDel(ctx, []byte(l.name), []byte(l.holder), protocol.DelOptions{})
@@ -202,7 +345,9 @@ func (r *rule) releaseLease(ctx context.Context, l *lease) error {
 }
 
 // fenceToken returns the token to attach to a write fenced with the lock
-// name, or a LOCK_LOST error when the rule does not hold it (any more).
+// name, or a LOCK_LOST error when the rule does not hold it (any more), or
+// its lease may have expired (see leaseMargin). It is checked just before the
+// write is sent.
 func (r *rule) fenceToken(verb, key, name string) (hlc.HLC, error) {
 	if name == "" {
 		return hlc.HLC{}, nil
@@ -213,9 +358,9 @@ func (r *rule) fenceToken(verb, key, name string) (hlc.HLC, error) {
 	if l == nil {
 		return hlc.HLC{}, abi.Errorf(abi.StatusLockLost, "%s %q: fenced with lock %q, which rule %s does not hold", verb, key, name, r.name)
 	}
-	tok, lost := l.current()
-	if lost {
-		return hlc.HLC{}, abi.Errorf(abi.StatusLockLost, "%s %q: fenced with lock %q, which rule %s has lost", verb, key, name, r.name)
+	tok, why := r.heldToken(l)
+	if why != "" {
+		return hlc.HLC{}, abi.Errorf(abi.StatusLockLost, "%s %q: fenced with lock %q, which rule %s %s", verb, key, name, r.name, why)
 	}
 	return tok, nil
 }
