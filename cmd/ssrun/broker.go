@@ -16,13 +16,15 @@ import (
 type brokerFlags struct {
 	listen, passwords, tlsCert, tlsKey string
 	quota                              int
+	maxBytes                           sizeFlag
 	insecure                           bool
 }
 
 func (f *brokerFlags) register(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:1883", "address to listen on, HOST:PORT (port 0 picks a free one)")
-	fs.IntVar(&f.quota, "quota", 0, "maximum number of keys (0: the default, negative: unlimited)")
+	fs.IntVar(&f.quota, "quota", 0, "maximum number of keys (0: the default, 1000000; negative: unlimited)")
+	fs.Var(&f.maxBytes, "max-bytes", "maximum size of the stored data, keys + values + 128 B per key, e.g. 512MiB (default 256MiB; -1: unlimited)")
 	fs.StringVar(&f.passwords, "passwords", "", "file of `user:bcrypt-hash` lines (see `ssrun passwd`); required off loopback unless --insecure")
 	fs.BoolVar(&f.insecure, "insecure", false, "allow unauthenticated clients on a non-loopback address")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate PEM (with --tls-key)")
@@ -36,6 +38,7 @@ func (a *app) startBroker(f *brokerFlags) (*broker.Broker, error) {
 	b, err := broker.New(broker.Config{
 		Listen:       f.listen,
 		Quota:        f.quota,
+		MaxBytes:     int64(f.maxBytes),
 		PasswordFile: f.passwords,
 		Insecure:     f.insecure,
 		TLSCertFile:  f.tlsCert,

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ssrun/ssrun/broker/brokertest"
 	"github.com/ssrun/ssrun/internal/gobuild"
+	"github.com/ssrun/ssrun/internal/testnet"
 )
 
 // result is one run of the command line.
@@ -195,6 +196,44 @@ func TestKVWatchPrintsChanges(t *testing.T) {
 	}
 }
 
+// kv watch starts with each key's value and, after a lost connection comes
+// back, prints what changed meanwhile: a key deleted while it was away is
+// not left showing its old value.
+func TestKVWatchRereadsAfterReconnect(t *testing.T) {
+	b := brokertest.Start(t)
+	p := testnet.NewProxy(t, b.Addr())
+	runCLI(t, "", "kv", "--broker", b.Addr(), "set", "k1", "one")
+	out, errw, stop := start(t, "kv", "watch", "k1", "k2", "--broker", p.Addr())
+	waitOutput(t, errw, regexp.MustCompile(`watching 2 key`))
+	waitOutput(t, out, regexp.MustCompile(`(?m)^\d{15}:\d{5}:StateStore SET k1 one\n`))
+	p.Cut()
+	waitOutput(t, errw, regexp.MustCompile(`connection lost`))
+	runCLI(t, "", "kv", "--broker", b.Addr(), "del", "k1")
+	runCLI(t, "", "kv", "--broker", b.Addr(), "set", "k2", "two")
+	p.Heal()
+	waitOutput(t, errw, regexp.MustCompile(`re-read 2 key\(s\), 2 changed meanwhile`))
+	runCLI(t, "", "kv", "--broker", b.Addr(), "set", "k1", "three")
+	waitOutput(t, out, regexp.MustCompile(`SET k1 three\n`))
+	if code := stop(); code != 0 {
+		t.Fatalf("watch exit %d", code)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	want := []*regexp.Regexp{
+		regexp.MustCompile(`^\d{15}:\d{5}:StateStore SET k1 one$`),
+		regexp.MustCompile(`^- DELETE k1$`),
+		regexp.MustCompile(`^\d{15}:\d{5}:StateStore SET k2 two$`),
+		regexp.MustCompile(`^\d{15}:\d{5}:StateStore SET k1 three$`),
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("watch printed:\n%s", out.String())
+	}
+	for i, re := range want {
+		if !re.MatchString(lines[i]) {
+			t.Errorf("line %d %q does not match %s", i, lines[i], re)
+		}
+	}
+}
+
 // `ssrun dev` runs a folder on an embedded broker, prints where and what to
 // try, reacts to a change, and hot-reloads an edited rule.
 func TestDev(t *testing.T) {
@@ -273,6 +312,21 @@ func TestBrokerCommand(t *testing.T) {
 	}
 	if code := stop(); code != 0 {
 		t.Fatalf("broker exit %d", code)
+	}
+	// --max-bytes bounds the data, not only the key count.
+	out, _, stop = start(t, "broker", "--listen", "127.0.0.1:0", "--max-bytes", "4KiB")
+	m = waitOutput(t, out, regexp.MustCompile(`listening on (\S+)\n`))
+	if r := runCLI(t, strings.Repeat("v", 3000), "kv", "--broker", m[1], "set", "a", "-"); r.code != 0 {
+		t.Fatalf("%+v", r)
+	}
+	if r := runCLI(t, strings.Repeat("v", 3000), "kv", "--broker", m[1], "set", "b", "-"); r.code != 2 || !strings.Contains(r.stderr, "the quota has been exceeded") {
+		t.Fatalf("byte quota: %+v", r)
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("broker exit %d", code)
+	}
+	if r := runCLI(t, "", "broker", "--max-bytes", "lots"); r.code != 2 || !strings.Contains(r.stderr, `bad size "lots"`) {
+		t.Fatalf("bad --max-bytes: %+v", r)
 	}
 	// Off loopback without credentials it refuses to start.
 	if r := runCLI(t, "", "broker", "--listen", "0.0.0.0:0"); r.code == 0 || !strings.Contains(r.stderr, "insecure") {

@@ -183,3 +183,32 @@ func parseSize(s string) (int64, error) {
 	}
 	return n * mult, nil
 }
+
+// sizeFlag is a command-line size in the units of byteSize; "-1" means
+// unlimited and the zero value leaves the default.
+type sizeFlag int64
+
+func (f *sizeFlag) String() string {
+	if *f == 0 {
+		return ""
+	}
+	return strconv.FormatInt(int64(*f), 10)
+}
+
+func (f *sizeFlag) Set(s string) error {
+	if strings.TrimSpace(s) == "-1" {
+		*f = -1
+		return nil
+	}
+	v, err := parseSize(s)
+	if err != nil {
+		return err
+	}
+	if v == 0 {
+		return fmt.Errorf("size %q must be positive (or -1 for unlimited)", s)
+	}
+	*f = sizeFlag(v)
+	return nil
+}
+
+func (f *sizeFlag) Type() string { return "size" }

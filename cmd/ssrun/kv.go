@@ -248,16 +248,25 @@ func (a *app) deleted(verb, key string, n int64, err error) error {
 func (a *app) kvWatch(o *kvOpts) *cobra.Command {
 	return &cobra.Command{
 		Use:   "watch KEY...",
-		Short: "Print every change of KEYs with its version until interrupted",
-		Args:  cobra.MinimumNArgs(1),
+		Short: "Print each KEY's value, then every change with its version until interrupted",
+		Long: `Print each KEY's current value, then every change with its version until
+interrupted. After a lost connection comes back, the keys are read again and
+what changed while disconnected is printed (a key deleted meanwhile as
+"- DELETE key"), so the output never shows a value that no longer exists.`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withClient(cmd, o, func(ctx context.Context, c *protocol.Client) error {
+				w := &watcher{a: a, c: c, keys: args, seen: map[string]keyState{}}
 				for _, k := range args {
 					if err := c.KeyNotify(ctx, []byte(k), protocol.CallOptions{}); err != nil {
 						return fmt.Errorf("watch %q: %w", k, err)
 					}
 				}
+				if _, err := w.reread(ctx); err != nil {
+					return err
+				}
 				fmt.Fprintf(a.stderr, "watching %d key(s); Ctrl-C to stop\n", len(args))
+				connected := true
 				for {
 					select {
 					case <-ctx.Done():
@@ -266,12 +275,90 @@ func (a *app) kvWatch(o *kvOpts) *cobra.Command {
 						if !ok {
 							return errors.New("watch: client closed")
 						}
-						a.printEvent(ev)
+						switch ev.Kind {
+						case protocol.EventNotify:
+							w.print(string(ev.Key), ev.Op, ev.Version, ev.Value)
+						case protocol.EventDisconnected:
+							connected = false
+							a.printEvent(ev)
+						case protocol.EventConnected, protocol.EventOverflow:
+							if ev.Kind == protocol.EventConnected && connected {
+								continue // the first connection: already read
+							}
+							connected = true
+							n, err := w.reread(ctx)
+							if err != nil {
+								fmt.Fprintf(a.stderr, "re-reading the watched keys failed: %v\n", err)
+								continue
+							}
+							fmt.Fprintf(a.stderr, "%s; re-read %d key(s), %d changed meanwhile\n", ev.Kind, len(args), n)
+						}
 					}
 				}
 			})
 		},
 	}
+}
+
+// watcher prints a set of keys' changes in version order, each once.
+type watcher struct {
+	a    *app
+	c    *protocol.Client
+	keys []string
+	seen map[string]keyState
+}
+
+type keyState struct {
+	version hlc.HLC // last printed; zero: nothing yet
+	present bool
+}
+
+// print writes one change unless it is not newer than what was printed (a
+// notification queued before a re-read that returned a later version). A
+// zero version is a deletion seen by a re-read, whose version is unknown.
+func (w *watcher) print(key, op string, version hlc.HLC, value []byte) bool {
+	st := w.seen[key]
+	if !version.IsZero() && version.Compare(st.version) <= 0 {
+		return false
+	}
+	if op == protocol.OpDelete {
+		if !st.present {
+			return false
+		}
+		text := "-" // deleted while disconnected: its version is unknown
+		if !version.IsZero() {
+			text = version.String()
+			st.version = version
+		}
+		w.seen[key] = keyState{version: st.version, present: false}
+		fmt.Fprintf(w.a.stdout, "%s DELETE %s\n", text, key)
+		return true
+	}
+	w.seen[key] = keyState{version: version, present: true}
+	fmt.Fprintf(w.a.stdout, "%s SET %s %s\n", version, key, value)
+	return true
+}
+
+// reread GETs every key and prints those whose version differs from the
+// last printed one; it returns how many it printed.
+func (w *watcher) reread(ctx context.Context) (int, error) {
+	n := 0
+	for _, k := range w.keys {
+		res, err := w.c.Get(ctx, []byte(k), protocol.CallOptions{})
+		if err != nil {
+			return n, fmt.Errorf("get %q: %w", k, err)
+		}
+		printed := false
+		if res.Found {
+			printed = w.print(k, protocol.OpSet, res.Version, res.Value)
+		} else {
+			printed = w.print(k, protocol.OpDelete, hlc.HLC{}, nil)
+		}
+		if printed {
+			n++
+		}
+	}
+	return n, nil
 }
 
 func (a *app) printEvent(ev protocol.Event) {
