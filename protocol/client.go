@@ -148,7 +148,9 @@ type Client struct {
 	stats  counters
 
 	wg        sync.WaitGroup // setup goroutines
+	done      chan struct{}  // closed once every goroutine of the client ended
 	closeOnce sync.Once
+	closeErr  error
 }
 
 // conn is one MQTT connection's lifetime.
@@ -206,6 +208,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		pending:      map[[16]byte]chan *paho.Publish{},
 		readyCh:      make(chan struct{}),
 		watched:      map[string]*lastNotify{},
+		done:         make(chan struct{}),
 	}
 	c.notifyPrefix = strings.TrimSuffix(c.notifyFilter, "+")
 	c.ctx, c.cancel = context.WithCancelCause(ctx)
@@ -248,10 +251,22 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if err != nil {
 		c.cancel(ErrClosed)
 		c.events.close()
+		close(c.done)
 		return nil, fmt.Errorf("protocol: start connection: %w", err)
 	}
 	c.cm = cm
+	go c.stopped()
 	return c, nil
+}
+
+// stopped waits for the client to stop (Close, or New's context ending):
+// autopaho's connection manager first (no callback starts a goroutine after
+// it), then the setup goroutines; then it closes Events and Done.
+func (c *Client) stopped() {
+	<-c.cm.Done()
+	c.wg.Wait()
+	c.events.close()
+	close(c.done)
 }
 
 // parseServers turns Config.Servers into URLs for autopaho.
@@ -527,17 +542,40 @@ func (c *Client) AwaitConnection(ctx context.Context) error {
 	}
 }
 
-// Close disconnects, fails pending calls with ErrClosed, waits for every
-// goroutine of the client and closes the Events channel (undelivered events
-// are discarded). Later calls fail with ErrClosed. Close is idempotent.
+// Done is closed once the client has stopped, by Close or because the
+// context given to New ended, and every goroutine of it has returned (the
+// Events channel is closed by then). As autopaho's ConnectionManager.Done.
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// Close disconnects (sending DISCONNECT on a live connection), fails pending
+// calls with ErrClosed, waits for every goroutine of the client and closes
+// the Events channel (undelivered events are discarded). Later calls fail
+// with ErrClosed. It reports what kept it from ending the session cleanly:
+// no connection to send DISCONNECT on (with the last connection error; the
+// broker then ends the session on its own, after its expiry), or the client
+// had already stopped because New's context ended. Close is idempotent and
+// returns the same error every time.
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
+		var err error
+		c.mu.Lock()
+		connected, cause := c.up != nil, c.lastCause
+		c.mu.Unlock()
+		switch {
+		case c.ctx.Err() != nil:
+			err = fmt.Errorf("the client had already stopped: %w", context.Cause(c.ctx))
+		case !connected && cause != nil:
+			err = fmt.Errorf("not connected, no DISCONNECT sent (last connection error: %w)", cause)
+		case !connected:
+			err = errors.New("not connected, no DISCONNECT sent")
+		}
 		c.cancel(ErrClosed)
-		<-c.cm.Done()
-		c.wg.Wait()
-		c.events.close()
+		<-c.done
+		if err != nil {
+			c.closeErr = fmt.Errorf("protocol: close %s: %w", c.clientID, err)
+		}
 	})
-	return nil
+	return c.closeErr
 }
 
 // ClientID returns the MQTT client id in use.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -930,4 +931,57 @@ func TestResponseSubscriptionRetried(t *testing.T) {
 	if _, err := c.Get(context.Background(), []byte("k"), CallOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Done closes once the client has stopped, after Close or when New's
+// context ends; Close says what kept it from ending the session cleanly.
+func TestDoneAndCloseReport(t *testing.T) {
+	s := startScript(t, nil)
+	t.Run("clean", func(t *testing.T) {
+		c := connect(t, s.addr)
+		select {
+		case <-c.Done():
+			t.Fatal("Done closed while the client runs")
+		default:
+		}
+		if err := c.Close(); err != nil {
+			t.Fatalf("Close = %v", err)
+		}
+		<-c.Done() // closed once Close returned
+		if _, ok := <-c.Events(); ok {
+			t.Fatal("Events still open after Done")
+		}
+	})
+	t.Run("context ended", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		c, err := New(ctx, Config{Servers: []string{s.addr}, Logger: testLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		select {
+		case <-c.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatal("Done not closed after New's context ended")
+		}
+		if err := c.Close(); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Close after the context ended = %v, want it to say so", err)
+		}
+	})
+	t.Run("not connected", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		_ = ln.Close() // nothing listens there: every attempt is refused
+		c := newTestClient(t, addr)
+		err = c.Close()
+		if err == nil || !strings.Contains(err.Error(), "no DISCONNECT sent") {
+			t.Fatalf("Close while never connected = %v, want it to say so", err)
+		}
+		if again := c.Close(); again != err {
+			t.Fatalf("second Close = %v, want the same report", again)
+		}
+	})
 }
