@@ -10,7 +10,8 @@
 //
 // Access is safe by default: on a loopback address the broker may run open;
 // elsewhere New refuses to start without a password file unless Insecure is
-// set.
+// set. With a password file (or an ACL file, or Authorize) clients are
+// authorized too: see acl.go.
 package broker
 
 import (
@@ -73,6 +74,20 @@ type Config struct {
 	PasswordFile string
 	// Insecure allows open access on a non-loopback address.
 	Insecure bool
+	// ACLFile, when set, names the ACL file (YAML, the shape of Azure IoT
+	// Operations' BrokerAuthorization; docs/acl.example.yaml): which users
+	// may connect with which client ids, publish and subscribe to which
+	// topics, and read and write which keys. It is reloaded when it
+	// changes; a file that does not load leaves the previous ACL in force.
+	// Without PasswordFile, user names are taken as the clients claim them:
+	// not secure.
+	ACLFile string
+	// Authorize enforces the default policy (acl.go) even without a
+	// password file or an ACL file, with user names as claimed: each
+	// client only on its own state store topics, client ids held by the
+	// user who first used them. Authorization is always on with a
+	// password file or an ACL file.
+	Authorize bool
 	// TLSCertFile and TLSKeyFile, when both set, make the listener TLS.
 	TLSCertFile, TLSKeyFile string
 	// Logger receives the broker's logs; default slog.Default(). mochi's own
@@ -106,6 +121,7 @@ type Broker struct {
 	hook     *storeHook
 	store    *store
 	listener net.Listener // bound listener (set by New or Start)
+	aclData  []byte       // the ACL file as loaded by New
 
 	mu      sync.Mutex
 	started bool
@@ -113,7 +129,7 @@ type Broker struct {
 	addr    string
 	ln      *listener
 	cancel  context.CancelFunc
-	wg      sync.WaitGroup // the expiry loop
+	wg      sync.WaitGroup // the expiry loop and the ACL file watch
 }
 
 // Stats is a snapshot of the store for inspection and tests.
@@ -176,6 +192,14 @@ func New(cfg Config) (*Broker, error) {
 		}
 		creds = c
 	}
+	var policy *aclPolicy
+	if cfg.ACLFile != "" {
+		p, data, err := readACLFile(cfg.ACLFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		policy, b.aclData = p, data
+	}
 	if !local && creds == nil && !cfg.Insecure {
 		return nil, fmt.Errorf("%w: listen address %s is not loopback: require credentials (Config.PasswordFile, ssrun broker --passwords) or allow open access explicitly (Config.Insecure, --insecure)", ErrConfig, b.listenAddr())
 	}
@@ -203,15 +227,28 @@ func New(cfg Config) (*Broker, error) {
 		inline:     b.srv.NewClient(nil, mqtt.LocalListener, inlineClientID, true),
 		store:      b.store,
 		log:        cfg.Logger,
-		creds:      creds,
 		queueBytes: cfg.ClientQueueBytes,
 		queueLen:   cfg.ClientQueueLen,
 		boxes:      make(map[*mqtt.Client]*outbox),
+	}
+	if creds != nil || policy != nil || cfg.Authorize {
+		b.hook.authz = newAuthz(b.srv, cfg.Logger, creds, policy)
 	}
 	if err := b.srv.AddHook(b.hook, nil); err != nil {
 		return nil, fmt.Errorf("broker: add store hook: %w", err)
 	}
 	return b, nil
+}
+
+// authorization describes the access policy for the log.
+func (b *Broker) authorization() string {
+	switch {
+	case b.cfg.ACLFile != "":
+		return "ACL file " + b.cfg.ACLFile + " (reloaded when it changes)"
+	case b.hook.authz != nil:
+		return "default policy"
+	}
+	return "off"
 }
 
 func (b *Broker) listenAddr() string {
@@ -231,10 +268,20 @@ func (b *Broker) Start() error {
 	case b.started:
 		return errors.New("broker: start: already started")
 	}
+	var aw *aclWatch
+	if b.cfg.ACLFile != "" {
+		var err error
+		if aw, err = b.hook.authz.watchACL(b.cfg.ACLFile, b.aclData); err != nil {
+			return fmt.Errorf("broker: %w", err)
+		}
+	}
 	ln := b.cfg.Listener
 	if ln == nil {
 		var err error
 		if ln, err = net.Listen("tcp", b.cfg.Listen); err != nil {
+			if aw != nil {
+				_ = aw.w.Close()
+			}
 			return fmt.Errorf("broker: listen on %s: %w", b.cfg.Listen, err)
 		}
 	}
@@ -242,11 +289,17 @@ func (b *Broker) Start() error {
 	b.hook.ended = b.ln.ended
 	if err := b.srv.AddListener(b.ln); err != nil {
 		_ = ln.Close()
+		if aw != nil {
+			_ = aw.w.Close()
+		}
 		return fmt.Errorf("broker: add listener: %w", err)
 	}
 	if err := b.srv.Serve(); err != nil {
 		_ = ln.Close()
 		b.ln.notServed()
+		if aw != nil {
+			_ = aw.w.Close()
+		}
 		return fmt.Errorf("broker: serve: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -256,9 +309,20 @@ func (b *Broker) Start() error {
 		defer b.wg.Done()
 		b.store.run(ctx)
 	}()
+	if aw != nil {
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			aw.run(ctx)
+		}()
+	}
 	b.addr = ln.Addr().String()
 	b.started = true
-	b.log.Info("state store broker listening", "addr", b.addr, "tls", b.tlsCfg != nil, "auth", b.hook.creds != nil)
+	b.log.Info("state store broker listening", "addr", b.addr, "tls", b.tlsCfg != nil, "auth", b.cfg.PasswordFile != "",
+		"authorization", b.authorization())
+	if b.hook.authz != nil && b.cfg.PasswordFile == "" {
+		b.log.Warn("authorization without a password file: user names are taken as clients claim them, which is not secure")
+	}
 	return nil
 }
 

@@ -40,6 +40,7 @@ type clientConfig struct {
 	problemInfoOff bool // CONNECT properties with Request Problem Information = 0
 	notifySub      bool
 	notifySubQoS   byte
+	respTopic      func(id string) string // default: the Go SDK's, wire.ResponseTopic
 	dialer         func(addr string) (net.Conn, error)
 }
 
@@ -51,6 +52,11 @@ func withNotifySub(qos byte) clientOpt {
 }
 func withCredentials(user, pw string) clientOpt {
 	return func(c *clientConfig) { c.username, c.password = user, pw }
+}
+
+// withResponseTopic makes the client use another SDK's response topic shape.
+func withResponseTopic(shape func(id string) string) clientOpt {
+	return func(c *clientConfig) { c.respTopic = shape }
 }
 
 // withProblemInfoOff sends CONNECT properties with a session expiry and
@@ -119,6 +125,9 @@ func tryDial(t testing.TB, addr string, opts ...clientOpt) (*client, error) {
 		stray:     make(chan *paho.Publish, 4096),
 		serverDis: make(chan *paho.Disconnect, 1),
 		pending:   make(map[string]chan *paho.Publish),
+	}
+	if cfg.respTopic != nil {
+		c.respTopic = cfg.respTopic(cfg.id)
 	}
 	c.pc = paho.NewClient(paho.ClientConfig{
 		Conn:              nc,

@@ -13,8 +13,8 @@ import (
 
 // This file turns a request payload plus its __ts/__ft properties into a
 // reply payload (statestore-protocol.md §5-§9), following the validation
-// pipeline of §9: framing, command, arity, empty key, options, __ts, __ft,
-// then the store.
+// pipeline of §9: framing, command, arity, empty key, options,
+// authorization, __ts, __ft, then the store.
 
 // request is what the executor needs from one MQTT request.
 type request struct {
@@ -24,6 +24,14 @@ type request struct {
 	// the MQTT client id of the requester.
 	clientID string
 	observer func() observer
+	// allow decides whether the requester may read (GET, KEYNOTIFY) or
+	// write (SET, DEL, VDEL) a key (§9 step 7); nil allows everything.
+	allow func(m keyMethod, key []byte) bool
+}
+
+// allowed applies req.allow.
+func (req request) allowed(m keyMethod, key []byte) bool {
+	return req.allow == nil || req.allow(m, key)
 }
 
 // reply is the outcome of one request: the RESP3 payload (never empty) and
@@ -72,6 +80,9 @@ func (s *store) execute(req request) reply {
 	case "SET":
 		return s.execSet(req, key, args[2], args[3:])
 	case "GET":
+		if !req.allowed(keyRead, key) {
+			return errReply(wire.ErrTextNotAuthorized)
+		}
 		s.observeTS(req.ts)
 		value, v, ok := s.get(key)
 		if !ok {
@@ -82,6 +93,9 @@ func (s *store) execute(req request) reply {
 		var match []byte
 		if cmd == "VDEL" {
 			match = args[2]
+		}
+		if !req.allowed(keyWrite, key) {
+			return errReply(wire.ErrTextNotAuthorized)
 		}
 		return s.execDel(req, key, match)
 	default: // KEYNOTIFY
@@ -94,6 +108,11 @@ func (s *store) execute(req request) reply {
 			default:
 				return errReply(wire.ErrTextSyntax)
 			}
+		}
+		// STOP only removes the requester's own registration: allowed
+		// even for a key it may no longer read.
+		if !stop && !req.allowed(keyRead, key) {
+			return errReply(wire.ErrTextNotAuthorized)
 		}
 		s.observeTS(req.ts)
 		if !stop {
@@ -135,6 +154,9 @@ func (s *store) execSet(req request, key, value []byte, opts [][]byte) reply {
 		default:
 			return errReply(wire.ErrTextSyntax)
 		}
+	}
+	if !req.allowed(keyWrite, key) {
+		return errReply(wire.ErrTextNotAuthorized)
 	}
 	if req.ts == nil {
 		return errReply(wire.ErrTextTimestampMissing)

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"fmt"
 	"log/slog"
 	"net"
 	"strconv"
@@ -14,11 +15,12 @@ import (
 	"github.com/ssrun/ssrun/protocol/wire"
 )
 
-// This file is the broker's one mochi hook: it authenticates connections,
-// guards session takeovers, answers state store requests inside the broker
-// (statestore-protocol.md §2-§4) and keeps each connection's outbox (see
-// outbox.go). The redelivery cache is in dedup.go; every reach into mochi's
-// internals is in mochi.go.
+// This file is the broker's one mochi hook: it authenticates and authorizes
+// connections, publishes and subscriptions (the decisions are in
+// acl_authz.go), guards session takeovers, answers state store requests
+// inside the broker (statestore-protocol.md §2-§4) and keeps each
+// connection's outbox (see outbox.go). The redelivery cache is in dedup.go;
+// every reach into mochi's internals is in mochi.go.
 
 // inlineClientID names the inline client that publishes responses no single
 // connection owns. It holds a NUL byte, which MQTT forbids in client ids, so
@@ -46,7 +48,7 @@ type storeHook struct {
 	inline *mqtt.Client
 	store  *store
 	log    *slog.Logger
-	creds  *credentials // nil: open access
+	authz  *authz // nil: authorization off (open access)
 	dedup  dedupCache
 	// ended reports when mochi has finished with a connection (the
 	// listener's signal); set before the broker serves.
@@ -68,27 +70,88 @@ func (h *storeHook) ID() string { return "ssrun-statestore" }
 func (h *storeHook) Provides(b byte) bool {
 	switch b {
 	case mqtt.OnConnectAuthenticate, mqtt.OnACLCheck, mqtt.OnPublish, mqtt.OnDisconnect, mqtt.OnPacketEncode,
-		mqtt.OnSessionEstablish, mqtt.OnQosComplete, mqtt.OnQosDropped:
+		mqtt.OnSessionEstablish, mqtt.OnQosComplete, mqtt.OnQosDropped,
+		mqtt.OnConnect, mqtt.OnWill, mqtt.OnClientExpired, mqtt.OnSubscribed:
 		return true
 	}
 	return false
 }
 
-// OnConnectAuthenticate admits everyone without a password file, else only
-// users whose password matches. This is the only auth hook (mochi ORs them).
-func (h *storeHook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
-	if h.creds == nil {
+// OnConnect authenticates (password file) and authorizes (Connect grant,
+// client id binding and ownership, will topic) a new connection when
+// authorization is on. Both happen here, before mochi's own authentication
+// step, because only here can a refusal carry its own CONNACK reason code
+// and come before mochi takes over a session with the same client id.
+func (h *storeHook) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
+	if h.authz == nil {
+		return nil
+	}
+	code, why := h.authz.connect(cl, pk)
+	if code == packets.CodeSuccess {
+		return nil
+	}
+	h.log.Warn("mqtt connection refused", "client", cl.ID, "user", string(pk.Connect.Username), "remote", cl.Net.Remote,
+		"reason_code", code.Code, "reason", why)
+	if cl.Properties.ProtocolVersion < 5 && code.Code != packets.ErrBadUsernameOrPassword.Code {
+		code = packets.ErrBadUsernameOrPassword // mochi maps it to MQTT 3's "not authorized" (5)
+	}
+	if err := h.srv.SendConnack(cl, code, false, nil); err != nil {
+		return fmt.Errorf("refuse connection: %w", err)
+	}
+	return code
+}
+
+// OnConnectAuthenticate admits every connection OnConnect let through. It
+// is the only auth hook (mochi ORs them; with none it refuses everyone).
+func (h *storeHook) OnConnectAuthenticate(*mqtt.Client, packets.Packet) bool { return true }
+
+// OnACLCheck decides a PUBLISH (write), a SUBSCRIBE filter, and each
+// delivery of a message to a subscriber (mochi checks both with write
+// false, so a grant revoked by an ACL reload stops deliveries on
+// subscriptions made before). Everything is allowed when authorization is
+// off.
+func (h *storeHook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
+	if h.authz == nil {
 		return true
 	}
-	if h.creds.check(pk.Connect.Username, pk.Connect.Password) {
+	s := h.authz.sessionOf(cl)
+	if !write {
+		return h.authz.mayReceive(s, topic)
+	}
+	if h.authz.mayPublish(s, topic) {
 		return true
 	}
-	h.log.Warn("mqtt connection refused: bad username or password", "client", cl.ID, "user", string(pk.Connect.Username), "remote", cl.Net.Remote)
+	h.log.Info("publish refused by the ACL", "client", cl.ID, "user", s.pr.user, "topic", topic)
 	return false
 }
 
-// OnACLCheck allows every topic to authenticated clients (E7 never fires).
-func (h *storeHook) OnACLCheck(*mqtt.Client, string, bool) bool { return true }
+// OnSubscribed logs the filters a SUBSCRIBE was refused by the ACL.
+func (h *storeHook) OnSubscribed(cl *mqtt.Client, pk packets.Packet, codes []byte) {
+	if h.authz == nil {
+		return
+	}
+	for i, f := range pk.Filters {
+		if i < len(codes) && codes[i] == packets.ErrNotAuthorized.Code {
+			h.log.Info("subscription refused by the ACL", "client", cl.ID, "user", string(cl.Properties.Username), "filter", f.Filter)
+		}
+	}
+}
+
+// OnWill keeps a client's will from being published where the client may
+// no longer publish (the ACL was reloaded since it connected).
+func (h *storeHook) OnWill(cl *mqtt.Client, w mqtt.Will) (mqtt.Will, error) {
+	if h.authz == nil {
+		return w, nil
+	}
+	return h.authz.will(cl, w), nil
+}
+
+// OnClientExpired releases the client id of a session mochi expired.
+func (h *storeHook) OnClientExpired(cl *mqtt.Client) {
+	if h.authz != nil {
+		h.authz.ended(cl)
+	}
+}
 
 // OnPacketEncode keeps user properties and reason strings on PUBLISH,
 // CONNACK and DISCONNECT when a client set Request Problem Information to 0
@@ -134,8 +197,12 @@ func (h *storeHook) OnSessionEstablish(cl *mqtt.Client, _ packets.Packet) {
 }
 
 // OnDisconnect drops the registrations of the connection that ended, and
-// only those: a newer connection with the same client id keeps its own.
-func (h *storeHook) OnDisconnect(cl *mqtt.Client, _ error, _ bool) {
+// only those: a newer connection with the same client id keeps its own. A
+// session that ends with its connection releases its client id.
+func (h *storeHook) OnDisconnect(cl *mqtt.Client, _ error, expire bool) {
+	if expire && h.authz != nil {
+		h.authz.ended(cl)
+	}
 	h.mu.Lock()
 	o := h.boxes[cl]
 	delete(h.boxes, cl)
@@ -189,6 +256,11 @@ func (h *storeHook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packe
 	case pk.FixedHeader.Qos == 0:
 		h.log.Warn("state store request dropped: QoS 0 (requests must be QoS 1)", "client", cl.ID, "response_topic", rt)
 		return pk, packets.CodeSuccessIgnore
+	case h.authz != nil && !h.authz.mayReceive(h.authz.sessionOf(cl), rt):
+		// Else a client could aim responses (with a guessed correlation
+		// id: forged ones) at another client's response topic.
+		h.log.Info("state store request refused: the client may not subscribe to its response topic", "client", cl.ID, "response_topic", rt)
+		return pk, packets.ErrNotAuthorized
 	}
 	if v, ok := userProp(pk.Properties.User, wire.PropProtVer); ok && !supportedVersion(v) {
 		h.respond(cl, rt, pk, nil, []packets.UserProperty{
@@ -237,6 +309,9 @@ func (h *storeHook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packe
 
 func (h *storeHook) execute(cl *mqtt.Client, pk packets.Packet) reply {
 	req := request{payload: pk.Payload, clientID: cl.ID, observer: func() observer { return h.outbox(cl) }}
+	if h.authz != nil {
+		req.allow = h.authz.keyCheck(cl)
+	}
 	if v, ok := userProp(pk.Properties.User, wire.PropTimestamp); ok {
 		req.ts = &v
 	}
@@ -255,6 +330,12 @@ func (h *storeHook) outbox(cl *mqtt.Client) *outbox {
 		return o
 	}
 	o := newOutbox(h.srv, cl, h.log, &h.outStats, h.queueBytes, h.queueLen, &h.wg)
+	if h.authz != nil {
+		if check := h.authz.keyCheck(cl); check != nil {
+			// A reload may revoke a key the client registered for.
+			o.mayRead = func(key []byte) bool { return check(keyRead, key) }
+		}
+	}
 	if h.closed {
 		o.stop()
 		return o

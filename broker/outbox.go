@@ -67,6 +67,9 @@ type outbox struct {
 	maxBytes int
 	maxLen   int
 	wg       *sync.WaitGroup // the broker's: this outbox's goroutines
+	// mayRead, when set, filters notifications: the ACL may have been
+	// reloaded since the client registered (acl_authz.go).
+	mayRead func(key []byte) bool
 
 	wake chan struct{} // cap 1: queue grew or an ack arrived
 	done chan struct{} // closed by stop
@@ -89,6 +92,9 @@ func (o *outbox) clientID() string { return o.cl.ID }
 // notify queues a notification; it never blocks (the store calls it with its
 // lock held).
 func (o *outbox) notify(n notification) {
+	if o.mayRead != nil && !o.mayRead(n.key) {
+		return
+	}
 	o.push(&message{
 		topic:   wire.NotifyTopic(o.cl.ID, n.key),
 		payload: n.payload(),

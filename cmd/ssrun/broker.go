@@ -14,10 +14,10 @@ import (
 
 // brokerFlags are the embedded broker's settings, shared by `broker` and `dev`.
 type brokerFlags struct {
-	listen, passwords, tlsCert, tlsKey string
-	quota                              int
-	maxBytes                           sizeFlag
-	insecure                           bool
+	listen, passwords, acl, tlsCert, tlsKey string
+	quota                                   int
+	maxBytes                                sizeFlag
+	insecure, authorize                     bool
 }
 
 func (f *brokerFlags) register(cmd *cobra.Command) {
@@ -27,6 +27,8 @@ func (f *brokerFlags) register(cmd *cobra.Command) {
 	fs.Var(&f.maxBytes, "max-bytes", "maximum size of the stored data, keys + values + 128 B per key, e.g. 512MiB (default 256MiB; -1: unlimited)")
 	fs.StringVar(&f.passwords, "passwords", "", "file of `user:bcrypt-hash` lines (see `ssrun passwd`); required off loopback unless --insecure")
 	fs.BoolVar(&f.insecure, "insecure", false, "allow unauthenticated clients on a non-loopback address")
+	fs.StringVar(&f.acl, "acl", "", "ACL file (YAML, AIO BrokerAuthorization shape): users' client ids, topics and keys; reloaded when it changes")
+	fs.BoolVar(&f.authorize, "authorize", false, "apply the default authorization policy without --passwords (user names as claimed: for development)")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate PEM (with --tls-key)")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "TLS key PEM (with --tls-cert)")
 }
@@ -40,6 +42,8 @@ func (a *app) startBroker(f *brokerFlags) (*broker.Broker, error) {
 		Quota:        f.quota,
 		MaxBytes:     int64(f.maxBytes),
 		PasswordFile: f.passwords,
+		ACLFile:      f.acl,
+		Authorize:    f.authorize,
 		Insecure:     f.insecure,
 		TLSCertFile:  f.tlsCert,
 		TLSKeyFile:   f.tlsKey,

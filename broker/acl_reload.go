@@ -1,0 +1,97 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// This file reloads the ACL file when it changes, without touching
+// connections: checks made from then on use the new ACL (acl.go says what
+// that means for subscriptions and registrations made before).
+
+// aclSettle is how long the ACL file's folder must be quiet before the file
+// is read again: editors write in several steps, and a Kubernetes ConfigMap
+// update swaps a `..data` symlink in the folder.
+const aclSettle = 100 * time.Millisecond
+
+// aclWatch follows one ACL file.
+type aclWatch struct {
+	a    *authz
+	file string
+	w    *fsnotify.Watcher
+	last []byte // content of the ACL in force
+	bad  string // last reload error logged, not to repeat it
+}
+
+// watchACL starts watching the folder of file (and of its symlink target,
+// if elsewhere); loaded is the content of the ACL in force. Run it with
+// run.
+func (a *authz) watchACL(file string, loaded []byte) (*aclWatch, error) {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, fmt.Errorf("watch ACL file: %w", err)
+	}
+	dirs := []string{filepath.Dir(file)}
+	if target, err := filepath.EvalSymlinks(file); err == nil && filepath.Dir(target) != dirs[0] {
+		dirs = append(dirs, filepath.Dir(target))
+	}
+	for _, d := range dirs {
+		if err := w.Add(d); err != nil {
+			_ = w.Close()
+			return nil, fmt.Errorf("watch ACL file %s: %w", file, err)
+		}
+	}
+	return &aclWatch{a: a, file: file, w: w, last: loaded}, nil
+}
+
+// run reloads the file after each burst of changes in its folder until ctx
+// ends, then closes the watcher.
+func (aw *aclWatch) run(ctx context.Context) {
+	defer aw.w.Close()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-aw.w.Events:
+			if !ok {
+				return
+			}
+			timer.Reset(aclSettle)
+		case err, ok := <-aw.w.Errors:
+			if !ok {
+				return
+			}
+			aw.a.log.Warn("watching the ACL file", "file", aw.file, "err", err)
+		case <-timer.C:
+			aw.reload()
+		}
+	}
+}
+
+// reload reads the file and, if it changed and is valid, puts it in force.
+// A file that does not load leaves the previous ACL in force.
+func (aw *aclWatch) reload() {
+	p, data, err := readACLFile(aw.file)
+	if err != nil {
+		if msg := err.Error(); msg != aw.bad {
+			aw.bad = msg
+			aw.a.log.Error("ACL file not reloaded; the previous ACL stays in force", "err", err)
+		}
+		return
+	}
+	aw.bad = ""
+	if bytes.Equal(data, aw.last) {
+		return
+	}
+	aw.last = data
+	aw.a.policy.Store(p)
+	aw.a.log.Info("ACL reloaded", "file", aw.file, "rules", len(p.rules), "users", len(p.users))
+}
