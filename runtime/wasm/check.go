@@ -132,7 +132,7 @@ func (r *Runtime) probe(ctx context.Context, name string, e *engine, cm wazero.C
 	callCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	stack := []uint64{0}
-	if err := fn.CallWithStack(callCtx, stack); err != nil {
+	if err := in.call(callCtx, fn, stack); err != nil {
 		return abi.ExportABIVersion + " failed: " + classify(err, false, timeout).Error()
 	}
 	if v := api.DecodeI32(stack[0]); v != abi.Version {

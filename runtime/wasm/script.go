@@ -59,7 +59,8 @@ func (p *program) Start(ctx context.Context, h abi.Host, lim abi.Limits) (abi.Sc
 	return s, nil
 }
 
-// moduleConfig is the sandbox of an instance (see the package doc).
+// moduleConfig is the sandbox of an instance (see the package doc), but
+// its sleep: instantiate adds each instance's sleeper.
 func moduleConfig(name string, stdout, stderr *lineWriter) wazero.ModuleConfig {
 	return wazero.NewModuleConfig().
 		WithName(""). // anonymous: any number of instances per Runtime
@@ -67,7 +68,6 @@ func moduleConfig(name string, stdout, stderr *lineWriter) wazero.ModuleConfig {
 		WithArgs(name).
 		WithSysWalltime().
 		WithSysNanotime().
-		WithSysNanosleep().
 		WithRandSource(rand.Reader).
 		WithStdout(stdout).
 		WithStderr(stderr)
@@ -78,6 +78,16 @@ type instance struct {
 	mod            api.Module
 	alloc, onEvent api.Function
 	stack          []uint64
+	sleep          *sleeper
+}
+
+// call calls fn of the instance under ctx, the call's context, which also
+// bounds the guest's sleeps.
+func (in *instance) call(ctx context.Context, fn api.Function, stack []uint64) error {
+	in.sleep.ctx = ctx
+	err := fn.CallWithStack(ctx, stack)
+	in.sleep.ctx = nil
+	return err
 }
 
 // atLimit reports whether the instance's memory reached the engine's limit.
@@ -92,7 +102,8 @@ func (in *instance) atLimit(e *engine) bool {
 // _initialize under timeout. On an initialisation error it returns the
 // (already discarded) instance too, for classification.
 func (r *Runtime) instantiate(ctx context.Context, e *engine, cm wazero.CompiledModule, cfg wazero.ModuleConfig, c *caller, timeout time.Duration) (*instance, error) {
-	mod, err := e.rt.InstantiateModule(ctx, cm, cfg)
+	sl := &sleeper{}
+	mod, err := e.rt.InstantiateModule(ctx, cm, cfg.WithNanosleep(sl.nanosleep))
 	if err != nil {
 		return nil, err
 	}
@@ -101,12 +112,13 @@ func (r *Runtime) instantiate(ctx context.Context, e *engine, cm wazero.Compiled
 		alloc:   mod.ExportedFunction(abi.ExportAlloc),
 		onEvent: mod.ExportedFunction(abi.ExportOnEvent),
 		stack:   make([]uint64, 2),
+		sleep:   sl,
 	}
 	// Register before _initialize: the rule calls watch from there.
 	r.callers.Store(mod, c)
 	if init := mod.ExportedFunction(exportInitialize); init != nil {
 		callCtx, cancel := context.WithTimeout(ctx, timeout)
-		err = init.CallWithStack(callCtx, nil)
+		err = in.call(callCtx, init, nil)
 		cancel()
 		if err != nil {
 			r.discard(in)
@@ -227,7 +239,7 @@ func (s *script) deliver(ctx context.Context, ev abi.Event) error {
 	defer cancel()
 	s.stderr.sawOOM = false
 	in.stack[0] = api.EncodeI32(int32(len(s.rec)))
-	if err := in.alloc.CallWithStack(ctx, in.stack); err != nil {
+	if err := in.call(ctx, in.alloc, in.stack); err != nil {
 		return s.drop(err)
 	}
 	ptr := api.DecodeU32(in.stack[0])
@@ -236,7 +248,7 @@ func (s *script) deliver(ctx context.Context, ev abi.Event) error {
 		return fmt.Errorf("%w: %s(%d) returned %#x, not a buffer in guest memory", abi.ErrCrashed, abi.ExportAlloc, len(s.rec), ptr)
 	}
 	in.stack[0], in.stack[1] = api.EncodeU32(ptr), api.EncodeI32(int32(len(s.rec)))
-	if err := in.onEvent.CallWithStack(ctx, in.stack); err != nil {
+	if err := in.call(ctx, in.onEvent, in.stack); err != nil {
 		return s.drop(err)
 	}
 	if rc := api.DecodeI32(in.stack[0]); rc != 0 {

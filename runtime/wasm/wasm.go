@@ -22,22 +22,30 @@
 // initialisation again against the rule's real Host.
 //
 // Instances. A Script owns one instance and runs one call at a time. Each
-// call (initialisation, event) runs under abi.Limits.CallTimeout; wazero
-// stops a call at its deadline (even a tight loop) and closes the instance.
-// After a deadline, a trap (including ABI misuse such as an out-of-range
-// pointer), a guest exit or running out of memory, the Script discards the
-// instance and starts a fresh one (running _initialize again) before its
-// next event. Errors wrap abi.ErrTimeout, abi.ErrMemory or abi.ErrCrashed.
-// A guest that cannot grow its memory is reported as abi.ErrMemory when its
-// stderr says it ran out of memory (Go's runtime prints "fatal error: out of
-// memory") or its memory reached the limit; other guests that give up on a
-// failed memory.grow show as abi.ErrCrashed.
+// call (initialisation, event) runs under abi.Limits.CallTimeout and the
+// caller's context, and nothing a guest can reach outlives them: wazero
+// stops a call even in a tight loop (it checks at every loop header), a
+// WASI sleep (poll_oneoff on a clock: what time.Sleep and every language's
+// sleep compile to) ends with the call (see sleeper), stdin is empty, the
+// threads proposal (memory.atomic.wait) is not enabled, and the host verbs
+// get the call's context. A call stopped at its deadline fails with
+// abi.ErrTimeout, one whose context was canceled with that context's error.
+// After a deadline, a cancellation, a trap (including ABI misuse such as an
+// out-of-range pointer), a guest exit or running out of memory, the Script
+// discards the instance and starts a fresh one (running _initialize again)
+// before its next event. Errors wrap abi.ErrTimeout, abi.ErrMemory or
+// abi.ErrCrashed. A guest that cannot grow its memory is reported as
+// abi.ErrMemory when its stderr says it ran out of memory (Go's runtime
+// prints "fatal error: out of memory") or its memory reached the limit;
+// other guests that give up on a failed memory.grow show as
+// abi.ErrCrashed.
 //
 // Sandbox. Guests get WASI preview 1 with the real wall and monotonic
-// clocks, real sleep, crypto/rand randomness, argv = [rule name], no
-// environment and no filesystem. Their stdout and stderr reach Host.Log line
-// by line at info and warn level (a partial line is flushed when the call
-// ends; lines longer than 16 KiB are split).
+// clocks, real sleep (ended with the call), crypto/rand randomness, argv =
+// [rule name], an empty stdin, no environment and no filesystem. Their
+// stdout and stderr reach Host.Log line by line at info and warn level (a
+// partial line is flushed when the call ends; lines longer than 16 KiB are
+// split).
 package wasm
 
 import (
