@@ -3,7 +3,9 @@ package wasm
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -319,4 +321,141 @@ func TestCompileSleepingInit(t *testing.T) {
 	if err.Error() != want {
 		t.Fatalf("error\n got %s\nwant %s", err, want)
 	}
+}
+
+// TestCloseDuringStuckCall: Script.Close and Runtime.Close return while a
+// guest sleeps within a long deadline, and stop it: the call returns
+// ErrClosed.
+func TestCloseDuringStuckCall(t *testing.T) {
+	lim := abi.Limits{CallTimeout: time.Minute}
+	for _, tc := range []struct {
+		name  string
+		close func(*Runtime, abi.Script) error
+	}{
+		{"Script.Close", func(_ *Runtime, s abi.Script) error { return s.Close(context.Background()) }},
+		{"Runtime.Close", func(r *Runtime, _ abi.Script) error { return r.Close(context.Background()) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRuntime(t)
+			h := abitest.New()
+			s := startBare(t, sleeperProgram(t, r), h, lim)
+			handled := goCall(func() error { return s.Handle(context.Background(), sleepEvent("30s")) })
+			waitFor(t, "the guest to sleep", func() bool { return sleeping(h) })
+			if err := returns(t, tc.name+" during a 30 s sleep", func() error { return tc.close(r, s) }); err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			err := await(t, "the call stopped by "+tc.name, handled)
+			if !errors.Is(err, ErrClosed) {
+				t.Fatalf("Handle: %v; want %v", err, ErrClosed)
+			}
+			closeScript(t, s)
+		})
+	}
+}
+
+// TestCloseDuringLoop: Runtime.Close stops a looping guest too, reported as
+// closed.
+func TestCloseDuringLoop(t *testing.T) {
+	r := newRuntime(t)
+	logThenSpin := ops(i32c(abi.LevelInfo), i32c(0), i32c(0), call(importIndex(abi.FnLog)), opDrop, opSpin, i32c(0))
+	h := abitest.New()
+	s := startBare(t, compile(t, r, "spin.wasm", handGuest(logThenSpin).bytes()), h, abi.Limits{CallTimeout: time.Minute})
+	handled := goCall(func() error { return s.Handle(context.Background(), abi.Event{Key: "k", Op: abi.OpDelete}) })
+	waitFor(t, "the guest to loop", func() bool { return len(h.Logs()) > 0 })
+	if err := r.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := await(t, "the loop stopped by Runtime.Close", handled); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Handle: %v; want %v", err, ErrClosed)
+	}
+	closeScript(t, s)
+}
+
+// holdingLog is a slog.Handler that holds the first record with message msg
+// (the goroutine logging it blocks) until release is closed, and closes
+// held when it gets it.
+type holdingLog struct {
+	msg           string
+	once          *sync.Once
+	held, release chan struct{}
+}
+
+func newHoldingLog(msg string) holdingLog {
+	return holdingLog{msg: msg, once: new(sync.Once), held: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (h holdingLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h holdingLog) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h holdingLog) WithGroup(string) slog.Handler            { return h }
+
+func (h holdingLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.once.Do(func() {
+			close(h.held)
+			<-h.release
+		})
+	}
+	return nil
+}
+
+// TestCompileDuringLoadCheck: while a load check runs (held inside the
+// guest's _initialize, in a log call), a Compile of the same bytes waits
+// for its verdict only as long as its own context lasts, and
+// Runtime.Close returns at once; the held Compile then fails with
+// ErrClosed.
+func TestCompileDuringLoadCheck(t *testing.T) {
+	logInInit := handGuest(nil).withFunc(wFunc{export: exportInitialize,
+		body: ops(i32c(abi.LevelInfo), i32c(0), i32c(0), call(importIndex(abi.FnLog)), opDrop)}).bytes()
+	setup := func(t *testing.T) (*Runtime, holdingLog, <-chan error) {
+		hold := newHoldingLog("wasm: rule log during load check")
+		r, err := New(Options{CacheDir: cacheDir(t), Logger: slog.New(hold)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = r.Close(context.Background()) })
+		first := goCall(func() error {
+			_, err := r.Compile(context.Background(), "first.wasm", logInInit)
+			return err
+		})
+		select {
+		case <-hold.held:
+		case err := <-first:
+			t.Fatalf("Compile returned (%v) before its load check logged", err)
+		}
+		return r, hold, first
+	}
+
+	t.Run("second Compile canceled", func(t *testing.T) {
+		r, hold, first := setup(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		second := goCall(func() error {
+			_, err := r.Compile(ctx, "second.wasm", logInInit)
+			return err
+		})
+		cancel()
+		err := func() error {
+			defer close(hold.release)
+			return await(t, "a canceled Compile waiting for another's load check", second)
+		}()
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("second Compile: %v; want %v", err, context.Canceled)
+		}
+		if err := await(t, "the first Compile", first); err != nil {
+			t.Fatalf("first Compile: %v", err)
+		}
+	})
+
+	t.Run("Runtime.Close", func(t *testing.T) {
+		r, hold, first := setup(t)
+		err := func() error {
+			defer close(hold.release)
+			return returns(t, "Runtime.Close during a load check", func() error { return r.Close(context.Background()) })
+		}()
+		if err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		if err := await(t, "the Compile stopped by Close", first); !errors.Is(err, ErrClosed) {
+			t.Fatalf("Compile: %v; want %v", err, ErrClosed)
+		}
+	})
 }
