@@ -120,7 +120,12 @@ func (r *Runtime) probe(ctx context.Context, name string, e *engine, cm wazero.C
 	stdout, stderr := output("stdout"), output("stderr")
 	c := &caller{host: probeHost{r: r, rule: name}}
 	timeout := abi.DefaultCallTimeout
-	in, err := r.instantiate(ctx, e, cm, moduleConfig(name, stdout, stderr), c, timeout)
+	var g guard // Close stops the check; load then reports ErrClosed
+	if err := r.track(&g); err != nil {
+		return err.Error()
+	}
+	defer r.untrack(&g)
+	in, err := r.instantiate(ctx, e, cm, moduleConfig(name, stdout, stderr), c, &g, timeout)
 	stdout.Flush()
 	stderr.Flush()
 	if err != nil {
@@ -129,10 +134,13 @@ func (r *Runtime) probe(ctx context.Context, name string, e *engine, cm wazero.C
 	}
 	defer r.discard(in)
 	fn := in.mod.ExportedFunction(abi.ExportABIVersion)
-	callCtx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	callCtx, cancel, err := g.begin(ctx, timeout)
+	if err != nil {
+		return err.Error()
+	}
+	defer g.end(cancel)
 	stack := []uint64{0}
-	if err := fn.CallWithStack(callCtx, stack); err != nil {
+	if err := in.call(callCtx, fn, stack); err != nil {
 		return abi.ExportABIVersion + " failed: " + classify(err, false, timeout).Error()
 	}
 	if v := api.DecodeI32(stack[0]); v != abi.Version {

@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 }
 
 // guestNames are the Go test guests under testdata.
-var guestNames = []string{"rule", "wrongversion", "unknownimport"}
+var guestNames = []string{"rule", "sleeper", "wrongversion", "unknownimport"}
 
 var prebuild sync.Once
 

@@ -36,6 +36,10 @@ func memoryPages(bytes int64) (uint32, error) {
 // Start implements abi.Program: it instantiates the rule bound to h and
 // runs its initialisation under lim.
 func (p *program) Start(ctx context.Context, h abi.Host, lim abi.Limits) (abi.Script, error) {
+	if err := p.r.enter(); err != nil {
+		return nil, fmt.Errorf("%s: start: %w", p.name, err)
+	}
+	defer p.r.leave()
 	lim = lim.WithDefaults()
 	pages, err := memoryPages(lim.MemoryBytes)
 	if err != nil {
@@ -53,13 +57,18 @@ func (p *program) Start(ctx context.Context, h abi.Host, lim abi.Limits) (abi.Sc
 	s.stdout = &lineWriter{emit: func(line string) { h.Log(abi.LevelInfo, line) }}
 	s.stderr = &lineWriter{emit: func(line string) { h.Log(abi.LevelWarn, line) }}
 	s.cfg = moduleConfig(p.name, s.stdout, s.stderr)
+	if err := p.r.track(&s.guard); err != nil {
+		return nil, fmt.Errorf("%s: start: %w", p.name, err)
+	}
 	if err := s.start(ctx); err != nil {
+		p.r.untrack(&s.guard)
 		return nil, fmt.Errorf("%s: start: %w", p.name, err)
 	}
 	return s, nil
 }
 
-// moduleConfig is the sandbox of an instance (see the package doc).
+// moduleConfig is the sandbox of an instance (see the package doc), but
+// its sleep: instantiate adds each instance's sleeper.
 func moduleConfig(name string, stdout, stderr *lineWriter) wazero.ModuleConfig {
 	return wazero.NewModuleConfig().
 		WithName(""). // anonymous: any number of instances per Runtime
@@ -67,7 +76,6 @@ func moduleConfig(name string, stdout, stderr *lineWriter) wazero.ModuleConfig {
 		WithArgs(name).
 		WithSysWalltime().
 		WithSysNanotime().
-		WithSysNanosleep().
 		WithRandSource(rand.Reader).
 		WithStdout(stdout).
 		WithStderr(stderr)
@@ -78,6 +86,16 @@ type instance struct {
 	mod            api.Module
 	alloc, onEvent api.Function
 	stack          []uint64
+	sleep          *sleeper
+}
+
+// call calls fn of the instance under ctx, the call's context (from
+// guard.begin), which also bounds the guest's sleeps.
+func (in *instance) call(ctx context.Context, fn api.Function, stack []uint64) error {
+	in.sleep.ctx = ctx
+	err := fn.CallWithStack(ctx, stack)
+	in.sleep.ctx = nil
+	return err
 }
 
 // atLimit reports whether the instance's memory reached the engine's limit.
@@ -89,10 +107,11 @@ func (in *instance) atLimit(e *engine) bool {
 }
 
 // instantiate creates an instance of cm whose host calls work on c, and runs
-// _initialize under timeout. On an initialisation error it returns the
-// (already discarded) instance too, for classification.
-func (r *Runtime) instantiate(ctx context.Context, e *engine, cm wazero.CompiledModule, cfg wazero.ModuleConfig, c *caller, timeout time.Duration) (*instance, error) {
-	mod, err := e.rt.InstantiateModule(ctx, cm, cfg)
+// _initialize under timeout, stopped by g. On an initialisation error it
+// returns the (already discarded) instance too, for classification.
+func (r *Runtime) instantiate(ctx context.Context, e *engine, cm wazero.CompiledModule, cfg wazero.ModuleConfig, c *caller, g *guard, timeout time.Duration) (*instance, error) {
+	sl := &sleeper{}
+	mod, err := e.rt.InstantiateModule(ctx, cm, cfg.WithNanosleep(sl.nanosleep))
 	if err != nil {
 		return nil, err
 	}
@@ -101,13 +120,16 @@ func (r *Runtime) instantiate(ctx context.Context, e *engine, cm wazero.Compiled
 		alloc:   mod.ExportedFunction(abi.ExportAlloc),
 		onEvent: mod.ExportedFunction(abi.ExportOnEvent),
 		stack:   make([]uint64, 2),
+		sleep:   sl,
 	}
 	// Register before _initialize: the rule calls watch from there.
 	r.callers.Store(mod, c)
 	if init := mod.ExportedFunction(exportInitialize); init != nil {
-		callCtx, cancel := context.WithTimeout(ctx, timeout)
-		err = init.CallWithStack(callCtx, nil)
-		cancel()
+		callCtx, cancel, err := g.begin(ctx, timeout)
+		if err == nil {
+			err = in.call(callCtx, init, nil)
+			g.end(cancel)
+		}
 		if err != nil {
 			r.discard(in)
 			return in, err
@@ -152,27 +174,32 @@ func firstLine(s string) string {
 	return s
 }
 
-// script is a running rule: one instance, one call at a time.
+// script is a running rule: one instance, one call at a time. Close stops
+// the call in progress through guard and leaves the instance to it.
 type script struct {
-	p    *program
-	e    *engine
-	cm   wazero.CompiledModule
-	host abi.Host
-	lim  abi.Limits
-	cfg  wazero.ModuleConfig
+	p     *program
+	e     *engine
+	cm    wazero.CompiledModule
+	host  abi.Host
+	lim   abi.Limits
+	cfg   wazero.ModuleConfig
+	guard guard
 
-	mu             sync.Mutex
-	closed         bool
+	closeOnce sync.Once
+
+	// run is held by Handle throughout. The fields below belong to the
+	// Handle in progress (guard.acquire to guard.release), else to Close.
+	run            sync.Mutex
 	in             *instance // nil after a failure until the next event
 	stdout, stderr *lineWriter
 	rec            []byte // event record buffer
 }
 
-// start instantiates a fresh instance. Call with s.mu held (or before the
+// start instantiates a fresh instance. Call it in a Handle (or before the
 // script is shared).
 func (s *script) start(ctx context.Context) error {
 	s.stderr.sawOOM = false
-	in, err := s.p.r.instantiate(ctx, s.e, s.cm, s.cfg, &caller{host: s.host}, s.lim.CallTimeout)
+	in, err := s.p.r.instantiate(ctx, s.e, s.cm, s.cfg, &caller{host: s.host}, &s.guard, s.lim.CallTimeout)
 	s.stdout.Flush()
 	s.stderr.Flush()
 	if err != nil {
@@ -182,25 +209,41 @@ func (s *script) start(ctx context.Context) error {
 	return nil
 }
 
-// failed classifies a failed call of in and logs wazero's full error.
+// failed classifies a failed call of in and logs wazero's full error. A
+// call stopped by Close failed with ErrClosed.
 func (s *script) failed(in *instance, err error) error {
 	s.p.r.log.Debug("wasm: instance failed and was discarded", "rule", s.p.name, "err", err)
+	if s.guard.isStopped() {
+		return ErrClosed
+	}
 	return classify(err, s.stderr.sawOOM || in.atLimit(s.e), s.lim.CallTimeout)
 }
 
 // Handle implements abi.Script.
 func (s *script) Handle(ctx context.Context, ev abi.Event) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return fmt.Errorf("%s: %s %q: %w", s.p.name, ev.Op, ev.Key, ErrClosed)
-	}
-	if err := ctx.Err(); err != nil {
+	s.run.Lock()
+	defer s.run.Unlock()
+	if err := s.handle(ctx, ev); err != nil {
 		return fmt.Errorf("%s: %s %q: %w", s.p.name, ev.Op, ev.Key, err)
+	}
+	return nil
+}
+
+func (s *script) handle(ctx context.Context, ev abi.Event) error {
+	if err := s.p.r.enter(); err != nil {
+		return err
+	}
+	defer s.p.r.leave()
+	if err := s.guard.acquire(); err != nil {
+		return err
+	}
+	defer s.release()
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	if s.in == nil {
 		if err := s.start(ctx); err != nil {
-			return fmt.Errorf("%s: %s %q: restart after a failure: %w", s.p.name, ev.Op, ev.Key, err)
+			return fmt.Errorf("restart after a failure: %w", err)
 		}
 	}
 	err := s.deliver(ctx, ev)
@@ -209,10 +252,16 @@ func (s *script) Handle(ctx context.Context, ev abi.Event) error {
 	if cap(s.rec) > 1<<20 {
 		s.rec = nil // don't keep a huge event's buffer
 	}
-	if err != nil {
-		return fmt.Errorf("%s: %s %q: %w", s.p.name, ev.Op, ev.Key, err)
+	return err
+}
+
+// release ends a Handle; if Close was called meanwhile, it discards the
+// instance Close left to it.
+func (s *script) release() {
+	if s.guard.release() && s.in != nil {
+		s.p.r.discard(s.in)
+		s.in = nil
 	}
-	return nil
 }
 
 // deliver hands ev to the instance: ssrun_alloc, write, ssrun_on_event.
@@ -223,11 +272,14 @@ func (s *script) deliver(ctx context.Context, ev abi.Event) error {
 	if len(s.rec) > math.MaxInt32 {
 		return fmt.Errorf("%w: event record of %d bytes exceeds the 2 GiB ABI limit", abi.ErrCrashed, len(s.rec))
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.lim.CallTimeout)
-	defer cancel()
+	ctx, cancel, err := s.guard.begin(ctx, s.lim.CallTimeout)
+	if err != nil {
+		return err
+	}
+	defer s.guard.end(cancel)
 	s.stderr.sawOOM = false
 	in.stack[0] = api.EncodeI32(int32(len(s.rec)))
-	if err := in.alloc.CallWithStack(ctx, in.stack); err != nil {
+	if err := in.call(ctx, in.alloc, in.stack); err != nil {
 		return s.drop(err)
 	}
 	ptr := api.DecodeU32(in.stack[0])
@@ -236,7 +288,7 @@ func (s *script) deliver(ctx context.Context, ev abi.Event) error {
 		return fmt.Errorf("%w: %s(%d) returned %#x, not a buffer in guest memory", abi.ErrCrashed, abi.ExportAlloc, len(s.rec), ptr)
 	}
 	in.stack[0], in.stack[1] = api.EncodeU32(ptr), api.EncodeI32(int32(len(s.rec)))
-	if err := in.onEvent.CallWithStack(ctx, in.stack); err != nil {
+	if err := in.call(ctx, in.onEvent, in.stack); err != nil {
 		return s.drop(err)
 	}
 	if rc := api.DecodeI32(in.stack[0]); rc != 0 {
@@ -259,19 +311,22 @@ func (s *script) drop(err error) error {
 	return s.failed(in, err)
 }
 
-// Close implements abi.Script.
+// Close implements abi.Script. It never waits for the guest: a call in
+// progress is stopped (its Handle fails with ErrClosed) and discards the
+// instance when it returns.
 func (s *script) Close(context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil
-	}
-	s.closed = true
-	if s.in != nil {
-		s.p.r.discard(s.in)
-		s.in = nil
-	}
-	s.stdout.Flush()
-	s.stderr.Flush()
+	s.closeOnce.Do(func() {
+		busy := s.guard.stop()
+		s.p.r.untrack(&s.guard)
+		if busy {
+			return
+		}
+		if s.in != nil {
+			s.p.r.discard(s.in)
+			s.in = nil
+		}
+		s.stdout.Flush()
+		s.stderr.Flush()
+	})
 	return nil
 }

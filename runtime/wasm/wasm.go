@@ -19,25 +19,40 @@
 // UNAVAILABLE, and ssrun_abi_version must return abi.Version. A module
 // whose initialisation fails there (trap, panic, exit, deadline) is
 // rejected too. The check instance is then discarded; Start runs the
-// initialisation again against the rule's real Host.
+// initialisation again against the rule's real Host. A Compile of bytes
+// whose check another Compile is running waits for that verdict only as
+// long as its own context lasts.
 //
 // Instances. A Script owns one instance and runs one call at a time. Each
-// call (initialisation, event) runs under abi.Limits.CallTimeout; wazero
-// stops a call at its deadline (even a tight loop) and closes the instance.
-// After a deadline, a trap (including ABI misuse such as an out-of-range
-// pointer), a guest exit or running out of memory, the Script discards the
-// instance and starts a fresh one (running _initialize again) before its
-// next event. Errors wrap abi.ErrTimeout, abi.ErrMemory or abi.ErrCrashed.
-// A guest that cannot grow its memory is reported as abi.ErrMemory when its
-// stderr says it ran out of memory (Go's runtime prints "fatal error: out of
-// memory") or its memory reached the limit; other guests that give up on a
-// failed memory.grow show as abi.ErrCrashed.
+// call (initialisation, event) runs under abi.Limits.CallTimeout and the
+// caller's context, and nothing a guest can reach outlives them: wazero
+// stops a call even in a tight loop (it checks at every loop header), a
+// WASI sleep (poll_oneoff on a clock: what time.Sleep and every language's
+// sleep compile to) ends with the call (see sleeper), stdin is empty, the
+// threads proposal (memory.atomic.wait) is not enabled, and the host verbs
+// get the call's context. A call stopped at its deadline fails with
+// abi.ErrTimeout, one whose context was canceled with that context's error.
+// After a deadline, a cancellation, a trap (including ABI misuse such as an
+// out-of-range pointer), a guest exit or running out of memory, the Script
+// discards the instance and starts a fresh one (running _initialize again)
+// before its next event. Errors wrap abi.ErrTimeout, abi.ErrMemory or
+// abi.ErrCrashed. A guest that cannot grow its memory is reported as
+// abi.ErrMemory when its stderr says it ran out of memory (Go's runtime
+// prints "fatal error: out of memory") or its memory reached the limit;
+// other guests that give up on a failed memory.grow show as
+// abi.ErrCrashed.
+//
+// Closing. Script.Close and Runtime.Close never wait for a guest: they stop
+// the call in progress, which fails with ErrClosed, and the instance is
+// discarded as it returns; the wazero runtimes are closed once no call is
+// left.
 //
 // Sandbox. Guests get WASI preview 1 with the real wall and monotonic
-// clocks, real sleep, crypto/rand randomness, argv = [rule name], no
-// environment and no filesystem. Their stdout and stderr reach Host.Log line
-// by line at info and warn level (a partial line is flushed when the call
-// ends; lines longer than 16 KiB are split).
+// clocks, real sleep (ended with the call), crypto/rand randomness, argv =
+// [rule name], an empty stdin, no environment and no filesystem. Their
+// stdout and stderr reach Host.Log line by line at info and warn level (a
+// partial line is flushed when the call ends; lines longer than 16 KiB are
+// split).
 package wasm
 
 import (
@@ -84,9 +99,17 @@ type Runtime struct {
 	cache wazero.CompilationCache
 
 	mu      sync.Mutex
-	closed  bool
 	engines map[uint32]*engine // by memory limit in pages
 	codes   map[[sha256.Size]byte]*code
+	guards  map[*guard]struct{} // of live scripts and load checks
+
+	// closed is set by Close. active counts the operations running wazero
+	// (Compile, Start, Handle); the engines are closed once Close was
+	// called and none is left, by whichever comes last.
+	closed     atomic.Bool
+	active     atomic.Int64
+	closeOnce  sync.Once
+	closeError error
 
 	// callers maps each live instance (api.Module) to its *caller, for the
 	// host functions.
@@ -106,6 +129,7 @@ func New(opts Options) (*Runtime, error) {
 		log:     opts.Logger,
 		engines: map[uint32]*engine{},
 		codes:   map[[sha256.Size]byte]*code{},
+		guards:  map[*guard]struct{}{},
 	}
 	if r.log == nil {
 		r.log = slog.Default()
@@ -134,20 +158,77 @@ func New(opts Options) (*Runtime, error) {
 // Kind implements abi.Runtime.
 func (r *Runtime) Kind() string { return "wasm" }
 
-// Close implements abi.Runtime. It closes every instance still running.
+// Close implements abi.Runtime. It stops every guest call in progress
+// (they fail with ErrClosed) and returns without waiting for them: the
+// wazero runtimes are closed at once when no call is left, else by the
+// last one to return (an error closing them is then logged).
 func (r *Runtime) Close(ctx context.Context) error {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
+	if r.closed.Swap(true) {
+		r.mu.Unlock()
 		return nil
 	}
-	r.closed = true
-	var errs []error
-	for _, e := range r.engines {
-		errs = append(errs, e.rt.Close(ctx))
+	for g := range r.guards {
+		g.stop()
 	}
-	errs = append(errs, r.cache.Close(ctx))
-	return errors.Join(errs...)
+	r.mu.Unlock()
+	if r.active.Load() == 0 {
+		return r.closeEngines(ctx)
+	}
+	return nil
+}
+
+// closeEngines closes the wazero runtimes and the compilation cache, once.
+func (r *Runtime) closeEngines(ctx context.Context) error {
+	r.closeOnce.Do(func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		var errs []error
+		for _, e := range r.engines {
+			errs = append(errs, e.rt.Close(ctx))
+		}
+		errs = append(errs, r.cache.Close(ctx))
+		r.closeError = errors.Join(errs...)
+	})
+	return r.closeError
+}
+
+// enter registers an operation that runs wazero; leave must follow. It
+// fails with ErrClosed once the Runtime is closed.
+func (r *Runtime) enter() error {
+	r.active.Add(1)
+	if r.closed.Load() {
+		r.leave()
+		return ErrClosed
+	}
+	return nil
+}
+
+// leave ends an operation; the last one after Close closes the engines.
+func (r *Runtime) leave() {
+	if r.active.Add(-1) == 0 && r.closed.Load() {
+		if err := r.closeEngines(context.Background()); err != nil {
+			r.log.Warn("wasm: closing the runtime", "err", err)
+		}
+	}
+}
+
+// track registers g, for Close to stop; untrack forgets it. It fails with
+// ErrClosed once the Runtime is closed.
+func (r *Runtime) track(g *guard) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed.Load() {
+		return ErrClosed
+	}
+	r.guards[g] = struct{}{}
+	return nil
+}
+
+func (r *Runtime) untrack(g *guard) {
+	r.mu.Lock()
+	delete(r.guards, g)
+	r.mu.Unlock()
 }
 
 // engine is one wazero Runtime: a memory limit with its own WASI and ssrun
@@ -163,7 +244,7 @@ type engine struct {
 func (r *Runtime) engine(ctx context.Context, pages uint32) (*engine, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closed {
+	if r.closed.Load() {
 		return nil, ErrClosed
 	}
 	if e := r.engines[pages]; e != nil {
@@ -207,23 +288,38 @@ type code struct {
 	src  []byte
 	refs int // live programs; guarded by Runtime.mu
 
-	mu      sync.Mutex
+	// sem is the lock of the fields below, a channel so that a caller
+	// waiting while another compiles or runs the load check can give up
+	// when its context ends.
+	sem     chan struct{}
 	checked bool   // the load checks ran to a verdict
 	problem string // their verdict; "" = loadable
 	mods    map[*engine]wazero.CompiledModule
 }
+
+// lock locks c, or fails when ctx ends first.
+func (c *code) lock(ctx context.Context) error {
+	select {
+	case c.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c *code) unlock() { <-c.sem }
 
 // acquire returns the code for src, counting one more program using it.
 func (r *Runtime) acquire(src []byte) (*code, error) {
 	h := sha256.Sum256(src)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closed {
+	if r.closed.Load() {
 		return nil, ErrClosed
 	}
 	c := r.codes[h]
 	if c == nil {
-		c = &code{hash: h, src: append([]byte(nil), src...), mods: map[*engine]wazero.CompiledModule{}}
+		c = &code{hash: h, src: append([]byte(nil), src...), sem: make(chan struct{}, 1), mods: map[*engine]wazero.CompiledModule{}}
 		r.codes[h] = c
 	}
 	c.refs++
@@ -239,13 +335,13 @@ func (r *Runtime) release(c *code) {
 	if last {
 		delete(r.codes, c.hash)
 	}
-	closed := r.closed
 	r.mu.Unlock()
-	if !last || closed {
+	if !last || r.enter() != nil {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer r.leave()
+	_ = c.lock(context.Background())
+	defer c.unlock()
 	for e, cm := range c.mods {
 		_ = cm.Close(context.Background())
 		delete(c.mods, e)
@@ -254,8 +350,10 @@ func (r *Runtime) release(c *code) {
 
 // compiled returns c compiled for e, compiling it on first use.
 func (r *Runtime) compiled(ctx context.Context, c *code, e *engine) (wazero.CompiledModule, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	if err := c.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer c.unlock()
 	return r.compiledLocked(ctx, c, e)
 }
 
@@ -276,6 +374,10 @@ func (r *Runtime) compiledLocked(ctx context.Context, c *code, e *engine) (wazer
 // Compile implements abi.Runtime: it compiles src (or finds it compiled)
 // and runs the load checks described in the package documentation.
 func (r *Runtime) Compile(ctx context.Context, name string, src []byte) (abi.Program, error) {
+	if err := r.enter(); err != nil {
+		return nil, fmt.Errorf("%s: compile: %w", name, err)
+	}
+	defer r.leave()
 	c, err := r.acquire(src)
 	if err != nil {
 		return nil, fmt.Errorf("%s: compile: %w", name, err)
@@ -290,10 +392,13 @@ func (r *Runtime) Compile(ctx context.Context, name string, src []byte) (abi.Pro
 }
 
 // load compiles c into the default-limit engine and runs the load checks
-// once per content. A verdict is remembered unless ctx ended meanwhile.
+// once per content. A verdict is remembered unless ctx ended or the Runtime
+// closed meanwhile.
 func (r *Runtime) load(ctx context.Context, c *code, name string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	if err := c.lock(ctx); err != nil {
+		return fmt.Errorf("%s: compile: %w", name, err)
+	}
+	defer c.unlock()
 	if !c.checked {
 		e, err := r.engine(ctx, abi.DefaultMemoryBytes/pageSize)
 		if err != nil {
@@ -307,6 +412,9 @@ func (r *Runtime) load(ctx context.Context, c *code, name string) error {
 		}
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("%s: compile: %w", name, err)
+		}
+		if r.closed.Load() {
+			return fmt.Errorf("%s: compile: %w", name, ErrClosed)
 		}
 		c.checked, c.problem = true, problem
 		r.log.Debug("wasm: compiled", "rule", name, "bytes", len(c.src), "problem", problem)
