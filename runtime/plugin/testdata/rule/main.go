@@ -23,6 +23,9 @@ import (
 )
 
 func main() {
+	if len(os.Args) == 2 { // one of the process tree's descendants (tree.go)
+		descendant(os.Args[1])
+	}
 	sdk.Serve(sdk.Rule{Init: initRule, Handle: handle})
 }
 
@@ -50,6 +53,16 @@ func handle(ctx context.Context, h sdk.Host, ev abi.Event) error {
 		fmt.Fprintln(os.Stderr, a[1])
 		fmt.Print(a[2])
 		ruletest.Report(h, "print", nil)
+	case "spawn": // start descendants (tree.go); report the pids
+		pids, err := spawn()
+		if err != nil {
+			return err
+		}
+		list := strconv.Itoa(os.Getpid())
+		for _, pid := range pids {
+			list += "," + strconv.Itoa(pid)
+		}
+		ruletest.Report(h, "spawn", nil, "pids", list)
 	case "seq": // record that this event was handled
 		_, err := h.Set(ctx, "seen/"+a[0], []byte(a[0]), abi.SetOptions{})
 		return err
