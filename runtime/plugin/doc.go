@@ -79,8 +79,12 @@
 //
 // Output. Lines the plugin writes to stdout and stderr after the handshake
 // reach abi.Host.Log (tagged with the rule by the host) at info and warn
-// level; go-plugin's diagnostics and anything the plugin writes to its
-// original stderr (such as a Go panic) go to Options.Logger.
+// level. What reaches the process's original stderr (fd 2) instead, such as
+// a Go crash, the output of processes it starts, or go-plugin's own hclog
+// lines, reaches abi.Host.Log too (see rawStderr); a plugin's output never
+// reaches Options.Logger, which gets only the runtime's reports and
+// go-plugin's host-side diagnostics. Output written straight to fd 1 after
+// the handshake is dropped.
 //
 // Costs (see bench_test.go): a plugin call is a gRPC round trip over a unix
 // socket, around a hundred microseconds, as much as a state-store request,

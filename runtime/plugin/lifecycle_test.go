@@ -473,6 +473,35 @@ func pidList(t testing.TB, list string) []int {
 	return pids
 }
 
+// TestRawStderr: what reaches the plugin's original stderr (fd 2) rather
+// than os.Stderr (a Go runtime crash, output of processes it starts, hclog
+// lines) goes to the rule's Host.Log, hclog lines at their level, and
+// none of it to the runtime's own logger.
+func TestRawStderr(t *testing.T) {
+	h := abitest.New()
+	logs := &logBuffer{}
+	r, _ := newRuntime(t, Options{Logger: slogTo(logs)})
+	s := start(t, compile(t, r, rulePlugin(t)), h, abi.Limits{})
+	run(t, s, h, command("stderr", "a raw line", "an hclog line"))
+	pids := spawnTree(t, s, h)
+	child := fmt.Sprintf("sleeper %d started", pids[1]) // the plain child's stderr is fd 2
+	for _, want := range []abitest.LogLine{
+		{Level: abi.LevelWarn, Msg: "a raw line"},
+		{Level: abi.LevelError, Msg: "an hclog line k=v"},
+		{Level: abi.LevelWarn, Msg: child},
+	} {
+		waitFor(t, fmt.Sprintf("%+v in the rule's log", want), func() bool { return slices.Contains(h.Logs(), want) })
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, leak := range []string{"a raw line", "an hclog line", child} {
+		if strings.Contains(logs.String(), leak) {
+			t.Errorf("the runtime's logger got the plugin's output %q:\n%s", leak, logs)
+		}
+	}
+}
+
 func TestBackoff(t *testing.T) {
 	var b backoff
 	var got []time.Duration

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os/exec"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-plugin/runner"
@@ -27,13 +28,14 @@ type tree interface {
 
 // procRunner is go-plugin's runner.Runner for one plugin process: it starts
 // the plugin with startTree (on Linux under a reaper that owns the plugin's
-// process tree), and gives go-plugin the plugin's stdout (for the
-// handshake) and stderr.
+// process tree), gives go-plugin the plugin's stdout for the handshake, and
+// sends the plugin's original stderr to stderr (the rule's log) rather than
+// to go-plugin, which would pass it on to the runtime's logger.
 type procRunner struct {
-	cmd            *exec.Cmd // the command started: the reaper, or the plugin
-	name           string    // the rule file, for go-plugin's messages
-	stdout, stderr io.ReadCloser
-	tree           tree          // set by Start
+	cmd    *exec.Cmd // the command started: the reaper, or the plugin
+	name   string    // the rule file, for go-plugin's messages
+	stdout io.ReadCloser
+	tree   tree          // set by Start
 	exited chan struct{} // closed when Wait returned
 }
 
@@ -43,18 +45,17 @@ var _ runner.Runner = (*procRunner)(nil)
 // args (args[0] included) and the environment go-plugin prepared in spec;
 // workDir is the runtime's working directory, sockDir the plugin's socket
 // directory.
-func newRunner(spec *exec.Cmd, name, path string, args []string, workDir, sockDir string) (*procRunner, error) {
+func newRunner(spec *exec.Cmd, name, path string, args []string, workDir, sockDir string, stderr io.Writer) (*procRunner, error) {
 	cmd := treeCommand(path, args, spec.Env, workDir, sockDir)
 	cmd.Stdin = spec.Stdin
+	cmd.Stderr = stderr
+	// Bounds Wait if a process out of the tree's reach keeps stderr open.
+	cmd.WaitDelay = killGrace
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
 	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return nil, err
-	}
-	return &procRunner{cmd: cmd, name: name, stdout: stdout, stderr: stderr, exited: make(chan struct{})}, nil
+	return &procRunner{cmd: cmd, name: name, stdout: stdout, exited: make(chan struct{})}, nil
 }
 
 // Start implements runner.Runner.
@@ -122,8 +123,9 @@ func (r *procRunner) status() string {
 // Stdout implements runner.Runner.
 func (r *procRunner) Stdout() io.ReadCloser { return r.stdout }
 
-// Stderr implements runner.Runner.
-func (r *procRunner) Stderr() io.ReadCloser { return r.stderr }
+// Stderr implements runner.Runner: nothing, as the plugin's stderr goes to
+// the rule's log.
+func (r *procRunner) Stderr() io.ReadCloser { return io.NopCloser(strings.NewReader("")) }
 
 // Name implements runner.Runner.
 func (r *procRunner) Name() string { return r.name }

@@ -143,7 +143,8 @@ type proc struct {
 	reason  atomic.Pointer[string] // why the runtime killed it, if it did
 
 	serve          sync.WaitGroup // the Host service's goroutine
-	stdout, stderr *lineWriter
+	stdout, stderr *lineWriter    // os.Stdout and os.Stderr of a Go plugin, after the handshake
+	raw            *lineWriter    // the plugin's original stderr (fd 2)
 }
 
 // pluginConn is what the host side of the go-plugin plugin dispenses.
@@ -173,13 +174,14 @@ func (s *script) launch(ctx context.Context) (*proc, error) {
 	p := &proc{started: time.Now(), log: s.log,
 		stdout: newLineWriter(func(line string) { s.h.Log(abi.LevelInfo, line) }),
 		stderr: newLineWriter(func(line string) { s.h.Log(abi.LevelWarn, line) }),
+		raw:    rawStderr(s.h),
 	}
 	p.client = goplugin.NewClient(&goplugin.ClientConfig{
 		HandshakeConfig: wire.Handshake,
 		Plugins:         goplugin.PluginSet{wire.PluginName: hostPlugin{}},
 		// Called once, by Client below; go-plugin prepared spec's environment.
 		RunnerFunc: func(_ hclog.Logger, spec *exec.Cmd, sockDir string) (runner.Runner, error) {
-			r, err := newRunner(spec, s.path, s.bin.path, []string{s.path}, s.bin.workDir, sockDir)
+			r, err := newRunner(spec, s.path, s.bin.path, []string{s.path}, s.bin.workDir, sockDir, p.raw)
 			p.run = r
 			return r, err
 		},
@@ -273,6 +275,7 @@ func (p *proc) stop(hard <-chan struct{}) {
 	p.serve.Wait()
 	p.stdout.Flush()
 	p.stderr.Flush()
+	p.raw.Flush()
 }
 
 // exitStatus describes how the process ended, once exited is closed.

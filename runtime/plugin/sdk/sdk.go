@@ -34,7 +34,8 @@
 // host's log.
 //
 // Output. Lines the plugin writes to stdout and stderr reach the host's log,
-// tagged with the rule, at info and warn level. The plugin ignores SIGINT
+// tagged with the rule, at info and warn level, and so does what processes
+// it starts write to the stderr they inherit. The plugin ignores SIGINT
 // (the host owns its shutdown).
 //
 // Processes. On Linux, every process the plugin starts, directly or not,

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
@@ -63,6 +64,10 @@ func handle(ctx context.Context, h sdk.Host, ev abi.Event) error {
 			list += "," + strconv.Itoa(pid)
 		}
 		ruletest.Report(h, "spawn", nil, "pids", list)
+	case "stderr": // lines on the original stderr (fd 2), past go-plugin's redirection: plain, then hclog JSON
+		_, _ = syscall.Write(2, []byte(a[0]+"\n"))
+		_, _ = syscall.Write(2, []byte(`{"@level":"error","@message":"`+a[1]+`","@timestamp":"2026-01-02T03:04:05.000000Z","k":"v"}`+"\n"))
+		ruletest.Report(h, "stderr", nil)
 	case "seq": // record that this event was handled
 		_, err := h.Set(ctx, "seen/"+a[0], []byte(a[0]), abi.SetOptions{})
 		return err
