@@ -69,3 +69,22 @@ func BenchmarkPlugin(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStart measures starting a plugin (process start, handshake,
+// init) and closing it (graceful shutdown), one at a time.
+func BenchmarkStart(b *testing.B) {
+	r, _ := newRuntime(b, Options{Logger: quietLogger()})
+	p := compile(b, r, rulePlugin(b))
+	h := abitest.New()
+	ctx := context.Background()
+	b.ResetTimer()
+	for range b.N {
+		s, err := p.Start(ctx, h, abi.Limits{CallTimeout: time.Minute})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Close(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

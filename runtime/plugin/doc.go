@@ -8,12 +8,12 @@
 // Compile checks the file: its SHA-256 must equal the one configured in
 // Options.Checksums (if any; the error names the file and both hashes), and
 // it must be a regular, non-empty, executable file. Start copies the
-// content into Options.ExecDir (so the file in the rules folder may be
-// replaced while the plugin runs, and every restart runs exactly the
-// compiled content) and launches it: go-plugin with the gRPC protocol only,
-// automatic mTLS, a managed client (go-plugin's CleanupClients kills it at
-// program exit), and a handshake whose magic cookie is SSRUN_PLUGIN and whose
-// protocol version is abi.Version. The host then serves the ABI (get, set,
+// content into the runtime's working directory (so the file in the rules
+// folder may be replaced while the plugin runs, and every restart runs
+// exactly the compiled content) and launches it: go-plugin with the gRPC
+// protocol only, automatic mTLS, a managed client (go-plugin's
+// CleanupClients kills it at program exit), and a handshake whose magic
+// cookie is SSRUN_PLUGIN and whose protocol version is abi.Version. The host then serves the ABI (get, set,
 // del, vdel, watch, unwatch, lock, unlock, log), backed by the rule's
 // abi.Host, on ONE go-plugin broker connection per process, whose id it
 // sends in the Init call; the plugin dials it once and keeps it. Init runs
@@ -41,14 +41,50 @@
 // dropped by the host); if a restart attempt fails meanwhile, Handle fails
 // with abi.ErrCrashed. Script.Close asks the process to exit (go-plugin's
 // shutdown call) and kills it after 2 s or when Close's ctx ends;
-// Runtime.Close closes every script still running and removes the copied
-// binaries. No process outlives Close; on Linux a plugin also dies with its
-// host when the host is killed without closing (a parent-death signal).
+// Runtime.Close closes every script still running and removes the working
+// directory.
+//
+// Process trees. On Linux a plugin runs under a reaper (package
+// internal/reaper): the host's own executable run again as a small
+// supervisor, in a process group of its own, marked a child subreaper so
+// that every process below the plugin that is orphaned, including those
+// that call setsid or double-fork to leave its process group and session,
+// is handed to the reaper rather than to init. Whenever the plugin process
+// ends (it exits or crashes, is killed after a handler timeout, or is
+// stopped by Script.Close for a reload or a removal, or Runtime.Close),
+// the reaper SIGKILLs every process left below it; and since the reaper
+// gets SIGTERM when the host dies, even by SIGKILL, it does the same then.
+// So no process a plugin started outlives the plugin, nor the host. What
+// is out of reach: processes that are not descendants (started on the
+// plugin's behalf by another service, e.g. systemd-run or a container
+// runtime), processes of another user (setuid programs: kill fails), and
+// the plugin's descendants (not the plugin itself, which has a
+// parent-death signal) when the reaper is SIGKILLed by someone else. The
+// reaper needs /proc and costs one small process per running plugin;
+// calls do not go through it. Elsewhere (macOS, BSD, Windows) there is no
+// reaper: only the plugin process itself is killed, its descendants may
+// survive it, and a plugin whose host is killed without closing keeps
+// running.
+//
+// Working directory. Each Runtime makes one directory "ssrun-plugins-*"
+// under Options.ExecDir (default os.TempDir()) when it starts its first
+// plugin, for the binary copies and the plugins' unix sockets, and writes
+// nothing anywhere else (unless ExecDir is too long for unix socket paths:
+// then the sockets go to os.TempDir()). On Linux the directory holds an
+// owner lock (flock(2)) for the runtime's life: if the host dies without
+// closing, its reapers remove the directory, and New removes every such
+// directory under ExecDir whose owner lock nobody holds, which is never a
+// live runtime's, whatever pid namespace it runs in. Directories without
+// the lock (made by older versions) are left alone.
 //
 // Output. Lines the plugin writes to stdout and stderr after the handshake
 // reach abi.Host.Log (tagged with the rule by the host) at info and warn
-// level; go-plugin's diagnostics and anything the plugin writes to its
-// original stderr (such as a Go panic) go to Options.Logger.
+// level. What reaches the process's original stderr (fd 2) instead, such as
+// a Go crash, the output of processes it starts, or go-plugin's own hclog
+// lines, reaches abi.Host.Log too (see rawStderr); a plugin's output never
+// reaches Options.Logger, which gets only the runtime's reports and
+// go-plugin's host-side diagnostics. Output written straight to fd 1 after
+// the handshake is dropped.
 //
 // Costs (see bench_test.go): a plugin call is a gRPC round trip over a unix
 // socket, around a hundred microseconds, as much as a state-store request,

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -16,28 +18,68 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/abi/abitest"
+	"github.com/ssrun/ssrun/internal/ruletest"
 )
 
-// children returns the pids of this process's live child processes.
-func children(t testing.TB) []int {
+// processes returns every process: its state letter and its parent's pid,
+// by pid.
+func processes(t testing.TB) map[int]procInfo {
 	t.Helper()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		t.Fatalf("list processes: %v", err)
 	}
-	var out []int
+	out := map[int]procInfo{}
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue // exited meanwhile
+		if info, ok := procStat(pid); ok {
+			out[pid] = info
 		}
-		// pid (comm) state ppid ...; comm may hold spaces and parentheses.
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(os.Getpid()) {
+	}
+	return out
+}
+
+// procInfo is what the tests read of a process in /proc/<pid>/stat.
+type procInfo struct {
+	state string // "R", "S", "Z" (zombie)...
+	ppid  int
+}
+
+// procStat reads the state and parent of pid; false if there is no such
+// process.
+func procStat(pid int) (procInfo, bool) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return procInfo{}, false
+	}
+	// pid (comm) state ppid ...; comm may hold spaces and parentheses.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(f) < 2 {
+		return procInfo{}, false
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return procInfo{state: f[0], ppid: ppid}, true
+}
+
+// alive reports whether a process with pid runs; a zombie (dead, not yet
+// reaped by its parent) does not count.
+func alive(pid int) bool {
+	if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+		return false
+	}
+	info, ok := procStat(pid)
+	return ok && info.state != "Z" && info.state != "X"
+}
+
+// children returns the pids of this process's live child processes.
+func children(t testing.TB) []int {
+	t.Helper()
+	var out []int
+	for pid, info := range processes(t) {
+		if info.ppid == os.Getpid() {
 			out = append(out, pid)
 		}
 	}
@@ -266,6 +308,10 @@ func TestStartFailures(t *testing.T) {
 	if err := os.WriteFile(notPlugin, []byte("#!/bin/sh\necho this is not a plugin\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	notProgram := filepath.Join(t.TempDir(), "notprogram")
+	if err := os.WriteFile(notProgram, []byte("neither a binary nor a script\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name     string
 		file     string
@@ -276,6 +322,7 @@ func TestStartFailures(t *testing.T) {
 		msg      string
 	}{
 		{"not a plugin", notPlugin, nil, 10 * time.Second, callStart, abi.ErrCrashed, "this is not a plugin"},
+		{"not a program", notProgram, nil, 10 * time.Second, callStart, abi.ErrCrashed, "exec format error"},
 		{"init fails", "", func(s *abitest.Host) { s.Put("init/fail", []byte("nope")) }, 10 * time.Second, callInit, abi.ErrCrashed, "init refused: nope"},
 		{"init hangs", "", func(s *abitest.Host) { s.Put("init/hang", nil) }, 300 * time.Millisecond, callInit, abi.ErrTimeout, "no answer within 300ms"},
 	} {
@@ -380,6 +427,81 @@ func TestOutput(t *testing.T) {
 	}
 }
 
+// The process tree a test plugin spawns (testdata/rule/tree.go), by index
+// in the pids it reports.
+var treeRoles = []string{"the plugin", "its plain child", "its setsid child", "its double-forked daemon"}
+
+// spawnTree makes the plugin of s start its descendants and returns the
+// pids: the plugin's, then its plain, setsid and daemon descendants'. The
+// test's end kills any that survive it.
+func spawnTree(t testing.TB, s *script, h *abitest.Host) []int {
+	t.Helper()
+	r := run(t, s, h, command("spawn"))
+	_, list, _ := strings.Cut(r, " pids=")
+	pids := pidList(t, list)
+	if len(pids) != len(treeRoles) {
+		t.Fatalf("spawn report %q: want %d pids", r, len(treeRoles))
+	}
+	killAtEnd(t, pids)
+	return pids
+}
+
+// killAtEnd kills the processes still alive when the test ends, so that a
+// failing test leaves nothing behind.
+func killAtEnd(t testing.TB, pids []int) {
+	t.Cleanup(func() {
+		for _, pid := range pids {
+			if alive(pid) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+}
+
+// pidList parses a list of pids as the test plugin and the helper host
+// print them: "1,2,3".
+func pidList(t testing.TB, list string) []int {
+	t.Helper()
+	var pids []int
+	for f := range strings.SplitSeq(list, ",") {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatalf("pid list %q", list)
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// TestRawStderr: what reaches the plugin's original stderr (fd 2) rather
+// than os.Stderr (a Go runtime crash, output of processes it starts, hclog
+// lines) goes to the rule's Host.Log, hclog lines at their level, and
+// none of it to the runtime's own logger.
+func TestRawStderr(t *testing.T) {
+	h := abitest.New()
+	logs := &logBuffer{}
+	r, _ := newRuntime(t, Options{Logger: slogTo(logs)})
+	s := start(t, compile(t, r, rulePlugin(t)), h, abi.Limits{})
+	run(t, s, h, command("stderr", "a raw line", "an hclog line"))
+	pids := spawnTree(t, s, h)
+	child := fmt.Sprintf("sleeper %d started", pids[1]) // the plain child's stderr is fd 2
+	for _, want := range []abitest.LogLine{
+		{Level: abi.LevelWarn, Msg: "a raw line"},
+		{Level: abi.LevelError, Msg: "an hclog line k=v"},
+		{Level: abi.LevelWarn, Msg: child},
+	} {
+		waitFor(t, fmt.Sprintf("%+v in the rule's log", want), func() bool { return slices.Contains(h.Logs(), want) })
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, leak := range []string{"a raw line", "an hclog line", child} {
+		if strings.Contains(logs.String(), leak) {
+			t.Errorf("the runtime's logger got the plugin's output %q:\n%s", leak, logs)
+		}
+	}
+}
+
 func TestBackoff(t *testing.T) {
 	var b backoff
 	var got []time.Duration
@@ -400,21 +522,25 @@ func TestBackoff(t *testing.T) {
 	}
 }
 
-// Environment of the helper host (the test binary run again by
-// TestPluginDiesWithHost).
+// Environment of the helper host: the test binary run again as a host
+// process, so that a test can end it by a signal.
 const (
-	helperEnv     = "SSRUN_PLUGIN_TEST_HELPER" // the plugin file to run
-	helperExecEnv = "SSRUN_PLUGIN_TEST_EXECDIR"
+	helperEnv      = "SSRUN_PLUGIN_TEST_HELPER" // the plugin file to run
+	helperSpawnEnv = "SSRUN_PLUGIN_TEST_SPAWN"  // set: the plugin spawns descendants
 )
 
-// helperHost starts the plugin named by helperEnv, prints its pid and
-// waits to be killed.
+// helperHost starts the plugin named by helperEnv on a Runtime with the
+// default options, makes it spawn its descendants if helperSpawnEnv is set,
+// and prints "pids <plugin>[,<descendant>...]". Then it waits for SIGTERM,
+// on which it closes the runtime and exits, as ssrun does.
 func helperHost() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
 	fail := func(err error) {
 		fmt.Fprintln(os.Stderr, "helper host:", err)
 		os.Exit(1)
 	}
-	r, err := New(Options{ExecDir: os.Getenv(helperExecEnv), Logger: quietLogger()})
+	r, err := New(Options{Logger: quietLogger()})
 	if err != nil {
 		fail(err)
 	}
@@ -423,24 +549,50 @@ func helperHost() {
 	if err != nil {
 		fail(err)
 	}
-	p, err := r.Compile(context.Background(), file, src)
+	p, err := r.Compile(ctx, file, src)
 	if err != nil {
 		fail(err)
 	}
-	s, err := p.Start(context.Background(), abitest.New(), abi.Limits{})
+	h := abitest.New()
+	s, err := p.Start(ctx, h, abi.Limits{CallTimeout: time.Minute})
 	if err != nil {
 		fail(err)
 	}
-	fmt.Printf("pid %d\n", s.(*script).stats().Pid)
-	time.Sleep(time.Minute) // killed long before
-	os.Exit(1)
+	pids := strconv.Itoa(s.(*script).stats().Pid)
+	if os.Getenv(helperSpawnEnv) != "" {
+		if err := s.Handle(ctx, command("spawn")); err != nil {
+			fail(err)
+		}
+		reports := ruletest.Reports(h)
+		_, pids, _ = strings.Cut(reports[len(reports)-1], " pids=")
+	}
+	fmt.Printf("pids %s\n", pids)
+	<-ctx.Done()
+	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.Close(cctx); err != nil {
+		fail(err)
+	}
+	os.Exit(0)
 }
 
-// TestPluginDiesWithHost: when the host process is killed (SIGKILL, no
-// chance to close anything), its plugin processes die with it.
-func TestPluginDiesWithHost(t *testing.T) {
+// helper is a running helperHost.
+type helper struct {
+	cmd  *exec.Cmd
+	pids []int         // the plugin's, then its descendants'
+	done chan struct{} // closed when it exited; then err is its exit
+	err  error
+}
+
+// startHelper runs helperHost with TMPDIR set to tmp. The test's end kills
+// it if it still runs.
+func startHelper(t testing.TB, tmp string, spawn bool) *helper {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"="+rulePlugin(t), helperExecEnv+"="+t.TempDir())
+	cmd.Env = append(os.Environ(), helperEnv+"="+rulePlugin(t), "TMPDIR="+tmp)
+	if spawn {
+		cmd.Env = append(cmd.Env, helperSpawnEnv+"=1")
+	}
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -449,15 +601,21 @@ func TestPluginDiesWithHost(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	var pid int
-	if _, err := fmt.Fscanf(out, "pid %d\n", &pid); err != nil {
+	hp := &helper{cmd: cmd, done: make(chan struct{})}
+	var list string
+	_, scanErr := fmt.Fscanf(out, "pids %s\n", &list)
+	go func() {
+		defer close(hp.done)
+		_, _ = io.Copy(io.Discard, out)
+		hp.err = cmd.Wait()
+	}()
+	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		t.Fatalf("helper host: %v", err)
+		<-hp.done
+	})
+	if scanErr != nil {
+		t.Fatalf("helper host: %v", scanErr)
 	}
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
-	processGone(t, pid)
+	hp.pids = pidList(t, list)
+	return hp
 }

@@ -3,18 +3,24 @@ package plugin
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/ssrun/ssrun/abi"
 )
 
-// hclogger routes go-plugin's hclog output to slog. go-plugin's own
+// hclogger routes go-plugin's hclog output to slog: the host side's own
+// diagnostics, never the plugin's output (see rawStderr). go-plugin's
 // informational lines (process started, exited) are demoted to debug: the
-// runtime logs the lifecycle itself. Lines the plugin writes to its original
-// stderr (e.g. a Go panic) keep the level go-plugin gives them.
+// runtime logs the lifecycle itself.
 type hclogger struct {
 	l       *slog.Logger
 	name    string
@@ -117,6 +123,71 @@ func (a *hclogger) StandardLogger(*hclog.StandardLoggerOptions) *log.Logger {
 
 func (a *hclogger) StandardWriter(opts *hclog.StandardLoggerOptions) io.Writer {
 	return a.StandardLogger(opts).Writer()
+}
+
+// rawStderr returns the writer of a plugin process's original stderr (fd
+// 2): what reaches it bypasses the SDK's os.Stderr, as a Go crash, the
+// output of processes the plugin starts, and go-plugin's hclog lines (JSON)
+// do. Every line goes to the rule's h.Log, where the host's log budget
+// applies: an hclog line at its level as "message key=value..." (keys
+// sorted, "@" keys left out), a Go crash ("panic: " or "fatal error: ", and
+// every line after it) at error, anything else at warn.
+func rawStderr(h abi.Host) *lineWriter {
+	crashed := false // guarded by the lineWriter's mutex
+	return newLineWriter(func(line string) {
+		if level, msg, ok := hclogLine(line); ok {
+			h.Log(level, msg)
+			return
+		}
+		if strings.HasPrefix(line, "panic: ") || strings.HasPrefix(line, "fatal error: ") {
+			crashed = true
+		}
+		level := abi.LevelWarn
+		if crashed {
+			level = abi.LevelError
+		}
+		h.Log(level, line)
+	})
+}
+
+// hclogLevels maps hclog's JSON level names to ABI log levels.
+var hclogLevels = map[string]int32{
+	"trace": abi.LevelDebug, "debug": abi.LevelDebug, "info": abi.LevelInfo,
+	"warn": abi.LevelWarn, "error": abi.LevelError,
+}
+
+// hclogLine parses an hclog JSON line: its ABI level and its message
+// followed by its other fields; false when line is not one.
+func hclogLine(line string) (int32, string, bool) {
+	if !strings.HasPrefix(line, "{") {
+		return 0, "", false
+	}
+	var fields map[string]any
+	if json.Unmarshal([]byte(line), &fields) != nil {
+		return 0, "", false
+	}
+	msg, ok := fields["@message"].(string)
+	if !ok {
+		return 0, "", false
+	}
+	name, _ := fields["@level"].(string)
+	level, ok := hclogLevels[name]
+	if !ok {
+		level = abi.LevelInfo
+	}
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
+		if !strings.HasPrefix(k, "@") {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	b.WriteString(msg)
+	for _, k := range keys {
+		fmt.Fprintf(&b, " %s=%v", k, fields[k])
+	}
+	return level, b.String(), true
 }
 
 // maxLine is the longest line a lineWriter passes on in one piece.

@@ -90,6 +90,11 @@ func newRuntime(t testing.TB, opts Options) (*Runtime, *logBuffer) {
 	return r, logs
 }
 
+// slogTo returns a debug-level logger writing into w.
+func slogTo(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 func compile(t testing.TB, r *Runtime, path string) abi.Program {

@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/runtime/plugin/internal/workdir"
 )
 
 // Options configure a Runtime. The zero value is the documented default.
@@ -27,47 +28,63 @@ type Options struct {
 	// compile; files not listed are not checked. Paths are compared after
 	// filepath.Abs.
 	Checksums map[string]string
-	// ExecDir is where the runtime keeps the copies of plugin binaries it
-	// runs (the file in the rules folder can then be replaced at any time,
-	// and a restart runs exactly the compiled content). It must allow
-	// execution. Default: a new directory under os.TempDir(), removed by
-	// Close.
+	// ExecDir is the directory under which the runtime makes its working
+	// directory, "ssrun-plugins-*": there it keeps the copies of the plugin
+	// binaries it runs (the file in the rules folder can then be replaced
+	// at any time, and a restart runs exactly the compiled content) and
+	// the plugins' unix sockets; it writes nowhere else. Close removes the
+	// working directory; New removes those of runtimes whose process died
+	// without closing (on Linux; see the package documentation). ExecDir
+	// must be writable and allow execution, e.g. a volume of a container
+	// whose root file system is read-only; it is created if missing. At
+	// most maxExecDir (44) bytes long as an absolute path, or the sockets
+	// go to os.TempDir() instead (unix socket paths are short). Default:
+	// os.TempDir().
 	ExecDir string
 }
+
+// maxExecDir is the longest ExecDir (absolute) whose working directory can
+// hold the plugins' unix sockets: a socket path is at most 107 bytes, and
+// go-plugin puts it at "<ExecDir>/ssrun-plugins-<10 digits>/plugin-dir<10
+// digits>/plugin<10 digits>".
+const maxExecDir = 107 - len("/"+workdir.Prefix+"0123456789/plugin-dir0123456789/plugin0123456789")
 
 // ErrClosed is returned by calls on a closed Runtime or Script.
 var ErrClosed = errors.New("plugin: closed")
 
 // Runtime is the native plugin abi.Runtime. Create it with New.
 type Runtime struct {
-	log     *slog.Logger
-	sums    map[string][sha256.Size]byte // by absolute path
-	execDir string
-	ownDir  bool // execDir was created by the runtime and is removed by Close
+	log  *slog.Logger
+	sums map[string][sha256.Size]byte // by absolute path
+	base string                       // ExecDir, absolute
 
 	mu      sync.Mutex
 	closed  bool
 	scripts map[*script]struct{}
-	bins    map[string]*binary // by relative path under execDir
+	bins    map[string]*binary // by relative path under dir
+	dir     *workdir.Dir       // the working directory, made on first use
 }
 
 var _ abi.Runtime = (*Runtime)(nil)
 
-// binary is a copy of a compiled plugin under execDir, shared by the
-// scripts running it and removed when the last one closes.
+// binary is a copy of a compiled plugin in the working directory, shared
+// by the scripts running it and removed when the last one closes.
 type binary struct {
-	rel  string // "<hash prefix>/<file name>"
-	path string
-	refs int
+	rel     string // "<hash prefix>/<file name>"
+	path    string
+	workDir string // the runtime's working directory
+	sockets string // where go-plugin makes socket directories; "" for os.TempDir()
+	refs    int
 }
 
-// New returns a Runtime. It fails when a checksum is not a SHA-256 in hex,
-// a checksum's path cannot be made absolute, or ExecDir cannot be created.
+// New returns a Runtime, after removing the working directories under
+// ExecDir that runtimes whose process died left behind. It fails when a
+// checksum is not a SHA-256 in hex, a checksum's path cannot be made
+// absolute, or ExecDir cannot be created.
 func New(opts Options) (*Runtime, error) {
 	r := &Runtime{
 		log:     opts.Logger,
 		sums:    map[string][sha256.Size]byte{},
-		execDir: opts.ExecDir,
 		scripts: map[*script]struct{}{},
 		bins:    map[string]*binary{},
 	}
@@ -85,12 +102,38 @@ func New(opts Options) (*Runtime, error) {
 		}
 		r.sums[abs] = [sha256.Size]byte(b)
 	}
-	if r.execDir != "" {
-		if err := os.MkdirAll(r.execDir, 0o700); err != nil {
-			return nil, fmt.Errorf("plugin: exec dir: %w", err)
-		}
+	if err := r.useExecDir(opts.ExecDir); err != nil {
+		return nil, err
 	}
 	return r, nil
+}
+
+// useExecDir sets the base of the working directory, and removes the stale
+// working directories there.
+func (r *Runtime) useExecDir(dir string) error {
+	explicit := dir != ""
+	if !explicit {
+		dir = os.TempDir()
+	} else if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("plugin: exec dir: %w", err)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("plugin: exec dir: %w", err)
+	}
+	r.base = abs
+	if len(abs) > maxExecDir && explicit {
+		r.log.Warn("plugin: the exec dir's path is too long for unix sockets; the plugins' sockets go to the temporary directory",
+			"exec_dir", abs, "max_bytes", maxExecDir, "tmp", os.TempDir())
+	}
+	removed, err := workdir.RemoveStale(abs)
+	for _, path := range removed {
+		r.log.Info("removed the working directory of a plugin runtime whose process is gone", "path", path)
+	}
+	if err != nil {
+		r.log.Warn("plugin: removing stale working directories failed", "exec_dir", abs, "err", err)
+	}
+	return nil
 }
 
 // Kind implements abi.Runtime.
@@ -150,9 +193,9 @@ func (r *Runtime) Close(ctx context.Context) error {
 	wg.Wait()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.ownDir {
-		if err := os.RemoveAll(r.execDir); err != nil {
-			return fmt.Errorf("plugin: remove exec dir: %w", err)
+	if r.dir != nil {
+		if err := r.dir.Remove(); err != nil {
+			return fmt.Errorf("plugin: remove working directory: %w", err)
 		}
 	}
 	return nil
@@ -227,18 +270,21 @@ func (r *Runtime) acquire(p *program) (*binary, error) {
 		b.refs++
 		return b, nil
 	}
-	if r.execDir == "" {
-		dir, err := os.MkdirTemp("", "ssrun-plugins-")
+	if r.dir == nil {
+		dir, err := workdir.Create(r.base)
 		if err != nil {
-			return nil, fmt.Errorf("plugin %s: exec dir: %w", p.name, err)
+			return nil, fmt.Errorf("plugin %s: working directory: %w", p.name, err)
 		}
-		r.execDir, r.ownDir = dir, true
+		r.dir = dir
 	}
-	path := filepath.Join(r.execDir, rel)
+	path := filepath.Join(r.dir.Path, rel)
 	if err := writeExecutable(path, p.src); err != nil {
 		return nil, fmt.Errorf("plugin %s: copy to %s: %w", p.name, path, err)
 	}
-	b := &binary{rel: rel, path: path, refs: 1}
+	b := &binary{rel: rel, path: path, workDir: r.dir.Path, refs: 1}
+	if len(r.base) <= maxExecDir {
+		b.sockets = r.dir.Path
+	}
 	r.bins[rel] = b
 	return b, nil
 }

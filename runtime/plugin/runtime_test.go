@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/abi/abitest"
 	pb "github.com/ssrun/ssrun/runtime/plugin/proto/ssrun/plugin/v1"
 )
 
@@ -166,6 +167,33 @@ func TestLineWriter(t *testing.T) {
 				t.Errorf("flushed %s, want %s", brief(got), brief(tc.flush))
 			}
 		})
+	}
+}
+
+// TestRawStderrLevels: how lines of a plugin's original stderr reach the
+// rule's log.
+func TestRawStderrLevels(t *testing.T) {
+	h := abitest.New()
+	w := rawStderr(h)
+	_, _ = w.Write([]byte(`plain
+{"@level":"debug","@message":"plugin address","@timestamp":"x","network":"unix","n":1}
+{"@level":"bogus","@message":"odd level"}
+{"no":"message"}
+{not json
+panic: boom
+goroutine 1 [running]:
+`))
+	want := []abitest.LogLine{
+		{Level: abi.LevelWarn, Msg: "plain"},
+		{Level: abi.LevelDebug, Msg: "plugin address n=1 network=unix"},
+		{Level: abi.LevelInfo, Msg: "odd level"},
+		{Level: abi.LevelWarn, Msg: `{"no":"message"}`},
+		{Level: abi.LevelWarn, Msg: "{not json"},
+		{Level: abi.LevelError, Msg: "panic: boom"},
+		{Level: abi.LevelError, Msg: "goroutine 1 [running]:"},
+	}
+	if got := h.Logs(); !slices.Equal(got, want) {
+		t.Errorf("rule log:\n%v\nwant:\n%v", got, want)
 	}
 }
 

@@ -12,7 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	goplugin "github.com/hashicorp/go-plugin"
+	"github.com/hashicorp/go-plugin/runner"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -133,7 +135,7 @@ type proc struct {
 	client  *goplugin.Client
 	rpc     goplugin.ClientProtocol
 	rule    pb.RuleClient
-	cmd     *exec.Cmd
+	run     *procRunner // set by go-plugin's start
 	pid     int
 	exited  <-chan struct{} // closed when the process has exited
 	started time.Time
@@ -141,7 +143,8 @@ type proc struct {
 	reason  atomic.Pointer[string] // why the runtime killed it, if it did
 
 	serve          sync.WaitGroup // the Host service's goroutine
-	stdout, stderr *lineWriter
+	stdout, stderr *lineWriter    // os.Stdout and os.Stderr of a Go plugin, after the handshake
+	raw            *lineWriter    // the plugin's original stderr (fd 2)
 }
 
 // pluginConn is what the host side of the go-plugin plugin dispenses.
@@ -168,17 +171,21 @@ func (hostPlugin) GRPCClient(ctx context.Context, b *goplugin.GRPCBroker, c *grp
 // launch starts a process, serves the Host service to it on one broker
 // connection, and runs its init under the call timeout.
 func (s *script) launch(ctx context.Context) (*proc, error) {
-	cmd := exec.Command(s.bin.path)
-	cmd.Args[0] = s.path
-	dieWithHost(cmd)
-	p := &proc{cmd: cmd, started: time.Now(), log: s.log,
+	p := &proc{started: time.Now(), log: s.log,
 		stdout: newLineWriter(func(line string) { s.h.Log(abi.LevelInfo, line) }),
 		stderr: newLineWriter(func(line string) { s.h.Log(abi.LevelWarn, line) }),
+		raw:    rawStderr(s.h),
 	}
 	p.client = goplugin.NewClient(&goplugin.ClientConfig{
-		HandshakeConfig:  wire.Handshake,
-		Plugins:          goplugin.PluginSet{wire.PluginName: hostPlugin{}},
-		Cmd:              cmd,
+		HandshakeConfig: wire.Handshake,
+		Plugins:         goplugin.PluginSet{wire.PluginName: hostPlugin{}},
+		// Called once, by Client below; go-plugin prepared spec's environment.
+		RunnerFunc: func(_ hclog.Logger, spec *exec.Cmd, sockDir string) (runner.Runner, error) {
+			r, err := newRunner(spec, s.path, s.bin.path, []string{s.path}, s.bin.workDir, sockDir, p.raw)
+			p.run = r
+			return r, err
+		},
+		UnixSocketConfig: &goplugin.UnixSocketConfig{TempDir: s.bin.sockets},
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
 		AutoMTLS:         true,
 		Managed:          true,
@@ -200,7 +207,7 @@ func (s *script) launch(ctx context.Context) (*proc, error) {
 		return nil, startErr(err)
 	}
 	conn := raw.(*pluginConn)
-	p.rpc, p.rule, p.exited, p.pid = rpc, conn.rule, conn.exited, cmd.Process.Pid
+	p.rpc, p.rule, p.exited, p.pid = rpc, conn.rule, conn.exited, p.run.pid()
 
 	id := conn.broker.NextId()
 	srv := &hostServer{h: s.h, timeout: s.lim.CallTimeout}
@@ -234,11 +241,12 @@ func (s *script) launch(ctx context.Context) (*proc, error) {
 	return p, nil
 }
 
-// kill kills the process now (SIGKILL), recording why.
+// kill kills the process and every process it started now (SIGKILL),
+// recording why.
 func (p *proc) kill(reason string) {
 	p.reason.CompareAndSwap(nil, &reason)
-	if p.cmd.Process != nil {
-		_ = p.cmd.Process.Kill()
+	if p.run != nil {
+		p.run.terminate()
 	}
 }
 
@@ -267,15 +275,11 @@ func (p *proc) stop(hard <-chan struct{}) {
 	p.serve.Wait()
 	p.stdout.Flush()
 	p.stderr.Flush()
+	p.raw.Flush()
 }
 
 // exitStatus describes how the process ended, once exited is closed.
-func (p *proc) exitStatus() string {
-	if st := p.cmd.ProcessState; st != nil {
-		return st.String()
-	}
-	return "unknown"
-}
+func (p *proc) exitStatus() string { return p.run.status() }
 
 func (s *script) broadcastLocked() {
 	close(s.changed)

@@ -34,8 +34,14 @@
 // host's log.
 //
 // Output. Lines the plugin writes to stdout and stderr reach the host's log,
-// tagged with the rule, at info and warn level. The plugin ignores SIGINT
+// tagged with the rule, at info and warn level, and so does what processes
+// it starts write to the stderr they inherit. The plugin ignores SIGINT
 // (the host owns its shutdown).
+//
+// Processes. On Linux, every process the plugin starts, directly or not,
+// even in a new session or as a double-forked daemon, is killed (SIGKILL)
+// when the plugin process ends, for whatever reason, and when the host
+// ends; stop them yourself before returning if they need a clean shutdown.
 package sdk
 
 import (

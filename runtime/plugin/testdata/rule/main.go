@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
@@ -23,6 +24,9 @@ import (
 )
 
 func main() {
+	if len(os.Args) == 2 { // one of the process tree's descendants (tree.go)
+		descendant(os.Args[1])
+	}
 	sdk.Serve(sdk.Rule{Init: initRule, Handle: handle})
 }
 
@@ -50,6 +54,20 @@ func handle(ctx context.Context, h sdk.Host, ev abi.Event) error {
 		fmt.Fprintln(os.Stderr, a[1])
 		fmt.Print(a[2])
 		ruletest.Report(h, "print", nil)
+	case "spawn": // start descendants (tree.go); report the pids
+		pids, err := spawn()
+		if err != nil {
+			return err
+		}
+		list := strconv.Itoa(os.Getpid())
+		for _, pid := range pids {
+			list += "," + strconv.Itoa(pid)
+		}
+		ruletest.Report(h, "spawn", nil, "pids", list)
+	case "stderr": // lines on the original stderr (fd 2), past go-plugin's redirection: plain, then hclog JSON
+		_, _ = syscall.Write(2, []byte(a[0]+"\n"))
+		_, _ = syscall.Write(2, []byte(`{"@level":"error","@message":"`+a[1]+`","@timestamp":"2026-01-02T03:04:05.000000Z","k":"v"}`+"\n"))
+		ruletest.Report(h, "stderr", nil)
 	case "seq": // record that this event was handled
 		_, err := h.Set(ctx, "seen/"+a[0], []byte(a[0]), abi.SetOptions{})
 		return err
