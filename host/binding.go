@@ -92,7 +92,7 @@ func (b *binding) Set(ctx context.Context, key string, value []byte, opts abi.Se
 	case abi.CondNEX:
 		so.Condition = protocol.CondNEX
 	}
-	end := b.r.beginWrite(key)
+	end := b.r.beginSet(key, opts.TTL)
 	res, err := b.r.h.client.Set(ctx, []byte(key), value, so)
 	if err != nil {
 		end("", false)

@@ -155,7 +155,7 @@ func (h *Host) dispatch() {
 func (h *Host) route(ev protocol.Event, buf []*rule) []*rule {
 	h.events.Add(1)
 	version := ev.Version.String()
-	lin := h.lin.lookup(string(ev.Key), version)
+	lin := h.lin.lookup(string(ev.Key), version, abi.Op(ev.Op))
 	if lin.hop > h.maxHops {
 		n := h.damped.Add(1)
 		now := time.Now().UnixNano()

@@ -232,14 +232,20 @@ func (r *rule) consumeEchoLocked(ev abi.Event) bool {
 	return false
 }
 
-// beginWrite registers a write to key with the feedback-loop damper before
+// beginWrite registers a delete of key with the feedback-loop damper before
 // it is sent (its notification can beat its reply) and returns the function
-// that ends it with the outcome: the new version, or deleted.
+// that ends it with the outcome: deleted or not (version is empty).
 func (r *rule) beginWrite(key string) func(version string, deleted bool) {
+	return r.beginSet(key, 0)
+}
+
+// beginSet is beginWrite for a SET that expires after ttl (0: never): the
+// DELETE of its expiry continues its lineage.
+func (r *rule) beginSet(key string, ttl time.Duration) func(version string, deleted bool) {
 	r.mu.Lock()
 	hop, chain := r.hop, r.chain
 	r.mu.Unlock()
-	end := r.h.lin.begin(key, hop, chain, r.name)
+	end := r.h.lin.begin(key, hop, chain, r.name, ttl)
 	return func(version string, deleted bool) {
 		end(version)
 		if version != "" || deleted {
