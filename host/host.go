@@ -339,6 +339,9 @@ func (h *Host) LoadDir(ctx context.Context, dir string) error {
 	for _, e := range entries {
 		p := filepath.Join(dir, e.Name())
 		if !h.IsRule(p) {
+			if info, err := os.Stat(p); err == nil {
+				h.warnNotRule(p, info)
+			}
 			continue
 		}
 		if err := h.Load(ctx, p); err != nil {
