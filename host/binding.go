@@ -204,7 +204,9 @@ func (b *binding) Unlock(ctx context.Context, name string) error {
 	return b.r.unlock(ctx, name)
 }
 
-// Log implements abi.Host.
+// Log implements abi.Host. Every runtime's logs arrive here (log calls,
+// Lua's print, WebAssembly and plugin output), held to the rule's log
+// budget.
 func (b *binding) Log(level int32, msg string) {
-	b.r.h.log.Log(context.Background(), slogLevel(level), msg, "rule", b.r.name)
+	b.r.logs.write(slogLevel(level), msg)
 }

@@ -13,8 +13,8 @@ import (
 
 // RuleConfig holds the limits and permissions of one rule. The zero value
 // is the documented default: DefaultCallTimeout, DefaultGrace,
-// DefaultMemoryBytes, DefaultMaxValueBytes, DefaultMailbox, and every key
-// allowed.
+// DefaultMemoryBytes, DefaultMaxValueBytes, DefaultMailbox, DefaultLogLines,
+// DefaultLogBytes, and every key allowed.
 //
 // In ssrun.yaml (under defaults, or a rule's name or glob under rules):
 //
@@ -23,6 +23,8 @@ import (
 //	memory: 64MiB      # MemoryBytes
 //	max_value: 1MiB    # MaxValueBytes
 //	mailbox: 1024      # Mailbox
+//	log_lines: 100     # LogLines, per second
+//	log_bytes: 64KiB   # LogBytes, per second
 //	read: [...]        # Read, Write, Watch, Lock
 type RuleConfig struct {
 	// Timeout bounds each handler call (and the rule's initialisation).
@@ -43,6 +45,14 @@ type RuleConfig struct {
 	// Mailbox is how many events may wait for the rule; more are dropped
 	// and counted.
 	Mailbox int
+	// LogLines and LogBytes are the rule's log budget: how many lines, and
+	// how many bytes of message, it may log per second (a line longer than
+	// LogBytes is cut to it). The excess is dropped, counted in RuleStatus
+	// and summarised in one line per second ("rule x: N lines / M bytes
+	// suppressed"). It applies to everything a rule logs through
+	// abi.Host.Log: log calls, Lua's print, WebAssembly and plugin output.
+	LogLines int
+	LogBytes int
 	// Key permissions: glob patterns (doublestar syntax: `*` stays within a
 	// `/` segment, `**` crosses them). A nil list allows every key; an empty
 	// list allows none.
@@ -59,12 +69,14 @@ const (
 	DefaultMaxValueBytes = 1 << 20
 	DefaultMailbox       = 1024
 	DefaultGrace         = 5 * time.Second
+	DefaultLogLines      = 100
+	DefaultLogBytes      = 64 << 10
 )
 
 // Validate checks the patterns and numbers and says which is wrong.
 func (c RuleConfig) Validate() error {
-	if c.Timeout < 0 || c.Grace < 0 || c.MemoryBytes < 0 || c.MaxValueBytes < 0 || c.Mailbox < 0 {
-		return fmt.Errorf("timeout, grace, memory, max_value and mailbox must not be negative")
+	if c.Timeout < 0 || c.Grace < 0 || c.MemoryBytes < 0 || c.MaxValueBytes < 0 || c.Mailbox < 0 || c.LogLines < 0 || c.LogBytes < 0 {
+		return fmt.Errorf("timeout, grace, memory, max_value, mailbox, log_lines and log_bytes must not be negative")
 	}
 	for name, list := range map[string][]string{"read": c.Read, "write": c.Write, "watch": c.Watch, "lock": c.Lock} {
 		for _, p := range list {
@@ -92,6 +104,12 @@ func (c RuleConfig) withDefaults() RuleConfig {
 	if c.Grace == 0 {
 		c.Grace = DefaultGrace
 	}
+	if c.LogLines == 0 {
+		c.LogLines = DefaultLogLines
+	}
+	if c.LogBytes == 0 {
+		c.LogBytes = DefaultLogBytes
+	}
 	return c
 }
 
@@ -115,6 +133,12 @@ func (c RuleConfig) merge(o RuleConfig) RuleConfig {
 	}
 	if o.Grace != 0 {
 		c.Grace = o.Grace
+	}
+	if o.LogLines != 0 {
+		c.LogLines = o.LogLines
+	}
+	if o.LogBytes != 0 {
+		c.LogBytes = o.LogBytes
 	}
 	if o.Read != nil {
 		c.Read = o.Read

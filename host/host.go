@@ -315,6 +315,7 @@ func (h *Host) Load(ctx context.Context, path string) error {
 		r.mu.Lock()
 		r.cfg = cfg
 		r.mu.Unlock()
+		r.logs.setLimits(cfg)
 	}
 	b := newBinding(r)
 	script, err := aside(h.calls, lctx, name, "start", cfg.Grace, func(ctx context.Context) (abi.Script, error) {

@@ -39,6 +39,7 @@ type rule struct {
 	ctrl       chan func(*worker)
 	lostSignal chan struct{}  // cap 1: lost locks queued in lost
 	wg         sync.WaitGroup // lease renewals
+	logs       *logBudget
 	// ctx bounds the rule's handler calls; cancel ends a handler stuck in
 	// Handle (e.g. waiting for a crashed plugin's restart) when the rule is
 	// removed.
@@ -85,6 +86,7 @@ func newRule(h *Host, path, kind string, cfg RuleConfig) *rule {
 		mailbox:    newMailbox(cfg.Mailbox),
 		ctrl:       make(chan func(*worker)),
 		lostSignal: make(chan struct{}, 1),
+		logs:       newLogBudget(h.log, filepath.Base(path), cfg),
 		watches:    map[string]abi.WatchOptions{},
 		ownSets:    map[string][]string{},
 		ownDels:    map[string]int{},
@@ -331,8 +333,8 @@ func (r *rule) stop(ctx context.Context, w *worker) {
 	r.release(ctx)
 }
 
-// release unregisters the rule's watches and releases its locks. After it,
-// the rule adds no watch.
+// release unregisters the rule's watches, releases its locks and flushes
+// its log budget. After it, the rule adds no watch.
 func (r *rule) release(ctx context.Context) {
 	r.mu.Lock()
 	r.released = true
@@ -353,6 +355,7 @@ func (r *rule) release(ctx context.Context) {
 		}
 	}
 	r.wg.Wait()
+	r.logs.close()
 }
 
 // addWatch registers a watch made by a live version.
@@ -408,6 +411,9 @@ type RuleStatus struct {
 	// RuleConfig.Grace), each also counted in Failed.
 	Stuck     bool
 	Abandoned uint64
+	// Log lines and message bytes dropped by the log budget.
+	LogLinesSuppressed uint64
+	LogBytesSuppressed uint64
 }
 
 func (r *rule) status() RuleStatus {
@@ -416,6 +422,7 @@ func (r *rule) status() RuleStatus {
 	s := RuleStatus{Path: r.path, Kind: r.kind, Disabled: r.disabled,
 		Handled: r.handled.Load(), Failed: r.failed.Load(), Dropped: r.dropped.Load(), Echoes: r.echoes.Load(),
 		Stuck: r.w != nil && r.w.stuck(r.cfg.Grace), Abandoned: r.abandons.Load()}
+	s.LogLinesSuppressed, s.LogBytesSuppressed = r.logs.suppressed()
 	for k := range r.watches {
 		s.Watches = append(s.Watches, k)
 	}
