@@ -92,7 +92,7 @@ func (b *binding) Set(ctx context.Context, key string, value []byte, opts abi.Se
 	case abi.CondNEX:
 		so.Condition = protocol.CondNEX
 	}
-	end := b.r.beginWrite(key)
+	end := b.r.beginSet(key, opts.TTL)
 	res, err := b.r.h.client.Set(ctx, []byte(key), value, so)
 	if err != nil {
 		end("", false)
@@ -219,7 +219,9 @@ func (b *binding) checkLock(verb, name string) error {
 	return nil
 }
 
-// Log implements abi.Host.
+// Log implements abi.Host. Every runtime's logs arrive here (log calls,
+// Lua's print, WebAssembly and plugin output), held to the rule's log
+// budget.
 func (b *binding) Log(level int32, msg string) {
-	b.r.h.log.Log(context.Background(), slogLevel(level), msg, "rule", b.r.name)
+	b.r.logs.write(slogLevel(level), msg)
 }

@@ -12,11 +12,32 @@ import (
 )
 
 // RuleConfig holds the limits and permissions of one rule. The zero value
-// is the documented default: DefaultCallTimeout, DefaultMemoryBytes,
-// DefaultMaxValueBytes, DefaultMailbox, and every key allowed.
+// is the documented default: DefaultCallTimeout, DefaultGrace,
+// DefaultMemoryBytes, DefaultMaxValueBytes, DefaultMailbox, DefaultLogLines,
+// DefaultLogBytes, and every key allowed.
+//
+// In ssrun.yaml (under defaults, or a rule's name or glob under rules):
+//
+//	timeout: 1s        # Timeout
+//	grace: 5s          # Grace
+//	memory: 64MiB      # MemoryBytes
+//	max_value: 1MiB    # MaxValueBytes
+//	mailbox: 1024      # Mailbox
+//	log_lines: 100     # LogLines, per second
+//	log_bytes: 64KiB   # LogBytes, per second
+//	read: [...]        # Read, Write, Watch, Lock
 type RuleConfig struct {
 	// Timeout bounds each handler call (and the rule's initialisation).
 	Timeout time.Duration
+	// Grace is how long the host waits, past a call's deadline (or past
+	// the moment it cancelled the call, when it removes the rule or
+	// stops), for the runtime to return. A call still running then is
+	// stuck: when the host needs the rule (reload, remove, shutdown) it
+	// abandons the call, reports it (log, RuleStatus, Stats.Stuck) and goes
+	// on without it; a remove or shutdown releases the rule's watches and
+	// locks, a reload installs the new version in the rule's place. Loading
+	// is bounded the same way (see Options.LoadTimeout).
+	Grace time.Duration
 	// MemoryBytes caps the rule's memory (see abi.Limits).
 	MemoryBytes int64
 	// MaxValueBytes refuses set/vdel values larger than this (TOO_LARGE).
@@ -24,6 +45,14 @@ type RuleConfig struct {
 	// Mailbox is how many events may wait for the rule; more are dropped
 	// and counted.
 	Mailbox int
+	// LogLines and LogBytes are the rule's log budget: how many lines, and
+	// how many bytes of message, it may log per second (a line longer than
+	// LogBytes is cut to it). The excess is dropped, counted in RuleStatus
+	// and summarised in one line per second ("rule x: N lines / M bytes
+	// suppressed"). It applies to everything a rule logs through
+	// abi.Host.Log: log calls, Lua's print, WebAssembly and plugin output.
+	LogLines int
+	LogBytes int
 	// Key permissions: glob patterns (doublestar syntax: `*` stays within a
 	// `/` segment, `**` crosses them). A nil list allows every key; an empty
 	// list allows none. A lease writes its key, so lock and unlock need the
@@ -40,12 +69,15 @@ const (
 	DefaultMemoryBytes   = abi.DefaultMemoryBytes
 	DefaultMaxValueBytes = 1 << 20
 	DefaultMailbox       = 1024
+	DefaultGrace         = 5 * time.Second
+	DefaultLogLines      = 100
+	DefaultLogBytes      = 64 << 10
 )
 
 // Validate checks the patterns and numbers and says which is wrong.
 func (c RuleConfig) Validate() error {
-	if c.Timeout < 0 || c.MemoryBytes < 0 || c.MaxValueBytes < 0 || c.Mailbox < 0 {
-		return fmt.Errorf("timeout, memory, max_value and mailbox must not be negative")
+	if c.Timeout < 0 || c.Grace < 0 || c.MemoryBytes < 0 || c.MaxValueBytes < 0 || c.Mailbox < 0 || c.LogLines < 0 || c.LogBytes < 0 {
+		return fmt.Errorf("timeout, grace, memory, max_value, mailbox, log_lines and log_bytes must not be negative")
 	}
 	for name, list := range map[string][]string{"read": c.Read, "write": c.Write, "watch": c.Watch, "lock": c.Lock} {
 		for _, p := range list {
@@ -70,6 +102,15 @@ func (c RuleConfig) withDefaults() RuleConfig {
 	if c.Mailbox == 0 {
 		c.Mailbox = DefaultMailbox
 	}
+	if c.Grace == 0 {
+		c.Grace = DefaultGrace
+	}
+	if c.LogLines == 0 {
+		c.LogLines = DefaultLogLines
+	}
+	if c.LogBytes == 0 {
+		c.LogBytes = DefaultLogBytes
+	}
 	return c
 }
 
@@ -90,6 +131,15 @@ func (c RuleConfig) merge(o RuleConfig) RuleConfig {
 	}
 	if o.Mailbox != 0 {
 		c.Mailbox = o.Mailbox
+	}
+	if o.Grace != 0 {
+		c.Grace = o.Grace
+	}
+	if o.LogLines != 0 {
+		c.LogLines = o.LogLines
+	}
+	if o.LogBytes != 0 {
+		c.LogBytes = o.LogBytes
 	}
 	if o.Read != nil {
 		c.Read = o.Read

@@ -43,6 +43,11 @@ type Options struct {
 	// MaxHops is the longest chain of rule writes triggering rules before
 	// the feedback-loop damper drops the event (DefaultMaxHops when zero).
 	MaxHops int
+	// LoadTimeout bounds compiling a rule file, and starting it on top of
+	// its own timeout (DefaultLoadTimeout when zero). A runtime that has not
+	// returned by then plus the rule's grace is abandoned and the load
+	// fails with a *StuckError.
+	LoadTimeout time.Duration
 
 	// now is the monotonic clock that times leases (locks.go); time.Now
 	// when nil. Tests inject one.
@@ -52,28 +57,43 @@ type Options struct {
 // DefaultMaxHops bounds chains of rules triggering each other.
 const DefaultMaxHops = 16
 
+// DefaultLoadTimeout bounds compiling and starting one rule file. It is a
+// backstop for a runtime that never returns, so it is far above any honest
+// load: a cold compile of a Go WebAssembly guest takes 0.4 s, but over 30 s
+// under the race detector on a loaded 2-core machine; a plugin may take
+// 10 s to start.
+const DefaultLoadTimeout = 2 * time.Minute
+
+// ErrClosed is returned by loads after Close.
+var ErrClosed = errors.New("host closed")
+
 // Host runs rules. Create it with New, load rules with Load, LoadDir or
 // WatchDir, and Close it.
 type Host struct {
-	client   *protocol.Client
-	log      *slog.Logger
-	runtimes map[string]abi.Runtime // by kind
-	defaults RuleConfig
-	rules    map[string]RuleConfig
-	maxHops  int
-	now      func() time.Time // times leases
+	client      *protocol.Client
+	log         *slog.Logger
+	runtimes    map[string]abi.Runtime // by kind
+	defaults    RuleConfig
+	rules       map[string]RuleConfig
+	maxHops     int
+	loadTimeout time.Duration
+	now         func() time.Time // times leases
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // dispatcher and resync loop
+	calls  *tracker       // goroutines running runtime calls: rule workers, loads, closes
 	reg    *registry
 	lin    *lineage
 	resync chan struct{}
 	all    atomic.Bool // the next resync re-reads every key, not only owed ones
 
-	loadMu sync.Mutex // serialises Load/Remove
-	mu     sync.Mutex
-	slots  map[string]*rule // by path
+	loads        chan struct{}   // cap 1: held by Load, Remove and Close
+	closing      context.Context // ended by Close: loads in progress fail
+	startClosing context.CancelFunc
+	closeOnce    atomic.Bool
+	mu           sync.Mutex
+	slots        map[string]*rule // by path
 
 	events, damped, resyncs atomic.Uint64
 	lastDampLog             atomic.Int64
@@ -96,16 +116,19 @@ func New(opts Options) (*Host, error) {
 		}
 	}
 	h := &Host{
-		client:   opts.Client,
-		log:      opts.Logger,
-		runtimes: map[string]abi.Runtime{},
-		defaults: opts.Defaults,
-		rules:    opts.Rules,
-		maxHops:  opts.MaxHops,
-		now:      opts.now,
-		lin:      newLineage(1 << 16),
-		resync:   make(chan struct{}, 1),
-		slots:    map[string]*rule{},
+		client:      opts.Client,
+		log:         opts.Logger,
+		runtimes:    map[string]abi.Runtime{},
+		defaults:    opts.Defaults,
+		rules:       opts.Rules,
+		maxHops:     opts.MaxHops,
+		loadTimeout: opts.LoadTimeout,
+		now:         opts.now,
+		calls:       newTracker(),
+		lin:         newLineage(1 << 16),
+		resync:      make(chan struct{}, 1),
+		loads:       make(chan struct{}, 1),
+		slots:       map[string]*rule{},
 	}
 	if h.log == nil {
 		h.log = slog.Default()
@@ -116,6 +139,10 @@ func New(opts Options) (*Host, error) {
 	if h.now == nil {
 		h.now = time.Now
 	}
+	if h.loadTimeout <= 0 {
+		h.loadTimeout = DefaultLoadTimeout
+	}
+	h.closing, h.startClosing = context.WithCancel(context.Background())
 	for _, rt := range opts.Runtimes {
 		h.runtimes[rt.Kind()] = rt
 	}
@@ -164,7 +191,7 @@ func (h *Host) dispatch() {
 func (h *Host) route(ev protocol.Event, buf []*rule) []*rule {
 	h.events.Add(1)
 	version := ev.Version.String()
-	lin := h.lin.lookup(string(ev.Key), version)
+	lin := h.lin.lookup(string(ev.Key), version, abi.Op(ev.Op))
 	if lin.hop > h.maxHops {
 		n := h.damped.Add(1)
 		now := time.Now().UnixNano()
@@ -250,10 +277,14 @@ func (h *Host) IsRule(path string) bool {
 // Load compiles and starts the rule file at path, or replaces the running
 // version of it. A file that fails to compile or start leaves the running
 // version in place and returns an error naming the file (and line). An
-// unchanged file is not reloaded.
+// unchanged file is not reloaded. Compiling and starting are bounded (see
+// Options.LoadTimeout), and a running version stuck in a call is replaced
+// once the call is overdue (see RuleConfig.Grace).
 func (h *Host) Load(ctx context.Context, path string) error {
-	h.loadMu.Lock()
-	defer h.loadMu.Unlock()
+	if err := h.lockLoads(ctx); err != nil {
+		return fmt.Errorf("load %s: %w", path, err)
+	}
+	defer h.unlockLoads()
 	info, err := os.Stat(path)
 	if err != nil {
 		return fmt.Errorf("load %s: %w", path, err)
@@ -278,34 +309,49 @@ func (h *Host) Load(ctx context.Context, path string) error {
 			return nil
 		}
 	}
-	prog, err := rt.Compile(ctx, path, src)
-	if err != nil {
-		return err // a *abi.CompileError names file and line
-	}
 	cfg := ruleConfigFor(h.defaults, h.rules, path)
+	name := filepath.Base(path)
+	lctx, cancel := context.WithTimeout(ctx, h.loadTimeout+cfg.Timeout)
+	defer cancel()
+	defer context.AfterFunc(h.closing, cancel)()
+	prog, err := aside(h.calls, lctx, name, "compile", cfg.Grace, func(ctx context.Context) (abi.Program, error) {
+		return rt.Compile(ctx, path, src)
+	}, nil)
+	if err != nil {
+		return err // a *abi.CompileError names file and line; a *StuckError file and step
+	}
 	fresh := r == nil
 	if fresh {
 		r = newRule(h, path, rt.Kind(), cfg)
-		h.wg.Add(1)
-		go func() { defer h.wg.Done(); r.run() }()
 	} else {
 		r.mu.Lock()
 		r.cfg = cfg
 		r.mu.Unlock()
+		r.logs.setLimits(cfg)
 	}
 	b := newBinding(r)
-	script, err := prog.Start(ctx, b, cfg.limits())
+	script, err := aside(h.calls, lctx, name, "start", cfg.Grace, func(ctx context.Context) (abi.Script, error) {
+		return prog.Start(ctx, b, cfg.limits())
+	}, func(late abi.Script) { _ = late.Close(context.Background()) })
 	if err != nil {
 		b.closed.Store(true)
 		if fresh {
 			r.cancel()
-			_ = r.do(ctx, func() { r.stop(ctx) })
+			r.release(ctx)
+		}
+		var se *StuckError
+		if errors.As(err, &se) {
+			return err
 		}
 		return fmt.Errorf("start %s: %w", path, err)
 	}
 	next := &instance{script: script, b: b, hash: hash}
-	if err := r.do(ctx, func() { r.swap(h.ctx, next) }); err != nil {
-		_ = script.Close(ctx)
+	if err := h.install(ctx, r, next); err != nil {
+		r.closeInstance(ctx, next, "new version")
+		if fresh {
+			r.cancel()
+			r.release(ctx)
+		}
 		return fmt.Errorf("start %s: %w", path, err)
 	}
 	if fresh {
@@ -319,10 +365,50 @@ func (h *Host) Load(ctx context.Context, path string) error {
 	return nil
 }
 
-// Remove stops the rule loaded from path and releases its watches and locks.
+// install makes next the running version of r, between two events. A
+// version stuck in a call is abandoned once the call is overdue, and a
+// fresh worker installs next in its place.
+func (h *Host) install(ctx context.Context, r *rule, next *instance) error {
+	w := r.worker()
+	if w == nil {
+		w = r.startWorker()
+	}
+	swap := func(*worker) { r.swap(h.ctx, next) }
+	err := r.do(ctx, w, swap)
+	if errors.Is(err, errStuck) {
+		r.abandoned(w, "reload")
+		err = r.do(ctx, r.startWorker(), swap)
+	}
+	return err
+}
+
+// lockLoads takes the lock that serialises Load, Remove and Close.
+func (h *Host) lockLoads(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	select {
+	case h.loads <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if h.closing.Err() != nil {
+		<-h.loads
+		return ErrClosed
+	}
+	return nil
+}
+
+func (h *Host) unlockLoads() { <-h.loads }
+
+// Remove stops the rule loaded from path and releases its watches and
+// locks. A rule stuck in a call is abandoned once the call is overdue (see
+// RuleConfig.Grace); the host releases its watches and locks itself.
 func (h *Host) Remove(ctx context.Context, path string) error {
-	h.loadMu.Lock()
-	defer h.loadMu.Unlock()
+	if err := h.lockLoads(ctx); err != nil {
+		return fmt.Errorf("remove %s: %w", path, err)
+	}
+	defer h.unlockLoads()
 	h.mu.Lock()
 	r := h.slots[path]
 	delete(h.slots, path)
@@ -330,11 +416,22 @@ func (h *Host) Remove(ctx context.Context, path string) error {
 	if r == nil {
 		return fmt.Errorf("remove %s: not loaded", path)
 	}
+	return h.stopRule(ctx, r, "remove")
+}
+
+// stopRule ends the rule r, for why ("remove", "shutdown"): its call in
+// progress is cancelled, and its worker stops it between two events; a
+// worker stuck in its call past the grace (or when ctx ends) is abandoned
+// and the rule released from here.
+func (h *Host) stopRule(ctx context.Context, r *rule, why string) error {
 	r.cancel() // a handler in progress ends now
-	err := r.do(ctx, func() { r.stop(ctx) })
-	<-r.done
+	if w := r.worker(); w != nil {
+		if err := w.stop(ctx, why); err != nil {
+			return fmt.Errorf("stop %s: %w", r.name, err)
+		}
+	}
 	h.log.Info("rule stopped", "rule", r.name)
-	return err
+	return nil
 }
 
 // LoadDir loads every rule file in dir. A file that fails is reported and
@@ -346,8 +443,14 @@ func (h *Host) LoadDir(ctx context.Context, dir string) error {
 	}
 	var errs []error
 	for _, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return errors.Join(append(errs, err)...)
+		}
 		p := filepath.Join(dir, e.Name())
 		if !h.IsRule(p) {
+			if info, err := os.Stat(p); err == nil {
+				h.warnNotRule(p, info)
+			}
 			continue
 		}
 		if err := h.Load(ctx, p); err != nil {
@@ -380,30 +483,60 @@ type Stats struct {
 	LoopsDamped   uint64 // events dropped by the feedback-loop damper
 	Resyncs       uint64 // resync events produced after reconnects
 	WatchedKeys   int    // keys registered with the store
+	Stuck         int    // runtime calls abandoned as stuck and still running
 }
 
 // Stats returns host-wide counters.
 func (h *Host) Stats() Stats {
-	return Stats{Notifications: h.events.Load(), LoopsDamped: h.damped.Load(), Resyncs: h.resyncs.Load(), WatchedKeys: h.reg.watchedKeys()}
+	return Stats{Notifications: h.events.Load(), LoopsDamped: h.damped.Load(), Resyncs: h.resyncs.Load(),
+		WatchedKeys: h.reg.watchedKeys(), Stuck: h.calls.stuck()}
 }
 
 // Close stops every rule (releasing watches and locks), then the dispatcher.
-// It does not close the client.
+// It does not close the client. It returns by the time ctx ends: rules stuck
+// in a call are abandoned once the call is overdue, or when ctx ends; then
+// Close waits for abandoned calls to end for at most their rules' grace and
+// returns an error naming those still running. Loads in progress fail, and
+// later ones too. Calling Close again returns nil.
 func (h *Host) Close(ctx context.Context) error {
-	h.mu.Lock()
-	paths := make([]string, 0, len(h.slots))
-	for p := range h.slots {
-		paths = append(paths, p)
+	if !h.closeOnce.CompareAndSwap(false, true) {
+		return nil
 	}
-	h.mu.Unlock()
+	h.startClosing()
 	var errs []error
-	for _, p := range paths {
-		if err := h.Remove(ctx, p); err != nil {
-			errs = append(errs, err)
-		}
+	select {
+	case h.loads <- struct{}{}: // loads in progress end within their grace
+		defer h.unlockLoads()
+	case <-ctx.Done():
+		errs = append(errs, fmt.Errorf("a rule load did not end: %w", ctx.Err()))
 	}
+	h.mu.Lock()
+	rules := make([]*rule, 0, len(h.slots))
+	for _, r := range h.slots {
+		rules = append(rules, r)
+	}
+	clear(h.slots)
+	h.mu.Unlock()
+	for _, r := range rules {
+		r.cancel()
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, r := range rules {
+		wg.Go(func() {
+			if err := h.stopRule(ctx, r, "shutdown"); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
 	h.cancel()
 	h.wg.Wait()
+	if left := h.calls.wait(ctx); len(left) > 0 {
+		errs = append(errs, fmt.Errorf("%d runtime call(s) still running: %s", len(left), strings.Join(left, ", ")))
+	}
 	return errors.Join(errs...)
 }
 

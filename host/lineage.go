@@ -3,6 +3,9 @@ package host
 import (
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/ssrun/ssrun/abi"
 )
 
 // lineage damps feedback loops between rules. Every write a rule makes while
@@ -16,13 +19,30 @@ import (
 // reply (and so the version). Writes in flight are therefore registered per
 // key before they are sent, and a notification with an unknown version on a
 // key with writes in flight takes the deepest of their lineages.
+//
+// A key a rule wrote with a TTL ends with a DELETE the store makes itself,
+// under a fresh version. That DELETE is the write's doing, so it continues
+// the write's lineage (a rule re-creating an expired key with a short TTL
+// would otherwise loop undamped, each expiry starting again at hop 0): the
+// last TTL write of each key is remembered until the key changes, and a
+// DELETE that comes once the TTL has run out takes its lineage. A DELETE
+// before that (someone deleted the key early) or after another write starts
+// afresh.
 type lineage struct {
-	mu      sync.Mutex
-	m       map[string]lineageEntry
-	order   []string // FIFO of versions, to bound the map
-	next    int
-	size    int
-	pending map[string][]*lineageEntry // key -> writes in flight
+	mu       sync.Mutex
+	m        map[string]lineageEntry
+	order    []string // FIFO of versions, to bound the map
+	next     int
+	size     int
+	pending  map[string][]*lineageEntry // key -> writes in flight
+	expiring map[string]expiringWrite   // key -> its last write with a TTL
+}
+
+// expiringWrite is a rule's write with a TTL, awaiting its expiry.
+type expiringWrite struct {
+	version string
+	due     int64 // on now's clock: the write was sent at least ttl before
+	entry   lineageEntry
 }
 
 type lineageEntry struct {
@@ -31,13 +51,16 @@ type lineageEntry struct {
 }
 
 func newLineage(size int) *lineage {
-	return &lineage{m: make(map[string]lineageEntry, size), order: make([]string, size), size: size, pending: map[string][]*lineageEntry{}}
+	return &lineage{m: make(map[string]lineageEntry, size), order: make([]string, size), size: size,
+		pending: map[string][]*lineageEntry{}, expiring: map[string]expiringWrite{}}
 }
 
 // begin registers a write to key by ruleName while it handles an event at hop
-// (with its chain), before the write is sent. The returned function ends it,
-// recording the version the store gave (empty for a delete or a failure).
-func (l *lineage) begin(key string, hop int, chain []string, ruleName string) func(version string) {
+// (with its chain), before the write is sent; ttl is the write's expiry (0
+// for none, or a delete). The returned function ends it, recording the
+// version the store gave (empty for a delete or a failure).
+func (l *lineage) begin(key string, hop int, chain []string, ruleName string, ttl time.Duration) func(version string) {
+	sent := now()
 	c := make([]string, 0, min(len(chain)+1, maxChain))
 	if len(chain) >= maxChain {
 		chain = chain[len(chain)-maxChain+1:]
@@ -64,6 +87,17 @@ func (l *lineage) begin(key string, hop int, chain []string, ruleName string) fu
 		if version == "" {
 			return
 		}
+		if ttl > 0 {
+			if _, ok := l.expiring[key]; !ok && len(l.expiring) >= l.size {
+				for k := range l.expiring { // full: forget any one
+					delete(l.expiring, k)
+					break
+				}
+			}
+			l.expiring[key] = expiringWrite{version: version, due: sent + int64(ttl), entry: *e}
+		} else {
+			delete(l.expiring, key)
+		}
 		if old := l.order[l.next]; old != "" {
 			delete(l.m, old)
 		}
@@ -75,9 +109,15 @@ func (l *lineage) begin(key string, hop int, chain []string, ruleName string) fu
 
 const maxChain = 8
 
-// lookup returns the lineage of a notified change of key: that of its
-// version, else the deepest write in flight on the key, else hop 0.
-func (l *lineage) lookup(key, version string) lineageEntry {
+var epoch = time.Now()
+
+// now is the time on the monotonic clock, in nanoseconds.
+func now() int64 { return int64(time.Since(epoch)) }
+
+// lookup returns the lineage of a notified change (op) of key: that of its
+// version, else the deepest write in flight on the key, else, for the
+// DELETE of an expired TTL write, that write's; else hop 0.
+func (l *lineage) lookup(key, version string, op abi.Op) lineageEntry {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if e, ok := l.m[version]; ok {
@@ -87,6 +127,24 @@ func (l *lineage) lookup(key, version string) lineageEntry {
 	for _, p := range l.pending[key] {
 		if p.hop > deepest.hop {
 			deepest = *p
+		}
+	}
+	if len(l.pending[key]) > 0 {
+		return deepest
+	}
+	x, ok := l.expiring[key]
+	if !ok {
+		return deepest
+	}
+	switch op {
+	case abi.OpSet:
+		if x.version != version { // overwritten: the TTL is gone
+			delete(l.expiring, key)
+		}
+	case abi.OpDelete:
+		delete(l.expiring, key)
+		if now() >= x.due {
+			return x.entry
 		}
 	}
 	return deepest

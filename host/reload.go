@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -20,6 +21,11 @@ const settle = 50 * time.Millisecond
 // compiled and swapped in (a broken one is reported and the running version
 // stays), a removed file's rule is stopped. ready, when non-nil, is closed
 // once the initial load is done and the files are being watched.
+//
+// A rule file may be a symlink: its target is watched too, and any change
+// in the folder re-reads every linked rule, so a rule follows its target
+// being edited or replaced, and the atomic "..data" swap of a Kubernetes
+// ConfigMap or Secret volume (whose files are links through "..data").
 func (h *Host) WatchDir(ctx context.Context, dir string, ready chan<- struct{}, extra ...string) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -51,6 +57,7 @@ func (h *Host) WatchDir(ctx context.Context, dir string, ready chan<- struct{}, 
 			h.log.Error("rule not loaded", "rule", f, "err", err)
 		}
 	}
+	links := h.followLinks(w, dir, named)
 	if ready != nil {
 		close(ready)
 	}
@@ -67,10 +74,14 @@ func (h *Host) WatchDir(ctx context.Context, dir string, ready chan<- struct{}, 
 				return nil
 			}
 			p := filepath.Clean(ev.Name)
-			if filepath.Dir(p) != dir && !named[p] {
-				continue
+			for _, rule := range links[p] { // the target of a linked rule
+				pending[rule] = true
 			}
-			pending[p] = true
+			if filepath.Dir(p) == dir || named[p] {
+				pending[p] = true
+			}
+			// Any change in the folder may be a "..data" swap, and any in a
+			// target's folder a change of the target: re-read linked rules.
 			timer.Reset(settle)
 		case err, ok := <-w.Errors:
 			if !ok {
@@ -78,10 +89,16 @@ func (h *Host) WatchDir(ctx context.Context, dir string, ready chan<- struct{}, 
 			}
 			h.log.Warn("watching rules folder", "dir", dir, "err", err)
 		case <-timer.C:
+			for _, rules := range links {
+				for _, p := range rules {
+					pending[p] = true
+				}
+			}
 			for p := range pending {
 				h.reconcile(ctx, p)
 			}
 			clear(pending)
+			links = h.followLinks(w, dir, named)
 		}
 	}
 }
@@ -93,6 +110,9 @@ func (h *Host) reconcile(ctx context.Context, p string) {
 	h.mu.Unlock()
 	info, err := os.Stat(p)
 	if err != nil || !h.IsRule(p) || info.IsDir() {
+		if err == nil {
+			h.warnNotRule(p, info)
+		}
 		if loaded {
 			if err := h.Remove(ctx, p); err != nil {
 				h.log.Warn("stopping removed rule", "rule", filepath.Base(p), "err", err)
@@ -107,4 +127,57 @@ func (h *Host) reconcile(ctx context.Context, p string) {
 			h.log.Error("rule not loaded", "rule", filepath.Base(p), "err", err)
 		}
 	}
+}
+
+// lacksExecBit reports whether the file at p looks like a plugin that cannot
+// run: a regular file without an extension that is not executable (from a
+// ConfigMap volume, or a copy that lost its mode).
+func lacksExecBit(p string, info os.FileInfo) bool {
+	base := filepath.Base(p)
+	return info.Mode().IsRegular() && filepath.Ext(base) == "" && !strings.HasPrefix(base, ".") && !strings.HasSuffix(base, "~") &&
+		info.Mode().Perm()&0o111 == 0
+}
+
+// notPluginHint says why a file without an extension is no rule, and the fix.
+const notPluginHint = "without an extension only an executable is a rule (a plugin); if it is one, make it executable"
+
+// warnNotRule warns about a file that looks like a plugin but cannot run.
+func (h *Host) warnNotRule(p string, info os.FileInfo) {
+	if lacksExecBit(p, info) {
+		h.log.Warn("file ignored: "+notPluginHint, "file", p, "fix", "chmod +x "+p)
+	}
+}
+
+// followLinks finds the rule files in dir, and those named, that are
+// symlinks, and watches the folders of their targets. It returns the rules
+// by resolved target.
+func (h *Host) followLinks(w *fsnotify.Watcher, dir string, named map[string]bool) map[string][]string {
+	paths := make([]string, 0, len(named))
+	for p := range named {
+		paths = append(paths, p)
+	}
+	if entries, err := os.ReadDir(dir); err == nil {
+		for _, e := range entries {
+			if e.Type()&os.ModeSymlink != 0 {
+				paths = append(paths, filepath.Join(dir, e.Name()))
+			}
+		}
+	}
+	links := map[string][]string{}
+	for _, p := range paths {
+		if info, err := os.Lstat(p); err != nil || info.Mode()&os.ModeSymlink == 0 || !h.IsRule(p) {
+			continue
+		}
+		target, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			continue
+		}
+		links[target] = append(links[target], p)
+		// Adding a folder already watched is harmless; a removed one (an
+		// old ConfigMap version) is dropped by the watcher itself.
+		if err := w.Add(filepath.Dir(target)); err != nil {
+			h.log.Warn("watching the target of a linked rule", "rule", filepath.Base(p), "target", target, "err", err)
+		}
+	}
+	return links
 }

@@ -26,7 +26,7 @@ type delivery struct {
 	chain []string
 }
 
-// rule is the slot of one rule file: its mailbox and goroutine outlive the
+// rule is the slot of one rule file: its mailbox and worker outlive the
 // versions of the file that run in it, so a reload swaps the script between
 // two events and the queue carries over.
 type rule struct {
@@ -36,22 +36,24 @@ type rule struct {
 	kind string
 
 	mailbox    *mailbox
-	ctrl       chan func()
-	lostSignal chan struct{} // cap 1: lost locks queued in lost
-	done       chan struct{}
+	ctrl       chan func(*worker)
+	lostSignal chan struct{}  // cap 1: lost locks queued in lost
 	wg         sync.WaitGroup // lease renewals
+	logs       *logBudget
 	// ctx bounds the rule's handler calls; cancel ends a handler stuck in
 	// Handle (e.g. waiting for a crashed plugin's restart) when the rule is
 	// removed.
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	// Owned by the rule goroutine.
+	// Owned by the live worker (by the host while there is none, or once it
+	// has abandoned it).
 	cur         *instance
 	consecutive int
-	exiting     bool
 
 	mu       sync.Mutex
+	w        *worker // the live worker
+	released bool    // watches and locks released: no watch may be added
 	cfg      RuleConfig
 	watches  map[string]abi.WatchOptions
 	ownSets  map[string][]string // key -> versions written by this rule, awaiting their echo
@@ -63,8 +65,8 @@ type rule struct {
 	chain    []string //
 	disabled bool
 
-	handled, failed, dropped, echoes atomic.Uint64
-	lastDropLog                      atomic.Int64
+	handled, failed, dropped, echoes, abandons atomic.Uint64
+	lastDropLog                                atomic.Int64
 }
 
 // instance is one running version of a rule file.
@@ -82,9 +84,9 @@ func newRule(h *Host, path, kind string, cfg RuleConfig) *rule {
 		kind:       kind,
 		cfg:        cfg,
 		mailbox:    newMailbox(cfg.Mailbox),
-		ctrl:       make(chan func()),
+		ctrl:       make(chan func(*worker)),
 		lostSignal: make(chan struct{}, 1),
-		done:       make(chan struct{}),
+		logs:       newLogBudget(h.log, filepath.Base(path), cfg),
 		watches:    map[string]abi.WatchOptions{},
 		ownSets:    map[string][]string{},
 		ownDels:    map[string]int{},
@@ -92,45 +94,6 @@ func newRule(h *Host, path, kind string, cfg RuleConfig) *rule {
 	}
 	r.ctx, r.cancel = context.WithCancel(h.ctx)
 	return r
-}
-
-// run is the rule goroutine: events one at a time; control functions (swap,
-// stop) and lock losses between events.
-func (r *rule) run() {
-	ctx := r.ctx
-	defer close(r.done)
-	for !r.exiting {
-		select {
-		case f := <-r.ctrl:
-			f()
-		case <-r.lostSignal:
-			r.mu.Lock()
-			lost := r.lost
-			r.lost = nil
-			r.mu.Unlock()
-			for _, name := range lost {
-				r.deliver(ctx, delivery{ev: abi.Event{Key: name, Op: abi.OpLockLost}})
-			}
-		case <-r.mailbox.ready:
-			if d, ok := r.mailbox.pop(); ok {
-				r.deliver(ctx, d)
-			}
-		}
-	}
-}
-
-// do runs f in the rule goroutine between two events and waits for it.
-func (r *rule) do(ctx context.Context, f func()) error {
-	finished := make(chan struct{})
-	select {
-	case r.ctrl <- func() { defer close(finished); f() }:
-	case <-r.done:
-		return errRuleStopped
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	<-finished // the goroutine runs f to completion before it can exit
-	return nil
 }
 
 var errRuleStopped = errors.New("rule stopped")
@@ -147,39 +110,60 @@ func (r *rule) enqueue(d delivery) {
 	}
 }
 
-func (r *rule) deliver(ctx context.Context, d delivery) {
-	if r.cur == nil {
-		return
+// config returns the rule's settings.
+func (r *rule) config() RuleConfig {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cfg
+}
+
+// deliver hands d to the running version. It returns false when the worker
+// was abandoned during the call: the rule is not its any more, and it must
+// end (it has closed the instance it ran).
+func (w *worker) deliver(d delivery) bool {
+	r := w.r
+	in := r.cur
+	if in == nil {
+		return true
 	}
 	r.mu.Lock()
 	if d.ev.Op != abi.OpLockLost {
 		opts, ok := r.watches[d.ev.Key]
 		if !ok {
 			r.mu.Unlock()
-			return // no longer watched (unwatched or dropped by a reload)
+			return true // no longer watched (unwatched or dropped by a reload)
 		}
 		if !opts.Self && r.consumeEchoLocked(d.ev) {
 			r.mu.Unlock()
 			r.echoes.Add(1)
-			return
+			return true
 		}
 	}
 	if r.disabled {
 		r.mu.Unlock()
 		r.dropped.Add(1)
-		return
+		return true
 	}
 	r.hop, r.chain = d.hop, d.chain
+	w.key, w.op = d.ev.Key, d.ev.Op
+	timeout := r.cfg.Timeout
 	r.mu.Unlock()
 
-	err := r.cur.script.Handle(ctx, d.ev)
+	call := w.begin(timeout)
+	err := in.script.Handle(w.ctx, d.ev)
+	if !w.end(call) {
+		if err := in.script.Close(context.Background()); err != nil {
+			r.h.log.Warn("closing an abandoned version failed", "rule", r.name, "err", err)
+		}
+		return false
+	}
 	if err == nil {
 		r.handled.Add(1)
 		r.consecutive = 0
-		return
+		return true
 	}
-	if ctx.Err() != nil {
-		return // shutting down
+	if w.ctx.Err() != nil {
+		return true // shutting down
 	}
 	r.failed.Add(1)
 	r.consecutive++
@@ -191,6 +175,7 @@ func (r *rule) deliver(ctx context.Context, d delivery) {
 		r.h.log.Error("rule disabled after repeated failures; save a fixed version of the file to restart it",
 			"rule", r.name, "failures", r.consecutive)
 	}
+	return true
 }
 
 func failureKind(err error) string {
@@ -232,14 +217,20 @@ func (r *rule) consumeEchoLocked(ev abi.Event) bool {
 	return false
 }
 
-// beginWrite registers a write to key with the feedback-loop damper before
+// beginWrite registers a delete of key with the feedback-loop damper before
 // it is sent (its notification can beat its reply) and returns the function
-// that ends it with the outcome: the new version, or deleted.
+// that ends it with the outcome: deleted or not (version is empty).
 func (r *rule) beginWrite(key string) func(version string, deleted bool) {
+	return r.beginSet(key, 0)
+}
+
+// beginSet is beginWrite for a SET that expires after ttl (0: never): the
+// DELETE of its expiry continues its lineage.
+func (r *rule) beginSet(key string, ttl time.Duration) func(version string, deleted bool) {
 	r.mu.Lock()
 	hop, chain := r.hop, r.chain
 	r.mu.Unlock()
-	end := r.h.lin.begin(key, hop, chain, r.name)
+	end := r.h.lin.begin(key, hop, chain, r.name, ttl)
 	return func(version string, deleted bool) {
 		end(version)
 		if version != "" || deleted {
@@ -269,8 +260,8 @@ func (r *rule) wrote(key, version string, deleted bool) {
 }
 
 // swap installs a started instance between two events: applies the watch
-// diff, makes the new binding live and closes the old script. It runs in the
-// rule goroutine.
+// diff, makes the new binding live and closes the old script (bounded by
+// the grace). It runs in the live worker.
 func (r *rule) swap(ctx context.Context, next *instance) {
 	r.mu.Lock()
 	want := next.b.staged
@@ -311,24 +302,42 @@ func (r *rule) swap(ctx context.Context, next *instance) {
 	r.cur = next
 	r.consecutive = 0
 	if old != nil {
-		old.b.closed.Store(true)
-		if err := old.script.Close(ctx); err != nil {
-			r.h.log.Warn("closing previous version failed", "rule", r.name, "err", err)
-		}
+		r.closeInstance(ctx, old, "previous version")
 	}
 }
 
-// stop closes the script, releases its watches and locks, and ends the rule
-// goroutine. It runs in the rule goroutine.
-func (r *rule) stop(ctx context.Context) {
-	r.exiting = true
-	if r.cur != nil {
-		r.cur.b.closed.Store(true)
-		if err := r.cur.script.Close(ctx); err != nil {
-			r.h.log.Warn("closing rule failed", "rule", r.name, "err", err)
-		}
+// closeInstance closes a version that no longer runs. The runtime's Close
+// gets the grace as its deadline, and the grace again to return; past that
+// it is abandoned.
+func (r *rule) closeInstance(ctx context.Context, in *instance, what string) {
+	in.b.closed.Store(true)
+	grace := r.config().Grace
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
+	defer cancel()
+	_, err := aside(r.h.calls, cctx, r.name, "close", grace, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, in.script.Close(ctx)
+	}, nil)
+	if err != nil {
+		r.h.log.Warn("closing "+what+" failed", "rule", r.name, "err", err)
 	}
+}
+
+// stop closes the script, releases its watches and locks, and ends the
+// worker. It runs in the live worker.
+func (r *rule) stop(ctx context.Context, w *worker) {
+	w.exiting = true
+	if r.cur != nil {
+		r.closeInstance(ctx, r.cur, "rule")
+		r.cur = nil
+	}
+	r.release(ctx)
+}
+
+// release unregisters the rule's watches, releases its locks and flushes
+// its log budget. After it, the rule adds no watch.
+func (r *rule) release(ctx context.Context) {
 	r.mu.Lock()
+	r.released = true
 	keys := make([]string, 0, len(r.watches))
 	for k := range r.watches {
 		keys = append(keys, k)
@@ -341,9 +350,12 @@ func (r *rule) stop(ctx context.Context) {
 		r.h.reg.unwatch(ctx, r, k)
 	}
 	for _, l := range locks {
-		r.releaseLease(ctx, l)
+		if err := r.releaseLease(ctx, l); err != nil {
+			r.h.log.Warn("releasing lock failed", "rule", r.name, "lock", l.name, "err", err)
+		}
 	}
 	r.wg.Wait()
+	r.logs.close()
 }
 
 // addWatch registers a watch made by a live version.
@@ -359,6 +371,11 @@ func (r *rule) addWatch(ctx context.Context, key string, opts abi.WatchOptions) 
 		return storeError(err)
 	}
 	r.mu.Lock()
+	if r.released { // stopped meanwhile (e.g. abandoned in this very call)
+		r.mu.Unlock()
+		r.h.reg.unwatch(ctx, r, key)
+		return abi.Errorf(abi.StatusUnavailable, "watch %q: rule %s was stopped", key, r.name)
+	}
 	r.watches[key] = opts
 	r.mu.Unlock()
 	return nil
@@ -389,13 +406,23 @@ type RuleStatus struct {
 	Dropped  uint64 // events dropped: mailbox full, or rule disabled
 	Echoes   uint64 // events skipped as echoes of the rule's own writes
 	Disabled bool
+	// Stuck is set while a handler call runs past its deadline plus the
+	// grace; Abandoned counts the calls the host gave up on (see
+	// RuleConfig.Grace), each also counted in Failed.
+	Stuck     bool
+	Abandoned uint64
+	// Log lines and message bytes dropped by the log budget.
+	LogLinesSuppressed uint64
+	LogBytesSuppressed uint64
 }
 
 func (r *rule) status() RuleStatus {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := RuleStatus{Path: r.path, Kind: r.kind, Disabled: r.disabled,
-		Handled: r.handled.Load(), Failed: r.failed.Load(), Dropped: r.dropped.Load(), Echoes: r.echoes.Load()}
+		Handled: r.handled.Load(), Failed: r.failed.Load(), Dropped: r.dropped.Load(), Echoes: r.echoes.Load(),
+		Stuck: r.w != nil && r.w.stuck(r.cfg.Grace), Abandoned: r.abandons.Load()}
+	s.LogLinesSuppressed, s.LogBytesSuppressed = r.logs.suppressed()
 	for k := range r.watches {
 		s.Watches = append(s.Watches, k)
 	}

@@ -366,17 +366,20 @@ func TestCheck(t *testing.T) {
 	good := filepath.Join(dir, "good.lua")
 	bad := filepath.Join(dir, "bad.lua")
 	other := filepath.Join(dir, "notes.txt")
+	plugin := filepath.Join(dir, "myplugin")
 	os.WriteFile(good, []byte("local ss = require('ssrun')\nfunction on_event(ev) end\n"), 0o644)
 	os.WriteFile(bad, []byte("function on_event(ev)\n  if then\nend\n"), 0o644)
 	os.WriteFile(other, []byte("hi"), 0o644)
-	r := runCLI(t, "", "check", good, bad, other)
+	os.WriteFile(plugin, []byte("#!/bin/sh\n"), 0o644)
+	r := runCLI(t, "", "check", good, bad, other, plugin)
 	if r.code != 1 {
 		t.Fatalf("%+v", r)
 	}
 	if r.stdout != "ok "+good+"\n" {
 		t.Errorf("stdout %q", r.stdout)
 	}
-	if !strings.Contains(r.stderr, bad+":2:") || !strings.Contains(r.stderr, other+": not a rule file") || !strings.Contains(r.stderr, "2 of 3 file(s) failed") {
+	if !strings.Contains(r.stderr, bad+":2:") || !strings.Contains(r.stderr, other+": not a rule file") ||
+		!strings.Contains(r.stderr, "chmod +x "+plugin) || !strings.Contains(r.stderr, "3 of 4 file(s) failed") {
 		t.Errorf("stderr:\n%s", r.stderr)
 	}
 	if r := runCLI(t, "", "check", "../../examples/thermostat/thermostat.lua"); r.code != 0 {

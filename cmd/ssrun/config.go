@@ -23,11 +23,14 @@ import (
 //	  use_tls: true
 //	  ca_file: /var/run/certs/ca.crt
 //	  sat_file: /var/run/secrets/tokens/mq-sat
-//	defaults:               # limits and permissions of every rule
-//	  timeout: 1s
+//	defaults:               # limits and permissions of every rule (host.RuleConfig)
+//	  timeout: 1s           # per handler call
+//	  grace: 5s             # past a call's deadline, before a stuck call is abandoned
 //	  memory: 64MiB
 //	  max_value: 1MiB
 //	  mailbox: 1024
+//	  log_lines: 100        # log budget per second; the excess is counted and summarised
+//	  log_bytes: 64KiB
 //	rules:                  # per rule file (exact name, or a glob like "*.wasm")
 //	  thermostat.lua:
 //	    read:  ["thermostat*/**"]
@@ -53,9 +56,12 @@ type pluginSettings struct {
 // sizes like "64MiB").
 type ruleSettings struct {
 	Timeout  duration  `yaml:"timeout"`
+	Grace    duration  `yaml:"grace"`
 	Memory   byteSize  `yaml:"memory"`
 	MaxValue byteSize  `yaml:"max_value"`
 	Mailbox  int       `yaml:"mailbox"`
+	LogLines int       `yaml:"log_lines"`
+	LogBytes byteSize  `yaml:"log_bytes"`
 	Read     *[]string `yaml:"read"`
 	Write    *[]string `yaml:"write"`
 	Watch    *[]string `yaml:"watch"`
@@ -74,9 +80,12 @@ func (s ruleSettings) toHost() host.RuleConfig {
 	}
 	return host.RuleConfig{
 		Timeout:       time.Duration(s.Timeout),
+		Grace:         time.Duration(s.Grace),
 		MemoryBytes:   int64(s.Memory),
 		MaxValueBytes: int(s.MaxValue),
 		Mailbox:       s.Mailbox,
+		LogLines:      s.LogLines,
+		LogBytes:      int(s.LogBytes),
 		Read:          list(s.Read),
 		Write:         list(s.Write),
 		Watch:         list(s.Watch),

@@ -16,16 +16,74 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	stop := onSignals(cancel)
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
+}
+
+// DefaultShutdownTimeout bounds how long dev and run take to stop after a
+// signal (--shutdown-timeout): below Kubernetes' default grace period of
+// 30 s, after which the kubelet kills the process.
+const DefaultShutdownTimeout = 20 * time.Second
+
+// shutdownBudget is the running command's stop bound, in nanoseconds: dev
+// and run set it from --shutdown-timeout.
+var shutdownBudget atomic.Int64
+
+func init() { shutdownBudget.Store(int64(DefaultShutdownTimeout)) }
+
+// backstopMargin is how long past its shutdown timeout a command may take
+// to return before main exits without it.
+const backstopMargin = 5 * time.Second
+
+// onSignals cancels the command's context on the first SIGINT or SIGTERM,
+// so that it stops cleanly, and exits at once on the second. If the command
+// has not returned within its shutdown timeout plus backstopMargin after
+// the first, it exits too. stop ends the watch.
+func onSignals(cancel context.CancelFunc) (stop func()) {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		var sig os.Signal
+		select {
+		case sig = <-sigs:
+		case <-done:
+			return
+		}
+		fmt.Fprintf(os.Stderr, "ssrun: %v: stopping (send the signal again to exit at once)\n", sig)
+		cancel()
+		bound := time.Duration(shutdownBudget.Load()) + backstopMargin
+		backstop := time.NewTimer(bound)
+		defer backstop.Stop()
+		select {
+		case sig = <-sigs:
+			fmt.Fprintf(os.Stderr, "ssrun: second signal (%v): exiting without stopping the rules\n", sig)
+			code := 1
+			if s, ok := sig.(syscall.Signal); ok {
+				code = 128 + int(s)
+			}
+			os.Exit(code)
+		case <-backstop.C:
+			fmt.Fprintf(os.Stderr, "ssrun: still running %v after the signal: exiting\n", bound)
+			os.Exit(1)
+		case <-done:
+		}
+	}()
+	return func() {
+		signal.Stop(sigs)
+		close(done)
+	}
 }
 
 // exitError carries a specific exit status (e.g. 1 for "not found").

@@ -45,12 +45,31 @@ func (a *app) runtimes(cfg *fileConfig) ([]abi.Runtime, error) {
 	return []abi.Runtime{lr, wr, pr}, nil
 }
 
-func closeRuntimes(rts []abi.Runtime) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for _, rt := range rts {
-		_ = rt.Close(ctx)
+// closeRuntimes closes the runtimes, giving up when ctx ends: a runtime
+// that does not return (stuck with a rule it cannot interrupt) is left to
+// the process's exit.
+func (a *app) closeRuntimes(ctx context.Context, rts []abi.Runtime) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, rt := range rts {
+			if err := rt.Close(ctx); err != nil {
+				a.log.Warn("closing runtime", "runtime", rt.Kind(), "err", err)
+			}
+		}
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		a.log.Warn("runtimes did not close in time; leaving them to the exit", "err", ctx.Err())
 	}
+}
+
+// closeRuntimesNow closes the runtimes within the default shutdown timeout.
+func (a *app) closeRuntimesNow(rts []abi.Runtime) {
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultShutdownTimeout)
+	defer cancel()
+	a.closeRuntimes(ctx, rts)
 }
 
 // rulesConfig loads the config named by --config, or DIR/ssrun.yaml when it
@@ -68,13 +87,14 @@ func rulesConfig(dir, flag string) (*fileConfig, error) {
 
 // serveRules runs a host for the rules in dir (checked by the caller with
 // checkRulesDir before it connects) on client until ctx ends:
-// loads every rule, hot-reloads the folder, and on exit stops every rule.
-func (a *app) serveRules(ctx context.Context, client *protocol.Client, dir string, cfg *fileConfig, ready func(h *host.Host)) error {
+// loads every rule, hot-reloads the folder, and on exit stops every rule
+// within shutdown (a rule stuck in a call is abandoned, and the error, exit
+// status 1, names it).
+func (a *app) serveRules(ctx context.Context, client *protocol.Client, dir string, cfg *fileConfig, shutdown time.Duration, ready func(h *host.Host)) (err error) {
 	rts, err := a.runtimes(cfg)
 	if err != nil {
 		return err
 	}
-	defer closeRuntimes(rts)
 	opts := host.Options{Client: client, Runtimes: rts, Logger: a.log}
 	if cfg != nil {
 		opts.Defaults = cfg.Defaults.toHost()
@@ -82,13 +102,19 @@ func (a *app) serveRules(ctx context.Context, client *protocol.Client, dir strin
 	}
 	h, err := host.New(opts)
 	if err != nil {
+		a.closeRuntimesNow(rts)
 		return err
 	}
 	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdown)
 		defer cancel()
-		if err := h.Close(cctx); err != nil {
-			a.log.Warn("stopping rules", "err", err)
+		cerr := h.Close(sctx)
+		a.closeRuntimes(sctx, rts)
+		if sctx.Err() != nil {
+			cerr = fmt.Errorf("rules did not stop within %v: %w", shutdown, cerr)
+		}
+		if cerr != nil {
+			err = errors.Join(err, &exitError{code: 1, msg: "ssrun: stopping rules: " + cerr.Error()})
 		}
 	}()
 	var plugins []string
@@ -135,9 +161,26 @@ func tryKey(h *host.Host) string {
 	return keys[0]
 }
 
+// shutdownFlag registers --shutdown-timeout on cmd.
+func shutdownFlag(cmd *cobra.Command, d *time.Duration) {
+	cmd.Flags().DurationVar(d, "shutdown-timeout", DefaultShutdownTimeout,
+		"how long stopping may take after a signal (rules stuck in a call are abandoned); a second signal exits at once")
+}
+
+// setShutdown checks the --shutdown-timeout value and hands it to main's
+// backstop.
+func setShutdown(d time.Duration) error {
+	if d <= 0 {
+		return usageError("--shutdown-timeout %v: want a positive duration", d)
+	}
+	shutdownBudget.Store(int64(d))
+	return nil
+}
+
 func (a *app) devCmd() *cobra.Command {
 	var f brokerFlags
 	var config string
+	var shutdown time.Duration
 	cmd := &cobra.Command{
 		Use:   "dev DIR",
 		Short: "Run the rules in DIR on an embedded broker and state store, reloading them as they change",
@@ -145,6 +188,9 @@ func (a *app) devCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			dir := args[0]
+			if err := setShutdown(shutdown); err != nil {
+				return err
+			}
 			if err := checkRulesDir(dir); err != nil {
 				return err
 			}
@@ -171,7 +217,7 @@ func (a *app) devCmd() *cobra.Command {
 			if err := client.AwaitConnection(ctx); err != nil {
 				return fmt.Errorf("connecting to the embedded broker: %w", err)
 			}
-			return a.serveRules(ctx, client, dir, cfg, func(h *host.Host) {
+			return a.serveRules(ctx, client, dir, cfg, shutdown, func(h *host.Host) {
 				fmt.Fprintf(a.stdout, "ssrun dev: state store on %s, %d rule(s) from %s (edit them; they reload)\n", b.Addr(), len(h.Status()), dir)
 				fmt.Fprintf(a.stdout, "try: ssrun kv --broker %s set %s 30\n", b.Addr(), tryKey(h))
 			})
@@ -179,12 +225,14 @@ func (a *app) devCmd() *cobra.Command {
 	}
 	f.register(cmd)
 	cmd.Flags().StringVar(&config, "config", "", "ssrun.yaml with rule limits and permissions (default DIR/ssrun.yaml if present)")
+	shutdownFlag(cmd, &shutdown)
 	return cmd
 }
 
 func (a *app) runCmd() *cobra.Command {
 	var conn connFlags
 	var config string
+	var shutdown time.Duration
 	cmd := &cobra.Command{
 		Use:   "run DIR",
 		Short: "Run the rules in DIR against an external broker (AIO settings from flags, AIO_* variables or ssrun.yaml)",
@@ -192,6 +240,9 @@ func (a *app) runCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			dir := args[0]
+			if err := setShutdown(shutdown); err != nil {
+				return err
+			}
 			if err := checkRulesDir(dir); err != nil {
 				return err
 			}
@@ -230,18 +281,20 @@ func (a *app) runCmd() *cobra.Command {
 				}
 				defer stop()
 			}
-			return a.serveRules(ctx, client, dir, cfg, func(h *host.Host) {
+			return a.serveRules(ctx, client, dir, cfg, shutdown, func(h *host.Host) {
 				fmt.Fprintf(a.stdout, "ssrun run: %d rule(s) from %s\n", len(h.Status()), dir)
 			})
 		},
 	}
 	conn.register(cmd.Flags(), "")
 	cmd.Flags().StringVar(&config, "config", "", "ssrun.yaml (default DIR/ssrun.yaml if present)")
+	shutdownFlag(cmd, &shutdown)
 	return cmd
 }
 
 func (a *app) checkCmd() *cobra.Command {
-	return &cobra.Command{
+	var timeout time.Duration
+	cmd := &cobra.Command{
 		Use:   "check FILE...",
 		Short: "Compile and validate rule files without running them",
 		Args:  cobra.MinimumNArgs(1),
@@ -250,19 +303,24 @@ func (a *app) checkCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer closeRuntimes(rts)
-			byKind := map[string]abi.Runtime{}
-			for _, rt := range rts {
-				byKind[rt.Kind()] = rt
-			}
+			c := host.NewChecker(rts, timeout)
 			failed := 0
 			for _, p := range args {
-				if err := checkFile(cmd.Context(), byKind, p); err != nil {
+				if err := c.Check(cmd.Context(), p); err != nil {
 					fmt.Fprintln(a.stderr, err)
 					failed++
 					continue
 				}
 				fmt.Fprintf(a.stdout, "ok %s\n", p)
+			}
+			// A compile that did not return keeps its runtime busy; both
+			// are left to the exit after a grace.
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(cmd.Context()), host.DefaultGrace)
+			defer cancel()
+			if err := c.Close(ctx); err != nil {
+				a.log.Warn("check", "err", err)
+			} else {
+				a.closeRuntimes(ctx, rts)
 			}
 			if failed > 0 {
 				return &exitError{code: 1, msg: fmt.Sprintf("%d of %d file(s) failed", failed, len(args))}
@@ -270,22 +328,6 @@ func (a *app) checkCmd() *cobra.Command {
 			return nil
 		},
 	}
-}
-
-func checkFile(ctx context.Context, byKind map[string]abi.Runtime, p string) error {
-	info, err := os.Stat(p)
-	if err != nil {
-		return err
-	}
-	kind, _ := host.RuleKind(p, info)
-	rt, ok := byKind[kind]
-	if !ok {
-		return fmt.Errorf("%s: not a rule file (want .lua, .wasm or an executable plugin)", p)
-	}
-	src, err := os.ReadFile(p)
-	if err != nil {
-		return err
-	}
-	_, err = rt.Compile(ctx, p, src)
-	return err
+	cmd.Flags().DurationVar(&timeout, "timeout", host.DefaultLoadTimeout, "bound for compiling (and load-checking) each file")
+	return cmd
 }

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ssrun/ssrun/internal/gobuild"
+)
+
+// The tests in this file run the ssrun binary as a process, to send it
+// signals, with a WebAssembly rule that sleeps for an hour where its
+// runtime may not interrupt it (testdata/sleeper): the process must end
+// within a bound anyway.
+
+var builds = gobuild.Dir{Prefix: "ssrun-cli-test-"}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	_ = builds.Remove()
+	os.Exit(code)
+}
+
+// ssrunBinary builds this command once per test binary.
+func ssrunBinary(t *testing.T) string {
+	t.Helper()
+	p, err := builds.Exe("ssrun", ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// sleeper copies the sleeping rule into dir as name ("sleep-init.wasm" or
+// "sleep-handler.wasm").
+func sleeper(t *testing.T, dir, name string) {
+	t.Helper()
+	p, err := builds.WASM("sleeper.wasm", "./testdata/sleeper")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// stopBound is how long a process may take to end after a signal in these
+// tests: far below the hour the rule sleeps, far above the deadlines,
+// graces and shutdown timeouts the tests configure.
+const stopBound = 60 * time.Second
+
+// proc is a running ssrun process.
+type proc struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	stdout *syncWriter
+	stderr *syncWriter
+	exited chan struct{}
+	err    error
+}
+
+func startProc(t *testing.T, args ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, cmd: exec.Command(ssrunBinary(t), args...), stdout: &syncWriter{}, stderr: &syncWriter{}, exited: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		select {
+		case <-p.exited:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+		}
+	})
+	return p
+}
+
+func (p *proc) signal(sig os.Signal) {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// wait waits for the process to end within stopBound and returns its exit
+// status.
+func (p *proc) wait(what string) int {
+	p.t.Helper()
+	select {
+	case <-p.exited:
+	case <-time.After(stopBound):
+		p.t.Fatalf("%s: the process did not end within %v; stderr:\n%s", what, stopBound, p.stderr.String())
+	}
+	var ee *exec.ExitError
+	if errors.As(p.err, &ee) {
+		return ee.ExitCode()
+	}
+	if p.err != nil {
+		p.t.Fatal(p.err)
+	}
+	return 0
+}
+
+// startDev starts `ssrun dev` on dir and waits until its rules are loaded;
+// it returns the broker address.
+func startDev(t *testing.T, dir string, args ...string) (*proc, string) {
+	t.Helper()
+	p := startProc(t, append([]string{"dev", dir, "--listen", "127.0.0.1:0"}, args...)...)
+	m := waitOutput(t, p.stdout, regexp.MustCompile(`try: ssrun kv --broker (\S+) set`))
+	return p, m[1]
+}
+
+// stuckDir is a rules folder with the handler-sleeping rule and the
+// ssrun.yaml settings given for it.
+func stuckDir(t *testing.T, settings string) string {
+	t.Helper()
+	dir := t.TempDir()
+	sleeper(t, dir, "sleep-handler.wasm")
+	yaml := "rules:\n  sleep-handler.wasm:\n    timeout: 300ms\n" + settings
+	if err := os.WriteFile(filepath.Join(dir, "ssrun.yaml"), []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// stick starts the sleeping handler and waits until it sleeps.
+func stick(t *testing.T, p *proc, addr string) {
+	t.Helper()
+	if r := runCLI(t, "", "kv", "--broker", addr, "set", "sleep/in", "1"); r.code != 0 {
+		t.Fatalf("%+v", r)
+	}
+	waitOutput(t, p.stderr, regexp.MustCompile(`sleeping in handler`))
+}
+
+// SIGTERM stops `ssrun dev` while a rule sleeps in its handler past its
+// deadline: the rule is abandoned after its deadline plus the grace, and
+// the process exits reporting it.
+func TestDevStopsOnSIGTERMWithStuckRule(t *testing.T) {
+	p, addr := startDev(t, stuckDir(t, "    grace: 300ms\n"))
+	stick(t, p, addr)
+	p.signal(syscall.SIGTERM)
+	code := p.wait("SIGTERM with a stuck rule")
+	if code != 1 || !strings.Contains(p.stderr.String(), "rule abandoned") || !strings.Contains(p.stderr.String(), "sleep-handler.wasm") {
+		t.Fatalf("exit %d; stderr:\n%s", code, p.stderr.String())
+	}
+}
+
+// The shutdown timeout bounds the whole stop, however long the grace; a
+// second signal ends the process at once.
+func TestDevShutdownTimeoutAndSecondSignal(t *testing.T) {
+	longGrace := "    grace: 1h\n"
+	t.Run("timeout", func(t *testing.T) {
+		p, addr := startDev(t, stuckDir(t, longGrace), "--shutdown-timeout", "1s")
+		stick(t, p, addr)
+		p.signal(syscall.SIGTERM)
+		if code := p.wait("SIGTERM with a 1 s shutdown timeout"); code != 1 || !strings.Contains(p.stderr.String(), "did not stop within 1s") {
+			t.Fatalf("exit %d; stderr:\n%s", code, p.stderr.String())
+		}
+	})
+	t.Run("second signal", func(t *testing.T) {
+		p, addr := startDev(t, stuckDir(t, longGrace), "--shutdown-timeout", "1h")
+		stick(t, p, addr)
+		p.signal(syscall.SIGTERM)
+		waitOutput(t, p.stderr, regexp.MustCompile(`stopping`))
+		p.signal(syscall.SIGTERM)
+		if code := p.wait("second SIGTERM"); code != 128+int(syscall.SIGTERM) || !strings.Contains(p.stderr.String(), "second signal") {
+			t.Fatalf("exit %d; stderr:\n%s", code, p.stderr.String())
+		}
+	})
+}
+
+// A rule that sleeps in its initialisation neither hangs `ssrun dev` (a
+// signal during start-up ends it) nor `ssrun check` (bounded by --timeout).
+func TestStuckInitialisationIsBounded(t *testing.T) {
+	dir := t.TempDir()
+	sleeper(t, dir, "sleep-init.wasm")
+	rule := filepath.Join(dir, "sleep-init.wasm")
+	if err := os.WriteFile(filepath.Join(dir, "ssrun.yaml"), []byte("defaults:\n  grace: 500ms\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("dev", func(t *testing.T) {
+		p := startProc(t, "dev", dir, "--listen", "127.0.0.1:0", "--log-level", "debug")
+		waitOutput(t, p.stderr, regexp.MustCompile(`sleeping in init`))
+		p.signal(syscall.SIGTERM)
+		p.wait("SIGTERM during start-up")
+	})
+	t.Run("check", func(t *testing.T) {
+		p := startProc(t, "check", "--timeout", "1s", rule)
+		code := p.wait("check")
+		if code != 1 || !strings.Contains(p.stderr.String(), rule) || !strings.Contains(p.stderr.String(), "did not return") {
+			t.Fatalf("exit %d; stderr:\n%s", code, p.stderr.String())
+		}
+	})
+}

@@ -1,0 +1,131 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// logWindow is the interval of a log budget.
+const logWindow = time.Second
+
+// logBudget holds what one rule logs to its budget (RuleConfig.LogLines and
+// LogBytes): per window of logWindow at most that many lines and message
+// bytes reach the log. The rest is dropped and counted, and one line per
+// window says how much ("rule x: N lines / M bytes suppressed"), written by
+// the first line of the next window or, if none comes, by a timer when the
+// window ends.
+type logBudget struct {
+	log  *slog.Logger
+	rule string
+
+	mu                   sync.Mutex
+	lines, bytes         int   // the budget per window
+	start                int64 // of the current window, on now's clock
+	usedLines, usedBytes int
+	// Suppressed in the current window, not yet summarised; and in total.
+	winLines, winBytes     int
+	totalLines, totalBytes uint64
+	timer                  *time.Timer // pending summary of the current window
+	closed                 bool
+	timers                 sync.WaitGroup // the timer's function, while it runs
+}
+
+func newLogBudget(log *slog.Logger, rule string, cfg RuleConfig) *logBudget {
+	b := &logBudget{log: log, rule: rule, start: now()}
+	b.setLimits(cfg)
+	return b
+}
+
+// setLimits applies a (re)loaded rule's budget.
+func (b *logBudget) setLimits(cfg RuleConfig) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.lines, b.bytes = cfg.LogLines, cfg.LogBytes
+}
+
+// write logs msg at level for the rule, within the budget.
+func (b *logBudget) write(level slog.Level, msg string) {
+	b.mu.Lock()
+	t := now()
+	if t-b.start >= int64(logWindow) {
+		b.summaryLocked()
+		b.start, b.usedLines, b.usedBytes = t, 0, 0
+	}
+	if len(msg) > b.bytes {
+		msg = truncate(msg, b.bytes)
+	}
+	if b.usedLines < b.lines && b.usedBytes+len(msg) <= b.bytes {
+		b.usedLines++
+		b.usedBytes += len(msg)
+		b.mu.Unlock()
+		b.log.Log(context.Background(), level, msg, "rule", b.rule)
+		return
+	}
+	b.winLines++
+	b.winBytes += len(msg)
+	b.totalLines++
+	b.totalBytes += uint64(len(msg))
+	if b.timer == nil && !b.closed {
+		b.timers.Add(1)
+		b.timer = time.AfterFunc(time.Duration(b.start+int64(logWindow)-t), b.flush)
+	}
+	b.mu.Unlock()
+}
+
+// truncate cuts msg to at most n bytes, on a character boundary.
+func truncate(msg string, n int) string {
+	for n > 0 && n < len(msg) && !utf8.RuneStart(msg[n]) {
+		n--
+	}
+	return msg[:n]
+}
+
+// flush writes the summary of a window that ended with nothing logged since.
+func (b *logBudget) flush() {
+	defer b.timers.Done()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.timer = nil
+	if left := b.start + int64(logWindow) - now(); left > 0 && !b.closed {
+		b.timers.Add(1) // woke early: the window is not over
+		b.timer = time.AfterFunc(time.Duration(left), b.flush)
+		return
+	}
+	b.summaryLocked()
+}
+
+// summaryLocked writes the summary line of the current window, if anything
+// was suppressed in it.
+func (b *logBudget) summaryLocked() {
+	if b.winLines == 0 {
+		return
+	}
+	b.log.Warn(fmt.Sprintf("rule %s: %d lines / %d bytes suppressed", b.rule, b.winLines, b.winBytes),
+		"rule", b.rule, "budget", fmt.Sprintf("%d lines, %d bytes per second", b.lines, b.bytes))
+	b.winLines, b.winBytes = 0, 0
+}
+
+// suppressed returns the lines and bytes suppressed so far.
+func (b *logBudget) suppressed() (lines, bytes uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.totalLines, b.totalBytes
+}
+
+// close writes the pending summary and stops the timer; later lines are
+// still held to the budget, but summarised only by a later line.
+func (b *logBudget) close() {
+	b.mu.Lock()
+	b.closed = true
+	if b.timer != nil && b.timer.Stop() {
+		b.timers.Done()
+	}
+	b.timer = nil
+	b.summaryLocked()
+	b.mu.Unlock()
+	b.timers.Wait()
+}
