@@ -1,7 +1,6 @@
 package lua
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -23,12 +22,15 @@ var logLevels = map[string]int32{"debug": abi.LevelDebug, "info": abi.LevelInfo,
 const maxMillis = math.MaxInt64 / int64(time.Millisecond)
 
 // module implements the ssrun Lua module of one state on top of its Host.
-type module struct{ h abi.Host }
+type module struct {
+	st *state
+	h  abi.Host
+}
 
 // newModule returns the ssrun module table for L: one function per
 // abi.Verbs entry, the log shorthands and the status table.
-func newModule(L *glua.LState, h abi.Host) *glua.LTable {
-	m := &module{h: h}
+func newModule(L *glua.LState, st *state, h abi.Host) *glua.LTable {
+	m := &module{st: st, h: h}
 	t := L.NewTable()
 	for name, fn := range map[string]glua.LGFunction{
 		abi.FnGet:     m.get,
@@ -58,18 +60,10 @@ func newModule(L *glua.LState, h abi.Host) *glua.LTable {
 	return t
 }
 
-// ctxOf returns the context of the call in progress.
-func ctxOf(L *glua.LState) context.Context {
-	if ctx := L.Context(); ctx != nil {
-		return ctx
-	}
-	return context.Background()
-}
-
 // get(key) -> value, version | nil (absent) | nil, msg, code
 func (m *module) get(L *glua.LState) int {
 	key := argString(L, abi.FnGet, 1, "key")
-	v, err := m.h.Get(ctxOf(L), key)
+	v, err := m.h.Get(m.st.ctx(), key)
 	switch abi.StatusOf(err) {
 	case abi.StatusOK:
 		L.Push(glua.LString(v.Data))
@@ -102,7 +96,7 @@ func (m *module) set(L *glua.LState) int {
 	if o.err != nil {
 		return fail(L, o.err)
 	}
-	version, err := m.h.Set(ctxOf(L), key, []byte(value), opts)
+	version, err := m.h.Set(m.st.ctx(), key, []byte(value), opts)
 	switch abi.StatusOf(err) {
 	case abi.StatusOK:
 		L.Push(glua.LTrue)
@@ -124,7 +118,7 @@ func (m *module) del(L *glua.LState) int {
 	if o.err != nil {
 		return fail(L, o.err)
 	}
-	err := m.h.Del(ctxOf(L), key, opts)
+	err := m.h.Del(m.st.ctx(), key, opts)
 	switch abi.StatusOf(err) {
 	case abi.StatusOK:
 		L.Push(glua.LNumber(1))
@@ -145,7 +139,7 @@ func (m *module) vdel(L *glua.LState) int {
 	if o.err != nil {
 		return fail(L, o.err)
 	}
-	err := m.h.VDel(ctxOf(L), key, []byte(value), opts)
+	err := m.h.VDel(m.st.ctx(), key, []byte(value), opts)
 	switch abi.StatusOf(err) {
 	case abi.StatusOK:
 		L.Push(glua.LNumber(1))
@@ -168,7 +162,7 @@ func (m *module) watch(L *glua.LState) int {
 	if o.err != nil {
 		return fail(L, o.err)
 	}
-	if err := m.h.Watch(ctxOf(L), key, opts); err != nil {
+	if err := m.h.Watch(m.st.ctx(), key, opts); err != nil {
 		return fail(L, err)
 	}
 	L.Push(glua.LTrue)
@@ -178,7 +172,7 @@ func (m *module) watch(L *glua.LState) int {
 // unwatch(key) -> true | false (not watched) | nil, msg, code
 func (m *module) unwatch(L *glua.LState) int {
 	key := argString(L, abi.FnUnwatch, 1, "key")
-	return boolResult(L, m.h.Unwatch(ctxOf(L), key))
+	return boolResult(L, m.h.Unwatch(m.st.ctx(), key))
 }
 
 // lock(name, ttl_ms [, {wait}]) -> token | false (busy) | nil, msg, code
@@ -192,7 +186,7 @@ func (m *module) lock(L *glua.LState) int {
 	if o.err != nil {
 		return fail(L, o.err)
 	}
-	token, err := m.h.Lock(ctxOf(L), name, ttlD, opts)
+	token, err := m.h.Lock(m.st.ctx(), name, ttlD, opts)
 	switch abi.StatusOf(err) {
 	case abi.StatusOK:
 		L.Push(glua.LString(token))
@@ -207,7 +201,7 @@ func (m *module) lock(L *glua.LState) int {
 // unlock(name) -> true | false (not held) | nil, msg, code
 func (m *module) unlock(L *glua.LState) int {
 	name := argString(L, abi.FnUnlock, 1, "name")
-	return boolResult(L, m.h.Unlock(ctxOf(L), name))
+	return boolResult(L, m.h.Unlock(m.st.ctx(), name))
 }
 
 // log(level, message) -> true | nil, msg, "INVALID" (unknown level)

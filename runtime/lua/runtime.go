@@ -185,6 +185,9 @@ func compile(name string, src []byte) (proto *glua.FunctionProto, err error) {
 			proto, err = nil, &abi.CompileError{File: name, Msg: fmt.Sprintf("compiler failed: %v", rcv)}
 		}
 	}()
+	if layoutErr != nil {
+		return nil, &abi.CompileError{File: name, Msg: layoutErr.Error()}
+	}
 	if len(src) > MaxSourceBytes {
 		return nil, &abi.CompileError{File: name, Msg: fmt.Sprintf("source is %d bytes, more than the limit of %d", len(src), MaxSourceBytes)}
 	}

@@ -1,7 +1,6 @@
 package lua
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -29,14 +28,18 @@ type state struct {
 	L *glua.LState
 	// limit is Limits.MemoryBytes: no single builtin result may be larger.
 	limit int64
-	// cancel fails the call in progress (nil between calls).
-	cancel context.CancelCauseFunc
+	// call is the call in progress (nil between calls).
+	call *callContext
+	// panicked is the first Go panic of the call in progress that pcall or
+	// xpcall let through.
+	panicked *panicInfo
 }
 
 // newState returns a state with only the base, table, string and math
 // libraries (minus removedGlobals), print routed to h.Log, require serving
-// the ssrun module alone, and size caps on the builtins that allocate their
-// whole result in one step.
+// the ssrun module alone, size caps on the builtins that allocate their
+// whole result in one step, and the builtins replaced that ignore the
+// deadline or catch the end of a call (builtins.go, protect.go).
 func newState(opts Options, h abi.Host, limit int64) *state {
 	L := glua.NewState(glua.Options{
 		SkipOpenLibs:    true,
@@ -62,7 +65,7 @@ func newState(opts Options, h abi.Host, limit int64) *state {
 		L.SetGlobal(name, glua.LNil)
 	}
 
-	mod := newModule(L, h)
+	mod := newModule(L, st, h)
 	L.SetGlobal("require", L.NewFunction(func(L *glua.LState) int {
 		name := L.CheckString(1)
 		if name != ModuleName {
@@ -82,7 +85,11 @@ func newState(opts Options, h abi.Host, limit int64) *state {
 	// math.random draws from Go's process-wide source; reseeding it would
 	// touch every rule (it is a no-op since Go 1.24 unless GODEBUG says
 	// otherwise), so randomseed does nothing.
-	L.GetGlobal(glua.MathLibName).(*glua.LTable).RawSetString("randomseed", L.NewFunction(func(*glua.LState) int { return 0 }))
+	math := L.GetGlobal(glua.MathLibName).(*glua.LTable)
+	math.RawSetString("randomseed", L.NewFunction(func(*glua.LState) int { return 0 }))
+	math.RawSetString("random", L.NewFunction(mathRandom))
+	L.SetGlobal("pcall", L.NewFunction(st.pcall))
+	L.SetGlobal("xpcall", L.NewFunction(st.xpcall))
 
 	str := L.GetGlobal(glua.StringLibName).(*glua.LTable)
 	wrap(L, str, "rep", func(L *glua.LState, orig glua.LGFunction) int {
@@ -110,6 +117,7 @@ func newState(opts Options, h abi.Host, limit int64) *state {
 		}
 		return orig(L)
 	})
+	tab.RawSetString("sort", L.NewFunction(st.tableSort))
 	return st
 }
 
@@ -124,9 +132,7 @@ func wrap(L *glua.LState, lib *glua.LTable, name string, check func(L *glua.LSta
 // asked for a result larger than the rule's whole memory limit.
 func (st *state) tooLarge(L *glua.LState, fn, what string) {
 	msg := fmt.Sprintf("%s: result of %s exceeds the rule's memory limit of %d bytes", fn, what, st.limit)
-	if st.cancel != nil {
-		st.cancel(fmt.Errorf("%w: %s", abi.ErrMemory, msg))
-	}
+	st.stop(fmt.Errorf("%w: %s", abi.ErrMemory, msg))
 	L.RaiseError("%s", msg)
 }
 
