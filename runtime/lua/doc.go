@@ -103,9 +103,11 @@
 // memory limit is two approximations:
 //
 //   - Builtins that build a result in one step refuse a result larger than
-//     MemoryBytes: string.rep and table.concat fail the call with
-//     abi.ErrMemory before allocating; string.format allows at most two
-//     digits of width and precision, as Lua 5.1 does.
+//     MemoryBytes: string.rep, table.concat and the .. operator fail the
+//     call with abi.ErrMemory before allocating (Compile rewrites every ..
+//     chain into a call of a builtin that joins exactly as gopher-lua's
+//     OP_CONCAT, see concat.go); string.format allows at most two digits of
+//     width and precision, as Lua 5.1 does.
 //   - While a call runs longer than a millisecond, a watchdog samples the
 //     Go heap (runtime/metrics) every millisecond and cancels the call when
 //     the live heap (as of the last garbage collection) has grown by more
@@ -118,9 +120,7 @@
 //     long-running well-behaved call that overlaps a newer rule's bomb can
 //     still be blamed first. A reading can be a few MB high under heavy
 //     churn, so keep limits well above that, and a call can overshoot by
-//     what it allocates until the next collection or in one builtin. The
-//     string concatenation operator cannot be capped; a `s = s .. s` loop
-//     is stopped a few doublings past the limit.
+//     what it allocates until the next collection or in one builtin.
 //
 // # Patterns
 //

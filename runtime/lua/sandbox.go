@@ -33,6 +33,8 @@ type state struct {
 	// panicked is the first Go panic of the call in progress that pcall or
 	// xpcall let through.
 	panicked *panicInfo
+	// concatFn is the builtin .. chains call (concat.go).
+	concatFn *glua.LFunction
 }
 
 // newState returns a state with only the base, table, string and math
@@ -64,6 +66,8 @@ func newState(opts Options, h abi.Host, limit int64) *state {
 	for _, name := range removedGlobals {
 		L.SetGlobal(name, glua.LNil)
 	}
+
+	st.concatFn = L.NewFunction(st.concat)
 
 	mod := newModule(L, st, h)
 	L.SetGlobal("require", L.NewFunction(func(L *glua.LState) int {

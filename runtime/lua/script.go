@@ -92,7 +92,7 @@ func (s *script) Close(context.Context) error {
 func (s *script) load(ctx context.Context) error {
 	st := newState(s.prog.opts, s.host, s.lim.MemoryBytes)
 	s.st = st
-	if err := s.call(ctx, st, callLoad, st.L.NewFunctionFromProto(s.prog.proto)); err != nil {
+	if err := s.call(ctx, st, callLoad, st.mainFunction(s.prog.proto)); err != nil {
 		s.st = nil
 		return err
 	}
