@@ -15,8 +15,8 @@ import (
 // the state's concat builtin with the same operands, in the same order, on
 // the same line; concat joins them exactly as OP_CONCAT does (runs of
 // strings and numbers at once, __concat metamethods pairwise from the
-// right, the same error messages) after checking the size of each join
-// against the rule's memory limit, as string.rep does.
+// right, the same error messages) after reserving the size of each join in
+// the rule's memory account.
 //
 // The builtin reaches the rule's code through a local of an enclosing
 // function named concatName, which is not a Lua identifier: the rule can
@@ -208,7 +208,7 @@ func (st *state) mainFunction(wrapper *glua.FunctionProto) *glua.LFunction {
 // concat is the builtin every .. chain calls, with the chain's operands as
 // arguments (at least two). It does what gopher-lua's OP_CONCAT does
 // (stringConcat in vm.go), from the right: a run of strings and numbers is
-// joined at once, into a string whose size is checked first; any other
+// joined at once, into a string whose size is reserved first; any other
 // pair goes to the __concat metamethod of its left operand, else its right
 // one.
 func (st *state) concat(L *glua.LState) int {
@@ -247,9 +247,7 @@ func (st *state) concat(L *glua.LState) int {
 		last := glua.LVAsString(rhs)
 		parts = append(parts, last)
 		size += int64(len(last))
-		if size > st.limit {
-			st.tooLarge(L, "the .. operator", fmt.Sprintf("%d bytes", size))
-		}
+		st.reserve(L, "the .. operator", size)
 		rhs = glua.LString(strings.Join(parts, ""))
 		i = first - 1
 	}

@@ -4,16 +4,40 @@ import (
 	"context"
 )
 
-// callContext is the context a call's Lua code runs under
-// (LState.SetContext): the call's deadline, and the cancellation that stop
-// uses.
+// hookInterval is how many VM instructions run between two memory checks
+// (state.tick) of a call: about 0.1 ms of Lua, against ~0.3 µs per check.
+const hookInterval = 8192
+
+// callContext is the context a call's Lua code runs under (LState.SetContext).
+// gopher-lua's VM selects on ctx.Done() before every instruction, which
+// makes Done the VM's only instruction hook: every hookInterval calls it
+// runs the state's memory check, on the goroutine running the state. Only
+// the VM may call Done: code that hands the call's context to anything
+// else (a host verb, which may watch it from another goroutine) passes the
+// embedded Context (state.ctx).
 type callContext struct {
-	context.Context
-	cancel context.CancelCauseFunc
+	context.Context // the call's deadline, cancelled with a cause by stop
+	cancel          context.CancelCauseFunc
+	done            <-chan struct{}
+	st              *state
+	n               int
 }
 
-// ctx returns the context of the call in progress, for the code that runs
-// on the rule's behalf (host verbs, builtins); between calls it is
+func newCallContext(ctx context.Context, cancel context.CancelCauseFunc, st *state) *callContext {
+	return &callContext{Context: ctx, cancel: cancel, done: ctx.Done(), st: st}
+}
+
+// Done counts one VM instruction and returns the call's done channel.
+func (c *callContext) Done() <-chan struct{} {
+	if c.n++; c.n >= hookInterval {
+		c.n = 0
+		c.st.tick()
+	}
+	return c.done
+}
+
+// ctx returns the context of the call in progress, for code other than the
+// VM (host verbs, builtins): without the hook. Between calls it is
 // context.Background().
 func (st *state) ctx() context.Context {
 	if st.call != nil {

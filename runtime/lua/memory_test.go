@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime/metrics"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,6 +54,14 @@ func TestOneExpressionCannotAllocatePastTheLimit(t *testing.T) {
 		{"concat of 20 operands", chain("a", 20), big},
 		{"concat of 200 operands", strings.Join(groups, " .. "), small},
 		{"concat of numbers and strings", chain("a .. 1.5", 20), big},
+		{"string.format with ten %s", `string.format(string.rep("%s", 10), ` + strings.Repeat("a, ", 9) + `a)`, big},
+		{"string.format %q", `string.format("%q%q", a, a)`, big},
+		{"table constructor", "{" + strings.Repeat("a .. 'x', ", 20) + "}", big},
+		{"gsub", `a:gsub("x", "yy")`, big},
+		{"upper", `{a:upper(), a:upper()}`, big},
+		{"reverse", `{a:reverse(), a:reverse()}`, big},
+		{"rep", `a:rep(2)`, big},
+		{"table.concat", `table.concat({a, a})`, big},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := abitest.New()
@@ -77,5 +86,95 @@ end`, h, abi.Limits{MemoryBytes: limit, CallTimeout: time.Minute})
 				t.Errorf("the rule went on: %q", logs(h))
 			}
 		})
+	}
+}
+
+// blockingLockHost blocks in Lock until released (or the call's context
+// ends), the way a lock wait in a real host does.
+type blockingLockHost struct {
+	*abitest.Host
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (h *blockingLockHost) Lock(ctx context.Context, name string, ttl time.Duration, opts abi.LockOptions) (string, error) {
+	close(h.entered)
+	select {
+	case <-h.release:
+		return h.Host.Lock(ctx, name, ttl, opts)
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// TestInnocentRuleNotBlamed is issue 14, point 4: the memory guard read
+// process-wide figures and stopped the longest-running call, here a rule
+// blocked in ss.lock, while another rule allocated. Only the rule whose own
+// state holds the memory is stopped.
+func TestInnocentRuleNotBlamed(t *testing.T) {
+	const limit = 8 << 20
+	for _, tc := range []struct{ name, bomb string }{
+		{"table growth", `local t, i = {}, 0 while true do i = i + 1 t[i] = {i} end`},
+		{"string doubling", `local s = "x" while true do s = s .. s end`},
+		{"strings kept in a table", `local t = {} for i = 1, 1e9 do t[i] = string.rep("x", 1000) .. i end`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			host := &blockingLockHost{Host: abitest.New(), entered: make(chan struct{}), release: make(chan struct{})}
+			innocent := startRule(t, `
+local ss = require("ssrun")
+function on_event(ev)
+  local token = ss.lock("L", 1000)
+  ss.info("locked " .. tostring(token))
+end`, host, abi.Limits{MemoryBytes: limit, CallTimeout: time.Minute})
+			bomb := startRule(t, `
+function on_event(ev)
+  `+tc.bomb+`
+end`, abitest.New(), abi.Limits{MemoryBytes: limit, CallTimeout: time.Minute})
+
+			var wg sync.WaitGroup
+			var innocentErr error
+			wg.Go(func() { innocentErr = innocent.Handle(context.Background(), setEvent("k", "v")) })
+			<-host.entered // the innocent call waits in ss.lock from now on
+
+			err := bomb.Handle(context.Background(), setEvent("k", "bomb"))
+			close(host.release)
+			wg.Wait()
+			wantErr(t, err, abi.ErrMemory, 3)
+			if innocentErr != nil {
+				t.Fatalf("the innocent rule, blocked in ss.lock, was stopped: %v", innocentErr)
+			}
+			if l := logs(host.Host); len(l) != 1 || !strings.HasPrefix(l[0], "locked 0") {
+				t.Errorf("innocent rule logs %q", l)
+			}
+		})
+	}
+}
+
+// A rule's state that grows past the limit across calls is stopped too,
+// and only at the call that grows it.
+func TestStateGrowthAcrossCalls(t *testing.T) {
+	const limit = 8 << 20
+	h := abitest.New()
+	s := startRule(t, `
+keep = {}
+function on_event(ev)
+  keep[#keep + 1] = string.rep(ev.value, 1048576)
+  print(#keep)
+end`, h, abi.Limits{MemoryBytes: limit})
+	var err error
+	calls := 0
+	for ; calls < 20 && err == nil; calls++ {
+		err = s.Handle(context.Background(), setEvent("k", string(rune('a'+calls))))
+	}
+	wantErr(t, err, abi.ErrMemory, 4)
+	if calls < 7 || calls > 9 {
+		t.Errorf("stopped at call %d, want about 8 (8 MiB in 1 MiB strings)", calls)
+	}
+	// The state was discarded and rebuilt: the rule starts afresh.
+	if err := s.Handle(context.Background(), setEvent("k", "z")); err != nil {
+		t.Fatal(err)
+	}
+	if l := logs(h); l[len(l)-1] != "1" {
+		t.Errorf("logs %q: the state should have been rebuilt", l)
 	}
 }

@@ -104,7 +104,7 @@ func (s *script) load(ctx context.Context) error {
 }
 
 // call runs fn(args...) in st under the limits: a deadline, the memory
-// guard, and a recover for gopher-lua's own panics (#282).
+// account (account.go), and a recover for gopher-lua's own panics (#282).
 // When the state cannot be trusted afterwards (a panic, or the memory
 // limit), it is dropped (s.st = nil) so the next Handle rebuilds it. A call
 // that returns after its deadline has passed is a timeout, however it
@@ -114,11 +114,9 @@ func (s *script) call(ctx context.Context, st *state, what string, fn glua.LValu
 	defer cancel(nil)
 	tctx, cancelT := context.WithTimeoutCause(ctx, s.lim.CallTimeout, abi.ErrTimeout)
 	defer cancelT()
-	guard := startMemGuard(s.lim.MemoryBytes, cancel)
-	defer guard.stop()
 
 	L := st.L
-	st.call, st.panicked = &callContext{Context: tctx, cancel: cancel}, nil
+	st.call, st.panicked = newCallContext(tctx, cancel, st), nil
 	defer func() {
 		st.call = nil
 		if rcv := recover(); rcv != nil { // escaped PCall: the state is broken

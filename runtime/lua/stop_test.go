@@ -125,6 +125,12 @@ func TestErrorLines(t *testing.T) {
     while true do end
   end)
   print("after")`, abi.Limits{CallTimeout: 20 * time.Millisecond}, abi.ErrTimeout, 4, "deadline"},
+		{"memory inside pcall", `
+  pcall(function()
+    local a = string.rep("x", 1e6)
+    local b = a .. a .. a
+  end)
+  print("after")`, abi.Limits{MemoryBytes: 2 << 20}, abi.ErrMemory, 5, "memory limit"},
 		{"memory in a builder called by pcall", `
   pcall(string.rep, "x", 1e9)
   print("after")`, abi.Limits{MemoryBytes: 1 << 20}, abi.ErrMemory, 3, "memory limit"},
