@@ -38,6 +38,20 @@ type account struct {
 	baseLive, baseAllocs uint64
 }
 
+// maxArrayIndex bounds what one table store can allocate. gopher-lua keeps
+// integer keys below glua.MaxArrayIndex (64 Mi by default) in a table's
+// array part and fills the array with nils up to a new key in one step, so
+// `t[6e7] = 1` allocated 1 GiB (5 GiB with the copies as it grew) inside a
+// single instruction, before anything could look. With 4 Mi, one store
+// makes an array of at most 64 MiB (about 320 MiB allocated in all, as
+// append grows it by a quarter at a time); keys beyond go to the hash
+// part, as far keys do in Lua. (gopher-lua's # and ipairs only see the array part, so a
+// sequence longer than 4 Mi elements, 64 MiB of array, is not one for
+// them; with the default memory limit a rule cannot build one anyway.)
+const maxArrayIndex = 1 << 22
+
+func init() { glua.MaxArrayIndex = maxArrayIndex }
+
 // Readings of the Go heap (~300 ns together):
 //   - liveMetric, the live heap as of the last garbage collection: garbage
 //     does not count, so churn elsewhere does not trigger measures; memory

@@ -168,8 +168,10 @@
 // ones are linear in the memory limit (string.rep or string.upper of tens
 // of MiB take tens of milliseconds). One assignment to a far integer key
 // makes gopher-lua fill a table's array with nils up to it in a single
-// instruction (up to glua.MaxArrayIndex, 64 Mi slots: t[6e7] = 1 allocates
-// 1 GiB); the rule is stopped after. The memory estimate of a small table with string
+// instruction; the package lowers glua.MaxArrayIndex from 64 Mi to 4 Mi so
+// that this array is at most 64 MiB (t[6e7] = 1 allocated 1 GiB), at the
+// price that gopher-lua's # and ipairs do not see elements past the 4 Mi-th
+// (they go to the hash part). The memory estimate of a small table with string
 // keys can be off by up to a factor of two either way: gopher-lua sizes its
 // map for 32 keys or for its constructor's, which cannot be seen.
 package lua

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	glua "github.com/yuin/gopher-lua"
+
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/abi/abitest"
 )
@@ -176,5 +178,35 @@ end`, h, abi.Limits{MemoryBytes: limit})
 	}
 	if l := logs(h); l[len(l)-1] != "1" {
 		t.Errorf("logs %q: the state should have been rebuilt", l)
+	}
+}
+
+// TestFarIndexIsBounded: one store to a far integer key made gopher-lua fill
+// a table's array with nils up to it, inside one instruction: t[6e7] = 1
+// allocated 1 GiB (and 5 GiB in all as the array grew).
+func TestFarIndexIsBounded(t *testing.T) {
+	const limit = 256 << 20
+	h := abitest.New()
+	s := startRule(t, `
+function on_event(ev)
+  local t = {}
+  t[6e7] = 1
+  t[maxArray] = 2
+  print(t[6e7] + t[maxArray], #t)
+end`, h, abi.Limits{MemoryBytes: limit, CallTimeout: time.Minute})
+	s.(*script).st.L.SetGlobal("maxArray", glua.LNumber(maxArrayIndex-1))
+	before := allocated()
+	if err := s.Handle(context.Background(), setEvent("k", "v")); err != nil {
+		t.Fatal(err)
+	}
+	grew := allocated() - before
+	t.Logf("the call allocated %d MiB", grew>>20)
+	if want := fmt.Sprintf("3\t%d", maxArrayIndex-1); len(logs(h)) != 1 || logs(h)[0] != want {
+		t.Errorf("logs %q, want %q", logs(h), want)
+	}
+	// The array part up to maxArrayIndex: 64 MiB, and the copies made as
+	// it grew by appends.
+	if bound := uint64(6 * maxArrayIndex * 16); grew > bound {
+		t.Errorf("the call allocated %d MiB, more than %d MiB", grew>>20, bound>>20)
 	}
 }
