@@ -210,3 +210,22 @@ end`, h, abi.Limits{MemoryBytes: limit, CallTimeout: time.Minute})
 		t.Errorf("the call allocated %d MiB, more than %d MiB", grew>>20, bound>>20)
 	}
 }
+
+// A rule whose tables grow a little in each of many short calls is
+// measured too: instructions are counted per rule, not per call (each call
+// here runs far fewer than hookInterval of them).
+func TestTableGrowthAcrossShortCalls(t *testing.T) {
+	const limit = 8 << 20
+	s := startRule(t, `
+keep = {}
+function on_event(ev)
+  for i = 1, 100 do keep[#keep + 1] = {i} end
+end`, abitest.New(), abi.Limits{MemoryBytes: limit})
+	var err error
+	calls := 0
+	for ; calls < 5000 && err == nil; calls++ { // 500,000 tables: several times the limit
+		err = s.Handle(context.Background(), setEvent("k", "v"))
+	}
+	t.Logf("%v after %d calls", err, calls)
+	wantErr(t, err, abi.ErrMemory, 4)
+}

@@ -27,6 +27,8 @@ var removedGlobals = []string{
 type state struct {
 	L    *glua.LState
 	acct account
+	// instructions counts VM instructions since the last tick (hook.go).
+	instructions int
 	// call is the call in progress (nil between calls).
 	call *callContext
 	// panicked is the first Go panic of the call in progress that pcall or
