@@ -23,10 +23,11 @@ import (
 //     with abi.ErrMemory at the rule's line, having allocated nothing. So
 //     one expression cannot build past the limit, whatever it chains.
 //   - What gopher-lua's VM allocates itself (tables growing, closures) is
-//     not seen as it happens. Every hookInterval instructions the call looks
-//     at the process heap; when it has grown by enough since the rule was
-//     last measured that the rule could be past its limit, the rule
-//     measures itself and is stopped if it is. A call blocked in a host
+//     not seen as it happens. Every hookInterval instructions of the rule
+//     (counted across its calls), the call in progress looks at the process
+//     heap; when it has grown by enough since the rule was last measured
+//     that the rule could be past its limit, the rule measures itself and
+//     is stopped if it is. A call blocked in a host
 //     verb runs no instruction, so it is never measured nor blamed for
 //     another rule's memory.
 type account struct {
@@ -118,7 +119,7 @@ func (st *state) reserveProduct(L *glua.LState, what string, count, size int64) 
 	st.reserve(L, what, max(count, 0)*size)
 }
 
-// tick runs every hookInterval instructions of a call: it measures the
+// tick runs every hookInterval instructions of the rule: it measures the
 // state when the heap has grown enough that it could be past its limit,
 // and stops the call if it is.
 func (st *state) tick() {

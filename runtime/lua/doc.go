@@ -127,19 +127,23 @@
 //     rule's account: the .. operator (Compile rewrites every .. chain into
 //     a call of a builtin that joins exactly as gopher-lua's OP_CONCAT, see
 //     concat.go), string.format, rep, gsub, sub, upper, lower, reverse,
-//     pattern captures, table.concat, print, ss.get, ss.set. When a
+//     pattern captures, table.concat, print, error, the arguments of the
+//     ss verbs and what ss.get returns. When a
 //     reservation would take the rule past its limit, the state is measured
 //     (garbage does not count) and, if it still would, the call fails with
 //     abi.ErrMemory at the rule's line before anything is allocated. One
 //     expression cannot build past the limit, however many operands it has.
 //   - What the VM allocates itself (tables growing, closures) cannot be
-//     seen as it happens. Every 8192 instructions a call reads the process
-//     heap (runtime/metrics); when it has grown enough since the rule was
-//     last measured that the rule could be past its limit (the live heap
-//     after a collection, or all allocation past 2 x MemoryBytes + 64 MiB),
-//     the rule measures itself, and is stopped if it is over. A table can
+//     seen as it happens. Every 8192 instructions of the rule (counted
+//     across its calls) it reads the process heap (runtime/metrics); when
+//     it has grown enough since the rule was last measured that the rule
+//     could be past its limit (the live heap after a collection, or all
+//     allocation past 2 x MemoryBytes + 64 MiB), the rule measures itself,
+//     and is stopped if it is over. A table can
 //     therefore grow past the limit by what it gains until the next
-//     collection (or that allocation backstop) before it is stopped.
+//     collection (or that allocation backstop), and the instructions left
+//     until the next check, before it is stopped; growth at the end of a
+//     call is seen by the rule's next calls.
 //   - Only the rule that holds the memory is stopped: a call blocked in a
 //     host verb (ss.lock waiting) runs no instruction, so it never measures
 //     itself nor is blamed for another rule's memory.
