@@ -151,8 +151,8 @@
 // Measuring costs time linear in the state (stopping early once past the
 // limit), so a rule that keeps building strings while holding nearly its
 // whole limit is measured often and runs slowly. string.sub and pattern
-// captures return copies, as in Lua, instead of slices that would keep a
-// whole subject alive.
+// captures of a string longer than 64 bytes return copies, as in Lua,
+// instead of slices that would keep the whole string alive.
 //
 // # Patterns
 //

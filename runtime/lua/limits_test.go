@@ -259,9 +259,9 @@ func TestBuiltinCaps(t *testing.T) {
 
 // A long call that only makes garbage is not blamed for memory, even with a
 // small limit and the rest of the process churning garbage meanwhile: the
-// guard counts memory kept reachable, not allocation (regression: the guard
-// used to count unswept garbage, and under load killed long calls of
-// well-behaved rules as memory bombs).
+// account counts memory the rule keeps reachable, not what it allocated
+// (regression: the old process-wide guard counted unswept garbage, and
+// under load killed long calls of well-behaved rules as memory bombs).
 func TestMemoryGuardIgnoresGarbage(t *testing.T) {
 	const limit = 32 << 20
 	h := abitest.New()

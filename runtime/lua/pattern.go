@@ -13,10 +13,10 @@ import (
 // minutes, past any deadline), and its gsub copies the whole subject once
 // per match. This one follows the reference implementation's algorithm
 // (lstrlib.c), checks the call's context every patternCheckSteps steps so
-// the deadline and memory guard stop it, limits its recursion like Lua 5.2
+// the deadline and memory limit stop it, limits its recursion like Lua 5.2
 // ("pattern too complex") and builds gsub's result in one pass, reserving
-// it in the rule's memory account. Captures returned to Lua are copies, as
-// in Lua, not slices that keep their whole subject alive.
+// it in the rule's memory account. Captures of long subjects returned to
+// Lua are copies (state.clone).
 
 const (
 	maxCaptures       = 32   // LUA_MAXCAPTURES

@@ -11,9 +11,9 @@ import (
 // The string builders: every library function that makes a string reserves
 // its size in the rule's memory account before allocating it (see
 // account.go), and allocates it once. Their results are gopher-lua's
-// (tests compare them), except that string.sub and pattern captures return
-// copies, as Lua does, instead of slices that keep their whole subject
-// alive.
+// (FuzzStringBuilders compares them), except that string.sub and pattern
+// captures of long subjects are copies, as in Lua, instead of slices that
+// keep their whole subject alive (see clone).
 
 // strRep implements string.rep(s, n).
 func (st *state) strRep(L *glua.LState) int {
