@@ -359,6 +359,9 @@ func (m *matcher) matchCapture(s int, digit byte) int {
 // luaCapture is captureValue for a value handed to Lua: a string is a copy.
 func (m *matcher) luaCapture(i, s, e int) glua.LValue {
 	v := m.captureValue(i, s, e)
+	if len(m.src) <= cloneAbove {
+		return v // as clone would; without boxing the string again
+	}
 	if c, ok := v.(glua.LString); ok {
 		return glua.LString(m.st.clone(m.L, "string capture", m.src, string(c)))
 	}
