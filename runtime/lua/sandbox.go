@@ -92,12 +92,12 @@ func newState(opts Options, h abi.Host, limit int64) *state {
 		h.Log(abi.LevelInfo, strings.Join(parts, "\t"))
 		return 0
 	}))
-	// error and assert copy a string message to prefix it with the
-	// position; require names the module in its error.
+	// error and a failing assert copy a string message to prefix it with
+	// the position; require names the module in its error.
 	for name, arg := range map[string]int{"error": 1, "assert": 2, "require": 1} {
 		orig := L.GetGlobal(name).(*glua.LFunction).GFunction
 		L.SetGlobal(name, L.NewFunction(func(L *glua.LState) int {
-			if s, ok := L.Get(arg).(glua.LString); ok {
+			if s, ok := L.Get(arg).(glua.LString); ok && (name != "assert" || !L.ToBool(1)) {
 				st.reserve(L, name, int64(len(s)))
 			}
 			return orig(L)
@@ -106,12 +106,12 @@ func newState(opts Options, h abi.Host, limit int64) *state {
 	L.SetGlobal("pcall", L.NewFunction(st.pcall))
 	L.SetGlobal("xpcall", L.NewFunction(st.xpcall))
 
-	math := L.GetGlobal(glua.MathLibName).(*glua.LTable)
+	mathLib := L.GetGlobal(glua.MathLibName).(*glua.LTable)
 	// math.random draws from Go's process-wide source; reseeding it would
 	// touch every rule (it is a no-op since Go 1.24 unless GODEBUG says
 	// otherwise), so randomseed does nothing.
-	math.RawSetString("randomseed", L.NewFunction(func(*glua.LState) int { return 0 }))
-	math.RawSetString("random", L.NewFunction(mathRandom))
+	mathLib.RawSetString("randomseed", L.NewFunction(func(*glua.LState) int { return 0 }))
+	mathLib.RawSetString("random", L.NewFunction(mathRandom))
 
 	str := L.GetGlobal(glua.StringLibName).(*glua.LTable)
 	for name, fn := range map[string]glua.LGFunction{

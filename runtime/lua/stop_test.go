@@ -137,6 +137,12 @@ func TestErrorLines(t *testing.T) {
 		{"gopher-lua panic (#282) escaping pcall", `
   local function g(...) return g(1, ...) end
   g()`, abi.Limits{CallTimeout: time.Minute}, abi.ErrCrashed, 3, "panicked"},
+		{"gopher-lua panic (#282) inside pcall", `
+  local ok = pcall(function()
+    local function g(...) return g(1, ...) end
+    g()
+  end)
+  print("after", ok)`, abi.Limits{CallTimeout: time.Minute}, abi.ErrCrashed, 4, "panicked"},
 		{"math.random(0)", `
   local x = math.random(0)`, abi.Limits{}, abi.ErrCrashed, 3, "bad argument #1 to random (interval is empty)"},
 		{"math.random(3, 1)", `
@@ -178,5 +184,31 @@ func TestMathRandom(t *testing.T) {
 		if _, err := compileRule(t, New(Options{}), "random.lua", code+"\nfunction on_event() end").Start(context.Background(), abitest.New(), abi.Limits{}); err != nil {
 			t.Errorf("%s: %v", code, err)
 		}
+	}
+}
+
+// A Go panic inside a builtin is not a Lua error: pcall lets it through, the
+// call fails at the rule's line and the state is rebuilt (gopher-lua's pcall
+// caught it, and the rule went on with a state the panic may have left
+// half-updated).
+func TestGoPanicGoesThroughPcall(t *testing.T) {
+	h := abitest.New()
+	s := startRule(t, `
+n = (n or 0) + 1
+function on_event(ev)
+  local ok = pcall(boom)
+  print("after", ok)
+end`, h, abi.Limits{})
+	L := s.(*script).st.L
+	L.SetGlobal("boom", L.NewFunction(func(*glua.LState) int { panic("kaboom") }))
+	e := wantErr(t, s.Handle(context.Background(), setEvent("k", "v")), abi.ErrCrashed, 4)
+	if !strings.Contains(e.Msg, "panicked: kaboom") || !strings.Contains(e.Msg, "state discarded") {
+		t.Errorf("message %q", e.Msg)
+	}
+	if len(logs(h)) != 0 {
+		t.Errorf("pcall caught the panic: %q", logs(h))
+	}
+	if s.(*script).st != nil {
+		t.Error("the state was kept")
 	}
 }
