@@ -76,7 +76,10 @@
 // Runtime.Compile parses and compiles a rule once; syntax errors are
 // *abi.CompileError values with the line. Sources are limited to
 // MaxSourceBytes and to MaxSyntaxDepth nested brackets and blocks.
-// Compiled chunks are cached by rule name and content while a Program uses
+// Compile rewrites every .. chain into a call of a builtin (see Memory);
+// the call takes two registers more than gopher-lua's OP_CONCAT, so a flat
+// chain compiles up to 197 operands instead of 199 ("register overflow";
+// parentheses split a chain). Compiled chunks are cached by rule name and content while a Program uses
 // them, and shared read-only by all its Scripts. Program.Start builds a
 // state (about 75 KB live for a 50-line rule) and runs the top-level code;
 // an error there, or a missing on_event, fails Start with an *Error naming
@@ -128,22 +131,22 @@
 //     a call of a builtin that joins exactly as gopher-lua's OP_CONCAT, see
 //     concat.go), string.format, rep, gsub, sub, upper, lower, reverse,
 //     pattern captures, table.concat, print, error, the arguments of the
-//     ss verbs and what ss.get returns. When a
-//     reservation would take the rule past its limit, the state is measured
-//     (garbage does not count) and, if it still would, the call fails with
-//     abi.ErrMemory at the rule's line before anything is allocated. One
-//     expression cannot build past the limit, however many operands it has.
+//     ss verbs and what ss.get returns. When a reservation would take the
+//     rule past its limit, the state is measured (garbage does not count)
+//     and, if it still would, the call fails with abi.ErrMemory at the
+//     rule's line before anything is allocated. One expression cannot
+//     build past the limit, however many operands it has.
 //   - What the VM allocates itself (tables growing, closures) cannot be
 //     seen as it happens. Every 8192 instructions of the rule (counted
 //     across its calls) it reads the process heap (runtime/metrics); when
 //     it has grown enough since the rule was last measured that the rule
 //     could be past its limit (the live heap after a collection, or all
 //     allocation past 2 x MemoryBytes + 64 MiB), the rule measures itself,
-//     and is stopped if it is over. A table can
-//     therefore grow past the limit by what it gains until the next
-//     collection (or that allocation backstop), and the instructions left
-//     until the next check, before it is stopped; growth at the end of a
-//     call is seen by the rule's next calls.
+//     and is stopped if it is over. A table can therefore grow past the
+//     limit by what it gains until the next collection (or that allocation
+//     backstop), and the instructions left until the next check, before it
+//     is stopped; growth at the end of a call is seen by the rule's next
+//     calls.
 //   - Only the rule that holds the memory is stopped: a call blocked in a
 //     host verb (ss.lock waiting) runs no instruction, so it never measures
 //     itself nor is blamed for another rule's memory.
@@ -175,7 +178,11 @@
 // instruction; the package lowers glua.MaxArrayIndex from 64 Mi to 4 Mi so
 // that this array is at most 64 MiB (t[6e7] = 1 allocated 1 GiB), at the
 // price that gopher-lua's # and ipairs do not see elements past the 4 Mi-th
-// (they go to the hash part). The memory estimate of a small table with string
-// keys can be off by up to a factor of two either way: gopher-lua sizes its
-// map for 32 keys or for its constructor's, which cannot be seen.
+// (they go to the hash part). The memory estimate of a small table with
+// string keys can be off by up to a factor of two either way: gopher-lua
+// sizes its map for 32 keys or for its constructor's, which cannot be seen.
+// gopher-lua miscompiles an assignment to a field of a literal, ("x").k =
+// v: it stores into whichever register the constant's index names (a local
+// table, if one is there); a rule has no reason to do this, but the rewrite
+// of .. can change which register that is.
 package lua

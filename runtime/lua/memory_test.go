@@ -45,7 +45,7 @@ func TestOneExpressionCannotAllocatePastTheLimit(t *testing.T) {
 		// (string.rep), plus the state's own churn.
 		bound = big + 16<<20
 	)
-	groups := make([]string, 10) // 200 operands: a flat chain cannot compile past ~198 registers
+	groups := make([]string, 10) // 200 operands: a flat chain compiles up to 197
 	for i := range groups {
 		groups[i] = "(" + chain("a", 20) + ")"
 	}
