@@ -46,7 +46,7 @@ type Limits struct {
 	// DefaultCallTimeout when zero.
 	CallTimeout time.Duration
 	// MemoryBytes caps the rule's memory: WASM linear memory (rounded down
-	// to 64 KiB pages), Lua heap growth during one call (approximate; see
+	// to 64 KiB pages), what a Lua rule's state holds (estimated; see
 	// runtime/lua). DefaultMemoryBytes when zero.
 	MemoryBytes int64
 }

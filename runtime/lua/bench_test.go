@@ -161,6 +161,34 @@ func BenchmarkVerbs(b *testing.B) {
 	}
 }
 
+// BenchmarkBuiltins times the Lua operations whose implementation the
+// memory account touches (the .. operator, string builders, captures) and
+// plain VM loops (the instruction hook), each in a loop of b.N iterations
+// in one on_event call.
+func BenchmarkBuiltins(b *testing.B) {
+	for _, bc := range []struct{ name, stmt string }{
+		{"arith", `x = i * 2 + 1`},
+		{"table_store", `t[i % 64 + 1] = i`},
+		{"concat2", `x = "k" .. i`},
+		{"concat5", `x = "a" .. i .. "b" .. i .. "c"`},
+		{"format", `x = string.format("%s=%d", "k", i)`},
+		{"sub", `x = ("thermostat1/setPoint"):sub(1, 11)`},
+		{"match", `x = ("thermostat1/setPoint"):match("^(%w+)/")`},
+		{"upper", `x = ("thermostat1"):upper()`},
+		{"table_concat", `x = table.concat(t3, ",")`},
+		{"pcall", `pcall(nop)`},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			s := loopScript(quietHost{abitest.New()}, bc.stmt)
+			defer s.Close(context.Background())
+			if err := s.st.L.DoString(`t = {} t3 = {"a", "b", "c"}`); err != nil {
+				b.Fatal(err)
+			}
+			runLoop(b, s)
+		})
+	}
+}
+
 // BenchmarkCompile50 parses and compiles a 50-line rule (no cache).
 func BenchmarkCompile50(b *testing.B) {
 	for b.Loop() {

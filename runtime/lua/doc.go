@@ -54,8 +54,16 @@
 // getfenv, setfenv, module, newproxy and _printregs. require returns the
 // ssrun module and raises "module 'x' not available" for any other name.
 // print writes its arguments, tab-separated, to the host log at info level.
-// string.find, match, gmatch and gsub are replaced (see Patterns).
+// string.find, match, gmatch and gsub are replaced (see Patterns), and so
+// are the builtins that build strings (see Memory), pcall and xpcall (see
+// Limits and failures), table.sort (it stops at the deadline; a nil
+// comparator is allowed, as in Lua) and math.random (Lua 5.1's errors,
+// "bad argument #1 to random (interval is empty)", instead of Go's panic).
 // math.randomseed does nothing (math.random uses Go's process-wide source).
+// xpcall runs its handler once the failed function has returned, not where
+// the error was raised (without the debug library a rule cannot tell), and
+// string.format ignores extra arguments, as Lua does, where gopher-lua
+// appended "%!(EXTRA ...)".
 //
 // coroutine is left out on purpose: gopher-lua ties a coroutine to the
 // context of the call that created it, so a coroutine kept in a global
@@ -68,7 +76,10 @@
 // Runtime.Compile parses and compiles a rule once; syntax errors are
 // *abi.CompileError values with the line. Sources are limited to
 // MaxSourceBytes and to MaxSyntaxDepth nested brackets and blocks.
-// Compiled chunks are cached by rule name and content while a Program uses
+// Compile rewrites every .. chain into a call of a builtin (see Memory);
+// the call takes two registers more than gopher-lua's OP_CONCAT, so a flat
+// chain compiles up to 197 operands instead of 199 ("register overflow";
+// parentheses split a chain). Compiled chunks are cached by rule name and content while a Program uses
 // them, and shared read-only by all its Scripts. Program.Start builds a
 // state (about 75 KB live for a 50-line rule) and runs the top-level code;
 // an error there, or a missing on_event, fails Start with an *Error naming
@@ -80,15 +91,24 @@
 // abi.Limits and returns an *Error naming file and line when it fails:
 //
 //   - abi.Limits.CallTimeout is the call's deadline; gopher-lua checks it at
-//     every instruction, so `while true do end` stops (abi.ErrTimeout). The
-//     state is kept: the next event is handled normally.
+//     every instruction, so `while true do end` stops (abi.ErrTimeout), and
+//     the Go builtins that can run long check it too (table.sort, the
+//     pattern functions) or are linear in what the memory limit allows. A
+//     call that returns after its deadline is a timeout as well. The state
+//     is kept: the next event is handled normally.
+//   - abi.Limits.MemoryBytes caps what the rule's state holds (see Memory);
+//     past it the call fails with abi.ErrMemory and the state is discarded.
+//   - pcall and xpcall catch errors, not the end of a call: once its
+//     deadline has passed or its memory limit stopped it, the error goes
+//     through them, and the line reported is where it was raised (inside
+//     the protected function). `return pcall(function() while true do end
+//     end)` is a timeout at the loop's line.
 //   - A Lua error (error(), a bad argument, "stack overflow") fails the call
 //     with abi.ErrCrashed and keeps the state.
 //   - A Go panic inside gopher-lua (bug #282: `local function g(...) return
-//     g(1, ...) end g()` makes its error handler index -1) is recovered;
-//     the call fails with abi.ErrCrashed and the state is discarded.
-//   - abi.Limits.MemoryBytes is enforced approximately (abi.ErrMemory, state
-//     discarded), see below.
+//     g(1, ...) end g()` makes its error handler index -1) is recovered,
+//     also through pcall; the call fails with abi.ErrCrashed at the rule's
+//     innermost line and the state is discarded.
 //
 // A discarded state is rebuilt from the compiled chunk at the next Handle;
 // the rule's top-level code runs again, so its globals start afresh and its
@@ -97,30 +117,45 @@
 // Deep recursion is bounded by Options.CallStackSize ("stack overflow") and
 // the value stack by Options.RegistryMaxSize ("registry overflow").
 //
-// # Memory (approximate)
+// # Memory
 //
-// gopher-lua has no allocation accounting and no hook into its VM, so the
-// memory limit is two approximations:
+// abi.Limits.MemoryBytes is the most a rule's state may hold: the strings,
+// tables and functions reachable from its globals, registry and value
+// stack (compiled code, shared by a rule's states, is not counted), as
+// estimated by this package (within a factor of two of the Go heap for
+// common shapes; see TestStateBytesEstimate). gopher-lua cannot account
+// memory, so the package does, per rule and on the rule's own goroutine:
 //
-//   - Builtins that build a result in one step refuse a result larger than
-//     MemoryBytes: string.rep and table.concat fail the call with
-//     abi.ErrMemory before allocating; string.format allows at most two
-//     digits of width and precision, as Lua 5.1 does.
-//   - While a call runs longer than a millisecond, a watchdog samples the
-//     Go heap (runtime/metrics) every millisecond and cancels the call when
-//     the live heap (as of the last garbage collection) has grown by more
-//     than MemoryBytes since the call began, or when all allocation has
-//     grown by more than 4 x MemoryBytes + 64 MiB (a bomb that outruns the
-//     collector). The readings are the whole process's: garbage churn does
-//     not count, but memory another rule keeps reachable does, so only the
-//     longest-running watched call is stopped and the others are re-based
-//     (a bomb runs until stopped; well-behaved calls are short). A
-//     long-running well-behaved call that overlaps a newer rule's bomb can
-//     still be blamed first. A reading can be a few MB high under heavy
-//     churn, so keep limits well above that, and a call can overshoot by
-//     what it allocates until the next collection or in one builtin. The
-//     string concatenation operator cannot be capped; a `s = s .. s` loop
-//     is stopped a few doublings past the limit.
+//   - Everything that builds a string sizes it first and reserves it in the
+//     rule's account: the .. operator (Compile rewrites every .. chain into
+//     a call of a builtin that joins exactly as gopher-lua's OP_CONCAT, see
+//     concat.go), string.format, rep, gsub, sub, upper, lower, reverse,
+//     pattern captures, table.concat, print, error, the arguments of the
+//     ss verbs and what ss.get returns. When a reservation would take the
+//     rule past its limit, the state is measured (garbage does not count)
+//     and, if it still would, the call fails with abi.ErrMemory at the
+//     rule's line before anything is allocated. One expression cannot
+//     build past the limit, however many operands it has.
+//   - What the VM allocates itself (tables growing, closures) cannot be
+//     seen as it happens. Every 8192 instructions of the rule (counted
+//     across its calls) it reads the process heap (runtime/metrics); when
+//     it has grown enough since the rule was last measured that the rule
+//     could be past its limit (the live heap after a collection, or all
+//     allocation past 2 x MemoryBytes + 64 MiB), the rule measures itself,
+//     and is stopped if it is over. A table can therefore grow past the
+//     limit by what it gains until the next collection (or that allocation
+//     backstop), and the instructions left until the next check, before it
+//     is stopped; growth at the end of a call is seen by the rule's next
+//     calls.
+//   - Only the rule that holds the memory is stopped: a call blocked in a
+//     host verb (ss.lock waiting) runs no instruction, so it never measures
+//     itself nor is blamed for another rule's memory.
+//
+// Measuring costs time linear in the state (stopping early once past the
+// limit), so a rule that keeps building strings while holding nearly its
+// whole limit is measured often and runs slowly. string.sub and pattern
+// captures of a string longer than 64 bytes return copies, as in Lua,
+// instead of slices that would keep the whole string alive.
 //
 // # Patterns
 //
@@ -136,9 +171,18 @@
 //
 // # Known limitations
 //
-// Go code cannot be interrupted: a single builtin call runs to its end
-// whatever the deadline. With the caps above, the slowest are linear in
-// the memory limit (string.rep or string.upper of tens of MiB take tens of
-// milliseconds) and table.sort with the default comparison, n log n in the
-// table's length.
+// A Go builtin runs to its end (or to its own deadline check): the longest
+// ones are linear in the memory limit (string.rep or string.upper of tens
+// of MiB take tens of milliseconds). One assignment to a far integer key
+// makes gopher-lua fill a table's array with nils up to it in a single
+// instruction; the package lowers glua.MaxArrayIndex from 64 Mi to 4 Mi so
+// that this array is at most 64 MiB (t[6e7] = 1 allocated 1 GiB), at the
+// price that gopher-lua's # and ipairs do not see elements past the 4 Mi-th
+// (they go to the hash part). The memory estimate of a small table with
+// string keys can be off by up to a factor of two either way: gopher-lua
+// sizes its map for 32 keys or for its constructor's, which cannot be seen.
+// gopher-lua miscompiles an assignment to a field of a literal, ("x").k =
+// v: it stores into whichever register the constant's index names (a local
+// table, if one is there); a rule has no reason to do this, but the rewrite
+// of .. can change which register that is.
 package lua

@@ -236,9 +236,9 @@ func TestBuiltinCaps(t *testing.T) {
 		{`string.format("%100d", 1)`, "width too long", abi.ErrCrashed},
 		{`string.format("%5.100f", 1)`, "precision too long", abi.ErrCrashed},
 		{`string.format(string.rep("%[1]999999d", 1000), 1)`, "invalid option '%['", abi.ErrCrashed}, // Go fmt syntax
-		{`string.rep("ab", 1e6)`, "string.rep: result of 1000000 x 2 bytes exceeds the rule's memory limit of 1048576 bytes", abi.ErrMemory},
+		{`string.rep("ab", 1e6)`, "string.rep: 1000000 x 2 bytes exceed the rule's memory limit of 1048576 bytes", abi.ErrMemory},
 		{`table.concat({string.rep("x", 1000)}, string.rep("y", 1000), 1, 1)`, "", nil},
-		{`local s, t = string.rep("x", 1000), {} for i = 1, 2000 do t[i] = s end table.concat(t, ",")`, "table.concat: result of 2001999 bytes exceeds", abi.ErrMemory},
+		{`local s, t = string.rep("x", 1000), {} for i = 1, 2000 do t[i] = s end table.concat(t, ",")`, "table.concat: 2001999 bytes exceed", abi.ErrMemory},
 		{`assert(string.format("%5.2f|%-3d|%%|%02x", 3.14159, 7, 255) == " 3.14|7  |%|ff")`, "", nil},
 		{`assert(string.rep("ab", 3) == "ababab" and string.rep("x", 0) == "" and string.rep("x", -1) == "")`, "", nil},
 		{`assert(table.concat({1, "a", 2.5}, "-") == "1-a-2.5" and table.concat({}, "x") == "")`, "", nil},
@@ -259,9 +259,9 @@ func TestBuiltinCaps(t *testing.T) {
 
 // A long call that only makes garbage is not blamed for memory, even with a
 // small limit and the rest of the process churning garbage meanwhile: the
-// guard counts memory kept reachable, not allocation (regression: the guard
-// used to count unswept garbage, and under load killed long calls of
-// well-behaved rules as memory bombs).
+// account counts memory the rule keeps reachable, not what it allocated
+// (regression: the old process-wide guard counted unswept garbage, and
+// under load killed long calls of well-behaved rules as memory bombs).
 func TestMemoryGuardIgnoresGarbage(t *testing.T) {
 	const limit = 32 << 20
 	h := abitest.New()

@@ -1,7 +1,6 @@
 package lua
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -23,12 +22,15 @@ var logLevels = map[string]int32{"debug": abi.LevelDebug, "info": abi.LevelInfo,
 const maxMillis = math.MaxInt64 / int64(time.Millisecond)
 
 // module implements the ssrun Lua module of one state on top of its Host.
-type module struct{ h abi.Host }
+type module struct {
+	st *state
+	h  abi.Host
+}
 
 // newModule returns the ssrun module table for L: one function per
 // abi.Verbs entry, the log shorthands and the status table.
-func newModule(L *glua.LState, h abi.Host) *glua.LTable {
-	m := &module{h: h}
+func newModule(L *glua.LState, st *state, h abi.Host) *glua.LTable {
+	m := &module{st: st, h: h}
 	t := L.NewTable()
 	for name, fn := range map[string]glua.LGFunction{
 		abi.FnGet:     m.get,
@@ -45,7 +47,7 @@ func newModule(L *glua.LState, h abi.Host) *glua.LTable {
 	}
 	for name, level := range logLevels {
 		t.RawSetString(name, L.NewFunction(func(L *glua.LState) int {
-			m.h.Log(level, argString(L, name, 1, "message"))
+			m.h.Log(level, m.arg(L, name, 1, "message"))
 			L.Push(glua.LTrue)
 			return 1
 		}))
@@ -58,20 +60,13 @@ func newModule(L *glua.LState, h abi.Host) *glua.LTable {
 	return t
 }
 
-// ctxOf returns the context of the call in progress.
-func ctxOf(L *glua.LState) context.Context {
-	if ctx := L.Context(); ctx != nil {
-		return ctx
-	}
-	return context.Background()
-}
-
 // get(key) -> value, version | nil (absent) | nil, msg, code
 func (m *module) get(L *glua.LState) int {
-	key := argString(L, abi.FnGet, 1, "key")
-	v, err := m.h.Get(ctxOf(L), key)
+	key := m.arg(L, abi.FnGet, 1, "key")
+	v, err := m.h.Get(m.st.ctx(), key)
 	switch abi.StatusOf(err) {
 	case abi.StatusOK:
+		m.st.reserve(L, "ss.get", int64(len(v.Data)+len(v.Version))) // the copies Lua gets
 		L.Push(glua.LString(v.Data))
 		L.Push(glua.LString(v.Version))
 		return 2
@@ -84,8 +79,8 @@ func (m *module) get(L *glua.LState) int {
 
 // set(key, value [, {nx|nex, ttl, fence}]) -> true, version | false, stored_version | nil, msg, code
 func (m *module) set(L *glua.LState) int {
-	key := argString(L, abi.FnSet, 1, "key")
-	value := argString(L, abi.FnSet, 2, "value")
+	key := m.arg(L, abi.FnSet, 1, "key")
+	value := m.arg(L, abi.FnSet, 2, "value")
 	o := readOptions(L, abi.FnSet, 3, "nx", "nex", "ttl", "fence")
 	var opts abi.SetOptions
 	nx, nex := o.boolean("nx"), o.boolean("nex")
@@ -102,7 +97,7 @@ func (m *module) set(L *glua.LState) int {
 	if o.err != nil {
 		return fail(L, o.err)
 	}
-	version, err := m.h.Set(ctxOf(L), key, []byte(value), opts)
+	version, err := m.h.Set(m.st.ctx(), key, []byte(value), opts)
 	switch abi.StatusOf(err) {
 	case abi.StatusOK:
 		L.Push(glua.LTrue)
@@ -118,13 +113,13 @@ func (m *module) set(L *glua.LState) int {
 
 // del(key [, {fence}]) -> 1 | 0 (absent) | nil, msg, code
 func (m *module) del(L *glua.LState) int {
-	key := argString(L, abi.FnDel, 1, "key")
+	key := m.arg(L, abi.FnDel, 1, "key")
 	o := readOptions(L, abi.FnDel, 2, "fence")
 	opts := abi.DelOptions{Fence: o.fence()}
 	if o.err != nil {
 		return fail(L, o.err)
 	}
-	err := m.h.Del(ctxOf(L), key, opts)
+	err := m.h.Del(m.st.ctx(), key, opts)
 	switch abi.StatusOf(err) {
 	case abi.StatusOK:
 		L.Push(glua.LNumber(1))
@@ -138,14 +133,14 @@ func (m *module) del(L *glua.LState) int {
 
 // vdel(key, value [, {fence}]) -> 1 | 0 (absent) | -1 (value differs) | nil, msg, code
 func (m *module) vdel(L *glua.LState) int {
-	key := argString(L, abi.FnVDel, 1, "key")
-	value := argString(L, abi.FnVDel, 2, "value")
+	key := m.arg(L, abi.FnVDel, 1, "key")
+	value := m.arg(L, abi.FnVDel, 2, "value")
 	o := readOptions(L, abi.FnVDel, 3, "fence")
 	opts := abi.DelOptions{Fence: o.fence()}
 	if o.err != nil {
 		return fail(L, o.err)
 	}
-	err := m.h.VDel(ctxOf(L), key, []byte(value), opts)
+	err := m.h.VDel(m.st.ctx(), key, []byte(value), opts)
 	switch abi.StatusOf(err) {
 	case abi.StatusOK:
 		L.Push(glua.LNumber(1))
@@ -162,13 +157,13 @@ func (m *module) vdel(L *glua.LState) int {
 
 // watch(key [, {self}]) -> true | nil, msg, code
 func (m *module) watch(L *glua.LState) int {
-	key := argString(L, abi.FnWatch, 1, "key")
+	key := m.arg(L, abi.FnWatch, 1, "key")
 	o := readOptions(L, abi.FnWatch, 2, "self")
 	opts := abi.WatchOptions{Self: o.boolean("self")}
 	if o.err != nil {
 		return fail(L, o.err)
 	}
-	if err := m.h.Watch(ctxOf(L), key, opts); err != nil {
+	if err := m.h.Watch(m.st.ctx(), key, opts); err != nil {
 		return fail(L, err)
 	}
 	L.Push(glua.LTrue)
@@ -177,13 +172,13 @@ func (m *module) watch(L *glua.LState) int {
 
 // unwatch(key) -> true | false (not watched) | nil, msg, code
 func (m *module) unwatch(L *glua.LState) int {
-	key := argString(L, abi.FnUnwatch, 1, "key")
-	return boolResult(L, m.h.Unwatch(ctxOf(L), key))
+	key := m.arg(L, abi.FnUnwatch, 1, "key")
+	return boolResult(L, m.h.Unwatch(m.st.ctx(), key))
 }
 
 // lock(name, ttl_ms [, {wait}]) -> token | false (busy) | nil, msg, code
 func (m *module) lock(L *glua.LState) int {
-	name := argString(L, abi.FnLock, 1, "name")
+	name := m.arg(L, abi.FnLock, 1, "name")
 	ttl := argNumber(L, abi.FnLock, 2, "ttl_ms")
 	o := readOptions(L, abi.FnLock, 3, "wait")
 	var opts abi.LockOptions
@@ -192,7 +187,7 @@ func (m *module) lock(L *glua.LState) int {
 	if o.err != nil {
 		return fail(L, o.err)
 	}
-	token, err := m.h.Lock(ctxOf(L), name, ttlD, opts)
+	token, err := m.h.Lock(m.st.ctx(), name, ttlD, opts)
 	switch abi.StatusOf(err) {
 	case abi.StatusOK:
 		L.Push(glua.LString(token))
@@ -206,14 +201,14 @@ func (m *module) lock(L *glua.LState) int {
 
 // unlock(name) -> true | false (not held) | nil, msg, code
 func (m *module) unlock(L *glua.LState) int {
-	name := argString(L, abi.FnUnlock, 1, "name")
-	return boolResult(L, m.h.Unlock(ctxOf(L), name))
+	name := m.arg(L, abi.FnUnlock, 1, "name")
+	return boolResult(L, m.h.Unlock(m.st.ctx(), name))
 }
 
 // log(level, message) -> true | nil, msg, "INVALID" (unknown level)
 func (m *module) log(L *glua.LState) int {
-	name := argString(L, abi.FnLog, 1, "level")
-	msg := argString(L, abi.FnLog, 2, "message")
+	name := m.arg(L, abi.FnLog, 1, "level")
+	msg := m.arg(L, abi.FnLog, 2, "message")
 	level, ok := logLevels[name]
 	if !ok {
 		return fail(L, abi.Errorf(abi.StatusInvalid, "ss.log: unknown level %q (want debug, info, warn or error)", name))
@@ -242,6 +237,17 @@ func fail(L *glua.LState, err error) int {
 	L.Push(glua.LString(err.Error()))
 	L.Push(glua.LString(abi.StatusOf(err).String()))
 	return 3
+}
+
+// arg is argString for the string arguments the host gets: they are
+// reserved in the rule's memory account, as the host copies them (a value,
+// a key, a log line).
+func (m *module) arg(L *glua.LState, fn string, n int, name string) string {
+	s := argString(L, fn, n, name)
+	if !m.st.tryReserve(int64(len(s))) {
+		m.st.reserve(L, "ss."+fn, int64(len(s)))
+	}
+	return s
 }
 
 // argString returns argument n of ss.<fn>: a string, or a number converted

@@ -2,7 +2,6 @@ package lua
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	glua "github.com/yuin/gopher-lua"
@@ -14,9 +13,10 @@ import (
 // minutes, past any deadline), and its gsub copies the whole subject once
 // per match. This one follows the reference implementation's algorithm
 // (lstrlib.c), checks the call's context every patternCheckSteps steps so
-// the deadline and memory guard stop it, limits its recursion like Lua 5.2
-// ("pattern too complex") and builds gsub's result in one pass under the
-// memory limit.
+// the deadline and memory limit stop it, limits its recursion like Lua 5.2
+// ("pattern too complex") and builds gsub's result in one pass, reserving
+// it in the rule's memory account. Captures of long subjects returned to
+// Lua are copies (state.clone).
 
 const (
 	maxCaptures       = 32   // LUA_MAXCAPTURES
@@ -32,6 +32,7 @@ type capture struct{ init, len int }
 // matcher is the state of one match attempt (MatchState).
 type matcher struct {
 	L       *glua.LState
+	st      *state
 	ctx     context.Context
 	src     string
 	pat     string
@@ -41,12 +42,8 @@ type matcher struct {
 	capture [maxCaptures]capture
 }
 
-func newMatcher(L *glua.LState, src, pat string) *matcher {
-	ctx := L.Context()
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	return &matcher{L: L, ctx: ctx, src: src, pat: pat}
+func (st *state) newMatcher(L *glua.LState, src, pat string) *matcher {
+	return &matcher{L: L, st: st, ctx: st.ctx(), src: src, pat: pat}
 }
 
 // step counts one unit of work and raises when the call's context is done.
@@ -359,8 +356,20 @@ func (m *matcher) matchCapture(s int, digit byte) int {
 	return -1
 }
 
+// luaCapture is captureValue for a value handed to Lua: a string is a copy.
+func (m *matcher) luaCapture(i, s, e int) glua.LValue {
+	v := m.captureValue(i, s, e)
+	if len(m.src) <= cloneAbove {
+		return v // as clone would; without boxing the string again
+	}
+	if c, ok := v.(glua.LString); ok {
+		return glua.LString(m.st.clone(m.L, "string capture", m.src, string(c)))
+	}
+	return v
+}
+
 // captureValue returns capture i of the match src[s:e] (the whole match
-// when the pattern has no captures and i is 0).
+// when the pattern has no captures and i is 0), a slice of src.
 func (m *matcher) captureValue(i, s, e int) glua.LValue {
 	if i >= m.level {
 		if i != 0 {
@@ -386,13 +395,13 @@ func (m *matcher) pushCaptures(s, e int, wholeIfNone bool) int {
 		n = 1
 	}
 	for i := range n {
-		m.L.Push(m.captureValue(i, s, e))
+		m.L.Push(m.luaCapture(i, s, e))
 	}
 	return n
 }
 
 // strFind implements string.find (find) and string.match.
-func strFind(L *glua.LState, find bool) int {
+func (st *state) strFind(L *glua.LState, find bool) int {
 	src, pat := L.CheckString(1), L.CheckString(2)
 	init := L.OptInt(3, 1)
 	if init < 0 {
@@ -412,7 +421,7 @@ func strFind(L *glua.LState, find bool) int {
 	if anchor {
 		pat = pat[1:]
 	}
-	m := newMatcher(L, src, pat)
+	m := st.newMatcher(L, src, pat)
 	for s := init; ; s++ {
 		m.level = 0
 		if e := m.match(s, 0); e >= 0 {
@@ -432,11 +441,11 @@ func strFind(L *glua.LState, find bool) int {
 }
 
 // strGmatch implements string.gmatch.
-func strGmatch(L *glua.LState) int {
+func (st *state) strGmatch(L *glua.LState) int {
 	src, pat := L.CheckString(1), L.CheckString(2)
 	pos := 0
 	L.Push(L.NewFunction(func(L *glua.LState) int {
-		m := newMatcher(L, src, pat)
+		m := st.newMatcher(L, src, pat)
 		for s := pos; s <= len(src); s++ {
 			m.level = 0
 			if e := m.match(s, 0); e >= 0 {
@@ -453,7 +462,8 @@ func strGmatch(L *glua.LState) int {
 	return 1
 }
 
-// strGsub implements string.gsub; limit caps the result's size.
+// strGsub implements string.gsub. The result's buffer is reserved in the
+// rule's memory account each time it grows, before it does.
 func (st *state) strGsub(L *glua.LState) int {
 	src, pat := L.CheckString(1), L.CheckString(2)
 	repl := L.Get(3)
@@ -467,11 +477,12 @@ func (st *state) strGsub(L *glua.LState) int {
 	if anchor {
 		pat = pat[1:]
 	}
-	m := newMatcher(L, src, pat)
+	m := st.newMatcher(L, src, pat)
 	var b strings.Builder
 	add := func(s string) {
-		if int64(b.Len())+int64(len(s)) > st.limit {
-			st.tooLarge(L, "string.gsub", fmt.Sprintf("more than %d bytes", b.Len()))
+		if b.Cap()-b.Len() < len(s) {
+			st.reserve(L, "string.gsub", int64(2*b.Cap()+len(s))) // what Grow allocates
+			b.Grow(len(s))
 		}
 		b.WriteString(s)
 	}
@@ -529,7 +540,7 @@ func (m *matcher) replace(repl glua.LValue, s, e int, add func(string)) {
 			text = text[i+2:]
 		}
 	case *glua.LTable:
-		v = L.GetTable(r, m.captureValue(0, s, e))
+		v = L.GetTable(r, m.luaCapture(0, s, e))
 	case *glua.LFunction:
 		L.Push(r)
 		L.Call(m.pushCaptures(s, e, true), 1)

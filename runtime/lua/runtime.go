@@ -177,14 +177,19 @@ func (r *Runtime) cached() int {
 	return len(r.cache)
 }
 
-// compile parses and compiles src, turning every failure into an
-// *abi.CompileError.
+// compile parses src, rewrites its .. chains (see concat.go) and compiles
+// it, turning every failure into an *abi.CompileError. The result is the
+// wrapper wrapChunk makes: state.mainFunction makes the rule's main
+// function from it.
 func compile(name string, src []byte) (proto *glua.FunctionProto, err error) {
 	defer func() {
 		if rcv := recover(); rcv != nil { // a gopher-lua bug; never take the host down
 			proto, err = nil, &abi.CompileError{File: name, Msg: fmt.Sprintf("compiler failed: %v", rcv)}
 		}
 	}()
+	if layoutErr != nil {
+		return nil, &abi.CompileError{File: name, Msg: layoutErr.Error()}
+	}
 	if len(src) > MaxSourceBytes {
 		return nil, &abi.CompileError{File: name, Msg: fmt.Sprintf("source is %d bytes, more than the limit of %d", len(src), MaxSourceBytes)}
 	}
@@ -195,7 +200,7 @@ func compile(name string, src []byte) (proto *glua.FunctionProto, err error) {
 	if err != nil {
 		return nil, compileError(name, src, err)
 	}
-	proto, err = glua.Compile(chunk, name)
+	proto, err = glua.Compile(wrapChunk(chunk), name)
 	if err != nil {
 		return nil, compileError(name, src, err)
 	}

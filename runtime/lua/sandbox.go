@@ -1,7 +1,6 @@
 package lua
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -24,19 +23,28 @@ var removedGlobals = []string{
 }
 
 // state is one sandboxed gopher-lua state of a Script, with what its Go
-// builtins need to stop the call they run in.
+// builtins need: the memory account and the call in progress.
 type state struct {
-	L *glua.LState
-	// limit is Limits.MemoryBytes: no single builtin result may be larger.
-	limit int64
-	// cancel fails the call in progress (nil between calls).
-	cancel context.CancelCauseFunc
+	L    *glua.LState
+	acct account
+	// instructions counts VM instructions since the last tick (hook.go).
+	instructions int
+	// call is the call in progress (nil between calls).
+	call *callContext
+	// panicked is the first Go panic of the call in progress that pcall or
+	// xpcall let through.
+	panicked *panicInfo
+	// concatFn is the builtin .. chains call (concat.go); strMeta is the
+	// strings' metatable, which the rule may fill but not replace.
+	concatFn *glua.LFunction
+	strMeta  glua.LValue
 }
 
 // newState returns a state with only the base, table, string and math
 // libraries (minus removedGlobals), print routed to h.Log, require serving
-// the ssrun module alone, and size caps on the builtins that allocate their
-// whole result in one step.
+// the ssrun module alone, and the builtins replaced that allocate
+// (strlib.go), ignore the deadline or catch the end of a call
+// (builtins.go, protect.go). limit is the rule's memory limit.
 func newState(opts Options, h abi.Host, limit int64) *state {
 	L := glua.NewState(glua.Options{
 		SkipOpenLibs:    true,
@@ -44,7 +52,7 @@ func newState(opts Options, h abi.Host, limit int64) *state {
 		RegistrySize:    opts.RegistrySize,
 		RegistryMaxSize: opts.RegistryMaxSize,
 	})
-	st := &state{L: L, limit: limit}
+	st := &state{L: L, acct: newAccount(limit)}
 	for _, lib := range []struct {
 		name string
 		open glua.LGFunction
@@ -61,8 +69,10 @@ func newState(opts Options, h abi.Host, limit int64) *state {
 	for _, name := range removedGlobals {
 		L.SetGlobal(name, glua.LNil)
 	}
+	st.concatFn = L.NewFunction(st.concat)
+	st.strMeta = L.GetMetatable(glua.LString(""))
 
-	mod := newModule(L, h)
+	mod := newModule(L, st, h)
 	L.SetGlobal("require", L.NewFunction(func(L *glua.LState) int {
 		name := L.CheckString(1)
 		if name != ModuleName {
@@ -73,86 +83,56 @@ func newState(opts Options, h abi.Host, limit int64) *state {
 	}))
 	L.SetGlobal("print", L.NewFunction(func(L *glua.LState) int {
 		parts := make([]string, L.GetTop())
+		size := int64(0)
 		for i := range parts {
 			parts[i] = L.ToStringMeta(L.Get(i + 1)).String()
+			size += int64(len(parts[i]) + 1)
 		}
+		st.reserve(L, "print", size)
 		h.Log(abi.LevelInfo, strings.Join(parts, "\t"))
 		return 0
 	}))
+	// error and a failing assert copy a string message to prefix it with
+	// the position; require names the module in its error.
+	for name, arg := range map[string]int{"error": 1, "assert": 2, "require": 1} {
+		orig := L.GetGlobal(name).(*glua.LFunction).GFunction
+		L.SetGlobal(name, L.NewFunction(func(L *glua.LState) int {
+			if s, ok := L.Get(arg).(glua.LString); ok && (name != "assert" || !L.ToBool(1)) {
+				st.reserve(L, name, int64(len(s)))
+			}
+			return orig(L)
+		}))
+	}
+	L.SetGlobal("pcall", L.NewFunction(st.pcall))
+	L.SetGlobal("xpcall", L.NewFunction(st.xpcall))
+
+	mathLib := L.GetGlobal(glua.MathLibName).(*glua.LTable)
 	// math.random draws from Go's process-wide source; reseeding it would
 	// touch every rule (it is a no-op since Go 1.24 unless GODEBUG says
 	// otherwise), so randomseed does nothing.
-	L.GetGlobal(glua.MathLibName).(*glua.LTable).RawSetString("randomseed", L.NewFunction(func(*glua.LState) int { return 0 }))
+	mathLib.RawSetString("randomseed", L.NewFunction(func(*glua.LState) int { return 0 }))
+	mathLib.RawSetString("random", L.NewFunction(mathRandom))
 
 	str := L.GetGlobal(glua.StringLibName).(*glua.LTable)
-	wrap(L, str, "rep", func(L *glua.LState, orig glua.LGFunction) int {
-		s, n := L.CheckString(1), L.CheckInt(2)
-		if n > 0 && len(s) > 0 && int64(n) > st.limit/int64(len(s)) {
-			st.tooLarge(L, "string.rep", fmt.Sprintf("%d x %d bytes", n, len(s)))
-		}
-		return orig(L)
-	})
-	wrap(L, str, "format", func(L *glua.LState, orig glua.LGFunction) int {
-		if err := checkFormat(L.CheckString(1)); err != nil {
-			L.RaiseError("string.format: %v", err)
-		}
-		return orig(L)
-	})
-	str.RawSetString("find", L.NewFunction(func(L *glua.LState) int { return strFind(L, true) }))
-	str.RawSetString("match", L.NewFunction(func(L *glua.LState) int { return strFind(L, false) }))
-	str.RawSetString("gmatch", L.NewFunction(strGmatch))
+	for name, fn := range map[string]glua.LGFunction{
+		"rep":     st.strRep,
+		"sub":     st.strSub,
+		"reverse": st.strReverse,
+		"upper":   st.strUpper,
+		"lower":   st.strLower,
+		"format":  st.strFormat,
+		"find":    func(L *glua.LState) int { return st.strFind(L, true) },
+		"match":   func(L *glua.LState) int { return st.strFind(L, false) },
+		"gmatch":  st.strGmatch,
+		"gsub":    st.strGsub,
+	} {
+		str.RawSetString(name, L.NewFunction(fn))
+	}
 	str.RawSetString("gfind", str.RawGetString("gmatch"))
-	str.RawSetString("gsub", L.NewFunction(st.strGsub))
 	tab := L.GetGlobal(glua.TabLibName).(*glua.LTable)
-	wrap(L, tab, "concat", func(L *glua.LState, orig glua.LGFunction) int {
-		if size := concatSize(L); size > st.limit {
-			st.tooLarge(L, "table.concat", fmt.Sprintf("%d bytes", size))
-		}
-		return orig(L)
-	})
+	tab.RawSetString("concat", L.NewFunction(st.tableConcat(tab.RawGetString("concat").(*glua.LFunction).GFunction)))
+	tab.RawSetString("sort", L.NewFunction(st.tableSort))
 	return st
-}
-
-// wrap replaces the Go function name of lib by one that runs check first;
-// check calls orig to run the original with the same arguments.
-func wrap(L *glua.LState, lib *glua.LTable, name string, check func(L *glua.LState, orig glua.LGFunction) int) {
-	orig := lib.RawGetString(name).(*glua.LFunction).GFunction
-	lib.RawSetString(name, L.NewFunction(func(L *glua.LState) int { return check(L, orig) }))
-}
-
-// tooLarge fails the call in progress with abi.ErrMemory: a builtin was
-// asked for a result larger than the rule's whole memory limit.
-func (st *state) tooLarge(L *glua.LState, fn, what string) {
-	msg := fmt.Sprintf("%s: result of %s exceeds the rule's memory limit of %d bytes", fn, what, st.limit)
-	if st.cancel != nil {
-		st.cancel(fmt.Errorf("%w: %s", abi.ErrMemory, msg))
-	}
-	L.RaiseError("%s", msg)
-}
-
-// concatSize returns an upper bound of the length table.concat would build
-// from its arguments, computed as table.concat reads them; it stops at the
-// first element table.concat rejects.
-func concatSize(L *glua.LState) int64 {
-	tbl := L.CheckTable(1)
-	sep := int64(len(L.OptString(2, "")))
-	n := tbl.Len()
-	i, j := max(min(L.OptInt(3, 1), n), 1), min(L.OptInt(4, n), n)
-	var size int64
-	for k := i; k <= j; k++ {
-		switch v := tbl.RawGetInt(k).(type) {
-		case glua.LString:
-			size += int64(len(v))
-		case glua.LNumber:
-			size += 24 // "%.14g" is shorter
-		default:
-			return size
-		}
-		if k < j {
-			size += sep
-		}
-	}
-	return size
 }
 
 // checkFormat applies Lua 5.1's rules to a string.format template, which

@@ -92,7 +92,7 @@ func (s *script) Close(context.Context) error {
 func (s *script) load(ctx context.Context) error {
 	st := newState(s.prog.opts, s.host, s.lim.MemoryBytes)
 	s.st = st
-	if err := s.call(ctx, st, callLoad, st.L.NewFunctionFromProto(s.prog.proto)); err != nil {
+	if err := s.call(ctx, st, callLoad, st.mainFunction(s.prog.proto)); err != nil {
 		s.st = nil
 		return err
 	}
@@ -104,42 +104,47 @@ func (s *script) load(ctx context.Context) error {
 }
 
 // call runs fn(args...) in st under the limits: a deadline, the memory
-// guard, and a recover for gopher-lua's own panics (#282). When the state
-// cannot be trusted afterwards (a panic, or the memory limit), it is
-// dropped (s.st = nil) so the next Handle rebuilds it.
+// account (account.go), and a recover for gopher-lua's own panics (#282).
+// When the state cannot be trusted afterwards (a panic, or the memory
+// limit), it is dropped (s.st = nil) so the next Handle rebuilds it. A call
+// that returns after its deadline has passed is a timeout, however it
+// returns.
 func (s *script) call(ctx context.Context, st *state, what string, fn glua.LValue, args ...glua.LValue) (err error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	tctx, cancelT := context.WithTimeoutCause(ctx, s.lim.CallTimeout, abi.ErrTimeout)
 	defer cancelT()
-	guard := startMemGuard(s.lim.MemoryBytes, cancel)
-	defer guard.stop()
 
 	L := st.L
-	st.cancel = cancel
+	st.call, st.panicked = newCallContext(tctx, cancel, st), nil
 	defer func() {
-		st.cancel = nil
-		if rcv := recover(); rcv != nil {
+		st.call = nil
+		if rcv := recover(); rcv != nil { // escaped PCall: the state is broken
 			s.st = nil
-			err = &Error{Call: what, File: s.prog.name, Msg: fmt.Sprintf("gopher-lua panicked: %v (state discarded)", rcv), Err: abi.ErrCrashed}
+			err = &Error{Call: what, File: s.prog.name, Line: panicLine(L, s.prog.name), Msg: fmt.Sprintf("gopher-lua panicked: %v (state discarded)", rcv), Err: abi.ErrCrashed}
 		}
 	}()
-	L.SetContext(tctx)
+	L.SetContext(st.call)
 	L.Push(fn)
 	for _, a := range args {
 		L.Push(a)
 	}
 	perr := L.PCall(len(args), 0, nil)
 	L.RemoveContext()
-	if perr == nil {
+	if perr == nil && tctx.Err() == nil {
 		return nil
 	}
 
 	e := &Error{Call: what, File: s.prog.name, Err: abi.ErrCrashed}
 	var apiErr *glua.ApiError
-	if errors.As(perr, &apiErr) {
+	switch {
+	case perr == nil: // returned after its deadline
+	case errors.As(perr, &apiErr):
 		e.Msg, e.Traceback = errorText(apiErr.Object), apiErr.StackTrace
-	} else {
+		if p := st.panicked; p != nil && apiErr.Type == glua.ApiErrorPanic {
+			e.Msg, e.Traceback = p.msg, p.traceback // where pcall let it through from
+		}
+	default:
 		e.Msg = perr.Error()
 	}
 	e.Line, e.Msg = position(s.prog.name, e.Msg, e.Traceback)
@@ -151,14 +156,53 @@ func (s *script) call(ctx context.Context, st *state, what string, fn glua.LValu
 	case errors.Is(cause, abi.ErrTimeout):
 		e.Err = abi.ErrTimeout
 		e.Msg = fmt.Sprintf("%v (%v)", abi.ErrTimeout, s.lim.CallTimeout)
+		if perr == nil {
+			e.Msg += "; it returned after that"
+		}
 	case cause != nil:
 		e.Err = abi.ErrTimeout
 		e.Msg = fmt.Sprintf("call stopped: %v", cause)
 	case apiErr != nil && apiErr.Type == glua.ApiErrorPanic:
 		s.st = nil // a Go panic inside gopher-lua, recovered by PCall
-		e.Msg += " (state discarded)"
+		e.Msg = fmt.Sprintf("gopher-lua panicked: %s (state discarded)", e.Msg)
 	}
 	return e
+}
+
+// panicLine returns the innermost line of file on L's call stack, or 0:
+// after a panic that escaped PCall the stack is still there, but may be
+// inconsistent (#282 leaves a function entered that has not run an
+// instruction: its line is where it is defined), so each frame is read
+// under recover.
+func panicLine(L *glua.LState, file string) int {
+	for level := 0; level <= L.Options.CallStackSize; level++ {
+		dbg, ok := L.GetStack(level)
+		if !ok {
+			return 0
+		}
+		if line := frameLine(L, dbg, file); line > 0 {
+			return line
+		}
+	}
+	return 0
+}
+
+// frameLine returns the current line of the function of dbg if it is in
+// file (where it is defined if it has not started), else 0.
+func frameLine(L *glua.LState, dbg *glua.Debug, file string) (line int) {
+	defer func() {
+		if recover() != nil && line < 0 {
+			line = -line
+		}
+	}()
+	if _, err := L.GetInfo("S", dbg, glua.LNil); err != nil || dbg.Source != file {
+		return 0
+	}
+	line = -dbg.LineDefined // the answer if reading the current line panics
+	if _, err := L.GetInfo("l", dbg, glua.LNil); err != nil || dbg.CurrentLine <= 0 {
+		return -line
+	}
+	return dbg.CurrentLine
 }
 
 // onEvent returns the global on_event. The lookup is raw: outside a call,

@@ -1,0 +1,9 @@
+package lua
+
+import "testing"
+
+func TestLayoutFound(t *testing.T) {
+	if layoutErr != nil {
+		t.Fatal(layoutErr)
+	}
+}
