@@ -54,35 +54,53 @@ func onSignals(cancel context.CancelFunc) (stop func()) {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	done := make(chan struct{})
-	go func() {
-		var sig os.Signal
-		select {
-		case sig = <-sigs:
-		case <-done:
-			return
-		}
-		fmt.Fprintf(os.Stderr, "ssrun: %v: stopping (send the signal again to exit at once)\n", sig)
-		cancel()
-		bound := time.Duration(shutdownBudget.Load()) + backstopMargin
-		backstop := time.NewTimer(bound)
-		defer backstop.Stop()
-		select {
-		case sig = <-sigs:
-			fmt.Fprintf(os.Stderr, "ssrun: second signal (%v): exiting without stopping the rules\n", sig)
-			code := 1
-			if s, ok := sig.(syscall.Signal); ok {
-				code = 128 + int(s)
-			}
-			os.Exit(code)
-		case <-backstop.C:
-			fmt.Fprintf(os.Stderr, "ssrun: still running %v after the signal: exiting\n", bound)
-			os.Exit(1)
-		case <-done:
-		}
-	}()
+	finished := make(chan struct{})
+	w := signalWatch{sigs: sigs, cancel: cancel, stderr: os.Stderr, exit: os.Exit,
+		bound: func() time.Duration { return time.Duration(shutdownBudget.Load()) + backstopMargin }}
+	go func() { defer close(finished); w.run(done) }()
 	return func() {
 		signal.Stop(sigs)
 		close(done)
+		<-finished
+	}
+}
+
+// signalWatch is onSignals' logic, apart from the process so tests can
+// drive it.
+type signalWatch struct {
+	sigs   <-chan os.Signal
+	cancel context.CancelFunc
+	bound  func() time.Duration // from the first signal to the backstop exit
+	exit   func(code int)
+	stderr io.Writer
+}
+
+// run waits for the first signal (or done), cancels, then exits on a second
+// signal or at the bound unless done comes first.
+func (w signalWatch) run(done <-chan struct{}) {
+	var sig os.Signal
+	select {
+	case sig = <-w.sigs:
+	case <-done:
+		return
+	}
+	fmt.Fprintf(w.stderr, "ssrun: %v: stopping (send the signal again to exit at once)\n", sig)
+	w.cancel()
+	bound := w.bound()
+	backstop := time.NewTimer(bound)
+	defer backstop.Stop()
+	select {
+	case sig = <-w.sigs:
+		fmt.Fprintf(w.stderr, "ssrun: second signal (%v): exiting without stopping the rules\n", sig)
+		code := 1
+		if s, ok := sig.(syscall.Signal); ok {
+			code = 128 + int(s)
+		}
+		w.exit(code)
+	case <-backstop.C:
+		fmt.Fprintf(w.stderr, "ssrun: still running %v after the signal: exiting\n", bound)
+		w.exit(1)
+	case <-done:
 	}
 }
 
