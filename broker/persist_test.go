@@ -1,0 +1,90 @@
+package broker_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ssrun/ssrun/broker"
+	"github.com/ssrun/ssrun/broker/brokertest"
+	"github.com/ssrun/ssrun/protocol/wire"
+)
+
+// withData persists the broker's store in dir.
+func withData(dir string, policy broker.FsyncPolicy) func(*broker.Config) {
+	return func(c *broker.Config) { c.DataDir, c.Fsync = dir, policy }
+}
+
+// A broker restarted on the same data directory has every key with its
+// value and exact version, the remaining time of its expiry, and its
+// fencing token; deleted keys stay deleted; the clock goes on from where it
+// was.
+func TestRestartKeepsKeysVersionsExpiriesAndFences(t *testing.T) {
+	for _, policy := range []broker.FsyncPolicy{broker.FsyncAlways, broker.FsyncInterval, broker.FsyncNever} {
+		t.Run(policy.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			clk := newFakeClock()
+			b := brokertest.Start(t, withData(dir, policy), func(c *broker.Config) { c.Now = clk.Now })
+			c := dial(t, b)
+			plain := c.call("SET", "plain", "v1")
+			empty := c.call("SET", "empty", "")
+			lease := c.call("SET", "lease", "holder", "NEX", "PX", "10000")
+			fence := lease.ts
+			fenced := c.do(fence, "SET", "fenced", "guarded")
+			expectPayload(t, c.call("SET", "gone", "x"), "+OK\r\n")
+			expectPayload(t, c.call("DEL", "gone"), ":1\r\n")
+			expectPayload(t, c.call("SET", "vgone", "x"), "+OK\r\n")
+			expectPayload(t, c.call("VDEL", "vgone", "x"), ":1\r\n")
+			expectPayload(t, c.call("SET", "short", "x", "PX", "100"), "+OK\r\n")
+			last := c.call("SET", "plain", "v2")
+			c.close()
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+
+			clk.Advance(time.Second) // "short" expired while the broker was down
+			b = brokertest.Start(t, withData(dir, policy), func(c *broker.Config) { c.Now = clk.Now })
+			c = dial(t, b)
+			for _, tc := range []struct {
+				key  string
+				want string
+				ts   string
+			}{
+				{"plain", "$2\r\nv2\r\n", last.ts},
+				{"empty", "$0\r\n\r\n", empty.ts},
+				{"lease", "$6\r\nholder\r\n", lease.ts},
+				{"fenced", "$7\r\nguarded\r\n", fenced.ts},
+				{"gone", "$-1\r\n", ""},
+				{"vgone", "$-1\r\n", ""},
+				{"short", "$-1\r\n", ""},
+			} {
+				r := c.call("GET", tc.key)
+				if string(r.payload) != tc.want || r.ts != tc.ts {
+					t.Errorf("GET %s after restart: %s, want %q __ts=%q", tc.key, r, tc.want, tc.ts)
+				}
+			}
+			if plain.ts == last.ts {
+				t.Fatal("the second SET kept the version")
+			}
+			// The fencing token survived: older tokens and no token are refused.
+			older := mustHLC(t, fence)
+			older.Counter, older.Wall = 0, older.Wall-1
+			expectPayload(t, c.do(older.String(), "SET", "fenced", "late"), "-ERR "+wire.ErrTextFencingTokenLower+"\r\n")
+			expectPayload(t, c.call("SET", "fenced", "late"), "-ERR "+wire.ErrTextMissingFencingToken+"\r\n")
+			expectPayload(t, c.do(fence, "SET", "fenced", "ok"), "+OK\r\n")
+			// Versions go on increasing across the restart.
+			next := c.call("SET", "plain", "v3")
+			if mustHLC(t, next.ts).Compare(mustHLC(t, last.ts)) <= 0 {
+				t.Fatalf("version after restart %s not above %s from before", next.ts, last.ts)
+			}
+			// The lease still expires, 10 s after it was set, and notifies.
+			expectPayload(t, c.call("KEYNOTIFY", "lease"), "+OK\r\n")
+			clk.Advance(8 * time.Second)
+			expectPayload(t, c.call("GET", "lease"), "$6\r\nholder\r\n")
+			clk.Advance(time.Second)
+			expectPayload(t, c.call("GET", "lease"), "$-1\r\n")
+			if n := c.nextNote(); string(n.key) != "lease" || n.op != "DELETE" {
+				t.Fatalf("notification %s %s, want lease DELETE", n.key, n.op)
+			}
+		})
+	}
+}
