@@ -87,6 +87,7 @@ type journal struct {
 	log       *slog.Logger
 	compactAt int64    // segment size that asks for a snapshot
 	lock      *os.File // the directory lock, held until close
+	syncFile  func(*os.File) error
 
 	kick    chan struct{} // cap 1: records or a retired segment to sync
 	compact chan struct{} // cap 1: the segment passed compactAt
@@ -109,7 +110,7 @@ type journal struct {
 
 func newJournal(dir string, policy FsyncPolicy, interval time.Duration, compactAt int64, log *slog.Logger) *journal {
 	return &journal{
-		dir: dir, policy: policy, interval: interval, compactAt: compactAt, log: log,
+		dir: dir, policy: policy, interval: interval, compactAt: compactAt, log: log, syncFile: (*os.File).Sync,
 		kick: make(chan struct{}, 1), compact: make(chan struct{}, 1), stop: make(chan struct{}),
 		fatal: make(chan error, 1), syncedCh: make(chan struct{}),
 	}
@@ -314,21 +315,21 @@ func (j *journal) syncRound(sync bool) {
 		j.mu.Unlock()
 		return
 	}
-	target, f, retired := j.end, j.f, j.retired
+	target, f, retired, syncFile := j.end, j.f, j.retired, j.syncFile
 	j.retired = nil
 	pending := target > j.synced || len(retired) > 0
 	j.mu.Unlock()
 	var err error
 	for _, r := range retired {
 		if sync && err == nil {
-			err = r.Sync()
+			err = syncFile(r)
 		}
 		if cerr := r.Close(); err == nil {
 			err = cerr
 		}
 	}
 	if sync && pending && err == nil {
-		err = f.Sync()
+		err = syncFile(f)
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()

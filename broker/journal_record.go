@@ -188,9 +188,12 @@ func (d *decoder) byte() byte {
 	return c
 }
 
+// uvarint and varint accept only the shortest encoding, so that a record
+// has exactly one valid form.
 func (d *decoder) uvarint() uint64 {
 	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
+	var buf [binary.MaxVarintLen64]byte
+	if n <= 0 || n != binary.PutUvarint(buf[:], v) {
 		d.fail("bad uvarint")
 		return 0
 	}
@@ -200,7 +203,8 @@ func (d *decoder) uvarint() uint64 {
 
 func (d *decoder) varint() int64 {
 	v, n := binary.Varint(d.b)
-	if n <= 0 {
+	var buf [binary.MaxVarintLen64]byte
+	if n <= 0 || n != binary.PutVarint(buf[:], v) {
 		d.fail("bad varint")
 		return 0
 	}
@@ -237,7 +241,7 @@ func (d *decoder) hlc() hlc.HLC {
 // Frame reading errors.
 var (
 	// errTorn: the file ends inside a frame (a write cut short).
-	errTorn = errors.New("incomplete record at the end of the file")
+	errTorn = errors.New("record runs past the end of the file")
 	// errBadFrame: a length out of range or a CRC that does not match.
 	errBadFrame = errors.New("damaged record (bad length or checksum)")
 )
@@ -272,11 +276,8 @@ func (fr *frameReader) next() (payload []byte, start int64, err error) {
 	if size == 0 || size > maxRecord {
 		return nil, start, errBadFrame
 	}
-	if cap(fr.buf) < int(size) {
-		fr.buf = make([]byte, size)
-	}
-	p := fr.buf[:size]
-	if _, err := io.ReadFull(fr.r, p); err != nil {
+	p, err := fr.read(int(size))
+	if err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) || err == io.EOF {
 			return nil, start, errTorn
 		}
@@ -290,6 +291,37 @@ func (fr *frameReader) next() (payload []byte, start int64, err error) {
 		fr.buf = nil // p stays valid; the next small record gets a small buffer
 	}
 	return p, start, nil
+}
+
+// read reads n bytes into the frame buffer. Beyond 64 KiB the buffer grows
+// with the data read, so a damaged length near maxRecord costs no more
+// memory than the file holds.
+func (fr *frameReader) read(n int) ([]byte, error) {
+	const chunk = 64 << 10
+	if n <= chunk {
+		if cap(fr.buf) < n {
+			fr.buf = make([]byte, chunk)
+		}
+		p := fr.buf[:n]
+		_, err := io.ReadFull(fr.r, p)
+		return p, err
+	}
+	p := fr.buf[:0]
+	for len(p) < n {
+		if len(p) == cap(p) { // double, from 64 KiB, up to n
+			p = append(p, make([]byte, min(max(cap(p), chunk), n-len(p)))...)[:len(p)]
+		}
+		m, err := io.ReadFull(fr.r, p[len(p):min(cap(p), n)])
+		p = p[:len(p)+m]
+		if err != nil {
+			if len(p) > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+	fr.buf = p
+	return p, nil
 }
 
 // nextValidFrame returns the offset in b of the first complete frame with a

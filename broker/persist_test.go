@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"os"
 	"testing"
 	"time"
 
@@ -87,4 +88,96 @@ func TestRestartKeepsKeysVersionsExpiriesAndFences(t *testing.T) {
 			}
 		})
 	}
+}
+
+// heldFsync blocks every fsync until released, and says when one started.
+type heldFsync struct {
+	started chan struct{}
+	release chan struct{}
+}
+
+func holdFsync(t *testing.T, b *broker.Broker) *heldFsync {
+	h := &heldFsync{started: make(chan struct{}, 64), release: make(chan struct{})}
+	broker.SetFsync(b, func(f *os.File) error {
+		select {
+		case h.started <- struct{}{}:
+		default:
+		}
+		<-h.release
+		return f.Sync()
+	})
+	t.Cleanup(h.free)
+	return h
+}
+
+func (h *heldFsync) free() {
+	select {
+	case <-h.release:
+	default:
+		close(h.release)
+	}
+}
+
+func (h *heldFsync) waitStarted(t *testing.T) {
+	t.Helper()
+	select {
+	case <-h.started:
+	case <-time.After(wait):
+		t.Fatal("no fsync started")
+	}
+}
+
+// callAsync runs a request on another goroutine.
+func callAsync(c *client, args ...string) <-chan result {
+	out := make(chan result, 1)
+	go func() {
+		r, err := c.tryCall(args...)
+		if err != nil {
+			c.t.Errorf("%v", err)
+		}
+		out <- r
+	}()
+	return out
+}
+
+// Under FsyncAlways the reply to a SET, and its notification, leave only
+// after the fsync that covers the SET returned; a GET of the key from
+// another client waits too (it would show a state a crash could undo).
+// Under FsyncInterval nothing waits.
+func TestRepliesWaitForFsync(t *testing.T) {
+	t.Run("always", func(t *testing.T) {
+		b := brokertest.Start(t, withData(t.TempDir(), broker.FsyncAlways))
+		h := holdFsync(t, b)
+		a, other := dial(t, b), dial(t, b)
+		expectPayload(t, a.call("KEYNOTIFY", "k"), "+OK\r\n")
+		set := callAsync(a, "SET", "k", "v")
+		h.waitStarted(t) // the SET is journaled and its fsync is held
+		get := callAsync(other, "GET", "k")
+		// Nothing may arrive while the fsync is held. (A short look: a
+		// broken broker would answer at once.)
+		select {
+		case r := <-set:
+			t.Fatalf("SET answered before its fsync returned: %s", r)
+		case r := <-get:
+			t.Fatalf("GET answered before the SET's fsync returned: %s", r)
+		case n := <-a.notes:
+			t.Fatalf("notification %s %s before the SET's fsync returned", n.key, n.op)
+		case <-time.After(200 * time.Millisecond):
+		}
+		h.free()
+		expectPayload(t, <-set, "+OK\r\n")
+		expectPayload(t, <-get, "$1\r\nv\r\n")
+		if n := a.nextNote(); string(n.key) != "k" || n.op != "SET" {
+			t.Fatalf("notification %s %s", n.key, n.op)
+		}
+	})
+	t.Run("interval", func(t *testing.T) {
+		b := brokertest.Start(t, withData(t.TempDir(), broker.FsyncInterval), func(c *broker.Config) { c.FsyncInterval = time.Millisecond })
+		h := holdFsync(t, b)
+		c := dial(t, b)
+		expectPayload(t, c.call("SET", "k", "v"), "+OK\r\n")
+		h.waitStarted(t) // held from now on
+		expectPayload(t, c.call("SET", "k", "w"), "+OK\r\n")
+		expectPayload(t, c.call("GET", "k"), "$1\r\nw\r\n")
+	})
 }
