@@ -1,12 +1,17 @@
 package broker_test
 
 import (
+	"errors"
+	"log/slog"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/ssrun/ssrun/broker"
 	"github.com/ssrun/ssrun/broker/brokertest"
+	"github.com/ssrun/ssrun/protocol/resp"
 	"github.com/ssrun/ssrun/protocol/wire"
 )
 
@@ -180,4 +185,79 @@ func TestRepliesWaitForFsync(t *testing.T) {
 		expectPayload(t, c.call("SET", "k", "w"), "+OK\r\n")
 		expectPayload(t, c.call("GET", "k"), "$1\r\nw\r\n")
 	})
+}
+
+// count returns how many messages contain sub.
+func (l *logCapture) count(sub string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, m := range l.msgs {
+		if strings.Contains(m, sub) {
+			n++
+		}
+	}
+	return n
+}
+
+// Without a data directory the broker says at start that keys live in
+// memory, and says once that aio-persistence is not honoured. With one it
+// says where they are kept and honours every SET.
+func TestSaysWhereKeysLive(t *testing.T) {
+	const warning = "asked for aio-persistence, but the state store keeps keys in memory only"
+	persisted := func(c *client, key string) {
+		p := c.request(resp.EncodeRequest([]byte("SET"), []byte(key), []byte("v")))
+		p.Properties.User.Add(wire.PropPersistence, "true")
+		expectPayload(t, c.mustExchange(p), "+OK\r\n")
+	}
+	logs := &logCapture{}
+	b := brokertest.Start(t, withLogs(logs))
+	if !logs.has("INFO state store in memory only: keys are lost when the broker stops") {
+		t.Fatalf("no in-memory notice at start: %q", logs.msgs)
+	}
+	c := dial(t, b)
+	expectPayload(t, c.call("SET", "plain", "v"), "+OK\r\n")
+	if logs.count(warning) != 0 {
+		t.Fatal("aio-persistence warning without the property")
+	}
+	persisted(c, "a")
+	persisted(c, "b")
+	if n := logs.count("WARN a SET " + warning); n != 1 {
+		t.Fatalf("%d aio-persistence warnings after two such SETs, want 1: %q", n, logs.msgs)
+	}
+
+	logs = &logCapture{}
+	b = brokertest.Start(t, withLogs(logs), withData(t.TempDir(), broker.FsyncAlways))
+	if !logs.has("INFO state store persisted") || logs.has("in memory only") {
+		t.Fatalf("start logs with a data directory: %q", logs.msgs)
+	}
+	persisted(dial(t, b), "a")
+	if logs.count(warning) != 0 {
+		t.Fatal("aio-persistence warning with a data directory")
+	}
+}
+
+// A second broker on a directory in use is refused with an error naming
+// the lock; once the first closes, the directory is free.
+func TestSecondBrokerOnSameDataDirRefused(t *testing.T) {
+	dir := t.TempDir()
+	first := brokertest.Start(t, withData(dir, broker.FsyncAlways))
+	_, err := broker.New(broker.Config{DataDir: dir, Logger: slog.New(slog.DiscardHandler)})
+	if !errors.Is(err, broker.ErrDataLocked) || !strings.Contains(err.Error(), filepath.Join(dir, "LOCK")) ||
+		!strings.Contains(err.Error(), "data directory "+dir) {
+		t.Fatalf("second broker: %v", err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	second, err := broker.New(broker.Config{DataDir: dir, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatalf("after the first closed: %v", err)
+	}
+	if err := second.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := broker.New(broker.Config{DataDir: dir, Fsync: 7}); !errors.Is(err, broker.ErrConfig) {
+		t.Fatalf("unknown fsync policy: %v", err)
+	}
 }
