@@ -128,6 +128,10 @@ type Config struct {
 	// FsyncInterval is the period of FsyncInterval; DefaultFsyncInterval
 	// when zero.
 	FsyncInterval time.Duration
+	// SnapshotBytes is the journal size at which a snapshot replaces it
+	// (bounding the directory and the recovery time);
+	// DefaultSnapshotBytes when zero.
+	SnapshotBytes int64
 }
 
 // DefaultConnectTimeout is the CONNECT deadline used when
@@ -197,6 +201,12 @@ func New(cfg Config) (*Broker, error) {
 	}
 	if cfg.Fsync > FsyncNever || cfg.FsyncInterval < 0 {
 		return nil, fmt.Errorf("%w: fsync policy %v every %v", ErrConfig, cfg.Fsync, cfg.FsyncInterval)
+	}
+	if cfg.SnapshotBytes == 0 {
+		cfg.SnapshotBytes = DefaultSnapshotBytes
+	}
+	if cfg.SnapshotBytes < 0 {
+		return nil, fmt.Errorf("%w: snapshot size %d", ErrConfig, cfg.SnapshotBytes)
 	}
 	b := &Broker{cfg: cfg, log: cfg.Logger}
 	local := false

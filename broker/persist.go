@@ -93,9 +93,10 @@ var (
 // errTextNotPersisted is the -ERR text of a change the journal refused.
 const errTextNotPersisted = "the state store could not persist the change"
 
-// defaultCompactAt is the segment size at which a snapshot replaces the
-// journal written so far.
-const defaultCompactAt = 64 << 20
+// DefaultSnapshotBytes is the journal size at which a snapshot replaces it,
+// when Config.SnapshotBytes is zero. Recovery reads at most about this much
+// journal besides the snapshot.
+const DefaultSnapshotBytes = 64 << 20
 
 // notDurable is the position of a change the journal failed to record:
 // nothing that reports it is ever sent.
@@ -106,13 +107,14 @@ type persistConfig struct {
 	dir       string
 	policy    FsyncPolicy
 	interval  time.Duration // FsyncInterval period
-	compactAt int64         // 0: defaultCompactAt
+	compactAt int64         // 0: DefaultSnapshotBytes
 	log       *slog.Logger
 }
 
 // openData opens Config.DataDir and recovers the store from it.
 func (b *Broker) openData() error {
-	rec, err := b.store.openData(persistConfig{dir: b.cfg.DataDir, policy: b.cfg.Fsync, interval: b.cfg.FsyncInterval, log: b.log})
+	rec, err := b.store.openData(persistConfig{dir: b.cfg.DataDir, policy: b.cfg.Fsync, interval: b.cfg.FsyncInterval,
+		compactAt: b.cfg.SnapshotBytes, log: b.log})
 	if err != nil {
 		return fmt.Errorf("broker: data directory %s: %w", b.cfg.DataDir, err)
 	}

@@ -47,7 +47,7 @@ const restoreNode = "recovered"
 func (s *store) openData(pc persistConfig) (rec recovery, err error) {
 	t0 := time.Now()
 	if pc.compactAt <= 0 {
-		pc.compactAt = defaultCompactAt
+		pc.compactAt = DefaultSnapshotBytes
 	}
 	if err := os.MkdirAll(pc.dir, 0o700); err != nil {
 		return rec, fmt.Errorf("create data directory: %w", err)
