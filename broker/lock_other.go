@@ -1,4 +1,4 @@
-//go:build !unix
+//go:build !unix || solaris || aix
 
 package broker
 
@@ -7,10 +7,11 @@ import (
 	"os"
 )
 
-// lockDir refuses: without flock the broker cannot keep a second one off
-// the same directory, nor sync a directory, so persistence is unix-only.
+// lockDir refuses: without flock(2) the broker cannot keep a second one off
+// the same directory (nor, on Windows, sync a directory), so persistence is
+// offered on Linux, macOS and the BSDs only.
 func lockDir(dir string) (*os.File, error) {
-	return nil, errors.New("persistence (Config.DataDir, --data) is only supported on unix systems")
+	return nil, errors.New("persistence (Config.DataDir, --data) is supported on Linux, macOS and the BSDs only")
 }
 
 func unlockDir(f *os.File) error { return nil }

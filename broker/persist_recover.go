@@ -49,8 +49,8 @@ func (s *store) openData(pc persistConfig) (rec recovery, err error) {
 	if pc.compactAt <= 0 {
 		pc.compactAt = DefaultSnapshotBytes
 	}
-	if err := os.MkdirAll(pc.dir, 0o700); err != nil {
-		return rec, fmt.Errorf("create data directory: %w", err)
+	if err := makeDir(pc.dir); err != nil {
+		return rec, err
 	}
 	lock, err := lockDir(pc.dir)
 	if err != nil {
@@ -146,6 +146,18 @@ func (s *store) openData(pc persistConfig) (rec recovery, err error) {
 	removeObsolete(pc.dir, first, pc.log)
 	rec.took = time.Since(t0)
 	return rec, nil
+}
+
+// makeDir creates dir if missing, durably: its entry in the parent
+// directory is synced, or a power loss could take the whole directory.
+func makeDir(dir string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create data directory: %w", err)
+	}
+	return syncDir(filepath.Dir(filepath.Clean(dir)))
 }
 
 // listData returns the numbered files of dir and removes leftover
