@@ -16,8 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eclipse/paho.golang/paho"
-
 	"github.com/ssrun/ssrun/internal/gobuild"
 	"github.com/ssrun/ssrun/protocol/hlc"
 	"github.com/ssrun/ssrun/protocol/resp"
@@ -261,51 +259,6 @@ func (m *crashModel) count(n *int) {
 	m.mu.Unlock()
 }
 
-// exchangeLive is client.exchange that also gives up when the connection
-// drops (the broker was killed): no waiting out a timeout for a reply that
-// cannot come.
-func (c *client) exchangeLive(ft string, args ...string) (result, error) {
-	p := c.request(resp.EncodeRequest(toBytes(args)...))
-	if ft != "" {
-		p.Properties.User.Add(wire.PropFencingToken, ft)
-	}
-	corr := string(p.Properties.CorrelationData)
-	ch := make(chan *paho.Publish, 1)
-	c.mu.Lock()
-	c.pending[corr] = ch
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		delete(c.pending, corr)
-		c.mu.Unlock()
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	watched := make(chan struct{})
-	defer func() {
-		cancel()
-		<-watched
-	}()
-	go func() { // paho's Publish waits out its context for a PUBACK that cannot come
-		defer close(watched)
-		select {
-		case <-c.pc.Done():
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	if _, err := c.pc.Publish(ctx, p); err != nil {
-		return result{}, err
-	}
-	select {
-	case rp := <-ch:
-		return decode(c, rp), nil
-	case <-c.pc.Done():
-		return result{}, fmt.Errorf("connection lost")
-	case <-ctx.Done():
-		return result{}, ctx.Err()
-	}
-}
-
 // run lets the workers write until the broker is killed at a random moment
 // after each of them had a write acknowledged.
 func (m *crashModel) run(t *testing.T, ch *child, rng *rand.Rand) {
@@ -409,9 +362,20 @@ func (m *crashModel) step(c *client, w *crashWorker, rng *rand.Rand) (ok bool, e
 	}
 	st := w.keys[p.key]
 	w.pending = possibleEffect(p, st, args)
-	r, err := c.exchangeLive(ft, args...)
+	req := c.request(resp.EncodeRequest(toBytes(args)...))
+	if ft != "" {
+		req.Properties.User.Add(wire.PropFencingToken, ft)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	r, _, err := c.exchange(ctx, req)
+	cancel()
 	if err != nil {
-		return false, nil
+		select {
+		case <-c.pc.Done():
+			return false, nil // the broker is gone
+		default:
+			return false, fmt.Errorf("worker %d: %q: %w", w.id, args, err)
+		}
 	}
 	w.pending = nil
 	m.count(&m.acked)

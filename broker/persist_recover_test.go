@@ -134,6 +134,44 @@ func (d *dstore) dump() string {
 	return strings.Join(lines, "\n")
 }
 
+// reopen opens dir again and fails unless it holds want (a dump).
+func reopen(t *testing.T, dir string, clk *clockT, want string) *dstore {
+	t.Helper()
+	d := openDir(t, dir, clk)
+	if got := d.dump(); got != want {
+		t.Fatalf("recovered\n%s\nwant\n%s", got, want)
+	}
+	return d
+}
+
+// writeAgain sets a new key, closes the store and reopens it: the journal
+// must go on cleanly after whatever recovery did to it.
+func (d *dstore) writeAgain(dir string) *dstore {
+	d.t.Helper()
+	d.set("after", "x")
+	want := d.dump()
+	d.close()
+	return reopen(d.t, dir, d.clk, want)
+}
+
+// oneKeyDir returns a directory whose journal holds one SET.
+func oneKeyDir(t *testing.T) (string, *clockT) {
+	t.Helper()
+	dir, clk := t.TempDir(), &clockT{t: t0}
+	d := openDir(t, dir, clk)
+	d.set("a", "1")
+	d.close()
+	return dir, clk
+}
+
+// refuses fails unless opening dir fails with ErrDataCorrupt saying want.
+func refuses(t *testing.T, dir string, clk *clockT, want string) {
+	t.Helper()
+	if _, err := tryOpenDir(t, dir, clk); !errors.Is(err, ErrDataCorrupt) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("open: %v\nwant ErrDataCorrupt saying %q", err, want)
+	}
+}
+
 func segPath(dir string, seq uint64) string { return filepath.Join(dir, segmentName(seq)) }
 
 // frameOffsets returns the offset of every frame in a segment.
@@ -206,10 +244,7 @@ func TestRecoverState(t *testing.T) {
 	want := d.dump()
 	d.close()
 
-	d = openDir(t, dir, clk)
-	if got := d.dump(); got != want {
-		t.Fatalf("recovered\n%s\nwant\n%s", got, want)
-	}
+	d = reopen(t, dir, clk, want)
 	if d.rec.keys != 5 || d.rec.segments != 1 || d.rec.records != 11 || d.rec.torn != "" {
 		t.Fatalf("recovery summary %+v", d.rec)
 	}
@@ -244,10 +279,7 @@ func TestRecoverCutsTornTail(t *testing.T) {
 			good := fileSize(t, segPath(dir, 1))
 			appendFile(t, segPath(dir, 1), tc.tail)
 
-			d = openDir(t, dir, clk)
-			if got := d.dump(); got != want {
-				t.Fatalf("recovered\n%s\nwant\n%s", got, want)
-			}
+			d = reopen(t, dir, clk, want)
 			if !strings.Contains(d.rec.torn, fmt.Sprintf("%s at offset %d (%d bytes)", segPath(dir, 1), good, len(tc.tail))) {
 				t.Fatalf("torn tail reported as %q", d.rec.torn)
 			}
@@ -257,12 +289,8 @@ func TestRecoverCutsTornTail(t *testing.T) {
 			if got := fileSize(t, segPath(dir, 1)); got != good {
 				t.Fatalf("segment is %d bytes after recovery, want %d", got, good)
 			}
-			d.set("c", "3")
-			want = d.dump()
-			d.close()
-			d = openDir(t, dir, clk)
-			if got := d.dump(); got != want || d.rec.torn != "" {
-				t.Fatalf("after writing past the cut: %q (torn %q), want\n%s", got, d.rec.torn, want)
+			if d = d.writeAgain(dir); d.rec.torn != "" {
+				t.Fatalf("torn tail again after writing past the cut: %q", d.rec.torn)
 			}
 		})
 	}
@@ -311,24 +339,13 @@ func TestRecoverRefusesDamageInTheMiddle(t *testing.T) {
 		})
 	}
 	t.Run("record that decodes wrong", func(t *testing.T) {
-		dir := t.TempDir()
-		clk := &clockT{t: t0}
-		d := openDir(t, dir, clk)
-		d.set("a", "1")
-		d.close()
+		dir, clk := oneKeyDir(t)
 		// A well-framed record of a kind a journal never holds.
 		appendFile(t, segPath(dir, 1), appendFrame(nil, &record{kind: recEnd, count: 1}))
-		_, err := tryOpenDir(t, dir, clk)
-		if !errors.Is(err, ErrDataCorrupt) || !strings.Contains(err.Error(), "unexpected record kind 4") {
-			t.Fatalf("open: %v", err)
-		}
+		refuses(t, dir, clk, "unexpected record kind 4")
 	})
 	t.Run("torn segment followed by records", func(t *testing.T) {
-		dir := t.TempDir()
-		clk := &clockT{t: t0}
-		d := openDir(t, dir, clk)
-		d.set("a", "1")
-		d.close()
+		dir, clk := oneKeyDir(t)
 		appendFile(t, segPath(dir, 1), []byte{9, 0, 0})
 		next, err := createSegment(dir, 2)
 		if err != nil {
@@ -336,17 +353,10 @@ func TestRecoverRefusesDamageInTheMiddle(t *testing.T) {
 		}
 		_, _ = next.Write(appendFrame(nil, &record{kind: recDelete, key: "a", version: hlc.HLC{Wall: t0.UnixMilli() + 1, Node: nodeID}}))
 		_ = next.Close()
-		_, err = tryOpenDir(t, dir, clk)
-		if !errors.Is(err, ErrDataCorrupt) || !strings.Contains(err.Error(), "later journal segments hold records") {
-			t.Fatalf("open: %v", err)
-		}
+		refuses(t, dir, clk, "later journal segments hold records")
 	})
 	t.Run("missing segment", func(t *testing.T) {
-		dir := t.TempDir()
-		clk := &clockT{t: t0}
-		d := openDir(t, dir, clk)
-		d.set("a", "1")
-		d.close()
+		dir, clk := oneKeyDir(t)
 		for _, seq := range []uint64{2, 3} {
 			f, err := createSegment(dir, seq)
 			if err != nil {
@@ -357,20 +367,14 @@ func TestRecoverRefusesDamageInTheMiddle(t *testing.T) {
 		if err := os.Remove(segPath(dir, 2)); err != nil {
 			t.Fatal(err)
 		}
-		_, err := tryOpenDir(t, dir, clk)
-		if !errors.Is(err, ErrDataCorrupt) || !strings.Contains(err.Error(), segmentName(2)+" is missing") {
-			t.Fatalf("open: %v", err)
-		}
+		refuses(t, dir, clk, segmentName(2)+" is missing")
 	})
 	t.Run("not a journal", func(t *testing.T) {
 		dir := t.TempDir()
 		if err := os.WriteFile(segPath(dir, 1), []byte("hello, world"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		_, err := tryOpenDir(t, dir, &clockT{t: t0})
-		if !errors.Is(err, ErrDataCorrupt) || !strings.Contains(err.Error(), "not an ssrun journal segment") {
-			t.Fatalf("open: %v", err)
-		}
+		refuses(t, dir, &clockT{t: t0}, "not an ssrun journal segment")
 	})
 }
 
@@ -402,10 +406,7 @@ func TestCompaction(t *testing.T) {
 		t.Fatalf("files %q, want %q", names, want)
 	}
 
-	d = openDir(t, dir, clk)
-	if got := d.dump(); got != want {
-		t.Fatalf("recovered\n%s\nwant\n%s", got, want)
-	}
+	d = reopen(t, dir, clk, want)
 	if d.rec.snapshot != snapshotName(2) || d.rec.segments != 1 {
 		t.Fatalf("recovery summary %+v", d.rec)
 	}
@@ -417,10 +418,7 @@ func TestCompaction(t *testing.T) {
 	if names := dirNames(t, dir); !slices.Equal(names, []string{"LOCK", segmentName(3), snapshotName(3)}) {
 		t.Fatalf("files %q", names)
 	}
-	d = openDir(t, dir, clk)
-	if got := d.dump(); got != want {
-		t.Fatalf("recovered from the second snapshot\n%s\nwant\n%s", got, want)
-	}
+	reopen(t, dir, clk, want)
 }
 
 // The compaction loop snapshots on its own once a segment passes its size
@@ -473,31 +471,14 @@ func TestRecoverInterruptedCompaction(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = f.Close()
-		d := openDir(t, dir, clk)
-		if got := d.dump(); got != want {
-			t.Fatalf("recovered\n%s\nwant\n%s", got, want)
-		}
-		d.set("after", "x")
-		want = d.dump()
-		d.close()
-		d = openDir(t, dir, clk)
-		if got := d.dump(); got != want {
-			t.Fatalf("recovered\n%s\nwant\n%s", got, want)
-		}
+		reopen(t, dir, clk, want).writeAgain(dir)
 	})
 	t.Run("new segment without its magic", func(t *testing.T) {
 		dir, clk, want := setup(t)
 		if err := os.WriteFile(segPath(dir, 2), []byte("SSR"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		d := openDir(t, dir, clk)
-		d.set("after", "x")
-		want = d.dump()
-		d.close()
-		d = openDir(t, dir, clk)
-		if got := d.dump(); got != want {
-			t.Fatalf("recovered\n%s\nwant\n%s", got, want)
-		}
+		reopen(t, dir, clk, want).writeAgain(dir)
 	})
 	t.Run("snapshot half written", func(t *testing.T) {
 		dir, clk, want := setup(t)
@@ -505,10 +486,7 @@ func TestRecoverInterruptedCompaction(t *testing.T) {
 		if err := os.WriteFile(tmp, []byte(snapshotMagic+"garbage"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		d := openDir(t, dir, clk)
-		if got := d.dump(); got != want {
-			t.Fatalf("recovered\n%s\nwant\n%s", got, want)
-		}
+		reopen(t, dir, clk, want)
 		if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("temporary snapshot left: %v", err)
 		}
@@ -529,11 +507,7 @@ func TestRecoverInterruptedCompaction(t *testing.T) {
 		if err := os.WriteFile(segPath(dir, 1), old, 0o600); err != nil { // as if the removal never happened
 			t.Fatal(err)
 		}
-		d = openDir(t, dir, clk)
-		if got := d.dump(); got != want {
-			t.Fatalf("recovered\n%s\nwant\n%s", got, want)
-		}
-		d.close()
+		reopen(t, dir, clk, want).close()
 		if names := dirNames(t, dir); !slices.Equal(names, []string{"LOCK", segmentName(2), snapshotName(2)}) {
 			t.Fatalf("files %q", names)
 		}
@@ -554,10 +528,7 @@ func TestRecoverInterruptedCompaction(t *testing.T) {
 		if err := os.WriteFile(path, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		_, err = tryOpenDir(t, dir, clk)
-		if !errors.Is(err, ErrDataCorrupt) || !strings.Contains(err.Error(), path+" at offset ") {
-			t.Fatalf("open: %v", err)
-		}
+		refuses(t, dir, clk, path+" at offset ")
 	})
 }
 
