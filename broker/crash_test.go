@@ -370,11 +370,11 @@ func (m *crashModel) step(c *client, w *crashWorker, rng *rand.Rand) (ok bool, e
 	r, _, err := c.exchange(ctx, req)
 	cancel()
 	if err != nil {
-		select {
+		select { // paho may report the lost connection before it closes Done
 		case <-c.pc.Done():
 			return false, nil // the broker is gone
-		default:
-			return false, fmt.Errorf("worker %d: %q: %w", w.id, args, err)
+		case <-time.After(wait):
+			return false, fmt.Errorf("worker %d: %q: %w (and the connection is still up)", w.id, args, err)
 		}
 	}
 	w.pending = nil
