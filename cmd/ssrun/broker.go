@@ -23,7 +23,7 @@ type brokerFlags struct {
 
 	data, fsync   string // persistence
 	fsyncInterval time.Duration
-	snapshotBytes int64
+	snapshotBytes sizeFlag
 }
 
 func (f *brokerFlags) register(cmd *cobra.Command) {
@@ -40,7 +40,7 @@ func (f *brokerFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.data, "data", "", "keep the keys in this directory across restarts and crashes (default: in memory only)")
 	fs.StringVar(&f.fsync, "fsync", "always", "with --data, when changes reach the disk: always (before each reply), interval (every --fsync-interval), never (left to the OS)")
 	fs.DurationVar(&f.fsyncInterval, "fsync-interval", broker.DefaultFsyncInterval, "period of --fsync interval")
-	fs.Int64Var(&f.snapshotBytes, "snapshot-bytes", broker.DefaultSnapshotBytes, "with --data, journal size in bytes at which a snapshot replaces it")
+	fs.Var(&f.snapshotBytes, "snapshot-bytes", "with --data, journal size at which a snapshot replaces it, e.g. 16MiB (default 64MiB)")
 }
 
 // persistence returns the store's persistence settings from the flags.
@@ -52,8 +52,8 @@ func (f *brokerFlags) persistence() (broker.FsyncPolicy, error) {
 	if f.fsyncInterval <= 0 {
 		return 0, usageError("--fsync-interval %v: must be positive", f.fsyncInterval)
 	}
-	if f.snapshotBytes <= 0 {
-		return 0, usageError("--snapshot-bytes %d: must be positive", f.snapshotBytes)
+	if f.snapshotBytes < 0 {
+		return 0, usageError("--snapshot-bytes: must be a positive size")
 	}
 	return policy, nil
 }
@@ -80,7 +80,7 @@ func (a *app) startBroker(f *brokerFlags) (*broker.Broker, error) {
 		DataDir:       f.data,
 		Fsync:         fsync,
 		FsyncInterval: f.fsyncInterval,
-		SnapshotBytes: f.snapshotBytes,
+		SnapshotBytes: int64(f.snapshotBytes),
 	})
 	if err != nil {
 		return nil, err

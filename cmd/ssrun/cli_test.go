@@ -360,7 +360,7 @@ func TestBrokerData(t *testing.T) {
 	if r := runCLI(t, "", "kv", "--broker", addr, "get", "k"); r.code != 0 || r.stdout != "kept\n" {
 		t.Fatalf("get after restart: %+v", r)
 	}
-	for _, args := range [][]string{{"--fsync", "sometimes"}, {"--fsync-interval", "0s"}} {
+	for _, args := range [][]string{{"--fsync", "sometimes"}, {"--fsync-interval", "0s"}, {"--snapshot-bytes", "-1"}, {"--snapshot-bytes", "lots"}} {
 		if r := runCLI(t, "", append([]string{"broker", "--listen", "127.0.0.1:0", "--data", t.TempDir()}, args...)...); r.code != 2 || !strings.Contains(r.stderr, args[0]) {
 			t.Fatalf("%q: %+v", args, r)
 		}
