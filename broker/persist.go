@@ -65,7 +65,11 @@ import (
 //   - The clock restarts at least at the highest version, deletion tick and
 //     fencing token in the data, and at the high-water mark a snapshot
 //     records: versions keep increasing even if the wall clock stepped back
-//     (clockFloor).
+//     (clockFloor). Every version the store hands out (SET, and the tick of
+//     a DELETE notification) is journaled, so this covers all of them, with
+//     one exception: an OS crash under FsyncInterval or FsyncNever loses the
+//     unsynced window, versions included; the clock then restarts from the
+//     wall clock, which is past them unless it also stepped back.
 //   - One broker per directory: a flock on DIR/LOCK (ErrDataLocked).
 //   - A failed write or fsync stops the journal for good (a failed fsync
 //     may have dropped the data it was to save): later changes are refused
