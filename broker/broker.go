@@ -6,7 +6,18 @@
 // in the broker and answered on their response topic through an internal
 // client; they are never forwarded to subscribers. Notifications are written
 // straight into the registered client's session, with or without a matching
-// subscription (§13.4). Keys expire actively. State lives in memory only.
+// subscription (§13.4). Keys expire actively.
+//
+// State lives in memory unless Config.DataDir names a data directory: then
+// every change is appended to a write-ahead journal before it is applied,
+// replies and notifications leave only once the change is durable under the
+// fsync policy (FsyncPolicy; group commit), snapshots replace the journal as
+// it grows, and a restart (clean, or after kill -9) recovers keys, values,
+// versions, expiry deadlines and fencing tokens, with the clock never going
+// back. A journal and snapshots rather than an embedded database: the store
+// is in memory already and needs only an ordered durable log of its changes,
+// which costs one write(2) per change and one fsync per group of changes.
+// persist.go has the design and its guarantees.
 //
 // Access is safe by default: on a loopback address the broker may run open;
 // elsewhere New refuses to start without a password file unless Insecure is
@@ -106,6 +117,21 @@ type Config struct {
 	// before it is closed; DefaultConnectTimeout when zero, none when
 	// negative.
 	ConnectTimeout time.Duration
+
+	// DataDir, when set, keeps the store in this directory (created if
+	// missing) across restarts and crashes; empty keeps it in memory. One
+	// broker at a time may use a directory. See persist.go.
+	DataDir string
+	// Fsync is when journaled changes are forced to stable storage:
+	// FsyncAlways (the zero value), FsyncInterval or FsyncNever.
+	Fsync FsyncPolicy
+	// FsyncInterval is the period of FsyncInterval; DefaultFsyncInterval
+	// when zero.
+	FsyncInterval time.Duration
+	// SnapshotBytes is the journal size at which a snapshot replaces it
+	// (bounding the directory and the recovery time);
+	// DefaultSnapshotBytes when zero.
+	SnapshotBytes int64
 }
 
 // DefaultConnectTimeout is the CONNECT deadline used when
@@ -129,7 +155,7 @@ type Broker struct {
 	addr    string
 	ln      *listener
 	cancel  context.CancelFunc
-	wg      sync.WaitGroup // the expiry loop and the ACL file watch
+	wg      sync.WaitGroup // the expiry loop, the ACL file watch and the compaction loop
 }
 
 // Stats is a snapshot of the store for inspection and tests.
@@ -169,6 +195,18 @@ func New(cfg Config) (*Broker, error) {
 		cfg.ConnectTimeout = DefaultConnectTimeout
 	case cfg.ConnectTimeout < 0:
 		cfg.ConnectTimeout = 0
+	}
+	if cfg.FsyncInterval == 0 {
+		cfg.FsyncInterval = DefaultFsyncInterval
+	}
+	if cfg.Fsync > FsyncNever || cfg.FsyncInterval < 0 {
+		return nil, fmt.Errorf("%w: fsync policy %v every %v", ErrConfig, cfg.Fsync, cfg.FsyncInterval)
+	}
+	if cfg.SnapshotBytes == 0 {
+		cfg.SnapshotBytes = DefaultSnapshotBytes
+	}
+	if cfg.SnapshotBytes < 0 {
+		return nil, fmt.Errorf("%w: snapshot size %d", ErrConfig, cfg.SnapshotBytes)
 	}
 	b := &Broker{cfg: cfg, log: cfg.Logger}
 	local := false
@@ -222,6 +260,11 @@ func New(cfg Config) (*Broker, error) {
 		Logger:       mochiLogger(cfg.Logger),
 	})
 	b.store = newStore(cfg.Now, quota{keys: cfg.Quota, bytes: cfg.MaxBytes})
+	if cfg.DataDir != "" {
+		if err := b.openData(); err != nil {
+			return nil, err
+		}
+	}
 	b.hook = &storeHook{
 		srv:        b.srv,
 		inline:     b.srv.NewClient(nil, mqtt.LocalListener, inlineClientID, true),
@@ -235,6 +278,7 @@ func New(cfg Config) (*Broker, error) {
 		b.hook.authz = newAuthz(b.srv, cfg.Logger, creds, policy)
 	}
 	if err := b.srv.AddHook(b.hook, nil); err != nil {
+		_ = b.store.closeData()
 		return nil, fmt.Errorf("broker: add store hook: %w", err)
 	}
 	return b, nil
@@ -316,6 +360,13 @@ func (b *Broker) Start() error {
 			aw.run(ctx)
 		}()
 	}
+	if b.store.j != nil {
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			b.store.compactLoop(ctx)
+		}()
+	}
 	b.addr = ln.Addr().String()
 	b.started = true
 	b.log.Info("state store broker listening", "addr", b.addr, "tls", b.tlsCfg != nil, "auth", b.cfg.PasswordFile != "",
@@ -323,6 +374,7 @@ func (b *Broker) Start() error {
 	if b.hook.authz != nil && b.cfg.PasswordFile == "" {
 		b.log.Warn("authorization without a password file: user names are taken as clients claim them, which is not secure")
 	}
+	b.logPersistence()
 	return nil
 }
 
@@ -351,7 +403,7 @@ func (b *Broker) Close() error {
 		}
 		_ = b.srv.Close()
 		b.hook.closeBoxes()
-		return nil
+		return b.store.closeData()
 	}
 	err := b.ln.stopAccepting()
 	// End every client before srv.Close: mochi's Clients.GetByListener,
@@ -382,6 +434,9 @@ func (b *Broker) Close() error {
 	b.cancel()
 	b.wg.Wait()
 	b.hook.closeBoxes()
+	if derr := b.store.closeData(); derr != nil {
+		return fmt.Errorf("broker: close data directory: %w", derr)
+	}
 	if err != nil {
 		return fmt.Errorf("broker: close listener: %w", err)
 	}

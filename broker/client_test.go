@@ -256,14 +256,28 @@ func (r result) String() string {
 }
 
 // exchange publishes p (its correlation data must be set) and waits for the
-// response with the same correlation data.
+// response with the same correlation data. It gives up at once when the
+// connection drops (paho's Publish would wait out ctx for a PUBACK that
+// cannot come).
 func (c *client) exchange(ctx context.Context, p *paho.Publish) (result, *paho.PublishResponse, error) {
 	corr := string(p.Properties.CorrelationData)
 	ch := make(chan *paho.Publish, 1)
 	c.mu.Lock()
 	c.pending[corr] = ch
 	c.mu.Unlock()
+	ctx, cancel := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-c.pc.Done():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	defer func() {
+		cancel()
+		<-watched
 		c.mu.Lock()
 		delete(c.pending, corr)
 		c.mu.Unlock()
@@ -274,7 +288,7 @@ func (c *client) exchange(ctx context.Context, p *paho.Publish) (result, *paho.P
 	}
 	select {
 	case <-ctx.Done():
-		return result{}, pr, fmt.Errorf("waiting for the response: %w", ctx.Err())
+		return result{}, pr, fmt.Errorf("waiting for the response: %w", context.Cause(ctx))
 	case rp := <-ch:
 		return decode(c, rp), pr, nil
 	}

@@ -40,6 +40,7 @@ type reply struct {
 	payload    []byte
 	version    hlc.HLC
 	hasVersion bool
+	pos        uint64 // journal position to be durable before it is sent
 }
 
 func errReply(text string) reply { return reply{payload: resp.AppendError(nil, text)} }
@@ -240,6 +241,8 @@ func storeErrReply(err error) reply {
 		return errReply(wire.ErrTextTimestampSkew)
 	case errors.Is(err, hlc.ErrMalformed):
 		return errReply(wire.ErrTextTimestampMalformed)
+	case errors.Is(err, errNotPersisted):
+		return errReply(errTextNotPersisted)
 	}
 	return errReply("internal error: " + err.Error()) // unreachable: every store error is mapped above
 }

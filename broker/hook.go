@@ -269,7 +269,7 @@ func (h *storeHook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packe
 			{Key: wire.PropRequestVer, Val: v},
 			{Key: wire.PropSupportedVer, Val: wire.SupportedMajorVersions},
 			{Key: wire.PropProtVer, Val: wire.ProtocolVersion},
-		})
+		}, 0)
 		return pk, packets.CodeSuccessIgnore
 	}
 	if len(pk.Properties.CorrelationData) == 0 {
@@ -278,7 +278,7 @@ func (h *storeHook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packe
 			{Key: wire.PropStatusMsg, Val: "the request has no correlation data"},
 			{Key: wire.PropName, Val: "Correlation Data"},
 			{Key: wire.PropProtVer, Val: wire.ProtocolVersion},
-		})
+		}, 0)
 		return pk, packets.CodeSuccessIgnore
 	}
 
@@ -303,7 +303,7 @@ func (h *storeHook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packe
 	if r.hasVersion {
 		props = append(props, packets.UserProperty{Key: wire.PropTimestamp, Val: r.version.String()})
 	}
-	h.respond(cl, rt, pk, r.payload, props)
+	h.respond(cl, rt, pk, r.payload, props, r.pos)
 	return pk, packets.CodeSuccessIgnore
 }
 
@@ -318,7 +318,10 @@ func (h *storeHook) execute(cl *mqtt.Client, pk packets.Packet) reply {
 	if v, ok := userProp(pk.Properties.User, wire.PropFencingToken); ok {
 		req.ft = &v
 	}
-	return h.store.execute(req)
+	h.notePersistRequest(cl, &pk)
+	r := h.store.execute(req)
+	r.pos = h.store.replyPos()
+	return r
 }
 
 // outbox returns the outbox of cl, creating it (and its goroutine) on first
@@ -329,7 +332,7 @@ func (h *storeHook) outbox(cl *mqtt.Client) *outbox {
 	if o := h.boxes[cl]; o != nil {
 		return o
 	}
-	o := newOutbox(h.srv, cl, h.log, &h.outStats, h.queueBytes, h.queueLen, &h.wg)
+	o := newOutbox(h.srv, cl, h.log, &h.outStats, h.store, h.queueBytes, h.queueLen, &h.wg)
 	if h.authz != nil {
 		if check := h.authz.keyCheck(cl); check != nil {
 			// A reload may revoke a key the client registered for.

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -25,6 +26,11 @@ import (
 // and re-reads them; the overflow is logged and counted, never a silent drop.
 // Writes also respect the client's Receive Maximum (MQTT-3.3.4-9): past it
 // the outbox waits for acknowledgements.
+//
+// With a data directory, a message reporting a change waits here, on the
+// writer goroutine, until the change is durable (persist.go): the request's
+// goroutine never blocks on the disk, and a message whose change could not
+// be persisted is dropped (counted), never sent.
 
 // Outbox bounds used when Config leaves them zero.
 const (
@@ -46,6 +52,7 @@ type message struct {
 	props    packets.Properties
 	response bool   // only delivered through a matching subscription
 	key      []byte // notification key, for logs
+	pos      uint64 // journal position to be durable before it is written (0: none)
 }
 
 func (m *message) size() int {
@@ -64,6 +71,7 @@ type outbox struct {
 	cl       *mqtt.Client
 	log      *slog.Logger
 	stats    *outboxStats
+	store    *store // waitDurable
 	maxBytes int
 	maxLen   int
 	wg       *sync.WaitGroup // the broker's: this outbox's goroutines
@@ -82,8 +90,8 @@ type outbox struct {
 	overflow bool
 }
 
-func newOutbox(srv *mqtt.Server, cl *mqtt.Client, log *slog.Logger, stats *outboxStats, maxBytes, maxLen int, wg *sync.WaitGroup) *outbox {
-	return &outbox{srv: srv, cl: cl, log: log, stats: stats, maxBytes: maxBytes, maxLen: maxLen, wg: wg,
+func newOutbox(srv *mqtt.Server, cl *mqtt.Client, log *slog.Logger, stats *outboxStats, s *store, maxBytes, maxLen int, wg *sync.WaitGroup) *outbox {
+	return &outbox{srv: srv, cl: cl, log: log, stats: stats, store: s, maxBytes: maxBytes, maxLen: maxLen, wg: wg,
 		wake: make(chan struct{}, 1), done: make(chan struct{}), unacked: map[uint16]int{}}
 }
 
@@ -107,6 +115,7 @@ func (o *outbox) notify(n notification) {
 			},
 		},
 		key: n.key,
+		pos: n.pos,
 	})
 }
 
@@ -214,6 +223,14 @@ func (o *outbox) run() {
 		m := o.next()
 		if m == nil {
 			return
+		}
+		if err := o.store.waitDurable(m.pos, o.done); err != nil {
+			o.release(m.size())
+			if errors.Is(err, errJournalClosed) {
+				return // stopped
+			}
+			o.drop(m, "change not persisted: "+err.Error())
+			continue
 		}
 		o.write(m)
 	}

@@ -14,15 +14,17 @@ import (
 // responses (statestore-protocol.md §1-§4): which topics are usable, which
 // protocol versions are served, and how a response is sent.
 
-// respond sends a response (§3) on rt. When the requester is the topic's
-// only subscriber (every SDK's case, and the only one the default
-// authorization allows) it goes through the requester's outbox, bounded like
-// its notifications; otherwise mochi publishes it to every subscriber.
-func (h *storeHook) respond(cl *mqtt.Client, rt string, req packets.Packet, payload []byte, props []packets.UserProperty) {
+// respond sends a response (§3) on rt once the journal is durable at pos
+// (0: at once). When the requester is the topic's only subscriber (every
+// SDK's case, and the only one the default authorization allows) it goes
+// through the requester's outbox, bounded like its notifications; otherwise
+// mochi publishes it to every subscriber.
+func (h *storeHook) respond(cl *mqtt.Client, rt string, req packets.Packet, payload []byte, props []packets.UserProperty, pos uint64) {
 	m := &message{
 		topic:    rt,
 		payload:  payload,
 		response: true,
+		pos:      pos,
 		props: packets.Properties{
 			CorrelationData:       req.Properties.CorrelationData,
 			ContentType:           wire.ContentType,
@@ -37,6 +39,11 @@ func (h *storeHook) respond(cl *mqtt.Client, rt string, req packets.Packet, payl
 	}
 	// Other subscribers, or the requester's connection is ending: mochi
 	// delivers (and keeps a QoS 1 response for a session that resumes).
+	// This rare path waits for durability on the request's goroutine.
+	if err := h.store.waitDurable(pos, nil); err != nil {
+		h.log.Warn("state store response not published: the change was not persisted", "client", cl.ID, "response_topic", rt, "error", err)
+		return
+	}
 	out := packets.Packet{
 		FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1},
 		TopicName:   rt,

@@ -8,6 +8,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ssrun/ssrun/protocol/hlc"
@@ -16,7 +17,9 @@ import (
 
 // This file is the key-value store itself (statestore-protocol.md §6, §11,
 // §12, §13.1-13.2): entries with HLC versions, PX expiry, fencing tokens, the
-// key quota and KEYNOTIFY registrations. It knows nothing about MQTT.
+// key quota and KEYNOTIFY registrations. It knows nothing about MQTT. With a
+// data directory every change is journaled before memory changes (see
+// persist.go).
 
 // nodeID is the HLC node id of every version the store issues (§10.1).
 const nodeID = "StateStore"
@@ -34,6 +37,7 @@ type notification struct {
 	op      string // resp.OpSet or resp.OpDelete
 	value   []byte // new value of a SET; nil for DELETE
 	version hlc.HLC
+	pos     uint64 // journal position to be durable before it is sent (0: none)
 }
 
 // payload is the byte-exact NOTIFY body (§13.3).
@@ -69,6 +73,14 @@ type store struct {
 	clock *hlc.Clock
 	quota quota
 	wake  chan struct{}
+	j     *journal // nil: in memory only
+
+	// clockFloor (unix ms) is the lowest wall time the clock reads: the
+	// high-water mark recovered from the data directory, so that versions
+	// keep increasing across a restart even if the wall clock stepped back.
+	clockFloor atomic.Int64
+	// memoryNote logs once that aio-persistence is not honoured.
+	memoryNote sync.Once
 
 	mu       sync.Mutex
 	entries  map[string]*entry
@@ -95,15 +107,25 @@ func entrySize(key string, value []byte) int64 {
 }
 
 func newStore(now func() time.Time, q quota) *store {
-	return &store{
+	s := &store{
 		now:      now,
-		clock:    hlc.NewClock(nodeID, now),
 		quota:    q,
 		wake:     make(chan struct{}, 1),
 		entries:  make(map[string]*entry),
 		watchers: make(map[string]map[string]observer),
 		owned:    make(map[observer]map[string]struct{}),
 	}
+	s.clock = hlc.NewClock(nodeID, s.clockNow)
+	return s
+}
+
+// clockNow is the clock's wall time: now, but never below clockFloor.
+func (s *store) clockNow() time.Time {
+	t := s.now()
+	if f := s.clockFloor.Load(); t.UnixMilli() < f {
+		return time.UnixMilli(f)
+	}
+	return t
 }
 
 // condition of a SET (§6).
@@ -150,8 +172,28 @@ func (s *store) set(a setArgs) (applied bool, version hlc.HLC, err error) {
 	if err != nil {
 		return false, hlc.HLC{}, err
 	}
+	var key string
+	var fence hlc.HLC
+	fenced := false
+	if e != nil {
+		key, fence, fenced = e.key, e.fence, e.fenced
+	} else {
+		key = string(a.key)
+	}
+	if a.ft != nil && (!fenced || a.ft.Compare(fence) > 0) {
+		fence, fenced = *a.ft, true
+		fence.Node = strings.Clone(fence.Node) // it may alias the request packet
+	}
+	var expires time.Time
+	if a.px > 0 {
+		expires = now.Add(a.px)
+	}
+	pos, err := s.journalSet(key, a.value, v, expires, fence, fenced)
+	if err != nil {
+		return false, hlc.HLC{}, err
+	}
 	if e == nil {
-		e = &entry{key: string(a.key), index: -1}
+		e = &entry{key: key, index: -1}
 		s.entries[e.key] = e
 	} else {
 		s.bytes -= entrySize(e.key, e.value)
@@ -165,13 +207,9 @@ func (s *store) set(a setArgs) (applied bool, version hlc.HLC, err error) {
 		e.value = []byte{}
 	}
 	e.version = v
-	if a.ft != nil && (!e.fenced || a.ft.Compare(e.fence) > 0) {
-		e.fence, e.fenced = *a.ft, true
-		e.fence.Node = strings.Clone(e.fence.Node) // it may alias the request packet
-	}
-	e.expires = time.Time{}
+	e.fence, e.fenced = fence, fenced
+	e.expires = expires
 	if a.px > 0 {
-		e.expires = now.Add(a.px)
 		heap.Push(&s.expiry, e)
 		if e.index == 0 {
 			select {
@@ -180,7 +218,7 @@ func (s *store) set(a setArgs) (applied bool, version hlc.HLC, err error) {
 			}
 		}
 	}
-	s.notifyLocked(e.key, resp.OpSet, e.value, v)
+	s.notifyLocked(e.key, resp.OpSet, e.value, v, pos)
 	return true, v, nil
 }
 
@@ -234,7 +272,9 @@ func (s *store) del(key []byte, match []byte, ft *hlc.HLC) (n int64, version hlc
 	if match != nil && !bytes.Equal(match, e.value) {
 		return -1, e.version, nil
 	}
-	s.removeLocked(e)
+	if err := s.removeLocked(e); err != nil {
+		return 0, hlc.HLC{}, err
+	}
 	return 1, e.version, nil
 }
 
@@ -260,28 +300,34 @@ func (s *store) lookup(key []byte, now time.Time) *entry {
 		return nil
 	}
 	if !e.expires.IsZero() && !now.Before(e.expires) {
-		s.removeLocked(e)
+		_ = s.removeLocked(e) // a journal failure is the journal's to report
 		return nil
 	}
 	return e
 }
 
-// removeLocked deletes e and notifies its observers with a fresh tick.
-func (s *store) removeLocked(e *entry) {
+// removeLocked journals the deletion of e, deletes it and notifies its
+// observers with a fresh tick. If the journal fails, e is deleted from
+// memory all the same (an expiry cannot be refused) and the error returned;
+// its notifications are then never sent.
+func (s *store) removeLocked(e *entry) error {
+	v := s.clock.Tick()
+	pos, err := s.journalDelete(e.key, v)
 	delete(s.entries, e.key)
 	s.bytes -= entrySize(e.key, e.value)
 	if e.index >= 0 {
 		heap.Remove(&s.expiry, e.index)
 	}
-	s.notifyLocked(e.key, resp.OpDelete, nil, s.clock.Tick())
+	s.notifyLocked(e.key, resp.OpDelete, nil, v, pos)
+	return err
 }
 
-func (s *store) notifyLocked(key, op string, value []byte, v hlc.HLC) {
+func (s *store) notifyLocked(key, op string, value []byte, v hlc.HLC, pos uint64) {
 	w := s.watchers[key]
 	if len(w) == 0 {
 		return
 	}
-	n := notification{key: []byte(key), op: op, value: value, version: v}
+	n := notification{key: []byte(key), op: op, value: value, version: v, pos: pos}
 	for _, o := range w {
 		o.notify(n)
 	}
@@ -295,7 +341,7 @@ func (s *store) reapDue(now time.Time) (next time.Duration, ok bool) {
 		if now.Before(e.expires) {
 			return e.expires.Sub(now), true
 		}
-		s.removeLocked(e)
+		_ = s.removeLocked(e) // a journal failure is the journal's to report
 	}
 	return 0, false
 }

@@ -2,10 +2,12 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -18,6 +20,10 @@ type brokerFlags struct {
 	quota                                   int
 	maxBytes                                sizeFlag
 	insecure, authorize                     bool
+
+	data, fsync   string // persistence
+	fsyncInterval time.Duration
+	snapshotBytes sizeFlag
 }
 
 func (f *brokerFlags) register(cmd *cobra.Command) {
@@ -31,23 +37,50 @@ func (f *brokerFlags) register(cmd *cobra.Command) {
 	fs.BoolVar(&f.authorize, "authorize", false, "apply the default authorization policy without --passwords (user names as claimed: for development)")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate PEM (with --tls-key)")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "TLS key PEM (with --tls-cert)")
+	fs.StringVar(&f.data, "data", "", "keep the keys in this directory across restarts and crashes (default: in memory only)")
+	fs.StringVar(&f.fsync, "fsync", "always", "with --data, when changes reach the disk: always (before each reply), interval (every --fsync-interval), never (left to the OS)")
+	fs.DurationVar(&f.fsyncInterval, "fsync-interval", broker.DefaultFsyncInterval, "period of --fsync interval")
+	fs.Var(&f.snapshotBytes, "snapshot-bytes", "with --data, journal size at which a snapshot replaces it, e.g. 16MiB (default 64MiB)")
+}
+
+// persistence returns the store's persistence settings from the flags.
+func (f *brokerFlags) persistence() (broker.FsyncPolicy, error) {
+	policy, err := broker.ParseFsyncPolicy(f.fsync)
+	if err != nil {
+		return 0, usageError("--fsync: %v", err)
+	}
+	if f.fsyncInterval <= 0 {
+		return 0, usageError("--fsync-interval %v: must be positive", f.fsyncInterval)
+	}
+	if f.snapshotBytes < 0 {
+		return 0, usageError("--snapshot-bytes: must be a positive size")
+	}
+	return policy, nil
 }
 
 func (a *app) startBroker(f *brokerFlags) (*broker.Broker, error) {
 	if (f.tlsCert == "") != (f.tlsKey == "") {
 		return nil, usageError("--tls-cert and --tls-key go together")
 	}
+	fsync, err := f.persistence()
+	if err != nil {
+		return nil, err
+	}
 	b, err := broker.New(broker.Config{
-		Listen:       f.listen,
-		Quota:        f.quota,
-		MaxBytes:     int64(f.maxBytes),
-		PasswordFile: f.passwords,
-		ACLFile:      f.acl,
-		Authorize:    f.authorize,
-		Insecure:     f.insecure,
-		TLSCertFile:  f.tlsCert,
-		TLSKeyFile:   f.tlsKey,
-		Logger:       a.log,
+		Listen:        f.listen,
+		Quota:         f.quota,
+		MaxBytes:      int64(f.maxBytes),
+		PasswordFile:  f.passwords,
+		ACLFile:       f.acl,
+		Authorize:     f.authorize,
+		Insecure:      f.insecure,
+		TLSCertFile:   f.tlsCert,
+		TLSKeyFile:    f.tlsKey,
+		Logger:        a.log,
+		DataDir:       f.data,
+		Fsync:         fsync,
+		FsyncInterval: f.fsyncInterval,
+		SnapshotBytes: int64(f.snapshotBytes),
 	})
 	if err != nil {
 		return nil, err
@@ -73,13 +106,45 @@ func (a *app) brokerCmd() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(a.stdout, "ssrun broker: state store listening on %s\n", b.Addr())
+			if f.data == "" {
+				fmt.Fprintln(a.stdout, "ssrun broker: keys in memory only, lost when it stops (--data DIR keeps them)")
+			} else {
+				fmt.Fprintf(a.stdout, "ssrun broker: keys kept in %s (fsync %s)\n", f.data, f.fsync)
+			}
 			fmt.Fprintf(a.stdout, "try: ssrun kv --broker %s set greeting hello\n", b.Addr())
-			<-cmd.Context().Done()
+			ctx, stop := watchBroker(cmd.Context(), b)
+			<-ctx.Done()
+			if err := stop(); err != nil {
+				_ = b.Close()
+				return err
+			}
 			return b.Close()
 		},
 	}
 	f.register(cmd)
 	return cmd
+}
+
+// watchBroker returns a context that also ends if b's data directory fails
+// (a failed write or fsync: changes are refused from then on), and a
+// function that stops watching and returns that failure, if any.
+func watchBroker(ctx context.Context, b *broker.Broker) (context.Context, func() error) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	var fatal error
+	go func() {
+		defer close(done)
+		select {
+		case <-ctx.Done():
+		case fatal = <-b.Fatal():
+			cancel()
+		}
+	}()
+	return ctx, func() error {
+		cancel()
+		<-done
+		return fatal
+	}
 }
 
 func (a *app) passwdCmd() *cobra.Command {

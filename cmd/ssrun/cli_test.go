@@ -334,6 +334,39 @@ func TestBrokerCommand(t *testing.T) {
 	}
 }
 
+// `ssrun broker --data DIR` keeps keys across a restart and refuses a
+// second broker on DIR; without --data it says keys live in memory.
+func TestBrokerData(t *testing.T) {
+	out, _, stop := start(t, "broker", "--listen", "127.0.0.1:0")
+	waitOutput(t, out, regexp.MustCompile(`keys in memory only, lost when it stops \(--data DIR keeps them\)\n`))
+	stop()
+
+	dir := t.TempDir()
+	out, _, stop = start(t, "broker", "--listen", "127.0.0.1:0", "--data", dir)
+	addr := waitOutput(t, out, regexp.MustCompile(`listening on (\S+)\n`))[1]
+	waitOutput(t, out, regexp.MustCompile(`keys kept in `+regexp.QuoteMeta(dir)+` \(fsync always\)\n`))
+	set := runCLI(t, "", "kv", "--broker", addr, "set", "k", "kept")
+	if set.code != 0 {
+		t.Fatalf("set: %+v", set)
+	}
+	if r := runCLI(t, "", "broker", "--listen", "127.0.0.1:0", "--data", dir); r.code != 2 || !strings.Contains(r.stderr, "in use by another broker") {
+		t.Fatalf("second broker on the same --data: %+v", r)
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("broker exit %d", code)
+	}
+	out, _, _ = start(t, "broker", "--listen", "127.0.0.1:0", "--data", dir, "--fsync", "interval", "--fsync-interval", "10ms")
+	addr = waitOutput(t, out, regexp.MustCompile(`listening on (\S+)\n`))[1]
+	if r := runCLI(t, "", "kv", "--broker", addr, "get", "k"); r.code != 0 || r.stdout != "kept\n" {
+		t.Fatalf("get after restart: %+v", r)
+	}
+	for _, args := range [][]string{{"--fsync", "sometimes"}, {"--fsync-interval", "0s"}, {"--snapshot-bytes", "-1"}, {"--snapshot-bytes", "lots"}} {
+		if r := runCLI(t, "", append([]string{"broker", "--listen", "127.0.0.1:0", "--data", t.TempDir()}, args...)...); r.code != 2 || !strings.Contains(r.stderr, args[0]) {
+			t.Fatalf("%q: %+v", args, r)
+		}
+	}
+}
+
 func TestPasswdAndAuthenticatedBroker(t *testing.T) {
 	r := runCLI(t, "s3cret\n", "passwd", "alice")
 	if r.code != 0 {

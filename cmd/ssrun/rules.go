@@ -217,10 +217,15 @@ func (a *app) devCmd() *cobra.Command {
 			if err := client.AwaitConnection(ctx); err != nil {
 				return fmt.Errorf("connecting to the embedded broker: %w", err)
 			}
-			return a.serveRules(ctx, client, dir, cfg, shutdown, func(h *host.Host) {
+			ctx, stop := watchBroker(ctx, b)
+			err = a.serveRules(ctx, client, dir, cfg, shutdown, func(h *host.Host) {
 				fmt.Fprintf(a.stdout, "ssrun dev: state store on %s, %d rule(s) from %s (edit them; they reload)\n", b.Addr(), len(h.Status()), dir)
 				fmt.Fprintf(a.stdout, "try: ssrun kv --broker %s set %s 30\n", b.Addr(), tryKey(h))
 			})
+			if ferr := stop(); ferr != nil {
+				return ferr
+			}
+			return err
 		},
 	}
 	f.register(cmd)

@@ -1,0 +1,343 @@
+package broker
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"strings"
+
+	"github.com/ssrun/ssrun/protocol/hlc"
+)
+
+// This file is the byte format of the store's files (persist.go): the
+// records and the frame around each of them. Journal segments and snapshots
+// are both a magic header followed by frames:
+//
+//	frame   = length crc payload
+//	length  = uint32 little endian: len(payload), 1..maxRecord
+//	crc     = uint32 little endian: CRC-32C (Castagnoli) of length || payload
+//	payload = kind fields...         (uvarint and length-prefixed bytes)
+//
+//	SET    (1): key, value, version, deadline (varint unix ns, 0 = none),
+//	            fenced (1 byte 0/1) [, fence token]
+//	DELETE (2): key, version (the deletion's tick)
+//	CLOCK  (3): the clock's high-water mark (first record of a snapshot)
+//	END    (4): number of SET records (last record of a snapshot)
+//
+// where key and value are uvarint length + bytes, and an HLC is wall
+// (uvarint ms), counter (uvarint), node (uvarint length + bytes). The CRC
+// covers the length too, so a damaged length is caught like damaged data.
+// Decoding is strict: an unknown kind, a field running past the payload,
+// trailing bytes or a value that is not a valid HLC are all errors.
+
+// Record kinds.
+const (
+	recSet    byte = 1
+	recDelete byte = 2
+	recClock  byte = 3
+	recEnd    byte = 4
+)
+
+// frameHeader is the size of a frame's length and CRC.
+const frameHeader = 8
+
+// maxRecord bounds a payload: a key and a value each fit in one MQTT packet,
+// plus the fixed fields. A larger length is damage, never a record.
+const maxRecord = 2*MaxPacketSize + 1024
+
+// File magics: the first bytes of every journal segment and snapshot. The
+// trailing digit is the format version.
+const (
+	segmentMagic  = "SSRJRNL1"
+	snapshotMagic = "SSRSNAP1"
+	magicLen      = 8
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// errRecord wraps every decoding error of a payload.
+var errRecord = errors.New("malformed record")
+
+// record is one decoded payload. Only the fields of its kind are set.
+type record struct {
+	kind    byte
+	key     string
+	value   []byte
+	version hlc.HLC // SET: the entry's; DELETE: the deletion's; CLOCK: the high-water mark
+	expires int64   // SET: deadline in unix ns, 0 = none
+	fence   hlc.HLC // SET, when fenced
+	fenced  bool
+	count   uint64 // END
+}
+
+// appendFrame appends r, framed, to dst.
+func appendFrame(dst []byte, r *record) []byte {
+	start := len(dst)
+	dst = append(dst, make([]byte, frameHeader)...)
+	dst = append(dst, r.kind)
+	switch r.kind {
+	case recSet:
+		dst = appendBytes(dst, r.key)
+		dst = appendBytes(dst, r.value)
+		dst = appendHLC(dst, r.version)
+		dst = binary.AppendVarint(dst, r.expires)
+		if r.fenced {
+			dst = append(dst, 1)
+			dst = appendHLC(dst, r.fence)
+		} else {
+			dst = append(dst, 0)
+		}
+	case recDelete:
+		dst = appendBytes(dst, r.key)
+		dst = appendHLC(dst, r.version)
+	case recClock:
+		dst = appendHLC(dst, r.version)
+	case recEnd:
+		dst = binary.AppendUvarint(dst, r.count)
+	}
+	payload := dst[start+frameHeader:]
+	binary.LittleEndian.PutUint32(dst[start:], uint32(len(payload)))
+	binary.LittleEndian.PutUint32(dst[start+4:], frameCRC(dst[start:start+4], payload))
+	return dst
+}
+
+func frameCRC(length, payload []byte) uint32 {
+	return crc32.Update(crc32.Checksum(length, castagnoli), castagnoli, payload)
+}
+
+func appendBytes[T string | []byte](dst []byte, b T) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(b)))
+	return append(dst, b...)
+}
+
+func appendHLC(dst []byte, h hlc.HLC) []byte {
+	dst = binary.AppendUvarint(dst, uint64(h.Wall))
+	dst = binary.AppendUvarint(dst, h.Counter)
+	return appendBytes(dst, h.Node)
+}
+
+// decodeRecord decodes one payload. Strings and values are copied: p may be
+// reused.
+func decodeRecord(p []byte) (record, error) {
+	d := decoder{b: p}
+	r := record{kind: d.byte()}
+	switch r.kind {
+	case recSet:
+		r.key = string(d.bytes())
+		r.value = append([]byte{}, d.bytes()...)
+		r.version = d.hlc()
+		r.expires = d.varint()
+		switch d.byte() {
+		case 0:
+		case 1:
+			r.fenced, r.fence = true, d.hlc()
+		default:
+			d.fail("fence flag")
+		}
+		if d.err == nil && r.key == "" {
+			d.fail("empty key")
+		}
+	case recDelete:
+		r.key = string(d.bytes())
+		r.version = d.hlc()
+		if d.err == nil && r.key == "" {
+			d.fail("empty key")
+		}
+	case recClock:
+		r.version = d.hlc()
+	case recEnd:
+		r.count = d.uvarint()
+	default:
+		if d.err == nil {
+			d.fail(fmt.Sprintf("unknown kind %d", r.kind))
+		}
+	}
+	if d.err == nil && len(d.b) > 0 {
+		d.fail(fmt.Sprintf("%d bytes after the last field", len(d.b)))
+	}
+	if d.err != nil {
+		return record{}, d.err
+	}
+	return r, nil
+}
+
+// decoder reads fields; the first failure sticks and later reads return
+// zero values.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(what string) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: %s", errRecord, what)
+	}
+	d.b = nil
+}
+
+func (d *decoder) byte() byte {
+	if len(d.b) == 0 {
+		d.fail("truncated")
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+// uvarint and varint accept only the shortest encoding, so that a record
+// has exactly one valid form.
+func (d *decoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	var buf [binary.MaxVarintLen64]byte
+	if n <= 0 || n != binary.PutUvarint(buf[:], v) {
+		d.fail("bad uvarint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	v, n := binary.Varint(d.b)
+	var buf [binary.MaxVarintLen64]byte
+	if n <= 0 || n != binary.PutVarint(buf[:], v) {
+		d.fail("bad varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) bytes() []byte {
+	n := d.uvarint()
+	if n > uint64(len(d.b)) {
+		d.fail("length past the end")
+		return nil
+	}
+	b := d.b[:n]
+	d.b = d.b[n:]
+	return b
+}
+
+// hlc reads a version or token; it must be one the clock could have issued
+// or accepted: wall in int64, counter at most hlc.MaxCounter, a non-empty
+// node without ':'.
+func (d *decoder) hlc() hlc.HLC {
+	wall, counter, node := d.uvarint(), d.uvarint(), d.bytes()
+	if d.err != nil {
+		return hlc.HLC{}
+	}
+	if wall > 1<<63-1 || counter > hlc.MaxCounter || len(node) == 0 || strings.IndexByte(string(node), ':') >= 0 {
+		d.fail("invalid HLC")
+		return hlc.HLC{}
+	}
+	return hlc.HLC{Wall: int64(wall), Counter: counter, Node: string(node)}
+}
+
+// Frame reading errors.
+var (
+	// errTorn: the file ends inside a frame (a write cut short).
+	errTorn = errors.New("record runs past the end of the file")
+	// errBadFrame: a length out of range or a CRC that does not match.
+	errBadFrame = errors.New("damaged record (bad length or checksum)")
+)
+
+// frameReader reads frames from a file body, tracking offsets.
+type frameReader struct {
+	r   *bufio.Reader
+	off int64 // offset of the next frame in the file
+	buf []byte
+}
+
+func newFrameReader(r io.Reader, off int64) *frameReader {
+	return &frameReader{r: bufio.NewReaderSize(r, 1<<16), off: off}
+}
+
+// next returns the next frame's payload (valid until the next call) and its
+// offset. At a clean end of file it returns io.EOF; otherwise errTorn or
+// errBadFrame, with start the offset of the bad frame.
+func (fr *frameReader) next() (payload []byte, start int64, err error) {
+	start = fr.off
+	var h [frameHeader]byte
+	n, err := io.ReadFull(fr.r, h[:])
+	switch {
+	case err == io.EOF:
+		return nil, start, io.EOF
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return nil, start, errTorn
+	case err != nil:
+		return nil, start, err
+	}
+	size := binary.LittleEndian.Uint32(h[:4])
+	if size == 0 || size > maxRecord {
+		return nil, start, errBadFrame
+	}
+	p, err := fr.read(int(size))
+	if err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) || err == io.EOF {
+			return nil, start, errTorn
+		}
+		return nil, start, err
+	}
+	if frameCRC(h[:4], p) != binary.LittleEndian.Uint32(h[4:]) {
+		return nil, start, errBadFrame
+	}
+	fr.off += int64(n) + int64(size)
+	if cap(fr.buf) > 1<<20 {
+		fr.buf = nil // p stays valid; the next small record gets a small buffer
+	}
+	return p, start, nil
+}
+
+// read reads n bytes into the frame buffer. Beyond 64 KiB the buffer grows
+// with the data read, so a damaged length near maxRecord costs no more
+// memory than the file holds.
+func (fr *frameReader) read(n int) ([]byte, error) {
+	const chunk = 64 << 10
+	if n <= chunk {
+		if cap(fr.buf) < n {
+			fr.buf = make([]byte, chunk)
+		}
+		p := fr.buf[:n]
+		_, err := io.ReadFull(fr.r, p)
+		return p, err
+	}
+	p := fr.buf[:0]
+	for len(p) < n {
+		if len(p) == cap(p) { // double, from 64 KiB, up to n
+			p = append(p, make([]byte, min(max(cap(p), chunk), n-len(p)))...)[:len(p)]
+		}
+		m, err := io.ReadFull(fr.r, p[len(p):min(cap(p), n)])
+		p = p[:len(p)+m]
+		if err != nil {
+			if len(p) > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+	fr.buf = p
+	return p, nil
+}
+
+// nextValidFrame returns the offset in b of the first complete frame with a
+// matching CRC, or -1. It is how recovery tells a torn tail (nothing valid
+// after the damage) from damage in the middle of the data.
+func nextValidFrame(b []byte) int {
+	for i := 0; i+frameHeader < len(b); i++ {
+		size := binary.LittleEndian.Uint32(b[i:])
+		if size == 0 || size > maxRecord || uint64(i)+frameHeader+uint64(size) > uint64(len(b)) ||
+			b[i+frameHeader] < recSet || b[i+frameHeader] > recEnd {
+			continue
+		}
+		p := b[i+frameHeader : i+frameHeader+int(size)]
+		if frameCRC(b[i:i+4], p) == binary.LittleEndian.Uint32(b[i+4:]) {
+			return i
+		}
+	}
+	return -1
+}

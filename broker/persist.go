@@ -1,0 +1,220 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"time"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/ssrun/ssrun/protocol/hlc"
+	"github.com/ssrun/ssrun/protocol/wire"
+)
+
+// This file is the store's persistence (Config.DataDir, `ssrun broker
+// --data DIR`): what is kept, the design and its guarantees, and the glue
+// between the store and its journal. Recovery is in persist_recover.go,
+// snapshots in persist_snapshot.go, the journal in journal.go and the byte
+// format in journal_record.go.
+//
+// What is kept: every key with its value, version, absolute expiry deadline
+// and fencing token, and the clock's high-water mark. KEYNOTIFY
+// registrations are not (they die with their connection anyway, §13.1).
+//
+// Design: a write-ahead journal plus snapshots, not an embedded database.
+// The store already holds everything in memory and serialises changes under
+// one lock; what it needs from disk is an ordered, durable record of those
+// changes. An append-only log gives exactly that with one write(2) per change
+// and one fsync per group of changes, where a B-tree store such as bbolt
+// costs a page-level copy-on-write and an fsync per transaction (and a
+// goroutine per transaction to batch them). The format is small enough to
+// check completely (journal_record.go; fuzzed).
+//
+//   - Every change (SET, DEL, VDEL, expiry) is appended to the journal with
+//     the store lock held, before memory changes: the journal's order is the
+//     store's order, and a change that could not be journaled is refused
+//     (or, for an expiry, never announced).
+//   - A record written with write(2) is in the kernel's page cache: it
+//     survives the broker process dying at any instant (kill -9). Whether it
+//     survives the machine dying is the fsync policy (FsyncPolicy).
+//   - Replies and notifications are not held back on the request's
+//     goroutine (mochi reads a client's packets on one goroutine; blocking
+//     it on fsync would serialise the client's pipeline behind the disk).
+//     Each carries the journal position it depends on and the connection's
+//     writer goroutine (outbox.go) waits until the syncer has synced past
+//     it. Under FsyncAlways every reply waits for the journal's end as of its
+//     execution, reads included: nobody is ever shown a state that a crash
+//     could take back.
+//   - When the current segment reaches compactAt bytes, the store copies its
+//     entries under the lock (a consistent cut), switches the journal to a
+//     new segment at that instant, and writes a snapshot of the copy in the
+//     background: to a temporary file, fsynced, renamed, directory fsynced.
+//     Only then are the older segments and snapshots deleted.
+//   - Recovery loads the newest snapshot and replays the segments from its
+//     number on. An incomplete or damaged record with nothing valid after it
+//     is an interrupted write: it is cut off and logged. A damaged record
+//     followed by valid ones is not: the broker refuses to start
+//     (ErrDataCorrupt, naming the file and offset) instead of losing or
+//     inventing data. Entries whose deadline passed while the broker was
+//     down are deleted at once (and the deletion journaled); the others get
+//     their deadlines back, so they still expire and notify.
+//   - The clock restarts at least at the highest version, deletion tick and
+//     fencing token in the data, and at the high-water mark a snapshot
+//     records: versions keep increasing even if the wall clock stepped back
+//     (clockFloor). Every version the store hands out (SET, and the tick of
+//     a DELETE notification) is journaled, so this covers all of them, with
+//     one exception: an OS crash under FsyncInterval or FsyncNever loses the
+//     unsynced window, versions included; the clock then restarts from the
+//     wall clock, which is past them unless it also stepped back.
+//   - One broker per directory: a flock on DIR/LOCK (ErrDataLocked).
+//   - A failed write or fsync stops the journal for good (a failed fsync
+//     may have dropped the data it was to save): later changes are refused
+//     with "-ERR the state store could not persist the change", nothing
+//     unsynced is acknowledged, and Broker.Fatal reports it.
+//
+// aio-persistence (§2, §12.4): with a data directory every key is
+// persisted, flagged or not, which the protocol allows (a local server MAY
+// persist). Persisting only flagged keys would make the state after a
+// restart a mix in which a fencing token or version from an unpersisted key
+// could be issued again; that is not offered. Without a data directory the
+// store says at start that it is in memory only, and the first SET that asks
+// for aio-persistence is logged (once) as not surviving a restart.
+
+// Errors of a data directory New refuses (wrapped with the directory).
+var (
+	// ErrDataLocked: another broker uses the directory.
+	ErrDataLocked = errors.New("in use by another broker")
+	// ErrDataCorrupt: the directory holds damaged or inconsistent data
+	// that an interrupted write cannot explain; the error names the file
+	// and offset.
+	ErrDataCorrupt = errors.New("damaged data")
+)
+
+// errTextNotPersisted is the -ERR text of a change the journal refused.
+const errTextNotPersisted = "the state store could not persist the change"
+
+// DefaultSnapshotBytes is the journal size at which a snapshot replaces it,
+// when Config.SnapshotBytes is zero. Recovery reads at most about this much
+// journal besides the snapshot.
+const DefaultSnapshotBytes = 64 << 20
+
+// notDurable is the position of a change the journal failed to record:
+// nothing that reports it is ever sent.
+const notDurable = math.MaxUint64
+
+// persistConfig configures a store's data directory.
+type persistConfig struct {
+	dir       string
+	policy    FsyncPolicy
+	interval  time.Duration // FsyncInterval period
+	compactAt int64         // 0: DefaultSnapshotBytes
+	log       *slog.Logger
+}
+
+// openData opens Config.DataDir and recovers the store from it.
+func (b *Broker) openData() error {
+	rec, err := b.store.openData(persistConfig{dir: b.cfg.DataDir, policy: b.cfg.Fsync, interval: b.cfg.FsyncInterval,
+		compactAt: b.cfg.SnapshotBytes, log: b.log})
+	if err != nil {
+		return fmt.Errorf("broker: data directory %s: %w", b.cfg.DataDir, err)
+	}
+	b.log.Info("state store recovered", "dir", b.cfg.DataDir, "keys", rec.keys, "expired_while_down", rec.expired,
+		"snapshot", rec.snapshot, "journal_segments", rec.segments, "records", rec.records,
+		"clock", rec.clock.String(), "took", rec.took.Round(time.Millisecond))
+	return nil
+}
+
+// logPersistence says at start where the keys live.
+func (b *Broker) logPersistence() {
+	if b.store.j == nil {
+		b.log.Info("state store in memory only: keys are lost when the broker stops (keep them with a data directory: --data DIR, Config.DataDir)")
+		return
+	}
+	attrs := []any{"dir", b.cfg.DataDir, "fsync", b.cfg.Fsync.String()}
+	if b.cfg.Fsync == FsyncInterval {
+		attrs = append(attrs, "fsync_interval", b.cfg.FsyncInterval)
+	}
+	b.log.Info("state store persisted", attrs...)
+}
+
+// Fatal reports, at most once, the failure that stopped the data directory's
+// journal (a failed write or fsync): from then on changes are refused and
+// nothing unsynced is acknowledged, so the process should stop and restart
+// on a healthy disk. It is nil (never ready) for a store in memory.
+func (b *Broker) Fatal() <-chan error {
+	if b.store.j == nil {
+		return nil
+	}
+	return b.store.j.fatal
+}
+
+// journalSet records a SET before it is applied. It returns the position a
+// reply or notification must wait for.
+func (s *store) journalSet(key string, value []byte, v hlc.HLC, expires time.Time, fence hlc.HLC, fenced bool) (uint64, error) {
+	if s.j == nil {
+		return 0, nil
+	}
+	r := record{kind: recSet, key: key, value: value, version: v, fence: fence, fenced: fenced}
+	if !expires.IsZero() {
+		r.expires = expires.UnixNano()
+	}
+	return s.j.append(&r)
+}
+
+// journalDelete records the deletion of key at tick v (DEL, VDEL, expiry).
+// On failure the position is notDurable.
+func (s *store) journalDelete(key string, v hlc.HLC) (uint64, error) {
+	if s.j == nil {
+		return 0, nil
+	}
+	pos, err := s.j.append(&record{kind: recDelete, key: key, version: v})
+	if err != nil {
+		return notDurable, err
+	}
+	return pos, nil
+}
+
+// replyPos is the position a reply to a request just executed waits for:
+// the journal's end, so that it reports no state a crash could undo.
+func (s *store) replyPos() uint64 {
+	if s.j == nil {
+		return 0
+	}
+	return s.j.position()
+}
+
+// waitDurable blocks until pos is durable (nil), the journal failed (its
+// error) or done is closed.
+func (s *store) waitDurable(pos uint64, done <-chan struct{}) error {
+	if pos == 0 || s.j == nil {
+		return nil
+	}
+	return s.j.waitDurable(pos, done)
+}
+
+// closeData syncs and closes the journal and releases the directory.
+func (s *store) closeData() error {
+	if s.j == nil {
+		return nil
+	}
+	return s.j.close()
+}
+
+// notePersistRequest logs, once per broker, that a SET asked for
+// aio-persistence from a store that keeps nothing across restarts.
+func (h *storeHook) notePersistRequest(cl *mqtt.Client, pk *packets.Packet) {
+	if h.store.j != nil {
+		return
+	}
+	if v, ok := userProp(pk.Properties.User, wire.PropPersistence); !ok || !strings.EqualFold(v, "true") {
+		return
+	}
+	h.store.memoryNote.Do(func() {
+		h.log.Warn("a SET asked for aio-persistence, but the state store keeps keys in memory only: they will not survive a restart (persist them with a data directory: ssrun broker --data DIR)",
+			"client", cl.ID)
+	})
+}

@@ -1,0 +1,140 @@
+package broker_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ssrun/ssrun/broker"
+	"github.com/ssrun/ssrun/broker/brokertest"
+	"github.com/ssrun/ssrun/protocol/resp"
+)
+
+// BenchmarkPersistence measures SET round trips against four brokers in
+// one run: in memory (the baseline) and with a data directory under each
+// fsync policy. They alternate in chunks so that the ratios hold on a
+// machine whose load drifts, in a random order each time, since the
+// fsync of one slows the disk writes of the one after it.
+//
+//   - inflight-64: 64 requests in flight (4 connections × 16); metrics
+//     <config>-req/s and <config>-x-memory (throughput ratio).
+//   - inflight-1: one request at a time; metrics <config>-p50-µs and
+//     <config>-p50-x-memory (latency ratio).
+//
+// go test -run '^$' -bench '^BenchmarkPersistence$' -benchtime 20000x -count 3 ./broker
+func BenchmarkPersistence(b *testing.B) {
+	configs := []struct {
+		name   string
+		policy broker.FsyncPolicy
+		data   bool
+	}{
+		{"memory", 0, false},
+		{"always", broker.FsyncAlways, true},
+		{"interval", broker.FsyncInterval, true},
+		{"never", broker.FsyncNever, true},
+	}
+	const conns = 4
+	clients := make([][]*client, len(configs))
+	for i, cfg := range configs {
+		opts := []func(*broker.Config){func(c *broker.Config) { c.Logger = slog.New(slog.DiscardHandler) }}
+		if cfg.data {
+			opts = append(opts, withData(b.TempDir(), cfg.policy))
+		}
+		br := brokertest.Start(b, opts...)
+		for range conns {
+			clients[i] = append(clients[i], dial(b, br))
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	value := []byte("0123456789abcdef0123456789abcdef")
+	var seq atomic.Int64
+	set := func(c *client) error {
+		key := fmt.Appendf(nil, "bench-%04d", seq.Add(1)%1000)
+		p := c.request(resp.EncodeRequest([]byte("SET"), key, value))
+		r, _, err := c.exchange(context.Background(), p)
+		if err == nil && string(r.payload) != "+OK\r\n" {
+			err = fmt.Errorf("SET: %q", r.payload)
+		}
+		return err
+	}
+
+	b.Run("inflight-64", func(b *testing.B) {
+		const chunk = 512
+		elapsed := make([]time.Duration, len(configs))
+		b.ResetTimer()
+		for done := 0; done < b.N; done += chunk {
+			n := min(chunk, b.N-done)
+			for _, i := range rng.Perm(len(configs)) {
+				elapsed[i] += inFlight(b, clients[i], 16, n, set)
+			}
+		}
+		b.StopTimer()
+		base := float64(b.N) / elapsed[0].Seconds()
+		for i, cfg := range configs {
+			rate := float64(b.N) / elapsed[i].Seconds()
+			b.ReportMetric(rate, cfg.name+"-req/s")
+			if i > 0 {
+				b.ReportMetric(rate/base, cfg.name+"-x-memory")
+			}
+		}
+	})
+	b.Run("inflight-1", func(b *testing.B) {
+		lat := make([][]time.Duration, len(configs))
+		b.ResetTimer()
+		for range b.N {
+			for _, i := range rng.Perm(len(configs)) {
+				t0 := time.Now()
+				if err := set(clients[i][0]); err != nil {
+					b.Fatal(err)
+				}
+				lat[i] = append(lat[i], time.Since(t0))
+			}
+		}
+		b.StopTimer()
+		p50 := make([]float64, len(configs))
+		for i, cfg := range configs {
+			slices.Sort(lat[i])
+			p50[i] = float64(lat[i][len(lat[i])/2]) / float64(time.Microsecond)
+			b.ReportMetric(p50[i], cfg.name+"-p50-µs")
+			if i > 0 {
+				b.ReportMetric(p50[i]/p50[0], cfg.name+"-p50-x-memory")
+			}
+		}
+	})
+}
+
+// inFlight runs n requests over cs with up to k in flight per connection
+// and returns how long they took.
+func inFlight(b *testing.B, cs []*client, k, n int, req func(*client) error) time.Duration {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, k*len(cs))
+	t0 := time.Now()
+	for _, c := range cs {
+		for range k {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for next.Add(1) <= int64(n) {
+					if err := req(c); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	elapsed := time.Since(t0)
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	return elapsed
+}
