@@ -53,7 +53,8 @@
 // ends (it exits or crashes, is killed after a handler timeout, or is
 // stopped by Script.Close for a reload or a removal, or Runtime.Close),
 // the reaper SIGKILLs every process left below it; and since the reaper
-// gets SIGTERM when the host dies, even by SIGKILL, it does the same then.
+// gets a parent-death signal when the host dies, even by SIGKILL, it does
+// the same then.
 // So no process a plugin started outlives the plugin, nor the host. What
 // is out of reach: processes that are not descendants (started on the
 // plugin's behalf by another service, e.g. systemd-run or a container

@@ -9,7 +9,7 @@
 // main. The reaper:
 //
 //   - is started by the host in a process group of its own, with a
-//     parent-death signal (SIGTERM), so it hears of the host's death, even
+//     parent-death signal (SIGUSR2), so it hears of the host's death, even
 //     by SIGKILL;
 //   - marks itself a child subreaper (PR_SET_CHILD_SUBREAPER): every
 //     process below it that is orphaned, including those that called setsid
@@ -19,12 +19,16 @@
 //     and stderr; the plugin gets SIGKILL if the reaper dies) and reports
 //     the plugin's pid to the host on a pipe;
 //   - reaps the orphans handed to it while the plugin runs;
-//   - ends the tree when the plugin exits, or on SIGTERM (from the host, or
-//     the host's death): it SIGKILLs every child it has and reaps it,
+//   - ends the tree when the plugin exits, on SIGTERM (the host asks) or on
+//     the host's death: it SIGKILLs every child it has and reaps it,
 //     again and again, until it has none left; since the orphans of each
 //     killed process are handed to it, that is every descendant;
 //   - when the host died, also removes the host's working directory (see
-//     package workdir: only once the owner lock shows the host is gone);
+//     package workdir: only once the owner lock shows the host is gone).
+//     The parent-death signal comes when the host's thread that started
+//     the reaper exits, possibly before the host's other threads: the
+//     reaper first waits (10 s at most) until it has been re-parented,
+//     which happens once the whole host is gone;
 //   - reports the plugin's exit status on the pipe and exits.
 //
 // Limits: a process is out of reach if it is not a descendant (started for

@@ -37,7 +37,7 @@ func Command(path string, args, env []string, workDir, sockDir string) *exec.Cmd
 	cmd := exec.Command("/proc/self/exe")
 	cmd.Args = append([]string{"ssrun-plugin-reaper", workDir, sockDir, path}, args...)
 	cmd.Env = append(slices.Clip(env), envVar+"="+strconv.Itoa(os.Getpid()))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: hostDied}
 	return cmd
 }
 

@@ -9,12 +9,23 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/ssrun/ssrun/runtime/plugin/internal/workdir"
 )
 
 // prSetChildSubreaper is PR_SET_CHILD_SUBREAPER of <linux/prctl.h>.
 const prSetChildSubreaper = 36
+
+// hostDied is the reaper's parent-death signal. It differs from SIGTERM (the
+// host asking it to end the tree) because it is sent when the host's
+// thread that started the reaper exits, which can be before the whole host
+// process is gone (its other threads are still being killed): the reaper
+// then waits for that before it removes the host's directories.
+const hostDied = syscall.SIGUSR2
+
+// hostGoneWait bounds that wait.
+const hostGoneWait = 10 * time.Second
 
 // init turns a process started by Command into the reaper; it never
 // returns there. Anywhere else it does nothing.
@@ -49,7 +60,7 @@ func reap(v string, args []string) int {
 	// SIGHUP are caught and dropped rather than ignored, since an ignored
 	// signal would stay ignored in the plugin.
 	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGCHLD, syscall.SIGINT, syscall.SIGHUP)
+	signal.Notify(sigs, syscall.SIGTERM, hostDied, syscall.SIGCHLD, syscall.SIGINT, syscall.SIGHUP)
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		say("error plugin reaper: /proc is needed to find the plugin's processes: %v", err)
 		return 1
@@ -81,9 +92,15 @@ func reap(v string, args []string) int {
 	_ = proc.Release() // waited for with wait4 below
 	say("pid %d", plugin)
 
-	ws, exited := watch(plugin, sigs)
+	ws, exited, died := watch(plugin, sigs)
 	if w, ok := killAll(plugin); ok {
 		ws, exited = w, true
+	}
+	if died {
+		// Re-parented only once every thread of the host has exited.
+		for start := time.Now(); os.Getppid() == host && time.Since(start) < hostGoneWait; {
+			time.Sleep(time.Millisecond)
+		}
 	}
 	if os.Getppid() != host {
 		// The host died: what it made for the plugin goes too. The working
@@ -108,8 +125,9 @@ func reap(v string, args []string) int {
 }
 
 // watch reaps the orphans handed to the reaper until the plugin exits (it
-// returns the plugin's status and true) or SIGTERM arrives (false).
-func watch(plugin int, sigs <-chan os.Signal) (syscall.WaitStatus, bool) {
+// returns the plugin's status and true) or SIGTERM or hostDied arrives
+// (false; died tells which).
+func watch(plugin int, sigs <-chan os.Signal) (ws syscall.WaitStatus, exited, died bool) {
 	for {
 		for {
 			var ws syscall.WaitStatus
@@ -121,11 +139,14 @@ func watch(plugin int, sigs <-chan os.Signal) (syscall.WaitStatus, bool) {
 				break // none ended (more may run)
 			}
 			if pid == plugin {
-				return ws, true
+				return ws, true, false
 			}
 		}
-		if <-sigs == syscall.SIGTERM {
-			return 0, false
+		switch <-sigs {
+		case syscall.SIGTERM:
+			return 0, false, false
+		case hostDied:
+			return 0, false, true
 		}
 	}
 }
