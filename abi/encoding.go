@@ -8,7 +8,9 @@ import (
 
 // Names of the WebAssembly binary contract (see doc.go for each signature).
 const (
-	// ImportModule is the module name of every host function.
+	// ImportModule is the name of the ABI's module in every runtime: the
+	// WebAssembly import module of every host function, and what a Lua rule
+	// passes to require.
 	ImportModule = "ssrun"
 
 	// Host functions (imports).
@@ -30,11 +32,15 @@ const (
 	ExportOnEvent    = "ssrun_on_event"    // (ptr i32, len i32) -> i32 status
 )
 
-// HostFunctions lists every host function of ABI v1.
-var HostFunctions = []string{FnGet, FnSet, FnDel, FnVDel, FnWatch, FnUnwatch, FnLock, FnUnlock, FnLog, FnResult, FnLastError}
+// HostFunctions returns every host function of ABI v1, in a new slice.
+func HostFunctions() []string {
+	return []string{FnGet, FnSet, FnDel, FnVDel, FnWatch, FnUnwatch, FnLock, FnUnlock, FnLog, FnResult, FnLastError}
+}
 
-// Verbs lists the ABI verbs every runtime surface offers.
-var Verbs = []string{FnGet, FnSet, FnDel, FnVDel, FnWatch, FnUnwatch, FnLock, FnUnlock, FnLog}
+// Verbs returns the ABI verbs every runtime surface offers, in a new slice.
+func Verbs() []string {
+	return []string{FnGet, FnSet, FnDel, FnVDel, FnWatch, FnUnwatch, FnLock, FnUnlock, FnLog}
+}
 
 // Op codes of the event record.
 const (

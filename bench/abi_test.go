@@ -44,7 +44,7 @@ func loopFloor(tb testing.TB, sub subject, floor goplugin.ClientProtocol, n int)
 func BenchmarkVerbs(b *testing.B) {
 	subs := startSubjects(b)
 	floor := startFloor(b)
-	for _, verb := range abi.Verbs {
+	for _, verb := range abi.Verbs() {
 		for _, sub := range subs {
 			b.Run(verb+"/"+sub.name, func(b *testing.B) {
 				f := loopFloor(b, sub, floor, b.N)

@@ -326,13 +326,13 @@ func newEnvCache(tb testing.TB, defaults host.RuleConfig, wasmCache string) *env
 	e.user = dial(tb, e.addr, "user", log)
 	e.hostC = dial(tb, e.addr, "host", log)
 	var err error
-	if e.wasm, err = wasm.New(wasm.Options{CacheDir: wasmCache, Logger: log}); err != nil {
+	if e.wasm, err = wasm.New(wasm.Config{CacheDir: wasmCache, Logger: log}); err != nil {
 		tb.Fatal(err)
 	}
-	if e.plugin, err = plugin.New(plugin.Options{Logger: log}); err != nil {
+	if e.plugin, err = plugin.New(plugin.Config{Logger: log}); err != nil {
 		tb.Fatal(err)
 	}
-	luaRT := lua.New(lua.Options{})
+	luaRT := lua.New(lua.Config{})
 	tb.Cleanup(func() { // after the host's Close
 		ctx := context.Background()
 		for _, rt := range []abi.Runtime{luaRT, e.wasm, e.plugin} {
@@ -341,7 +341,7 @@ func newEnvCache(tb testing.TB, defaults host.RuleConfig, wasmCache string) *env
 			}
 		}
 	})
-	e.host, err = host.New(host.Options{
+	e.host, err = host.New(host.Config{
 		Client:   e.hostC,
 		Runtimes: []abi.Runtime{nativeRuntime{}, luaRT, e.wasm, e.plugin},
 		Logger:   log,

@@ -47,15 +47,15 @@ func startSubjects(tb testing.TB) []subject {
 	prebuild(tb, "A")
 	ctx := context.Background()
 	log := newLogger(tb)
-	wasmRT, err := wasm.New(wasm.Options{CacheDir: sharedWasmCache(tb), Logger: log})
+	wasmRT, err := wasm.New(wasm.Config{CacheDir: sharedWasmCache(tb), Logger: log})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	pluginRT, err := plugin.New(plugin.Options{Logger: log})
+	pluginRT, err := plugin.New(plugin.Config{Logger: log})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	runtimes := []abi.Runtime{lua.New(lua.Options{}), wasmRT, pluginRT}
+	runtimes := []abi.Runtime{lua.New(lua.Config{}), wasmRT, pluginRT}
 	tb.Cleanup(func() {
 		for _, rt := range runtimes {
 			if err := rt.Close(ctx); err != nil {
@@ -99,7 +99,7 @@ func TestSubjectVerbs(t *testing.T) {
 	ctx := context.Background()
 	const n = 3
 	for _, sub := range startSubjects(t) {
-		verbs := abi.Verbs
+		verbs := abi.Verbs()
 		if sub.name != "plugin" { // the plugin's floor is a bare gRPC call, below
 			verbs = append([]string{"floor"}, verbs...)
 		}
@@ -136,7 +136,7 @@ func TestSubjectVerbs(t *testing.T) {
 // at start, and handles an event.
 func TestSmallRule(t *testing.T) {
 	ctx := context.Background()
-	rt, err := wasm.New(wasm.Options{CacheDir: sharedWasmCache(t), Logger: newLogger(t)})
+	rt, err := wasm.New(wasm.Config{CacheDir: sharedWasmCache(t), Logger: newLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

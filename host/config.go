@@ -36,7 +36,7 @@ type RuleConfig struct {
 	// abandons the call, reports it (log, RuleStatus, Stats.Stuck) and goes
 	// on without it; a remove or shutdown releases the rule's watches and
 	// locks, a reload installs the new version in the rule's place. Loading
-	// is bounded the same way (see Options.LoadTimeout).
+	// is bounded the same way (see Config.LoadTimeout).
 	Grace time.Duration
 	// MemoryBytes caps the rule's memory (see abi.Limits).
 	MemoryBytes int64

@@ -95,7 +95,7 @@ func prepareGuests() {
 		guests.err = err
 		return
 	}
-	guests.rt, guests.err = wasm.New(wasm.Options{CacheDir: filepath.Join(dir, "cache"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	guests.rt, guests.err = wasm.New(wasm.Config{CacheDir: filepath.Join(dir, "cache"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if guests.err != nil {
 		return
 	}
@@ -181,29 +181,29 @@ func variant(t testing.TB, src []byte, old, new string) []byte {
 
 // newE2E is a host with the runtime of sb (the Lua runtime, or the shared
 // WebAssembly runtime) on a fresh embedded broker.
-func newE2E(t *testing.T, sb sandbox, opts ...func(*Options)) *env {
+func newE2E(t *testing.T, sb sandbox, opts ...func(*Config)) *env {
 	t.Helper()
-	return newEnv(t, append([]func(*Options){sb.runtimes(t)}, opts...)...)
+	return newEnv(t, append([]func(*Config){sb.runtimes(t)}, opts...)...)
 }
 
 // newE2EAt is newE2E on the broker (or proxy) at addr.
-func newE2EAt(t *testing.T, addr string, sb sandbox, opts ...func(*Options)) *env {
+func newE2EAt(t *testing.T, addr string, sb sandbox, opts ...func(*Config)) *env {
 	t.Helper()
-	return newEnvAt(t, addr, append([]func(*Options){sb.runtimes(t)}, opts...)...)
+	return newEnvAt(t, addr, append([]func(*Config){sb.runtimes(t)}, opts...)...)
 }
 
-func (s sandbox) runtimes(t *testing.T) func(*Options) {
+func (s sandbox) runtimes(t *testing.T) func(*Config) {
 	t.Helper()
 	var rt abi.Runtime
 	if s.kind == "wasm" {
 		guest(t, "v1") // builds and compiles the guests on first use
 		rt = guests.rt
 	} else {
-		lr := lua.New(lua.Options{})
+		lr := lua.New(lua.Config{})
 		t.Cleanup(func() { _ = lr.Close(context.Background()) }) // after the host's Close
 		rt = lr
 	}
-	return func(o *Options) { o.Runtimes = []abi.Runtime{rt} }
+	return func(o *Config) { o.Runtimes = []abi.Runtime{rt} }
 }
 
 // loadRule writes src as the rule file name in e's folder and loads it.

@@ -194,7 +194,7 @@ func TestE2EFailuresStopOnlyTheirRule(t *testing.T) {
 			// default limit, and the bomb in one whose low limit keeps it
 			// small.
 			const timeout = 2 * time.Second
-			e := newE2E(t, sb, func(o *Options) {
+			e := newE2E(t, sb, func(o *Config) {
 				// The bomb rule gets a low memory limit and a long deadline,
 				// so running out of memory is the only way its bomb can end
 				// (a Go guest needs 2.3 MiB to start).
@@ -371,7 +371,7 @@ func TestE2EBrokenEditKeepsOldVersion(t *testing.T) {
 func TestE2EPermissionDenialIsAStatus(t *testing.T) {
 	for _, sb := range sandboxes {
 		t.Run(sb.kind, func(t *testing.T) {
-			e := newE2E(t, sb, func(o *Options) {
+			e := newE2E(t, sb, func(o *Config) {
 				// As in ssrun.yaml: rules: {"perm.*": {read: [...], ...}}
 				o.Rules = map[string]RuleConfig{"perm.*": {Read: []string{"perm/**"}, Write: []string{"perm/out/*"}, Watch: []string{"perm/in"}, Lock: []string{}}}
 			})

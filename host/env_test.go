@@ -135,19 +135,19 @@ func newClient(t testing.TB, addr string) *protocol.Client {
 	return c
 }
 
-func newEnv(t *testing.T, opts ...func(*Options)) *env {
+func newEnv(t *testing.T, opts ...func(*Config)) *env {
 	t.Helper()
 	b := brokertest.Start(t)
 	return newEnvAt(t, b.Addr(), opts...)
 }
 
 // newEnvAt builds a host on a broker (or proxy) at addr.
-func newEnvAt(t *testing.T, addr string, opts ...func(*Options)) *env {
+func newEnvAt(t *testing.T, addr string, opts ...func(*Config)) *env {
 	t.Helper()
 	e := &env{t: t, addr: addr, rt: &goRuntime{}, dir: t.TempDir(), logs: &syncBuffer{}}
 	e.client = newClient(t, addr)
 	e.user = newClient(t, addr)
-	o := Options{
+	o := Config{
 		Client:   e.client,
 		Runtimes: []abi.Runtime{e.rt},
 		Logger:   slog.New(slog.NewTextHandler(io.MultiWriter(e.logs, testWriter{t}), &slog.HandlerOptions{Level: slog.LevelDebug})),

@@ -12,7 +12,7 @@ import (
 // lineage of that write, so the loop is damped after MaxHops like any other.
 func TestE2EExpiryLoopDamped(t *testing.T) {
 	const maxHops = 4
-	e := newE2E(t, sandbox{kind: "lua"}, func(o *Options) { o.MaxHops = maxHops })
+	e := newE2E(t, sandbox{kind: "lua"}, func(o *Config) { o.MaxHops = maxHops })
 	e.loadRule("again.lua", []byte(`local ss = require("ssrun")
 ss.watch("ttl/k")
 ss.watch("ttl/sentinel")
@@ -46,7 +46,7 @@ end
 // ran out, starts a new chain (hop 0) instead of continuing the writer's.
 func TestE2EEarlyDeleteOfTTLKeyStartsFresh(t *testing.T) {
 	const maxHops = 2
-	e := newE2E(t, sandbox{kind: "lua"}, func(o *Options) { o.MaxHops = maxHops })
+	e := newE2E(t, sandbox{kind: "lua"}, func(o *Config) { o.MaxHops = maxHops })
 	// keep re-creates ttl/x (with a long TTL) whenever it is deleted.
 	e.loadRule("keep.lua", []byte(`local ss = require("ssrun")
 ss.watch("ttl/x")

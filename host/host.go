@@ -24,9 +24,9 @@ import (
 	"github.com/ssrun/ssrun/protocol"
 )
 
-// Options configure a Host. The zero value of each field is its documented
+// Config configure a Host. The zero value of each field is its documented
 // default; Client and at least one runtime are required.
-type Options struct {
+type Config struct {
 	// Client is the connected (or connecting) store client. The Host reads
 	// its Events stream; nothing else may.
 	Client *protocol.Client
@@ -100,7 +100,7 @@ type Host struct {
 }
 
 // New validates opts and starts the host's event dispatcher.
-func New(opts Options) (*Host, error) {
+func New(opts Config) (*Host, error) {
 	if opts.Client == nil {
 		return nil, errors.New("host: a store client is required")
 	}
@@ -278,7 +278,7 @@ func (h *Host) IsRule(path string) bool {
 // version of it. A file that fails to compile or start leaves the running
 // version in place and returns an error naming the file (and line). An
 // unchanged file is not reloaded. Compiling and starting are bounded (see
-// Options.LoadTimeout), and a running version stuck in a call is replaced
+// Config.LoadTimeout), and a running version stuck in a call is replaced
 // once the call is overdue (see RuleConfig.Grace).
 func (h *Host) Load(ctx context.Context, path string) error {
 	if err := h.lockLoads(ctx); err != nil {

@@ -92,7 +92,7 @@ func TestOneRegistrationPerKey(t *testing.T) {
 // Events reach a rule one at a time and in order; a full mailbox drops and
 // counts; other rules run in parallel meanwhile.
 func TestMailboxOrderOverflowAndParallelism(t *testing.T) {
-	e := newEnv(t, func(o *Options) {
+	e := newEnv(t, func(o *Config) {
 		o.Rules = map[string]RuleConfig{"slow.gorule": {Mailbox: 4, Timeout: 30 * time.Second}}
 	})
 	release := make(chan struct{})
@@ -182,7 +182,7 @@ func TestOwnWritesAreNotEchoed(t *testing.T) {
 
 // Two rules feeding each other forever are damped and logged with their names.
 func TestFeedbackLoopDamped(t *testing.T) {
-	e := newEnv(t, func(o *Options) { o.MaxHops = 6 })
+	e := newEnv(t, func(o *Config) { o.MaxHops = 6 })
 	relay := func(from, to string) goRule {
 		return goRule{init: watchInit(from), handle: func(ctx context.Context, h abi.Host, ev abi.Event) error {
 			n, _ := strconv.Atoi(string(ev.Value))
@@ -261,7 +261,7 @@ func TestResyncAfterReconnect(t *testing.T) {
 }
 
 func TestPermissionDenialIsAStatus(t *testing.T) {
-	e := newEnv(t, func(o *Options) {
+	e := newEnv(t, func(o *Config) {
 		o.Rules = map[string]RuleConfig{"limited.gorule": {Read: []string{"sensors/**"}, Write: []string{"hvac/*"}, Watch: []string{"trigger"}, Lock: []string{}}}
 	})
 	var mu sync.Mutex
@@ -306,7 +306,7 @@ func TestPermissionDenialIsAStatus(t *testing.T) {
 }
 
 func TestValueSizeLimit(t *testing.T) {
-	e := newEnv(t, func(o *Options) { o.Defaults.MaxValueBytes = 8 })
+	e := newEnv(t, func(o *Config) { o.Defaults.MaxValueBytes = 8 })
 	errc := make(chan error, 1)
 	e.load("big", goRule{init: watchInit("go"), handle: func(ctx context.Context, h abi.Host, _ abi.Event) error {
 		_, err := h.Set(ctx, "v", []byte("123456789"), abi.SetOptions{})

@@ -70,7 +70,7 @@ func TestLockExpiryFailover(t *testing.T) {
 	a := newEnvAt(t, px.Addr())
 	// The standby's handler waits for the lock far longer than the default
 	// call timeout.
-	b := newEnvAt(t, base.addr, func(o *Options) { o.Rules = map[string]RuleConfig{"standby.gorule": {Timeout: 30 * time.Second}} })
+	b := newEnvAt(t, base.addr, func(o *Config) { o.Rules = map[string]RuleConfig{"standby.gorule": {Timeout: 30 * time.Second}} })
 	const ttl = 400 * time.Millisecond
 
 	var mu sync.Mutex
@@ -242,7 +242,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 }
 
 // withClock times the host's leases with c.
-func withClock(c *fakeClock) func(*Options) { return func(o *Options) { o.now = c.Now } }
+func withClock(c *fakeClock) func(*Config) { return func(o *Config) { o.now = c.Now } }
 
 // lockHost loads the rule name, which records the abi.Host the host gives
 // it and the LOCK_LOST events it receives; the test calls that Host itself.
@@ -420,7 +420,7 @@ func TestRenewalDoesNotReviveAPossiblyExpiredLease(t *testing.T) {
 // before any store request: it neither creates the key nor tells an absent
 // key from a present one.
 func TestLockNeedsWritePermission(t *testing.T) {
-	e := newEnv(t, func(o *Options) {
+	e := newEnv(t, func(o *Config) {
 		o.Rules = map[string]RuleConfig{
 			"reader.gorule": {Write: []string{}},                                              // lock: absent (any key)
 			"writer.gorule": {Write: []string{"app/**"}, Lock: []string{"app/**", "priv/**"}}, // lock wider than write

@@ -21,7 +21,7 @@ func TestE2ELogBudgetPrintLoop(t *testing.T) {
 		{"bytes", 1 << 20, 2000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newE2E(t, sandbox{kind: "lua"}, func(o *Options) {
+			e := newE2E(t, sandbox{kind: "lua"}, func(o *Config) {
 				o.Rules = map[string]RuleConfig{"loud.lua": {Timeout: time.Minute, LogLines: tc.lines, LogBytes: tc.bytes}}
 			})
 			e.loadRule("loud.lua", []byte(`local ss = require("ssrun")

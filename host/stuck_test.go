@@ -91,10 +91,10 @@ func (s *stuckScript) Close(context.Context) error {
 
 // stuckEnv is an env whose host also runs stuckRuntime rules, with a short
 // deadline and grace for them.
-func stuckEnv(t *testing.T, opts ...func(*Options)) (*env, *stuckRuntime) {
+func stuckEnv(t *testing.T, opts ...func(*Config)) (*env, *stuckRuntime) {
 	t.Helper()
 	rt := newStuckRuntime()
-	e := newEnv(t, append([]func(*Options){func(o *Options) {
+	e := newEnv(t, append([]func(*Config){func(o *Config) {
 		o.Runtimes = append(o.Runtimes, rt)
 		o.Rules = map[string]RuleConfig{"*.stuck": {Timeout: 100 * time.Millisecond, Grace: 100 * time.Millisecond}}
 		o.LoadTimeout = 200 * time.Millisecond

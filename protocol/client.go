@@ -66,7 +66,8 @@ type Config struct {
 	Credentials func() (Credentials, error)
 	// Timeout is the default per-call timeout; 10 s when zero.
 	Timeout time.Duration
-	// Logger receives the client's logs; nil discards them.
+	// Logger receives the client's logs; slog.Default() when nil, as in
+	// every ssrun package (pass slog.New(slog.DiscardHandler) to discard).
 	Logger *slog.Logger
 	// EventBuffer bounds the queue of undelivered events (default 65536).
 	// Notifications beyond it are dropped, counted in Stats.EventsDropped,
@@ -193,7 +194,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		cfg.EventBuffer = DefaultEventBuffer
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+		cfg.Logger = slog.Default()
 	}
 	if cfg.ReconnectBackoff == nil {
 		cfg.ReconnectBackoff = autopaho.NewExponentialBackoff(250*time.Millisecond, 30*time.Second, time.Second, 2)

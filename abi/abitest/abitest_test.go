@@ -203,7 +203,7 @@ func TestStoreHelpers(t *testing.T) {
 // arguments, including calls the store refuses.
 func TestLastCall(t *testing.T) {
 	h := abitest.New()
-	for _, verb := range abi.Verbs {
+	for _, verb := range abi.Verbs() {
 		if c, ok := h.LastCall(verb); ok {
 			t.Errorf("%s recorded (%+v) before any call", verb, c)
 		}
@@ -247,7 +247,7 @@ func TestLastCall(t *testing.T) {
 	if c, _ := h.LastCall(abi.FnGet); c.Key != "g2" {
 		t.Errorf("LastCall(get).Key = %q after a second get, want g2", c.Key)
 	}
-	for _, verb := range abi.Verbs {
+	for _, verb := range abi.Verbs() {
 		if n := h.Calls(verb); n != map[bool]int{true: 2, false: 1}[verb == abi.FnGet] {
 			t.Errorf("Calls(%s) = %d", verb, n)
 		}
@@ -333,7 +333,7 @@ func TestReset(t *testing.T) {
 	if len(h.Watches()) != 0 || len(h.Logs()) != 0 {
 		t.Errorf("watches %v, logs %v after Reset", h.Watches(), h.Logs())
 	}
-	for _, verb := range abi.Verbs {
+	for _, verb := range abi.Verbs() {
 		if n := h.Calls(verb); n != 0 {
 			t.Errorf("Calls(%s) = %d after Reset", verb, n)
 		}

@@ -21,8 +21,8 @@ import (
 
 // runtimes builds the Lua, WebAssembly and plugin runtimes.
 func (a *app) runtimes(cfg *fileConfig) ([]abi.Runtime, error) {
-	lr := lua.New(lua.Options{})
-	wr, err := wasm.New(wasm.Options{Logger: a.log})
+	lr := lua.New(lua.Config{})
+	wr, err := wasm.New(wasm.Config{Logger: a.log})
 	if err != nil {
 		return nil, fmt.Errorf("wasm runtime: %w", err)
 	}
@@ -38,7 +38,7 @@ func (a *app) runtimes(cfg *fileConfig) ([]abi.Runtime, error) {
 			}
 		}
 	}
-	pr, err := plugin.New(plugin.Options{Logger: a.log, Checksums: sums})
+	pr, err := plugin.New(plugin.Config{Logger: a.log, Checksums: sums})
 	if err != nil {
 		return nil, fmt.Errorf("plugin runtime: %w", err)
 	}
@@ -95,7 +95,7 @@ func (a *app) serveRules(ctx context.Context, client *protocol.Client, dir strin
 	if err != nil {
 		return err
 	}
-	opts := host.Options{Client: client, Runtimes: rts, Logger: a.log}
+	opts := host.Config{Client: client, Runtimes: rts, Logger: a.log}
 	if cfg != nil {
 		opts.Defaults = cfg.Defaults.toHost()
 		opts.Rules = cfg.hostRules()

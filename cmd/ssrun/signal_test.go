@@ -169,17 +169,18 @@ func TestSignalWatch(t *testing.T) {
 		canceled bool
 		stderr   string
 	}
-	watch := func(bound time.Duration, drive func(sigs chan<- os.Signal, done chan<- struct{})) outcome {
+	watch := func(bound time.Duration, drive func(sigs chan<- os.Signal, done chan<- struct{}, canceling <-chan struct{})) outcome {
 		sigs := make(chan os.Signal, 2)
 		done := make(chan struct{})
 		exited := make(chan int, 1)
+		canceling := make(chan struct{})
 		var canceled atomic.Bool
 		var buf syncWriter
-		w := signalWatch{sigs: sigs, cancel: func() { canceled.Store(true) }, stderr: &buf,
+		w := signalWatch{sigs: sigs, cancel: func() { canceled.Store(true); close(canceling) }, stderr: &buf,
 			bound: func() time.Duration { return bound }, exit: func(code int) { exited <- code }}
 		finished := make(chan struct{})
 		go func() { defer close(finished); w.run(done) }()
-		drive(sigs, done)
+		drive(sigs, done, canceling)
 		<-finished
 		o := outcome{code: -1, canceled: canceled.Load(), stderr: buf.String()}
 		select {
@@ -188,24 +189,25 @@ func TestSignalWatch(t *testing.T) {
 		}
 		return o
 	}
-	if o := watch(time.Hour, func(sigs chan<- os.Signal, _ chan<- struct{}) {
+	if o := watch(time.Hour, func(sigs chan<- os.Signal, _ chan<- struct{}, _ <-chan struct{}) {
 		sigs <- syscall.SIGTERM
 		sigs <- syscall.SIGINT
 	}); o.code != 128+int(syscall.SIGINT) || !o.canceled || !strings.Contains(o.stderr, "send the signal again") || !strings.Contains(o.stderr, "second signal") {
 		t.Errorf("second signal: %+v", o)
 	}
-	if o := watch(time.Millisecond, func(sigs chan<- os.Signal, _ chan<- struct{}) {
+	if o := watch(time.Millisecond, func(sigs chan<- os.Signal, _ chan<- struct{}, _ <-chan struct{}) {
 		sigs <- syscall.SIGTERM
 	}); o.code != 1 || !o.canceled || !strings.Contains(o.stderr, "still running") {
 		t.Errorf("backstop: %+v", o)
 	}
-	if o := watch(time.Hour, func(sigs chan<- os.Signal, done chan<- struct{}) {
+	if o := watch(time.Hour, func(sigs chan<- os.Signal, done chan<- struct{}, canceling <-chan struct{}) {
 		sigs <- syscall.SIGTERM
+		<-canceling // the command then returns in time
 		close(done)
 	}); o.code != -1 || !o.canceled {
 		t.Errorf("stopped in time: %+v", o)
 	}
-	if o := watch(time.Hour, func(_ chan<- os.Signal, done chan<- struct{}) { close(done) }); o.code != -1 || o.canceled || o.stderr != "" {
+	if o := watch(time.Hour, func(_ chan<- os.Signal, done chan<- struct{}, _ <-chan struct{}) { close(done) }); o.code != -1 || o.canceled || o.stderr != "" {
 		t.Errorf("no signal: %+v", o)
 	}
 }

@@ -153,9 +153,9 @@ func (h *testHost) handled() uint64 {
 func startHost(t *testing.T, name string, c *protocol.Client) *testHost {
 	t.Helper()
 	logs := &syncBuffer{}
-	lr := lua.New(lua.Options{})
+	lr := lua.New(lua.Config{})
 	t.Cleanup(func() { _ = lr.Close(context.Background()) }) // after the host's Close
-	h := examplehost.Host(t, host.Options{
+	h := examplehost.Host(t, host.Config{
 		Client:   c,
 		Runtimes: []abi.Runtime{lr},
 		Logger:   slog.New(slog.NewTextHandler(io.MultiWriter(logs, examplehost.LogWriter(t)), &slog.HandlerOptions{Level: slog.LevelDebug})).With("host", name),

@@ -89,11 +89,11 @@ func newEnv(t *testing.T, cfg host.RuleConfig) *env {
 	tl := &testLog{t: t}
 	t.Cleanup(func() { tl.mu.Lock(); tl.done = true; tl.mu.Unlock() })
 	logger := slog.New(slog.NewTextHandler(tl, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	rt, err := plugin.New(plugin.Options{Logger: logger})
+	rt, err := plugin.New(plugin.Config{Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := host.New(host.Options{Client: newClient(t, b.Addr()), Runtimes: []abi.Runtime{rt}, Logger: logger, Defaults: cfg})
+	h, err := host.New(host.Config{Client: newClient(t, b.Addr()), Runtimes: []abi.Runtime{rt}, Logger: logger, Defaults: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,9 +39,9 @@ var steps = []struct {
 func TestChain(t *testing.T) {
 	b := brokertest.Start(t)
 	user := examplehost.Client(t, b.Addr(), "chain-user")
-	lr := lua.New(lua.Options{})
+	lr := lua.New(lua.Config{})
 	t.Cleanup(func() { _ = lr.Close(context.Background()) }) // after the host's Close
-	h := examplehost.Host(t, host.Options{Client: examplehost.Client(t, b.Addr(), "chain-host"), Runtimes: []abi.Runtime{lr}})
+	h := examplehost.Host(t, host.Config{Client: examplehost.Client(t, b.Addr(), "chain-host"), Runtimes: []abi.Runtime{lr}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := h.LoadDir(ctx, "."); err != nil {

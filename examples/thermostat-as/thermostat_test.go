@@ -37,7 +37,7 @@ func module(t testing.TB) string {
 
 func newRuntime(t testing.TB) *wasm.Runtime {
 	t.Helper()
-	rt, err := wasm.New(wasm.Options{CacheDir: t.TempDir()})
+	rt, err := wasm.New(wasm.Config{CacheDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

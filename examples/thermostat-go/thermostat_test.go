@@ -18,7 +18,7 @@ func TestThermostat(t *testing.T) {
 	if err := gobuild.WASM(filepath.Join(rules, "thermostat.wasm"), "."); err != nil {
 		t.Fatal(err)
 	}
-	rt, err := wasm.New(wasm.Options{CacheDir: t.TempDir()})
+	rt, err := wasm.New(wasm.Config{CacheDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,5 +9,5 @@ import (
 
 // The Lua thermostat passes the table every thermostat example passes.
 func TestThermostat(t *testing.T) {
-	thermotest.Run(t, ".", lua.New(lua.Options{}))
+	thermotest.Run(t, ".", lua.New(lua.Config{}))
 }

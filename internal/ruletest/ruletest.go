@@ -244,7 +244,7 @@ func VerbCases() []VerbCase {
 
 	// Every failure a Host can return reaches the rule as its status with
 	// the Host's message, as an *abi.Error (no " untyped" in the report).
-	for _, verb := range abi.Verbs {
+	for _, verb := range abi.Verbs() {
 		args, ok := okArgs[verb]
 		if !ok {
 			continue // log cannot fail
@@ -291,7 +291,7 @@ func RunVerbCases(t *testing.T, cases []VerbCase, open func(t *testing.T) (abi.S
 	if t.Failed() {
 		return
 	}
-	for _, verb := range abi.Verbs {
+	for _, verb := range abi.Verbs() {
 		if !seen[verb]["OK"] {
 			t.Errorf("verb %s: no OK case", verb)
 		}

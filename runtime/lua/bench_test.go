@@ -81,7 +81,7 @@ func (quietHost) Log(int32, string) {}
 // loopScript starts a rule whose on_event runs stmt ev.value times; nop
 // is a Go function that does nothing. Close it when done.
 func loopScript(h abi.Host, stmt string) *script {
-	p, err := New(Options{}).Compile(context.Background(), "bench.lua", []byte(`
+	p, err := New(Config{}).Compile(context.Background(), "bench.lua", []byte(`
 local ss = require("ssrun")
 function on_event(ev)
   for i = 1, tonumber(ev.value) do
@@ -200,7 +200,7 @@ func BenchmarkCompile50(b *testing.B) {
 
 // BenchmarkCompileCached is Runtime.Compile of an unchanged rule.
 func BenchmarkCompileCached(b *testing.B) {
-	rt := New(Options{})
+	rt := New(Config{})
 	p := compileRule(b, rt, "rule50.lua", rule50)
 	for b.Loop() {
 		compileRule(b, rt, "rule50.lua", rule50)
@@ -211,7 +211,7 @@ func BenchmarkCompileCached(b *testing.B) {
 // BenchmarkStart builds a sandbox and runs the 50-line rule's top-level
 // code from the cached chunk.
 func BenchmarkStart(b *testing.B) {
-	p := compileRule(b, New(Options{}), "rule50.lua", rule50)
+	p := compileRule(b, New(Config{}), "rule50.lua", rule50)
 	h := quietHost{abitest.New()}
 	for b.Loop() {
 		s, err := p.Start(context.Background(), h, abi.Limits{})
@@ -227,7 +227,7 @@ func BenchmarkStart(b *testing.B) {
 func BenchmarkHandle(b *testing.B) {
 	for name, src := range map[string]string{"trivial": "function on_event(ev) end", "rule50": rule50} {
 		b.Run(name, func(b *testing.B) {
-			p := compileRule(b, New(Options{}), name+".lua", src)
+			p := compileRule(b, New(Config{}), name+".lua", src)
 			s, err := p.Start(context.Background(), quietHost{abitest.New()}, abi.Limits{})
 			if err != nil {
 				b.Fatal(err)
@@ -246,7 +246,7 @@ func BenchmarkHandle(b *testing.B) {
 // BenchmarkMemoryPerRule reports the live heap of one started 50-line rule.
 func BenchmarkMemoryPerRule(b *testing.B) {
 	const rules = 100
-	p := compileRule(b, New(Options{}), "rule50.lua", rule50)
+	p := compileRule(b, New(Config{}), "rule50.lua", rule50)
 	h := quietHost{abitest.New()}
 	var perRule float64
 	for b.Loop() {
@@ -288,7 +288,7 @@ func BenchmarkBaseline(b *testing.B) {
 		}
 	})
 	b.Run("4-lib state", func(b *testing.B) {
-		o := Options{}.withDefaults()
+		o := Config{}.withDefaults()
 		for b.Loop() {
 			L := glua.NewState(glua.Options{SkipOpenLibs: true, CallStackSize: o.CallStackSize, RegistrySize: o.RegistrySize, RegistryMaxSize: o.RegistryMaxSize})
 			for _, open := range []glua.LGFunction{glua.OpenBase, glua.OpenTable, glua.OpenString, glua.OpenMath} {
@@ -329,7 +329,7 @@ for i = 1, N do
 end`
 	for _, impl := range []string{"ours", "gopher-lua"} {
 		b.Run(impl, func(b *testing.B) {
-			L := newState(Options{}.withDefaults(), abitest.New(), 1<<30).L
+			L := newState(Config{}.withDefaults(), abitest.New(), 1<<30).L
 			if impl == "gopher-lua" {
 				L = glua.NewState(glua.Options{SkipOpenLibs: true})
 				for _, open := range []glua.LGFunction{glua.OpenBase, glua.OpenString} {

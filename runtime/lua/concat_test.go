@@ -47,7 +47,7 @@ func TestConcatSemantics(t *testing.T) {
 		`local s = "" for i = 1, 100 do s = s .. i end assert(#s == 192)`,
 	} {
 		h := abitest.New()
-		_, err := compileRule(t, New(Options{}), "concat.lua", code+"\nfunction on_event() end").Start(context.Background(), h, abi.Limits{})
+		_, err := compileRule(t, New(Config{}), "concat.lua", code+"\nfunction on_event() end").Start(context.Background(), h, abi.Limits{})
 		if strings.Contains(code, "t.x == nil") {
 			if e := wantErr(t, err, abi.ErrCrashed, 1); e.Msg != "cannot perform concat operation between string and nil" {
 				t.Errorf("%s: %q", code, e.Msg)
@@ -89,7 +89,7 @@ type outcome struct {
 func runChunk(proto *glua.FunctionProto, rewritten bool) outcome {
 	h := abitest.New()
 	s := &script{
-		prog: &program{opts: Options{RegistrySize: 256, RegistryMaxSize: 4096}.withDefaults(), name: "fuzz.lua", proto: proto},
+		prog: &program{opts: Config{RegistrySize: 256, RegistryMaxSize: 4096}.withDefaults(), name: "fuzz.lua", proto: proto},
 		host: h,
 		lim:  abi.Limits{CallTimeout: 20 * time.Millisecond, MemoryBytes: 16 << 20},
 	}

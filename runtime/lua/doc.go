@@ -114,8 +114,8 @@
 // the rule's top-level code runs again, so its globals start afresh and its
 // watches are declared again (harmless: Host.Watch is idempotent).
 //
-// Deep recursion is bounded by Options.CallStackSize ("stack overflow") and
-// the value stack by Options.RegistryMaxSize ("registry overflow").
+// Deep recursion is bounded by Config.CallStackSize ("stack overflow") and
+// the value stack by Config.RegistryMaxSize ("registry overflow").
 //
 // # Memory
 //

@@ -10,7 +10,7 @@ import (
 )
 
 func ExampleRuntime() {
-	rt := lua.New(lua.Options{})
+	rt := lua.New(lua.Config{})
 	prog, err := rt.Compile(context.Background(), "rules/echo.lua", []byte(`
 local ss = require("ssrun")
 ss.watch("in")

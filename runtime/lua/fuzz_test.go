@@ -50,7 +50,7 @@ func FuzzRule(f *testing.F) {
 	f.Fuzz(func(t *testing.T, src string) {
 		ctx := context.Background()
 		// A small registry reaches gopher-lua's #282 panic in milliseconds.
-		rt := New(Options{RegistrySize: 256, RegistryMaxSize: 4096})
+		rt := New(Config{RegistrySize: 256, RegistryMaxSize: 4096})
 		p, err := rt.Compile(ctx, "fuzz.lua", []byte(src))
 		if err != nil {
 			var ce *abi.CompileError

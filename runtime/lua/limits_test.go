@@ -23,7 +23,7 @@ const crash282 = `local function g(...) return g(1, ...) end g()`
 func TestCrash282RebuildsState(t *testing.T) {
 	// A small registry makes the overflow come in milliseconds instead of
 	// seconds; the panic is gopher-lua's own, not a simulation.
-	rt := New(Options{RegistrySize: 256, RegistryMaxSize: 4096})
+	rt := New(Config{RegistrySize: 256, RegistryMaxSize: 4096})
 	h := abitest.New()
 	p := compileRule(t, rt, "crash.lua", `
 local ss = require("ssrun")
@@ -120,7 +120,7 @@ end`, h, abi.Limits{CallTimeout: 50 * time.Millisecond})
 		t.Errorf("logs %q: the state should survive timeouts", got)
 	}
 
-	_, err := compileRule(t, New(Options{}), "spin.lua", "while true do end").Start(ctx, h, abi.Limits{CallTimeout: 20 * time.Millisecond})
+	_, err := compileRule(t, New(Config{}), "spin.lua", "while true do end").Start(ctx, h, abi.Limits{CallTimeout: 20 * time.Millisecond})
 	wantErr(t, err, abi.ErrTimeout, 1)
 }
 
@@ -244,7 +244,7 @@ func TestBuiltinCaps(t *testing.T) {
 		{`assert(table.concat({1, "a", 2.5}, "-") == "1-a-2.5" and table.concat({}, "x") == "")`, "", nil},
 	} {
 		h := abitest.New()
-		_, err := compileRule(t, New(Options{}), "cap.lua", tc.code+"\nfunction on_event() end").Start(context.Background(), h, abi.Limits{MemoryBytes: 1 << 20})
+		_, err := compileRule(t, New(Config{}), "cap.lua", tc.code+"\nfunction on_event() end").Start(context.Background(), h, abi.Limits{MemoryBytes: 1 << 20})
 		if tc.sentinel == nil {
 			if err != nil {
 				t.Errorf("%s: %v", tc.code, err)

@@ -12,9 +12,6 @@ import (
 	"github.com/ssrun/ssrun/abi"
 )
 
-// ModuleName is what a rule passes to require for the ABI module.
-const ModuleName = "ssrun"
-
 // logLevels maps ss.log's level names to abi levels.
 var logLevels = map[string]int32{"debug": abi.LevelDebug, "info": abi.LevelInfo, "warn": abi.LevelWarn, "error": abi.LevelError}
 
@@ -28,7 +25,7 @@ type module struct {
 }
 
 // newModule returns the ssrun module table for L: one function per
-// abi.Verbs entry, the log shorthands and the status table.
+// abi.Verbs() entry, the log shorthands and the status table.
 func newModule(L *glua.LState, st *state, h abi.Host) *glua.LTable {
 	m := &module{st: st, h: h}
 	t := L.NewTable()

@@ -164,7 +164,7 @@ end`, h, abi.Limits{CallTimeout: time.Minute})
 
 func TestGsubMemoryCap(t *testing.T) {
 	// The account alone (no call).
-	st := newState(Options{}.withDefaults(), abitest.New(), 1<<20)
+	st := newState(Config{}.withDefaults(), abitest.New(), 1<<20)
 	defer st.L.Close()
 	err := st.L.DoString(`string.gsub(string.rep("x", 1000), "x", string.rep("y", 2000))`)
 	if err == nil || !strings.Contains(err.Error(), "string.gsub: ") || !strings.Contains(err.Error(), "memory limit of 1048576 bytes") {
@@ -176,7 +176,7 @@ func TestGsubMemoryCap(t *testing.T) {
 		`string.gsub(string.rep("x", 1000), "x+", string.rep("%0", 10000))`,
 		`string.gsub(string.rep("x", 1000), "x", function() return string.rep("y", 2000) end)`,
 	} {
-		_, err := compileRule(t, New(Options{}), "gsub.lua", code+"\nfunction on_event() end").Start(context.Background(), abitest.New(), abi.Limits{MemoryBytes: 1 << 20})
+		_, err := compileRule(t, New(Config{}), "gsub.lua", code+"\nfunction on_event() end").Start(context.Background(), abitest.New(), abi.Limits{MemoryBytes: 1 << 20})
 		if !errors.Is(err, abi.ErrMemory) {
 			t.Errorf("%s: %v, want ErrMemory", code, err)
 		}
@@ -224,7 +224,7 @@ func FuzzPattern(f *testing.F) {
 		f.Add(seed[0], seed[1])
 	}
 	f.Fuzz(func(t *testing.T, s, p string) {
-		st := newState(Options{}.withDefaults(), abitest.New(), 1<<20)
+		st := newState(Config{}.withDefaults(), abitest.New(), 1<<20)
 		defer st.L.Close()
 		fn, err := st.L.LoadString(patternInvariants)
 		if err != nil {

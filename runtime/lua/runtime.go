@@ -22,7 +22,7 @@ import (
 // Kind is the runtime's name, returned by Runtime.Kind.
 const Kind = "lua"
 
-// Defaults for zero Options fields, and the fixed compile limits.
+// Defaults for zero Config fields, and the fixed compile limits.
 const (
 	// DefaultCallStackSize bounds Lua call depth (Lua 5.1's C limit is also 200).
 	DefaultCallStackSize = 200
@@ -44,8 +44,8 @@ const (
 // ErrClosed is returned by calls on a closed Runtime or Script.
 var ErrClosed = errors.New("lua: closed")
 
-// Options configure a Runtime. The zero value selects the defaults above.
-type Options struct {
+// Config configure a Runtime. The zero value selects the defaults above.
+type Config struct {
 	// CallStackSize bounds Lua call depth: deeper recursion raises the Lua
 	// error "stack overflow". Default DefaultCallStackSize.
 	CallStackSize int
@@ -63,7 +63,7 @@ type Options struct {
 	RegistryMaxSize int
 }
 
-func (o Options) withDefaults() Options {
+func (o Config) withDefaults() Config {
 	if o.CallStackSize <= 0 {
 		o.CallStackSize = DefaultCallStackSize
 	}
@@ -83,7 +83,7 @@ func (o Options) withDefaults() Options {
 // Runtime compiles and runs Lua rules. It implements abi.Runtime and is safe
 // for concurrent use.
 type Runtime struct {
-	opts Options
+	opts Config
 
 	mu     sync.Mutex
 	closed bool
@@ -96,7 +96,7 @@ type Runtime struct {
 var _ abi.Runtime = (*Runtime)(nil)
 
 // New returns a Runtime.
-func New(opts Options) *Runtime {
+func New(opts Config) *Runtime {
 	return &Runtime{opts: opts.withDefaults(), cache: map[[sha256.Size]byte]weak.Pointer[glua.FunctionProto]{}}
 }
 
@@ -279,7 +279,7 @@ func compileError(name string, src []byte, err error) *abi.CompileError {
 
 // program is a compiled rule.
 type program struct {
-	opts  Options
+	opts  Config
 	name  string
 	proto *glua.FunctionProto
 }

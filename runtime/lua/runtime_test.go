@@ -32,7 +32,7 @@ func compileRule(t testing.TB, rt *Runtime, name, src string) abi.Program {
 // startRule compiles and starts src against h, closing it when the test ends.
 func startRule(t testing.TB, src string, h abi.Host, lim abi.Limits) abi.Script {
 	t.Helper()
-	s, err := compileRule(t, New(Options{}), "rule.lua", src).Start(context.Background(), h, lim)
+	s, err := compileRule(t, New(Config{}), "rule.lua", src).Start(context.Background(), h, lim)
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
@@ -70,7 +70,7 @@ func wantErr(t *testing.T, err error, sentinel error, line int) *Error {
 }
 
 func TestCompileErrorLines(t *testing.T) {
-	rt := New(Options{})
+	rt := New(Config{})
 	for _, tc := range []struct {
 		src  string
 		line int
@@ -98,7 +98,7 @@ func TestCompileErrorLines(t *testing.T) {
 }
 
 func TestCompileLimits(t *testing.T) {
-	rt := New(Options{})
+	rt := New(Config{})
 	nest := func(n int) string {
 		return "x = 1\n" + strings.Repeat("do ", n) + "\n" + strings.Repeat("end ", n)
 	}
@@ -124,7 +124,7 @@ func TestCompileLimits(t *testing.T) {
 }
 
 func TestCompileCache(t *testing.T) {
-	rt := New(Options{})
+	rt := New(Config{})
 	src := "function on_event(ev) end"
 	a := compileRule(t, rt, "a.lua", src).(*program)
 	if b := compileRule(t, rt, "a.lua", src).(*program); b.proto != a.proto {
@@ -149,7 +149,7 @@ func TestCompileCache(t *testing.T) {
 }
 
 func TestLoadErrors(t *testing.T) {
-	rt := New(Options{})
+	rt := New(Config{})
 	for _, tc := range []struct {
 		name, src string
 		line      int
@@ -250,7 +250,7 @@ func TestRedefinedOnEvent(t *testing.T) {
 }
 
 func TestClosed(t *testing.T) {
-	rt := New(Options{})
+	rt := New(Config{})
 	p := compileRule(t, rt, "a.lua", "function on_event() end")
 	s, err := p.Start(context.Background(), abitest.New(), abi.Limits{})
 	if err != nil {
@@ -277,7 +277,7 @@ func TestClosed(t *testing.T) {
 }
 
 func TestConcurrentScripts(t *testing.T) {
-	rt := New(Options{})
+	rt := New(Config{})
 	p := compileRule(t, rt, "count.lua", `
 local ss = require("ssrun")
 local n = 0
@@ -344,7 +344,7 @@ end`)
 func TestCompiledProgramIsTrimmed(t *testing.T) {
 	src := "local ss = require('ssrun')\nlocal function f(a) local t = {} for i = 1, a do t[i] = i * 2 end return t end\n" +
 		"function on_event(ev) local x = f(3) ss.log('info', tostring(#x)) end\n"
-	prog, err := New(Options{}).Compile(context.Background(), "trim.lua", []byte(src))
+	prog, err := New(Config{}).Compile(context.Background(), "trim.lua", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ type state struct {
 // the ssrun module alone, and the builtins replaced that allocate
 // (strlib.go), ignore the deadline or catch the end of a call
 // (builtins.go, protect.go). limit is the rule's memory limit.
-func newState(opts Options, h abi.Host, limit int64) *state {
+func newState(opts Config, h abi.Host, limit int64) *state {
 	L := glua.NewState(glua.Options{
 		SkipOpenLibs:    true,
 		CallStackSize:   opts.CallStackSize,
@@ -75,7 +75,7 @@ func newState(opts Options, h abi.Host, limit int64) *state {
 	mod := newModule(L, st, h)
 	L.SetGlobal("require", L.NewFunction(func(L *glua.LState) int {
 		name := L.CheckString(1)
-		if name != ModuleName {
+		if name != abi.ImportModule {
 			L.RaiseError("module '%s' not available", name)
 		}
 		L.Push(mod)

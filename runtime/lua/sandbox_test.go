@@ -12,7 +12,7 @@ import (
 )
 
 func TestSandboxForbidden(t *testing.T) {
-	rt := New(Options{})
+	rt := New(Config{})
 	for _, name := range []string{
 		"io", "os", "debug", "package", "channel", "coroutine",
 		"dofile", "loadfile", "load", "loadstring", "collectgarbage",
@@ -26,7 +26,7 @@ func TestSandboxForbidden(t *testing.T) {
 }
 
 func TestSandboxAllowed(t *testing.T) {
-	_, err := compileRule(t, New(Options{}), "allowed.lua", `
+	_, err := compileRule(t, New(Config{}), "allowed.lua", `
 for _, name in ipairs({"assert", "error", "ipairs", "pairs", "next", "pcall", "xpcall", "select",
     "tonumber", "tostring", "type", "unpack", "rawget", "rawset", "rawequal", "setmetatable",
     "getmetatable", "print", "require"}) do
@@ -49,7 +49,7 @@ function on_event() end`).Start(context.Background(), abitest.New(), abi.Limits{
 }
 
 func TestRequire(t *testing.T) {
-	rt := New(Options{})
+	rt := New(Config{})
 	_, err := compileRule(t, rt, "req.lua", `
 local a, b = require("ssrun"), require("ssrun")
 assert(a == b and type(a.get) == "function")
@@ -87,7 +87,7 @@ function on_event() end`, h, abi.Limits{})
 func TestStringMetatableIsolated(t *testing.T) {
 	// Two scripts of one program: patching string (every string's
 	// metatable) in one must not change the other.
-	p := compileRule(t, New(Options{}), "patch.lua", `
+	p := compileRule(t, New(Config{}), "patch.lua", `
 function on_event(ev)
   if ev.value == "patch" then
     getmetatable("").__index.upper = function() return "patched" end

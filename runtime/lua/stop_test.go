@@ -103,7 +103,7 @@ func TestSortSemantics(t *testing.T) {
 		`local ok, err = pcall(table.sort, {3, 2, 1}, function(a, b) error("boom") end) assert(not ok and err:find("boom"), err)`,
 		`local ok, err = pcall(table.sort, 1) assert(not ok and err:find("table expected"), err)`,
 	} {
-		if _, err := compileRule(t, New(Options{}), "sort.lua", code+"\nfunction on_event() end").Start(context.Background(), abitest.New(), abi.Limits{}); err != nil {
+		if _, err := compileRule(t, New(Config{}), "sort.lua", code+"\nfunction on_event() end").Start(context.Background(), abitest.New(), abi.Limits{}); err != nil {
 			t.Errorf("%s: %v", code, err)
 		}
 	}
@@ -151,7 +151,7 @@ func TestErrorLines(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := abitest.New()
 			// A small registry reaches #282 in milliseconds.
-			p := compileRule(t, New(Options{RegistrySize: 256, RegistryMaxSize: 4096}), "rule.lua", "function on_event(ev)\n  -- line 2"+tc.body+"\nend")
+			p := compileRule(t, New(Config{RegistrySize: 256, RegistryMaxSize: 4096}), "rule.lua", "function on_event(ev)\n  -- line 2"+tc.body+"\nend")
 			s, err := p.Start(context.Background(), h, tc.lim)
 			if err != nil {
 				t.Fatal(err)
@@ -181,7 +181,7 @@ func TestMathRandom(t *testing.T) {
 		`local ok, err = pcall(math.random, -9e18, 9e18) assert(not ok and err:find("interval is too large"), err)`,
 		`local ok, err = pcall(math.random, "x") assert(not ok and err:find("number expected"), err)`,
 	} {
-		if _, err := compileRule(t, New(Options{}), "random.lua", code+"\nfunction on_event() end").Start(context.Background(), abitest.New(), abi.Limits{}); err != nil {
+		if _, err := compileRule(t, New(Config{}), "random.lua", code+"\nfunction on_event() end").Start(context.Background(), abitest.New(), abi.Limits{}); err != nil {
 			t.Errorf("%s: %v", code, err)
 		}
 	}

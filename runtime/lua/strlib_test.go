@@ -41,7 +41,7 @@ func FuzzStringBuilders(f *testing.F) {
 		f.Add(seed.tmpl, seed.s, seed.n, seed.i, seed.j)
 	}
 	f.Fuzz(func(t *testing.T, tmpl, s string, n float64, i, j int) {
-		ours := newState(Options{}.withDefaults(), abitest.New(), 1<<30)
+		ours := newState(Config{}.withDefaults(), abitest.New(), 1<<30)
 		defer ours.L.Close()
 		theirs := glua.NewState(glua.Options{SkipOpenLibs: true})
 		defer theirs.Close()

@@ -21,7 +21,7 @@ func ver(n int) string { return fmt.Sprintf("%015d:%05d:abitest", n, 0) }
 // returns its results, each shown as "type:value", joined by " | ".
 func evalRule(t *testing.T, h abi.Host, expr string) string {
 	t.Helper()
-	p := compileRule(t, New(Options{}), "verb.lua", `
+	p := compileRule(t, New(Config{}), "verb.lua", `
 local ss = require("ssrun")
 local function show(...)
   local out = {}
@@ -177,7 +177,7 @@ func TestVerbs(t *testing.T) {
 		{verb: "log", status: "INVALID", expr: `ss.log("fatal", "m")`, want: `nil:nil | string:ss.log: unknown level "fatal" (want debug, info, warn or error) | string:INVALID`},
 	}
 
-	// Every verb of abi.Verbs is covered with OK and each status it can meet.
+	// Every verb of abi.Verbs() is covered with OK and each status it can meet.
 	statuses := map[string][]string{
 		"get":     {"OK", "NOT_FOUND", "DENIED", "INVALID"},
 		"set":     {"OK", "NOT_APPLIED", "LOCK_LOST", "DENIED", "INVALID"},
@@ -189,7 +189,7 @@ func TestVerbs(t *testing.T) {
 		"unlock":  {"OK", "NOT_FOUND", "DENIED", "INVALID"},
 		"log":     {"OK", "INVALID"},
 	}
-	for _, verb := range abi.Verbs {
+	for _, verb := range abi.Verbs() {
 		for _, st := range statuses[verb] {
 			if !slices.ContainsFunc(cases, func(c verbCase) bool { return c.verb == verb && c.status == st }) {
 				t.Errorf("no case for %s %s", verb, st)
@@ -229,13 +229,13 @@ func wantLog(level int32, msg string) func(t *testing.T, h *abitest.Host) {
 }
 
 func TestVerbsExposed(t *testing.T) {
-	L := newState(Options{}.withDefaults(), abitest.New(), 1<<20).L
+	L := newState(Config{}.withDefaults(), abitest.New(), 1<<20).L
 	defer L.Close()
 	if err := L.DoString(`ss = require("ssrun")`); err != nil {
 		t.Fatal(err)
 	}
 	mod := L.GetGlobal("ss").(*glua.LTable)
-	for _, verb := range abi.Verbs {
+	for _, verb := range abi.Verbs() {
 		if fn := mod.RawGetString(verb); fn.Type() != glua.LTFunction {
 			t.Errorf("ss.%s is %s", verb, fn.Type())
 		}
@@ -278,7 +278,7 @@ func TestVerbArgumentTypes(t *testing.T) {
 		if want := "boolean:false | string:verb.lua:"; !strings.HasPrefix(got, want) || !strings.HasSuffix(got, ": "+tc.msg) {
 			t.Errorf("%s: %q, want a raised error %q with the rule's position", tc.expr, got, tc.msg)
 		}
-		for _, verb := range abi.Verbs {
+		for _, verb := range abi.Verbs() {
 			if n := h.Calls(verb); n != 0 {
 				t.Errorf("%s: host %s called %d times", tc.expr, verb, n)
 			}

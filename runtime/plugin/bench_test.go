@@ -24,7 +24,7 @@ import (
 // divided by the floor measured just before it with the same b.N, so the
 // pair sees the same machine load.
 func BenchmarkPlugin(b *testing.B) {
-	r, _ := newRuntime(b, Options{Logger: quietLogger()})
+	r, _ := newRuntime(b, Config{Logger: quietLogger()})
 	s := start(b, compile(b, r, rulePlugin(b)), abitest.New(), abi.Limits{CallTimeout: 10 * time.Minute})
 	s.mu.Lock()
 	p := s.cur
@@ -59,7 +59,7 @@ func BenchmarkPlugin(b *testing.B) {
 			}
 		})
 	})
-	for _, verb := range abi.Verbs {
+	for _, verb := range abi.Verbs() {
 		b.Run("verb-"+verb, func(b *testing.B) {
 			paired(b, func(n int) {
 				if err := s.Handle(ctx, command("loop", verb, strconv.Itoa(n))); err != nil {
@@ -73,7 +73,7 @@ func BenchmarkPlugin(b *testing.B) {
 // BenchmarkStart measures starting a plugin (process start, handshake,
 // init) and closing it (graceful shutdown), one at a time.
 func BenchmarkStart(b *testing.B) {
-	r, _ := newRuntime(b, Options{Logger: quietLogger()})
+	r, _ := newRuntime(b, Config{Logger: quietLogger()})
 	p := compile(b, r, rulePlugin(b))
 	h := abitest.New()
 	ctx := context.Background()

@@ -6,7 +6,7 @@
 // language.
 //
 // Compile checks the file: its SHA-256 must equal the one configured in
-// Options.Checksums (if any; the error names the file and both hashes), and
+// Config.Checksums (if any; the error names the file and both hashes), and
 // it must be a regular, non-empty, executable file. Start copies the
 // content into the runtime's working directory (so the file in the rules
 // folder may be replaced while the plugin runs, and every restart runs
@@ -68,7 +68,7 @@
 // running.
 //
 // Working directory. Each Runtime makes one directory "ssrun-plugins-*"
-// under Options.ExecDir (default os.TempDir()) when it starts its first
+// under Config.ExecDir (default os.TempDir()) when it starts its first
 // plugin, for the binary copies and the plugins' unix sockets, and writes
 // nothing anywhere else (unless ExecDir is too long for unix socket paths:
 // then the sockets go to os.TempDir()). On Linux the directory holds an
@@ -83,7 +83,7 @@
 // level. What reaches the process's original stderr (fd 2) instead, such as
 // a Go crash, the output of processes it starts, or go-plugin's own hclog
 // lines, reaches abi.Host.Log too (see rawStderr); a plugin's output never
-// reaches Options.Logger, which gets only the runtime's reports and
+// reaches Config.Logger, which gets only the runtime's reports and
 // go-plugin's host-side diagnostics. Output written straight to fd 1 after
 // the handshake is dropped.
 //

@@ -327,7 +327,7 @@ func TestStartFailures(t *testing.T) {
 		{"init hangs", "", func(s *abitest.Host) { s.Put("init/hang", nil) }, 300 * time.Millisecond, callInit, abi.ErrTimeout, "no answer within 300ms"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, _ := newRuntime(t, Options{})
+			r, _ := newRuntime(t, Config{})
 			file := tc.file
 			if file == "" {
 				file = rulePlugin(t)
@@ -351,7 +351,7 @@ func TestStartFailures(t *testing.T) {
 // TestClose: Script.Close and Runtime.Close stop their processes gracefully
 // (no kill needed), remove the copied binaries, and refuse further use.
 func TestClose(t *testing.T) {
-	r, logs := newRuntime(t, Options{ExecDir: filepath.Join(t.TempDir(), "exec")})
+	r, logs := newRuntime(t, Config{ExecDir: filepath.Join(t.TempDir(), "exec")})
 	p := compile(t, r, rulePlugin(t))
 	h1, h2, h3 := abitest.New(), abitest.New(), abitest.New()
 	s1 := start(t, p, h1, abi.Limits{})
@@ -400,7 +400,7 @@ func TestClose(t *testing.T) {
 // and warn level; a partial last line is flushed when the process ends.
 func TestOutput(t *testing.T) {
 	h := abitest.New()
-	r, _ := newRuntime(t, Options{})
+	r, _ := newRuntime(t, Config{})
 	s := start(t, compile(t, r, rulePlugin(t)), h, abi.Limits{})
 	run(t, s, h, command("print", "to stdout", "to stderr", "partial"))
 	has := func(level int32, msg string) func() bool {
@@ -480,7 +480,7 @@ func pidList(t testing.TB, list string) []int {
 func TestRawStderr(t *testing.T) {
 	h := abitest.New()
 	logs := &logBuffer{}
-	r, _ := newRuntime(t, Options{Logger: slogTo(logs)})
+	r, _ := newRuntime(t, Config{Logger: slogTo(logs)})
 	s := start(t, compile(t, r, rulePlugin(t)), h, abi.Limits{})
 	run(t, s, h, command("stderr", "a raw line", "an hclog line"))
 	pids := spawnTree(t, s, h)
@@ -540,7 +540,7 @@ func helperHost() {
 		fmt.Fprintln(os.Stderr, "helper host:", err)
 		os.Exit(1)
 	}
-	r, err := New(Options{Logger: quietLogger()})
+	r, err := New(Config{Logger: quietLogger()})
 	if err != nil {
 		fail(err)
 	}

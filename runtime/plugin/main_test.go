@@ -70,7 +70,7 @@ func (l *logBuffer) String() string {
 
 // newRuntime returns a Runtime logging into the returned buffer, closed
 // when the test ends.
-func newRuntime(t testing.TB, opts Options) (*Runtime, *logBuffer) {
+func newRuntime(t testing.TB, opts Config) (*Runtime, *logBuffer) {
 	t.Helper()
 	logs := &logBuffer{}
 	if opts.Logger == nil {
@@ -125,7 +125,7 @@ func start(t testing.TB, p abi.Program, h abi.Host, lim abi.Limits) *script {
 // ruleScript starts the test plugin on a runtime of its own.
 func ruleScript(t testing.TB, h abi.Host, lim abi.Limits) (*script, *Runtime, *logBuffer) {
 	t.Helper()
-	r, logs := newRuntime(t, Options{})
+	r, logs := newRuntime(t, Config{})
 	return start(t, compile(t, r, rulePlugin(t)), h, lim), r, logs
 }
 

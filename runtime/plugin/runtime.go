@@ -17,8 +17,8 @@ import (
 	"github.com/ssrun/ssrun/runtime/plugin/internal/workdir"
 )
 
-// Options configure a Runtime. The zero value is the documented default.
-type Options struct {
+// Config configure a Runtime. The zero value is the documented default.
+type Config struct {
 	// Logger receives the runtime's reports: plugin exits and restarts,
 	// lost events, and go-plugin's diagnostics (at debug level), each
 	// tagged with the plugin. Default slog.Default().
@@ -81,7 +81,7 @@ type binary struct {
 // ExecDir that runtimes whose process died left behind. It fails when a
 // checksum is not a SHA-256 in hex, a checksum's path cannot be made
 // absolute, or ExecDir cannot be created.
-func New(opts Options) (*Runtime, error) {
+func New(opts Config) (*Runtime, error) {
 	r := &Runtime{
 		log:     opts.Logger,
 		sums:    map[string][sha256.Size]byte{},

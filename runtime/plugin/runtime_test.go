@@ -23,7 +23,7 @@ import (
 )
 
 func TestKind(t *testing.T) {
-	r, _ := newRuntime(t, Options{})
+	r, _ := newRuntime(t, Config{})
 	if r.Kind() != "plugin" {
 		t.Fatalf("Kind %q", r.Kind())
 	}
@@ -57,7 +57,7 @@ func TestCompile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, _ := newRuntime(t, Options{Checksums: map[string]string{
+	r, _ := newRuntime(t, Config{Checksums: map[string]string{
 		rel:       strings.ToUpper(hex.EncodeToString(sum[:])),
 		pinnedBad: hex.EncodeToString(other[:]),
 	}})
@@ -106,7 +106,7 @@ func mustGetwd(t *testing.T) string {
 
 func TestNewRejectsBadChecksum(t *testing.T) {
 	for _, sum := range []string{"xyz", "abcd", strings.Repeat("0", 63)} {
-		_, err := New(Options{Checksums: map[string]string{"rules/x": sum}})
+		_, err := New(Config{Checksums: map[string]string{"rules/x": sum}})
 		if err == nil || !strings.Contains(err.Error(), "rules/x") || !strings.Contains(err.Error(), "not a SHA-256") {
 			t.Errorf("checksum %q: error %v", sum, err)
 		}

@@ -84,7 +84,7 @@ func TestTreeDiesWithPlugin(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := abitest.New()
-			r, _ := newRuntime(t, Options{Logger: quietLogger()})
+			r, _ := newRuntime(t, Config{Logger: quietLogger()})
 			s := start(t, compile(t, r, rulePlugin(t)), h, abi.Limits{CallTimeout: 3 * time.Second})
 			pids := spawnTree(t, s, h)
 			tc.end(t, r, s, pids)
@@ -211,7 +211,7 @@ func TestStaleWorkDirs(t *testing.T) {
 
 	// A live owner: a runtime of this process, running a plugin.
 	h := abitest.New()
-	live, _ := newRuntime(t, Options{Logger: quietLogger()})
+	live, _ := newRuntime(t, Config{Logger: quietLogger()})
 	s := start(t, compile(t, live, plugin), h, abi.Limits{})
 	liveDirs := workDirs()
 	if len(liveDirs) != 1 {
@@ -255,7 +255,7 @@ func TestStaleWorkDirs(t *testing.T) {
 	}
 
 	logs := &logBuffer{}
-	_, _ = newRuntime(t, Options{Logger: slogTo(logs)})
+	_, _ = newRuntime(t, Config{Logger: slogTo(logs)})
 	if _, err := os.Stat(dead[0]); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the killed host's directory %s is still there (%v)", dead[0], err)
 	}
@@ -273,7 +273,7 @@ func TestStaleWorkDirs(t *testing.T) {
 	}
 }
 
-// TestExecDirOnly: with Options.ExecDir set, the runtime writes nowhere
+// TestExecDirOnly: with Config.ExecDir set, the runtime writes nowhere
 // else (a container with a read-only root filesystem points it at a
 // writable volume), and Close leaves ExecDir as it found it.
 func TestExecDirOnly(t *testing.T) {
@@ -281,7 +281,7 @@ func TestExecDirOnly(t *testing.T) {
 	execDir := t.TempDir()
 	t.Setenv("TMPDIR", filepath.Join(execDir, "not-there")) // unusable
 	h := abitest.New()
-	r, _ := newRuntime(t, Options{ExecDir: execDir, Logger: quietLogger()})
+	r, _ := newRuntime(t, Config{ExecDir: execDir, Logger: quietLogger()})
 	s := start(t, compile(t, r, plugin), h, abi.Limits{})
 	run(t, s, h, command("pid"))
 	if err := r.Close(context.Background()); err != nil {

@@ -102,7 +102,7 @@ func BenchmarkStart(b *testing.B) {
 func BenchmarkCompile(b *testing.B) {
 	src := guest(b, "rule")
 	compileIn := func(b *testing.B, dir string) {
-		r, err := New(Options{CacheDir: dir, Logger: quietLogger()})
+		r, err := New(Config{CacheDir: dir, Logger: quietLogger()})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -408,7 +408,7 @@ func TestCompileDuringLoadCheck(t *testing.T) {
 		body: ops(i32c(abi.LevelInfo), i32c(0), i32c(0), call(importIndex(abi.FnLog)), opDrop)}).bytes()
 	setup := func(t *testing.T) (*Runtime, holdingLog, <-chan error) {
 		hold := newHoldingLog("wasm: rule log during load check")
-		r, err := New(Options{CacheDir: cacheDir(t), Logger: slog.New(hold)})
+		r, err := New(Config{CacheDir: cacheDir(t), Logger: slog.New(hold)})
 		if err != nil {
 			t.Fatal(err)
 		}

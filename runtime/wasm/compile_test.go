@@ -197,7 +197,7 @@ func TestCompileCacheOnDisk(t *testing.T) {
 	dir := t.TempDir()
 	src := handGuest(nil).bytes()
 	compileIn := func() {
-		r, err := New(Options{CacheDir: dir, Logger: quietLogger()})
+		r, err := New(Config{CacheDir: dir, Logger: quietLogger()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -297,7 +297,7 @@ func TestProgramRelease(t *testing.T) {
 
 // TestClosed: a closed Script or Runtime says so.
 func TestClosed(t *testing.T) {
-	r, err := New(Options{CacheDir: cacheDir(t), Logger: quietLogger()})
+	r, err := New(Config{CacheDir: cacheDir(t), Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,11 +326,11 @@ func TestClosed(t *testing.T) {
 	}
 }
 
-// TestNewDefaults: the zero Options work, and an unusable CacheDir fails
+// TestNewDefaults: the zero Config work, and an unusable CacheDir fails
 // clearly.
 func TestNewDefaults(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
-	r, err := New(Options{})
+	r, err := New(Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +344,7 @@ func TestNewDefaults(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := New(Options{CacheDir: file}); err == nil || !strings.Contains(err.Error(), file) {
+	if _, err := New(Config{CacheDir: file}); err == nil || !strings.Contains(err.Error(), file) {
 		t.Fatalf("New with a file as CacheDir: %v", err)
 	}
 }

@@ -95,7 +95,7 @@ func FuzzHostCall(f *testing.F) {
 		c.t = t
 		c.write(atKey, []byte("key"))
 		c.h.Put("key", bytes.Repeat([]byte("v"), 300))
-		name := abi.HostFunctions[int(fn)%len(abi.HostFunctions)]
+		name := abi.HostFunctions()[int(fn)%len(abi.HostFunctions())]
 		args := make([]uint64, len(handParams[name]))
 		for i := range args {
 			var b [8]byte

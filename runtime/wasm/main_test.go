@@ -89,7 +89,7 @@ func sharedRuntime(t testing.TB) *Runtime {
 	t.Helper()
 	cache := cacheDir(t)
 	shared.once.Do(func() {
-		shared.r, shared.err = New(Options{CacheDir: cache, Logger: quietLogger()})
+		shared.r, shared.err = New(Config{CacheDir: cache, Logger: quietLogger()})
 	})
 	if shared.err != nil {
 		t.Fatal(shared.err)
@@ -100,7 +100,7 @@ func sharedRuntime(t testing.TB) *Runtime {
 // newRuntime returns a Runtime of its own over the shared cache directory.
 func newRuntime(t testing.TB) *Runtime {
 	t.Helper()
-	r, err := New(Options{CacheDir: cacheDir(t), Logger: quietLogger()})
+	r, err := New(Config{CacheDir: cacheDir(t), Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ func TestVerbs(t *testing.T) {
 }
 
 // TestHostModuleIsABI checks that the host module offers exactly the host
-// functions of abi.HostFunctions.
+// functions of abi.HostFunctions().
 func TestHostModuleIsABI(t *testing.T) {
 	var names []string
 	for _, f := range hostFuncs {
@@ -79,16 +79,16 @@ func TestHostModuleIsABI(t *testing.T) {
 			t.Errorf("%s: %d parameter names for %d parameters", f.name, len(f.names), len(f.params))
 		}
 	}
-	if !slices.Equal(names, abi.HostFunctions) {
-		t.Fatalf("host functions %v, abi.HostFunctions %v", names, abi.HostFunctions)
+	if !slices.Equal(names, abi.HostFunctions()) {
+		t.Fatalf("host functions %v, abi.HostFunctions() %v", names, abi.HostFunctions())
 	}
 	e, err := sharedRuntime(t).engine(context.Background(), abi.DefaultMemoryBytes/pageSize)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defs := e.rt.Module(abi.ImportModule).ExportedFunctionDefinitions()
-	if len(defs) != len(abi.HostFunctions) {
-		t.Fatalf("host module exports %d functions, want %d", len(defs), len(abi.HostFunctions))
+	if len(defs) != len(abi.HostFunctions()) {
+		t.Fatalf("host module exports %d functions, want %d", len(defs), len(abi.HostFunctions()))
 	}
 	for _, f := range hostFuncs {
 		def, ok := defs[f.name]

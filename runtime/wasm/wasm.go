@@ -3,7 +3,7 @@
 // binary contract"); abi/guest/go is the matching guest SDK for Go.
 //
 // Compilation. Compiled code is cached in memory by content hash and on disk
-// (Options.CacheDir), so a rule compiles once per wazero version and CPU.
+// (Config.CacheDir), so a rule compiles once per wazero version and CPU.
 // Each distinct memory limit gets its own wazero Runtime (the page limit is a
 // Runtime setting); all of them share one compilation cache, and a module
 // is compiled into each Runtime at most once, never on every Start.
@@ -75,8 +75,8 @@ import (
 	"github.com/ssrun/ssrun/abi"
 )
 
-// Options configure a Runtime. The zero value is the documented default.
-type Options struct {
+// Config configure a Runtime. The zero value is the documented default.
+type Config struct {
 	// CacheDir keeps compiled code across runs (in a subdirectory per
 	// wazero version, CPU and OS). Default: os.UserCacheDir()/ssrun/wasm;
 	// if that is not available the cache lives in memory only.
@@ -122,9 +122,9 @@ type Runtime struct {
 
 var _ abi.Runtime = (*Runtime)(nil)
 
-// New returns a Runtime. It fails only if an explicit Options.CacheDir
+// New returns a Runtime. It fails only if an explicit Config.CacheDir
 // cannot be created.
-func New(opts Options) (*Runtime, error) {
+func New(opts Config) (*Runtime, error) {
 	r := &Runtime{
 		log:     opts.Logger,
 		engines: map[uint32]*engine{},

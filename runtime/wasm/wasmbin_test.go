@@ -153,7 +153,7 @@ const handAllocAt = 60 << 10
 // onEvent or returning 0).
 func handGuest(onEvent []byte) wModule {
 	m := wModule{memPages: 1, memExport: "memory"}
-	for i, name := range abi.HostFunctions {
+	for i, name := range abi.HostFunctions() {
 		params := handParams[name]
 		m.imports = append(m.imports, wImport{abi.ImportModule, name, params, []api.ValueType{i32}})
 		var body []byte
@@ -175,7 +175,7 @@ func handGuest(onEvent []byte) wModule {
 
 // importIndex is the function index of host function name in handGuest.
 func importIndex(name string) int {
-	for i, n := range abi.HostFunctions {
+	for i, n := range abi.HostFunctions() {
 		if n == name {
 			return i
 		}

@@ -63,7 +63,7 @@ func program(t *testing.T) abi.Program {
 		if shared.cache, shared.err = os.MkdirTemp("", "ssrun-as-sdk-test-"); shared.err != nil {
 			return
 		}
-		if shared.rt, shared.err = wasm.New(wasm.Options{CacheDir: shared.cache}); shared.err != nil {
+		if shared.rt, shared.err = wasm.New(wasm.Config{CacheDir: shared.cache}); shared.err != nil {
 			return
 		}
 		shared.prog, shared.err = shared.rt.Compile(context.Background(), path, src)
@@ -259,7 +259,7 @@ func TestVerbs(t *testing.T) {
 		verb, _, _ := strings.Cut(tc.cmd[0], "-")
 		seen[strings.TrimSuffix(verb, "Bytes")] = true
 	}
-	for _, verb := range abi.Verbs {
+	for _, verb := range abi.Verbs() {
 		if !seen[verb] {
 			t.Errorf("verb %s has no case", verb)
 		}

@@ -41,7 +41,7 @@ func Client(t testing.TB, addr, id string, opts ...func(*protocol.Config)) *prot
 // fails (within 10 s) fails the test. Without a Logger it logs to t.Log.
 // Runtimes closed in a cleanup registered before Host are closed after the
 // host.
-func Host(t testing.TB, opts host.Options) *host.Host {
+func Host(t testing.TB, opts host.Config) *host.Host {
 	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(LogWriter(t), nil))

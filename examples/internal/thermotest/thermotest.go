@@ -62,7 +62,7 @@ func Run(t *testing.T, dir string, runtimes ...abi.Runtime) {
 	t.Helper()
 	b := brokertest.Start(t)
 	user := examplehost.Client(t, b.Addr(), "thermotest-user")
-	h, err := host.New(host.Options{Client: examplehost.Client(t, b.Addr(), "thermotest-host"), Runtimes: runtimes,
+	h, err := host.New(host.Config{Client: examplehost.Client(t, b.Addr(), "thermotest-host"), Runtimes: runtimes,
 		Logger: slog.New(slog.NewTextHandler(examplehost.LogWriter(t), nil))})
 	if err != nil {
 		t.Fatal(err)
