@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"strings"
@@ -110,6 +111,41 @@ func loadPasswordFile(path string) (*credentials, error) {
 		return nil, &PasswordFileError{File: path, Msg: "cannot hash", Err: err}
 	}
 	return &credentials{users: users, dummy: dummy}, nil
+}
+
+// with returns c (nil: none) plus users (name -> bcrypt hash); a name
+// already there, an empty one or a hash that is not bcrypt is an error.
+func (c *credentials) with(users map[string][]byte) (*credentials, error) {
+	out := &credentials{users: map[string][]byte{}}
+	maxCost := bcrypt.MinCost
+	if c != nil {
+		maps.Copy(out.users, c.users)
+		out.dummy = c.dummy
+		if cost, err := bcrypt.Cost(c.dummy); err == nil {
+			maxCost = cost
+		}
+	}
+	for name, hash := range users {
+		cost, err := bcrypt.Cost(hash)
+		switch {
+		case name == "":
+			return nil, errors.New("empty user name")
+		case out.users[name] != nil:
+			return nil, fmt.Errorf("user %q is also in the password file", name)
+		case err != nil:
+			return nil, fmt.Errorf("user %q: not a bcrypt hash: %w", name, err)
+		}
+		out.users[name] = hash
+		if cost > maxCost || out.dummy == nil {
+			maxCost = max(maxCost, cost)
+			dummy, err := bcrypt.GenerateFromPassword([]byte("unknown user"), maxCost)
+			if err != nil {
+				return nil, fmt.Errorf("hash: %w", err)
+			}
+			out.dummy = dummy
+		}
+	}
+	return out, nil
 }
 
 // check reports whether user/password match an entry.

@@ -83,6 +83,10 @@ type Config struct {
 	// (htpasswd -B format; '#' comments and blank lines allowed); only those
 	// users may connect. See HashPassword.
 	PasswordFile string
+	// Users are more users that may connect, with the password file's: name
+	// -> bcrypt hash (HashPassword). A name may not be in both. `ssrun dev`
+	// gives its own rules host a generated one this way.
+	Users map[string][]byte
 	// Insecure allows open access on a non-loopback address.
 	Insecure bool
 	// ACLFile, when set, names the ACL file (YAML, the shape of Azure IoT
@@ -227,6 +231,13 @@ func New(cfg Config) (*Broker, error) {
 		c, err := loadPasswordFile(cfg.PasswordFile)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		creds = c
+	}
+	if len(cfg.Users) > 0 {
+		c, err := creds.with(cfg.Users)
+		if err != nil {
+			return nil, fmt.Errorf("%w: Users: %w", ErrConfig, err)
 		}
 		creds = c
 	}

@@ -58,7 +58,7 @@ func (f *brokerFlags) persistence() (broker.FsyncPolicy, error) {
 	return policy, nil
 }
 
-func (a *app) startBroker(f *brokerFlags) (*broker.Broker, error) {
+func (a *app) startBroker(f *brokerFlags, users map[string][]byte) (*broker.Broker, error) {
 	if (f.tlsCert == "") != (f.tlsKey == "") {
 		return nil, usageError("--tls-cert and --tls-key go together")
 	}
@@ -81,6 +81,7 @@ func (a *app) startBroker(f *brokerFlags) (*broker.Broker, error) {
 		Fsync:         fsync,
 		FsyncInterval: f.fsyncInterval,
 		SnapshotBytes: int64(f.snapshotBytes),
+		Users:         users,
 	})
 	if err != nil {
 		return nil, err
@@ -101,7 +102,7 @@ func (a *app) brokerCmd() *cobra.Command {
 		Short: "Run the embedded MQTT5 broker with the state store inside it",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			b, err := a.startBroker(&f)
+			b, err := a.startBroker(&f, nil)
 			if err != nil {
 				return err
 			}

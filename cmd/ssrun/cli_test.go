@@ -392,6 +392,36 @@ func TestPasswdAndAuthenticatedBroker(t *testing.T) {
 	if r := runCLI(t, "", "passwd", "a:b"); r.code != 2 {
 		t.Fatalf("user with ':': %+v", r)
 	}
+
+	// `ssrun dev --passwords` connects its own rules host (it could not
+	// before: the host had no credentials), and a client without them is
+	// still refused.
+	rules := t.TempDir()
+	os.WriteFile(filepath.Join(rules, "double.lua"), []byte(`local ss = require("ssrun")
+ss.watch("in")
+function on_event(ev)
+  if ev.op == "SET" then ss.set("out", tostring(tonumber(ev.value) * 2)) end
+end
+`), 0o644)
+	dout, _, _ := start(t, "dev", rules, "--listen", "127.0.0.1:0", "--passwords", users)
+	daddr := waitOutput(t, dout, regexp.MustCompile(`try: ssrun kv --broker (\S+) set`))[1]
+	if r := runCLI(t, "", "kv", "--broker", daddr, "--username", "alice", "--password-file", pw, "set", "in", "21"); r.code != 0 {
+		t.Fatalf("authenticated set on dev: %+v", r)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r := runCLI(t, "", "kv", "--broker", daddr, "--username", "alice", "--password-file", pw, "get", "out")
+		if r.stdout == "42\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the rule never wrote out: %+v", r)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if r := runCLI(t, "", "kv", "--broker", daddr, "--username", "ssrun-dev", "--timeout", "500ms", "get", "out"); r.code != 2 {
+		t.Fatalf("the dev host's user without its password: %+v", r)
+	}
 }
 
 func TestCheck(t *testing.T) {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host"
@@ -198,7 +201,24 @@ func (a *app) devCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			b, err := a.startBroker(&f)
+			// With a password file, the rules host connects as a user of
+			// its own, with a random password made for this run.
+			var users map[string][]byte
+			var creds func() (protocol.Credentials, error)
+			if f.passwords != "" {
+				var secret [16]byte
+				_, _ = rand.Read(secret[:])
+				pw := []byte(hex.EncodeToString(secret[:]))
+				hash, err := bcrypt.GenerateFromPassword(pw, bcrypt.MinCost) // 128 random bits need no cost
+				if err != nil {
+					return err
+				}
+				users = map[string][]byte{devUser: hash}
+				creds = func() (protocol.Credentials, error) {
+					return protocol.Credentials{Username: devUser, Password: pw}, nil
+				}
+			}
+			b, err := a.startBroker(&f, users)
 			if err != nil {
 				return err
 			}
@@ -206,9 +226,10 @@ func (a *app) devCmd() *cobra.Command {
 			// The client outlives the signal: rules release their watches
 			// and locks through it on the way out; Close ends it.
 			client, err := protocol.New(context.WithoutCancel(ctx), protocol.Config{
-				Servers:  []string{"mqtt://" + b.Addr()},
-				ClientID: "ssrun-dev-" + randomSuffix(),
-				Logger:   a.log,
+				Servers:     []string{"mqtt://" + b.Addr()},
+				ClientID:    "ssrun-dev-" + randomSuffix(),
+				Credentials: creds,
+				Logger:      a.log,
 			})
 			if err != nil {
 				return err
@@ -233,6 +254,9 @@ func (a *app) devCmd() *cobra.Command {
 	shutdownFlag(cmd, &shutdown)
 	return cmd
 }
+
+// devUser is the user `ssrun dev --passwords` connects its rules host as.
+const devUser = "ssrun-dev"
 
 func (a *app) runCmd() *cobra.Command {
 	var conn connFlags
