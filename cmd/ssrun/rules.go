@@ -170,6 +170,18 @@ func shutdownFlag(cmd *cobra.Command, d *time.Duration) {
 		"how long stopping may take after a signal (rules stuck in a call are abandoned); a second signal exits at once")
 }
 
+// prepareRules is what dev and run do first: check --shutdown-timeout and
+// hand it to main's backstop, check the rules folder, read ssrun.yaml.
+func prepareRules(dir, config string, shutdown time.Duration) (*fileConfig, error) {
+	if err := setShutdown(shutdown); err != nil {
+		return nil, err
+	}
+	if err := checkRulesDir(dir); err != nil {
+		return nil, err
+	}
+	return rulesConfig(dir, config)
+}
+
 // setShutdown checks the --shutdown-timeout value and hands it to main's
 // backstop.
 func setShutdown(d time.Duration) error {
@@ -191,31 +203,15 @@ func (a *app) devCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			dir := args[0]
-			if err := setShutdown(shutdown); err != nil {
-				return err
-			}
-			if err := checkRulesDir(dir); err != nil {
-				return err
-			}
-			cfg, err := rulesConfig(dir, config)
+			cfg, err := prepareRules(dir, config, shutdown)
 			if err != nil {
 				return err
 			}
-			// With a password file, the rules host connects as a user of
-			// its own, with a random password made for this run.
 			var users map[string][]byte
 			var creds func() (protocol.Credentials, error)
 			if f.passwords != "" {
-				var secret [16]byte
-				_, _ = rand.Read(secret[:])
-				pw := []byte(hex.EncodeToString(secret[:]))
-				hash, err := bcrypt.GenerateFromPassword(pw, bcrypt.MinCost) // 128 random bits need no cost
-				if err != nil {
+				if users, creds, err = devCredentials(); err != nil {
 					return err
-				}
-				users = map[string][]byte{devUser: hash}
-				creds = func() (protocol.Credentials, error) {
-					return protocol.Credentials{Username: devUser, Password: pw}, nil
 				}
 			}
 			b, err := a.startBroker(&f, users)
@@ -258,6 +254,21 @@ func (a *app) devCmd() *cobra.Command {
 // devUser is the user `ssrun dev --passwords` connects its rules host as.
 const devUser = "ssrun-dev"
 
+// devCredentials makes devUser's password for this run: the broker's extra
+// user and the rules host's credentials.
+func devCredentials() (map[string][]byte, func() (protocol.Credentials, error), error) {
+	var secret [16]byte
+	_, _ = rand.Read(secret[:])
+	pw := []byte(hex.EncodeToString(secret[:]))
+	hash, err := bcrypt.GenerateFromPassword(pw, bcrypt.MinCost) // 128 random bits need no cost
+	if err != nil {
+		return nil, nil, fmt.Errorf("dev user: %w", err)
+	}
+	return map[string][]byte{devUser: hash}, func() (protocol.Credentials, error) {
+		return protocol.Credentials{Username: devUser, Password: pw}, nil
+	}, nil
+}
+
 func (a *app) runCmd() *cobra.Command {
 	var conn connFlags
 	var config string
@@ -269,13 +280,7 @@ func (a *app) runCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			dir := args[0]
-			if err := setShutdown(shutdown); err != nil {
-				return err
-			}
-			if err := checkRulesDir(dir); err != nil {
-				return err
-			}
-			cfg, err := rulesConfig(dir, config)
+			cfg, err := prepareRules(dir, config, shutdown)
 			if err != nil {
 				return err
 			}
