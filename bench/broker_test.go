@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -128,7 +129,8 @@ func procStatus(tb testing.TB, pid int, field string) int64 {
 
 func dialStore(tb testing.TB, addr, id string) *protocol.Client {
 	tb.Helper()
-	c, err := protocol.New(context.Background(), protocol.Config{Servers: []string{addr}, ClientID: id, Timeout: 30 * time.Second})
+	c, err := protocol.New(context.Background(), protocol.Config{Servers: []string{addr}, ClientID: id, Timeout: 30 * time.Second,
+		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -219,6 +220,7 @@ func TestLinearizability(t *testing.T) {
 			CleanStart:       true,
 			Timeout:          5 * time.Second,
 			ReconnectBackoff: func(int) time.Duration { return time.Millisecond },
+			Logger:           slog.New(slog.DiscardHandler), // the faults make them talk
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -245,7 +247,8 @@ func TestLinearizability(t *testing.T) {
 		for ctx.Err() == nil {
 			i := rng.IntN(clients)
 			if rng.IntN(3) == 0 {
-				thief, err := protocol.New(ctx, protocol.Config{Servers: []string{b.Addr()}, ClientID: fmt.Sprintf("lin-%d", i), Timeout: time.Second})
+				thief, err := protocol.New(ctx, protocol.Config{Servers: []string{b.Addr()}, ClientID: fmt.Sprintf("lin-%d", i), Timeout: time.Second,
+					Logger: slog.New(slog.DiscardHandler)})
 				if err == nil {
 					if thief.AwaitConnection(ctx) == nil {
 						takeovers.Add(1)

@@ -24,7 +24,7 @@ func startBroker() *broker.Broker {
 }
 
 func connect(ctx context.Context, addr, id string) *protocol.Client {
-	c, err := protocol.New(ctx, protocol.Config{Servers: []string{addr}, ClientID: id})
+	c, err := protocol.New(ctx, protocol.Config{Servers: []string{addr}, ClientID: id, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		log.Fatal(err)
 	}
