@@ -24,6 +24,10 @@ type brokerFlags struct {
 	data, fsync   string // persistence
 	fsyncInterval time.Duration
 	snapshotBytes sizeFlag
+
+	clientQueueBytes sizeFlag // bounds per connection
+	clientQueueLen   int
+	connectTimeout   time.Duration
 }
 
 func (f *brokerFlags) register(cmd *cobra.Command) {
@@ -41,6 +45,9 @@ func (f *brokerFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.fsync, "fsync", "always", "with --data, when changes reach the disk: always (before each reply), interval (every --fsync-interval), never (left to the OS)")
 	fs.DurationVar(&f.fsyncInterval, "fsync-interval", broker.DefaultFsyncInterval, "period of --fsync interval")
 	fs.Var(&f.snapshotBytes, "snapshot-bytes", "with --data, journal size at which a snapshot replaces it, e.g. 16MiB (default 64MiB)")
+	fs.Var(&f.clientQueueBytes, "client-queue-bytes", "responses and notifications one connection may have waiting to be written or acknowledged before it is disconnected (default 16MiB)")
+	fs.IntVar(&f.clientQueueLen, "client-queue-len", 0, "the same bound in messages (0: the default, 4096)")
+	fs.DurationVar(&f.connectTimeout, "connect-timeout", broker.DefaultConnectTimeout, "how long a new connection may take to send CONNECT")
 }
 
 // persistence returns the store's persistence settings from the flags.
@@ -54,6 +61,9 @@ func (f *brokerFlags) persistence() (broker.FsyncPolicy, error) {
 	}
 	if f.snapshotBytes < 0 {
 		return 0, usageError("--snapshot-bytes: must be a positive size")
+	}
+	if f.clientQueueBytes < 0 || f.clientQueueLen < 0 || f.connectTimeout <= 0 {
+		return 0, usageError("--client-queue-bytes, --client-queue-len and --connect-timeout must be positive")
 	}
 	return policy, nil
 }
@@ -82,6 +92,10 @@ func (a *app) startBroker(f *brokerFlags, users map[string][]byte) (*broker.Brok
 		FsyncInterval: f.fsyncInterval,
 		SnapshotBytes: int64(f.snapshotBytes),
 		Users:         users,
+
+		ClientQueueBytes: int(f.clientQueueBytes),
+		ClientQueueLen:   f.clientQueueLen,
+		ConnectTimeout:   f.connectTimeout,
 	})
 	if err != nil {
 		return nil, err

@@ -5,6 +5,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -327,6 +330,24 @@ func TestBrokerCommand(t *testing.T) {
 	}
 	if r := runCLI(t, "", "broker", "--max-bytes", "lots"); r.code != 2 || !strings.Contains(r.stderr, `bad size "lots"`) {
 		t.Fatalf("bad --max-bytes: %+v", r)
+	}
+	if r := runCLI(t, "", "broker", "--client-queue-len", "-1"); r.code != 2 || !strings.Contains(r.stderr, "must be positive") {
+		t.Fatalf("bad --client-queue-len: %+v", r)
+	}
+	// --connect-timeout closes a socket that never sends CONNECT.
+	out, _, stop = start(t, "broker", "--listen", "127.0.0.1:0", "--connect-timeout", "100ms")
+	m = waitOutput(t, out, regexp.MustCompile(`listening on (\S+)\n`))
+	nc, err := net.Dial("tcp", m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := nc.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("silent socket: read %v, want EOF (closed by the broker)", err)
+	}
+	nc.Close()
+	if code := stop(); code != 0 {
+		t.Fatalf("broker exit %d", code)
 	}
 	// Off loopback without credentials it refuses to start.
 	if r := runCLI(t, "", "broker", "--listen", "0.0.0.0:0"); r.code == 0 || !strings.Contains(r.stderr, "insecure") {
