@@ -217,7 +217,7 @@ func (r *rule) lock(ctx context.Context, name string, ttl, wait time.Duration) (
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return "", abi.Errorf(abi.StatusTimeout, "lock %q: gave up waiting: %v", name, ctx.Err())
+			return "", abi.Errorf(abi.StatusTimeout, "lock %q: gave up waiting: %w", name, ctx.Err())
 		}
 		t.Stop()
 	}
