@@ -288,7 +288,7 @@ func (h *Host) Load(ctx context.Context, path string) error {
 	}
 	fresh := r == nil
 	if fresh {
-		r = newRule(h.services, path, rt.Kind(), cfg)
+		r = newRule(&h.services, path, rt.Kind(), cfg)
 	} else {
 		r.reconfigure(cfg)
 	}

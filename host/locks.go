@@ -3,7 +3,6 @@ package host
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -151,25 +150,28 @@ func (l *lease) halt() {
 }
 
 // leases are the locks one rule holds. Each is a lease on its key, renewed
-// by a goroutine of its own until it is released or lost; a lost one is
-// reported to the rule through lost.
+// by a goroutine of its own until it is released or lost. A lost one waits
+// in lost, signalled on lostSignal, until the rule takes it to deliver its
+// LOCK_LOST event: outside the mailbox, so that a full mailbox cannot
+// swallow it.
 type leases struct {
-	client *protocol.Client
-	log    *slog.Logger
-	reg    *registry        // a lock wait watches the lock key for its DELETE
-	now    func() time.Time // the lease clock (see lease.until)
-	life   context.Context  // the host's: renewals end with it
-	rule   string           // file name of the rule, for errors and logs
-	// holder is the lock value: "<client id>:<rule file name>", so two
-	// rules of one host, and the same rule on two hosts, are distinct
-	// holders.
-	holder string
-	lost   func(name string) // queues LOCK_LOST for the rule
+	// svc gives the client, the logger, the registry (a lock wait watches
+	// the lock key for its DELETE), the lease clock (see lease.until) and
+	// the host's lifetime, which ends renewals.
+	svc  *services
+	rule string // file name of the rule, for errors and logs
 
-	mu sync.Mutex
-	m  map[string]*lease
-	wg sync.WaitGroup // renewals
+	lostSignal chan struct{}  // cap 1: leases wait in lost
+	wg         sync.WaitGroup // renewals
+
+	mu   sync.Mutex
+	m    map[string]*lease
+	lost []string // names of leases lost, not yet taken by the rule
 }
+
+// holder is the lock value: "<client id>:<rule file name>", so two rules of
+// one host, and the same rule on two hosts, are distinct holders.
+func (ls *leases) holder() string { return ls.svc.client.ClientID() + ":" + ls.rule }
 
 // lapsedReason explains a lease lost to its local expiry.
 const lapsedReason = "no lock or renewal request applied within the ttl minus the safety margin: the lease may have expired"
@@ -195,7 +197,7 @@ func (ls *leases) names() []string {
 // heldToken returns the token of l if the rule holds it for certain, or why
 // not. A lease found expired is lost: the rule gets LOCK_LOST.
 func (ls *leases) heldToken(l *lease) (hlc.HLC, string) {
-	tok, why, lapsed := l.held(ls.now())
+	tok, why, lapsed := l.held(ls.svc.now())
 	if lapsed {
 		ls.announceLoss(l, lapsedReason)
 	}
@@ -220,7 +222,7 @@ func (ls *leases) lock(ctx context.Context, name string, ttl, wait time.Duration
 
 	var wake <-chan struct{}
 	if wait > 0 {
-		ch, release, err := ls.reg.waitDelete(ctx, name)
+		ch, release, err := ls.svc.reg.waitDelete(ctx, name)
 		if err != nil {
 			return "", storeError(err)
 		}
@@ -228,14 +230,15 @@ func (ls *leases) lock(ctx context.Context, name string, ttl, wait time.Duration
 		wake = ch
 	}
 	deadline := time.Now().Add(wait)
+	holder := ls.holder()
 	for {
-		sent := ls.now()
-		res, err := ls.client.Set(ctx, []byte(name), []byte(ls.holder), protocol.SetOptions{Condition: protocol.CondNEX, Expiry: ttl})
+		sent := ls.svc.now()
+		res, err := ls.svc.client.Set(ctx, []byte(name), []byte(holder), protocol.SetOptions{Condition: protocol.CondNEX, Expiry: ttl})
 		if err != nil {
 			return "", storeError(err)
 		}
 		if res.Applied {
-			return ls.hold(name, ttl, res.Version, sent), nil
+			return ls.hold(name, holder, ttl, res.Version, sent), nil
 		}
 		remaining := time.Until(deadline)
 		if wait == 0 || remaining <= 0 {
@@ -257,8 +260,8 @@ func (ls *leases) lock(ctx context.Context, name string, ttl, wait time.Duration
 
 // hold records a lease acquired by a request sent at sent and starts its
 // renewal.
-func (ls *leases) hold(name string, ttl time.Duration, token hlc.HLC, sent time.Time) string {
-	l := &lease{name: name, holder: ls.holder, ttl: ttl, token: token, until: sent.Add(ttl - leaseMargin(ttl)),
+func (ls *leases) hold(name, holder string, ttl time.Duration, token hlc.HLC, sent time.Time) string {
+	l := &lease{name: name, holder: holder, ttl: ttl, token: token, until: sent.Add(ttl - leaseMargin(ttl)),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	ls.mu.Lock()
 	old := ls.m[name]
@@ -289,7 +292,7 @@ func (ls *leases) renew(l *lease) {
 			return
 		case <-t.C:
 		}
-		sent := ls.now()
+		sent := ls.svc.now()
 		if _, why, lapsed := l.held(sent); why != "" {
 			if lapsed {
 				reason := lapsedReason
@@ -300,8 +303,8 @@ func (ls *leases) renew(l *lease) {
 			}
 			return
 		}
-		ctx, cancel := context.WithTimeout(ls.life, interval)
-		res, err := ls.client.Set(ctx, []byte(l.name), []byte(l.holder), protocol.SetOptions{Condition: protocol.CondNEX, Expiry: l.ttl})
+		ctx, cancel := context.WithTimeout(ls.svc.ctx, interval)
+		res, err := ls.svc.client.Set(ctx, []byte(l.name), []byte(l.holder), protocol.SetOptions{Condition: protocol.CondNEX, Expiry: l.ttl})
 		cancel()
 		switch {
 		case err == nil && res.Applied:
@@ -309,18 +312,18 @@ func (ls *leases) renew(l *lease) {
 			lastErr = nil
 			// Keep the cadence of send times: the lease runs from them,
 			// so a slow reply does not eat into the next renewal's slack.
-			t.Reset(max(interval-ls.now().Sub(sent), 0))
+			t.Reset(max(interval-ls.svc.now().Sub(sent), 0))
 			continue
 		case err == nil:
 			ls.loseLease(l, "taken by another holder")
 			return
-		case ls.life.Err() != nil:
+		case ls.svc.ctx.Err() != nil:
 			return
 		}
 		lastErr = err
-		ls.log.Warn("lock renewal failed; retrying", "rule", ls.rule, "lock", l.name, "err", err)
+		ls.svc.log.Warn("lock renewal failed; retrying", "rule", ls.rule, "lock", l.name, "err", err)
 		// Retry, or wake when the lease may expire to report its loss.
-		t.Reset(min(interval, l.remaining(ls.now())))
+		t.Reset(min(interval, l.remaining(ls.svc.now())))
 	}
 }
 
@@ -332,13 +335,40 @@ func (ls *leases) loseLease(l *lease, why string) {
 	}
 }
 
-// announceLoss stops the renewal of a lease just marked lost and reports it
-// to the rule, which queues a LOCK_LOST event outside its mailbox so a full
-// mailbox cannot swallow it.
+// announceLoss stops the renewal of a lease just marked lost and queues it
+// for its LOCK_LOST event.
 func (ls *leases) announceLoss(l *lease, why string) {
 	l.stopRenewal()
-	ls.log.Warn("lock lost", "rule", ls.rule, "lock", l.name, "reason", why)
-	ls.lost(l.name)
+	ls.svc.log.Warn("lock lost", "rule", ls.rule, "lock", l.name, "reason", why)
+	ls.mu.Lock()
+	ls.lost = append(ls.lost, l.name)
+	ls.mu.Unlock()
+	ls.signalLost()
+}
+
+// signalLost signals lostSignal (without blocking).
+func (ls *leases) signalLost() {
+	select {
+	case ls.lostSignal <- struct{}{}:
+	default:
+	}
+}
+
+// takeLost returns the leases lost since the last call, for their LOCK_LOST
+// events.
+func (ls *leases) takeLost() []string {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	lost := ls.lost
+	ls.lost = nil
+	return lost
+}
+
+// losing reports whether lost leases wait to be taken.
+func (ls *leases) losing() bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return len(ls.lost) > 0
 }
 
 // unlock releases the lease name; see abi.Host.Unlock.
@@ -363,7 +393,7 @@ func (ls *leases) release(ctx context.Context, l *lease) error {
 	if l.isLost() {
 		return nil
 	}
-	_, err := ls.client.VDel(ctx, []byte(l.name), []byte(l.holder), protocol.DelOptions{})
+	_, err := ls.svc.client.VDel(ctx, []byte(l.name), []byte(l.holder), protocol.DelOptions{})
 	if err != nil && !errors.Is(err, protocol.ErrNotConnected) {
 		return err
 	}
@@ -379,7 +409,7 @@ func (ls *leases) releaseAll(ctx context.Context) {
 	ls.mu.Unlock()
 	for _, l := range m {
 		if err := ls.release(ctx, l); err != nil {
-			ls.log.Warn("releasing lock failed", "rule", ls.rule, "lock", l.name, "err", err)
+			ls.svc.log.Warn("releasing lock failed", "rule", ls.rule, "lock", l.name, "err", err)
 		}
 	}
 	ls.wg.Wait()

@@ -4,32 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
-	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/protocol/hlc"
 )
 
 // maxConsecutiveFailures disables a rule whose handler fails this many times
 // in a row; a new version of its file enables it again.
 const maxConsecutiveFailures = 10
-
-// services are the parts of the host that its rules use: a rule is given
-// these, not the Host.
-type services struct {
-	ctx    context.Context  // the host's lifetime: rules and lease renewals end with it
-	client *protocol.Client // lock requests
-	log    *slog.Logger
-	reg    *registry        // watches
-	lin    *lineage         // the feedback-loop damper
-	calls  *tracker         // goroutines running runtime calls
-	now    func() time.Time // the lease clock
-}
 
 // rule is the slot of one rule file: its mailbox and worker outlive the
 // versions of the file that run in it, so a reload swaps the script between
@@ -40,15 +26,11 @@ type rule struct {
 	name string // file name, used in logs and as the lock holder suffix
 	kind string
 
-	log   *slog.Logger
-	reg   *registry
-	lin   *lineage
-	calls *tracker
+	svc *services // its log, reg, lin and calls; client, now and ctx are its leases'
 
-	mailbox    *mailbox
-	lostSignal chan struct{} // cap 1: lost locks queued in lost
-	locks      *leases
-	logs       *logBudget
+	mailbox *mailbox
+	locks   leases
+	logs    *logBudget
 	// ctx bounds the rule's handler calls; cancel ends a handler stuck in
 	// Handle (e.g. waiting for a crashed plugin's restart) when the rule is
 	// removed.
@@ -63,14 +45,13 @@ type rule struct {
 	mu       sync.Mutex
 	w        *worker // the live worker
 	released bool    // watches and locks released: no watch may be added
+	disabled bool
 	cfg      RuleConfig
 	watches  map[string]abi.WatchOptions
 	own      echoes   // this rule's writes on watched keys, awaiting their echo
-	lost     []string // locks lost, LOCK_LOST not yet delivered
 	hash     [32]byte // content of the running version
 	hop      int      // lineage of the event being handled
 	chain    []string //
-	disabled bool
 
 	handled, failed, dropped, echoes, abandons atomic.Uint64
 	lastDropLog                                atomic.Int64
@@ -95,25 +76,20 @@ func newInstance(hash [32]byte) *instance {
 	return &instance{hash: hash, staged: map[string]abi.WatchOptions{}}
 }
 
-func newRule(s services, path, kind string, cfg RuleConfig) *rule {
+func newRule(s *services, path, kind string, cfg RuleConfig) *rule {
 	name := filepath.Base(path)
 	r := &rule{
-		path:       path,
-		name:       name,
-		kind:       kind,
-		log:        s.log,
-		reg:        s.reg,
-		lin:        s.lin,
-		calls:      s.calls,
-		cfg:        cfg,
-		mailbox:    newMailbox(cfg.Mailbox),
-		lostSignal: make(chan struct{}, 1),
-		logs:       newLogBudget(s.log, name, cfg),
-		watches:    map[string]abi.WatchOptions{},
-		own:        newEchoes(),
+		path:    path,
+		name:    name,
+		kind:    kind,
+		svc:     s,
+		cfg:     cfg,
+		mailbox: newMailbox(cfg.Mailbox),
+		locks:   leases{svc: s, rule: name, lostSignal: make(chan struct{}, 1), m: map[string]*lease{}},
+		logs:    newLogBudget(s.log, name, cfg),
+		watches: map[string]abi.WatchOptions{},
+		own:     newEchoes(),
 	}
-	r.locks = &leases{client: s.client, log: s.log, reg: s.reg, now: s.now, life: s.ctx,
-		rule: name, holder: s.client.ClientID() + ":" + name, lost: r.lockLost, m: map[string]*lease{}}
 	r.ctx, r.cancel = context.WithCancel(s.ctx)
 	return r
 }
@@ -125,7 +101,7 @@ func (r *rule) enqueue(d delivery) {
 		n := r.dropped.Add(1)
 		now := time.Now().UnixNano()
 		if last := r.lastDropLog.Load(); now-last > int64(time.Second) && r.lastDropLog.CompareAndSwap(last, now) {
-			r.log.Warn("rule mailbox full: event dropped", "rule", r.name, "key", d.ev.Key, "dropped_total", n, "mailbox", r.mailbox.limit)
+			r.svc.log.Warn("rule mailbox full: event dropped", "rule", r.name, "key", d.ev.Key, "dropped_total", n, "mailbox", r.mailbox.limit)
 		}
 	}
 }
@@ -152,35 +128,19 @@ func (r *rule) runs(hash [32]byte) bool {
 	return r.hash == hash
 }
 
-// lockLost queues a LOCK_LOST event for the lock name, outside the mailbox
-// so that a full mailbox cannot swallow it.
-func (r *rule) lockLost(name string) {
-	r.mu.Lock()
-	r.lost = append(r.lost, name)
-	r.mu.Unlock()
-	select {
-	case r.lostSignal <- struct{}{}:
-	default:
-	}
-}
-
 // startWorker starts a worker for r and makes it the live one.
 func (r *rule) startWorker() *worker {
-	w := newWorker(r.ctx, r.calls, "handle "+r.name, r.config().Grace)
+	w := newWorker(r.ctx, r.svc.calls, "handle "+r.name, r.config().Grace)
 	r.mu.Lock()
 	r.w = w
-	lost := len(r.lost) > 0
 	r.mu.Unlock()
 	// A worker abandoned in a call may have left events and lost locks
 	// waiting, their signal already taken.
 	if r.mailbox.len() > 0 {
 		r.mailbox.signal()
 	}
-	if lost {
-		select {
-		case r.lostSignal <- struct{}{}:
-		default:
-		}
+	if r.locks.losing() {
+		r.locks.signalLost()
 	}
 	w.run(func() { r.run(w) })
 	return w
@@ -209,12 +169,8 @@ func (r *rule) run(w *worker) {
 			return
 		case f := <-w.ctrl:
 			f()
-		case <-r.lostSignal:
-			r.mu.Lock()
-			lost := r.lost
-			r.lost = nil
-			r.mu.Unlock()
-			for _, name := range lost {
+		case <-r.locks.lostSignal:
+			for _, name := range r.locks.takeLost() {
 				if !r.deliver(w, delivery{ev: abi.Event{Key: name, Op: abi.OpLockLost}}) {
 					return
 				}
@@ -261,7 +217,7 @@ func (r *rule) deliver(w *worker, d delivery) bool {
 	err := in.script.Handle(w.ctx, d.ev)
 	if !w.end(call) {
 		if err := in.script.Close(context.Background()); err != nil {
-			r.log.Warn("closing an abandoned version failed", "rule", r.name, "err", err)
+			r.svc.log.Warn("closing an abandoned version failed", "rule", r.name, "err", err)
 		}
 		return false
 	}
@@ -275,12 +231,12 @@ func (r *rule) deliver(w *worker, d delivery) bool {
 	}
 	r.failed.Add(1)
 	r.consecutive++
-	r.log.Error("rule failed", "rule", r.name, "key", d.ev.Key, "op", string(d.ev.Op), "kind", failureKind(err), "err", err)
+	r.svc.log.Error("rule failed", "rule", r.name, "key", d.ev.Key, "op", string(d.ev.Op), "kind", failureKind(err), "err", err)
 	if r.consecutive >= maxConsecutiveFailures {
 		r.mu.Lock()
 		r.disabled = true
 		r.mu.Unlock()
-		r.log.Error("rule disabled after repeated failures; save a fixed version of the file to restart it",
+		r.svc.log.Error("rule disabled after repeated failures; save a fixed version of the file to restart it",
 			"rule", r.name, "failures", r.consecutive)
 	}
 	return true
@@ -319,7 +275,7 @@ func (r *rule) write(verb, key, fence string, ttl time.Duration, send func(token
 		version string
 		deleted bool
 	)
-	end := r.lin.begin(key, hop, chain, r.name, ttl)
+	end := r.svc.lin.begin(key, hop, chain, r.name, ttl)
 	defer func() { end(version) }() // on every path, a panic in send too
 	version, deleted, err = send(token)
 	if err != nil {
@@ -363,13 +319,13 @@ func (r *rule) swap(ctx context.Context, next *instance) {
 	}
 	r.mu.Unlock()
 	for _, k := range add {
-		if err := r.reg.watch(ctx, r, k); err != nil {
-			r.log.Error("watch failed", "rule", r.name, "key", k, "err", err)
+		if err := r.svc.reg.watch(ctx, r, k); err != nil {
+			r.svc.log.Error("watch failed", "rule", r.name, "key", k, "err", err)
 			delete(want, k)
 		}
 	}
 	for _, k := range drop {
-		r.reg.unwatch(ctx, r, k)
+		r.svc.reg.unwatch(ctx, r, k)
 	}
 	r.mu.Lock()
 	r.watches = want
@@ -395,11 +351,11 @@ func (r *rule) closeInstance(ctx context.Context, in *instance, what string) {
 	grace := r.config().Grace
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
 	defer cancel()
-	_, err := aside(r.calls, cctx, r.name, "close", grace, func(ctx context.Context) (struct{}, error) {
+	_, err := aside(r.svc.calls, cctx, r.name, "close", grace, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, in.script.Close(ctx)
 	}, nil)
 	if err != nil {
-		r.log.Warn("closing "+what+" failed", "rule", r.name, "err", err)
+		r.svc.log.Warn("closing "+what+" failed", "rule", r.name, "err", err)
 	}
 }
 
@@ -456,7 +412,7 @@ func (r *rule) abandoned(w *worker, why string) {
 	cfg := r.cfg
 	r.mu.Unlock()
 	key, op, running := w.call()
-	r.log.Error("rule abandoned: its handler did not return within its deadline plus the grace; it is left to end on its own",
+	r.svc.log.Error("rule abandoned: its handler did not return within its deadline plus the grace; it is left to end on its own",
 		"rule", r.name, "key", key, "op", string(op), "timeout", cfg.Timeout, "grace", cfg.Grace,
 		"running", running.Round(time.Millisecond), "for", why)
 }
@@ -473,7 +429,7 @@ func (r *rule) release(ctx context.Context) {
 	r.watches = map[string]abi.WatchOptions{}
 	r.mu.Unlock()
 	for _, k := range keys {
-		r.reg.unwatch(ctx, r, k)
+		r.svc.reg.unwatch(ctx, r, k)
 	}
 	r.locks.releaseAll(ctx)
 	r.logs.close()
@@ -496,13 +452,13 @@ func (r *rule) watch(ctx context.Context, in *instance, key string, opts abi.Wat
 		return nil
 	}
 	r.mu.Unlock()
-	if err := r.reg.watch(ctx, r, key); err != nil {
+	if err := r.svc.reg.watch(ctx, r, key); err != nil {
 		return storeError(err)
 	}
 	r.mu.Lock()
 	if r.released { // stopped meanwhile (e.g. abandoned in this very call)
 		r.mu.Unlock()
-		r.reg.unwatch(ctx, r, key)
+		r.svc.reg.unwatch(ctx, r, key)
 		return abi.Errorf(abi.StatusUnavailable, "watch %q: rule %s was stopped", key, r.name)
 	}
 	r.watches[key] = opts
@@ -531,7 +487,7 @@ func (r *rule) unwatch(ctx context.Context, in *instance, key string) error {
 	if !ok {
 		return abi.Errorf(abi.StatusNotFound, "unwatch %q: not watched", key)
 	}
-	r.reg.unwatch(ctx, r, key)
+	r.svc.reg.unwatch(ctx, r, key)
 	return nil
 }
 
