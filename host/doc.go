@@ -17,14 +17,16 @@
 //	rule.go                a rule: its state, under a lock only this file takes;
 //	                       its worker's loop, its writes (one bracket: fence,
 //	                       damper, echo), reloads, stop
-//	worker.go locks.go echo.go logbudget.go lineage.go
+//	worker.go locks.go echo.go logbudget.go
 //	                       a rule's goroutine and call state; its leases; its
-//	                       own writes awaiting their echo; its log budget; the
-//	                       feedback-loop damper
-//	registry.go abandon.go watch multiplexing; runtime calls that may not return
+//	                       own writes awaiting their echo; its log budget
+//	services.go            what rules use of the host
+//	registry.go lineage.go abandon.go
+//	                       watch multiplexing; the feedback-loop damper;
+//	                       runtime calls that may not return
 //	mailbox.go clock.go config.go errors.go rulefile.go
 //
-// A rule gets the host's services (client, logger, registry, damper, call
-// tracker, lease clock: services in rule.go), not the Host; the registry gets
-// the client and a logger; a rule's leases get what they use of those.
+// A rule and its leases share the host's services (client, logger,
+// registry, damper, call tracker, lease clock, lifetime: services in
+// services.go), not the Host; the registry gets the client and a logger.
 package host
