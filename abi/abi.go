@@ -82,17 +82,24 @@ func ParseStatus(name string) (Status, bool) {
 }
 
 // Error is a failed ABI call: a status and a human message naming the verb
-// and key.
+// and key, and the error that caused it, if any (e.g. the store client's
+// error, so that errors.Is finds its sentinels through the *Error).
 type Error struct {
 	Status Status
 	Msg    string
+	Err    error // the cause, or nil; Msg already says what it is
 }
 
 func (e *Error) Error() string { return e.Msg }
 
-// Errorf returns an *Error with status s and a formatted message.
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf returns an *Error with status s and a message formatted as by
+// fmt.Errorf: an argument of a %w verb becomes its cause (Err).
 func Errorf(s Status, format string, args ...any) error {
-	return &Error{Status: s, Msg: fmt.Sprintf(format, args...)}
+	err := fmt.Errorf(format, args...)
+	return &Error{Status: s, Msg: err.Error(), Err: errors.Unwrap(err)}
 }
 
 // StatusOf maps an error from a Host call to the status a guest sees: nil is

@@ -2,31 +2,32 @@ package host
 
 import (
 	"context"
-	"sync/atomic"
+	"log/slog"
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/protocol"
+	"github.com/ssrun/ssrun/protocol/hlc"
 )
 
-// binding is the abi.Host one version of a rule calls. While the version
-// starts (before the swap) its watches are staged, not applied, so the old
-// version keeps its own; once swapped in it is live.
+// binding is the abi.Host one version (in) of a rule (r) calls. It checks
+// each call against the rule's permissions and limits, reads the store
+// itself, and asks the rule for everything else: writes, watches, locks
+// and logs.
 type binding struct {
 	r      *rule
-	live   atomic.Bool
-	closed atomic.Bool
-	staged map[string]abi.WatchOptions // guarded by r.mu while not live
+	in     *instance
+	client *protocol.Client
 }
 
 var _ abi.Host = (*binding)(nil)
 
-func newBinding(r *rule) *binding {
-	return &binding{r: r, staged: map[string]abi.WatchOptions{}}
+func newBinding(r *rule, in *instance, client *protocol.Client) *binding {
+	return &binding{r: r, in: in, client: client}
 }
 
 func (b *binding) check(verb, key string, patterns []string) error {
-	if b.closed.Load() {
+	if b.in.closed.Load() {
 		return abi.Errorf(abi.StatusUnavailable, "%s %q: this version of %s was replaced or stopped", verb, key, b.r.name)
 	}
 	if key == "" {
@@ -38,12 +39,6 @@ func (b *binding) check(verb, key string, patterns []string) error {
 	return nil
 }
 
-func (b *binding) cfg() RuleConfig {
-	b.r.mu.Lock()
-	defer b.r.mu.Unlock()
-	return b.r.cfg
-}
-
 func (b *binding) checkValue(verb, key string, value []byte, cfg RuleConfig) error {
 	if len(value) > cfg.MaxValueBytes {
 		return abi.Errorf(abi.StatusTooLarge, "%s %q: value of %d bytes exceeds the rule's limit of %d", verb, key, len(value), cfg.MaxValueBytes)
@@ -53,10 +48,10 @@ func (b *binding) checkValue(verb, key string, value []byte, cfg RuleConfig) err
 
 // Get implements abi.Host.
 func (b *binding) Get(ctx context.Context, key string) (abi.Value, error) {
-	if err := b.check("get", key, b.cfg().Read); err != nil {
+	if err := b.check("get", key, b.r.config().Read); err != nil {
 		return abi.Value{}, err
 	}
-	res, err := b.r.h.client.Get(ctx, []byte(key), protocol.CallOptions{})
+	res, err := b.client.Get(ctx, []byte(key), protocol.CallOptions{})
 	if err != nil {
 		return abi.Value{}, storeError(err)
 	}
@@ -68,7 +63,7 @@ func (b *binding) Get(ctx context.Context, key string) (abi.Value, error) {
 
 // Set implements abi.Host.
 func (b *binding) Set(ctx context.Context, key string, value []byte, opts abi.SetOptions) (string, error) {
-	cfg := b.cfg()
+	cfg := b.r.config()
 	if err := b.check("set", key, cfg.Write); err != nil {
 		return "", err
 	}
@@ -81,66 +76,57 @@ func (b *binding) Set(ctx context.Context, key string, value []byte, opts abi.Se
 	if opts.TTL < 0 || (opts.TTL > 0 && opts.TTL < time.Millisecond) {
 		return "", abi.Errorf(abi.StatusInvalid, "set %q: ttl must be 0 (none) or at least 1 ms", key)
 	}
-	token, err := b.r.fenceToken("set", key, opts.Fence)
-	if err != nil {
-		return "", err
-	}
-	so := protocol.SetOptions{Expiry: opts.TTL, FencingToken: token}
+	so := protocol.SetOptions{Expiry: opts.TTL}
 	switch opts.Cond {
 	case abi.CondNX:
 		so.Condition = protocol.CondNX
 	case abi.CondNEX:
 		so.Condition = protocol.CondNEX
 	}
-	end := b.r.beginSet(key, opts.TTL)
-	res, err := b.r.h.client.Set(ctx, []byte(key), value, so)
-	if err != nil {
-		end("", false)
-		return "", storeError(err)
-	}
-	version := res.Version.String()
-	if !res.Applied {
-		end("", false)
-		return version, abi.Errorf(abi.StatusNotApplied, "set %q: condition not met", key)
-	}
-	end(version, false)
-	return version, nil
+	var version string // the new one, or the stored one when not applied
+	err := b.r.write("set", key, opts.Fence, opts.TTL, func(token hlc.HLC) (string, bool, error) {
+		so.FencingToken = token
+		res, err := b.client.Set(ctx, []byte(key), value, so)
+		if err != nil {
+			return "", false, storeError(err)
+		}
+		version = res.Version.String()
+		if !res.Applied {
+			return "", false, abi.Errorf(abi.StatusNotApplied, "set %q: condition not met", key)
+		}
+		return version, false, nil
+	})
+	return version, err
 }
 
 // Del implements abi.Host.
 func (b *binding) Del(ctx context.Context, key string, opts abi.DelOptions) error {
-	if err := b.check("del", key, b.cfg().Write); err != nil {
+	if err := b.check("del", key, b.r.config().Write); err != nil {
 		return err
 	}
-	token, err := b.r.fenceToken("del", key, opts.Fence)
-	if err != nil {
-		return err
-	}
-	end := b.r.beginWrite(key)
-	n, err := b.r.h.client.Del(ctx, []byte(key), protocol.DelOptions{FencingToken: token})
-	end("", err == nil && n == 1)
-	return deleteResult("del", key, n, err)
+	return b.r.write("del", key, opts.Fence, 0, func(token hlc.HLC) (string, bool, error) {
+		n, err := b.client.Del(ctx, []byte(key), protocol.DelOptions{FencingToken: token})
+		return "", err == nil && n == 1, deleteResult("del", key, n, err)
+	})
 }
 
 // VDel implements abi.Host.
 func (b *binding) VDel(ctx context.Context, key string, value []byte, opts abi.DelOptions) error {
-	cfg := b.cfg()
+	cfg := b.r.config()
 	if err := b.check("vdel", key, cfg.Write); err != nil {
 		return err
 	}
 	if err := b.checkValue("vdel", key, value, cfg); err != nil {
 		return err
 	}
-	token, err := b.r.fenceToken("vdel", key, opts.Fence)
-	if err != nil {
-		return err
-	}
-	end := b.r.beginWrite(key)
-	n, err := b.r.h.client.VDel(ctx, []byte(key), value, protocol.DelOptions{FencingToken: token})
-	end("", err == nil && n == 1)
-	return deleteResult("vdel", key, n, err)
+	return b.r.write("vdel", key, opts.Fence, 0, func(token hlc.HLC) (string, bool, error) {
+		n, err := b.client.VDel(ctx, []byte(key), value, protocol.DelOptions{FencingToken: token})
+		return "", err == nil && n == 1, deleteResult("vdel", key, n, err)
+	})
 }
 
+// deleteResult is the error of a del or vdel that removed n keys (nil when
+// it removed the key).
 func deleteResult(verb, key string, n int64, err error) error {
 	switch {
 	case err != nil:
@@ -156,17 +142,10 @@ func deleteResult(verb, key string, n int64, err error) error {
 
 // Watch implements abi.Host.
 func (b *binding) Watch(ctx context.Context, key string, opts abi.WatchOptions) error {
-	if err := b.check("watch", key, b.cfg().Watch); err != nil {
+	if err := b.check("watch", key, b.r.config().Watch); err != nil {
 		return err
 	}
-	b.r.mu.Lock()
-	if !b.live.Load() {
-		b.staged[key] = opts
-		b.r.mu.Unlock()
-		return nil
-	}
-	b.r.mu.Unlock()
-	return b.r.addWatch(ctx, key, opts)
+	return b.r.watch(ctx, b.in, key, opts)
 }
 
 // Unwatch implements abi.Host.
@@ -174,18 +153,7 @@ func (b *binding) Unwatch(ctx context.Context, key string) error {
 	if err := b.check("unwatch", key, nil); err != nil {
 		return err
 	}
-	b.r.mu.Lock()
-	if !b.live.Load() {
-		_, ok := b.staged[key]
-		delete(b.staged, key)
-		b.r.mu.Unlock()
-		if !ok {
-			return abi.Errorf(abi.StatusNotFound, "unwatch %q: not watched", key)
-		}
-		return nil
-	}
-	b.r.mu.Unlock()
-	return b.r.removeWatch(ctx, key)
+	return b.r.unwatch(ctx, b.in, key)
 }
 
 // Lock implements abi.Host.
@@ -193,7 +161,7 @@ func (b *binding) Lock(ctx context.Context, name string, ttl time.Duration, opts
 	if err := b.checkLock("lock", name); err != nil {
 		return "", err
 	}
-	return b.r.lock(ctx, name, ttl, opts.Wait)
+	return b.r.locks.lock(ctx, name, ttl, opts.Wait)
 }
 
 // Unlock implements abi.Host.
@@ -201,7 +169,7 @@ func (b *binding) Unlock(ctx context.Context, name string) error {
 	if err := b.checkLock("unlock", name); err != nil {
 		return err
 	}
-	return b.r.unlock(ctx, name)
+	return b.r.locks.unlock(ctx, name)
 }
 
 // checkLock checks a lock name against the rule's permissions. A lease is a
@@ -209,7 +177,7 @@ func (b *binding) Unlock(ctx context.Context, name string) error {
 // permission as well as lock permission. Both are checked before any store
 // request: a denied lock neither creates the key nor tells whether it exists.
 func (b *binding) checkLock(verb, name string) error {
-	cfg := b.cfg()
+	cfg := b.r.config()
 	if err := b.check(verb, name, cfg.Lock); err != nil {
 		return err
 	}
@@ -223,5 +191,5 @@ func (b *binding) checkLock(verb, name string) error {
 // Lua's print, WebAssembly and plugin output), held to the rule's log
 // budget.
 func (b *binding) Log(level int32, msg string) {
-	b.r.logs.write(slogLevel(level), msg)
+	b.r.logs.write(slog.Level(level), msg)
 }

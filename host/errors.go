@@ -37,7 +37,9 @@ var statusTable = []struct {
 }
 
 // storeError turns an error from the store client (which names the command
-// and key) into the *abi.Error a rule sees.
+// and key) into the *abi.Error a rule sees. The client's error stays its
+// cause, so errors.Is(err, protocol.ErrTimeout) holds for a host call that
+// timed out.
 func storeError(err error) error {
 	if err == nil {
 		return nil
@@ -58,5 +60,5 @@ func storeError(err error) error {
 		}
 	}
 	// The client's errors already name the command and the key.
-	return &abi.Error{Status: status, Msg: err.Error()}
+	return &abi.Error{Status: status, Msg: err.Error(), Err: err}
 }

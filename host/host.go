@@ -1,9 +1,3 @@
-// Package host runs rules against the state store: it owns the store client's
-// event stream, multiplexes watches (one KEYNOTIFY per key), delivers events
-// to each rule one at a time from a bounded mailbox, suppresses a rule's own
-// echoes and damps feedback loops between rules, resynchronises watched keys
-// after a reconnect, holds leases with fencing tokens for rules, and loads,
-// hot-reloads and stops rule files.
 package host
 
 import (
@@ -70,21 +64,17 @@ var ErrClosed = errors.New("host closed")
 // Host runs rules. Create it with New, load rules with Load, LoadDir or
 // WatchDir, and Close it.
 type Host struct {
-	client      *protocol.Client
-	log         *slog.Logger
+	// services: the client, logger, watch registry, damper, call tracker,
+	// lease clock and lifetime that rules share (see rule.go).
+	services
 	runtimes    map[string]abi.Runtime // by kind
 	defaults    RuleConfig
 	rules       map[string]RuleConfig
 	maxHops     int
 	loadTimeout time.Duration
-	now         func() time.Time // times leases
 
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // dispatcher and resync loop
-	calls  *tracker       // goroutines running runtime calls: rule workers, loads, closes
-	reg    *registry
-	lin    *lineage
+	cancel context.CancelFunc // ends ctx
+	wg     sync.WaitGroup     // dispatcher and resync loop
 	resync chan struct{}
 	all    atomic.Bool // the next resync re-reads every key, not only owed ones
 
@@ -116,16 +106,18 @@ func New(opts Config) (*Host, error) {
 		}
 	}
 	h := &Host{
-		client:      opts.Client,
-		log:         opts.Logger,
+		services: services{
+			client: opts.Client,
+			log:    opts.Logger,
+			now:    opts.now,
+			calls:  newTracker(),
+			lin:    newLineage(1 << 16),
+		},
 		runtimes:    map[string]abi.Runtime{},
 		defaults:    opts.Defaults,
 		rules:       opts.Rules,
 		maxHops:     opts.MaxHops,
 		loadTimeout: opts.LoadTimeout,
-		now:         opts.now,
-		calls:       newTracker(),
-		lin:         newLineage(1 << 16),
 		resync:      make(chan struct{}, 1),
 		loads:       make(chan struct{}, 1),
 		slots:       map[string]*rule{},
@@ -146,7 +138,7 @@ func New(opts Config) (*Host, error) {
 	for _, rt := range opts.Runtimes {
 		h.runtimes[rt.Kind()] = rt
 	}
-	h.reg = newRegistry(h)
+	h.reg = newRegistry(h.client, h.log)
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.wg.Add(2)
 	go h.dispatch()
@@ -158,7 +150,7 @@ func New(opts Config) (*Host, error) {
 // watching rules' mailboxes. It never blocks on a rule.
 func (h *Host) dispatch() {
 	defer h.wg.Done()
-	var buf []*rule
+	var buf []watcher
 	wasDown := false
 	for {
 		select {
@@ -188,7 +180,7 @@ func (h *Host) dispatch() {
 	}
 }
 
-func (h *Host) route(ev protocol.Event, buf []*rule) []*rule {
+func (h *Host) route(ev protocol.Event, buf []watcher) []watcher {
 	h.events.Add(1)
 	version := ev.Version.String()
 	lin := h.lin.lookup(string(ev.Key), version, abi.Op(ev.Op))
@@ -209,8 +201,8 @@ func (h *Host) route(ev protocol.Event, buf []*rule) []*rule {
 	if e.Op == abi.OpSet {
 		e.Value = ev.Value
 	}
-	for _, r := range buf {
-		r.enqueue(delivery{ev: e, hop: lin.hop, chain: lin.chain})
+	for _, w := range buf {
+		w.enqueue(delivery{ev: e, hop: lin.hop, chain: lin.chain})
 	}
 	return buf
 }
@@ -227,32 +219,11 @@ func (h *Host) resyncLoop() {
 		}
 		for _, re := range h.reg.resync(h.ctx, h.all.Swap(false)) {
 			h.resyncs.Add(1)
-			for _, r := range re.to {
-				r.enqueue(delivery{ev: re.ev})
+			for _, w := range re.to {
+				w.enqueue(delivery{ev: re.ev})
 			}
 		}
 	}
-}
-
-// RuleKind returns the runtime kind that runs the file at path, by
-// extension: "x.lua" runs on the runtime of kind "lua", "x.wasm" on "wasm",
-// and an executable file without an extension on "plugin". Hidden files,
-// editor backups and directories are not rules.
-func RuleKind(path string, info os.FileInfo) (string, bool) {
-	base := filepath.Base(path)
-	if info.IsDir() || strings.HasPrefix(base, ".") || strings.HasSuffix(base, "~") {
-		return "", false
-	}
-	kind := strings.TrimPrefix(filepath.Ext(base), ".")
-	switch {
-	case kind == "plugin":
-		return "", false
-	case kind != "":
-		return kind, true
-	case info.Mode().IsRegular() && info.Mode().Perm()&0o111 != 0:
-		return "plugin", true
-	}
-	return "", false
 }
 
 func (h *Host) runtimeFor(path string, info os.FileInfo) (abi.Runtime, bool) {
@@ -301,13 +272,8 @@ func (h *Host) Load(ctx context.Context, path string) error {
 	h.mu.Lock()
 	r := h.slots[path]
 	h.mu.Unlock()
-	if r != nil {
-		r.mu.Lock()
-		same := r.hash == hash
-		r.mu.Unlock()
-		if same {
-			return nil
-		}
+	if r != nil && r.runs(hash) {
+		return nil
 	}
 	cfg := ruleConfigFor(h.defaults, h.rules, path)
 	name := filepath.Base(path)
@@ -322,19 +288,17 @@ func (h *Host) Load(ctx context.Context, path string) error {
 	}
 	fresh := r == nil
 	if fresh {
-		r = newRule(h, path, rt.Kind(), cfg)
+		r = newRule(&h.services, path, rt.Kind(), cfg)
 	} else {
-		r.mu.Lock()
-		r.cfg = cfg
-		r.mu.Unlock()
-		r.logs.setLimits(cfg)
+		r.reconfigure(cfg)
 	}
-	b := newBinding(r)
+	next := newInstance(hash)
+	b := newBinding(r, next, h.client)
 	script, err := aside(h.calls, lctx, name, "start", cfg.Grace, func(ctx context.Context) (abi.Script, error) {
 		return prog.Start(ctx, b, cfg.limits())
 	}, func(late abi.Script) { _ = late.Close(context.Background()) })
 	if err != nil {
-		b.closed.Store(true)
+		next.closed.Store(true)
 		if fresh {
 			r.cancel()
 			r.release(ctx)
@@ -345,7 +309,7 @@ func (h *Host) Load(ctx context.Context, path string) error {
 		}
 		return fmt.Errorf("start %s: %w", path, err)
 	}
-	next := &instance{script: script, b: b, hash: hash}
+	next.script = script
 	if err := h.install(ctx, r, next); err != nil {
 		r.closeInstance(ctx, next, "new version")
 		if fresh {
@@ -373,11 +337,11 @@ func (h *Host) install(ctx context.Context, r *rule, next *instance) error {
 	if w == nil {
 		w = r.startWorker()
 	}
-	swap := func(*worker) { r.swap(h.ctx, next) }
-	err := r.do(ctx, w, swap)
+	swap := func() { r.swap(h.ctx, next) }
+	err := w.do(ctx, r.config().Grace, swap)
 	if errors.Is(err, errStuck) {
 		r.abandoned(w, "reload")
-		err = r.do(ctx, r.startWorker(), swap)
+		err = r.startWorker().do(ctx, r.config().Grace, swap)
 	}
 	return err
 }
@@ -425,10 +389,8 @@ func (h *Host) Remove(ctx context.Context, path string) error {
 // and the rule released from here.
 func (h *Host) stopRule(ctx context.Context, r *rule, why string) error {
 	r.cancel() // a handler in progress ends now
-	if w := r.worker(); w != nil {
-		if err := w.stop(ctx, why); err != nil {
-			return fmt.Errorf("stop %s: %w", r.name, err)
-		}
+	if err := r.stop(ctx, why); err != nil {
+		return fmt.Errorf("stop %s: %w", r.name, err)
 	}
 	h.log.Info("rule stopped", "rule", r.name)
 	return nil
@@ -449,7 +411,7 @@ func (h *Host) LoadDir(ctx context.Context, dir string) error {
 		p := filepath.Join(dir, e.Name())
 		if !h.IsRule(p) {
 			if info, err := os.Stat(p); err == nil {
-				h.warnNotRule(p, info)
+				warnNotRule(h.log, p, info)
 			}
 			continue
 		}
@@ -539,5 +501,3 @@ func (h *Host) Close(ctx context.Context) error {
 	}
 	return errors.Join(errs...)
 }
-
-func slogLevel(l int32) slog.Level { return slog.Level(l) }

@@ -109,11 +109,6 @@ func (l *lineage) begin(key string, hop int, chain []string, ruleName string, tt
 
 const maxChain = 8
 
-var epoch = time.Now()
-
-// now is the time on the monotonic clock, in nanoseconds.
-func now() int64 { return int64(time.Since(epoch)) }
-
 // lookup returns the lineage of a notified change (op) of key: that of its
 // version, else the deepest write in flight on the key, else, for the
 // DELETE of an expired TTL write, that write's; else hop 0.

@@ -149,19 +149,57 @@ func (l *lease) halt() {
 	<-l.done
 }
 
-// holder is the lock value for this rule: "<client id>:<rule file name>", so
-// two rules of one host, and the same rule on two hosts, are distinct holders.
-func (r *rule) holder() string { return r.h.client.ClientID() + ":" + r.name }
+// leases are the locks one rule holds. Each is a lease on its key, renewed
+// by a goroutine of its own until it is released or lost. A lost one waits
+// in lost, signalled on lostSignal, until the rule takes it to deliver its
+// LOCK_LOST event: outside the mailbox, so that a full mailbox cannot
+// swallow it.
+type leases struct {
+	// svc gives the client, the logger, the registry (a lock wait watches
+	// the lock key for its DELETE), the lease clock (see lease.until) and
+	// the host's lifetime, which ends renewals.
+	svc  *services
+	rule string // file name of the rule, for errors and logs
+
+	lostSignal chan struct{}  // cap 1: leases wait in lost
+	wg         sync.WaitGroup // renewals
+
+	mu   sync.Mutex
+	m    map[string]*lease
+	lost []string // names of leases lost, not yet taken by the rule
+}
+
+// holder is the lock value: "<client id>:<rule file name>", so two rules of
+// one host, and the same rule on two hosts, are distinct holders.
+func (ls *leases) holder() string { return ls.svc.client.ClientID() + ":" + ls.rule }
 
 // lapsedReason explains a lease lost to its local expiry.
 const lapsedReason = "no lock or renewal request applied within the ttl minus the safety margin: the lease may have expired"
 
+// get returns the lease name, or nil.
+func (ls *leases) get(name string) *lease {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.m[name]
+}
+
+// names returns the names of the leases held.
+func (ls *leases) names() []string {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	var out []string
+	for k := range ls.m {
+		out = append(out, k)
+	}
+	return out
+}
+
 // heldToken returns the token of l if the rule holds it for certain, or why
 // not. A lease found expired is lost: the rule gets LOCK_LOST.
-func (r *rule) heldToken(l *lease) (hlc.HLC, string) {
-	tok, why, lapsed := l.held(r.h.now())
+func (ls *leases) heldToken(l *lease) (hlc.HLC, string) {
+	tok, why, lapsed := l.held(ls.svc.now())
 	if lapsed {
-		r.announceLoss(l, lapsedReason)
+		ls.announceLoss(l, lapsedReason)
 	}
 	return tok, why
 }
@@ -169,25 +207,22 @@ func (r *rule) heldToken(l *lease) (hlc.HLC, string) {
 // lock acquires (or returns) the lease name; see abi.Host.Lock. A lease
 // that may have expired is not returned: the lock is taken again, with a new
 // token.
-func (r *rule) lock(ctx context.Context, name string, ttl, wait time.Duration) (string, error) {
+func (ls *leases) lock(ctx context.Context, name string, ttl, wait time.Duration) (string, error) {
 	if ttl < time.Millisecond {
 		return "", abi.Errorf(abi.StatusInvalid, "lock %q: ttl must be at least 1 ms", name)
 	}
 	if wait < 0 {
 		return "", abi.Errorf(abi.StatusInvalid, "lock %q: wait must not be negative", name)
 	}
-	r.mu.Lock()
-	l := r.locks[name]
-	r.mu.Unlock()
-	if l != nil {
-		if tok, why := r.heldToken(l); why == "" {
+	if l := ls.get(name); l != nil {
+		if tok, why := ls.heldToken(l); why == "" {
 			return tok.String(), nil
 		}
 	}
 
 	var wake <-chan struct{}
 	if wait > 0 {
-		ch, release, err := r.h.reg.waitDelete(ctx, name)
+		ch, release, err := ls.svc.reg.waitDelete(ctx, name)
 		if err != nil {
 			return "", storeError(err)
 		}
@@ -195,15 +230,15 @@ func (r *rule) lock(ctx context.Context, name string, ttl, wait time.Duration) (
 		wake = ch
 	}
 	deadline := time.Now().Add(wait)
-	holder := r.holder()
+	holder := ls.holder()
 	for {
-		sent := r.h.now()
-		res, err := r.h.client.Set(ctx, []byte(name), []byte(holder), protocol.SetOptions{Condition: protocol.CondNEX, Expiry: ttl})
+		sent := ls.svc.now()
+		res, err := ls.svc.client.Set(ctx, []byte(name), []byte(holder), protocol.SetOptions{Condition: protocol.CondNEX, Expiry: ttl})
 		if err != nil {
 			return "", storeError(err)
 		}
 		if res.Applied {
-			return r.hold(name, holder, ttl, res.Version, sent), nil
+			return ls.hold(name, holder, ttl, res.Version, sent), nil
 		}
 		remaining := time.Until(deadline)
 		if wait == 0 || remaining <= 0 {
@@ -217,7 +252,7 @@ func (r *rule) lock(ctx context.Context, name string, ttl, wait time.Duration) (
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return "", abi.Errorf(abi.StatusTimeout, "lock %q: gave up waiting: %v", name, ctx.Err())
+			return "", abi.Errorf(abi.StatusTimeout, "lock %q: gave up waiting: %w", name, ctx.Err())
 		}
 		t.Stop()
 	}
@@ -225,18 +260,18 @@ func (r *rule) lock(ctx context.Context, name string, ttl, wait time.Duration) (
 
 // hold records a lease acquired by a request sent at sent and starts its
 // renewal.
-func (r *rule) hold(name, holder string, ttl time.Duration, token hlc.HLC, sent time.Time) string {
+func (ls *leases) hold(name, holder string, ttl time.Duration, token hlc.HLC, sent time.Time) string {
 	l := &lease{name: name, holder: holder, ttl: ttl, token: token, until: sent.Add(ttl - leaseMargin(ttl)),
 		stop: make(chan struct{}), done: make(chan struct{})}
-	r.mu.Lock()
-	old := r.locks[name]
-	r.locks[name] = l
-	r.mu.Unlock()
+	ls.mu.Lock()
+	old := ls.m[name]
+	ls.m[name] = l
+	ls.mu.Unlock()
 	if old != nil {
 		old.halt()
 	}
-	r.wg.Add(1)
-	go r.renew(l)
+	ls.wg.Add(1)
+	go ls.renew(l)
 	return token.String()
 }
 
@@ -244,8 +279,8 @@ func (r *rule) hold(name, holder string, ttl time.Duration, token hlc.HLC, sent 
 // that finds another holder loses it; so does the lease's local expiry (no
 // renewal applied in time, see lapsedReason): the rule gets a LOCK_LOST event
 // and its fenced writes fail locally.
-func (r *rule) renew(l *lease) {
-	defer r.wg.Done()
+func (ls *leases) renew(l *lease) {
+	defer ls.wg.Done()
 	defer close(l.done)
 	interval := max(l.ttl/3, time.Millisecond)
 	t := time.NewTimer(interval)
@@ -257,19 +292,19 @@ func (r *rule) renew(l *lease) {
 			return
 		case <-t.C:
 		}
-		sent := r.h.now()
+		sent := ls.svc.now()
 		if _, why, lapsed := l.held(sent); why != "" {
 			if lapsed {
 				reason := lapsedReason
 				if lastErr != nil {
 					reason += " (renewals failed: " + lastErr.Error() + ")"
 				}
-				r.announceLoss(l, reason)
+				ls.announceLoss(l, reason)
 			}
 			return
 		}
-		ctx, cancel := context.WithTimeout(r.h.ctx, interval)
-		res, err := r.h.client.Set(ctx, []byte(l.name), []byte(l.holder), protocol.SetOptions{Condition: protocol.CondNEX, Expiry: l.ttl})
+		ctx, cancel := context.WithTimeout(ls.svc.ctx, interval)
+		res, err := ls.svc.client.Set(ctx, []byte(l.name), []byte(l.holder), protocol.SetOptions{Condition: protocol.CondNEX, Expiry: l.ttl})
 		cancel()
 		switch {
 		case err == nil && res.Applied:
@@ -277,90 +312,124 @@ func (r *rule) renew(l *lease) {
 			lastErr = nil
 			// Keep the cadence of send times: the lease runs from them,
 			// so a slow reply does not eat into the next renewal's slack.
-			t.Reset(max(interval-r.h.now().Sub(sent), 0))
+			t.Reset(max(interval-ls.svc.now().Sub(sent), 0))
 			continue
 		case err == nil:
-			r.loseLease(l, "taken by another holder")
+			ls.loseLease(l, "taken by another holder")
 			return
-		case r.h.ctx.Err() != nil:
+		case ls.svc.ctx.Err() != nil:
 			return
 		}
 		lastErr = err
-		r.h.log.Warn("lock renewal failed; retrying", "rule", r.name, "lock", l.name, "err", err)
+		ls.svc.log.Warn("lock renewal failed; retrying", "rule", ls.rule, "lock", l.name, "err", err)
 		// Retry, or wake when the lease may expire to report its loss.
-		t.Reset(min(interval, l.remaining(r.h.now())))
+		t.Reset(min(interval, l.remaining(ls.svc.now())))
 	}
 }
 
 // loseLease marks the lease lost and announces it, unless it was lost
 // already.
-func (r *rule) loseLease(l *lease, why string) {
+func (ls *leases) loseLease(l *lease, why string) {
 	if l.markLost() {
-		r.announceLoss(l, why)
+		ls.announceLoss(l, why)
 	}
 }
 
-// announceLoss stops the renewal of a lease just marked lost and queues a
-// LOCK_LOST event for the rule, outside its mailbox so a full mailbox cannot
-// swallow it.
-func (r *rule) announceLoss(l *lease, why string) {
+// announceLoss stops the renewal of a lease just marked lost and queues it
+// for its LOCK_LOST event.
+func (ls *leases) announceLoss(l *lease, why string) {
 	l.stopRenewal()
-	r.h.log.Warn("lock lost", "rule", r.name, "lock", l.name, "reason", why)
-	r.mu.Lock()
-	r.lost = append(r.lost, l.name)
-	r.mu.Unlock()
+	ls.svc.log.Warn("lock lost", "rule", ls.rule, "lock", l.name, "reason", why)
+	ls.mu.Lock()
+	ls.lost = append(ls.lost, l.name)
+	ls.mu.Unlock()
+	ls.signalLost()
+}
+
+// signalLost signals lostSignal (without blocking).
+func (ls *leases) signalLost() {
 	select {
-	case r.lostSignal <- struct{}{}:
+	case ls.lostSignal <- struct{}{}:
 	default:
 	}
 }
 
+// takeLost returns the leases lost since the last call, for their LOCK_LOST
+// events.
+func (ls *leases) takeLost() []string {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	lost := ls.lost
+	ls.lost = nil
+	return lost
+}
+
+// losing reports whether lost leases wait to be taken.
+func (ls *leases) losing() bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return len(ls.lost) > 0
+}
+
 // unlock releases the lease name; see abi.Host.Unlock.
-func (r *rule) unlock(ctx context.Context, name string) error {
-	r.mu.Lock()
-	l := r.locks[name]
-	delete(r.locks, name)
-	r.mu.Unlock()
+func (ls *leases) unlock(ctx context.Context, name string) error {
+	ls.mu.Lock()
+	l := ls.m[name]
+	delete(ls.m, name)
+	ls.mu.Unlock()
 	if l == nil {
 		return abi.Errorf(abi.StatusNotFound, "unlock %q: not held by this rule", name)
 	}
-	if err := r.releaseLease(ctx, l); err != nil {
+	if err := ls.release(ctx, l); err != nil {
 		return storeError(err)
 	}
 	return nil
 }
 
-// releaseLease stops renewal and deletes the lock key if it still holds this
+// release stops renewal and deletes the lock key if it still holds this
 // holder (VDEL: never another holder's lock).
-func (r *rule) releaseLease(ctx context.Context, l *lease) error {
+func (ls *leases) release(ctx context.Context, l *lease) error {
 	l.halt()
 	if l.isLost() {
 		return nil
 	}
-	_, err := r.h.client.VDel(ctx, []byte(l.name), []byte(l.holder), protocol.DelOptions{})
+	_, err := ls.svc.client.VDel(ctx, []byte(l.name), []byte(l.holder), protocol.DelOptions{})
 	if err != nil && !errors.Is(err, protocol.ErrNotConnected) {
 		return err
 	}
 	return nil
 }
 
+// releaseAll releases every lease (a failure is logged) and waits until
+// their renewals have ended.
+func (ls *leases) releaseAll(ctx context.Context) {
+	ls.mu.Lock()
+	m := ls.m
+	ls.m = map[string]*lease{}
+	ls.mu.Unlock()
+	for _, l := range m {
+		if err := ls.release(ctx, l); err != nil {
+			ls.svc.log.Warn("releasing lock failed", "rule", ls.rule, "lock", l.name, "err", err)
+		}
+	}
+	ls.wg.Wait()
+}
+
 // fenceToken returns the token to attach to a write fenced with the lock
 // name, or a LOCK_LOST error when the rule does not hold it (any more), or
 // its lease may have expired (see leaseMargin). It is checked just before the
 // write is sent.
-func (r *rule) fenceToken(verb, key, name string) (hlc.HLC, error) {
+func (ls *leases) fenceToken(verb, key, name string) (hlc.HLC, error) {
 	if name == "" {
 		return hlc.HLC{}, nil
 	}
-	r.mu.Lock()
-	l := r.locks[name]
-	r.mu.Unlock()
+	l := ls.get(name)
 	if l == nil {
-		return hlc.HLC{}, abi.Errorf(abi.StatusLockLost, "%s %q: fenced with lock %q, which rule %s does not hold", verb, key, name, r.name)
+		return hlc.HLC{}, abi.Errorf(abi.StatusLockLost, "%s %q: fenced with lock %q, which rule %s does not hold", verb, key, name, ls.rule)
 	}
-	tok, why := r.heldToken(l)
+	tok, why := ls.heldToken(l)
 	if why != "" {
-		return hlc.HLC{}, abi.Errorf(abi.StatusLockLost, "%s %q: fenced with lock %q, which rule %s %s", verb, key, name, r.name, why)
+		return hlc.HLC{}, abi.Errorf(abi.StatusLockLost, "%s %q: fenced with lock %q, which rule %s %s", verb, key, name, ls.rule, why)
 	}
 	return tok, nil
 }

@@ -1,6 +1,17 @@
 package host
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/ssrun/ssrun/abi"
+)
+
+// delivery is one event queued for a rule, with its lineage (see lineage).
+type delivery struct {
+	ev    abi.Event
+	hop   int
+	chain []string
+}
 
 // mailbox is a rule's bounded FIFO of events. It grows up to its bound as
 // events arrive and releases its memory when it drains, so an idle rule

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 
 	"github.com/ssrun/ssrun/abi"
@@ -14,7 +15,8 @@ import (
 // lock waiters) need it, a KEYNOTIFY STOP when the last one leaves, and the
 // last known state of every watched key so a reconnect can tell what changed.
 type registry struct {
-	h *Host
+	client *protocol.Client
+	log    *slog.Logger
 
 	opMu sync.Mutex // serialises KEYNOTIFY / STOP round trips
 
@@ -22,8 +24,11 @@ type registry struct {
 	keys map[string]*keyState
 }
 
+// watcher is what the registry hands a key's changes to: a rule.
+type watcher interface{ enqueue(delivery) }
+
 type keyState struct {
-	watchers map[*rule]bool
+	watchers map[watcher]bool
 	waiters  int             // lock waits holding the key
 	wake     []chan struct{} // signalled (non-blocking, cap 1) on every DELETE
 	// registered is false while a KEYNOTIFY is owed (it failed because the
@@ -36,22 +41,22 @@ type keyState struct {
 	gen     uint64 // bumped by every notification
 }
 
-func newRegistry(h *Host) *registry {
-	return &registry{h: h, keys: map[string]*keyState{}}
+func newRegistry(client *protocol.Client, log *slog.Logger) *registry {
+	return &registry{client: client, log: log, keys: map[string]*keyState{}}
 }
 
 func (ks *keyState) users() int { return len(ks.watchers) + ks.waiters }
 
-// watch adds r as a watcher of key, registering the key with the store when
+// watch adds w as a watcher of key, registering the key with the store when
 // it is the first user. A store that is offline is not an error: the
 // KEYNOTIFY is sent when the connection comes back.
-func (g *registry) watch(ctx context.Context, r *rule, key string) error {
-	return g.acquire(ctx, key, func(ks *keyState) { ks.watchers[r] = true })
+func (g *registry) watch(ctx context.Context, w watcher, key string) error {
+	return g.acquire(ctx, key, func(ks *keyState) { ks.watchers[w] = true })
 }
 
-// unwatch removes r as a watcher of key; STOP when nobody is left.
-func (g *registry) unwatch(ctx context.Context, r *rule, key string) {
-	g.release(ctx, key, func(ks *keyState) { delete(ks.watchers, r) })
+// unwatch removes w as a watcher of key; STOP when nobody is left.
+func (g *registry) unwatch(ctx context.Context, w watcher, key string) {
+	g.release(ctx, key, func(ks *keyState) { delete(ks.watchers, w) })
 }
 
 // waitDelete holds key registered for a lock wait and returns a channel
@@ -86,7 +91,7 @@ func (g *registry) acquire(ctx context.Context, key string, add func(*keyState))
 	g.mu.Lock()
 	ks := g.keys[key]
 	if ks == nil {
-		ks = &keyState{watchers: map[*rule]bool{}}
+		ks = &keyState{watchers: map[watcher]bool{}}
 		g.keys[key] = ks
 	}
 	first := ks.users() == 0
@@ -95,7 +100,7 @@ func (g *registry) acquire(ctx context.Context, key string, add func(*keyState))
 	if !first {
 		return nil
 	}
-	err := g.h.client.KeyNotify(ctx, []byte(key), protocol.CallOptions{})
+	err := g.client.KeyNotify(ctx, []byte(key), protocol.CallOptions{})
 	switch {
 	case err == nil:
 		g.mu.Lock()
@@ -104,7 +109,7 @@ func (g *registry) acquire(ctx context.Context, key string, add func(*keyState))
 		g.baseline(ctx, key, ks)
 		return nil
 	case errors.Is(err, protocol.ErrNotConnected):
-		g.h.log.Debug("store offline; watch registered when it reconnects", "key", key)
+		g.log.Debug("store offline; watch registered when it reconnects", "key", key)
 		return nil
 	default:
 		g.mu.Lock()
@@ -120,7 +125,7 @@ func (g *registry) baseline(ctx context.Context, key string, ks *keyState) {
 	g.mu.Lock()
 	gen := ks.gen
 	g.mu.Unlock()
-	res, err := g.h.client.Get(ctx, []byte(key), protocol.CallOptions{})
+	res, err := g.client.Get(ctx, []byte(key), protocol.CallOptions{})
 	if err != nil {
 		return // unknown baseline: a reconnect then reports the key if present
 	}
@@ -148,14 +153,14 @@ func (g *registry) release(ctx context.Context, key string, remove func(*keyStat
 	}
 	g.mu.Unlock()
 	if last && registered {
-		if _, err := g.h.client.KeyNotifyStop(ctx, []byte(key), protocol.CallOptions{}); err != nil && !errors.Is(err, protocol.ErrNotConnected) {
-			g.h.log.Warn("keynotify stop failed", "key", key, "err", err)
+		if _, err := g.client.KeyNotifyStop(ctx, []byte(key), protocol.CallOptions{}); err != nil && !errors.Is(err, protocol.ErrNotConnected) {
+			g.log.Warn("keynotify stop failed", "key", key, "err", err)
 		}
 	}
 }
 
-// notify records a notification and returns the rules watching its key.
-func (g *registry) notify(ev protocol.Event, buf []*rule) []*rule {
+// notify records a notification and returns the watchers of its key.
+func (g *registry) notify(ev protocol.Event, buf []watcher) []watcher {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	ks := g.keys[string(ev.Key)]
@@ -171,8 +176,8 @@ func (g *registry) notify(ev protocol.Event, buf []*rule) []*rule {
 	if !ks.present {
 		ks.signal()
 	}
-	for r := range ks.watchers {
-		buf = append(buf, r)
+	for w := range ks.watchers {
+		buf = append(buf, w)
 	}
 	return buf
 }
@@ -189,7 +194,7 @@ func (ks *keyState) signal() {
 // resync runs when a connection comes up: it sends any KEYNOTIFY still owed
 // and re-reads those keys, or (all, after an outage) every watched key, and
 // returns a resync event for each key whose state differs from the last one
-// known, with the rules to deliver it to. A key notified while it was being
+// known, with the watchers to deliver it to. A key notified while it was being
 // re-read is skipped: the notification is newer.
 func (g *registry) resync(ctx context.Context, all bool) []resyncEvent {
 	g.opMu.Lock()
@@ -214,17 +219,17 @@ func (g *registry) resync(ctx context.Context, all bool) []resyncEvent {
 			continue
 		}
 		if !registered {
-			if err := g.h.client.KeyNotify(ctx, []byte(key), protocol.CallOptions{}); err != nil {
-				g.h.log.Warn("re-registering watch failed", "key", key, "err", err)
+			if err := g.client.KeyNotify(ctx, []byte(key), protocol.CallOptions{}); err != nil {
+				g.log.Warn("re-registering watch failed", "key", key, "err", err)
 				continue
 			}
 			g.mu.Lock()
 			ks.registered = true
 			g.mu.Unlock()
 		}
-		res, err := g.h.client.Get(ctx, []byte(key), protocol.CallOptions{})
+		res, err := g.client.Get(ctx, []byte(key), protocol.CallOptions{})
 		if err != nil {
-			g.h.log.Warn("re-reading watched key failed", "key", key, "err", err)
+			g.log.Warn("re-reading watched key failed", "key", key, "err", err)
 			continue
 		}
 		g.mu.Lock()
@@ -247,8 +252,8 @@ func (g *registry) resync(ctx context.Context, all bool) []resyncEvent {
 			ev.Op, ev.Value, ev.Version = abi.OpSet, res.Value, res.Version.String()
 		}
 		re := resyncEvent{ev: ev}
-		for r := range ks.watchers {
-			re.to = append(re.to, r)
+		for w := range ks.watchers {
+			re.to = append(re.to, w)
 		}
 		if !res.Found {
 			ks.signal()
@@ -261,7 +266,7 @@ func (g *registry) resync(ctx context.Context, all bool) []resyncEvent {
 
 type resyncEvent struct {
 	ev abi.Event
-	to []*rule
+	to []watcher
 }
 
 // watchedKeys returns how many keys are registered (for stats and tests).

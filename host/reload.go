@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -111,7 +110,7 @@ func (h *Host) reconcile(ctx context.Context, p string) {
 	info, err := os.Stat(p)
 	if err != nil || !h.IsRule(p) || info.IsDir() {
 		if err == nil {
-			h.warnNotRule(p, info)
+			warnNotRule(h.log, p, info)
 		}
 		if loaded {
 			if err := h.Remove(ctx, p); err != nil {
@@ -126,25 +125,6 @@ func (h *Host) reconcile(ctx context.Context, p string) {
 		} else {
 			h.log.Error("rule not loaded", "rule", filepath.Base(p), "err", err)
 		}
-	}
-}
-
-// lacksExecBit reports whether the file at p looks like a plugin that cannot
-// run: a regular file without an extension that is not executable (from a
-// ConfigMap volume, or a copy that lost its mode).
-func lacksExecBit(p string, info os.FileInfo) bool {
-	base := filepath.Base(p)
-	return info.Mode().IsRegular() && filepath.Ext(base) == "" && !strings.HasPrefix(base, ".") && !strings.HasSuffix(base, "~") &&
-		info.Mode().Perm()&0o111 == 0
-}
-
-// notPluginHint says why a file without an extension is no rule, and the fix.
-const notPluginHint = "without an extension only an executable is a rule (a plugin); if it is one, make it executable"
-
-// warnNotRule warns about a file that looks like a plugin but cannot run.
-func (h *Host) warnNotRule(p string, info os.FileInfo) {
-	if lacksExecBit(p, info) {
-		h.log.Warn("file ignored: "+notPluginHint, "file", p, "fix", "chmod +x "+p)
 	}
 }
 

@@ -10,36 +10,27 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/protocol/hlc"
 )
 
 // maxConsecutiveFailures disables a rule whose handler fails this many times
 // in a row; a new version of its file enables it again.
 const maxConsecutiveFailures = 10
 
-// maxEchoes bounds the versions remembered per key for echo suppression.
-const maxEchoes = 32
-
-// delivery is one event queued for a rule, with its lineage.
-type delivery struct {
-	ev    abi.Event
-	hop   int
-	chain []string
-}
-
 // rule is the slot of one rule file: its mailbox and worker outlive the
 // versions of the file that run in it, so a reload swaps the script between
-// two events and the queue carries over.
+// two events and the queue carries over. Its lock, mu, is taken in this file
+// only: the binding, the worker and the host ask the rule through methods.
 type rule struct {
-	h    *Host
 	path string
 	name string // file name, used in logs and as the lock holder suffix
 	kind string
 
-	mailbox    *mailbox
-	ctrl       chan func(*worker)
-	lostSignal chan struct{}  // cap 1: lost locks queued in lost
-	wg         sync.WaitGroup // lease renewals
-	logs       *logBudget
+	svc *services // its log, reg, lin and calls; client, now and ctx are its leases'
+
+	mailbox *mailbox
+	locks   leases
+	logs    *logBudget
 	// ctx bounds the rule's handler calls; cancel ends a handler stuck in
 	// Handle (e.g. waiting for a crashed plugin's restart) when the rule is
 	// removed.
@@ -54,49 +45,54 @@ type rule struct {
 	mu       sync.Mutex
 	w        *worker // the live worker
 	released bool    // watches and locks released: no watch may be added
+	disabled bool
 	cfg      RuleConfig
 	watches  map[string]abi.WatchOptions
-	ownSets  map[string][]string // key -> versions written by this rule, awaiting their echo
-	ownDels  map[string]int      // key -> DELETE echoes owed
-	locks    map[string]*lease
-	lost     []string // locks lost, LOCK_LOST not yet delivered
+	own      echoes   // this rule's writes on watched keys, awaiting their echo
 	hash     [32]byte // content of the running version
 	hop      int      // lineage of the event being handled
 	chain    []string //
-	disabled bool
 
 	handled, failed, dropped, echoes, abandons atomic.Uint64
 	lastDropLog                                atomic.Int64
 }
 
-// instance is one running version of a rule file.
+// instance is one version of a rule file: its script once started, and
+// what its binding checks on every call.
 type instance struct {
 	script abi.Script
-	b      *binding
 	hash   [32]byte
+	closed atomic.Bool // replaced or stopped: its calls fail
+
+	// While the version starts, its watches are staged, not applied, so the
+	// old version keeps its own; swap applies them and makes it live,
+	// holding mu meanwhile.
+	mu     sync.Mutex
+	live   bool
+	staged map[string]abi.WatchOptions
 }
 
-func newRule(h *Host, path, kind string, cfg RuleConfig) *rule {
+func newInstance(hash [32]byte) *instance {
+	return &instance{hash: hash, staged: map[string]abi.WatchOptions{}}
+}
+
+func newRule(s *services, path, kind string, cfg RuleConfig) *rule {
+	name := filepath.Base(path)
 	r := &rule{
-		h:          h,
-		path:       path,
-		name:       filepath.Base(path),
-		kind:       kind,
-		cfg:        cfg,
-		mailbox:    newMailbox(cfg.Mailbox),
-		ctrl:       make(chan func(*worker)),
-		lostSignal: make(chan struct{}, 1),
-		logs:       newLogBudget(h.log, filepath.Base(path), cfg),
-		watches:    map[string]abi.WatchOptions{},
-		ownSets:    map[string][]string{},
-		ownDels:    map[string]int{},
-		locks:      map[string]*lease{},
+		path:    path,
+		name:    name,
+		kind:    kind,
+		svc:     s,
+		cfg:     cfg,
+		mailbox: newMailbox(cfg.Mailbox),
+		locks:   leases{svc: s, rule: name, lostSignal: make(chan struct{}, 1), m: map[string]*lease{}},
+		logs:    newLogBudget(s.log, name, cfg),
+		watches: map[string]abi.WatchOptions{},
+		own:     newEchoes(),
 	}
-	r.ctx, r.cancel = context.WithCancel(h.ctx)
+	r.ctx, r.cancel = context.WithCancel(s.ctx)
 	return r
 }
-
-var errRuleStopped = errors.New("rule stopped")
 
 // enqueue offers an event to the mailbox without blocking; a full mailbox
 // drops it, counts it and logs at most once a second.
@@ -105,7 +101,7 @@ func (r *rule) enqueue(d delivery) {
 		n := r.dropped.Add(1)
 		now := time.Now().UnixNano()
 		if last := r.lastDropLog.Load(); now-last > int64(time.Second) && r.lastDropLog.CompareAndSwap(last, now) {
-			r.h.log.Warn("rule mailbox full: event dropped", "rule", r.name, "key", d.ev.Key, "dropped_total", n, "mailbox", r.mailbox.limit)
+			r.svc.log.Warn("rule mailbox full: event dropped", "rule", r.name, "key", d.ev.Key, "dropped_total", n, "mailbox", r.mailbox.limit)
 		}
 	}
 }
@@ -117,11 +113,80 @@ func (r *rule) config() RuleConfig {
 	return r.cfg
 }
 
-// deliver hands d to the running version. It returns false when the worker
-// was abandoned during the call: the rule is not its any more, and it must
-// end (it has closed the instance it ran).
-func (w *worker) deliver(d delivery) bool {
-	r := w.r
+// reconfigure applies the settings of a new version of the file.
+func (r *rule) reconfigure(cfg RuleConfig) {
+	r.mu.Lock()
+	r.cfg = cfg
+	r.mu.Unlock()
+	r.logs.setLimits(cfg)
+}
+
+// runs reports whether the running version has content hash.
+func (r *rule) runs(hash [32]byte) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.hash == hash
+}
+
+// startWorker starts a worker for r and makes it the live one.
+func (r *rule) startWorker() *worker {
+	w := newWorker(r.ctx, r.svc.calls, "handle "+r.name, r.config().Grace)
+	r.mu.Lock()
+	r.w = w
+	r.mu.Unlock()
+	// A worker abandoned in a call may have left events and lost locks
+	// waiting, their signal already taken.
+	if r.mailbox.len() > 0 {
+		r.mailbox.signal()
+	}
+	if r.locks.losing() {
+		r.locks.signalLost()
+	}
+	w.run(func() { r.run(w) })
+	return w
+}
+
+// worker returns the live worker, or nil.
+func (r *rule) worker() *worker {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.w
+}
+
+// run is the loop of the worker w: a stop request first, then control
+// functions, lost locks and events, one at a time.
+func (r *rule) run(w *worker) {
+	for {
+		select {
+		case <-w.quit: // first, before anything else that is ready
+			r.shutdown(w.stopCtx)
+			return
+		default:
+		}
+		select {
+		case <-w.quit:
+			r.shutdown(w.stopCtx)
+			return
+		case f := <-w.ctrl:
+			f()
+		case <-r.locks.lostSignal:
+			for _, name := range r.locks.takeLost() {
+				if !r.deliver(w, delivery{ev: abi.Event{Key: name, Op: abi.OpLockLost}}) {
+					return
+				}
+			}
+		case <-r.mailbox.ready:
+			if d, ok := r.mailbox.pop(); ok && !r.deliver(w, d) {
+				return
+			}
+		}
+	}
+}
+
+// deliver hands d to the running version, in the worker w. It returns false
+// when w was abandoned during the call: the rule is not its any more, and it
+// must end (it has closed the instance it ran).
+func (r *rule) deliver(w *worker, d delivery) bool {
 	in := r.cur
 	if in == nil {
 		return true
@@ -133,7 +198,7 @@ func (w *worker) deliver(d delivery) bool {
 			r.mu.Unlock()
 			return true // no longer watched (unwatched or dropped by a reload)
 		}
-		if !opts.Self && r.consumeEchoLocked(d.ev) {
+		if !opts.Self && r.own.consume(d.ev) {
 			r.mu.Unlock()
 			r.echoes.Add(1)
 			return true
@@ -145,15 +210,14 @@ func (w *worker) deliver(d delivery) bool {
 		return true
 	}
 	r.hop, r.chain = d.hop, d.chain
-	w.key, w.op = d.ev.Key, d.ev.Op
 	timeout := r.cfg.Timeout
 	r.mu.Unlock()
 
-	call := w.begin(timeout)
+	call := w.begin(timeout, d.ev.Key, d.ev.Op)
 	err := in.script.Handle(w.ctx, d.ev)
 	if !w.end(call) {
 		if err := in.script.Close(context.Background()); err != nil {
-			r.h.log.Warn("closing an abandoned version failed", "rule", r.name, "err", err)
+			r.svc.log.Warn("closing an abandoned version failed", "rule", r.name, "err", err)
 		}
 		return false
 	}
@@ -167,12 +231,12 @@ func (w *worker) deliver(d delivery) bool {
 	}
 	r.failed.Add(1)
 	r.consecutive++
-	r.h.log.Error("rule failed", "rule", r.name, "key", d.ev.Key, "op", string(d.ev.Op), "kind", failureKind(err), "err", err)
+	r.svc.log.Error("rule failed", "rule", r.name, "key", d.ev.Key, "op", string(d.ev.Op), "kind", failureKind(err), "err", err)
 	if r.consecutive >= maxConsecutiveFailures {
 		r.mu.Lock()
 		r.disabled = true
 		r.mu.Unlock()
-		r.h.log.Error("rule disabled after repeated failures; save a fixed version of the file to restart it",
+		r.svc.log.Error("rule disabled after repeated failures; save a fixed version of the file to restart it",
 			"rule", r.name, "failures", r.consecutive)
 	}
 	return true
@@ -190,53 +254,37 @@ func failureKind(err error) string {
 	return "error"
 }
 
-// consumeEchoLocked reports whether ev is the echo of this rule's own write,
-// and forgets that write.
-func (r *rule) consumeEchoLocked(ev abi.Event) bool {
-	switch ev.Op {
-	case abi.OpSet:
-		vs := r.ownSets[ev.Key]
-		for i, v := range vs {
-			if v == ev.Version {
-				r.ownSets[ev.Key] = append(vs[:i], vs[i+1:]...)
-				if len(r.ownSets[ev.Key]) == 0 {
-					delete(r.ownSets, ev.Key)
-				}
-				return true
-			}
-		}
-	case abi.OpDelete:
-		if r.ownDels[ev.Key] > 0 {
-			r.ownDels[ev.Key]--
-			if r.ownDels[ev.Key] == 0 {
-				delete(r.ownDels, ev.Key)
-			}
-			return true
-		}
+// write is one write of the rule to key, made by send; verb names it in
+// errors. It takes the fencing token of the lock fence ("" for none: a zero
+// token), failing with LOCK_LOST when the rule does not hold the lock for
+// certain; registers the write with the feedback-loop damper before send
+// sends it (its notification can beat its reply), the DELETE of an expiry
+// after ttl (0: none) continuing its lineage; and ends the registration on
+// every path with what send reports: the version it created, or that it
+// deleted the key, which is also remembered for echo suppression. A write
+// that fails creates and deletes nothing.
+func (r *rule) write(verb, key, fence string, ttl time.Duration, send func(token hlc.HLC) (version string, deleted bool, err error)) error {
+	token, err := r.locks.fenceToken(verb, key, fence)
+	if err != nil {
+		return err
 	}
-	return false
-}
-
-// beginWrite registers a delete of key with the feedback-loop damper before
-// it is sent (its notification can beat its reply) and returns the function
-// that ends it with the outcome: deleted or not (version is empty).
-func (r *rule) beginWrite(key string) func(version string, deleted bool) {
-	return r.beginSet(key, 0)
-}
-
-// beginSet is beginWrite for a SET that expires after ttl (0: never): the
-// DELETE of its expiry continues its lineage.
-func (r *rule) beginSet(key string, ttl time.Duration) func(version string, deleted bool) {
 	r.mu.Lock()
 	hop, chain := r.hop, r.chain
 	r.mu.Unlock()
-	end := r.h.lin.begin(key, hop, chain, r.name, ttl)
-	return func(version string, deleted bool) {
-		end(version)
-		if version != "" || deleted {
-			r.wrote(key, version, deleted)
-		}
+	var (
+		version string
+		deleted bool
+	)
+	end := r.svc.lin.begin(key, hop, chain, r.name, ttl)
+	defer func() { end(version) }() // on every path, a panic in send too
+	version, deleted, err = send(token)
+	if err != nil {
+		version, deleted = "", false
 	}
+	if version != "" || deleted {
+		r.wrote(key, version, deleted)
+	}
+	return err
 }
 
 // wrote records a write of this rule for echo suppression (only on watched
@@ -244,28 +292,20 @@ func (r *rule) beginSet(key string, ttl time.Duration) func(version string, dele
 func (r *rule) wrote(key, version string, deleted bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	opts, ok := r.watches[key]
-	if !ok || opts.Self {
-		return
+	if opts, ok := r.watches[key]; ok && !opts.Self {
+		r.own.wrote(key, version, deleted)
 	}
-	if deleted {
-		r.ownDels[key]++
-		return
-	}
-	vs := append(r.ownSets[key], version)
-	if len(vs) > maxEchoes {
-		vs = vs[len(vs)-maxEchoes:]
-	}
-	r.ownSets[key] = vs
 }
 
 // swap installs a started instance between two events: applies the watch
-// diff, makes the new binding live and closes the old script (bounded by
-// the grace). It runs in the live worker.
+// diff, makes the new version live and closes the old script (bounded by
+// the grace). It runs in the live worker. The new version's own watch calls
+// wait meanwhile.
 func (r *rule) swap(ctx context.Context, next *instance) {
+	next.mu.Lock()
+	want := next.staged
+	next.staged = nil
 	r.mu.Lock()
-	want := next.b.staged
-	next.b.staged = nil
 	var add, drop []string
 	for k := range want {
 		if _, ok := r.watches[k]; !ok {
@@ -279,25 +319,22 @@ func (r *rule) swap(ctx context.Context, next *instance) {
 	}
 	r.mu.Unlock()
 	for _, k := range add {
-		if err := r.h.reg.watch(ctx, r, k); err != nil {
-			r.h.log.Error("watch failed", "rule", r.name, "key", k, "err", err)
+		if err := r.svc.reg.watch(ctx, r, k); err != nil {
+			r.svc.log.Error("watch failed", "rule", r.name, "key", k, "err", err)
 			delete(want, k)
 		}
 	}
 	for _, k := range drop {
-		r.h.reg.unwatch(ctx, r, k)
+		r.svc.reg.unwatch(ctx, r, k)
 	}
 	r.mu.Lock()
 	r.watches = want
-	for k := range r.ownSets {
-		if _, ok := want[k]; !ok {
-			delete(r.ownSets, k)
-		}
-	}
+	r.own.keepSets(want)
 	r.disabled = false
 	r.hash = next.hash
-	next.b.live.Store(true)
 	r.mu.Unlock()
+	next.live = true
+	next.mu.Unlock()
 	old := r.cur
 	r.cur = next
 	r.consecutive = 0
@@ -310,27 +347,74 @@ func (r *rule) swap(ctx context.Context, next *instance) {
 // gets the grace as its deadline, and the grace again to return; past that
 // it is abandoned.
 func (r *rule) closeInstance(ctx context.Context, in *instance, what string) {
-	in.b.closed.Store(true)
+	in.closed.Store(true)
 	grace := r.config().Grace
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
 	defer cancel()
-	_, err := aside(r.h.calls, cctx, r.name, "close", grace, func(ctx context.Context) (struct{}, error) {
+	_, err := aside(r.svc.calls, cctx, r.name, "close", grace, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, in.script.Close(ctx)
 	}, nil)
 	if err != nil {
-		r.h.log.Warn("closing "+what+" failed", "rule", r.name, "err", err)
+		r.svc.log.Warn("closing "+what+" failed", "rule", r.name, "err", err)
 	}
 }
 
-// stop closes the script, releases its watches and locks, and ends the
-// worker. It runs in the live worker.
-func (r *rule) stop(ctx context.Context, w *worker) {
-	w.exiting = true
+// shutdown closes the script and releases the rule. It runs in the live
+// worker, which then ends.
+func (r *rule) shutdown(ctx context.Context) {
 	if r.cur != nil {
 		r.closeInstance(ctx, r.cur, "rule")
 		r.cur = nil
 	}
 	r.release(ctx)
+}
+
+// stop ends the rule, for why ("remove", "shutdown"), once the caller has
+// cancelled its context (a handler in progress ends now): the live worker
+// stops it between two events, and stop waits until it has. A worker stuck
+// in its call past the grace (counting from now if the call's deadline is
+// later) is abandoned and the rule released from here. When ctx ends first,
+// the worker is abandoned if it is in a call; otherwise it goes on to stop
+// the rule itself and stop returns ctx's error.
+func (r *rule) stop(ctx context.Context, why string) error {
+	w := r.worker()
+	if w == nil {
+		return nil
+	}
+	err := w.stop(ctx, r.config().Grace)
+	if errors.Is(err, errStuck) || (err != nil && ctx.Err() != nil && w.abandonNow()) {
+		r.abandoned(w, why)
+		r.release(ctx)
+		return nil
+	}
+	if errors.Is(err, errRuleStopped) {
+		return nil
+	}
+	return err
+}
+
+// abandoned takes the rule over from w, which the caller abandoned in a
+// handler call: w's context is cancelled, its instance is replaced or
+// stopped (the worker closes it when its call returns), and the
+// abandonment is counted and logged with why the host needed the rule.
+func (r *rule) abandoned(w *worker, why string) {
+	w.release()
+	r.abandons.Add(1)
+	r.failed.Add(1)
+	if in := r.cur; in != nil {
+		in.closed.Store(true)
+	}
+	r.cur = nil
+	r.mu.Lock()
+	if r.w == w {
+		r.w = nil
+	}
+	cfg := r.cfg
+	r.mu.Unlock()
+	key, op, running := w.call()
+	r.svc.log.Error("rule abandoned: its handler did not return within its deadline plus the grace; it is left to end on its own",
+		"rule", r.name, "key", key, "op", string(op), "timeout", cfg.Timeout, "grace", cfg.Grace,
+		"running", running.Round(time.Millisecond), "for", why)
 }
 
 // release unregisters the rule's watches, releases its locks and flushes
@@ -343,23 +427,24 @@ func (r *rule) release(ctx context.Context) {
 		keys = append(keys, k)
 	}
 	r.watches = map[string]abi.WatchOptions{}
-	locks := r.locks
-	r.locks = map[string]*lease{}
 	r.mu.Unlock()
 	for _, k := range keys {
-		r.h.reg.unwatch(ctx, r, k)
+		r.svc.reg.unwatch(ctx, r, k)
 	}
-	for _, l := range locks {
-		if err := r.releaseLease(ctx, l); err != nil {
-			r.h.log.Warn("releasing lock failed", "rule", r.name, "lock", l.name, "err", err)
-		}
-	}
-	r.wg.Wait()
+	r.locks.releaseAll(ctx)
 	r.logs.close()
 }
 
-// addWatch registers a watch made by a live version.
-func (r *rule) addWatch(ctx context.Context, key string, opts abi.WatchOptions) error {
+// watch adds a watch of the version in: staged while it starts (swap
+// applies it), registered at once when it is live.
+func (r *rule) watch(ctx context.Context, in *instance, key string, opts abi.WatchOptions) error {
+	in.mu.Lock()
+	if !in.live {
+		in.staged[key] = opts
+		in.mu.Unlock()
+		return nil
+	}
+	in.mu.Unlock()
 	r.mu.Lock()
 	if _, ok := r.watches[key]; ok {
 		r.watches[key] = opts
@@ -367,13 +452,13 @@ func (r *rule) addWatch(ctx context.Context, key string, opts abi.WatchOptions) 
 		return nil
 	}
 	r.mu.Unlock()
-	if err := r.h.reg.watch(ctx, r, key); err != nil {
+	if err := r.svc.reg.watch(ctx, r, key); err != nil {
 		return storeError(err)
 	}
 	r.mu.Lock()
 	if r.released { // stopped meanwhile (e.g. abandoned in this very call)
 		r.mu.Unlock()
-		r.h.reg.unwatch(ctx, r, key)
+		r.svc.reg.unwatch(ctx, r, key)
 		return abi.Errorf(abi.StatusUnavailable, "watch %q: rule %s was stopped", key, r.name)
 	}
 	r.watches[key] = opts
@@ -381,17 +466,28 @@ func (r *rule) addWatch(ctx context.Context, key string, opts abi.WatchOptions) 
 	return nil
 }
 
-func (r *rule) removeWatch(ctx context.Context, key string) error {
+// unwatch removes a watch of the version in, staged or live.
+func (r *rule) unwatch(ctx context.Context, in *instance, key string) error {
+	in.mu.Lock()
+	if !in.live {
+		_, ok := in.staged[key]
+		delete(in.staged, key)
+		in.mu.Unlock()
+		if !ok {
+			return abi.Errorf(abi.StatusNotFound, "unwatch %q: not watched", key)
+		}
+		return nil
+	}
+	in.mu.Unlock()
 	r.mu.Lock()
 	_, ok := r.watches[key]
 	delete(r.watches, key)
-	delete(r.ownSets, key)
-	delete(r.ownDels, key)
+	r.own.forget(key)
 	r.mu.Unlock()
 	if !ok {
 		return abi.Errorf(abi.StatusNotFound, "unwatch %q: not watched", key)
 	}
-	r.h.reg.unwatch(ctx, r, key)
+	r.svc.reg.unwatch(ctx, r, key)
 	return nil
 }
 
@@ -417,17 +513,15 @@ type RuleStatus struct {
 }
 
 func (r *rule) status() RuleStatus {
+	s := RuleStatus{Path: r.path, Kind: r.kind, Locks: r.locks.names(), Abandoned: r.abandons.Load(),
+		Handled: r.handled.Load(), Failed: r.failed.Load(), Dropped: r.dropped.Load(), Echoes: r.echoes.Load()}
+	s.LogLinesSuppressed, s.LogBytesSuppressed = r.logs.suppressed()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := RuleStatus{Path: r.path, Kind: r.kind, Disabled: r.disabled,
-		Handled: r.handled.Load(), Failed: r.failed.Load(), Dropped: r.dropped.Load(), Echoes: r.echoes.Load(),
-		Stuck: r.w != nil && r.w.stuck(r.cfg.Grace), Abandoned: r.abandons.Load()}
-	s.LogLinesSuppressed, s.LogBytesSuppressed = r.logs.suppressed()
+	s.Disabled = r.disabled
+	s.Stuck = r.w != nil && r.w.stuck(r.cfg.Grace)
 	for k := range r.watches {
 		s.Watches = append(s.Watches, k)
-	}
-	for k := range r.locks {
-		s.Locks = append(s.Locks, k)
 	}
 	return s
 }

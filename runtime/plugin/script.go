@@ -65,6 +65,19 @@ func (e *Error) Error() string {
 // Unwrap returns abi.ErrTimeout, abi.ErrCrashed or a context error.
 func (e *Error) Unwrap() error { return e.Err }
 
+// refused is the *Error of a call the plugin answered with a failure result
+// (err, from wire.Err): the status and message the plugin gave, and
+// sentinel as the cause. wire.Err returns *abi.Error values; any other
+// error counts as StatusInternal with its text.
+func refused(plugin, call string, err, sentinel error) *Error {
+	e := &Error{Plugin: plugin, Call: call, Status: abi.StatusInternal, Msg: err.Error(), Err: sentinel}
+	var ae *abi.Error
+	if errors.As(err, &ae) {
+		e.Status, e.Msg = ae.Status, ae.Msg
+	}
+	return e
+}
+
 // Start implements abi.Program: it launches the plugin process, connects
 // the Host service and runs the plugin's init, all before returning.
 func (p *program) Start(ctx context.Context, h abi.Host, lim abi.Limits) (abi.Script, error) {
@@ -235,8 +248,7 @@ func (s *script) launch(ctx context.Context) (*proc, error) {
 	}
 	if err := wire.Err(res); err != nil {
 		p.stop(nil)
-		e := err.(*abi.Error)
-		return nil, &Error{Plugin: s.path, Call: callInit, Status: e.Status, Msg: e.Msg, Err: abi.ErrCrashed}
+		return nil, refused(s.path, callInit, err, abi.ErrCrashed)
 	}
 	return p, nil
 }
@@ -436,12 +448,11 @@ func (s *script) Handle(ctx context.Context, ev abi.Event) error {
 	res, err := p.rule.Handle(cctx, &pb.HandleRequest{Event: pev})
 	if err == nil {
 		if err := wire.Err(res); err != nil {
-			e := err.(*abi.Error)
 			sentinel := abi.ErrCrashed
-			if e.Status == abi.StatusTimeout {
+			if abi.StatusOf(err) == abi.StatusTimeout {
 				sentinel = abi.ErrTimeout
 			}
-			return &Error{Plugin: s.path, Call: callHandle, Status: e.Status, Msg: e.Msg, Err: sentinel}
+			return refused(s.path, callHandle, err, sentinel)
 		}
 		return nil
 	}

@@ -1,0 +1,32 @@
+// Package host runs rules against the state store: it owns the store client's
+// event stream, multiplexes watches (one KEYNOTIFY per key), delivers events
+// to each rule one at a time from a bounded mailbox, suppresses a rule's own
+// echoes and damps feedback loops between rules, resynchronises watched keys
+// after a reconnect, holds leases with fencing tokens for rules, and loads,
+// hot-reloads and stops rule files.
+//
+// # Files
+//
+// Each file uses only files on the lines below its own (a type, function,
+// field or method declared there); none reaches up. TestFileLayers keeps it
+// so.
+//
+//	reload.go check.go     WatchDir, on Load and Remove; Checker (ssrun check)
+//	host.go                Host: loads, event routing, resync, Close
+//	binding.go             the abi.Host one version of a rule calls
+//	rule.go                a rule: its state, under a lock only this file takes;
+//	                       its worker's loop, its writes (one bracket: fence,
+//	                       damper, echo), reloads, stop
+//	worker.go locks.go echo.go logbudget.go
+//	                       a rule's goroutine and call state; its leases; its
+//	                       own writes awaiting their echo; its log budget
+//	services.go            what rules use of the host
+//	registry.go lineage.go abandon.go
+//	                       watch multiplexing; the feedback-loop damper;
+//	                       runtime calls that may not return
+//	mailbox.go clock.go config.go errors.go rulefile.go
+//
+// A rule and its leases share the host's services (client, logger,
+// registry, damper, call tracker, lease clock, lifetime: services in
+// services.go), not the Host; the registry gets the client and a logger.
+package host
