@@ -282,5 +282,5 @@ func parseText(rec []byte) (string, error) {
 // badRecord is the error for a result record the SDK cannot parse (a host
 // bug, never expected).
 func badRecord(verb, key string, err error) error {
-	return abi.Errorf(abi.StatusInternal, "%s %q: malformed result record: %v", verb, key, err)
+	return abi.Errorf(abi.StatusInternal, "%s %q: malformed result record: %w", verb, key, err)
 }
