@@ -1,0 +1,46 @@
+// Package testutil is what the tests of every package share: a TestMain
+// that checks for leaked goroutines (Main), polling with a bound (WaitFor),
+// a goroutine-safe buffer for captured output (Buffer), a writer into t.Log
+// (LogWriter), a self-signed TLS certificate (SelfSignedCert) and a load
+// generator for benchmarks (InFlight).
+//
+// Only tests import it: it imports package testing and goleak.
+package testutil
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// Main is the whole of a package's TestMain:
+//
+//	func TestMain(m *testing.M) { testutil.Main(m, builds.Remove) }
+//
+// It runs the tests, then each cleanup in order (what the tests built or
+// started once for all of them: binaries, a shared runtime, a cache
+// directory), and then, if every test passed, looks for goroutines still
+// running (goleak.Find, which waits a while for those that are ending).
+// A leak fails the run: its stacks go to stderr. Main exits with the
+// tests' status.
+func Main(m *testing.M, cleanups ...func()) {
+	os.Exit(run(m, os.Stderr, cleanups...))
+}
+
+// run is Main without the exit, reporting a leak to stderr.
+func run(m interface{ Run() int }, stderr io.Writer, cleanups ...func()) int {
+	code := m.Run()
+	for _, c := range cleanups {
+		c()
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(stderr, "goroutine leak:", err)
+			code = 1
+		}
+	}
+	return code
+}
