@@ -13,13 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/broker"
 	"github.com/ssrun/ssrun/broker/brokertest"
 	"github.com/ssrun/ssrun/host"
 	"github.com/ssrun/ssrun/internal/gobuild"
+	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/runtime/lua"
 	"github.com/ssrun/ssrun/runtime/plugin"
@@ -30,17 +29,7 @@ import (
 // shared WebAssembly compilation cache.
 var testDir = gobuild.Dir{Prefix: "ssrun-bench-"}
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	_ = testDir.Remove()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testutil.Main(m, func() { _ = testDir.Remove() }) }
 
 // wasmGuest returns testdata/wasmrule built with tag (a different tag is a
 // different module), once per test binary.

@@ -28,13 +28,12 @@ import (
 
 	"github.com/ssrun/ssrun/broker"
 	"github.com/ssrun/ssrun/broker/brokertest"
+	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol/resp"
 	"github.com/ssrun/ssrun/protocol/wire"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 // autopaho sends Request Problem Information = 0 whenever it sets a session
 // expiry; mochi then strips user properties from every packet unless the

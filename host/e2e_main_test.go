@@ -3,7 +3,6 @@ package host
 import (
 	"context"
 	"fmt"
-	"go.uber.org/goleak"
 	"io"
 	"log/slog"
 	"os"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/internal/gobuild"
+	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/runtime/lua"
 	"github.com/ssrun/ssrun/runtime/wasm"
@@ -29,21 +29,14 @@ import (
 // compilation cache; TestMain removes it.
 var e2eDir = gobuild.Dir{Prefix: "ssrun-host-test-"}
 
+// Every goroutine a host, its rules, clients and brokers started is gone
+// once the tests closed them.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if guests.rt != nil {
-		_ = guests.rt.Close(context.Background())
-	}
-	_ = e2eDir.Remove()
-	// Every goroutine a host, its rules, clients and brokers started is gone
-	// once the tests closed them.
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
+	testutil.Main(m, func() {
+		if guests.rt != nil {
+			_ = guests.rt.Close(context.Background())
 		}
-	}
-	os.Exit(code)
+	}, func() { _ = e2eDir.Remove() })
 }
 
 // guests are the two builds of testdata/e2e/guest (tags v1 and v2) and the

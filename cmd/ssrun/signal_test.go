@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/internal/gobuild"
+	"github.com/ssrun/ssrun/internal/testutil"
 )
 
 // The tests in this file run the ssrun binary as a process, to send it
@@ -21,11 +22,7 @@ import (
 
 var builds = gobuild.Dir{Prefix: "ssrun-cli-test-"}
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	_ = builds.Remove()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testutil.Main(m, func() { _ = builds.Remove() }) }
 
 // ssrunBinary builds this command once per test binary.
 func ssrunBinary(t *testing.T) string {

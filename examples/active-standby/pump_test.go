@@ -16,10 +16,13 @@ import (
 	"github.com/ssrun/ssrun/examples/internal/examplehost"
 	"github.com/ssrun/ssrun/host"
 	"github.com/ssrun/ssrun/internal/testnet"
+	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/protocol/hlc"
 	"github.com/ssrun/ssrun/runtime/lua"
 )
+
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 // Two hosts run this folder against one store. The first to see a reading
 // becomes active and drives the pump; the second stands by. The active

@@ -21,6 +21,7 @@ import (
 	"github.com/ssrun/ssrun/examples/internal/examplehost"
 	"github.com/ssrun/ssrun/host"
 	"github.com/ssrun/ssrun/internal/gobuild"
+	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/runtime/plugin"
 )
@@ -28,11 +29,7 @@ import (
 // binDir holds the plugin binaries built for this test binary run.
 var binDir = gobuild.Dir{Prefix: "batch-summary-test-"}
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	_ = binDir.Remove()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testutil.Main(m, func() { _ = binDir.Remove() }) }
 
 // binary returns this example built with main.version set to version, as
 // the README says (go build), once per test binary run.

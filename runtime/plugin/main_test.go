@@ -13,11 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/internal/gobuild"
 	"github.com/ssrun/ssrun/internal/ruletest"
+	"github.com/ssrun/ssrun/internal/testutil"
 )
 
 // testDir holds the plugins built for this test binary.
@@ -28,15 +27,7 @@ func TestMain(m *testing.M) {
 		helperHost()
 		return
 	}
-	code := m.Run()
-	_ = testDir.Remove()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	testutil.Main(m, func() { _ = testDir.Remove() })
 }
 
 // rulePlugin returns the path of the test plugin testdata/rule, built once

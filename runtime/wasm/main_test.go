@@ -2,7 +2,6 @@ package wasm
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -11,11 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/internal/gobuild"
 	"github.com/ssrun/ssrun/internal/ruletest"
+	"github.com/ssrun/ssrun/internal/testutil"
 )
 
 // testDir holds the guests built for this test binary and the shared
@@ -23,18 +21,11 @@ import (
 var testDir = gobuild.Dir{Prefix: "ssrun-wasm-test-"}
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if shared.r != nil {
-		_ = shared.r.Close(context.Background())
-	}
-	_ = testDir.Remove()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
+	testutil.Main(m, func() {
+		if shared.r != nil {
+			_ = shared.r.Close(context.Background())
 		}
-	}
-	os.Exit(code)
+	}, func() { _ = testDir.Remove() })
 }
 
 // guestNames are the Go test guests under testdata.

@@ -22,6 +22,7 @@ import (
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/abi/abitest"
 	"github.com/ssrun/ssrun/internal/ruletest"
+	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/runtime/wasm"
 )
 
@@ -37,14 +38,14 @@ var shared struct {
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if shared.rt != nil {
-		_ = shared.rt.Close(context.Background())
-	}
-	if shared.cache != "" {
-		_ = os.RemoveAll(shared.cache)
-	}
-	os.Exit(code)
+	testutil.Main(m, func() {
+		if shared.rt != nil {
+			_ = shared.rt.Close(context.Background())
+		}
+		if shared.cache != "" {
+			_ = os.RemoveAll(shared.cache)
+		}
+	})
 }
 
 // program compiles the test rule once per test binary.
