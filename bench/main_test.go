@@ -224,28 +224,9 @@ func (s *nativeScript) Handle(ctx context.Context, ev abi.Event) error {
 
 func (s *nativeScript) Close(context.Context) error { return nil }
 
-// logWriter sends log lines to tb.Log until stopped (tb.Log after the test
-// ends panics).
-type logWriter struct {
-	mu      sync.Mutex
-	tb      testing.TB
-	stopped bool
-}
-
-func (w *logWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.stopped {
-		w.tb.Log(strings.TrimRight(string(p), "\n"))
-	}
-	return len(p), nil
-}
-
 // newLogger returns a logger of warnings and errors to tb.Log.
 func newLogger(tb testing.TB) *slog.Logger {
-	w := &logWriter{tb: tb}
-	tb.Cleanup(func() { w.mu.Lock(); w.stopped = true; w.mu.Unlock() })
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return slog.New(slog.NewTextHandler(testutil.LogWriter(tb), &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -430,16 +411,4 @@ func (e *env) get(key string) (string, bool) {
 		e.tb.Fatalf("get %s: %v", key, err)
 	}
 	return string(res.Value), res.Found
-}
-
-// waitFor polls cond every millisecond until it holds, failing after limit.
-func waitFor(tb testing.TB, limit time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %v waiting for %s", limit, what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }

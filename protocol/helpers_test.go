@@ -152,7 +152,7 @@ func (s *scriptServer) push(clientID string, pk packets.Packet) {
 // broker (mochi v2.7.9 server.go attachClient vs inheritClientSession): the
 // client is then connected but never receives anything.
 func (s *scriptServer) waitGone(clientID string) {
-	waitFor(s.t, "the broker to drop "+clientID, func() bool {
+	testutil.WaitFor(s.t, "the broker to drop "+clientID, func() bool {
 		_, ok := s.srv.Clients.Get(clientID)
 		return !ok
 	})
@@ -266,18 +266,6 @@ func nextEvent(t testing.TB, c *Client) Event {
 		t.Fatal("no event within 10 s")
 	}
 	panic("unreachable")
-}
-
-// waitFor polls cond every few milliseconds for up to 10 s.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 func (c *Client) pendingLen() int {

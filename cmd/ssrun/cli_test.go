@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/ssrun/ssrun/broker/brokertest"
 	"github.com/ssrun/ssrun/internal/gobuild"
 	"github.com/ssrun/ssrun/internal/testnet"
+	"github.com/ssrun/ssrun/internal/testutil"
 )
 
 // result is one run of the command line.
@@ -113,29 +113,11 @@ func TestKVConnectionErrorSaysWhere(t *testing.T) {
 	}
 }
 
-// syncWriter lets a test read what a running command printed so far.
-type syncWriter struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
-
 // start runs a long-running command until the returned stop is called.
-func start(t *testing.T, args ...string) (*syncWriter, *syncWriter, func() int) {
+func start(t *testing.T, args ...string) (*testutil.Buffer, *testutil.Buffer, func() int) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	out, errw := &syncWriter{}, &syncWriter{}
+	out, errw := &testutil.Buffer{}, &testutil.Buffer{}
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, args, strings.NewReader(""), out, errw) }()
 	stopped := false
@@ -156,7 +138,7 @@ func start(t *testing.T, args ...string) (*syncWriter, *syncWriter, func() int) 
 	return out, errw, stop
 }
 
-func waitOutput(t *testing.T, w *syncWriter, re *regexp.Regexp) []string {
+func waitOutput(t *testing.T, w *testutil.Buffer, re *regexp.Regexp) []string {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {

@@ -9,8 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -64,28 +62,10 @@ func newClient(t *testing.T, addr string) *protocol.Client {
 		func(c *protocol.Config) { c.Timeout = 5 * time.Second })
 }
 
-// testLog sends log lines to t.Log while the test runs.
-type testLog struct {
-	mu   sync.Mutex
-	t    *testing.T
-	done bool
-}
-
-func (w *testLog) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimRight(string(p), "\n"))
-	}
-	return len(p), nil
-}
-
 func newEnv(t *testing.T, cfg host.RuleConfig) *env {
 	t.Helper()
 	b := brokertest.Start(t)
-	tl := &testLog{t: t}
-	t.Cleanup(func() { tl.mu.Lock(); tl.done = true; tl.mu.Unlock() })
-	logger := slog.New(slog.NewTextHandler(tl, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	logger := slog.New(slog.NewTextHandler(testutil.LogWriter(t), &slog.HandlerOptions{Level: slog.LevelInfo}))
 	rt, err := plugin.New(plugin.Config{Logger: logger})
 	if err != nil {
 		t.Fatal(err)
@@ -169,17 +149,6 @@ func (e *env) waitSummary(what string, ok func(s summary) bool) summary {
 	return last
 }
 
-// waitFor polls cond for up to 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
-}
-
 // stats returns the plugin runtime's counters of the rule's running script.
 func (e *env) stats() plugin.Stats {
 	e.t.Helper()
@@ -212,7 +181,7 @@ func processGone(t *testing.T, pid int) {
 	if pid <= 0 {
 		t.Fatalf("bad pid %d", pid)
 	}
-	waitFor(t, fmt.Sprintf("process %d to exit", pid), func() bool { return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) })
+	testutil.WaitFor(t, fmt.Sprintf("process %d to exit", pid), func() bool { return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) })
 }
 
 func values(s summary) string {
@@ -270,7 +239,7 @@ func TestKillMidStream(t *testing.T) {
 	}
 	processGone(t, pid1)
 	var st host.RuleStatus
-	waitFor(t, "every change to be handled, failed or dropped", func() bool {
+	testutil.WaitFor(t, "every change to be handled, failed or dropped", func() bool {
 		st = e.status()
 		return st.Handled+st.Failed+st.Dropped == n
 	})

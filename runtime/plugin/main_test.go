@@ -1,14 +1,12 @@
 package plugin
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -41,29 +39,11 @@ func rulePlugin(t testing.TB) string {
 	return path
 }
 
-// logBuffer collects a runtime's log output.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // newRuntime returns a Runtime logging into the returned buffer, closed
 // when the test ends.
-func newRuntime(t testing.TB, opts Config) (*Runtime, *logBuffer) {
+func newRuntime(t testing.TB, opts Config) (*Runtime, *testutil.Buffer) {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &testutil.Buffer{}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
@@ -114,7 +94,7 @@ func start(t testing.TB, p abi.Program, h abi.Host, lim abi.Limits) *script {
 }
 
 // ruleScript starts the test plugin on a runtime of its own.
-func ruleScript(t testing.TB, h abi.Host, lim abi.Limits) (*script, *Runtime, *logBuffer) {
+func ruleScript(t testing.TB, h abi.Host, lim abi.Limits) (*script, *Runtime, *testutil.Buffer) {
 	t.Helper()
 	r, logs := newRuntime(t, Config{})
 	return start(t, compile(t, r, rulePlugin(t)), h, lim), r, logs
@@ -127,24 +107,13 @@ var (
 	run     = ruletest.Run
 )
 
-// waitFor polls cond for up to 10 s.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
-}
-
 // processGone waits (up to 10 s) until no process has pid.
 func processGone(t testing.TB, pid int) {
 	t.Helper()
 	if pid <= 0 {
 		t.Fatalf("bad pid %d", pid)
 	}
-	waitFor(t, fmt.Sprintf("process %d to be gone", pid), func() bool {
+	testutil.WaitFor(t, fmt.Sprintf("process %d to be gone", pid), func() bool {
 		return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
 	})
 }

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/internal/gobuild"
@@ -132,14 +131,3 @@ var (
 	run       = ruletest.Run
 	notCalled = ruletest.NotCalled
 )
-
-// waitFor polls cond for up to 10 s.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
-}

@@ -24,6 +24,7 @@ import (
 	"github.com/ssrun/ssrun/broker/brokertest"
 	"github.com/ssrun/ssrun/examples/internal/examplehost"
 	"github.com/ssrun/ssrun/host"
+	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -63,7 +64,7 @@ func Run(t *testing.T, dir string, runtimes ...abi.Runtime) {
 	b := brokertest.Start(t)
 	user := examplehost.Client(t, b.Addr(), "thermotest-user")
 	h, err := host.New(host.Config{Client: examplehost.Client(t, b.Addr(), "thermotest-host"), Runtimes: runtimes,
-		Logger: slog.New(slog.NewTextHandler(examplehost.LogWriter(t), nil))})
+		Logger: slog.New(slog.NewTextHandler(testutil.LogWriter(t), nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func Run(t *testing.T, dir string, runtimes ...abi.Runtime) {
 		} else if _, err := user.Del(ctx, []byte(SetPoint), protocol.DelOptions{}); err != nil {
 			t.Fatalf("step %d %q: del: %v", i, st.name, err)
 		}
-		examplehost.WaitFor(t, fmt.Sprintf("%s: step %d %q handled", rule, i, st.name), func() bool {
+		testutil.WaitFor(t, fmt.Sprintf("%s: step %d %q handled", rule, i, st.name), func() bool {
 			now := h.Status()[0]
 			return now.Handled+now.Failed > before.Handled+before.Failed
 		})
