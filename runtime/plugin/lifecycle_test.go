@@ -232,10 +232,11 @@ func TestExitDuringCall(t *testing.T) {
 }
 
 // TestHandlerErrors: errors returned by the handler (and panics) fail the
-// event with the plugin's status and message; the process stays up.
+// event with the plugin's status and message; the plugin stays up. (In
+// process: TestPanicStackInLog shows a plugin process's panic stack.)
 func TestHandlerErrors(t *testing.T) {
 	h := abitest.New()
-	s, _, _ := ruleScript(t, h, abi.Limits{CallTimeout: 10 * time.Second})
+	s, _, _ := inProcessScript(t, h, abi.Limits{CallTimeout: 10 * time.Second})
 	pid := s.stats().Pid
 	for _, tc := range []struct {
 		ev       abi.Event
@@ -261,7 +262,14 @@ func TestHandlerErrors(t *testing.T) {
 	if st := s.stats(); st.Pid != pid || st.Exits != 0 || st.Starts != 1 {
 		t.Errorf("stats %+v; the process should have stayed up (pid %d)", st, pid)
 	}
-	// The panic's stack reached the rule's log through stderr.
+}
+
+// TestPanicStackInLog: a handler's panic fails the event, and its stack
+// reaches the rule's log through the plugin process's stderr.
+func TestPanicStackInLog(t *testing.T) {
+	h := abitest.New()
+	s, _, _ := ruleScript(t, h, abi.Limits{CallTimeout: 10 * time.Second})
+	wantError(t, s.Handle(context.Background(), command("panic")), callHandle, abi.ErrCrashed)
 	testutil.WaitFor(t, "the panic stack in the log", func() bool {
 		return slices.ContainsFunc(h.Logs(), func(l abitest.LogLine) bool {
 			return l.Level == abi.LevelWarn && strings.Contains(l.Msg, "handle panicked: boom")
