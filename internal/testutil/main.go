@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -26,8 +27,21 @@ import (
 // running (goleak.Find, which waits a while for those that are ending).
 // A leak fails the run: its stacks go to stderr. Main exits with the
 // tests' status.
+//
+// Processes the tests start get atexit_sleep_ms=0 added to GORACE: a
+// process built with -race, such as the test binary run again as a helper
+// or as a plugin's reaper, otherwise sleeps a second when it exits.
 func Main(m *testing.M, cleanups ...func()) {
+	noRaceExitSleep()
 	os.Exit(run(m, os.Stderr, cleanups...))
+}
+
+// noRaceExitSleep adds atexit_sleep_ms=0 to GORACE for child processes
+// (the race runtime reads it at start, so this process keeps its own).
+func noRaceExitSleep() {
+	if err := os.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0")); err != nil {
+		panic(err)
+	}
 }
 
 // run is Main without the exit, reporting a leak to stderr.

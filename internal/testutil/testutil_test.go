@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -205,5 +206,18 @@ func TestInFlight(t *testing.T) {
 	})
 	if want := []string{"request 3 failed"}; !slices.Equal(f.fatals, want) {
 		t.Errorf("failures %q, want %q", f.fatals, want)
+	}
+}
+
+// Main (this package's TestMain) gave the processes the tests start a
+// GORACE without the race runtime's exit sleep, keeping what was there.
+func TestNoRaceExitSleep(t *testing.T) {
+	if got := os.Getenv("GORACE"); !strings.HasSuffix(got, "atexit_sleep_ms=0") {
+		t.Errorf("GORACE=%q", got)
+	}
+	t.Setenv("GORACE", "halt_on_error=1")
+	noRaceExitSleep()
+	if got, want := os.Getenv("GORACE"), "halt_on_error=1 atexit_sleep_ms=0"; got != want {
+		t.Errorf("GORACE=%q, want %q", got, want)
 	}
 }
