@@ -31,7 +31,7 @@ var rules = []struct {
 // testSupport are the project packages a package of test helpers (one whose
 // name ends in "test", such as broker/brokertest) may import besides those
 // its folder allows: only tests import such a package.
-var testSupport = []string{"internal/testutil"}
+var testSupport = []string{"internal/testutil", "internal/ruletest"}
 
 type pkgInfo struct {
 	ImportPath string

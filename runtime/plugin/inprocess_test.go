@@ -17,13 +17,13 @@ import (
 	"github.com/ssrun/ssrun/abi/abitest"
 	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/runtime/plugin/internal/guest"
-	"github.com/ssrun/ssrun/runtime/plugin/internal/testrule"
+	"github.com/ssrun/ssrun/runtime/plugin/internal/plugintest"
 	"github.com/ssrun/ssrun/runtime/plugin/internal/wire"
 )
 
 // The in-process plugin: the tests of what the ABI maps (verbs, events,
 // errors, statuses, logs) need no plugin binary. They run the test rule's
-// code (internal/testrule) behind the SDK's own plugin side (internal/guest)
+// code (internal/plugintest) behind the SDK's own plugin side (internal/guest)
 // in the test's process, connected to the runtime by go-plugin's
 // TestPluginGRPCConn: a real gRPC connection with go-plugin's broker, over
 // which the runtime serves the ABI callback as it does to a process. What
@@ -58,7 +58,7 @@ func inProcessScript(t testing.TB, h abi.Host, lim abi.Limits) (*script, *Runtim
 // serveInProcess serves the test rule on a go-plugin connection in this
 // process; host is the runtime's side of the plugin.
 func serveInProcess(t testing.TB, host goplugin.GRPCPlugin) pluginClient {
-	rule := guest.New(testrule.Init, testrule.Handle)
+	rule := guest.New(plugintest.Init, plugintest.Handle)
 	rule.Stderr = testutil.LogWriter(t) // a panic's stack
 	c, s := goplugin.TestPluginGRPCConn(t, false, goplugin.PluginSet{wire.PluginName: pair{host: host, rule: rule}})
 	return &inProcess{t: t, client: c, server: s, rule: rule}

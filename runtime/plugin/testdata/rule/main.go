@@ -1,5 +1,5 @@
 // Command rule is the test plugin of runtime/plugin: a rule built with the
-// SDK, whose Init and commands are those of internal/testrule, plus the
+// SDK, whose Init and commands are those of internal/plugintest, plus the
 // commands here about what only a process of its own shows: its pid, its
 // output, the processes it starts, and how it hangs or exits.
 package main
@@ -13,7 +13,7 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/internal/ruletest"
-	"github.com/ssrun/ssrun/runtime/plugin/internal/testrule"
+	"github.com/ssrun/ssrun/runtime/plugin/internal/plugintest"
 	"github.com/ssrun/ssrun/runtime/plugin/sdk"
 )
 
@@ -21,7 +21,7 @@ func main() {
 	if len(os.Args) == 2 { // one of the process tree's descendants (tree.go)
 		descendant(os.Args[1])
 	}
-	sdk.Serve(sdk.Rule{Init: testrule.Init, Handle: handle})
+	sdk.Serve(sdk.Rule{Init: plugintest.Init, Handle: handle})
 }
 
 func handle(ctx context.Context, h sdk.Host, ev abi.Event) error {
@@ -58,8 +58,8 @@ func handle(ctx context.Context, h sdk.Host, ev abi.Event) error {
 		select {}
 	case "exit":
 		os.Exit(3)
-	default: // testrule's commands
-		return testrule.Handle(ctx, h, ev)
+	default: // plugintest's commands
+		return plugintest.Handle(ctx, h, ev)
 	}
 	return nil
 }

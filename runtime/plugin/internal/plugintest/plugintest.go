@@ -1,4 +1,4 @@
-// Package testrule is the code of runtime/plugin's test rule that does not
+// Package plugintest is the code of runtime/plugin's test rule that does not
 // depend on running in a process of its own: its Init and the commands of
 // its handler that work the same in a plugin binary (testdata/rule, which
 // adds the commands about processes and output) and served in the test's
@@ -8,7 +8,7 @@
 // event value (fields as in abi.AppendField), and reports through
 // Host.Log at info level as "report ..." lines; the verbs are the commands
 // of internal/ruletest.
-package testrule
+package plugintest
 
 import (
 	"context"
