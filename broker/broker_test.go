@@ -26,8 +26,6 @@ import (
 	"github.com/ssrun/ssrun/protocol/wire"
 )
 
-func TestMain(m *testing.M) { testutil.Main(m) }
-
 // autopaho sends Request Problem Information = 0 whenever it sets a session
 // expiry; mochi then strips user properties from every packet unless the
 // broker's OnPacketEncode fix restores them on PUBLISH.

@@ -14,7 +14,6 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/internal/gobuild"
-	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/runtime/lua"
 	"github.com/ssrun/ssrun/runtime/wasm"
@@ -29,16 +28,6 @@ import (
 // compilation cache; TestMain removes it.
 var e2eDir = gobuild.Dir{Prefix: "ssrun-host-test-"}
 
-// Every goroutine a host, its rules, clients and brokers started is gone
-// once the tests closed them.
-func TestMain(m *testing.M) {
-	testutil.Main(m, func() {
-		if guests.rt != nil {
-			_ = guests.rt.Close(context.Background())
-		}
-	}, func() { _ = e2eDir.Remove() })
-}
-
 // guests are the two builds of testdata/e2e/guest (tags v1 and v2) and the
 // one WebAssembly runtime every test shares. Under -race wazero's compiler is
 // slow (seconds per Go guest), so each build is compiled once, up front, and
@@ -51,6 +40,14 @@ var guests struct {
 	progs []abi.Program
 	took  string // how long building and compiling took, for the log
 	err   error
+}
+
+// closeGuests closes the guests' runtime, if a test made it.
+func closeGuests() error {
+	if guests.rt == nil {
+		return nil
+	}
+	return guests.rt.Close(context.Background())
 }
 
 var guestTags = []string{"v1", "v2"}

@@ -18,8 +18,6 @@ import (
 	"github.com/ssrun/ssrun/protocol/wire"
 )
 
-func TestMain(m *testing.M) { testutil.Main(m) }
-
 // testLogger discards logs unless SSRUN_TEST_LOG is set.
 func testLogger() *slog.Logger {
 	if os.Getenv("SSRUN_TEST_LOG") != "" {

@@ -11,10 +11,7 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/abi/abitest"
-	"github.com/ssrun/ssrun/internal/testutil"
 )
-
-func TestMain(m *testing.M) { testutil.Main(m) }
 
 var ctx = context.Background()
 

@@ -9,10 +9,7 @@ import (
 
 	"github.com/ssrun/ssrun/broker"
 	"github.com/ssrun/ssrun/broker/brokertest"
-	"github.com/ssrun/ssrun/internal/testutil"
 )
-
-func TestMain(m *testing.M) { testutil.Main(m) }
 
 func TestStartServesOnLoopbackUntilCleanup(t *testing.T) {
 	var conn net.Conn

@@ -22,8 +22,6 @@ import (
 
 var builds = gobuild.Dir{Prefix: "ssrun-cli-test-"}
 
-func TestMain(m *testing.M) { testutil.Main(m, func() { _ = builds.Remove() }) }
-
 // ssrunBinary builds this command once per test binary.
 func ssrunBinary(t *testing.T) string {
 	t.Helper()

@@ -21,8 +21,6 @@ import (
 	"github.com/ssrun/ssrun/runtime/lua"
 )
 
-func TestMain(m *testing.M) { testutil.Main(m) }
-
 // Two hosts run this folder against one store. The first to see a reading
 // becomes active and drives the pump; the second stands by. The active
 // host's connection is cut: its lease expires, the standby takes over with

@@ -10,12 +10,9 @@ import (
 	"github.com/ssrun/ssrun/broker/brokertest"
 	"github.com/ssrun/ssrun/examples/internal/examplehost"
 	"github.com/ssrun/ssrun/host"
-	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/runtime/lua"
 )
-
-func TestMain(m *testing.M) { testutil.Main(m) }
 
 // The README's session, step by step, through the real host on the embedded
 // broker: each user write, the events each rule handles because of it, and

@@ -19,11 +19,8 @@ import (
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/abi/abitest"
 	"github.com/ssrun/ssrun/examples/internal/thermotest"
-	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/runtime/wasm"
 )
-
-func TestMain(m *testing.M) { testutil.Main(m) }
 
 // moduleEnv names a module to test instead of the committed one.
 const moduleEnv = "SSRUN_THERMOSTAT_AS_MODULE"

@@ -7,11 +7,8 @@ import (
 
 	"github.com/ssrun/ssrun/examples/internal/thermotest"
 	"github.com/ssrun/ssrun/internal/gobuild"
-	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/runtime/wasm"
 )
-
-func TestMain(m *testing.M) { testutil.Main(m) }
 
 // TestThermostat builds the rule as the README says and plays the shared
 // thermostat table (examples/internal/thermotest) against it through the

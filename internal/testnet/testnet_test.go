@@ -8,12 +8,7 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/ssrun/ssrun/internal/testutil"
 )
-
-// TestMain checks that the proxy's cleanup waited for every goroutine.
-func TestMain(m *testing.M) { testutil.Main(m) }
 
 // echoServer echoes every line on a random loopback port until the test ends.
 func echoServer(t *testing.T) string {

@@ -25,13 +25,13 @@ import (
 // started once for all of them: binaries, a shared runtime, a cache
 // directory), and then, if every test passed, looks for goroutines still
 // running (goleak.Find, which waits a while for those that are ending).
-// A leak fails the run: its stacks go to stderr. Main exits with the
-// tests' status.
+// A cleanup's error or a leak fails the run and is told on stderr. Main
+// exits with the tests' status, or 1 for such a failure.
 //
 // Processes the tests start get atexit_sleep_ms=0 added to GORACE: a
 // process built with -race, such as the test binary run again as a helper
 // or as a plugin's reaper, otherwise sleeps a second when it exits.
-func Main(m *testing.M, cleanups ...func()) {
+func Main(m *testing.M, cleanups ...func() error) {
 	noRaceExitSleep()
 	os.Exit(run(m, os.Stderr, cleanups...))
 }
@@ -44,11 +44,14 @@ func noRaceExitSleep() {
 	}
 }
 
-// run is Main without the exit, reporting a leak to stderr.
-func run(m interface{ Run() int }, stderr io.Writer, cleanups ...func()) int {
+// run is Main without the exit, reporting failures to stderr.
+func run(m interface{ Run() int }, stderr io.Writer, cleanups ...func() error) int {
 	code := m.Run()
 	for _, c := range cleanups {
-		c()
+		if err := c(); err != nil {
+			fmt.Fprintln(stderr, "cleanup:", err)
+			code = max(code, 1)
+		}
 	}
 	if code == 0 {
 		if err := goleak.Find(); err != nil {

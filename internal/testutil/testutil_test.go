@@ -14,8 +14,6 @@ import (
 	"time"
 )
 
-func TestMain(m *testing.M) { Main(m) }
-
 // fakeTB records what a helper reports instead of failing the test.
 type fakeTB struct {
 	testing.TB
@@ -41,17 +39,22 @@ type runM func() int
 func (f runM) Run() int { return f() }
 
 // run fails a passing run that leaves a goroutine behind, but not when a
-// cleanup stops it, and does not look for leaks when a test failed.
+// cleanup stops it, and does not look for leaks when a test failed; a
+// cleanup's error fails the run.
 func TestRunChecksLeaksAfterCleanups(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		code int  // of the tests
-		stop bool // a cleanup stops the goroutine
-		want int
+		name    string
+		code    int  // of the tests
+		stop    bool // a cleanup stops the goroutine
+		failing bool // a cleanup fails
+		want    int
+		stderr  string
 	}{
-		{"leak", 0, false, 1},
-		{"stopped by a cleanup", 0, true, 0},
-		{"tests failed", 2, false, 2},
+		{"leak", 0, false, false, 1, "goroutine leak:"},
+		{"stopped by a cleanup", 0, true, false, 0, ""},
+		{"tests failed", 2, false, false, 2, ""},
+		{"cleanup fails", 0, true, true, 1, "cleanup: cannot remove"},
+		{"cleanup fails after failed tests", 2, true, true, 2, "cleanup: cannot remove"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			release := make(chan struct{})
@@ -61,11 +64,12 @@ func TestRunChecksLeaksAfterCleanups(t *testing.T) {
 				return tc.code
 			})
 			var order []string
-			stop := func() { order = append(order, "stop"); close(release); wg.Wait() }
-			var cleanups []func()
-			cleanups = append(cleanups, func() { order = append(order, "first") })
+			cleanups := []func() error{func() error { order = append(order, "first"); return nil }}
+			if tc.failing {
+				cleanups = append(cleanups, func() error { order = append(order, "failing"); return errors.New("cannot remove") })
+			}
 			if tc.stop {
-				cleanups = append(cleanups, stop)
+				cleanups = append(cleanups, func() error { order = append(order, "stop"); close(release); wg.Wait(); return nil })
 			}
 			var stderr Buffer
 			got := run(m, &stderr, cleanups...)
@@ -76,13 +80,11 @@ func TestRunChecksLeaksAfterCleanups(t *testing.T) {
 			if got != tc.want {
 				t.Errorf("exit code %d, want %d", got, tc.want)
 			}
-			if leak := strings.Contains(stderr.String(), "goroutine leak:"); leak != (tc.name == "leak") {
-				t.Errorf("leak reported: %t; stderr:\n%s", leak, stderr.String())
+			if tc.stderr == "" && stderr.String() != "" || !strings.Contains(stderr.String(), tc.stderr) {
+				t.Errorf("stderr %q, want %q", stderr.String(), tc.stderr)
 			}
-			if want := []string{"first"}; tc.stop {
-				if want = append(want, "stop"); !slices.Equal(order, want) {
-					t.Errorf("cleanups ran %v, want %v", order, want)
-				}
+			if want := len(cleanups); len(order) != want || order[0] != "first" {
+				t.Errorf("cleanups ran %v, want all %d in order", order, want)
 			}
 		})
 	}

@@ -14,10 +14,7 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/abi/abitest"
-	"github.com/ssrun/ssrun/internal/testutil"
 )
-
-func TestMain(m *testing.M) { testutil.Main(m) }
 
 // compileRule compiles src as name or fails the test.
 func compileRule(t testing.TB, rt *Runtime, name, src string) abi.Program {

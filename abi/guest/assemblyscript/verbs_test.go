@@ -22,7 +22,6 @@ import (
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/abi/abitest"
 	"github.com/ssrun/ssrun/internal/ruletest"
-	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/runtime/wasm"
 )
 
@@ -37,15 +36,17 @@ var shared struct {
 	err   error
 }
 
-func TestMain(m *testing.M) {
-	testutil.Main(m, func() {
-		if shared.rt != nil {
-			_ = shared.rt.Close(context.Background())
-		}
-		if shared.cache != "" {
-			_ = os.RemoveAll(shared.cache)
-		}
-	})
+// closeShared closes the shared runtime and removes its cache, if a test
+// made them.
+func closeShared() error {
+	var errs []error
+	if shared.rt != nil {
+		errs = append(errs, shared.rt.Close(context.Background()))
+	}
+	if shared.cache != "" {
+		errs = append(errs, os.RemoveAll(shared.cache))
+	}
+	return errors.Join(errs...)
 }
 
 // program compiles the test rule once per test binary.
