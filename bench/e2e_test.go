@@ -186,13 +186,8 @@ func BenchmarkRuleThroughput(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	base := float64(b.N) / elapsed[0].Seconds()
-	for i, f := range flows {
-		rate := float64(b.N) / elapsed[i].Seconds()
-		b.ReportMetric(rate, f.name+"-ev/s")
-		if i > 0 {
-			b.ReportMetric(rate/base, f.name+"-x-base")
-		}
+	testutil.ReportRates(b, elapsed, func(i int) string { return flows[i].name }, "-ev/s", "-x-base")
+	for _, f := range flows {
 		e.checkCopied(f)
 	}
 	e.checkClean()

@@ -318,13 +318,7 @@ func newEnvCache(tb testing.TB, defaults host.RuleConfig, wasmCache string) *env
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := e.host.Close(ctx); err != nil {
-			tb.Errorf("host close: %v", err)
-		}
-	})
+	testutil.CloseAtEnd(tb, "host", e.host.Close)
 	return e
 }
 

@@ -76,14 +76,7 @@ func BenchmarkPersistence(b *testing.B) {
 			}
 		}
 		b.StopTimer()
-		base := float64(b.N) / elapsed[0].Seconds()
-		for i, cfg := range configs {
-			rate := float64(b.N) / elapsed[i].Seconds()
-			b.ReportMetric(rate, cfg.name+"-req/s")
-			if i > 0 {
-				b.ReportMetric(rate/base, cfg.name+"-x-memory")
-			}
-		}
+		testutil.ReportRates(b, elapsed, func(i int) string { return configs[i].name }, "-req/s", "-x-memory")
 	})
 	b.Run("inflight-1", func(b *testing.B) {
 		lat := make([][]time.Duration, len(configs))

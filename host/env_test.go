@@ -143,13 +143,7 @@ func newEnvAt(t *testing.T, addr string, opts ...func(*Config)) *env {
 		t.Fatal(err)
 	}
 	e.host = h
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := h.Close(ctx); err != nil {
-			t.Errorf("host close: %v", err)
-		}
-	})
+	testutil.CloseAtEnd(t, "host", h.Close)
 	return e
 }
 

@@ -500,27 +500,14 @@ func TestCorrelationOutOfOrder(t *testing.T) {
 		return out
 	})
 	c := connect(t, s.addr)
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			key := fmt.Sprint("key-", i)
-			res, err := c.Get(context.Background(), []byte(key), CallOptions{})
-			if err == nil && string(res.Value) != "value of "+key {
-				err = fmt.Errorf("get %s returned %q", key, res.Value)
-			}
-			if err != nil {
-				errs <- err
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+	testutil.InFlight(t, n, n, func(_, i int) error { // all n in flight: the broker holds them until then
+		key := fmt.Sprint("key-", i)
+		res, err := c.Get(context.Background(), []byte(key), CallOptions{})
+		if err == nil && string(res.Value) != "value of "+key {
+			err = fmt.Errorf("get %s returned %q", key, res.Value)
+		}
+		return err
+	})
 	if c.pendingLen() != 0 {
 		t.Errorf("%d pending entries left", c.pendingLen())
 	}

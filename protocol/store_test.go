@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -251,34 +250,23 @@ func TestPipelining(t *testing.T) {
 	c := connect(t, b.Addr())
 	ctx := context.Background()
 	const n = 500
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			key := []byte(fmt.Sprint("pipe-", i))
-			value := []byte(strings.Repeat(fmt.Sprint(i, ";"), i%17+1))
-			// Correctness, not speed: generous timeouts for loaded -race runs.
-			set, err := c.Set(ctx, key, value, SetOptions{Timeout: time.Minute})
-			if err != nil {
-				errs <- err
-				return
-			}
-			g, err := c.Get(ctx, key, CallOptions{Timeout: time.Minute})
-			switch {
-			case err != nil:
-				errs <- err
-			case !bytes.Equal(g.Value, value) || g.Version != set.Version:
-				errs <- fmt.Errorf("get %s = %q %s, want %q %s", key, g.Value, g.Version, value, set.Version)
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+	testutil.InFlight(t, n, n, func(_, i int) error {
+		key := []byte(fmt.Sprint("pipe-", i))
+		value := []byte(strings.Repeat(fmt.Sprint(i, ";"), i%17+1))
+		// Correctness, not speed: generous timeouts for loaded -race runs.
+		set, err := c.Set(ctx, key, value, SetOptions{Timeout: time.Minute})
+		if err != nil {
+			return err
+		}
+		g, err := c.Get(ctx, key, CallOptions{Timeout: time.Minute})
+		switch {
+		case err != nil:
+			return err
+		case !bytes.Equal(g.Value, value) || g.Version != set.Version:
+			return fmt.Errorf("get %s = %q %s, want %q %s", key, g.Value, g.Version, value, set.Version)
+		}
+		return nil
+	})
 	if st := c.Stats(); st.Requests != 2*n || st.Responses != 2*n || st.Pending != 0 || c.pendingLen() != 0 {
 		t.Errorf("stats %+v, want %d requests and responses, none pending", st, 2*n)
 	}

@@ -162,20 +162,11 @@ func TestKVWatchPrintsChanges(t *testing.T) {
 	if code := stop(); code != 0 {
 		t.Fatalf("watch exit %d", code)
 	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	want := []*regexp.Regexp{
+	matchLines(t, out.String(), []*regexp.Regexp{
 		regexp.MustCompile(`^\d{15}:\d{5}:StateStore SET w1 one$`),
 		regexp.MustCompile(`^\d{15}:\d{5}:StateStore DELETE w1$`),
 		regexp.MustCompile(`^\d{15}:\d{5}:StateStore SET w2 two$`),
-	}
-	if len(lines) != len(want) {
-		t.Fatalf("watch printed:\n%s", out.String())
-	}
-	for i, re := range want {
-		if !re.MatchString(lines[i]) {
-			t.Errorf("line %d %q does not match %s", i, lines[i], re)
-		}
-	}
+	})
 }
 
 // kv watch starts with each key's value and, after a lost connection comes
@@ -199,21 +190,12 @@ func TestKVWatchRereadsAfterReconnect(t *testing.T) {
 	if code := stop(); code != 0 {
 		t.Fatalf("watch exit %d", code)
 	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	want := []*regexp.Regexp{
+	matchLines(t, out.String(), []*regexp.Regexp{
 		regexp.MustCompile(`^\d{15}:\d{5}:StateStore SET k1 one$`),
 		regexp.MustCompile(`^- DELETE k1$`),
 		regexp.MustCompile(`^\d{15}:\d{5}:StateStore SET k2 two$`),
 		regexp.MustCompile(`^\d{15}:\d{5}:StateStore SET k1 three$`),
-	}
-	if len(lines) != len(want) {
-		t.Fatalf("watch printed:\n%s", out.String())
-	}
-	for i, re := range want {
-		if !re.MatchString(lines[i]) {
-			t.Errorf("line %d %q does not match %s", i, lines[i], re)
-		}
-	}
+	})
 }
 
 // `ssrun dev` runs a folder on an embedded broker, prints where and what to
@@ -474,4 +456,19 @@ func TestDevRunsPluginNamedInConfig(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	stop()
+}
+
+// matchLines checks that out has one line per pattern, each matching its
+// pattern.
+func matchLines(t *testing.T, out string, want []*regexp.Regexp) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("printed:\n%s", out)
+	}
+	for i, re := range want {
+		if !re.MatchString(lines[i]) {
+			t.Errorf("line %d %q does not match %s", i, lines[i], re)
+		}
+	}
 }

@@ -73,16 +73,8 @@ func newEnv(t *testing.T, cfg host.RuleConfig) *env {
 		t.Fatal(err)
 	}
 	e := &env{t: t, rt: rt, host: h, user: newClient(t, b.Addr()), rule: filepath.Join(t.TempDir(), "batch-summary")}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := h.Close(ctx); err != nil {
-			t.Errorf("host close: %v", err)
-		}
-		if err := rt.Close(ctx); err != nil {
-			t.Errorf("runtime close: %v", err)
-		}
-	})
+	testutil.CloseAtEnd(t, "runtime", rt.Close)
+	testutil.CloseAtEnd(t, "host", h.Close) // first
 	return e
 }
 

@@ -1,8 +1,9 @@
 // Package testutil is what the tests of every package share: a TestMain
 // that checks for leaked goroutines (Main), polling with a bound (WaitFor),
-// a goroutine-safe buffer for captured output (Buffer), a writer into t.Log
-// (LogWriter), a self-signed TLS certificate (SelfSignedCert) and a load
-// generator for benchmarks (InFlight).
+// closing what a test started when it ends (CloseAtEnd), a goroutine-safe
+// buffer for captured output (Buffer), a writer into t.Log (LogWriter), a
+// self-signed TLS certificate (SelfSignedCert), and for benchmarks a load
+// generator (InFlight) and rates against a baseline (ReportRates).
 //
 // Only tests import it: it imports package testing and goleak.
 package testutil

@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -30,6 +31,9 @@ func (f *fakeTB) Fatal(args ...any) {
 	f.fatals = append(f.fatals, fmt.Sprint(args...))
 }
 func (f *fakeTB) Fatalf(format string, args ...any) { f.Fatal(fmt.Sprintf(format, args...)) }
+func (f *fakeTB) Error(args ...any)                 { f.Fatal(args...) }
+func (f *fakeTB) Errorf(format string, args ...any) { f.Fatal(fmt.Sprintf(format, args...)) }
+func (f *fakeTB) FailNow()                          { f.Fatal("FailNow") }
 func (f *fakeTB) Log(args ...any)                   { f.logs = append(f.logs, fmt.Sprint(args...)) }
 func (f *fakeTB) Cleanup(c func())                  { f.cleanups = append(f.cleanups, c) }
 
@@ -201,12 +205,40 @@ func TestInFlight(t *testing.T) {
 	}
 	f := &fakeTB{}
 	InFlight(f, 2, 10, func(_, i int) error {
-		if i == 3 {
-			return errors.New("request 3 failed")
+		if i == 3 || i == 4 {
+			return fmt.Errorf("request %d failed", i)
 		}
 		return nil
 	})
-	if want := []string{"request 3 failed"}; !slices.Equal(f.fatals, want) {
+	slices.Sort(f.fatals)
+	if want := []string{"FailNow", "request 3 failed", "request 4 failed"}; !slices.Equal(f.fatals, want) {
+		t.Errorf("failures %q, want %q", f.fatals, want)
+	}
+}
+
+func TestCloseAtEnd(t *testing.T) {
+	f := &fakeTB{}
+	var order []string
+	var deadline bool
+	CloseAtEnd(f, "runtime", func(ctx context.Context) error {
+		_, deadline = ctx.Deadline()
+		order = append(order, "runtime")
+		return errors.New("busy")
+	})
+	CloseAtEnd(f, "host", func(context.Context) error { order = append(order, "host"); return nil })
+	if len(order) != 0 {
+		t.Fatalf("closed before the end: %v", order)
+	}
+	for i := len(f.cleanups) - 1; i >= 0; i-- { // as testing runs them
+		f.cleanups[i]()
+	}
+	if want := []string{"host", "runtime"}; !slices.Equal(order, want) {
+		t.Errorf("closed %v, want %v", order, want)
+	}
+	if !deadline {
+		t.Error("close had no deadline")
+	}
+	if want := []string{"close runtime: busy"}; !slices.Equal(f.fatals, want) {
 		t.Errorf("failures %q, want %q", f.fatals, want)
 	}
 }
@@ -221,5 +253,16 @@ func TestNoRaceExitSleep(t *testing.T) {
 	noRaceExitSleep()
 	if got, want := os.Getenv("GORACE"), "halt_on_error=1 atexit_sleep_ms=0"; got != want {
 		t.Errorf("GORACE=%q, want %q", got, want)
+	}
+}
+
+func TestReportRates(t *testing.T) {
+	names := []string{"base", "half"}
+	r := testing.Benchmark(func(b *testing.B) {
+		ReportRates(b, []time.Duration{time.Second, 2 * time.Second}, func(i int) string { return names[i] }, "-op/s", "-x-base")
+	})
+	n := float64(r.N)
+	if got := r.Extra; got["base-op/s"] != n || got["half-op/s"] != n/2 || got["half-x-base"] != 0.5 || len(got) != 3 {
+		t.Errorf("metrics %v for N=%d", got, r.N)
 	}
 }

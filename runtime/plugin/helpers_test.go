@@ -43,13 +43,7 @@ func newRuntime(t testing.TB, opts Config) (*Runtime, *testutil.Buffer) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := r.Close(ctx); err != nil {
-			t.Errorf("runtime close: %v", err)
-		}
-	})
+	testutil.CloseAtEnd(t, "runtime", r.Close)
 	return r, logs
 }
 

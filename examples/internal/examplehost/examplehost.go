@@ -38,7 +38,7 @@ func Client(t testing.TB, addr, id string, opts ...func(*protocol.Config)) *prot
 }
 
 // Host returns a host with opts, closed when the test ends: a Close that
-// fails (within 10 s) fails the test. Without a Logger it logs to t.Log.
+// fails fails the test (testutil.CloseAtEnd). Without a Logger it logs to t.Log.
 // Runtimes closed in a cleanup registered before Host are closed after the
 // host.
 func Host(t testing.TB, opts host.Config) *host.Host {
@@ -50,12 +50,6 @@ func Host(t testing.TB, opts host.Config) *host.Host {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := h.Close(ctx); err != nil {
-			t.Errorf("closing host: %v", err)
-		}
-	})
+	testutil.CloseAtEnd(t, "host", h.Close)
 	return h
 }

@@ -15,7 +15,6 @@ package thermotest
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"path/filepath"
 	"testing"
 	"time"
@@ -63,16 +62,7 @@ func Run(t *testing.T, dir string, runtimes ...abi.Runtime) {
 	t.Helper()
 	b := brokertest.Start(t)
 	user := examplehost.Client(t, b.Addr(), "thermotest-user")
-	h, err := host.New(host.Config{Client: examplehost.Client(t, b.Addr(), "thermotest-host"), Runtimes: runtimes,
-		Logger: slog.New(slog.NewTextHandler(testutil.LogWriter(t), nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = h.Close(ctx)
-	})
+	h := examplehost.Host(t, host.Config{Client: examplehost.Client(t, b.Addr(), "thermotest-host"), Runtimes: runtimes})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := h.LoadDir(ctx, dir); err != nil {
