@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ssrun/ssrun/host"
+	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -97,28 +97,15 @@ func (e *env) hostFlows() []flow {
 func (e *env) drive(f flow, n, inflight int) time.Duration {
 	e.tb.Helper()
 	before := f.handled()
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, inflight)
 	t0 := time.Now()
-	for range inflight {
-		wg.Go(func() {
-			for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				_, err := e.user.Set(ctx, []byte(f.in), []byte(strconv.FormatInt(i, 10)), protocol.SetOptions{})
-				cancel()
-				if err != nil {
-					errs <- fmt.Errorf("set %s: %w", f.in, err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		e.tb.Fatal(err)
-	}
+	testutil.InFlight(e.tb, inflight, n, func(_, i int) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := e.user.Set(ctx, []byte(f.in), []byte(strconv.Itoa(i)), protocol.SetOptions{}); err != nil {
+			return fmt.Errorf("set %s: %w", f.in, err)
+		}
+		return nil
+	})
 	want := before + uint64(n)
 	deadline := t0.Add(time.Minute)
 	for f.handled() < want {
@@ -155,13 +142,13 @@ func TestRulesEndToEnd(t *testing.T) {
 	}
 	for _, prefix := range []string{"native", "lua", "wasm", "plugin"} {
 		e.set(prefix+"/trigger", "7")
-		waitFor(t, 30*time.Second, prefix+"/tagged = A:7", func() bool {
+		testutil.WaitFor(t, prefix+"/tagged = A:7", func() bool {
 			v, _ := e.get(prefix + "/tagged")
 			return v == "A:7"
 		})
 	}
 	e.set("small/in", "x")
-	waitFor(t, 30*time.Second, "the small module to handle small/in", func() bool { return e.status(small).Handled == 1 })
+	testutil.WaitFor(t, "the small module to handle small/in", func() bool { return e.status(small).Handled == 1 })
 	e.checkClean()
 	if native.failed.Load() != 0 {
 		t.Errorf("baseline: %d handlings failed", native.failed.Load())
@@ -199,13 +186,8 @@ func BenchmarkRuleThroughput(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	base := float64(b.N) / elapsed[0].Seconds()
-	for i, f := range flows {
-		rate := float64(b.N) / elapsed[i].Seconds()
-		b.ReportMetric(rate, f.name+"-ev/s")
-		if i > 0 {
-			b.ReportMetric(rate/base, f.name+"-x-base")
-		}
+	testutil.ReportRates(b, elapsed, func(i int) string { return flows[i].name }, "-ev/s", "-x-base")
+	for _, f := range flows {
 		e.checkCopied(f)
 	}
 	e.checkClean()

@@ -24,6 +24,7 @@ import (
 
 	"github.com/ssrun/ssrun/broker"
 	"github.com/ssrun/ssrun/broker/brokertest"
+	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol/resp"
 	"github.com/ssrun/ssrun/protocol/wire"
 )
@@ -361,7 +362,7 @@ func TestACLClientIDTakeoverByAnotherUserIsRefused(t *testing.T) {
 	// Once alice's session has ended, the id is free.
 	a2.close()
 	<-a2.pc.Done()
-	waitFor(t, "bob to get the released client id", func() bool {
+	testutil.WaitFor(t, "bob to get the released client id", func() bool {
 		rc, nc := connectCode(t, b, id, "bob", "bob-pw", nil)
 		_ = nc.Close()
 		return rc == 0
@@ -466,7 +467,7 @@ func reloadACL(t *testing.T, logs *recordLog, file, content, want string) {
 	if err := os.Rename(tmp, file); err != nil { // atomically, as editors and ConfigMaps do
 		t.Fatal(err)
 	}
-	waitFor(t, "the broker to log "+want, func() bool { return len(logs.matching(want)) > before })
+	testutil.WaitFor(t, "the broker to log "+want, func() bool { return len(logs.matching(want)) > before })
 }
 
 const reloadBefore = `
@@ -582,7 +583,7 @@ func TestACLReloadFollowsConfigMapSwap(t *testing.T) {
 	bb := dial(t, b, bob)
 	expectPayload(t, bb.call("GET", "j/1"), errText(wire.ErrTextNotAuthorized))
 	write("..v2", reloadAfter)
-	waitFor(t, "the swapped ConfigMap to be loaded", func() bool { return len(logs.matching("ACL reloaded")) > 0 })
+	testutil.WaitFor(t, "the swapped ConfigMap to be loaded", func() bool { return len(logs.matching("ACL reloaded")) > 0 })
 	expectPayload(t, bb.call("GET", "j/1"), "$-1\r\n")
 }
 

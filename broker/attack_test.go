@@ -5,7 +5,6 @@ package broker_test
 // hardened"). Every test here failed on the store before the fix it names.
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -14,7 +13,6 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +20,7 @@ import (
 
 	"github.com/ssrun/ssrun/broker"
 	"github.com/ssrun/ssrun/broker/brokertest"
+	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol/resp"
 	"github.com/ssrun/ssrun/protocol/wire"
 )
@@ -94,14 +93,14 @@ func TestSlowWatcherIsDisconnectedAndMemoryStaysBounded(t *testing.T) {
 			peak = max(peak, heapLive())
 		}
 	}
-	waitFor(t, "the slow watcher to be disconnected", func() bool { return b.Stats().QueueOverflows == 1 })
+	testutil.WaitFor(t, "the slow watcher to be disconnected", func() bool { return b.Stats().QueueOverflows == 1 })
 	peak = max(peak, heapLive())
 	// The watcher's queue is bounded by queueBytes; allow the writer's
 	// traffic, one value per in-flight message and collector slack.
 	if bound := before + 48<<20; peak > bound {
 		t.Fatalf("live heap peaked at %d MiB (started at %d MiB): the slow watcher's backlog was kept", peak>>20, before>>20)
 	}
-	waitFor(t, "the slow watcher's registration to be dropped", func() bool { return b.Stats().Registrations == 0 })
+	testutil.WaitFor(t, "the slow watcher's registration to be dropped", func() bool { return b.Stats().Registrations == 0 })
 	// Its socket was closed by the broker.
 	_ = slow.nc.SetReadDeadline(time.Now().Add(wait))
 	if _, err := io.Copy(io.Discard, slow.nc); err != nil && !isClosed(err) {
@@ -154,7 +153,7 @@ func TestRequesterThatStopsReadingIsDisconnected(t *testing.T) {
 		_ = greedy.nc.SetWriteDeadline(time.Now().Add(wait))
 		_, err = rawRequest(uint16(i%60000+1), rt, newCorr(), "", false, "GET", "big").WriteTo(greedy.nc)
 	}
-	waitFor(t, "the greedy requester to be disconnected", func() bool { return b.Stats().QueueOverflows == 1 })
+	testutil.WaitFor(t, "the greedy requester to be disconnected", func() bool { return b.Stats().QueueOverflows == 1 })
 }
 
 // A socket that never sends CONNECT is closed after the connect timeout.
@@ -237,7 +236,7 @@ func TestByteQuota(t *testing.T) {
 // packet", a second CONNECT here, password included); nothing of it but a
 // summary may reach the log, and only below WARN.
 func TestClientAbortsDoNotLeakPacketsIntoLogs(t *testing.T) {
-	var buf syncBuffer
+	var buf testutil.Buffer
 	b := brokertest.Start(t, func(cfg *broker.Config) {
 		cfg.Logger = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
@@ -250,7 +249,7 @@ func TestClientAbortsDoNotLeakPacketsIntoLogs(t *testing.T) {
 	c.write(again) // a protocol violation: mochi ends the connection
 	_ = c.nc.SetReadDeadline(time.Now().Add(wait))
 	_, _ = io.Copy(io.Discard, c.nc)
-	waitFor(t, "mochi to log the violation", func() bool { return strings.Contains(buf.String(), "error processing packet") })
+	testutil.WaitFor(t, "mochi to log the violation", func() bool { return strings.Contains(buf.String(), "error processing packet") })
 	logs := buf.String()
 	for _, secret := range []string{"hunter2-password", "top-secret-value"} {
 		asBytes := strings.Trim(fmt.Sprint([]byte(secret)), "[]") // how %v renders a packet's []byte fields
@@ -264,15 +263,3 @@ func TestClientAbortsDoNotLeakPacketsIntoLogs(t *testing.T) {
 		}
 	}
 }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }

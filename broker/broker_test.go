@@ -4,17 +4,10 @@ package broker_test
 // slow clients and shutdown.
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -28,13 +21,10 @@ import (
 
 	"github.com/ssrun/ssrun/broker"
 	"github.com/ssrun/ssrun/broker/brokertest"
+	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol/resp"
 	"github.com/ssrun/ssrun/protocol/wire"
 )
-
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
 
 // autopaho sends Request Problem Information = 0 whenever it sets a session
 // expiry; mochi then strips user properties from every packet unless the
@@ -207,7 +197,7 @@ func TestPasswordFileAuthentication(t *testing.T) {
 }
 
 func TestTLSListener(t *testing.T) {
-	certFile, keyFile, pool := selfSigned(t)
+	certFile, keyFile, pool := testutil.SelfSignedCert(t)
 	b := brokertest.Start(t, func(c *broker.Config) { c.TLSCertFile, c.TLSKeyFile = certFile, keyFile })
 	dialTLS := func(addr string) (net.Conn, error) {
 		conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, ServerName: "localhost", MinVersion: tls.VersionTLS12})
@@ -225,46 +215,6 @@ func TestTLSListener(t *testing.T) {
 	if _, err := tryDial(t, b.Addr()); err == nil { // plain TCP is not served
 		t.Fatal("plain MQTT connected to a TLS listener")
 	}
-}
-
-func selfSigned(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "localhost"},
-		DNSNames:     []string{"localhost"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool = x509.NewCertPool()
-	pool.AddCert(cert)
-	return certFile, keyFile, pool
 }
 
 // Bad input of every kind gets its error and leaves stored data unchanged.
@@ -353,7 +303,7 @@ func TestClientDisconnectingMidRequest(t *testing.T) {
 	whole.write(rawRequest(1, "raw/resp", newCorr(), "not-an-hlc", false, "SET", "other", "v"))
 	whole.write(rawRequest(2, "raw/resp", newCorr(), "", false, "DEL", "k"))
 	_ = whole.nc.Close()
-	waitFor(t, "the DEL sent before the close to run", func() bool {
+	testutil.WaitFor(t, "the DEL sent before the close to run", func() bool {
 		return string(c.call("GET", "k").payload) == "$-1\r\n"
 	})
 	expectPayload(t, c.call("GET", "other"), "$-1\r\n") // its SET had a bad __ts
@@ -367,7 +317,7 @@ func TestSlowClientDoesNotStallOthers(t *testing.T) {
 	stuck := dialRaw(t, b, "stuck")
 	stuck.subscribe("stuck/resp")
 	stuck.write(rawRequest(1, "stuck/resp", newCorr(), "", false, "KEYNOTIFY", "hot"))
-	waitFor(t, "the registration", func() bool { return b.Stats().Registrations == 1 })
+	testutil.WaitFor(t, "the registration", func() bool { return b.Stats().Registrations == 1 })
 	// stuck never reads again.
 	writer := dial(t, b)
 	watcher := dial(t, b)

@@ -440,18 +440,6 @@ func contextWait() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), wait)
 }
 
-// waitFor polls cond until it holds or the bound passes.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(wait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", wait, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // fakeClock is a settable Config.Now. It starts at the real time, so the
 // test client's own (real) HLC stays within the skew limit.
 type fakeClock struct{ ms atomic.Int64 }

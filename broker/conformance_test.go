@@ -61,6 +61,7 @@ import (
 
 	"github.com/ssrun/ssrun/broker"
 	"github.com/ssrun/ssrun/broker/brokertest"
+	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol/hlc"
 	"github.com/ssrun/ssrun/protocol/resp"
 	"github.com/ssrun/ssrun/protocol/wire"
@@ -938,7 +939,7 @@ func TestP22_NotificationPerChange(t *testing.T) {
 	set2 := actor.call("SET", "k", "v2")
 	vdel := actor.call("VDEL", "k", "v2")
 	exp := actor.call("SET", "k", "v3", "PX", "20")
-	waitFor(t, "the key to expire", func() bool { return b.Keys() == 0 })
+	testutil.WaitFor(t, "the key to expire", func() bool { return b.Keys() == 0 })
 	for _, c := range []*client{watcher, actor} {
 		got := c.expectNotes("k SET v1", "k SET v1", "k DELETE", "k SET v2", "k DELETE", "k SET v3", "k DELETE")
 		if got[0].ts != set.ts || got[1].ts != renew.ts || got[3].ts != set2.ts || got[5].ts != exp.ts {
@@ -1033,7 +1034,7 @@ func TestP25_RegistrationsDropOnDisconnect(t *testing.T) {
 		t.Fatalf("%d registrations, want 2", s.Registrations)
 	}
 	c.close()
-	waitFor(t, "registrations to be dropped", func() bool { return b.Stats().Registrations == 0 })
+	testutil.WaitFor(t, "registrations to be dropped", func() bool { return b.Stats().Registrations == 0 })
 
 	c2 := dial(t, b, withID("watcher"))
 	other.call("SET", "k", "unwatched")
@@ -1053,7 +1054,7 @@ func TestSessionTakeoverKeepsTheNewConnectionsRegistrations(t *testing.T) {
 	// racing the old connection's disconnect handling.
 	cur := dial(t, b, withID("same-id"))
 	expectPayload(t, cur.call("KEYNOTIFY", "shared"), "+OK\r\n")
-	waitFor(t, "the old connection's registrations to go", func() bool { return b.Stats().Registrations == 1 })
+	testutil.WaitFor(t, "the old connection's registrations to go", func() bool { return b.Stats().Registrations == 1 })
 	other.call("SET", "only-old", "x")
 	other.call("SET", "shared", "y")
 	cur.expectNotes("shared SET y")
@@ -1103,7 +1104,7 @@ func TestP31_Quota(t *testing.T) {
 	// An expired key no longer counts.
 	expectPayload(t, c.call("SET", "e", "v"), errText(wire.ErrTextQuotaExceeded))
 	expectPayload(t, c.call("SET", "c", "v", "PX", "1"), "+OK\r\n")
-	waitFor(t, "the expired key to be reaped", func() bool { return b.Keys() == 2 })
+	testutil.WaitFor(t, "the expired key to be reaped", func() bool { return b.Keys() == 2 })
 	expectPayload(t, c.call("SET", "e", "v"), "+OK\r\n")
 	if b.Keys() != 3 {
 		t.Fatalf("%d keys, want 3", b.Keys())

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/internal/gobuild"
+	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol/hlc"
 	"github.com/ssrun/ssrun/protocol/resp"
 	"github.com/ssrun/ssrun/protocol/wire"
@@ -87,25 +88,8 @@ func TestCrashRecovery(t *testing.T) {
 type child struct {
 	cmd  *exec.Cmd
 	addr string
-	out  *syncBuf // its stdout and stderr
+	out  *testutil.Buffer // its stdout and stderr
 	done chan struct{}
-}
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 var listeningLine = regexp.MustCompile(`state store listening on (\S+)`)
@@ -119,7 +103,7 @@ func startChild(t *testing.T, bin, dir, policy string) *child {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &child{cmd: cmd, out: &syncBuf{}, done: make(chan struct{})}
+	c := &child{cmd: cmd, out: &testutil.Buffer{}, done: make(chan struct{})}
 	cmd.Stderr = c.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

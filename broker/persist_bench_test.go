@@ -6,13 +6,13 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ssrun/ssrun/broker"
 	"github.com/ssrun/ssrun/broker/brokertest"
+	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol/resp"
 )
 
@@ -71,18 +71,12 @@ func BenchmarkPersistence(b *testing.B) {
 		for done := 0; done < b.N; done += chunk {
 			n := min(chunk, b.N-done)
 			for _, i := range rng.Perm(len(configs)) {
-				elapsed[i] += inFlight(b, clients[i], 16, n, set)
+				cs := clients[i] // 16 requests in flight on each
+				elapsed[i] += testutil.InFlight(b, 16*len(cs), n, func(w, _ int) error { return set(cs[w%len(cs)]) })
 			}
 		}
 		b.StopTimer()
-		base := float64(b.N) / elapsed[0].Seconds()
-		for i, cfg := range configs {
-			rate := float64(b.N) / elapsed[i].Seconds()
-			b.ReportMetric(rate, cfg.name+"-req/s")
-			if i > 0 {
-				b.ReportMetric(rate/base, cfg.name+"-x-memory")
-			}
-		}
+		testutil.ReportRates(b, elapsed, func(i int) string { return configs[i].name }, "-req/s", "-x-memory")
 	})
 	b.Run("inflight-1", func(b *testing.B) {
 		lat := make([][]time.Duration, len(configs))
@@ -107,34 +101,4 @@ func BenchmarkPersistence(b *testing.B) {
 			}
 		}
 	})
-}
-
-// inFlight runs n requests over cs with up to k in flight per connection
-// and returns how long they took.
-func inFlight(b *testing.B, cs []*client, k, n int, req func(*client) error) time.Duration {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, k*len(cs))
-	t0 := time.Now()
-	for _, c := range cs {
-		for range k {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for next.Add(1) <= int64(n) {
-					if err := req(c); err != nil {
-						errs <- err
-						return
-					}
-				}
-			}()
-		}
-	}
-	wg.Wait()
-	elapsed := time.Since(t0)
-	close(errs)
-	for err := range errs {
-		b.Fatal(err)
-	}
-	return elapsed
 }

@@ -11,10 +11,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol/hlc"
 	"github.com/ssrun/ssrun/protocol/resp"
 	"github.com/ssrun/ssrun/protocol/wire"
@@ -23,24 +23,6 @@ import (
 // t0 is the fake wall clock's start in these tests.
 var t0 = time.UnixMilli(1_700_000_000_000)
 
-// logBuf collects log lines.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // dstore is a store on a data directory with a fake clock.
 type dstore struct {
 	*store
@@ -48,7 +30,7 @@ type dstore struct {
 	clk *clockT
 	o   *recorder
 	rec recovery
-	log *logBuf
+	log *testutil.Buffer
 }
 
 // openDir opens a store on dir at the clock's time. It fails the test on
@@ -64,7 +46,7 @@ func openDir(t *testing.T, dir string, clk *clockT, mods ...func(*persistConfig)
 
 func tryOpenDir(t *testing.T, dir string, clk *clockT, mods ...func(*persistConfig)) (*dstore, error) {
 	t.Helper()
-	lb := &logBuf{}
+	lb := &testutil.Buffer{}
 	pc := persistConfig{dir: dir, policy: FsyncAlways, interval: time.Second, log: slog.New(slog.NewTextHandler(lb, nil))}
 	for _, m := range mods {
 		m(&pc)

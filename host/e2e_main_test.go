@@ -3,7 +3,6 @@ package host
 import (
 	"context"
 	"fmt"
-	"go.uber.org/goleak"
 	"io"
 	"log/slog"
 	"os"
@@ -29,23 +28,6 @@ import (
 // compilation cache; TestMain removes it.
 var e2eDir = gobuild.Dir{Prefix: "ssrun-host-test-"}
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if guests.rt != nil {
-		_ = guests.rt.Close(context.Background())
-	}
-	_ = e2eDir.Remove()
-	// Every goroutine a host, its rules, clients and brokers started is gone
-	// once the tests closed them.
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
 // guests are the two builds of testdata/e2e/guest (tags v1 and v2) and the
 // one WebAssembly runtime every test shares. Under -race wazero's compiler is
 // slow (seconds per Go guest), so each build is compiled once, up front, and
@@ -58,6 +40,14 @@ var guests struct {
 	progs []abi.Program
 	took  string // how long building and compiling took, for the log
 	err   error
+}
+
+// closeGuests closes the guests' runtime, if a test made it.
+func closeGuests() error {
+	if guests.rt == nil {
+		return nil
+	}
+	return guests.rt.Close(context.Background())
 }
 
 var guestTags = []string{"v1", "v2"}

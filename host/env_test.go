@@ -1,7 +1,6 @@
 package host
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/broker/brokertest"
+	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -93,24 +93,7 @@ type env struct {
 	host   *Host
 	rt     *goRuntime
 	dir    string
-	logs   *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs   *testutil.Buffer
 }
 
 var clientSeq atomic.Int64
@@ -144,13 +127,13 @@ func newEnv(t *testing.T, opts ...func(*Config)) *env {
 // newEnvAt builds a host on a broker (or proxy) at addr.
 func newEnvAt(t *testing.T, addr string, opts ...func(*Config)) *env {
 	t.Helper()
-	e := &env{t: t, addr: addr, rt: &goRuntime{}, dir: t.TempDir(), logs: &syncBuffer{}}
+	e := &env{t: t, addr: addr, rt: &goRuntime{}, dir: t.TempDir(), logs: &testutil.Buffer{}}
 	e.client = newClient(t, addr)
 	e.user = newClient(t, addr)
 	o := Config{
 		Client:   e.client,
 		Runtimes: []abi.Runtime{e.rt},
-		Logger:   slog.New(slog.NewTextHandler(io.MultiWriter(e.logs, testWriter{t}), &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Logger:   slog.New(slog.NewTextHandler(io.MultiWriter(e.logs, testutil.LogWriter(t)), &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	for _, f := range opts {
 		f(&o)
@@ -160,22 +143,8 @@ func newEnvAt(t *testing.T, addr string, opts ...func(*Config)) *env {
 		t.Fatal(err)
 	}
 	e.host = h
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := h.Close(ctx); err != nil {
-			t.Errorf("host close: %v", err)
-		}
-	})
+	testutil.CloseAtEnd(t, "host", h.Close)
 	return e
-}
-
-// testWriter sends log lines to t.Log while the test runs.
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }
 
 // load registers a Go rule and loads it from a file of the same name.
@@ -218,17 +187,8 @@ func (e *env) get(key string) (string, bool) {
 	return string(res.Value), res.Found
 }
 
-// waitFor polls cond until it holds, failing the test after 10 s.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
+// waitFor is testutil.WaitFor under the name this package's tests use.
+var waitFor = testutil.WaitFor
 
 func (e *env) waitValue(key, want string) {
 	e.t.Helper()

@@ -14,13 +14,14 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/broker/brokertest"
+	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol"
 )
 
 // ssrunProc is an `ssrun run` process of the test.
 type ssrunProc struct {
 	cmd *exec.Cmd
-	out *syncBuffer // stdout and stderr (the log)
+	out *testutil.Buffer // stdout and stderr (the log)
 }
 
 // startSSRun runs `ssrun run DIR` (the binary built from cmd/ssrun) on the
@@ -37,7 +38,7 @@ func startSSRun(t *testing.T, addr, clientID string, src []byte) *ssrunProc {
 	if err := os.WriteFile(filepath.Join(dir, "holder.lua"), src, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := &ssrunProc{out: &syncBuffer{}}
+	p := &ssrunProc{out: &testutil.Buffer{}}
 	p.cmd = exec.Command(bin, "run", dir, "--broker", addr, "--client-id", clientID, "--log-level", "debug")
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {

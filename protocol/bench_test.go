@@ -21,6 +21,7 @@ import (
 
 	"github.com/ssrun/ssrun/broker"
 	"github.com/ssrun/ssrun/broker/brokertest"
+	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol/resp"
 	"github.com/ssrun/ssrun/protocol/wire"
 )
@@ -80,12 +81,13 @@ func BenchmarkRequests(b *testing.B) {
 	})
 	b.Run("inflight-64", func(b *testing.B) {
 		const chunk = 512
+		ctx := context.Background()
 		var elapsedF, elapsedC time.Duration
 		b.ResetTimer()
 		for done := 0; done < b.N; done += chunk {
 			n := min(chunk, b.N-done)
-			elapsedF += inFlight(b, 64, n, floor)
-			elapsedC += inFlight(b, 64, n, client)
+			elapsedF += testutil.InFlight(b, 64, n, func(_, _ int) error { return floor(ctx) })
+			elapsedC += testutil.InFlight(b, 64, n, func(_, _ int) error { return client(ctx) })
 		}
 		b.StopTimer()
 		rateF := float64(b.N) / elapsedF.Seconds()
@@ -101,35 +103,6 @@ func percentiles(lat []time.Duration) (p50, p99 float64) {
 	slices.Sort(lat)
 	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 	return us(lat[len(lat)/2]), us(lat[len(lat)*99/100])
-}
-
-// inFlight runs n requests with up to k in flight and returns how long
-// they took.
-func inFlight(b *testing.B, k, n int, req func(context.Context) error) time.Duration {
-	ctx := context.Background()
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, k)
-	t0 := time.Now()
-	for range k {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for next.Add(1) <= int64(n) {
-				if err := req(ctx); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(t0)
-	close(errs)
-	for err := range errs {
-		b.Fatal(err)
-	}
-	return elapsed
 }
 
 // floorHook answers every request at once with a fixed +OK reply and

@@ -14,6 +14,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/ssrun/ssrun/internal/testnet"
+	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol/hlc"
 	"github.com/ssrun/ssrun/protocol/resp"
 	"github.com/ssrun/ssrun/protocol/wire"
@@ -499,27 +500,14 @@ func TestCorrelationOutOfOrder(t *testing.T) {
 		return out
 	})
 	c := connect(t, s.addr)
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			key := fmt.Sprint("key-", i)
-			res, err := c.Get(context.Background(), []byte(key), CallOptions{})
-			if err == nil && string(res.Value) != "value of "+key {
-				err = fmt.Errorf("get %s returned %q", key, res.Value)
-			}
-			if err != nil {
-				errs <- err
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+	testutil.InFlight(t, n, n, func(_, i int) error { // all n in flight: the broker holds them until then
+		key := fmt.Sprint("key-", i)
+		res, err := c.Get(context.Background(), []byte(key), CallOptions{})
+		if err == nil && string(res.Value) != "value of "+key {
+			err = fmt.Errorf("get %s returned %q", key, res.Value)
+		}
+		return err
+	})
 	if c.pendingLen() != 0 {
 		t.Errorf("%d pending entries left", c.pendingLen())
 	}
@@ -543,7 +531,7 @@ func TestPendingRemovedOnTimeoutAndCancel(t *testing.T) {
 	}
 	// Answer the timed-out request now: nobody waits for it.
 	s.inject(response(s.requestLog()[0], "$-1\r\n", wire.PropStatus, "200"))
-	waitFor(t, "the late response to be counted", func() bool { return c.Stats().UnmatchedResponses == 1 })
+	testutil.WaitFor(t, "the late response to be counted", func() bool { return c.Stats().UnmatchedResponses == 1 })
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -551,7 +539,7 @@ func TestPendingRemovedOnTimeoutAndCancel(t *testing.T) {
 		_, err := c.Get(ctx, []byte("k"), CallOptions{Timeout: time.Minute})
 		done <- err
 	}()
-	waitFor(t, "the second request", func() bool { return len(s.requestLog()) == 2 })
+	testutil.WaitFor(t, "the second request", func() bool { return len(s.requestLog()) == 2 })
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("error %v, want context.Canceled", err)
@@ -579,7 +567,7 @@ func TestPendingRemovedOnTimeoutAndCancel(t *testing.T) {
 	if c.pendingLen() != 0 {
 		t.Fatalf("%d pending entries after a success", c.pendingLen())
 	}
-	waitFor(t, "the second answer to be counted", func() bool {
+	testutil.WaitFor(t, "the second answer to be counted", func() bool {
 		st := c.Stats()
 		return st.UnmatchedResponses == 2
 	})
@@ -641,7 +629,7 @@ func TestConnectionLossFailsPendingCalls(t *testing.T) {
 			errs <- err
 		}()
 	}
-	waitFor(t, "the requests to reach the broker", func() bool { return len(s.requestLog()) == n })
+	testutil.WaitFor(t, "the requests to reach the broker", func() bool { return len(s.requestLog()) == n })
 	p.Cut()
 	for range n {
 		if err := <-errs; !errors.Is(err, ErrConnectionLost) {
@@ -682,7 +670,7 @@ func TestClose(t *testing.T) {
 		_, err := c.Get(context.Background(), []byte("k"), CallOptions{Timeout: time.Minute})
 		errc <- err
 	}()
-	waitFor(t, "the request", func() bool { return len(s.requestLog()) == 1 })
+	testutil.WaitFor(t, "the request", func() bool { return len(s.requestLog()) == 1 })
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -918,7 +906,7 @@ func TestResponseSubscriptionRetried(t *testing.T) {
 	s.denySub = wire.ResponseTopic(id)
 	s.mu.Unlock()
 	c := newTestClient(t, s.addr, func(cfg *Config) { cfg.ClientID = id })
-	waitFor(t, "the connection", func() bool { return len(s.connectLog()) == 1 })
+	testutil.WaitFor(t, "the connection", func() bool { return len(s.connectLog()) == 1 })
 	if _, err := c.Get(context.Background(), []byte("k"), CallOptions{}); !errors.Is(err, ErrNotConnected) {
 		t.Fatalf("get before the response subscription: %v, want ErrNotConnected", err)
 	}

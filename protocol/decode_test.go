@@ -10,6 +10,7 @@ import (
 
 	"github.com/eclipse/paho.golang/paho"
 
+	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol/hlc"
 	"github.com/ssrun/ssrun/protocol/resp"
 	"github.com/ssrun/ssrun/protocol/wire"
@@ -173,7 +174,7 @@ func TestEventOverflowThroughClient(t *testing.T) {
 	for i := range n {
 		s.inject(notifyPacket(id, []byte("k"), string(resp.AppendNotifySet(nil, []byte(strconv.Itoa(i)))), wire.PropTimestamp, ts(i)))
 	}
-	waitFor(t, "the notifications to be processed", func() bool { return c.Stats().Notifications == n })
+	testutil.WaitFor(t, "the notifications to be processed", func() bool { return c.Stats().Notifications == n })
 	dropped := int(c.Stats().EventsDropped)
 	if dropped == 0 || dropped > n-4 {
 		t.Fatalf("%d dropped with a bound of 4", dropped)

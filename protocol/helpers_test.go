@@ -13,14 +13,10 @@ import (
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
-	"go.uber.org/goleak"
 
+	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol/wire"
 )
-
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
 
 // testLogger discards logs unless SSRUN_TEST_LOG is set.
 func testLogger() *slog.Logger {
@@ -154,7 +150,7 @@ func (s *scriptServer) push(clientID string, pk packets.Packet) {
 // broker (mochi v2.7.9 server.go attachClient vs inheritClientSession): the
 // client is then connected but never receives anything.
 func (s *scriptServer) waitGone(clientID string) {
-	waitFor(s.t, "the broker to drop "+clientID, func() bool {
+	testutil.WaitFor(s.t, "the broker to drop "+clientID, func() bool {
 		_, ok := s.srv.Clients.Get(clientID)
 		return !ok
 	})
@@ -268,18 +264,6 @@ func nextEvent(t testing.TB, c *Client) Event {
 		t.Fatal("no event within 10 s")
 	}
 	panic("unreachable")
-}
-
-// waitFor polls cond every few milliseconds for up to 10 s.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 func (c *Client) pendingLen() int {

@@ -3,21 +3,10 @@ package protocol
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
-	"net"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,6 +14,7 @@ import (
 	"github.com/ssrun/ssrun/broker"
 	"github.com/ssrun/ssrun/broker/brokertest"
 	"github.com/ssrun/ssrun/internal/testnet"
+	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol/hlc"
 )
 
@@ -260,34 +250,23 @@ func TestPipelining(t *testing.T) {
 	c := connect(t, b.Addr())
 	ctx := context.Background()
 	const n = 500
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			key := []byte(fmt.Sprint("pipe-", i))
-			value := []byte(strings.Repeat(fmt.Sprint(i, ";"), i%17+1))
-			// Correctness, not speed: generous timeouts for loaded -race runs.
-			set, err := c.Set(ctx, key, value, SetOptions{Timeout: time.Minute})
-			if err != nil {
-				errs <- err
-				return
-			}
-			g, err := c.Get(ctx, key, CallOptions{Timeout: time.Minute})
-			switch {
-			case err != nil:
-				errs <- err
-			case !bytes.Equal(g.Value, value) || g.Version != set.Version:
-				errs <- fmt.Errorf("get %s = %q %s, want %q %s", key, g.Value, g.Version, value, set.Version)
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+	testutil.InFlight(t, n, n, func(_, i int) error {
+		key := []byte(fmt.Sprint("pipe-", i))
+		value := []byte(strings.Repeat(fmt.Sprint(i, ";"), i%17+1))
+		// Correctness, not speed: generous timeouts for loaded -race runs.
+		set, err := c.Set(ctx, key, value, SetOptions{Timeout: time.Minute})
+		if err != nil {
+			return err
+		}
+		g, err := c.Get(ctx, key, CallOptions{Timeout: time.Minute})
+		switch {
+		case err != nil:
+			return err
+		case !bytes.Equal(g.Value, value) || g.Version != set.Version:
+			return fmt.Errorf("get %s = %q %s, want %q %s", key, g.Value, g.Version, value, set.Version)
+		}
+		return nil
+	})
 	if st := c.Stats(); st.Requests != 2*n || st.Responses != 2*n || st.Pending != 0 || c.pendingLen() != 0 {
 		t.Errorf("stats %+v, want %d requests and responses, none pending", st, 2*n)
 	}
@@ -387,7 +366,7 @@ func TestReconnectReregisters(t *testing.T) {
 	}
 	// Let the broker finish with the dropped connection first (see
 	// scriptServer.waitGone for the mochi takeover race this avoids).
-	waitFor(t, "the broker to drop the registrations", func() bool { return b.Stats().Registrations == 0 })
+	testutil.WaitFor(t, "the broker to drop the registrations", func() bool { return b.Stats().Registrations == 0 })
 	p.Heal()
 	if e := nextEvent(t, c); e.Kind != EventConnected {
 		t.Fatalf("event %v, want connected", e.Kind)
@@ -416,44 +395,8 @@ func TestReconnectReregisters(t *testing.T) {
 
 // mqtts:// with a caller-supplied TLS config (a self-signed CA here).
 func TestTLS(t *testing.T) {
-	dir := t.TempDir()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "ssrun test"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	certFile, keyFile, roots := testutil.SelfSignedCert(t)
 	b := brokertest.Start(t, func(cfg *broker.Config) { cfg.TLSCertFile, cfg.TLSKeyFile = certFile, keyFile })
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AddCert(cert)
 	c := connect(t, "mqtts://"+b.Addr(), func(cfg *Config) { cfg.TLS = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12} })
 	if _, err := c.Set(context.Background(), []byte("k"), []byte("over TLS"), SetOptions{}); err != nil {
 		t.Fatal(err)

@@ -4,10 +4,10 @@ package brokertest
 import (
 	"log/slog"
 	"net"
-	"sync"
 	"testing"
 
 	"github.com/ssrun/ssrun/broker"
+	"github.com/ssrun/ssrun/internal/testutil"
 )
 
 // Start runs a broker on a random loopback port (127.0.0.1:0) and closes it
@@ -19,10 +19,9 @@ func Start(t testing.TB, opts ...func(*broker.Config)) *broker.Broker {
 	if err != nil {
 		t.Fatalf("brokertest: listen: %v", err)
 	}
-	tl := &testLog{t: t}
 	cfg := broker.Config{
 		Listener: ln,
-		Logger:   slog.New(slog.NewTextHandler(tl, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		Logger:   slog.New(slog.NewTextHandler(testutil.LogWriter(t), &slog.HandlerOptions{Level: slog.LevelInfo})),
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -40,30 +39,6 @@ func Start(t testing.TB, opts ...func(*broker.Config)) *broker.Broker {
 		if err := b.Close(); err != nil {
 			t.Errorf("brokertest: close broker: %v", err)
 		}
-		tl.stop()
 	})
 	return b
-}
-
-// testLog writes log lines to t.Log until stop, after which it discards
-// them (t.Log after a test ends panics).
-type testLog struct {
-	mu      sync.Mutex
-	t       testing.TB
-	stopped bool
-}
-
-func (l *testLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.stopped {
-		l.t.Log(string(p[:len(p)-min(len(p), 1)]))
-	}
-	return len(p), nil
-}
-
-func (l *testLog) stop() {
-	l.mu.Lock()
-	l.stopped = true
-	l.mu.Unlock()
 }

@@ -13,7 +13,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	"github.com/ssrun/ssrun/broker/brokertest"
 	"github.com/ssrun/ssrun/internal/gobuild"
 	"github.com/ssrun/ssrun/internal/testnet"
+	"github.com/ssrun/ssrun/internal/testutil"
 )
 
 // result is one run of the command line.
@@ -116,29 +116,11 @@ func TestKVConnectionErrorSaysWhere(t *testing.T) {
 	}
 }
 
-// syncWriter lets a test read what a running command printed so far.
-type syncWriter struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
-
 // start runs a long-running command until the returned stop is called.
-func start(t *testing.T, args ...string) (*syncWriter, *syncWriter, func() int) {
+func start(t *testing.T, args ...string) (*testutil.Buffer, *testutil.Buffer, func() int) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	out, errw := &syncWriter{}, &syncWriter{}
+	out, errw := &testutil.Buffer{}, &testutil.Buffer{}
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, args, strings.NewReader(""), out, errw) }()
 	stopped := false
@@ -159,7 +141,7 @@ func start(t *testing.T, args ...string) (*syncWriter, *syncWriter, func() int) 
 	return out, errw, stop
 }
 
-func waitOutput(t *testing.T, w *syncWriter, re *regexp.Regexp) []string {
+func waitOutput(t *testing.T, w *testutil.Buffer, re *regexp.Regexp) []string {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
@@ -183,20 +165,11 @@ func TestKVWatchPrintsChanges(t *testing.T) {
 	if code := stop(); code != 0 {
 		t.Fatalf("watch exit %d", code)
 	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	want := []*regexp.Regexp{
+	matchLines(t, out.String(), []*regexp.Regexp{
 		regexp.MustCompile(`^\d{15}:\d{5}:StateStore SET w1 one$`),
 		regexp.MustCompile(`^\d{15}:\d{5}:StateStore DELETE w1$`),
 		regexp.MustCompile(`^\d{15}:\d{5}:StateStore SET w2 two$`),
-	}
-	if len(lines) != len(want) {
-		t.Fatalf("watch printed:\n%s", out.String())
-	}
-	for i, re := range want {
-		if !re.MatchString(lines[i]) {
-			t.Errorf("line %d %q does not match %s", i, lines[i], re)
-		}
-	}
+	})
 }
 
 // kv watch starts with each key's value and, after a lost connection comes
@@ -220,21 +193,12 @@ func TestKVWatchRereadsAfterReconnect(t *testing.T) {
 	if code := stop(); code != 0 {
 		t.Fatalf("watch exit %d", code)
 	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	want := []*regexp.Regexp{
+	matchLines(t, out.String(), []*regexp.Regexp{
 		regexp.MustCompile(`^\d{15}:\d{5}:StateStore SET k1 one$`),
 		regexp.MustCompile(`^- DELETE k1$`),
 		regexp.MustCompile(`^\d{15}:\d{5}:StateStore SET k2 two$`),
 		regexp.MustCompile(`^\d{15}:\d{5}:StateStore SET k1 three$`),
-	}
-	if len(lines) != len(want) {
-		t.Fatalf("watch printed:\n%s", out.String())
-	}
-	for i, re := range want {
-		if !re.MatchString(lines[i]) {
-			t.Errorf("line %d %q does not match %s", i, lines[i], re)
-		}
-	}
+	})
 }
 
 // `ssrun dev` runs a folder on an embedded broker, prints where and what to
@@ -543,4 +507,19 @@ func TestDevRunsPluginNamedInConfig(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	stop()
+}
+
+// matchLines checks that out has one line per pattern, each matching its
+// pattern.
+func matchLines(t *testing.T, out string, want []*regexp.Regexp) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("printed:\n%s", out)
+	}
+	for i, re := range want {
+		if !re.MatchString(lines[i]) {
+			t.Errorf("line %d %q does not match %s", i, lines[i], re)
+		}
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/internal/gobuild"
+	"github.com/ssrun/ssrun/internal/testutil"
 )
 
 // The tests in this file run the ssrun binary as a process, to send it
@@ -20,12 +21,6 @@ import (
 // (testdata/sleeper): the process must end within a bound anyway.
 
 var builds = gobuild.Dir{Prefix: "ssrun-cli-test-"}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	_ = builds.Remove()
-	os.Exit(code)
-}
 
 // ssrunBinary builds this command once per test binary.
 func ssrunBinary(t *testing.T) string {
@@ -63,15 +58,15 @@ const stopBound = 60 * time.Second
 type proc struct {
 	t      *testing.T
 	cmd    *exec.Cmd
-	stdout *syncWriter
-	stderr *syncWriter
+	stdout *testutil.Buffer
+	stderr *testutil.Buffer
 	exited chan struct{}
 	err    error
 }
 
 func startProc(t *testing.T, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, cmd: exec.Command(ssrunBinary(t), args...), stdout: &syncWriter{}, stderr: &syncWriter{}, exited: make(chan struct{})}
+	p := &proc{t: t, cmd: exec.Command(ssrunBinary(t), args...), stdout: &testutil.Buffer{}, stderr: &testutil.Buffer{}, exited: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -175,7 +170,7 @@ func TestSignalWatch(t *testing.T) {
 		exited := make(chan int, 1)
 		canceling := make(chan struct{})
 		var canceled atomic.Bool
-		var buf syncWriter
+		var buf testutil.Buffer
 		w := signalWatch{sigs: sigs, cancel: func() { canceled.Store(true); close(canceling) }, stderr: &buf,
 			bound: func() time.Duration { return bound }, exit: func(code int) { exited <- code }}
 		finished := make(chan struct{})

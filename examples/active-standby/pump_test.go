@@ -1,7 +1,6 @@
 package activestandby_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 	"github.com/ssrun/ssrun/examples/internal/examplehost"
 	"github.com/ssrun/ssrun/host"
 	"github.com/ssrun/ssrun/internal/testnet"
+	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/protocol/hlc"
 	"github.com/ssrun/ssrun/runtime/lua"
@@ -57,7 +57,7 @@ func TestActiveStandbyFailover(t *testing.T) {
 
 	// a alone: it takes the lease and drives the pump.
 	set("tank/level", "30")
-	examplehost.WaitFor(t, "a active", func() bool { return strings.HasPrefix(get("pump/owner"), "pump-a:pump.lua ") })
+	testutil.WaitFor(t, "a active", func() bool { return strings.HasPrefix(get("pump/owner"), "pump-a:pump.lua ") })
 	if c := get("pump/command"); c != "on" {
 		t.Fatalf("pump/command = %q at 30%%, want on", c)
 	}
@@ -65,7 +65,7 @@ func TestActiveStandbyFailover(t *testing.T) {
 	// b joins and stands by: a keeps driving.
 	bh := startHost(t, "b", examplehost.Client(t, b.Addr(), "pump-b", fastRetry))
 	set("tank/level", "70")
-	examplehost.WaitFor(t, "both instances handle the reading", func() bool { return a.handled() == 2 && bh.handled() == 1 })
+	testutil.WaitFor(t, "both instances handle the reading", func() bool { return a.handled() == 2 && bh.handled() == 1 })
 	if c, o := get("pump/command"), get("pump/owner"); c != "off" || !strings.HasPrefix(o, "pump-a:pump.lua ") {
 		t.Fatalf("after 70%%: command %q, owner %q; want off, driven by a", c, o)
 	}
@@ -79,17 +79,17 @@ func TestActiveStandbyFailover(t *testing.T) {
 		}
 		before := bh.handled()
 		set("tank/level", strconv.Itoa(40+i%20))
-		examplehost.WaitFor(t, "b handles the reading", func() bool { return bh.handled() > before })
+		testutil.WaitFor(t, "b handles the reading", func() bool { return bh.handled() > before })
 	}
 
 	// a comes back: it learns it lost the lease, and stands by when the
 	// next reading comes (live, or re-read after the reconnect).
 	handledB := bh.handled()
 	px.Heal()
-	examplehost.WaitFor(t, "a told it lost the lease", func() bool { return strings.Contains(a.logs.String(), "standing by: lost pump/leader") })
+	testutil.WaitFor(t, "a told it lost the lease", func() bool { return strings.Contains(a.logs.String(), "standing by: lost pump/leader") })
 	set("tank/level", "21")
-	examplehost.WaitFor(t, "a stands by", func() bool { return strings.Contains(a.logs.String(), `msg="standby: tank level 21"`) })
-	examplehost.WaitFor(t, "b handles the last reading", func() bool { return bh.handled() == handledB+1 })
+	testutil.WaitFor(t, "a stands by", func() bool { return strings.Contains(a.logs.String(), `msg="standby: tank level 21"`) })
+	testutil.WaitFor(t, "b handles the last reading", func() bool { return bh.handled() == handledB+1 })
 	if c := get("pump/command"); c != "on" {
 		t.Fatalf("pump/command = %q at 21%%, want on", c)
 	}
@@ -138,7 +138,7 @@ func TestActiveStandbyFailover(t *testing.T) {
 // testHost is a host running this folder, with its log.
 type testHost struct {
 	*host.Host
-	logs *syncBuffer
+	logs *testutil.Buffer
 }
 
 // handled is how many events the pump rule handled.
@@ -152,13 +152,13 @@ func (h *testHost) handled() uint64 {
 
 func startHost(t *testing.T, name string, c *protocol.Client) *testHost {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testutil.Buffer{}
 	lr := lua.New(lua.Config{})
 	t.Cleanup(func() { _ = lr.Close(context.Background()) }) // after the host's Close
 	h := examplehost.Host(t, host.Config{
 		Client:   c,
 		Runtimes: []abi.Runtime{lr},
-		Logger:   slog.New(slog.NewTextHandler(io.MultiWriter(logs, examplehost.LogWriter(t)), &slog.HandlerOptions{Level: slog.LevelDebug})).With("host", name),
+		Logger:   slog.New(slog.NewTextHandler(io.MultiWriter(logs, testutil.LogWriter(t)), &slog.HandlerOptions{Level: slog.LevelDebug})).With("host", name),
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -213,21 +213,4 @@ func observe(t *testing.T, addr, key string) func() []string {
 		defer mu.Unlock()
 		return append([]string(nil), values...)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -5,6 +5,7 @@ package archtest
 import (
 	"encoding/json"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -26,6 +27,11 @@ var rules = []struct {
 	{pkg: "runtime/plugin", allow: []string{"runtime/plugin", "abi"}},
 	{pkg: "host", allow: []string{"host", "abi", "protocol", "runtime"}},
 }
+
+// testSupport are the project packages a package of test helpers (one whose
+// name ends in "test", such as broker/brokertest) may import besides those
+// its folder allows: only tests import such a package.
+var testSupport = []string{"internal/testutil", "internal/ruletest"}
 
 type pkgInfo struct {
 	ImportPath string
@@ -60,6 +66,9 @@ func TestImportGraph(t *testing.T) {
 						if drel == a || strings.HasPrefix(drel, a+"/") {
 							ok = true
 						}
+					}
+					if strings.HasSuffix(rel, "test") && slices.Contains(testSupport, drel) {
+						ok = true
 					}
 					if !ok {
 						t.Errorf("%s imports %s: not allowed by the layout (architecture.md §2)", rel, drel)

@@ -261,6 +261,25 @@ func VerbCases() []VerbCase {
 	return cases
 }
 
+// RunVerbCase runs one case on the rule s and its Host h, and returns the
+// verb and status the rule reported.
+func RunVerbCase(t *testing.T, tc VerbCase, s abi.Script, h *abitest.Host) (verb, status string) {
+	t.Helper()
+	if tc.Setup != nil {
+		tc.Setup(h)
+	}
+	got := Run(t, s, h, Command(tc.Cmd[0], tc.Cmd[1:]...))
+	if got != tc.Want {
+		t.Errorf("report\n got %s\nwant %s", got, tc.Want)
+	}
+	if tc.Check != nil {
+		tc.Check(t, h)
+	}
+	verb, rest, _ := strings.Cut(got, " status=")
+	status, _, _ = strings.Cut(rest, " ")
+	return verb, status
+}
+
 // RunVerbCases runs each case as a subtest on the rule and Host open
 // returns for it (a Host as New returns it, but for what the rule's init
 // did), then checks that together the cases saw each verb succeed and each
@@ -270,18 +289,7 @@ func RunVerbCases(t *testing.T, cases []VerbCase, open func(t *testing.T) (abi.S
 	for _, tc := range cases {
 		t.Run(tc.Name, func(t *testing.T) {
 			s, h := open(t)
-			if tc.Setup != nil {
-				tc.Setup(h)
-			}
-			got := Run(t, s, h, Command(tc.Cmd[0], tc.Cmd[1:]...))
-			if got != tc.Want {
-				t.Errorf("report\n got %s\nwant %s", got, tc.Want)
-			}
-			if tc.Check != nil {
-				tc.Check(t, h)
-			}
-			verb, rest, _ := strings.Cut(got, " status=")
-			st, _, _ := strings.Cut(rest, " ")
+			verb, st := RunVerbCase(t, tc, s, h)
 			if seen[verb] == nil {
 				seen[verb] = map[string]bool{}
 			}

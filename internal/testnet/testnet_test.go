@@ -8,12 +8,7 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 )
-
-// TestMain checks that the proxy's cleanup waited for every goroutine.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // echoServer echoes every line on a random loopback port until the test ends.
 func echoServer(t *testing.T) string {

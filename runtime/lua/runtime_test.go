@@ -11,13 +11,10 @@ import (
 	"time"
 
 	glua "github.com/yuin/gopher-lua"
-	"go.uber.org/goleak"
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/abi/abitest"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // compileRule compiles src as name or fails the test.
 func compileRule(t testing.TB, rt *Runtime, name, src string) abi.Program {

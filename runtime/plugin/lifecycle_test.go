@@ -19,6 +19,7 @@ import (
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/abi/abitest"
 	"github.com/ssrun/ssrun/internal/ruletest"
+	"github.com/ssrun/ssrun/internal/testutil"
 )
 
 // processes returns every process: its state letter and its parent's pid,
@@ -89,7 +90,7 @@ func children(t testing.TB) []int {
 // noChildren waits (up to 10 s) until this process has no child process.
 func noChildren(t testing.TB) {
 	t.Helper()
-	waitFor(t, "no child process", func() bool { return len(children(t)) == 0 })
+	testutil.WaitFor(t, "no child process", func() bool { return len(children(t)) == 0 })
 }
 
 func pidOf(t testing.TB, s *script, h *abitest.Host) int {
@@ -140,7 +141,7 @@ func TestKillMidStream(t *testing.T) {
 	// The plugin takes the event, records it holds it, and never answers.
 	errc := make(chan error, 1)
 	go func() { errc <- send(command("hold")) }()
-	waitFor(t, "the plugin to hold the event", func() bool { _, ok := h.Value("inflight"); return ok })
+	testutil.WaitFor(t, "the plugin to hold the event", func() bool { _, ok := h.Value("inflight"); return ok })
 	if err := syscall.Kill(pid1, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +182,7 @@ func TestKillMidStream(t *testing.T) {
 	if err := syscall.Kill(pid2, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the idle plugin to be restarted", func() bool { p := s.stats().Pid; return p != 0 && p != pid2 })
+	testutil.WaitFor(t, "the idle plugin to be restarted", func() bool { p := s.stats().Pid; return p != 0 && p != pid2 })
 	seq(11, 11)
 	if st := s.stats(); st.Lost != 1 || st.Starts != 3 || st.Exits != 2 {
 		t.Errorf("stats %+v; want Lost 1, Starts 3, Exits 2", st)
@@ -231,10 +232,11 @@ func TestExitDuringCall(t *testing.T) {
 }
 
 // TestHandlerErrors: errors returned by the handler (and panics) fail the
-// event with the plugin's status and message; the process stays up.
+// event with the plugin's status and message; the plugin stays up. (In
+// process: TestPanicStackInLog shows a plugin process's panic stack.)
 func TestHandlerErrors(t *testing.T) {
 	h := abitest.New()
-	s, _, _ := ruleScript(t, h, abi.Limits{CallTimeout: 10 * time.Second})
+	s, _, _ := inProcessScript(t, h, abi.Limits{CallTimeout: 10 * time.Second})
 	pid := s.stats().Pid
 	for _, tc := range []struct {
 		ev       abi.Event
@@ -260,8 +262,15 @@ func TestHandlerErrors(t *testing.T) {
 	if st := s.stats(); st.Pid != pid || st.Exits != 0 || st.Starts != 1 {
 		t.Errorf("stats %+v; the process should have stayed up (pid %d)", st, pid)
 	}
-	// The panic's stack reached the rule's log through stderr.
-	waitFor(t, "the panic stack in the log", func() bool {
+}
+
+// TestPanicStackInLog: a handler's panic fails the event, and its stack
+// reaches the rule's log through the plugin process's stderr.
+func TestPanicStackInLog(t *testing.T) {
+	h := abitest.New()
+	s, _, _ := ruleScript(t, h, abi.Limits{CallTimeout: 10 * time.Second})
+	wantError(t, s.Handle(context.Background(), command("panic")), callHandle, abi.ErrCrashed)
+	testutil.WaitFor(t, "the panic stack in the log", func() bool {
 		return slices.ContainsFunc(h.Logs(), func(l abitest.LogLine) bool {
 			return l.Level == abi.LevelWarn && strings.Contains(l.Msg, "handle panicked: boom")
 		})
@@ -278,7 +287,7 @@ func TestRestartFailure(t *testing.T) {
 	if err := syscall.Kill(pid1, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the exit to be noticed", func() bool { return s.stats().Pid == 0 })
+	testutil.WaitFor(t, "the exit to be noticed", func() bool { return s.stats().Pid == 0 })
 	err := s.Handle(context.Background(), command("noop"))
 	if e := wantError(t, err, callHandle, abi.ErrCrashed); !strings.Contains(e.Msg, "restart failed") || !strings.Contains(e.Msg, "init refused: down for maintenance") {
 		t.Errorf("error %q", err)
@@ -406,12 +415,12 @@ func TestOutput(t *testing.T) {
 	has := func(level int32, msg string) func() bool {
 		return func() bool { return slices.Contains(h.Logs(), abitest.LogLine{Level: level, Msg: msg}) }
 	}
-	waitFor(t, "the stdout line", has(abi.LevelInfo, "to stdout"))
-	waitFor(t, "the stderr line", has(abi.LevelWarn, "to stderr"))
+	testutil.WaitFor(t, "the stdout line", has(abi.LevelInfo, "to stdout"))
+	testutil.WaitFor(t, "the stderr line", has(abi.LevelWarn, "to stderr"))
 	s.mu.Lock()
 	p := s.cur
 	s.mu.Unlock()
-	waitFor(t, "the partial line to arrive", func() bool {
+	testutil.WaitFor(t, "the partial line to arrive", func() bool {
 		p.stdout.mu.Lock()
 		defer p.stdout.mu.Unlock()
 		return string(p.stdout.buf) == "partial"
@@ -479,7 +488,7 @@ func pidList(t testing.TB, list string) []int {
 // none of it to the runtime's own logger.
 func TestRawStderr(t *testing.T) {
 	h := abitest.New()
-	logs := &logBuffer{}
+	logs := &testutil.Buffer{}
 	r, _ := newRuntime(t, Config{Logger: slogTo(logs)})
 	s := start(t, compile(t, r, rulePlugin(t)), h, abi.Limits{})
 	run(t, s, h, command("stderr", "a raw line", "an hclog line"))
@@ -490,7 +499,7 @@ func TestRawStderr(t *testing.T) {
 		{Level: abi.LevelError, Msg: "an hclog line k=v"},
 		{Level: abi.LevelWarn, Msg: child},
 	} {
-		waitFor(t, fmt.Sprintf("%+v in the rule's log", want), func() bool { return slices.Contains(h.Logs(), want) })
+		testutil.WaitFor(t, fmt.Sprintf("%+v in the rule's log", want), func() bool { return slices.Contains(h.Logs(), want) })
 	}
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)

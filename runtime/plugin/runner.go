@@ -99,9 +99,10 @@ func (r *procRunner) terminate() {
 	}
 }
 
-// pid returns the plugin's pid; 0 before Start.
+// pid returns the plugin's pid; 0 before Start, or without a runner (a
+// plugin served in-process by a test).
 func (r *procRunner) pid() int {
-	if r.tree == nil {
+	if r == nil || r.tree == nil {
 		return 0
 	}
 	return r.tree.Pid()

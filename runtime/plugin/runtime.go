@@ -63,6 +63,8 @@ type Runtime struct {
 	scripts map[*script]struct{}
 	bins    map[string]*binary // by relative path under dir
 	dir     *workdir.Dir       // the working directory, made on first use
+
+	connect connector // tests: serve plugins in-process; nil starts processes
 }
 
 var _ abi.Runtime = (*Runtime)(nil)

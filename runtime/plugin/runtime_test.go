@@ -19,6 +19,7 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/abi/abitest"
+	"github.com/ssrun/ssrun/internal/testutil"
 	pb "github.com/ssrun/ssrun/runtime/plugin/proto/ssrun/plugin/v1"
 )
 
@@ -209,7 +210,7 @@ func brief(lines []string) string {
 // TestHCLogger: go-plugin's hclog lines reach slog at the mapped level, with
 // the logger's name and implied arguments.
 func TestHCLogger(t *testing.T) {
-	logs := &logBuffer{}
+	logs := &testutil.Buffer{}
 	l := newHCLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if l.GetLevel() != hclog.Debug || l.IsTrace() || !l.IsDebug() {
 		t.Errorf("level %v, trace %t", l.GetLevel(), l.IsTrace())

@@ -145,7 +145,7 @@ type script struct {
 
 // proc is one plugin process.
 type proc struct {
-	client  *goplugin.Client
+	client  pluginClient
 	rpc     goplugin.ClientProtocol
 	rule    pb.RuleClient
 	run     *procRunner // set by go-plugin's start
@@ -189,7 +189,7 @@ func (s *script) launch(ctx context.Context) (*proc, error) {
 		stderr: newLineWriter(func(line string) { s.h.Log(abi.LevelWarn, line) }),
 		raw:    rawStderr(s.h),
 	}
-	p.client = goplugin.NewClient(&goplugin.ClientConfig{
+	p.client = s.rt.newClient(&goplugin.ClientConfig{
 		HandshakeConfig: wire.Handshake,
 		Plugins:         goplugin.PluginSet{wire.PluginName: hostPlugin{}},
 		// Called once, by Client below; go-plugin prepared spec's environment.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/abi/abitest"
+	"github.com/ssrun/ssrun/internal/testutil"
 )
 
 // treeGone waits (up to 10 s) until none of the processes of a spawned tree
@@ -254,7 +255,7 @@ func TestStaleWorkDirs(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	logs := &logBuffer{}
+	logs := &testutil.Buffer{}
 	_, _ = newRuntime(t, Config{Logger: slogTo(logs)})
 	if _, err := os.Stat(dead[0]); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the killed host's directory %s is still there (%v)", dead[0], err)

@@ -19,13 +19,29 @@ import (
 // v is the n-th version abitest hands out.
 var v = abitest.Version
 
-// verbCases are the shared cases and those particular to plugins.
-func verbCases() []ruletest.VerbCase {
-	big := make([]byte, 5<<20) // larger than gRPC's default 4 MiB message size
+// largeVerbCases move values larger than gRPC's default 4 MiB message size
+// in each direction: the SDK's Serve and the runtime lift the limit, so
+// they run on the built plugin.
+func largeVerbCases() []ruletest.VerbCase {
+	big := make([]byte, 5<<20)
 	_, _ = rand.Read(big)
-	return append(ruletest.VerbCases(), []ruletest.VerbCase{
+	return []ruletest.VerbCase{
 		{Name: "get ok 5 MiB", Setup: func(s *abitest.Host) { s.Put("big", big) },
 			Cmd: []string{"get", "big"}, Want: `get status=OK msg="" value=` + ruletest.Show(big) + ` version="` + v(1) + `"`},
+		{Name: "set ok 5 MiB", Cmd: []string{"set", "big", string(big), "0", "0s", ""},
+			Want: `set status=OK msg="" version="` + v(1) + `"`,
+			Check: func(t *testing.T, h *abitest.Host) {
+				if got, _ := h.Value("big"); !bytes.Equal(got, big) {
+					t.Errorf("stored %d bytes, not the 5 MiB value", len(got))
+				}
+			}},
+	}
+}
+
+// verbCases are the shared cases and those particular to plugins, but for
+// largeVerbCases.
+func verbCases() []ruletest.VerbCase {
+	return append(ruletest.VerbCases(), []ruletest.VerbCase{
 		{Name: "set ok binary", Cmd: []string{"set", "k\xff", ruletest.Binary, "0", "0s", ""},
 			Want: `set status=OK msg="" version="` + v(1) + `"`,
 			Check: func(t *testing.T, h *abitest.Host) {
@@ -41,13 +57,6 @@ func verbCases() []ruletest.VerbCase {
 			Check: func(t *testing.T, h *abitest.Host) {
 				if c, _ := h.LastCall(abi.FnSet); c.Value == nil {
 					t.Error("empty value reached the host as nil")
-				}
-			}},
-		{Name: "set ok 5 MiB", Cmd: []string{"set", "big", string(big), "0", "0s", ""},
-			Want: `set status=OK msg="" version="` + v(1) + `"`,
-			Check: func(t *testing.T, h *abitest.Host) {
-				if got, _ := h.Value("big"); !bytes.Equal(got, big) {
-					t.Errorf("stored %d bytes, not the 5 MiB value", len(got))
 				}
 			}},
 		{Name: "set negative sub-ms ttl", Cmd: []string{"set", "k", "v", "0", "-1us", ""},
@@ -91,17 +100,32 @@ func verbCases() []ruletest.VerbCase {
 }
 
 // TestVerbs proves every verb is wired from the Go SDK through gRPC and the
-// host's callback service to abi.Host: arguments (binary-safe, large),
-// options, results, every status and its message (as an *abi.Error), and
-// the call's deadline. One plugin process serves every case; the store is
+// host's callback service to abi.Host: arguments (binary-safe), options,
+// results, every status and its message (as an *abi.Error), and the call's
+// deadline. One rule, served in-process, serves every case; the store is
 // reset in between.
 func TestVerbs(t *testing.T) {
 	h := abitest.New()
-	s, _, _ := ruleScript(t, h, abi.Limits{CallTimeout: 10 * time.Second})
+	s, _, _ := inProcessScript(t, h, abi.Limits{CallTimeout: 10 * time.Second})
 	ruletest.RunVerbCases(t, verbCases(), func(*testing.T) (abi.Script, *abitest.Host) {
 		h.Reset()
 		return s, h
 	})
+}
+
+// TestLargeMessages: values and events larger than gRPC's default 4 MiB
+// message size cross between a plugin process and the host both ways.
+func TestLargeMessages(t *testing.T) {
+	h := abitest.New()
+	s, _, _ := ruleScript(t, h, abi.Limits{CallTimeout: 10 * time.Second})
+	for _, tc := range largeVerbCases() {
+		t.Run(tc.Name, func(t *testing.T) {
+			h.Reset()
+			ruletest.RunVerbCase(t, tc, s, h)
+		})
+	}
+	ev := abi.Event{Key: "event", Op: abi.OpSet, Value: bytes.Repeat([]byte{0, 0xff, '\n'}, 2<<20)}
+	checkEvents(t, s, h, []abi.Event{ev})
 }
 
 // TestHostServiceIsABI checks that the Host service has exactly one method
@@ -116,18 +140,26 @@ func TestHostServiceIsABI(t *testing.T) {
 	}
 }
 
-// TestEventDelivery checks the event reaches the Go handler intact.
+// TestEventDelivery checks the event reaches the Go handler intact (the
+// 6 MiB one: TestLargeMessages).
 func TestEventDelivery(t *testing.T) {
 	h := abitest.New()
-	s, _, _ := ruleScript(t, h, abi.Limits{})
-	for _, ev := range ruletest.Events(bytes.Repeat([]byte{0, 0xff, '\n'}, 2<<20)) {
+	s, _, _ := inProcessScript(t, h, abi.Limits{})
+	checkEvents(t, s, h, ruletest.Events(bytes.Repeat([]byte{0, 0xff, '\n'}, 64<<10)))
+	err := s.Handle(context.Background(), abi.Event{Key: "event", Op: "RENAME"})
+	if e := wantError(t, err, callHandle, abi.ErrCrashed); !strings.Contains(e.Msg, `unknown op "RENAME"`) {
+		t.Errorf("unknown op: %v", err)
+	}
+}
+
+// checkEvents sends each event to the test rule and checks that it reports
+// the event as sent.
+func checkEvents(t *testing.T, s *script, h *abitest.Host, evs []abi.Event) {
+	t.Helper()
+	for _, ev := range evs {
 		want := fmt.Sprintf("event status=OK msg=\"\" op=%s value=%s version=%q resync=%t", ev.Op, ruletest.Show(ev.Value), ev.Version, ev.Resync)
 		if got := run(t, s, h, ev); got != want {
 			t.Errorf("got  %s\nwant %s", got, want)
 		}
-	}
-	err := s.Handle(context.Background(), abi.Event{Key: "event", Op: "RENAME"})
-	if e := wantError(t, err, callHandle, abi.ErrCrashed); !strings.Contains(e.Msg, `unknown op "RENAME"`) {
-		t.Errorf("unknown op: %v", err)
 	}
 }

@@ -70,16 +70,24 @@ func BenchmarkHandle(b *testing.B) {
 	}
 }
 
+// guestKind is a guest the per-instance benchmarks compare.
+type guestKind struct {
+	name string
+	src  func() []byte
+}
+
+// guestKinds are the Go test guest and a hand-written one.
+func guestKinds(b *testing.B) []guestKind {
+	return []guestKind{
+		{"go", func() []byte { return guest(b, "rule") }},
+		{"hand", func() []byte { return handGuest(nil).bytes() }},
+	}
+}
+
 // BenchmarkStart: instantiate + _initialize (+ Close), Go guest vs a
 // hand-written guest.
 func BenchmarkStart(b *testing.B) {
-	for _, tc := range []struct {
-		name string
-		src  func() []byte
-	}{
-		{"go", func() []byte { return guest(b, "rule") }},
-		{"hand", func() []byte { return handGuest(nil).bytes() }},
-	} {
+	for _, tc := range guestKinds(b) {
 		b.Run(tc.name, func(b *testing.B) {
 			p := compile(b, sharedRuntime(b), tc.name+".wasm", tc.src())
 			h := abitest.New()
@@ -129,13 +137,7 @@ func BenchmarkCompile(b *testing.B) {
 // memory, wazero instance state, buffers), from runtime.MemStats over 16
 // Starts.
 func BenchmarkMemoryPerScript(b *testing.B) {
-	for _, tc := range []struct {
-		name string
-		src  func() []byte
-	}{
-		{"go", func() []byte { return guest(b, "rule") }},
-		{"hand", func() []byte { return handGuest(nil).bytes() }},
-	} {
+	for _, tc := range guestKinds(b) {
 		b.Run(tc.name, func(b *testing.B) {
 			p := compile(b, sharedRuntime(b), tc.name+".wasm", tc.src())
 			const n = 16

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/abi/abitest"
+	"github.com/ssrun/ssrun/internal/testutil"
 )
 
 // stuckBound bounds a guest call the runtime must stop: far below the
@@ -159,7 +160,7 @@ func TestSleepCanceled(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		done := goCall(func() error { return s.Handle(ctx, sleepEvent("30s")) })
-		waitFor(t, "the guest to sleep", func() bool { return sleeping(h) })
+		testutil.WaitFor(t, "the guest to sleep", func() bool { return sleeping(h) })
 		cancel()
 		err := await(t, "a handler sleeping 30 s whose context was canceled", done)
 		defer closeScript(t, s)
@@ -182,7 +183,7 @@ func TestSleepCanceled(t *testing.T) {
 			}
 			return err
 		})
-		waitFor(t, "the guest to sleep", func() bool { return sleeping(h) })
+		testutil.WaitFor(t, "the guest to sleep", func() bool { return sleeping(h) })
 		cancel()
 		err := await(t, "Start sleeping 30 s whose context was canceled", done)
 		if !errors.Is(err, context.Canceled) {
@@ -340,7 +341,7 @@ func TestCloseDuringStuckCall(t *testing.T) {
 			h := abitest.New()
 			s := startBare(t, sleeperProgram(t, r), h, lim)
 			handled := goCall(func() error { return s.Handle(context.Background(), sleepEvent("30s")) })
-			waitFor(t, "the guest to sleep", func() bool { return sleeping(h) })
+			testutil.WaitFor(t, "the guest to sleep", func() bool { return sleeping(h) })
 			if err := returns(t, tc.name+" during a 30 s sleep", func() error { return tc.close(r, s) }); err != nil {
 				t.Fatalf("%s: %v", tc.name, err)
 			}
@@ -361,7 +362,7 @@ func TestCloseDuringLoop(t *testing.T) {
 	h := abitest.New()
 	s := startBare(t, compile(t, r, "spin.wasm", handGuest(logThenSpin).bytes()), h, abi.Limits{CallTimeout: time.Minute})
 	handled := goCall(func() error { return s.Handle(context.Background(), abi.Event{Key: "k", Op: abi.OpDelete}) })
-	waitFor(t, "the guest to loop", func() bool { return len(h.Logs()) > 0 })
+	testutil.WaitFor(t, "the guest to loop", func() bool { return len(h.Logs()) > 0 })
 	if err := r.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/abi/abitest"
+	"github.com/ssrun/ssrun/internal/testutil"
 )
 
 // minimal is a valid rule without host imports, plus extra imports.
@@ -289,7 +290,7 @@ func TestProgramRelease(t *testing.T) {
 	}
 	_ = s.Close(context.Background())
 	s = nil
-	waitFor(t, "compiled code to be released", func() bool {
+	testutil.WaitFor(t, "compiled code to be released", func() bool {
 		runtime.GC()
 		return codes() == 0
 	})

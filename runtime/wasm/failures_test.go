@@ -12,6 +12,7 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/abi/abitest"
+	"github.com/ssrun/ssrun/internal/testutil"
 )
 
 // TestFailuresRecover: each way a handler can fail gives its error, and the
@@ -122,7 +123,7 @@ func TestScriptsRunConcurrently(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Handle(ctx, command("loop")) }()
-	waitFor(t, "the rule to start looping", func() bool { return len(reports(h)) > 0 })
+	testutil.WaitFor(t, "the rule to start looping", func() bool { return len(reports(h)) > 0 })
 	for i := range 3 {
 		if err := s2.Handle(context.Background(), command("echo", "k", strconv.Itoa(i))); err != nil {
 			t.Fatal(err)
@@ -157,7 +158,7 @@ func TestHandleCanceled(t *testing.T) {
 	ctx, cancel = context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Handle(ctx, command("loop")) }()
-	waitFor(t, "the rule to start looping", func() bool { return len(reports(h)) > 0 })
+	testutil.WaitFor(t, "the rule to start looping", func() bool { return len(reports(h)) > 0 })
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) || errors.Is(err, abi.ErrCrashed) {
 		t.Fatalf("Handle canceled mid-call: %v", err)

@@ -36,15 +36,17 @@ var shared struct {
 	err   error
 }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
+// closeShared closes the shared runtime and removes its cache, if a test
+// made them.
+func closeShared() error {
+	var errs []error
 	if shared.rt != nil {
-		_ = shared.rt.Close(context.Background())
+		errs = append(errs, shared.rt.Close(context.Background()))
 	}
 	if shared.cache != "" {
-		_ = os.RemoveAll(shared.cache)
+		errs = append(errs, os.RemoveAll(shared.cache))
 	}
-	os.Exit(code)
+	return errors.Join(errs...)
 }
 
 // program compiles the test rule once per test binary.

@@ -15,7 +15,6 @@ package thermotest
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"path/filepath"
 	"testing"
 	"time"
@@ -24,6 +23,7 @@ import (
 	"github.com/ssrun/ssrun/broker/brokertest"
 	"github.com/ssrun/ssrun/examples/internal/examplehost"
 	"github.com/ssrun/ssrun/host"
+	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -62,16 +62,7 @@ func Run(t *testing.T, dir string, runtimes ...abi.Runtime) {
 	t.Helper()
 	b := brokertest.Start(t)
 	user := examplehost.Client(t, b.Addr(), "thermotest-user")
-	h, err := host.New(host.Config{Client: examplehost.Client(t, b.Addr(), "thermotest-host"), Runtimes: runtimes,
-		Logger: slog.New(slog.NewTextHandler(examplehost.LogWriter(t), nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = h.Close(ctx)
-	})
+	h := examplehost.Host(t, host.Config{Client: examplehost.Client(t, b.Addr(), "thermotest-host"), Runtimes: runtimes})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := h.LoadDir(ctx, dir); err != nil {
@@ -92,7 +83,7 @@ func Run(t *testing.T, dir string, runtimes ...abi.Runtime) {
 		} else if _, err := user.Del(ctx, []byte(SetPoint), protocol.DelOptions{}); err != nil {
 			t.Fatalf("step %d %q: del: %v", i, st.name, err)
 		}
-		examplehost.WaitFor(t, fmt.Sprintf("%s: step %d %q handled", rule, i, st.name), func() bool {
+		testutil.WaitFor(t, fmt.Sprintf("%s: step %d %q handled", rule, i, st.name), func() bool {
 			now := h.Status()[0]
 			return now.Handled+now.Failed > before.Handled+before.Failed
 		})

@@ -1,9 +1,10 @@
-package sdk
+package guest
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -14,14 +15,14 @@ import (
 )
 
 func TestProtect(t *testing.T) {
-	if err := protect("handle", func() error { return nil }); err != nil {
+	if err := protect("handle", nil, func() error { return nil }); err != nil {
 		t.Errorf("nil: %v", err)
 	}
 	want := abi.Errorf(abi.StatusDenied, "no")
-	if err := protect("handle", func() error { return want }); err != want {
+	if err := protect("handle", nil, func() error { return want }); err != want {
 		t.Errorf("error not passed through: %v", err)
 	}
-	err := protect("init", func() error { panic("boom") })
+	err := protect("init", io.Discard, func() error { panic("boom") })
 	var e *abi.Error
 	if !errors.As(err, &e) || e.Status != abi.StatusInternal || e.Msg != "init panicked: boom" {
 		t.Errorf("panic: %v", err)
@@ -47,7 +48,7 @@ func TestCallErr(t *testing.T) {
 }
 
 func TestHandleBeforeInit(t *testing.T) {
-	s := &ruleServer{rule: Rule{Handle: func(context.Context, Host, abi.Event) error { return nil }}}
+	s := &ruleServer{rule: rule{handle: func(context.Context, abi.Host, abi.Event) error { return nil }}}
 	res, err := s.Handle(context.Background(), &pb.HandleRequest{Event: &pb.Event{Key: []byte("k"), Op: pb.Op_OP_SET}})
 	if err != nil || abi.Status(res.GetStatus()) != abi.StatusInvalid || string(res.GetMessage()) != "handle: event before init" {
 		t.Errorf("got %v, %v", res, err)

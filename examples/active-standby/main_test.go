@@ -1,0 +1,9 @@
+package activestandby_test
+
+import (
+	"testing"
+
+	"github.com/ssrun/ssrun/internal/testutil"
+)
+
+func TestMain(m *testing.M) { testutil.Main(m) }

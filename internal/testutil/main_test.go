@@ -1,0 +1,5 @@
+package testutil
+
+import "testing"
+
+func TestMain(m *testing.M) { Main(m) }

@@ -1,0 +1,118 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/internal/gobuild"
+	"github.com/ssrun/ssrun/internal/ruletest"
+	"github.com/ssrun/ssrun/internal/testutil"
+)
+
+// testDir holds the plugins built for this test binary.
+var testDir = gobuild.Dir{Prefix: "ssrun-plugin-test-"}
+
+// rulePlugin returns the path of the test plugin testdata/rule, built once
+// per test binary run.
+func rulePlugin(t testing.TB) string {
+	t.Helper()
+	path, err := testDir.Exe("rule", "./testdata/rule")
+	if err != nil {
+		t.Fatalf("build test plugin: %v", err)
+	}
+	return path
+}
+
+// newRuntime returns a Runtime logging into the returned buffer, closed
+// when the test ends.
+func newRuntime(t testing.TB, opts Config) (*Runtime, *testutil.Buffer) {
+	t.Helper()
+	logs := &testutil.Buffer{}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	r, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.CloseAtEnd(t, "runtime", r.Close)
+	return r, logs
+}
+
+// slogTo returns a debug-level logger writing into w.
+func slogTo(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func compile(t testing.TB, r *Runtime, path string) abi.Program {
+	t.Helper()
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := r.Compile(context.Background(), path, src)
+	if err != nil {
+		t.Fatalf("Compile(%s): %v", path, err)
+	}
+	return p
+}
+
+func start(t testing.TB, p abi.Program, h abi.Host, lim abi.Limits) *script {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := p.Start(ctx, h, lim)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	return s.(*script)
+}
+
+// ruleScript starts the test plugin on a runtime of its own.
+func ruleScript(t testing.TB, h abi.Host, lim abi.Limits) (*script, *Runtime, *testutil.Buffer) {
+	t.Helper()
+	r, logs := newRuntime(t, Config{})
+	return start(t, compile(t, r, rulePlugin(t)), h, lim), r, logs
+}
+
+// The test plugin's protocol helpers (internal/ruletest), under the names
+// this package's tests use.
+var (
+	command = ruletest.Command
+	run     = ruletest.Run
+)
+
+// processGone waits (up to 10 s) until no process has pid.
+func processGone(t testing.TB, pid int) {
+	t.Helper()
+	if pid <= 0 {
+		t.Fatalf("bad pid %d", pid)
+	}
+	testutil.WaitFor(t, fmt.Sprintf("process %d to be gone", pid), func() bool {
+		return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+	})
+}
+
+// wantError checks that err is an *Error of call unwrapping to sentinel.
+func wantError(t testing.TB, err error, call string, sentinel error) *Error {
+	t.Helper()
+	var e *Error
+	if !errors.As(err, &e) {
+		t.Fatalf("error %v (%T), want *plugin.Error", err, err)
+	}
+	if e.Call != call || !errors.Is(err, sentinel) {
+		t.Fatalf("error %q: call %q, wraps %v? %t; want call %q wrapping %v", err, e.Call, sentinel, errors.Is(err, sentinel), call, sentinel)
+	}
+	return e
+}

@@ -1,0 +1,112 @@
+// Package plugintest is the code of runtime/plugin's test rule that does not
+// depend on running in a process of its own: its Init and the commands of
+// its handler that work the same in a plugin binary (testdata/rule, which
+// adds the commands about processes and output) and served in the test's
+// own process (the runtime's inprocess_test.go).
+//
+// Handle runs the command named by the event key, with the arguments in the
+// event value (fields as in abi.AppendField), and reports through
+// Host.Log at info level as "report ..." lines; the verbs are the commands
+// of internal/ruletest.
+package plugintest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/internal/ruletest"
+)
+
+// Init refuses to start when the key "init/fail" exists, hangs when
+// "init/hang" exists, and otherwise watches "init/watched" with self.
+func Init(ctx context.Context, h abi.Host) error {
+	if v, err := h.Get(ctx, "init/fail"); err == nil {
+		return abi.Errorf(abi.StatusDenied, "init refused: %s", v.Data)
+	}
+	if _, err := h.Get(ctx, "init/hang"); err == nil {
+		select {}
+	}
+	return h.Watch(ctx, "init/watched", abi.WatchOptions{Self: true})
+}
+
+// Handle runs the command of ev:
+//
+//	event               report the event as received
+//	seq <n>             set seen/<n> to n (record that this event was handled)
+//	fail <status>       fail with that status and "failed on purpose"
+//	plainfail           fail with an error that is not an *abi.Error
+//	panic               panic with "boom"
+//	loop <verb> <n>     call verb n times with arguments that succeed (benchmarks)
+//
+// and the commands of ruletest.Dispatch (the verbs and noop).
+func Handle(ctx context.Context, h abi.Host, ev abi.Event) error {
+	if ev.Key == "event" {
+		ruletest.Report(h, "event", nil, "op", ev.Op, "value", ruletest.Show(ev.Value), "version", strconv.Quote(ev.Version), "resync", ev.Resync)
+		return nil
+	}
+	a := ruletest.Args(ev)
+	switch ev.Key {
+	case "seq":
+		_, err := h.Set(ctx, "seen/"+a[0], []byte(a[0]), abi.SetOptions{})
+		return err
+	case "fail":
+		return abi.Errorf(abi.Status(ruletest.Number(a[0])), "failed on purpose")
+	case "plainfail":
+		return errors.New("plain failure")
+	case "panic":
+		panic("boom")
+	case "loop":
+		return loop(ctx, h, a[0], ruletest.Number(a[1]))
+	default:
+		return ruletest.Dispatch(ctx, h, ev)
+	}
+}
+
+// loop calls verb n times with arguments that succeed.
+func loop(ctx context.Context, h abi.Host, verb string, n int) error {
+	val := []byte("value")
+	if _, err := h.Set(ctx, "bench", val, abi.SetOptions{}); err != nil {
+		return err
+	}
+	for range n {
+		var err error
+		switch verb {
+		case abi.FnGet:
+			_, err = h.Get(ctx, "bench")
+		case abi.FnSet:
+			_, err = h.Set(ctx, "bench", val, abi.SetOptions{})
+		case abi.FnDel: // del of an absent key: NOT_FOUND is the expected answer
+			if err = h.Del(ctx, "absent", abi.DelOptions{}); abi.StatusOf(err) == abi.StatusNotFound {
+				err = nil
+			}
+		case abi.FnVDel: // vdel of a differing value: NOT_APPLIED
+			if err = h.VDel(ctx, "bench", []byte("other"), abi.DelOptions{}); abi.StatusOf(err) == abi.StatusNotApplied {
+				err = nil
+			}
+		case abi.FnWatch:
+			err = h.Watch(ctx, "bench", abi.WatchOptions{})
+		case abi.FnUnwatch: // NOT_FOUND after the first
+			if err = h.Unwatch(ctx, "bench"); abi.StatusOf(err) == abi.StatusNotFound {
+				err = nil
+			}
+		case abi.FnLock: // held: returns the token
+			_, err = h.Lock(ctx, "benchlock", time.Minute, abi.LockOptions{})
+		case abi.FnUnlock: // NOT_FOUND after the first
+			if err = h.Unlock(ctx, "benchlock"); abi.StatusOf(err) == abi.StatusNotFound {
+				err = nil
+			}
+		case abi.FnLog:
+			h.Log(abi.LevelDebug, "bench")
+		default:
+			return fmt.Errorf("loop: unknown verb %q", verb)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
