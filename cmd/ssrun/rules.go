@@ -194,22 +194,13 @@ func setShutdown(d time.Duration) error {
 
 func (a *app) devCmd() *cobra.Command {
 	var f brokerFlags
-	var config string
-	var shutdown time.Duration
-	cmd := &cobra.Command{
-		Use:   "dev DIR",
-		Short: "Run the rules in DIR on an embedded broker and state store, reloading them as they change",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			dir := args[0]
-			cfg, err := prepareRules(dir, config, shutdown)
-			if err != nil {
-				return err
-			}
+	cmd := a.rulesCmd("dev DIR", "Run the rules in DIR on an embedded broker and state store, reloading them as they change",
+		"ssrun.yaml with rule limits and permissions (default DIR/ssrun.yaml if present)",
+		func(ctx context.Context, _ *cobra.Command, dir string, cfg *fileConfig, shutdown time.Duration) error {
 			var users map[string][]byte
 			var creds func() (protocol.Credentials, error)
 			if f.passwords != "" {
+				var err error
 				if users, creds, err = devCredentials(); err != nil {
 					return err
 				}
@@ -243,10 +234,30 @@ func (a *app) devCmd() *cobra.Command {
 				return ferr
 			}
 			return err
+		})
+	f.register(cmd)
+	return cmd
+}
+
+// rulesCmd builds dev and run: the DIR argument, --config and
+// --shutdown-timeout, and their first steps (prepareRules); serve does the
+// rest.
+func (a *app) rulesCmd(use, short, configHelp string, serve func(ctx context.Context, cmd *cobra.Command, dir string, cfg *fileConfig, shutdown time.Duration) error) *cobra.Command {
+	var config string
+	var shutdown time.Duration
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := prepareRules(args[0], config, shutdown)
+			if err != nil {
+				return err
+			}
+			return serve(cmd.Context(), cmd, args[0], cfg, shutdown)
 		},
 	}
-	f.register(cmd)
-	cmd.Flags().StringVar(&config, "config", "", "ssrun.yaml with rule limits and permissions (default DIR/ssrun.yaml if present)")
+	cmd.Flags().StringVar(&config, "config", "", configHelp)
 	shutdownFlag(cmd, &shutdown)
 	return cmd
 }
@@ -271,19 +282,9 @@ func devCredentials() (map[string][]byte, func() (protocol.Credentials, error), 
 
 func (a *app) runCmd() *cobra.Command {
 	var conn connFlags
-	var config string
-	var shutdown time.Duration
-	cmd := &cobra.Command{
-		Use:   "run DIR",
-		Short: "Run the rules in DIR against an external broker (AIO settings from flags, AIO_* variables or ssrun.yaml)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			dir := args[0]
-			cfg, err := prepareRules(dir, config, shutdown)
-			if err != nil {
-				return err
-			}
+	cmd := a.rulesCmd("run DIR", "Run the rules in DIR against an external broker (AIO settings from flags, AIO_* variables or ssrun.yaml)",
+		"ssrun.yaml (default DIR/ssrun.yaml if present)",
+		func(ctx context.Context, cmd *cobra.Command, dir string, cfg *fileConfig, shutdown time.Duration) error {
 			var s connSettings
 			if cfg != nil {
 				s = cfg.Broker
@@ -318,11 +319,8 @@ func (a *app) runCmd() *cobra.Command {
 			return a.serveRules(ctx, client, dir, cfg, shutdown, func(h *host.Host) {
 				fmt.Fprintf(a.stdout, "ssrun run: %d rule(s) from %s\n", len(h.Status()), dir)
 			})
-		},
-	}
+		})
 	conn.register(cmd.Flags(), "")
-	cmd.Flags().StringVar(&config, "config", "", "ssrun.yaml (default DIR/ssrun.yaml if present)")
-	shutdownFlag(cmd, &shutdown)
 	return cmd
 }
 
