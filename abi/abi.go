@@ -12,6 +12,11 @@ import (
 // it in its handshake.
 const Version = 1
 
+// Revision counts the additions to ABI Version 1, which never change what
+// was there before (see doc.go, Versioning). Revision 2 added the verbs
+// timer, cancel and now and the TIMER event.
+const Revision = 2
+
 // Status is the result code of every ABI call, the same in every runtime.
 // Zero is success; the values are part of the binary contract and never
 // change meaning.
@@ -130,6 +135,9 @@ const (
 	OpSet      Op = "SET"       // the key was written; Value is the new value
 	OpDelete   Op = "DELETE"    // the key was deleted or expired
 	OpLockLost Op = "LOCK_LOST" // the rule lost the lock named Key; fenced writes under it now fail
+	// OpTimer: the rule's timer named Key fired; Value is its payload,
+	// Deadline when it was due, Late whether it fired after that.
+	OpTimer Op = "TIMER"
 )
 
 // Event is one change delivered to a rule.
@@ -142,6 +150,12 @@ type Event struct {
 	// (or vanished) while the host was offline, and intermediate changes
 	// may have been missed.
 	Resync bool
+	// Deadline is when an OpTimer event was due, in Unix milliseconds of
+	// the host's clock (Host.Now); zero for other events.
+	Deadline int64
+	// Late marks an OpTimer event delivered after its deadline (the host
+	// was down, or the rule busy past it).
+	Late bool
 }
 
 // Condition is the write condition of a set.
@@ -183,6 +197,16 @@ type LockOptions struct {
 	// Wait is how long to wait for a lock held by another holder to be
 	// released before failing with StatusBusy; zero tries once.
 	Wait time.Duration
+}
+
+// TimerOptions are the options of timer.
+type TimerOptions struct {
+	// Every, when positive, re-arms the timer after each firing to the
+	// previous deadline plus Every (from the deadline, not the firing: no
+	// drift); zero fires once.
+	Every time.Duration
+	// Payload is the Value of the timer's events.
+	Payload []byte
 }
 
 // Value is the result of get.
@@ -227,4 +251,16 @@ type Host interface {
 	Unlock(ctx context.Context, name string) error
 	// Log writes a log line tagged with the rule.
 	Log(level int32, msg string)
+	// Timer arms the rule's timer name to fire after delay (zero: at once),
+	// then every opts.Every if set, replacing an armed timer of that name
+	// (re-arming is the debounce idiom). The timer is durable: it is kept in
+	// the state store before Timer returns, and survives host restarts and
+	// rule reloads. Its firing is an OpTimer event.
+	Timer(ctx context.Context, name string, delay time.Duration, opts TimerOptions) error
+	// Cancel disarms the rule's timer name; StatusNotFound when none is armed.
+	Cancel(ctx context.Context, name string) error
+	// Now returns the host's clock: wall time in Unix milliseconds, from the
+	// hybrid logical clock the host keeps with the store (never behind a
+	// version the host has seen).
+	Now() int64
 }

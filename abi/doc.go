@@ -21,6 +21,9 @@
 //	lock     name, ttl, {wait}                  fencing token               BUSY (held by another past wait)
 //	unlock   name                               -                           NOT_FOUND (not held)
 //	log      level, message                     -                           -
+//	timer    name, delay, {every, payload}      -                           QUOTA (too many timers)   (revision 2)
+//	cancel   name                               -                           NOT_FOUND (none armed)    (revision 2)
+//	now      -                                  Unix milliseconds           -                         (revision 2)
 //
 // Any verb can also fail with INVALID (bad argument), DENIED (the rule's key
 // permissions), TIMEOUT (the call's deadline), UNAVAILABLE (store offline),
@@ -46,14 +49,31 @@
 //     rule's value (VDEL).
 //   - log: levels are those of log/slog (-4 debug, 0 info, 4 warn, 8 error);
 //     the line is tagged with the rule.
+//   - timer: arms the rule's timer name to fire after delay (milliseconds;
+//     zero fires at once), replacing a timer of that name, so re-arming
+//     postpones it (the debounce idiom). With every, it fires again at each
+//     previous deadline plus every (no drift); without, once. The payload
+//     (bytes, empty allowed) is the value of its events. A timer belongs to
+//     the rule, not to one version of it: it is kept in the state store
+//     before timer returns and survives host restarts (even kill -9) and hot
+//     reloads; deleting the rule's file drops its timers. Delivery is at
+//     least once: a timer that fired may fire again if the host stops
+//     before it has recorded the firing.
+//   - cancel: disarms the rule's timer name; its pending firing is dropped.
+//   - now: the host's clock, wall time in Unix milliseconds from the hybrid
+//     logical clock it keeps with the store (so never behind a version the
+//     host has seen); deadlines of TIMER events are on this clock.
 //
 // # Events
 //
 // A rule's handler receives one event at a time, in the order the host
-// received the changes. Fields: key; op "SET", "DELETE" or "LOCK_LOST" (key is
-// then the lock name); value (SET only); version; resync (the event was
-// synthesised after a reconnect because the key changed while the host was
-// offline; intermediate changes may be missed).
+// received the changes. Fields: key; op "SET", "DELETE", "LOCK_LOST" (key is
+// then the lock name) or "TIMER" (revision 2; key is the timer's name);
+// value (SET: the new value; TIMER: the timer's payload); version; resync
+// (the event was synthesised after a reconnect because the key changed while
+// the host was offline; intermediate changes may be missed); deadline (TIMER:
+// when it was due, Unix milliseconds); late (TIMER: delivered after its
+// deadline, because the host was down or the rule busy).
 //
 // # Status codes
 //
@@ -77,6 +97,11 @@
 //	ss.lock(name, ttl_ms [, {wait=ms}]) -> token | false (busy)
 //	ss.unlock(name)                -> true | false
 //	ss.log(level, message)         level: "debug" | "info" | "warn" | "error"
+//	ss.timer(name, delay_ms [, {every=ms, payload=string}]) -> true   (revision 2)
+//	ss.cancel(name)                -> true | false (none armed)
+//	ss.now()                       -> Unix milliseconds
+//	ss.json.encode(value), ss.json.decode(text)
+//	                               TIMER events: ev.key (name), ev.value (payload), ev.deadline, ev.late
 //
 // Every other failure returns nil, message, code (code is the status name,
 // e.g. "DENIED"). Arguments of the wrong type raise a Lua error.
@@ -104,6 +129,10 @@
 //	log(level i32, msg_ptr, msg_len) -> status
 //	result(out_ptr, out_cap, out_len_ptr) -> status
 //	last_error(out_ptr, out_cap, out_len_ptr) -> status
+//	timer(name_ptr, name_len, delay_ms i64, every_ms i64, payload_ptr, payload_len) -> status
+//	cancel(name_ptr, name_len) -> status
+//	now(out_ptr) -> status                               writes u64 little-endian Unix ms at out_ptr
+//	    (timer, cancel and now: revision 2)
 //
 // Results. A verb with results writes a result record (a sequence of fields,
 // each a u32 little-endian length followed by that many bytes; see
@@ -148,5 +177,15 @@
 // # Versioning
 //
 // Additive only: a new verb is a new name, a signature never changes, a status
-// code never changes meaning.
+// code never changes meaning. Version stays 1 and Revision counts the
+// additions; what a rule uses says what it needs:
+//
+//   - revision 2 (timers) added timer, cancel, now and the TIMER event. A
+//     WebAssembly module built for revision 1 imports none of them and loads
+//     unchanged, and never receives a TIMER record (only a rule that armed a
+//     timer does). A module that imports them fails to load on a revision-1
+//     host with an error naming the unknown import. A plugin built against
+//     revision 1 keeps working; a revision-2 plugin calling timer on an
+//     older host gets STATUS_INTERNAL ("unimplemented"). Lua rules see the
+//     new functions in the ssrun module.
 package abi

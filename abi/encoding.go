@@ -25,6 +25,9 @@ const (
 	FnLog       = "log"
 	FnResult    = "result"
 	FnLastError = "last_error"
+	FnTimer     = "timer"  // revision 2
+	FnCancel    = "cancel" // revision 2
+	FnNow       = "now"    // revision 2
 
 	// Guest exports.
 	ExportABIVersion = "ssrun_abi_version" // () -> i32: must return Version
@@ -32,14 +35,16 @@ const (
 	ExportOnEvent    = "ssrun_on_event"    // (ptr i32, len i32) -> i32 status
 )
 
-// HostFunctions returns every host function of ABI v1, in a new slice.
+// HostFunctions returns every host function of ABI v1 (revision 2), in a
+// new slice.
 func HostFunctions() []string {
-	return []string{FnGet, FnSet, FnDel, FnVDel, FnWatch, FnUnwatch, FnLock, FnUnlock, FnLog, FnResult, FnLastError}
+	return []string{FnGet, FnSet, FnDel, FnVDel, FnWatch, FnUnwatch, FnLock, FnUnlock, FnLog, FnResult, FnLastError,
+		FnTimer, FnCancel, FnNow}
 }
 
 // Verbs returns the ABI verbs every runtime surface offers, in a new slice.
 func Verbs() []string {
-	return []string{FnGet, FnSet, FnDel, FnVDel, FnWatch, FnUnwatch, FnLock, FnUnlock, FnLog}
+	return []string{FnGet, FnSet, FnDel, FnVDel, FnWatch, FnUnwatch, FnLock, FnUnlock, FnLog, FnTimer, FnCancel, FnNow}
 }
 
 // Op codes of the event record.
@@ -47,8 +52,10 @@ const (
 	opCodeSet      = 1
 	opCodeDelete   = 2
 	opCodeLockLost = 3
+	opCodeTimer    = 4 // revision 2
 
 	flagResync = 1
+	flagLate   = 2 // revision 2: TIMER only
 )
 
 // ErrEncoding reports a malformed event or result record.
@@ -76,8 +83,13 @@ func ReadField(b []byte) (field, rest []byte, err error) {
 
 // AppendEvent appends the binary event record handed to a WASM guest:
 //
-//	u8 op (1 SET, 2 DELETE, 3 LOCK_LOST) | u8 flags (bit 0 resync) | u16 zero
+//	u8 op (1 SET, 2 DELETE, 3 LOCK_LOST, 4 TIMER)
+//	u8 flags (bit 0 resync; bit 1 late, TIMER only) | u16 zero
 //	field key | field value | field version      (fields as in AppendField)
+//	TIMER only: u64 little-endian deadline (Unix milliseconds)
+//
+// A guest built before revision 2 never gets a TIMER record: only a rule
+// that arms a timer (an import it does not have) receives one.
 func AppendEvent(dst []byte, ev Event) []byte {
 	var op byte
 	switch ev.Op {
@@ -87,19 +99,34 @@ func AppendEvent(dst []byte, ev Event) []byte {
 		op = opCodeDelete
 	case OpLockLost:
 		op = opCodeLockLost
+	case OpTimer:
+		op = opCodeTimer
 	}
 	var flags byte
 	if ev.Resync {
 		flags |= flagResync
 	}
+	if ev.Late && ev.Op == OpTimer {
+		flags |= flagLate
+	}
 	dst = append(dst, op, flags, 0, 0)
 	dst = AppendField(dst, []byte(ev.Key))
 	dst = AppendField(dst, ev.Value)
-	return AppendField(dst, []byte(ev.Version))
+	dst = AppendField(dst, []byte(ev.Version))
+	if ev.Op == OpTimer {
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(ev.Deadline))
+	}
+	return dst
 }
 
 // EventSize is the exact size of ev's record.
-func EventSize(ev Event) int { return 4 + 12 + len(ev.Key) + len(ev.Value) + len(ev.Version) }
+func EventSize(ev Event) int {
+	n := 4 + 12 + len(ev.Key) + len(ev.Value) + len(ev.Version)
+	if ev.Op == OpTimer {
+		n += 8
+	}
+	return n
+}
 
 // DecodeEvent parses an event record. Value aliases b; it is nil unless the
 // op is SET.
@@ -115,13 +142,20 @@ func DecodeEvent(b []byte) (Event, error) {
 		ev.Op = OpDelete
 	case opCodeLockLost:
 		ev.Op = OpLockLost
+	case opCodeTimer:
+		ev.Op = OpTimer
 	default:
 		return Event{}, fmt.Errorf("%w: unknown op code %d", ErrEncoding, b[0])
 	}
-	if b[1]&^flagResync != 0 || b[2] != 0 || b[3] != 0 {
+	allowed := byte(flagResync)
+	if ev.Op == OpTimer {
+		allowed |= flagLate
+	}
+	if b[1]&^allowed != 0 || b[2] != 0 || b[3] != 0 {
 		return Event{}, fmt.Errorf("%w: reserved event header bits set", ErrEncoding)
 	}
 	ev.Resync = b[1]&flagResync != 0
+	ev.Late = b[1]&flagLate != 0
 	key, rest, err := ReadField(b[4:])
 	if err != nil {
 		return Event{}, fmt.Errorf("event key: %w", err)
@@ -134,11 +168,18 @@ func DecodeEvent(b []byte) (Event, error) {
 	if err != nil {
 		return Event{}, fmt.Errorf("event version: %w", err)
 	}
+	if ev.Op == OpTimer {
+		if len(rest) < 8 {
+			return Event{}, fmt.Errorf("%w: TIMER event without its 8-byte deadline", ErrEncoding)
+		}
+		ev.Deadline = int64(binary.LittleEndian.Uint64(rest))
+		rest = rest[8:]
+	}
 	if len(rest) != 0 {
 		return Event{}, fmt.Errorf("%w: %d trailing bytes after event", ErrEncoding, len(rest))
 	}
 	ev.Key, ev.Version = string(key), string(version)
-	if ev.Op == OpSet {
+	if ev.Op == OpSet || ev.Op == OpTimer {
 		ev.Value = value
 	} else if len(value) != 0 {
 		return Event{}, fmt.Errorf("%w: %s event carries a value", ErrEncoding, ev.Op)

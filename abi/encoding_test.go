@@ -12,6 +12,8 @@ func TestEventRoundTrip(t *testing.T) {
 		{Key: "k", Op: OpSet, Value: []byte{}, Version: "v"},
 		{Key: "k\x00\r\n", Op: OpDelete, Version: "001732000000000:00002:StateStore", Resync: true},
 		{Key: "lock", Op: OpLockLost},
+		{Key: "door", Op: OpTimer, Value: []byte("open-too-long"), Deadline: 1_795_000_000_123},
+		{Key: "tick", Op: OpTimer, Value: []byte{}, Deadline: 1, Late: true},
 	} {
 		b := AppendEvent(nil, ev)
 		if len(b) != EventSize(ev) {
@@ -21,7 +23,8 @@ func TestEventRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("DecodeEvent(%+v): %v", ev, err)
 		}
-		if got.Key != ev.Key || got.Op != ev.Op || !bytes.Equal(got.Value, ev.Value) || got.Version != ev.Version || got.Resync != ev.Resync {
+		if got.Key != ev.Key || got.Op != ev.Op || !bytes.Equal(got.Value, ev.Value) || got.Version != ev.Version || got.Resync != ev.Resync ||
+			got.Deadline != ev.Deadline || got.Late != ev.Late {
 			t.Fatalf("round trip: got %+v, want %+v", got, ev)
 		}
 		if ev.Op == OpSet && got.Value == nil {
@@ -34,15 +37,21 @@ func TestDecodeEventRejects(t *testing.T) {
 	good := AppendEvent(nil, Event{Key: "k", Op: OpSet, Value: []byte("v"), Version: "1:0:n"})
 	withValue := AppendEvent(nil, Event{Key: "k", Op: OpSet, Value: []byte("v")})
 	withValue[0] = opCodeDelete
+	timer := AppendEvent(nil, Event{Key: "t", Op: OpTimer, Value: []byte("p"), Deadline: 42})
+	lateSet := append([]byte{}, good...)
+	lateSet[1] = flagLate
 	cases := map[string][]byte{
-		"empty":          nil,
-		"short header":   good[:3],
-		"unknown op":     append([]byte{9}, good[1:]...),
-		"reserved flags": append([]byte{good[0], 2}, good[2:]...),
-		"truncated":      good[:len(good)-1],
-		"trailing":       append(append([]byte{}, good...), 0),
-		"huge length":    append(append([]byte{}, good[:4]...), 0xff, 0xff, 0xff, 0xff),
-		"delete value":   withValue,
+		"empty":                  nil,
+		"short header":           good[:3],
+		"unknown op":             append([]byte{9}, good[1:]...),
+		"reserved flags":         append([]byte{good[0], 2}, good[2:]...),
+		"truncated":              good[:len(good)-1],
+		"trailing":               append(append([]byte{}, good...), 0),
+		"huge length":            append(append([]byte{}, good[:4]...), 0xff, 0xff, 0xff, 0xff),
+		"delete value":           withValue,
+		"timer without deadline": timer[:len(timer)-8],
+		"timer short deadline":   timer[:len(timer)-1],
+		"late on a SET":          lateSet,
 	}
 	for name, b := range cases {
 		if ev, err := DecodeEvent(b); !errors.Is(err, ErrEncoding) {
@@ -89,6 +98,7 @@ func FuzzDecodeEvent(f *testing.F) {
 	f.Add(AppendEvent(nil, Event{Key: "k", Op: OpSet, Value: []byte("v"), Version: "1:0:n"}))
 	f.Add(AppendEvent(nil, Event{Key: "k", Op: OpDelete, Resync: true}))
 	f.Add([]byte{1, 0, 0, 0, 255, 255, 255, 255})
+	f.Add(AppendEvent(nil, Event{Key: "t", Op: OpTimer, Value: []byte("p"), Deadline: 1_795_000_000_000, Late: true}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ev, err := DecodeEvent(b)
 		if err != nil {

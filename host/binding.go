@@ -193,3 +193,16 @@ func (b *binding) checkLock(verb, name string) error {
 func (b *binding) Log(level int32, msg string) {
 	b.r.logs.write(slog.Level(level), msg)
 }
+
+// Timer implements abi.Host. (Being built: timers land with issue 9.)
+func (b *binding) Timer(_ context.Context, name string, _ time.Duration, _ abi.TimerOptions) error {
+	return abi.Errorf(abi.StatusInternal, "timer %q: timers are not implemented yet", name)
+}
+
+// Cancel implements abi.Host. (Being built.)
+func (b *binding) Cancel(_ context.Context, name string) error {
+	return abi.Errorf(abi.StatusInternal, "cancel %q: timers are not implemented yet", name)
+}
+
+// Now implements abi.Host. (Being built: the HLC's wall time.)
+func (b *binding) Now() int64 { return time.Now().UnixMilli() }

@@ -30,6 +30,8 @@ type Host struct {
 	calls   map[string]int
 	last    map[string]Call
 	fail    map[string]error
+	timers  map[string]Timer
+	now     int64 // Unix ms; 0: the real clock
 	// Deny, when set, refuses keys it returns true for with StatusDenied.
 	// Set it before the runtime calls the Host; Reset clears it.
 	Deny func(verb, key string) bool
@@ -45,6 +47,8 @@ type Call struct {
 	Watch       abi.WatchOptions // watch
 	TTL         time.Duration    // lock
 	Lock        abi.LockOptions  // lock
+	Delay       time.Duration    // timer
+	Timer       abi.TimerOptions // timer (Payload a copy)
 	Level       int32            // log
 	Msg         string           // log: the message
 	HasDeadline bool             // the call's context had a deadline (never for log)
@@ -70,9 +74,10 @@ func New() *Host {
 
 var _ abi.Host = (*Host)(nil)
 
-// Reset returns h to the state New returns: no keys, watches, locks, log
-// lines, counted or recorded calls, injected failures or Deny, and versions
-// counting from 1 again. A runtime holding h keeps using it.
+// Reset returns h to the state New returns: no keys, watches, locks, timers,
+// log lines, counted or recorded calls, injected failures or Deny, the real
+// clock, and versions counting from 1 again. A runtime holding h keeps using
+// it.
 func (h *Host) Reset() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -82,6 +87,7 @@ func (h *Host) Reset() {
 func (h *Host) reset() {
 	h.data, h.version, h.watches, h.locks, h.logs = map[string]entry{}, 0, map[string]abi.WatchOptions{}, map[string]string{}, nil
 	h.calls, h.last, h.fail, h.Deny = map[string]int{}, map[string]Call{}, map[string]error{}, nil
+	h.timers, h.now = map[string]Timer{}, 0
 }
 
 // Fail makes every later call of verb return err before the store is
@@ -321,6 +327,80 @@ func (h *Host) Log(level int32, msg string) {
 	h.calls[abi.FnLog]++
 	h.last[abi.FnLog] = Call{Level: level, Msg: msg}
 	h.logs = append(h.logs, LogLine{Level: level, Msg: msg})
+}
+
+// Timer is a timer armed on a Host: when it is due, its period and payload.
+type Timer struct {
+	Deadline int64 // Unix milliseconds on the Host's clock (Now)
+	Every    time.Duration
+	Payload  []byte
+}
+
+// Timer implements abi.Host: it records the timer (see Timers); nothing
+// fires by itself, a test delivers the TIMER event it wants.
+func (h *Host) Timer(ctx context.Context, name string, delay time.Duration, opts abi.TimerOptions) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	opts.Payload = bytes.Clone(opts.Payload)
+	if err := h.begin(ctx, abi.FnTimer, Call{Key: name, Delay: delay, Timer: opts}); err != nil {
+		return err
+	}
+	if delay < 0 || opts.Every < 0 {
+		return abi.Errorf(abi.StatusInvalid, "timer %q: negative delay or period", name)
+	}
+	h.timers[name] = Timer{Deadline: h.nowLocked() + delay.Milliseconds(), Every: opts.Every, Payload: opts.Payload}
+	return nil
+}
+
+// Cancel implements abi.Host.
+func (h *Host) Cancel(ctx context.Context, name string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.begin(ctx, abi.FnCancel, Call{Key: name}); err != nil {
+		return err
+	}
+	if _, ok := h.timers[name]; !ok {
+		return abi.Errorf(abi.StatusNotFound, "cancel %q: no such timer", name)
+	}
+	delete(h.timers, name)
+	return nil
+}
+
+// Now implements abi.Host: the time set with SetNow, else the real clock.
+// It is counted (Calls) and recorded with an empty Call.
+func (h *Host) Now() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.calls[abi.FnNow]++
+	h.last[abi.FnNow] = Call{}
+	return h.nowLocked()
+}
+
+func (h *Host) nowLocked() int64 {
+	if h.now != 0 {
+		return h.now
+	}
+	return time.Now().UnixMilli()
+}
+
+// SetNow fixes the Host's clock at ms (Unix milliseconds); 0 returns to the
+// real clock.
+func (h *Host) SetNow(ms int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.now = ms
+}
+
+// Timers returns the armed timers by name.
+func (h *Host) Timers() map[string]Timer {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make(map[string]Timer, len(h.timers))
+	for k, v := range h.timers {
+		v.Payload = bytes.Clone(v.Payload)
+		out[k] = v
+	}
+	return out
 }
 
 // Value returns the stored value of key.

@@ -222,6 +222,9 @@ func TestLastCall(t *testing.T) {
 	_, _ = h.Lock(dctx, "L", 2*time.Second, abi.LockOptions{Wait: time.Millisecond})
 	_ = h.Unlock(ctx, "U")
 	h.Log(abi.LevelError, "m")
+	_ = h.Timer(ctx, "T", time.Second, abi.TimerOptions{Every: time.Minute, Payload: []byte("p")})
+	_ = h.Cancel(ctx, "C")
+	_ = h.Now()
 
 	for verb, want := range map[string]abitest.Call{
 		abi.FnGet:     {Key: "g"},
@@ -233,6 +236,8 @@ func TestLastCall(t *testing.T) {
 		abi.FnLock:    {Key: "L", TTL: 2 * time.Second, Lock: abi.LockOptions{Wait: time.Millisecond}, HasDeadline: true},
 		abi.FnUnlock:  {Key: "U"},
 		abi.FnLog:     {Level: abi.LevelError, Msg: "m"},
+		abi.FnTimer:   {Key: "T", Delay: time.Second, Timer: abi.TimerOptions{Every: time.Minute, Payload: []byte("p")}},
+		abi.FnCancel:  {Key: "C"},
 	} {
 		got, ok := h.LastCall(verb)
 		if !ok || fmt.Sprintf("%#v", got) != fmt.Sprintf("%#v", want) {
@@ -419,5 +424,53 @@ func TestFailures(t *testing.T) {
 	}
 	if fs[len(fs)-2].Err != context.DeadlineExceeded {
 		t.Errorf("TIMEOUT plain error %v, want context.DeadlineExceeded", fs[len(fs)-2].Err)
+	}
+}
+
+func TestTimers(t *testing.T) {
+	ctx := context.Background()
+	h := abitest.New()
+	h.SetNow(1_000)
+	if got := h.Now(); got != 1_000 {
+		t.Fatalf("Now = %d, want the set clock", got)
+	}
+	if err := h.Timer(ctx, "door", 1500*time.Millisecond, abi.TimerOptions{Payload: []byte("open")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Timer(ctx, "tick", 0, abi.TimerOptions{Every: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	h.SetNow(2_000)
+	if err := h.Timer(ctx, "door", time.Second, abi.TimerOptions{Payload: []byte("re-armed")}); err != nil {
+		t.Fatal(err)
+	}
+	got := h.Timers()
+	if d := got["door"]; d.Deadline != 3_000 || string(d.Payload) != "re-armed" || d.Every != 0 {
+		t.Fatalf("door = %+v, want re-armed at 3000", d)
+	}
+	if tk := got["tick"]; tk.Deadline != 1_000 || tk.Every != time.Second {
+		t.Fatalf("tick = %+v", tk)
+	}
+	if c, _ := h.LastCall(abi.FnTimer); c.Key != "door" || c.Delay != time.Second || string(c.Timer.Payload) != "re-armed" {
+		t.Fatalf("last timer call %+v", c)
+	}
+	if err := h.Cancel(ctx, "door"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Cancel(ctx, "door"); abi.StatusOf(err) != abi.StatusNotFound {
+		t.Fatalf("second cancel: %v, want NOT_FOUND", err)
+	}
+	if err := h.Timer(ctx, "bad", -time.Second, abi.TimerOptions{}); abi.StatusOf(err) != abi.StatusInvalid {
+		t.Fatalf("negative delay: %v, want INVALID", err)
+	}
+	if err := h.Timer(ctx, "", time.Second, abi.TimerOptions{}); abi.StatusOf(err) != abi.StatusInvalid {
+		t.Fatalf("empty name: %v, want INVALID", err)
+	}
+	if h.Calls(abi.FnTimer) != 5 || h.Calls(abi.FnCancel) != 2 {
+		t.Fatalf("calls: timer %d cancel %d", h.Calls(abi.FnTimer), h.Calls(abi.FnCancel))
+	}
+	h.Reset()
+	if len(h.Timers()) != 0 || h.Now() == 2_000 {
+		t.Fatal("Reset kept timers or the set clock")
 	}
 }

@@ -149,8 +149,8 @@ func (r *Runtime) probe(ctx context.Context, name string, e *engine, cm wazero.C
 	return ""
 }
 
-// probeHost is the Host of the load check instance: watches and logs are
-// accepted (and dropped), the store is unavailable.
+// probeHost is the Host of the load check instance: watches, timers and
+// logs are accepted (and dropped), the store is unavailable.
 type probeHost struct {
 	r    *Runtime
 	rule string
@@ -190,3 +190,8 @@ func (h probeHost) Unlock(_ context.Context, name string) error {
 func (h probeHost) Log(level int32, msg string) {
 	h.r.log.Debug("wasm: rule log during load check", "rule", h.rule, "level", level, "msg", msg)
 }
+
+// Timer accepts and drops the timer: a rule may arm one in _initialize.
+func (h probeHost) Timer(context.Context, string, time.Duration, abi.TimerOptions) error { return nil }
+func (h probeHost) Cancel(context.Context, string) error                                 { return nil }
+func (h probeHost) Now() int64                                                           { return time.Now().UnixMilli() }

@@ -47,3 +47,14 @@ func (host) Log(level int32, msg string) {
 		panic(err)
 	}
 }
+
+// Timer, Cancel and Now are not in the guest SDK yet (issue 9).
+func (host) Timer(_ context.Context, name string, _ time.Duration, _ abi.TimerOptions) error {
+	return abi.Errorf(abi.StatusInternal, "timer %q: not in the guest SDK yet", name)
+}
+
+func (host) Cancel(_ context.Context, name string) error {
+	return abi.Errorf(abi.StatusInternal, "cancel %q: not in the guest SDK yet", name)
+}
+
+func (host) Now() int64 { return time.Now().UnixMilli() }
