@@ -36,6 +36,9 @@ import (
 //	lock <name> <ttl> <wait>               token
 //	unlock <name>
 //	log <level> <message>
+//	timer <name> <delay> <every> <payload> (revision 2)
+//	cancel <name>                          (revision 2)
+//	now                                    ms (revision 2)
 //	noop                                   (no report)
 //
 // Durations are in time.ParseDuration's syntax, numbers decimal. A rule
@@ -67,11 +70,30 @@ func Dispatch(ctx context.Context, h abi.Host, ev abi.Event) error {
 	case "log":
 		h.Log(int32(Number(a[0])), a[1])
 		Report(h, "log", nil)
+	case "timer":
+		Report(h, "timer", h.Timer(ctx, a[0], duration(a[1]), abi.TimerOptions{Every: duration(a[2]), Payload: []byte(a[3])}))
+	case "cancel":
+		Report(h, "cancel", h.Cancel(ctx, a[0]))
+	case "now":
+		Report(h, "now", nil, "ms", h.Now())
 	case "noop":
 	default:
 		return fmt.Errorf("unknown command %q", ev.Key)
 	}
 	return nil
+}
+
+// ReportEvent logs the report line of an "event" command: the event as the
+// rule received it (see EventReport).
+func ReportEvent(h abi.Host, ev abi.Event) {
+	h.Log(abi.LevelInfo, "report "+EventReport(ev))
+}
+
+// EventReport is the report line (without "report ") a rule logs for the
+// event ev with ReportEvent: every field of the event, binary-safely.
+func EventReport(ev abi.Event) string {
+	return fmt.Sprintf("event op=%s key=%q value=%s version=%q resync=%t deadline=%d late=%t",
+		ev.Op, ev.Key, Show(ev.Value), ev.Version, ev.Resync, ev.Deadline, ev.Late)
 }
 
 // Report logs the report line of verb through h at info level: err's

@@ -1,6 +1,7 @@
 package ruletest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -49,7 +50,7 @@ func Run(t testing.TB, s abi.Script, h *abitest.Host, ev abi.Event) string {
 
 // Events are events for a rule's "event" command, which reports the event
 // as received: binary, empty and big (the caller's) values, a version, a
-// resync, a delete and a lost lock.
+// resync, a delete, a lost lock, and a late and an on-time timer.
 func Events(big []byte) []abi.Event {
 	return []abi.Event{
 		{Key: "event", Op: abi.OpSet, Value: []byte("\x00v\xff"), Version: "001732000000000:00001:StateStore"},
@@ -57,6 +58,8 @@ func Events(big []byte) []abi.Event {
 		{Key: "event", Op: abi.OpSet, Value: big},
 		{Key: "event", Op: abi.OpDelete, Version: "v2"},
 		{Key: "event", Op: abi.OpLockLost},
+		{Key: "event", Op: abi.OpTimer, Value: []byte("\x00payload\xff"), Deadline: 1732000000123, Late: true},
+		{Key: "event", Op: abi.OpTimer, Value: []byte{}, Deadline: 1},
 	}
 }
 
@@ -84,6 +87,50 @@ func NotCalled(verb string) func(t *testing.T, h *abitest.Host) {
 // LockL makes the rule hold the lock "L".
 func LockL(h *abitest.Host) { _, _ = h.Lock(context.Background(), "L", time.Second, abi.LockOptions{}) }
 
+// timerCases are the cases of timer, cancel and now (revision 2): the
+// arguments reach the host as given (names and payloads binary-safe,
+// durations to the millisecond), re-arming replaces, an empty payload stays
+// empty, and the host's refusals come back with their status.
+func timerCases() []VerbCase {
+	armed := func(name string, want abitest.Timer) func(t *testing.T, h *abitest.Host) {
+		return func(t *testing.T, h *abitest.Host) {
+			got, ok := h.Timers()[name]
+			if !ok || got.Deadline != want.Deadline || got.Every != want.Every || !bytes.Equal(got.Payload, want.Payload) || (got.Payload == nil) != (want.Payload == nil) {
+				t.Errorf("timer %q: %+v (armed %t), want %+v", name, got, ok, want)
+			}
+		}
+	}
+	const now = 1732000000000
+	at := func(h *abitest.Host) { h.SetNow(now) }
+	return []VerbCase{
+		{Name: "timer ok binary", Setup: at, Cmd: []string{"timer", "t\x00\xff", "1500ms", "0s", Binary},
+			Want:  `timer status=OK msg=""`,
+			Check: armed("t\x00\xff", abitest.Timer{Deadline: now + 1500, Payload: []byte(Binary)})},
+		{Name: "timer every, empty payload", Setup: at, Cmd: []string{"timer", "t", "0s", "30s", ""},
+			Want:  `timer status=OK msg=""`,
+			Check: armed("t", abitest.Timer{Deadline: now, Every: 30 * time.Second, Payload: []byte{}})},
+		{Name: "timer re-arm replaces", Setup: func(h *abitest.Host) {
+			at(h)
+			_ = h.Timer(context.Background(), "t", time.Hour, abi.TimerOptions{Every: time.Minute, Payload: []byte("old")})
+		}, Cmd: []string{"timer", "t", "2s", "0s", "new"}, Want: `timer status=OK msg=""`,
+			Check: armed("t", abitest.Timer{Deadline: now + 2000, Payload: []byte("new")})},
+		{Name: "timer negative delay", Cmd: []string{"timer", "t", "-1ms", "0s", ""},
+			Want: `timer status=INVALID msg="timer \"t\": negative delay or period"`},
+		{Name: "timer empty name", Cmd: []string{"timer", "", "1s", "0s", ""},
+			Want: `timer status=INVALID msg="timer: empty key"`},
+		{Name: "cancel ok", Setup: func(h *abitest.Host) { _ = h.Timer(context.Background(), "t", time.Hour, abi.TimerOptions{}) },
+			Cmd: []string{"cancel", "t"}, Want: `cancel status=OK msg=""`,
+			Check: func(t *testing.T, h *abitest.Host) {
+				if _, ok := h.Timers()["t"]; ok {
+					t.Error("timer still armed")
+				}
+			}},
+		{Name: "cancel not armed", Cmd: []string{"cancel", "t"}, Want: `cancel status=NOT_FOUND msg="cancel \"t\": no such timer"`},
+		{Name: "now", Setup: func(h *abitest.Host) { h.SetNow(1732000000123) },
+			Cmd: []string{"now"}, Want: `now status=OK msg="" ms=1732000000123`},
+	}
+}
+
 // okArgs are valid arguments for each verb (used with injected failures).
 var okArgs = map[string][]string{
 	abi.FnGet:     {"get", "k"},
@@ -94,6 +141,8 @@ var okArgs = map[string][]string{
 	abi.FnUnwatch: {"unwatch", "k"},
 	abi.FnLock:    {"lock", "L", "10s", "0s"},
 	abi.FnUnlock:  {"unlock", "L"},
+	abi.FnTimer:   {"timer", "t", "1s", "0s", ""},
+	abi.FnCancel:  {"cancel", "t"},
 }
 
 // emptyResults is how the rule reports a failed verb's results.
@@ -241,6 +290,7 @@ func VerbCases() []VerbCase {
 				}
 			}},
 	}
+	cases = append(cases, timerCases()...)
 
 	// Every failure a Host can return reaches the rule as its status with
 	// the Host's message, as an *abi.Error (no " untyped" in the report).
@@ -303,8 +353,8 @@ func RunVerbCases(t *testing.T, cases []VerbCase, open func(t *testing.T) (abi.S
 		if !seen[verb]["OK"] {
 			t.Errorf("verb %s: no OK case", verb)
 		}
-		if verb == abi.FnLog {
-			continue
+		if verb == abi.FnLog || verb == abi.FnNow {
+			continue // they cannot fail
 		}
 		for _, st := range abi.Statuses() {
 			if st != abi.StatusBufferTooSmall && st != abi.StatusOK && !seen[verb][st.String()] {

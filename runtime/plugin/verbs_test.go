@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -157,7 +156,7 @@ func TestEventDelivery(t *testing.T) {
 func checkEvents(t *testing.T, s *script, h *abitest.Host, evs []abi.Event) {
 	t.Helper()
 	for _, ev := range evs {
-		want := fmt.Sprintf("event status=OK msg=\"\" op=%s value=%s version=%q resync=%t", ev.Op, ruletest.Show(ev.Value), ev.Version, ev.Resync)
+		want := ruletest.EventReport(ev)
 		if got := run(t, s, h, ev); got != want {
 			t.Errorf("got  %s\nwant %s", got, want)
 		}

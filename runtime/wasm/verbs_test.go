@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"fmt"
 	"slices"
 	"testing"
 
@@ -106,7 +105,7 @@ func TestEventDelivery(t *testing.T) {
 	h := abitest.New()
 	s := ruleScript(t, h, abi.Limits{})
 	for _, ev := range ruletest.Events(bytes.Repeat([]byte{0, 0xff, '\n'}, 50<<10)) {
-		want := fmt.Sprintf("event op=%s key=%q value=%s version=%q resync=%t", ev.Op, ev.Key, ruletest.Show(ev.Value), ev.Version, ev.Resync)
+		want := ruletest.EventReport(ev)
 		if got := run(t, s, h, ev); got != want {
 			t.Errorf("got  %s\nwant %s", got, want)
 		}

@@ -14,7 +14,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
@@ -45,7 +44,7 @@ func Init(ctx context.Context, h abi.Host) error {
 // and the commands of ruletest.Dispatch (the verbs and noop).
 func Handle(ctx context.Context, h abi.Host, ev abi.Event) error {
 	if ev.Key == "event" {
-		ruletest.Report(h, "event", nil, "op", ev.Op, "value", ruletest.Show(ev.Value), "version", strconv.Quote(ev.Version), "resync", ev.Resync)
+		ruletest.ReportEvent(h, ev)
 		return nil
 	}
 	a := ruletest.Args(ev)

@@ -38,7 +38,7 @@ func main() {}
 
 func handle(ev ssrun.Event) error {
 	if ev.Key == "event" { // report the event as received
-		fmt.Printf("report event op=%s key=%q value=%s version=%q resync=%t\n", ev.Op, ev.Key, ruletest.Show(ev.Value), ev.Version, ev.Resync)
+		ruletest.ReportEvent(host{}, ev)
 		return nil
 	}
 	a := ruletest.Args(ev)
