@@ -10,9 +10,13 @@
 //
 // A rule's top-level code runs once when it starts (and again whenever its
 // state is rebuilt, see below) and must define a global function on_event,
-// which receives one event table at a time: key, op ("SET", "DELETE" or
-// "LOCK_LOST"), value (a string for SET, else nil), version (a string, ""
-// when unknown) and resync (a boolean).
+// which receives one event table at a time: key, op ("SET", "DELETE",
+// "LOCK_LOST" or "TIMER"), value (a string for SET and TIMER, else nil),
+// version (a string, "" when unknown) and resync (a boolean). A TIMER event
+// (one of the rule's timers fired; key is its name, value its payload, ""
+// when it has none) also has deadline, when it was due in Unix
+// milliseconds, and late, true when it fired after that (the host was down
+// or the rule busy); other events have neither.
 //
 // The functions mirror the verbs exactly as abi documents them:
 //
@@ -26,13 +30,25 @@
 //	ss.lock(name, ttl_ms [, {wait=ms}]) -> token | false (busy)
 //	ss.unlock(name)                -> true | false (not held)
 //	ss.log(level, message)         -> true; level "debug" | "info" | "warn" | "error"
+//	ss.timer(name, delay_ms [, {every=ms, payload=string}]) -> true
+//	ss.cancel(name)                -> true | false (none armed)
+//	ss.now()                       -> the host's clock, Unix milliseconds
 //
 // Every other outcome returns nil, message, code, where code is the status
 // name ("DENIED", "LOCK_LOST", "TIMEOUT", ...). Bad option values also fail
 // this way with "INVALID" before the host is called: an unknown option key,
-// nx and nex together, a ttl or wait that is not a whole number of
-// milliseconds >= 0 (the lock ttl must be > 0), an empty fence name, an
-// unknown log level.
+// nx and nex together, a ttl, wait, delay_ms or every that is not a whole
+// number of milliseconds >= 0 (the lock ttl must be > 0), an empty fence
+// name, an unknown log level.
+//
+// Timers (ABI revision 2) belong to the rule and are kept by the host in
+// the state store: ss.timer arms the rule's timer name to fire after
+// delay_ms (0: at once), replacing one of that name (re-arming postpones
+// it: the debounce idiom), then, with every > 0, again at each previous
+// deadline plus every; its firing is a TIMER event. Too many timers fail
+// with "QUOTA", a payload larger than the rule's value limit with
+// "TOO_LARGE". ss.now is a whole number (exact in Lua's doubles); TIMER
+// deadlines are on the same clock.
 //
 // Keys, values and messages are Lua strings, byte for byte (any bytes,
 // including NUL); a number is accepted too and converted as tostring does.
