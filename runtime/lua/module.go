@@ -57,6 +57,7 @@ func newModule(L *glua.LState, st *state, h abi.Host) *glua.LTable {
 		status.RawSetString(s.String(), glua.LNumber(s))
 	}
 	t.RawSetString("status", status)
+	t.RawSetString("json", newJSON(L, st))
 	return t
 }
 
