@@ -151,10 +151,7 @@ function on_event(ev)
 end`, h, abi.Limits{MemoryBytes: limit, CallTimeout: time.Minute})
 	text := "[" + strings.Repeat("[],", size/3) + "[]]"
 	s.(*script).st.L.SetGlobal("text", glua.LString(text))
-	before := allocated()
-	err := s.Handle(context.Background(), setEvent("k", "v"))
-	grew := allocated() - before
-	t.Logf("%v; the process allocated %d MiB during the call", err, grew>>20)
+	grew, err := handleAllocating(t, s)
 	wantErr(t, err, abi.ErrMemory, 4)
 	if bound := uint64(4 * limit); grew > bound {
 		t.Errorf("the call allocated %d MiB, more than 4 x the limit (%d MiB)", grew>>20, bound>>20)
@@ -192,10 +189,7 @@ local ss = require("ssrun")
 function on_event(ev)
   text = ss.json.encode(big)
 end`, lim)
-		before := allocated()
-		err := s.Handle(context.Background(), setEvent("k", "v"))
-		grew := allocated() - before
-		t.Logf("%v; the process allocated %d MiB during the call", err, grew>>20)
+		grew, err := handleAllocating(t, s)
 		wantErr(t, err, abi.ErrTimeout, 4)
 		if grew > uint64(size/2) {
 			t.Errorf("the call allocated %d MiB, more than half the text (%d MiB): it ran past its deadline", grew>>20, size>>21)
@@ -210,10 +204,7 @@ end`, lim)
 		L := s.(*script).st.L
 		text := `[` + strings.Repeat(`"`+strings.Repeat("y", 40)+`",`, size/43) + `1]`
 		L.SetGlobal("text", glua.LString(text))
-		before := allocated()
-		err := s.Handle(context.Background(), setEvent("k", "v"))
-		grew := allocated() - before
-		t.Logf("%v; the process allocated %d MiB during the call", err, grew>>20)
+		grew, err := handleAllocating(t, s)
 		wantErr(t, err, abi.ErrTimeout, 4)
 		if grew > uint64(size/2) {
 			t.Errorf("the call allocated %d MiB, more than half the text (%d MiB): it ran past its deadline", grew>>20, size>>21)
@@ -232,12 +223,20 @@ local ss = require("ssrun")
 function on_event(ev)
   text = ss.json.encode(big)
 end`, abi.Limits{MemoryBytes: limit, CallTimeout: time.Minute})
-	before := allocated()
-	err := s.Handle(context.Background(), setEvent("k", "v"))
-	grew := allocated() - before
-	t.Logf("%v; the process allocated %d MiB during the call", err, grew>>20)
+	grew, err := handleAllocating(t, s)
 	wantErr(t, err, abi.ErrMemory, 4)
 	if bound := uint64(4 * limit); grew > bound {
 		t.Errorf("the call allocated %d MiB, more than 4 x the limit (%d MiB)", grew>>20, bound>>20)
 	}
+}
+
+// handleAllocating handles one event and returns how many bytes the
+// process allocated meanwhile, and its error.
+func handleAllocating(t *testing.T, s abi.Script) (uint64, error) {
+	t.Helper()
+	before := allocated()
+	err := s.Handle(context.Background(), setEvent("k", "v"))
+	grew := allocated() - before
+	t.Logf("%v; the process allocated %d MiB during the call", err, grew>>20)
+	return grew, err
 }
