@@ -91,28 +91,41 @@ func (rt *ruleTimers) arm(ctx context.Context, version any, name string, delay, 
 		if err := rt.writeIndex(ctx, shard, names); err != nil {
 			return storeError(err)
 		}
-		rt.mu.Lock()
-		if rt.idx[shard] == nil {
-			rt.idx[shard] = map[string]*timer{}
-		}
-		rt.idx[shard][name] = nil
-		rt.mu.Unlock()
+		rt.indexed(shard, name)
 	}
 	rec := encodeTimerRecord(deadline, every.Milliseconds(), payload)
 	if _, err := rt.svc.client.Set(ctx, []byte(timerKey(rt.rule, name)), rec, protocol.SetOptions{}); err != nil {
 		return storeError(err)
 	}
-	t := &timer{owner: rt, name: name, payload: bytes.Clone(payload), deadline: deadline, every: every.Milliseconds(), index: -1}
+	rt.install(version, shard, &timer{owner: rt, name: name, payload: bytes.Clone(payload), deadline: deadline, every: every.Milliseconds(), index: -1})
+	return nil
+}
+
+// indexed notes that the store's index lists name in shard.
+func (rt *ruleTimers) indexed(shard int, name string) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	if old := rt.idx[shard][name]; old != nil {
+	if rt.idx[shard] == nil {
+		rt.idx[shard] = map[string]*timer{}
+	}
+	if _, ok := rt.idx[shard][name]; !ok {
+		rt.idx[shard][name] = nil
+	}
+}
+
+// install makes t, whose record is stored, the armed timer of its name
+// (of shard, indexed), replacing the one armed before, and schedules or
+// holds it for version.
+func (rt *ruleTimers) install(version any, shard int, t *timer) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if old := rt.idx[shard][t.name]; old != nil {
 		rt.svc.timers.unschedule(old)
 	} else {
 		rt.armed++
 	}
-	rt.idx[shard][name] = t
+	rt.idx[shard][t.name] = t
 	rt.placeLocked(t, version)
-	return nil
 }
 
 // cancel disarms the timer name: NOT_FOUND when none is armed.

@@ -45,7 +45,7 @@ type timeSource interface {
 // alarm is a resettable one-shot wake-up (a time.Timer in production).
 type alarm interface {
 	C() <-chan time.Time
-	set(d time.Duration) // fire once after d, replacing an earlier set
+	setAt(at int64) // ring once when the clock reaches at (Unix ms), replacing an earlier setAt
 	stop()
 }
 
@@ -56,17 +56,27 @@ type hostClock struct{ client *protocol.Client }
 
 func (c hostClock) nowMs() int64 { return max(time.Now().UnixMilli(), c.client.Now().Wall) }
 
-func (hostClock) newAlarm() alarm {
+func (c hostClock) newAlarm() alarm {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
-	return realAlarm{t}
+	return realAlarm{t: t, c: c}
 }
 
-type realAlarm struct{ t *time.Timer }
+type realAlarm struct {
+	t *time.Timer
+	c hostClock
+}
 
 func (a realAlarm) C() <-chan time.Time { return a.t.C }
-func (a realAlarm) set(d time.Duration) { a.t.Reset(d) }
 func (a realAlarm) stop()               { a.t.Stop() }
+
+// setAt waits until the wall clock reaches at, less how far the host's
+// clock runs ahead of it (the store's HLC): to the nanosecond, not to the
+// millisecond of nowMs.
+func (a realAlarm) setAt(at int64) {
+	ahead := max(a.c.nowMs()-time.Now().UnixMilli(), 0)
+	a.t.Reset(time.Until(time.UnixMilli(at - ahead)))
+}
 
 // scheduler holds every pending timer of a host in a min-heap by due time,
 // served by one goroutine (run) on one alarm set for the earliest: no
@@ -134,9 +144,9 @@ func (s *scheduler) run(ctx context.Context) {
 		for len(s.h) > 0 && s.h[0].at <= now && len(due) < fireBatch {
 			due = append(due, heap.Pop(&s.h).(*timer))
 		}
-		wait := time.Duration(-1)
-		if len(s.h) > 0 {
-			wait = time.Duration(max(s.h[0].at-now, 0)) * time.Millisecond
+		next, pending := int64(0), len(s.h) > 0
+		if pending {
+			next = s.h[0].at
 		}
 		s.mu.Unlock()
 		for i, t := range due {
@@ -148,8 +158,8 @@ func (s *scheduler) run(ctx context.Context) {
 		if full && ctx.Err() == nil {
 			continue
 		}
-		if wait >= 0 {
-			a.set(wait)
+		if pending {
+			a.setAt(next)
 		} else {
 			a.stop()
 		}
