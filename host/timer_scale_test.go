@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/broker/brokertest"
 )
 
 // scaleTimers is how many timers TestTimerScale arms: 10,000, or
@@ -33,12 +34,13 @@ func scaleTimers(t testing.TB) int {
 func TestTimerScale(t *testing.T) {
 	n := scaleTimers(t)
 	const rules = 16
-	e, _ := newTimerEnv(t, func(o *Config) { o.Defaults.MaxTimers = n })
+	b := brokertest.Start(t)
+	e := newEnvAt(t, b.Addr(), func(o *Config) { o.clock = newFakeTimerClock(); o.Defaults.MaxTimers = n })
 	trs := make([]*timerRule, rules)
 	for i := range trs {
 		trs[i] = e.loadTimerRule(fmt.Sprintf("scale%02d", i))
 	}
-	before := runtime.NumGoroutine()
+	before, stored := runtime.NumGoroutine(), b.Stats()
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i, tr := range trs {
@@ -59,6 +61,8 @@ func TestTimerScale(t *testing.T) {
 	// Request goroutines of the store client end with their requests; a
 	// goroutine per timer would leave n.
 	waitFor(t, "goroutines back to what they were before arming", func() bool { return runtime.NumGoroutine() <= before+20 })
-	t.Logf("%d timers armed through the binding in %v (%.0f/s); goroutines %d before, %d after",
-		n, took.Round(time.Millisecond), float64(n)/took.Seconds(), before, runtime.NumGoroutine())
+	now := b.Stats()
+	t.Logf("%d timers armed through the binding in %v (%.0f/s); goroutines %d before, %d after; store: %.2f keys and %.0f bytes (its accounting) per timer",
+		n, took.Round(time.Millisecond), float64(n)/took.Seconds(), before, runtime.NumGoroutine(),
+		float64(now.Keys-stored.Keys)/float64(n), float64(now.Bytes-stored.Bytes)/float64(n))
 }
