@@ -190,12 +190,17 @@ func (r *rule) run(w *worker) {
 // deliver hands d to the running version, in the worker w. It returns false
 // when w was abandoned during the call: the rule is not its any more, and it
 // must end (it has closed the instance it ran). A timer's firing is dropped
-// when the timer was cancelled or re-armed since it was queued, and
-// recorded once the call returns (not when it was abandoned: the store
-// keeps the timer, which fires again when the rule loads next).
+// when the timer was cancelled or re-armed since it was queued, held when
+// no version runs (its worker was abandoned: the next version gets it), and
+// recorded once the call returns (not when it was abandoned: see
+// abandoned).
 func (r *rule) deliver(w *worker, d delivery) bool {
 	if d.timer == nil {
 		return r.call(w, d)
+	}
+	if r.cur == nil {
+		r.timers.hold(d.timer, false)
+		return true
 	}
 	if !r.timers.take(d.timer, &d.ev) {
 		return true
@@ -436,6 +441,9 @@ func (r *rule) abandoned(w *worker, why string) {
 	cfg := r.cfg
 	r.mu.Unlock()
 	key, op, running := w.call()
+	if op == abi.OpTimer { // its firing was not recorded: the next version gets it again, late
+		r.timers.again(key)
+	}
 	r.svc.log.Error("rule abandoned: its handler did not return within its deadline plus the grace; it is left to end on its own",
 		"rule", r.name, "key", key, "op", string(op), "timeout", cfg.Timeout, "grace", cfg.Grace,
 		"running", running.Round(time.Millisecond), "for", why)

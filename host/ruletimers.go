@@ -300,6 +300,30 @@ func (rt *ruleTimers) refill() {
 	rt.parked.Store(n > 0)
 }
 
+// hold keeps the queued timer t until a version of the rule is live again
+// (goLive), late if late.
+func (rt *ruleTimers) hold(t *timer, late bool) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if !t.inflight || !rt.currentLocked(t) || rt.stopped {
+		return
+	}
+	t.inflight, t.held = false, true
+	t.late = t.late || late
+	rt.held = append(rt.held, t)
+}
+
+// again holds the timer name, whose event a worker was abandoned in: its
+// firing was not recorded, so the next live version gets it, late.
+func (rt *ruleTimers) again(name string) {
+	rt.mu.Lock()
+	t := rt.idx[timerShard(name)][name]
+	rt.mu.Unlock()
+	if t != nil {
+		rt.hold(t, true)
+	}
+}
+
 // take is called by the worker before it hands t's event to the handler:
 // false when t was cancelled or re-armed since it was queued (its event is
 // dropped); otherwise it marks the event late when it is.

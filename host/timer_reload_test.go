@@ -126,3 +126,35 @@ func TestTimerRemovedRuleDropsTimers(t *testing.T) {
 		t.Fatal("closing the host deleted a timer")
 	}
 }
+
+// A handler stuck in a TIMER event past its deadline and the grace is
+// abandoned when the rule is reloaded; the firing was not recorded, so the
+// new version gets it again, late (at least once), and records it.
+func TestTimerAbandonedHandlerFiresAgain(t *testing.T) {
+	e, _ := newTimerEnv(t, func(o *Config) {
+		o.Rules = map[string]RuleConfig{"stuck.gorule": {Timeout: 50 * time.Millisecond, Grace: 50 * time.Millisecond}}
+	})
+	release := make(chan struct{})
+	inCall := make(chan struct{}, 1)
+	v1 := &timerRule{name: "stuck.gorule", fired: make(chan firing, 100)}
+	r1 := v1.rule()
+	r1.handle = func(context.Context, abi.Host, abi.Event) error { // ignores its context
+		inCall <- struct{}{}
+		<-release
+		return nil
+	}
+	e.loadVersion("stuck", "stuck-v1", r1)
+	defer close(release)
+	v1.arm(t, "s", 0, abi.TimerOptions{Payload: []byte("again")})
+	<-inCall
+	v2 := &timerRule{name: "stuck.gorule", fired: make(chan firing, 100)}
+	e.loadVersion("stuck", "stuck-v2", versionRule(v2, nil))
+	if n := e.ruleStatus("stuck.gorule").Abandoned; n != 1 {
+		t.Fatalf("abandoned %d calls, want 1", n)
+	}
+	f := v2.next(t)
+	if f.ev.Key != "s" || !f.ev.Late || string(f.ev.Value) != "again" || f.ev.Deadline != t0 {
+		t.Fatalf("v2's event %+v; want s again, late", f.ev)
+	}
+	e.waitGone("stuck.gorule", "s")
+}
