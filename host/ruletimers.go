@@ -52,7 +52,7 @@ type ruleTimers struct {
 
 	mu      sync.Mutex
 	loaded  bool
-	idx     [timerShards]map[string]*timer // the names in the store's index; nil: indexed, not armed
+	idx     map[int]map[string]*timer // shard -> the names in the store's index; nil: indexed, not armed
 	dir     timerDir                       // the directory as stored
 	armed   int
 	live    any      // the version that runs (an *instance); nil before the first
@@ -105,12 +105,23 @@ func (rt *ruleTimers) arm(ctx context.Context, version any, name string, delay, 
 func (rt *ruleTimers) indexed(shard int, name string) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	if rt.idx[shard] == nil {
-		rt.idx[shard] = map[string]*timer{}
-	}
 	if _, ok := rt.idx[shard][name]; !ok {
-		rt.idx[shard][name] = nil
+		rt.shardLocked(shard)[name] = nil
 	}
+}
+
+// shardLocked returns the names of shard, made if there are none yet.
+// A rule has a map only for the shards its timers use (most rules none).
+func (rt *ruleTimers) shardLocked(shard int) map[string]*timer {
+	m := rt.idx[shard]
+	if m == nil {
+		if rt.idx == nil {
+			rt.idx = map[int]map[string]*timer{}
+		}
+		m = map[string]*timer{}
+		rt.idx[shard] = m
+	}
+	return m
 }
 
 // install makes t, whose record is stored, the armed timer of its name
@@ -124,7 +135,7 @@ func (rt *ruleTimers) install(version any, shard int, t *timer) {
 	} else {
 		rt.armed++
 	}
-	rt.idx[shard][t.name] = t
+	rt.shardLocked(shard)[t.name] = t
 	rt.placeLocked(t, version)
 }
 
@@ -516,11 +527,7 @@ func (rt *ruleTimers) loadLocked(ctx context.Context) error {
 		if !f.ok {
 			continue
 		}
-		shard := timerShard(f.name)
-		if rt.idx[shard] == nil {
-			rt.idx[shard] = map[string]*timer{}
-		}
-		rt.idx[shard][f.name] = f.t
+		rt.shardLocked(timerShard(f.name))[f.name] = f.t
 		if f.t != nil {
 			rt.armed++
 			rt.placeLocked(f.t, nil)
@@ -546,15 +553,17 @@ func (rt *ruleTimers) drop(ctx context.Context) {
 	}
 	rt.mu.Lock()
 	var records, index []string
-	for shard, m := range rt.idx {
+	for _, m := range rt.idx {
 		for name := range m {
 			records = append(records, timerKey(rt.rule, name))
 		}
+	}
+	for shard := range timerShards {
 		if rt.dir.has(shard) {
 			index = append(index, timerShardKey(rt.rule, shard))
 		}
 	}
-	rt.idx, rt.armed = [timerShards]map[string]*timer{}, 0
+	rt.idx, rt.armed = nil, 0
 	rt.mu.Unlock()
 	del := func(keys []string) int {
 		var failed atomic.Int64
