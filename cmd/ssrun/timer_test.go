@@ -14,8 +14,9 @@ import (
 // doorRule is what the issue's user writes: a door left open arms a timer,
 // closing it cancels the timer, and a firing is written to the store
 // (alarm/<timer> = the payload, fired/<timer> counts the firings). A set of
-// "probe" arms a timer due at once: when it has fired, every timer due
-// before it has fired too, so a test can wait for it instead of sleeping.
+// "probe" to N arms the timer "probe-N" due at once: when it has fired,
+// every timer due before it has fired too, so a test can wait for it
+// instead of sleeping.
 const doorRule = `local ss = require("ssrun")
 ss.watch("door")
 ss.watch("probe")
@@ -26,7 +27,7 @@ function on_event(ev)
     assert(ss.set("fired/" .. ev.key, tostring(n + 1)))
     assert(ss.set("alarm/" .. ev.key, ev.value))
   elseif ev.key == "probe" then
-    assert(ss.timer("probe", 0, {payload = ev.value}))
+    assert(ss.timer("probe-" .. ev.value, 0))
   elseif ev.value == "open" then
     assert(ss.timer("door", 1500, {payload = "open-too-long"}))
   elseif ev.value == "closed" then
@@ -59,8 +60,8 @@ func TestDevTimerSurvivesKill(t *testing.T) {
 	probe := func() {
 		t.Helper()
 		probes++
-		kv("set", "probe", "p")
-		waitKV(t, addr, "fired/probe", strconv.Itoa(probes))
+		kv("set", "probe", strconv.Itoa(probes))
+		waitKV(t, addr, "fired/probe-"+strconv.Itoa(probes), "1")
 	}
 
 	// It fires.
@@ -89,7 +90,6 @@ func TestDevTimerSurvivesKill(t *testing.T) {
 	if got := kv("get", "alarm/door"); got != "open-too-long\n" {
 		t.Fatalf("alarm/door = %q after the restart", got)
 	}
-	probes = 3 // the probe count survived too
 	probe()
 	if got := kv("get", "fired/door"); got != "2\n" {
 		t.Fatalf("fired/door = %q, want 2: the timer fired more than once after the restart", got)
