@@ -166,8 +166,9 @@
 // must be a v1 function with exactly the signature above, and the three
 // exports must exist with these signatures; otherwise loading fails with an
 // error naming the import or export. Loading then initialises one check
-// instance, in which watch, unwatch and log succeed and the other verbs fail
-// with UNAVAILABLE, calls ssrun_abi_version, which must return 1, and
+// instance, in which watch, unwatch, log, timer, cancel and now succeed
+// (timers armed there are dropped) and the other verbs fail with
+// UNAVAILABLE, calls ssrun_abi_version, which must return 1, and
 // discards it; starting the rule initialises it again for real.
 //
 // Guests get WASI preview 1 with real clocks, real randomness and stdout and

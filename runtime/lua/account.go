@@ -37,6 +37,10 @@ type account struct {
 	held, charged int64
 	// baseLive and baseAllocs are the process heap at the last measure.
 	baseLive, baseAllocs uint64
+	// pending is what a builder in progress has reserved for a result it
+	// keeps outside the state until it is done (ss.json.encode's output):
+	// a measure counts it, as it cannot see it.
+	pending int64
 }
 
 // maxArrayIndex bounds what one table store can allocate. gopher-lua keeps
@@ -139,11 +143,11 @@ func (st *state) tick() {
 // ends during the walk (the call is being stopped anyway).
 func (st *state) measure(need int64) (bool, error) {
 	a := &st.acct
-	held, over, err := stateBytes(st.ctx(), st.L, a.limit-need, st.strMeta)
+	held, over, err := stateBytes(st.ctx(), st.L, a.limit-need-a.pending, st.strMeta)
 	if err != nil {
 		return true, err
 	}
-	a.held, a.charged = held, 0
+	a.held, a.charged = held+a.pending, 0
 	a.baseLive, a.baseAllocs = heapReadings()
 	return !over, nil
 }

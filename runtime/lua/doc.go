@@ -10,9 +10,13 @@
 //
 // A rule's top-level code runs once when it starts (and again whenever its
 // state is rebuilt, see below) and must define a global function on_event,
-// which receives one event table at a time: key, op ("SET", "DELETE" or
-// "LOCK_LOST"), value (a string for SET, else nil), version (a string, ""
-// when unknown) and resync (a boolean).
+// which receives one event table at a time: key, op ("SET", "DELETE",
+// "LOCK_LOST" or "TIMER"), value (a string for SET and TIMER, else nil),
+// version (a string, "" when unknown) and resync (a boolean). A TIMER event
+// (one of the rule's timers fired; key is its name, value its payload, ""
+// when it has none) also has deadline, when it was due in Unix
+// milliseconds, and late, true when it fired after that (the host was down
+// or the rule busy); other events have neither.
 //
 // The functions mirror the verbs exactly as abi documents them:
 //
@@ -26,13 +30,25 @@
 //	ss.lock(name, ttl_ms [, {wait=ms}]) -> token | false (busy)
 //	ss.unlock(name)                -> true | false (not held)
 //	ss.log(level, message)         -> true; level "debug" | "info" | "warn" | "error"
+//	ss.timer(name, delay_ms [, {every=ms, payload=string}]) -> true
+//	ss.cancel(name)                -> true | false (none armed)
+//	ss.now()                       -> the host's clock, Unix milliseconds
 //
 // Every other outcome returns nil, message, code, where code is the status
 // name ("DENIED", "LOCK_LOST", "TIMEOUT", ...). Bad option values also fail
 // this way with "INVALID" before the host is called: an unknown option key,
-// nx and nex together, a ttl or wait that is not a whole number of
-// milliseconds >= 0 (the lock ttl must be > 0), an empty fence name, an
-// unknown log level.
+// nx and nex together, a ttl, wait, delay_ms or every that is not a whole
+// number of milliseconds >= 0 (the lock ttl must be > 0), an empty fence
+// name, an unknown log level.
+//
+// Timers (ABI revision 2) belong to the rule and are kept by the host in
+// the state store: ss.timer arms the rule's timer name to fire after
+// delay_ms (0: at once), replacing one of that name (re-arming postpones
+// it: the debounce idiom), then, with every > 0, again at each previous
+// deadline plus every; its firing is a TIMER event. Too many timers fail
+// with "QUOTA", a payload larger than the rule's value limit with
+// "TOO_LARGE". ss.now is a whole number (exact in Lua's doubles); TIMER
+// deadlines are on the same clock.
 //
 // Keys, values and messages are Lua strings, byte for byte (any bytes,
 // including NUL); a number is accepted too and converted as tostring does.
@@ -42,8 +58,49 @@
 // expected, got nil)".
 //
 // Also in the module: ss.debug, ss.info, ss.warn and ss.error(message),
-// shorthands for ss.log; and ss.status, the status codes by name
-// (ss.status.NOT_FOUND == 1).
+// shorthands for ss.log; ss.status, the status codes by name
+// (ss.status.NOT_FOUND == 1); and ss.json (below).
+//
+// # JSON
+//
+//	ss.json.encode(value)  -> text
+//	ss.json.decode(text)   -> value | nil, message
+//	ss.json.null           JSON null (a userdata; tostring gives "null")
+//	ss.json.array_mt       the metatable that marks a table as an array
+//
+// decode makes tables of arrays and objects, strings (invalid UTF-8 becomes
+// U+FFFD, as in encoding/json), numbers (Lua's doubles: integers are exact
+// up to 2^53), booleans, and ss.json.null for null, so that a null keeps
+// its place in an array ([1,null,3] has length 3), an object keeps its key,
+// and decode("null") is not mistaken for a failure. Arrays it makes have
+// ss.json.array_mt as metatable, so "[]" encodes back as "[]". Duplicate
+// keys: the last wins. Bad text returns nil and a message with the byte
+// offset ("ss.json.decode: invalid character '}' looking for beginning of
+// value at offset 5"), and so do nesting deeper than MaxJSONDepth (200),
+// a number out of range of a double and text after the value.
+//
+// encode writes nil and ss.json.null as null; numbers whole and below 1e21
+// as integers ("12"), others in the shortest form that reads back the
+// same; strings escaped (", \, control characters, U+2028 and U+2029; not
+// /, <, > or &). A table is an array when its keys are exactly 1..n (n >
+// 0) or when its metatable is ss.json.array_mt (then its keys must be
+// indices; missing ones are null); any other table is an object: number
+// keys become their tostring text, and members are sorted by key, so equal
+// tables encode to equal text (ss.set's nex relies on that). So an empty
+// table is {}: write setmetatable({}, ss.json.array_mt) for []. encode
+// raises a Lua error, naming where the value is ("ss.json.encode: cannot
+// encode a function at a.b[3]"), for a cycle, nesting deeper than
+// MaxJSONDepth, a function, a userdata other than ss.json.null, NaN or an
+// infinity, a string that is not valid UTF-8, a key that is neither a
+// string nor a number, and two keys with the same text (1 and "1"); wrap
+// it in pcall to recover.
+//
+// Both run under the rule's limits: they look at the deadline every 1024
+// values (a huge table cannot slip it), and what they build (decoded
+// tables and strings, encode's output as it grows) is reserved in the
+// memory account before it is allocated, so hostile text (deep nesting,
+// "[],[],..." that makes a table of ~100 bytes per 3 bytes of text) is
+// refused or stopped at the limit.
 //
 // # Sandbox
 //
@@ -131,7 +188,7 @@
 //     a call of a builtin that joins exactly as gopher-lua's OP_CONCAT, see
 //     concat.go), string.format, rep, gsub, sub, upper, lower, reverse,
 //     pattern captures, table.concat, print, error, the arguments of the
-//     ss verbs and what ss.get returns. When a reservation would take the
+//     ss verbs, what ss.get returns and what ss.json builds. When a reservation would take the
 //     rule past its limit, the state is measured (garbage does not count)
 //     and, if it still would, the call fails with abi.ErrMemory at the
 //     rule's line before anything is allocated. One expression cannot

@@ -40,6 +40,9 @@ func FuzzRule(f *testing.F) {
 		`local mt = {__concat = function(a, b) return {} end} function on_event(ev) return setmetatable({}, mt) .. "x" .. 1 end`,
 		`keep = {} function on_event(ev) for i = 1, 1000 do keep[#keep + 1] = {i} end end`,
 		`function on_event(ev) local t = {} t[6e7] = 1 return math.random(0) end`,
+		`local ss = require("ssrun") function on_event(ev) ss.timer(ev.key, 0, {every = 10, payload = ev.value}) ss.cancel("x") return ss.now() end`,
+		`local ss = require("ssrun") function on_event(ev) return ss.json.decode(ss.json.encode({ev.key, {ev.value or ss.json.null}, n = ss.now()})) end`,
+		`local ss = require("ssrun") function on_event(ev) local t = {} t.t = t return pcall(ss.json.encode, t), ss.json.decode(("["):rep(1e5)) end`,
 		"x = = 1",
 		"local t = {{{{{{{{{{",
 		"goto l",
@@ -71,6 +74,7 @@ func FuzzRule(f *testing.F) {
 			{Key: "k", Op: abi.OpSet, Value: []byte("v\x00"), Version: "1"},
 			{Key: "k", Op: abi.OpDelete, Resync: true},
 			{Key: "L", Op: abi.OpLockLost},
+			{Key: "t", Op: abi.OpTimer, Value: []byte(`{"a":[1]}`), Deadline: 1700000000000, Late: true},
 		} {
 			checkRuleError(t, s.Handle(ctx, ev))
 		}

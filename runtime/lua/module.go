@@ -39,6 +39,9 @@ func newModule(L *glua.LState, st *state, h abi.Host) *glua.LTable {
 		abi.FnLock:    m.lock,
 		abi.FnUnlock:  m.unlock,
 		abi.FnLog:     m.log,
+		abi.FnTimer:   m.timer,
+		abi.FnCancel:  m.cancel,
+		abi.FnNow:     m.now,
 	} {
 		t.RawSetString(name, L.NewFunction(fn))
 	}
@@ -54,6 +57,7 @@ func newModule(L *glua.LState, st *state, h abi.Host) *glua.LTable {
 		status.RawSetString(s.String(), glua.LNumber(s))
 	}
 	t.RawSetString("status", status)
+	t.RawSetString("json", newJSON(L, st))
 	return t
 }
 

@@ -248,11 +248,16 @@ func position(file, msg, traceback string) (int, string) {
 
 // eventTable returns ev as the table on_event receives.
 func eventTable(L *glua.LState, ev abi.Event) *glua.LTable {
-	t := L.CreateTable(0, 5)
+	t := L.CreateTable(0, 7)
 	t.RawSetString("key", glua.LString(ev.Key))
 	t.RawSetString("op", glua.LString(ev.Op))
-	if ev.Op == abi.OpSet {
+	switch ev.Op {
+	case abi.OpSet:
 		t.RawSetString("value", glua.LString(ev.Value))
+	case abi.OpTimer: // the payload ("" when empty), when it was due, whether late
+		t.RawSetString("value", glua.LString(ev.Value))
+		t.RawSetString("deadline", glua.LNumber(ev.Deadline))
+		t.RawSetString("late", glua.LBool(ev.Late))
 	}
 	t.RawSetString("version", glua.LString(ev.Version))
 	t.RawSetString("resync", glua.LBool(ev.Resync))

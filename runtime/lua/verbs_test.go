@@ -175,6 +175,35 @@ func TestVerbs(t *testing.T) {
 		{verb: "log", status: "OK", expr: `ss.error("e")`, want: "boolean:true", hostCalled: true, check: wantLog(abi.LevelError, "e")},
 		{verb: "log", status: "OK", expr: `ss.info("i")`, want: "boolean:true", hostCalled: true, check: wantLog(abi.LevelInfo, "i")},
 		{verb: "log", status: "INVALID", expr: `ss.log("fatal", "m")`, want: `nil:nil | string:ss.log: unknown level "fatal" (want debug, info, warn or error) | string:INVALID`},
+
+		// timer (the clock is fixed at now0 for every case)
+		{verb: "timer", status: "OK", expr: `ss.timer("door", 1500, {payload = "open-too-long"})`, want: "boolean:true", hostCalled: true, check: armed("door", now0+1500, 0, "open-too-long")},
+		{verb: "timer", status: "OK", expr: `ss.timer("t\0", 0)`, want: "boolean:true", hostCalled: true, check: armed("t\x00", now0, 0, "")},
+		{verb: "timer", status: "OK", expr: `ss.timer("t", 0, {payload = ""})`, want: "boolean:true", hostCalled: true, check: armed("t", now0, 0, "")},
+		{verb: "timer", status: "OK", expr: `ss.timer(7, 250, {every = 1000, payload = 1.5})`, want: "boolean:true", hostCalled: true, check: armed("7", now0+250, time.Second, "1.5")},
+		{verb: "timer", status: "OK", expr: `ss.timer("t", 10, {payload = ` + bin + `, every = 0})`, want: "boolean:true", hostCalled: true, check: armed("t", now0+10, 0, "\r\n\x00\xff")},
+		{verb: "timer", status: "OK", setup: arm("t", 5000, "old"), expr: `ss.timer("t", 100, {payload = "new"})`, want: "boolean:true", hostCalled: true, check: armed("t", now0+100, 0, "new")},
+		{verb: "timer", status: "QUOTA", setup: failWith(abi.FnTimer, abi.StatusQuota, "timer \"t\": the rule has 1000 timers, the most it may have"), expr: `ss.timer("t", 100)`, want: `nil:nil | string:timer "t": the rule has 1000 timers, the most it may have | string:QUOTA`, hostCalled: true, check: noTimers},
+		{verb: "timer", status: "TOO_LARGE", setup: failWith(abi.FnTimer, abi.StatusTooLarge, "timer \"t\": payload of 5 bytes exceeds max_value 4"), expr: `ss.timer("t", 100, {payload = "12345"})`, want: `nil:nil | string:timer "t": payload of 5 bytes exceeds max_value 4 | string:TOO_LARGE`, hostCalled: true, check: noTimers},
+		{verb: "timer", status: "DENIED", setup: func(h *abitest.Host) { h.Deny = deny("t") }, expr: `ss.timer("t", 100)`, want: `nil:nil | string:timer "t": not permitted | string:DENIED`, hostCalled: true, check: noTimers},
+		{verb: "timer", status: "INVALID", expr: `ss.timer("", 100)`, want: "nil:nil | string:timer: empty key | string:INVALID", hostCalled: true, check: noTimers},
+		{verb: "timer", status: "INVALID", expr: `ss.timer("t", -1)`, want: "nil:nil | string:ss.timer: delay_ms must be >= 0, got -1 | string:INVALID", check: noTimers},
+		{verb: "timer", status: "INVALID", expr: `ss.timer("t", 1.5)`, want: "nil:nil | string:ss.timer: delay_ms must be a whole number of milliseconds, got 1.5 | string:INVALID", check: noTimers},
+		{verb: "timer", status: "INVALID", expr: `ss.timer("t", 0/0)`, want: "nil:nil | string:ss.timer: delay_ms must be a whole number of milliseconds, got NaN | string:INVALID", check: noTimers},
+		{verb: "timer", status: "INVALID", expr: `ss.timer("t", 1/0)`, want: "nil:nil | string:ss.timer: delay_ms must be a whole number of milliseconds, got +Inf | string:INVALID", check: noTimers},
+		{verb: "timer", status: "INVALID", expr: `ss.timer("t", 1e300)`, want: "nil:nil | string:ss.timer: delay_ms of 1e+300 ms is too long | string:INVALID", check: noTimers},
+		{verb: "timer", status: "INVALID", expr: `ss.timer("t", 10, {every = -5})`, want: "nil:nil | string:ss.timer: every must be >= 0, got -5 | string:INVALID", check: noTimers},
+		{verb: "timer", status: "INVALID", expr: `ss.timer("t", 10, {every = 0.5})`, want: "nil:nil | string:ss.timer: every must be a whole number of milliseconds, got 0.5 | string:INVALID", check: noTimers},
+		{verb: "timer", status: "INVALID", expr: `ss.timer("t", 10, {period = 5})`, want: `nil:nil | string:ss.timer: unknown option "period" (want every, payload) | string:INVALID`, check: noTimers},
+
+		// cancel
+		{verb: "cancel", status: "OK", setup: arm("t", 100, ""), expr: `ss.cancel("t")`, want: "boolean:true", hostCalled: true, check: noTimers},
+		{verb: "cancel", status: "NOT_FOUND", setup: arm("other", 100, ""), expr: `ss.cancel("t")`, want: "boolean:false", hostCalled: true, check: armed("other", now0+100, 0, "")},
+		{verb: "cancel", status: "DENIED", setup: func(h *abitest.Host) { arm("t", 100, "")(h); h.Deny = deny("t") }, expr: `ss.cancel("t")`, want: `nil:nil | string:cancel "t": not permitted | string:DENIED`, hostCalled: true, check: armed("t", now0+100, 0, "")},
+		{verb: "cancel", status: "INVALID", expr: `ss.cancel("")`, want: "nil:nil | string:cancel: empty key | string:INVALID", hostCalled: true},
+
+		// now: a whole number of milliseconds, exact
+		{verb: "now", status: "OK", expr: `ss.now(), ss.now() == 1700000000123, math.floor(ss.now()) == ss.now()`, want: "number:1700000000123 | boolean:true | boolean:true", hostCalled: true},
 	}
 
 	// Every verb of abi.Verbs() is covered with OK and each status it can meet.
@@ -188,6 +217,9 @@ func TestVerbs(t *testing.T) {
 		"lock":    {"OK", "BUSY", "DENIED", "INVALID"},
 		"unlock":  {"OK", "NOT_FOUND", "DENIED", "INVALID"},
 		"log":     {"OK", "INVALID"},
+		"timer":   {"OK", "QUOTA", "TOO_LARGE", "DENIED", "INVALID"},
+		"cancel":  {"OK", "NOT_FOUND", "DENIED", "INVALID"},
+		"now":     {"OK"},
 	}
 	for _, verb := range abi.Verbs() {
 		for _, st := range statuses[verb] {
@@ -203,6 +235,7 @@ func TestVerbs(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.verb+"/"+c.status+"/"+c.expr, func(t *testing.T) {
 			h := abitest.New()
+			h.SetNow(now0)
 			if c.setup != nil {
 				c.setup(h)
 			}
@@ -218,6 +251,39 @@ func TestVerbs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// now0 is the abitest clock of TestVerbs (Unix ms).
+const now0 = 1700000000123
+
+// arm arms the timer name on h, delay ms from its clock.
+func arm(name string, delay int64, payload string) func(h *abitest.Host) {
+	return func(h *abitest.Host) {
+		if err := h.Timer(context.Background(), name, time.Duration(delay)*time.Millisecond, abi.TimerOptions{Payload: []byte(payload)}); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// armed checks that name is the only timer armed on h, as given.
+func armed(name string, deadline int64, every time.Duration, payload string) func(t *testing.T, h *abitest.Host) {
+	return func(t *testing.T, h *abitest.Host) {
+		tm, ok := h.Timers()[name]
+		if !ok || len(h.Timers()) != 1 || tm.Deadline != deadline || tm.Every != every || string(tm.Payload) != payload {
+			t.Errorf("timers %+v, want only %q due at %d every %v with payload %q", h.Timers(), name, deadline, every, payload)
+		}
+	}
+}
+
+func noTimers(t *testing.T, h *abitest.Host) {
+	if n := len(h.Timers()); n != 0 {
+		t.Errorf("%d timers armed: %+v", n, h.Timers())
+	}
+}
+
+// failWith makes h fail verb with status and msg.
+func failWith(verb string, status abi.Status, msg string) func(h *abitest.Host) {
+	return func(h *abitest.Host) { h.Fail(verb, abi.Errorf(status, "%s", msg)) }
 }
 
 func wantLog(level int32, msg string) func(t *testing.T, h *abitest.Host) {
@@ -272,6 +338,15 @@ func TestVerbArgumentTypes(t *testing.T) {
 		{`ss.log("info")`, "ss.log: bad argument #2 'message' (string expected, got nil)"},
 		{`ss.log(nil, "x")`, "ss.log: bad argument #1 'level' (string expected, got nil)"},
 		{`ss.warn()`, "ss.warn: bad argument #1 'message' (string expected, got nil)"},
+		{`ss.timer()`, "ss.timer: bad argument #1 'name' (string expected, got nil)"},
+		{`ss.timer("t")`, "ss.timer: bad argument #2 'delay_ms' (number expected, got nil)"},
+		{`ss.timer("t", "5")`, "ss.timer: bad argument #2 'delay_ms' (number expected, got string)"},
+		{`ss.timer("t", 5, "x")`, "ss.timer: bad argument #3 'options' (table expected, got string)"},
+		{`ss.timer("t", 5, {every = "1"})`, "ss.timer: option 'every' must be a number of milliseconds, got string"},
+		{`ss.timer("t", 5, {payload = {}})`, "ss.timer: option 'payload' must be a string, got table"},
+		{`ss.timer("t", 5, {payload = true})`, "ss.timer: option 'payload' must be a string, got boolean"},
+		{`ss.cancel()`, "ss.cancel: bad argument #1 'name' (string expected, got nil)"},
+		{`ss.cancel({})`, "ss.cancel: bad argument #1 'name' (string expected, got table)"},
 	} {
 		h := abitest.New()
 		got := evalRule(t, h, `pcall(function() return `+tc.expr+` end)`)

@@ -14,11 +14,14 @@
 // protocol only, automatic mTLS, a managed client (go-plugin's
 // CleanupClients kills it at program exit), and a handshake whose magic
 // cookie is SSRUN_PLUGIN and whose protocol version is abi.Version. The host then serves the ABI (get, set,
-// del, vdel, watch, unwatch, lock, unlock, log), backed by the rule's
-// abi.Host, on ONE go-plugin broker connection per process, whose id it
-// sends in the Init call; the plugin dials it once and keeps it. Init runs
-// the plugin's initialisation (where it declares its watches) under the
-// call timeout; Start returns once it succeeded.
+// del, vdel, watch, unwatch, lock, unlock, log, and since revision 2 timer,
+// cancel and now), backed by the rule's abi.Host, on ONE go-plugin broker
+// connection per process, whose id it sends in the Init call; the plugin
+// dials it once and keeps it. Init runs the plugin's initialisation (where
+// it declares its watches) under the call timeout; Start returns once it
+// succeeded. The proto only grows (plugin.proto, Revisions): a plugin built
+// before a revision keeps working, and one calling a verb its host lacks
+// gets StatusInternal naming gRPC's Unimplemented.
 //
 // Events. Handle sends one event per unary call with a deadline of
 // abi.Limits.CallTimeout. Failures are *Error values:

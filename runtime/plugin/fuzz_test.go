@@ -18,7 +18,7 @@ import (
 var hostCalls = []func(ctx context.Context, s *hostServer, data []byte) (proto.Message, error){
 	call((*hostServer).Get), call((*hostServer).Set), call((*hostServer).Del), call((*hostServer).VDel),
 	call((*hostServer).Watch), call((*hostServer).Unwatch), call((*hostServer).Lock), call((*hostServer).Unlock),
-	call((*hostServer).Log),
+	call((*hostServer).Log), call((*hostServer).Timer), call((*hostServer).Cancel), call((*hostServer).Now),
 }
 
 func call[Req any, PReq interface {
@@ -49,6 +49,9 @@ func FuzzHostServer(f *testing.F) {
 		&pb.LockRequest{Name: []byte("L"), TtlMs: math.MaxInt64, WaitMs: -5},
 		&pb.UnlockRequest{Name: []byte("L")},
 		&pb.LogRequest{Level: 8, Message: []byte("\xff\xfe")},
+		&pb.TimerRequest{Name: []byte("t\x00"), DelayMs: math.MaxInt64, EveryMs: -1, Payload: []byte("p")},
+		&pb.CancelRequest{Name: []byte("t")},
+		&pb.NowRequest{},
 	}
 	for i, m := range seeds {
 		b, err := proto.Marshal(m)

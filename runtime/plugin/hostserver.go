@@ -12,7 +12,7 @@ import (
 // hostServer serves the Host service to one plugin process, backed by the
 // rule's abi.Host. Arguments the ABI forbids (an unknown condition, a
 // negative or oversized duration) fail with StatusInvalid before reaching
-// the Host. A call without a deadline (made outside Init and Handle) is
+// the Host. An empty value or payload reaches the Host as empty, not nil. A call without a deadline (made outside Init and Handle) is
 // bounded by the rule's call timeout.
 type hostServer struct {
 	pb.UnimplementedHostServer
@@ -47,13 +47,9 @@ func (s *hostServer) Set(ctx context.Context, req *pb.SetRequest) (*pb.SetRespon
 	if !ok {
 		return &pb.SetResponse{Result: wire.Result(abi.Errorf(abi.StatusInvalid, "set %q: ttl %d ms out of range", key, req.GetTtlMs()))}, nil
 	}
-	value := req.GetValue()
-	if value == nil {
-		value = []byte{} // an empty value, not none
-	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	version, err := s.h.Set(ctx, key, value, abi.SetOptions{Cond: abi.Condition(req.GetCond()), TTL: ttl, Fence: string(req.GetFence())})
+	version, err := s.h.Set(ctx, key, wire.NonNil(req.GetValue()), abi.SetOptions{Cond: abi.Condition(req.GetCond()), TTL: ttl, Fence: string(req.GetFence())})
 	return &pb.SetResponse{Result: wire.Result(err), Version: []byte(version)}, nil
 }
 
@@ -66,11 +62,7 @@ func (s *hostServer) Del(ctx context.Context, req *pb.DelRequest) (*pb.Result, e
 func (s *hostServer) VDel(ctx context.Context, req *pb.VDelRequest) (*pb.Result, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	value := req.GetValue()
-	if value == nil {
-		value = []byte{} // an empty value, not none
-	}
-	return wire.Result(s.h.VDel(ctx, string(req.GetKey()), value, abi.DelOptions{Fence: string(req.GetFence())})), nil
+	return wire.Result(s.h.VDel(ctx, string(req.GetKey()), wire.NonNil(req.GetValue()), abi.DelOptions{Fence: string(req.GetFence())})), nil
 }
 
 func (s *hostServer) Watch(ctx context.Context, req *pb.WatchRequest) (*pb.Result, error) {
@@ -113,4 +105,32 @@ func (s *hostServer) Unlock(ctx context.Context, req *pb.UnlockRequest) (*pb.Res
 func (s *hostServer) Log(_ context.Context, req *pb.LogRequest) (*pb.Result, error) {
 	s.h.Log(req.GetLevel(), string(req.GetMessage()))
 	return wire.Result(nil), nil
+}
+
+func (s *hostServer) Timer(ctx context.Context, req *pb.TimerRequest) (*pb.Result, error) {
+	name := string(req.GetName())
+	if req.GetDelayMs() < 0 || req.GetEveryMs() < 0 { // the words of abi.Host's refusal
+		return wire.Result(abi.Errorf(abi.StatusInvalid, "timer %q: negative delay or period", name)), nil
+	}
+	delay, ok := wire.Duration(req.GetDelayMs())
+	if !ok {
+		return wire.Result(abi.Errorf(abi.StatusInvalid, "timer %q: delay %d ms out of range", name, req.GetDelayMs())), nil
+	}
+	every, ok := wire.Duration(req.GetEveryMs())
+	if !ok {
+		return wire.Result(abi.Errorf(abi.StatusInvalid, "timer %q: every %d ms out of range", name, req.GetEveryMs())), nil
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	return wire.Result(s.h.Timer(ctx, name, delay, abi.TimerOptions{Every: every, Payload: wire.NonNil(req.GetPayload())})), nil
+}
+
+func (s *hostServer) Cancel(ctx context.Context, req *pb.CancelRequest) (*pb.Result, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	return wire.Result(s.h.Cancel(ctx, string(req.GetName()))), nil
+}
+
+func (s *hostServer) Now(context.Context, *pb.NowRequest) (*pb.NowResponse, error) {
+	return &pb.NowResponse{Result: wire.Result(nil), UnixMs: s.h.Now()}, nil
 }

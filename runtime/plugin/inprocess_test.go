@@ -42,9 +42,27 @@ func init() {
 // its own, as ruleScript starts the built plugin.
 func inProcessScript(t testing.TB, h abi.Host, lim abi.Limits) (*script, *Runtime, *testutil.Buffer) {
 	t.Helper()
+	return inProcessScriptOf(t, func() inProcessRule {
+		rule := guest.New(plugintest.Init, plugintest.Handle)
+		rule.Stderr = testutil.LogWriter(t) // a panic's stack
+		return rule
+	}, h, lim)
+}
+
+// inProcessRule is the plugin side of a rule served in-process; Close
+// closes its connections to the host.
+type inProcessRule interface {
+	goplugin.GRPCPlugin
+	Close()
+}
+
+// inProcessScriptOf starts the rule newRule makes (a new one per process
+// start) served in-process on a runtime of its own.
+func inProcessScriptOf(t testing.TB, newRule func() inProcessRule, h abi.Host, lim abi.Limits) (*script, *Runtime, *testutil.Buffer) {
+	t.Helper()
 	r, logs := newRuntime(t, Config{})
 	r.connect = func(cfg *goplugin.ClientConfig) pluginClient {
-		return serveInProcess(t, cfg.Plugins[wire.PluginName].(goplugin.GRPCPlugin))
+		return serveInProcess(t, cfg.Plugins[wire.PluginName].(goplugin.GRPCPlugin), newRule())
 	}
 	// Compile and Start still check and copy a file: a stand-in that is
 	// never run.
@@ -55,11 +73,9 @@ func inProcessScript(t testing.TB, h abi.Host, lim abi.Limits) (*script, *Runtim
 	return start(t, compile(t, r, file), h, lim), r, logs
 }
 
-// serveInProcess serves the test rule on a go-plugin connection in this
-// process; host is the runtime's side of the plugin.
-func serveInProcess(t testing.TB, host goplugin.GRPCPlugin) pluginClient {
-	rule := guest.New(plugintest.Init, plugintest.Handle)
-	rule.Stderr = testutil.LogWriter(t) // a panic's stack
+// serveInProcess serves rule on a go-plugin connection in this process;
+// host is the runtime's side of the plugin.
+func serveInProcess(t testing.TB, host goplugin.GRPCPlugin, rule inProcessRule) pluginClient {
 	c, s := goplugin.TestPluginGRPCConn(t, false, goplugin.PluginSet{wire.PluginName: pair{host: host, rule: rule}})
 	return &inProcess{t: t, client: c, server: s, rule: rule}
 }
@@ -84,7 +100,7 @@ type inProcess struct {
 	t      testing.TB
 	client *goplugin.GRPCClient
 	server *goplugin.GRPCServer
-	rule   *guest.Plugin
+	rule   inProcessRule
 }
 
 func (p *inProcess) Client() (goplugin.ClientProtocol, error) { return p.client, nil }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -27,6 +28,13 @@ func largeVerbCases() []ruletest.VerbCase {
 	return []ruletest.VerbCase{
 		{Name: "get ok 5 MiB", Setup: func(s *abitest.Host) { s.Put("big", big) },
 			Cmd: []string{"get", "big"}, Want: `get status=OK msg="" value=` + ruletest.Show(big) + ` version="` + v(1) + `"`},
+		{Name: "timer ok 5 MiB payload", Cmd: []string{"timer", "big", "1s", "0s", string(big)},
+			Want: `timer status=OK msg=""`,
+			Check: func(t *testing.T, h *abitest.Host) {
+				if got := h.Timers()["big"].Payload; !bytes.Equal(got, big) {
+					t.Errorf("armed a %d-byte payload, not the 5 MiB one", len(got))
+				}
+			}},
 		{Name: "set ok 5 MiB", Cmd: []string{"set", "big", string(big), "0", "0s", ""},
 			Want: `set status=OK msg="" version="` + v(1) + `"`,
 			Check: func(t *testing.T, h *abitest.Host) {
@@ -36,6 +44,10 @@ func largeVerbCases() []ruletest.VerbCase {
 			}},
 	}
 }
+
+// maxDuration is the longest time.Duration, in milliseconds one more than
+// the longest the ABI takes (wire.Millis rounds it up).
+var maxDuration = time.Duration(math.MaxInt64).String()
 
 // verbCases are the shared cases and those particular to plugins, but for
 // largeVerbCases.
@@ -89,6 +101,27 @@ func verbCases() []ruletest.VerbCase {
 			}},
 		{Name: "lock negative ttl", Cmd: []string{"lock", "L", "-1s", "0s"},
 			Want: `lock status=INVALID msg="lock \"L\": ttl -1000 ms out of range" token=""`, Check: ruletest.NotCalled(abi.FnLock)},
+		{Name: "timer sub-ms rounded up, with a deadline", Cmd: []string{"timer", "t", "1us", "1us", "p"}, Want: `timer status=OK msg=""`,
+			Check: func(t *testing.T, h *abitest.Host) {
+				if c, _ := h.LastCall(abi.FnTimer); c.Delay != time.Millisecond || c.Timer.Every != time.Millisecond || !c.HasDeadline {
+					t.Errorf("delay %v, every %v (deadline %t), want 1ms, 1ms with a deadline", c.Delay, c.Timer.Every, c.HasDeadline)
+				}
+			}},
+		{Name: "timer negative every", Cmd: []string{"timer", "t", "1s", "-1ms", ""},
+			Want: `timer status=INVALID msg="timer \"t\": negative delay or period"`, Check: ruletest.NotCalled(abi.FnTimer)},
+		{Name: "timer negative sub-ms delay", Cmd: []string{"timer", "t", "-1us", "0s", ""},
+			Want: `timer status=INVALID msg="timer \"t\": negative delay or period"`, Check: ruletest.NotCalled(abi.FnTimer)},
+		{Name: "timer delay beyond a Duration", Cmd: []string{"timer", "t", maxDuration, "0s", ""},
+			Want: `timer status=INVALID msg="timer \"t\": delay 9223372036855 ms out of range"`, Check: ruletest.NotCalled(abi.FnTimer)},
+		{Name: "timer every beyond a Duration", Cmd: []string{"timer", "t", "0s", maxDuration, ""},
+			Want: `timer status=INVALID msg="timer \"t\": every 9223372036855 ms out of range"`, Check: ruletest.NotCalled(abi.FnTimer)},
+		{Name: "cancel binary name", Setup: func(h *abitest.Host) { _ = h.Timer(context.Background(), "t\x00\xff", time.Hour, abi.TimerOptions{}) },
+			Cmd: []string{"cancel", "t\x00\xff"}, Want: `cancel status=OK msg=""`,
+			Check: func(t *testing.T, h *abitest.Host) {
+				if c, _ := h.LastCall(abi.FnCancel); c.Key != "t\x00\xff" || !c.HasDeadline {
+					t.Errorf("cancel %q (deadline %t), want the binary name with a deadline", c.Key, c.HasDeadline)
+				}
+			}},
 		{Name: "log custom level", Cmd: []string{"log", "-2", "x"}, Want: `log status=OK msg=""`,
 			Check: func(t *testing.T, h *abitest.Host) {
 				if !slices.Contains(h.Logs(), abitest.LogLine{Level: -2, Msg: "x"}) {
@@ -123,8 +156,11 @@ func TestLargeMessages(t *testing.T) {
 			ruletest.RunVerbCase(t, tc, s, h)
 		})
 	}
-	ev := abi.Event{Key: "event", Op: abi.OpSet, Value: bytes.Repeat([]byte{0, 0xff, '\n'}, 2<<20)}
-	checkEvents(t, s, h, []abi.Event{ev})
+	value := bytes.Repeat([]byte{0, 0xff, '\n'}, 2<<20)
+	checkEvents(t, s, h, []abi.Event{
+		{Key: "event", Op: abi.OpSet, Value: value},
+		{Key: "event", Op: abi.OpTimer, Value: value, Deadline: 1732000000123, Late: true},
+	})
 }
 
 // TestHostServiceIsABI checks that the Host service has exactly one method

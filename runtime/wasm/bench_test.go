@@ -22,14 +22,16 @@ func (benchHost) Log(int32, string) {}
 // guest calls last_error with a zero-length buffer (a real ABI host
 // function that looks up the caller and writes 4 bytes, nothing else), so
 // the other rows minus the floor are SDK + argument copying + abitest.
-// Rows named a+b do both verbs per iteration (del, vdel, unwatch and unlock
-// need something to remove). Each row also reports its ratio to the floor.
+// Rows named a+b do both verbs per iteration (del, vdel, unwatch, unlock
+// and cancel need something to remove); "timer" re-arms one name. Each row
+// also reports its ratio to the floor.
 func BenchmarkVerbs(b *testing.B) {
 	h := benchHost{abitest.New()}
 	h.Put("bench/k", []byte("0123456789abcdef"))
 	s := start(b, compile(b, sharedRuntime(b), "rule.wasm", guest(b, "rule")), h, abi.Limits{CallTimeout: time.Hour})
 	var floor float64
-	for _, verb := range []string{"floor", "get", "set", "set+del", "set+vdel", "watch", "watch+unwatch", "lock", "lock+unlock", "log"} {
+	for _, verb := range []string{"floor", "get", "set", "set+del", "set+vdel", "watch", "watch+unwatch", "lock", "lock+unlock", "log",
+		"timer", "timer+cancel", "now"} {
 		b.Run(verb, func(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()

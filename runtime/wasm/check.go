@@ -129,7 +129,7 @@ func (r *Runtime) probe(ctx context.Context, name string, e *engine, cm wazero.C
 	stdout.Flush()
 	stderr.Flush()
 	if err != nil {
-		return "initialisation failed during the load check (where store verbs other than watch, unwatch and log fail with UNAVAILABLE): " +
+		return "initialisation failed during the load check (where store verbs other than watch, unwatch, log, timer, cancel and now fail with UNAVAILABLE): " +
 			classify(err, stderr.sawOOM || in.atLimit(e), timeout).Error()
 	}
 	defer r.discard(in)

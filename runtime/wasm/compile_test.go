@@ -46,6 +46,12 @@ func TestCompileChecks(t *testing.T) {
 		i32c(0), i32c(1), i32c(0x100), i32c(16), i32c(0x200), call(importIndex(abi.FnGet)),
 		i32c(int32(abi.StatusUnavailable)), opI32Ne, opIf, opUnreachable, opEnd,
 	)
+	// An _initialize arming a timer (payload "k") and reading the clock: the
+	// load check accepts both; anything else traps.
+	timerProbe := ops(
+		i32c(0), i32c(1), i64c(1000), i64c(0), i32c(0), i32c(1), call(importIndex(abi.FnTimer)), i32c(0), opI32Ne, opIf, opUnreachable, opEnd,
+		i32c(0x100), call(importIndex(abi.FnNow)), i32c(0), opI32Ne, opIf, opUnreachable, opEnd,
+	)
 	unit := []api.ValueType(nil)
 	cases := []struct {
 		name string
@@ -55,6 +61,7 @@ func TestCompileChecks(t *testing.T) {
 		{"valid minimal", minimal().bytes(), ""},
 		{"valid with every host import", hand.bytes(), ""},
 		{"valid reactor init using watch and get", hand.withFunc(wFunc{export: exportInitialize, body: checkProbe}).bytes(), ""},
+		{"valid reactor init arming a timer", hand.withFunc(wFunc{export: exportInitialize, body: timerProbe}).bytes(), ""},
 		{"valid with WASI imports", minimal(wImport{"wasi_snapshot_preview1", "fd_write", sig(i32, i32, i32, i32), sig(i32)}).bytes(), ""},
 
 		{"garbage", []byte("\x00asm but not really"), "rule.wasm: invalid module: ..."},
@@ -64,6 +71,10 @@ func TestCompileChecks(t *testing.T) {
 			"rule.wasm: import ssrun.get has signature (i32) -> (i32); ssrun ABI v1 has (i32, i32, i32, i32, i32) -> (i32)"},
 		{"ssrun import with i32 for i64", minimal(wImport{"ssrun", "lock", sig(i32, i32, i32, i64, i32, i32, i32), sig(i32)}).bytes(),
 			"rule.wasm: import ssrun.lock has signature (i32, i32, i32, i64, i32, i32, i32) -> (i32); ssrun ABI v1 has (i32, i32, i64, i64, i32, i32, i32) -> (i32)"},
+		{"timer import with i32 durations", minimal(wImport{"ssrun", "timer", sig(i32, i32, i32, i32, i32, i32), sig(i32)}).bytes(),
+			"rule.wasm: import ssrun.timer has signature (i32, i32, i32, i32, i32, i32) -> (i32); ssrun ABI v1 has (i32, i32, i64, i64, i32, i32) -> (i32)"},
+		{"now import returning i64", minimal(wImport{"ssrun", "now", unit, sig(i64)}).bytes(),
+			"rule.wasm: import ssrun.now has signature () -> (i64); ssrun ABI v1 has (i32) -> (i32)"},
 		{"ssrun import without result", minimal(wImport{"ssrun", "unwatch", sig(i32, i32), unit}).bytes(),
 			"rule.wasm: import ssrun.unwatch has signature (i32, i32) -> (); ssrun ABI v1 has (i32, i32) -> (i32)"},
 		{"foreign import", minimal(wImport{"env", "now", unit, sig(i64)}).bytes(),
@@ -99,13 +110,13 @@ func TestCompileChecks(t *testing.T) {
 		{"ssrun_abi_version traps", minimal().withFunc(wFunc{export: abi.ExportABIVersion, results: sig(i32), body: ops(opUnreachable, i32c(1))}).bytes(),
 			"rule.wasm: ssrun_abi_version failed: handler failed: wasm error: unreachable"},
 		{"initialisation traps", minimal().withFunc(wFunc{export: exportInitialize, body: opUnreachable}).bytes(),
-			"rule.wasm: initialisation failed during the load check (where store verbs other than watch, unwatch and log fail with UNAVAILABLE): handler failed: wasm error: unreachable"},
+			"rule.wasm: initialisation failed during the load check (where store verbs other than watch, unwatch, log, timer, cancel and now fail with UNAVAILABLE): handler failed: wasm error: unreachable"},
 		{"initialisation exits", func() []byte {
 			m := minimal(wImport{"wasi_snapshot_preview1", "proc_exit", sig(i32), unit})
 			return m.withFunc(wFunc{export: exportInitialize, body: ops(i32c(7), call(0))}).bytes()
-		}(), "rule.wasm: initialisation failed during the load check (where store verbs other than watch, unwatch and log fail with UNAVAILABLE): handler failed: the rule exited with code 7"},
+		}(), "rule.wasm: initialisation failed during the load check (where store verbs other than watch, unwatch, log, timer, cancel and now fail with UNAVAILABLE): handler failed: the rule exited with code 7"},
 		{"initialisation never ends", minimal().withFunc(wFunc{export: exportInitialize, body: opSpin}).bytes(),
-			"rule.wasm: initialisation failed during the load check (where store verbs other than watch, unwatch and log fail with UNAVAILABLE): handler exceeded its deadline (limit 1s)"},
+			"rule.wasm: initialisation failed during the load check (where store verbs other than watch, unwatch, log, timer, cancel and now fail with UNAVAILABLE): handler exceeded its deadline (limit 1s)"},
 		{"memory minimum above the default limit", func() []byte { m := minimal(); m.memPages = 1025; return m.bytes() }(),
 			"rule.wasm: invalid module: ..."},
 		{"wrong ABI version (Go)", guest(t, "wrongversion"), "rule.wasm: built for ssrun ABI v2; this host speaks v1"},

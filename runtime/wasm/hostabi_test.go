@@ -209,6 +209,9 @@ func TestArgumentValidation(t *testing.T) {
 		{abi.FnWatch, []uint64{atKey, 1, api.EncodeI32(-1)}, `watch "k": unknown flags 0xffffffff`},
 		{abi.FnLock, []uint64{atKey, 1, i64arg(-1), 0, atOut, 64, atOutLen}, `lock "k": ttl -1 ms out of range`},
 		{abi.FnLock, []uint64{atKey, 1, 1000, i64arg(-1 << 63), atOut, 64, atOutLen}, fmt.Sprintf(`lock "k": wait %d ms out of range`, int64(-1<<63))},
+		{abi.FnTimer, []uint64{atKey, 1, i64arg(-1 << 63), 0, atValue, 1}, fmt.Sprintf(`timer "k": delay %d ms out of range`, int64(-1<<63))},
+		{abi.FnTimer, []uint64{atKey, 1, i64arg(maxMillis + 1), 0, atValue, 1}, fmt.Sprintf(`timer "k": delay %d ms out of range`, maxMillis+1)},
+		{abi.FnTimer, []uint64{atKey, 1, 0, i64arg(-maxMillis - 1), atValue, 1}, fmt.Sprintf(`timer "k": every %d ms out of range`, -maxMillis-1)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.msg, func(t *testing.T) {
@@ -239,6 +242,9 @@ func TestMisuseTraps(t *testing.T) {
 		abi.FnLog:       {0, atKey, 1},
 		abi.FnResult:    {atOut, 64, atOutLen},
 		abi.FnLastError: {atOut, 64, atOutLen},
+		abi.FnTimer:     {atKey, 1, 1000, 0, atValue, 1},
+		abi.FnCancel:    {atKey, 1},
+		abi.FnNow:       {atOut},
 	}
 	cases := []struct {
 		fn    string
@@ -271,6 +277,15 @@ func TestMisuseTraps(t *testing.T) {
 		{abi.FnResult, 2, far, "out_len"},
 		{abi.FnLastError, 0, far, "out buffer"},
 		{abi.FnLastError, 2, memBytes - 1, "out_len"},
+		{abi.FnTimer, 0, far, "name"},
+		{abi.FnTimer, 1, memBytes, "name"},
+		{abi.FnTimer, 4, far, "payload"},
+		{abi.FnTimer, 5, 0xffffffff, "payload"},   // a 4 GiB payload: refused before any copy
+		{abi.FnTimer, 4, memBytes + 1, "payload"}, // empty, but starts past the end
+		{abi.FnCancel, 0, far, "name"},
+		{abi.FnCancel, 1, memBytes, "name"},
+		{abi.FnNow, 0, far, "out"},
+		{abi.FnNow, 0, memBytes - 7, "out"}, // 7 of the 8 bytes inside
 	}
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("%s %s", tc.fn, tc.arg), func(t *testing.T) {
@@ -338,6 +353,9 @@ func TestHandleHandGuest(t *testing.T) {
 			ev: ev, is: abi.ErrMemory, replaced: true, msg: "handler exceeded its memory limit: wasm error: unreachable"},
 		{name: "memory below limit", module: handGuest(ops(opGrowOne, opDrop, opUnreachable, i32c(0))), lim: abi.Limits{MemoryBytes: 3 * pageSize},
 			ev: ev, is: abi.ErrCrashed, replaced: true, msg: "handler failed: wasm error: unreachable"},
+		{name: "now bad pointer", module: handGuest(ops(i32c(-4), call(importIndex(abi.FnNow)), opDrop, i32c(0))), ev: ev,
+			is: abi.ErrCrashed, replaced: true,
+			msg: "handler failed: ssrun.now: out [4294967292, 4294967292+8) is outside guest memory (65536 bytes) (recovered by wazero)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

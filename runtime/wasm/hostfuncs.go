@@ -26,8 +26,9 @@ type hostFunc struct {
 	call   func(ctx context.Context, c *caller, mem api.Memory, stack []uint64) abi.Status
 }
 
-// hostFuncs is ABI v1 as the guest sees it (abi/doc.go). Every function
-// returns one i32 status. The import check in Compile uses the same table.
+// hostFuncs is ABI v1 (revision 2) as the guest sees it (abi/doc.go), in
+// the order of abi.HostFunctions(). Every function returns one i32 status.
+// The import check in Compile uses the same table.
 var hostFuncs = []hostFunc{
 	{abi.FnGet, []api.ValueType{i32, i32, i32, i32, i32},
 		[]string{"key_ptr", "key_len", "out_ptr", "out_cap", "out_len_ptr"}, hostGet},
@@ -51,6 +52,13 @@ var hostFuncs = []hostFunc{
 		[]string{"out_ptr", "out_cap", "out_len_ptr"}, hostResult},
 	{abi.FnLastError, []api.ValueType{i32, i32, i32},
 		[]string{"out_ptr", "out_cap", "out_len_ptr"}, hostLastError},
+	// Revision 2 (timerfuncs.go).
+	{abi.FnTimer, []api.ValueType{i32, i32, i64, i64, i32, i32},
+		[]string{"name_ptr", "name_len", "delay_ms", "every_ms", "payload_ptr", "payload_len"}, hostTimer},
+	{abi.FnCancel, []api.ValueType{i32, i32},
+		[]string{"name_ptr", "name_len"}, hostCancel},
+	{abi.FnNow, []api.ValueType{i32},
+		[]string{"out_ptr"}, hostNow},
 }
 
 // caller is the per-instance state the host functions work on: the rule's

@@ -142,6 +142,9 @@ var handParams = map[string][]api.ValueType{
 	abi.FnLog:       {i32, i32, i32},
 	abi.FnResult:    {i32, i32, i32},
 	abi.FnLastError: {i32, i32, i32},
+	abi.FnTimer:     {i32, i32, i64, i64, i32, i32},
+	abi.FnCancel:    {i32, i32},
+	abi.FnNow:       {i32},
 }
 
 // handAllocAt is where the hand-made guest's ssrun_alloc puts every event.

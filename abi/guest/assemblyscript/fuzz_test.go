@@ -109,6 +109,8 @@ func FuzzEventRecord(f *testing.F) {
 		{Key: "k\xed\xa0\x80\U0001d11e", Op: abi.OpDelete, Version: "\xe2\x82", Resync: true},
 		{Key: "lock", Op: abi.OpLockLost},
 		{Key: "", Op: abi.OpSet, Value: []byte{}},
+		{Key: "door", Op: abi.OpTimer, Value: []byte("open\xff"), Deadline: 1_732_000_000_123, Late: true},
+		{Key: "tick", Op: abi.OpTimer, Value: []byte{}, Deadline: -1},
 	} {
 		f.Add(abi.AppendEvent(nil, ev))
 	}
@@ -119,6 +121,8 @@ func FuzzEventRecord(f *testing.F) {
 	f.Add([]byte{2, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 'v', 0, 0, 0, 0})
 	f.Add([]byte{1, 0, 0, 0, 0xff, 0xff, 0xff, 0xff})
 	f.Add([]byte{1, 0, 0, 0, 1, 0, 0, 0, 'k', 0, 0, 0, 0, 0, 0, 0, 0, 'x'})
+	f.Add([]byte{4, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7}) // TIMER, deadline one byte short
+	f.Add([]byte{1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})                      // late on a SET
 	g := newRawGuest(f)
 	f.Fuzz(func(t *testing.T, rec []byte) {
 		g.logs = g.logs[:0]
@@ -133,8 +137,8 @@ func FuzzEventRecord(f *testing.F) {
 			}
 			return
 		}
-		want := fmt.Sprintf("report event op=%s key=%s value=%s text=%s version=%s resync=%t",
-			ev.Op, runes([]byte(ev.Key)), show(ev.Value), runes(ev.Value), runes([]byte(ev.Version)), ev.Resync)
+		want := fmt.Sprintf("report event op=%s key=%s value=%s text=%s version=%s resync=%t deadline=%d late=%t",
+			ev.Op, runes([]byte(ev.Key)), show(ev.Value), runes(ev.Value), runes([]byte(ev.Version)), ev.Resync, ev.Deadline, ev.Late)
 		if rc != 0 || len(g.logs) != 1 || g.logs[0] != want {
 			t.Fatalf("record %q: rc %d, logs %q; want 0 and %q", rec, rc, g.logs, want)
 		}

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/abi/abitest"
@@ -236,6 +237,32 @@ func TestVerbs(t *testing.T) {
 		{name: "unlock", setup: lockL, cmd: []string{"unlock", "L"}, want: "unlock status=OK msg="},
 		{name: "unlock not held", cmd: []string{"unlock", "L"}, want: `unlock status=NOT_FOUND msg=unlock "L": not held`},
 
+		{name: "timer text payload", setup: func(h *abitest.Host) { h.SetNow(1_000) }, cmd: []string{"timer-text", "door\x00é", "1500", "30000", "open-too-long"},
+			want: "timer-text status=OK msg=",
+			check: func(t *testing.T, h *abitest.Host) {
+				got := h.Timers()["door\x00é"]
+				if got.Deadline != 2_500 || got.Every != 30*time.Second || string(got.Payload) != "open-too-long" {
+					t.Errorf("armed %+v", got)
+				}
+			}},
+		{name: "timer without options", setup: func(h *abitest.Host) { h.SetNow(1_000) }, cmd: []string{"timer-default", "t", "0"},
+			want: "timer-default status=OK msg=",
+			check: func(t *testing.T, h *abitest.Host) {
+				got, ok := h.Timers()["t"]
+				if !ok || got.Deadline != 1_000 || got.Every != 0 || got.Payload == nil || len(got.Payload) != 0 {
+					t.Errorf("armed %+v (%t), want due now, once, an empty payload", got, ok)
+				}
+			}},
+		{name: "timer binary payload", setup: func(h *abitest.Host) { h.SetNow(1_000) }, cmd: []string{"timer", "t", "1500ms", "0s", binary},
+			want: `timer status=OK msg=""`,
+			check: func(t *testing.T, h *abitest.Host) {
+				if got := h.Timers()["t"]; got.Deadline != 2_500 || string(got.Payload) != binary {
+					t.Errorf("armed %+v", got)
+				}
+			}},
+		{name: "timer negative every", cmd: []string{"timer-text", "t", "0", "-1", ""},
+			want: `timer-text status=INVALID msg=timer "t": negative delay or period`},
+
 		{name: "log", cmd: []string{"log", "8", "héllo\x00 world"}, want: "log status=OK msg=",
 			check: func(t *testing.T, h *abitest.Host) {
 				if !slices.Contains(h.Logs(), abitest.LogLine{Level: abi.LevelError, Msg: "héllo\x00 world"}) {
@@ -261,11 +288,57 @@ func TestVerbs(t *testing.T) {
 		verb, _, _ := strings.Cut(tc.cmd[0], "-")
 		seen[strings.TrimSuffix(verb, "Bytes")] = true
 	}
+	for verb := range sharedTimerCases(t) {
+		seen[verb] = true
+	}
 	for _, verb := range abi.Verbs() {
 		if !seen[verb] {
 			t.Errorf("verb %s has no case", verb)
 		}
 	}
+}
+
+// sharedTimerCases runs the shared cases of timer, cancel and now
+// (ruletest.VerbCases), byte for byte, and checks they saw every verb
+// succeed and timer and cancel return every status. It returns the verbs
+// run. The one case skipped arms a name that is not UTF-8: names are
+// strings in this SDK, as keys are ("timer text payload" arms a binary-safe
+// UTF-8 name).
+func sharedTimerCases(t *testing.T) map[string]bool {
+	revision2 := []string{abi.FnTimer, abi.FnCancel, abi.FnNow}
+	statuses := map[string]map[string]bool{}
+	for _, tc := range ruletest.VerbCases() {
+		if !slices.Contains(revision2, tc.Cmd[0]) {
+			continue
+		}
+		if tc.Cmd[0] == abi.FnTimer && !utf8.ValidString(tc.Cmd[1]) {
+			t.Logf("skipped %q: timer names are strings in this SDK", tc.Name)
+			continue
+		}
+		t.Run("shared/"+tc.Name, func(t *testing.T) {
+			h := abitest.New()
+			verb, st := ruletest.RunVerbCase(t, tc, start(t, h, abi.Limits{}), h)
+			if statuses[verb] == nil {
+				statuses[verb] = map[string]bool{}
+			}
+			statuses[verb][st] = true
+		})
+	}
+	for _, verb := range revision2 {
+		if !statuses[verb]["OK"] {
+			t.Errorf("verb %s: no OK case", verb)
+		}
+		for _, st := range abi.Statuses() {
+			if verb != abi.FnNow && st != abi.StatusBufferTooSmall && st != abi.StatusOK && !statuses[verb][st.String()] {
+				t.Errorf("verb %s: status %s not covered", verb, st)
+			}
+		}
+	}
+	out := map[string]bool{}
+	for verb := range statuses {
+		out[verb] = true
+	}
+	return out
 }
 
 func wantValue(t *testing.T, h *abitest.Host, key, want string) {
@@ -292,12 +365,15 @@ func TestLoad(t *testing.T) {
 	}
 }
 
-// TestEvents: the event record reaches the handler intact.
+// TestEvents: the event record reaches the handler intact, TIMER events
+// with their deadline and late flag.
 func TestEvents(t *testing.T) {
 	h := abitest.New()
 	s := start(t, h, abi.Limits{})
 	big := bytes.Repeat([]byte{0, 0xff, '\n'}, 50<<10)
-	for _, ev := range []abi.Event{
+	// The events of the other runtimes' tests (a timer on time and a late
+	// one among them), then those particular to this SDK's UTF-8 decoding.
+	for _, ev := range append(ruletest.Events(bytes.Repeat([]byte{0xff, 'b'}, 40)), []abi.Event{
 		{Key: "event", Op: abi.OpSet, Value: []byte("héllo"), Version: "001732000000000:00001:StateStore"},
 		{Key: "event", Op: abi.OpSet, Value: []byte("\x00v\xff"), Version: "v"},
 		{Key: "event", Op: abi.OpSet, Value: []byte("ok \U0001d11e \u20ac \xe2\x82| \xc0\xaf \xed\xa0\x80 \xf4\x90\x80\x80 \xf0\x9f\x98 \x80 end"), Version: "v"},
@@ -305,9 +381,10 @@ func TestEvents(t *testing.T) {
 		{Key: "event", Op: abi.OpSet, Value: big, Version: "v"},
 		{Key: "event", Op: abi.OpDelete, Version: "v2", Resync: true},
 		{Key: "event", Op: abi.OpLockLost},
-	} {
-		want := fmt.Sprintf("event op=%s key=%s value=%s text=%s version=%s resync=%t",
-			ev.Op, ev.Key, show(ev.Value), runes(ev.Value), ev.Version, ev.Resync)
+		{Key: "event", Op: abi.OpTimer, Value: []byte("open-too-long"), Deadline: 1_732_000_000_123},
+	}...) {
+		want := fmt.Sprintf("event op=%s key=%s value=%s text=%s version=%s resync=%t deadline=%d late=%t",
+			ev.Op, ev.Key, show(ev.Value), runes(ev.Value), ev.Version, ev.Resync, ev.Deadline, ev.Late)
 		if got := ruletest.Run(t, s, h, ev); got != want {
 			t.Errorf("got  %.200q\nwant %.200q", got, want)
 		}

@@ -2,9 +2,14 @@
 
 package ssrun
 
-import "github.com/ssrun/ssrun/abi"
+import (
+	"time"
 
-// Outside a WebAssembly rule there is no host: every verb fails.
+	"github.com/ssrun/ssrun/abi"
+)
+
+// Outside a WebAssembly rule there is no host: every verb fails, and Now is
+// the local clock.
 
 func notWasm(verb, key string) error {
 	return abi.Errorf(abi.StatusUnavailable, "%s %q: ssrun verbs work only inside a rule built with GOOS=wasip1 GOARCH=wasm", verb, key)
@@ -25,3 +30,7 @@ func lock(name string, _, _ int64) (string, error) {
 }
 func unlock(name string) error       { return notWasm(abi.FnUnlock, name) }
 func logMsg(_ int32, _ string) error { return notWasm(abi.FnLog, "") }
+
+func timer(name string, _, _ int64, _ []byte) error { return notWasm(abi.FnTimer, name) }
+func cancel(name string) error                      { return notWasm(abi.FnCancel, name) }
+func now() int64                                    { return time.Now().UnixMilli() }

@@ -4,6 +4,7 @@ package ssrun
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"sync"
 	"unsafe"
@@ -47,6 +48,18 @@ func hostResult(outPtr unsafe.Pointer, outCap uint32, outLenPtr unsafe.Pointer) 
 
 //go:wasmimport ssrun last_error
 func hostLastError(outPtr unsafe.Pointer, outCap uint32, outLenPtr unsafe.Pointer) int32
+
+// Revision 2. The linker keeps an import only if the rule calls it, so a
+// rule without timers still loads on a revision-1 host.
+
+//go:wasmimport ssrun timer
+func hostTimer(namePtr unsafe.Pointer, nameLen uint32, delayMs int64, everyMs int64, payloadPtr unsafe.Pointer, payloadLen uint32) int32
+
+//go:wasmimport ssrun cancel
+func hostCancel(namePtr unsafe.Pointer, nameLen uint32) int32
+
+//go:wasmimport ssrun now
+func hostNow(outPtr unsafe.Pointer) int32
 
 // outCap is the size of the shared result buffer; larger results take the
 // BUFFER_TOO_SMALL path and a buffer of their own.
@@ -191,6 +204,30 @@ func logMsg(level int32, msg string) error {
 }
 
 func logLine(level int32, msg string) { _ = logMsg(level, msg) }
+
+func timer(name string, delayMs, everyMs int64, payload []byte) error {
+	mu.Lock()
+	defer mu.Unlock()
+	return status(abi.FnTimer, name, hostTimer(strPtr(name), uint32(len(name)), delayMs, everyMs, bytesPtr(payload), uint32(len(payload))))
+}
+
+func cancel(name string) error {
+	mu.Lock()
+	defer mu.Unlock()
+	return status(abi.FnCancel, name, hostCancel(strPtr(name), uint32(len(name))))
+}
+
+// now reads the host's clock through the shared buffer. now cannot fail
+// with a buffer in memory; if the host says otherwise it broke the ABI,
+// and now panics with its message (failing the event).
+func now() int64 {
+	mu.Lock()
+	defer mu.Unlock()
+	if st := Status(hostNow(outPtr())); st != abi.StatusOK {
+		panic(failure(abi.FnNow, "", st))
+	}
+	return int64(binary.LittleEndian.Uint64(out[:8]))
+}
 
 //go:wasmexport ssrun_abi_version
 func abiVersion() int32 { return abi.Version }

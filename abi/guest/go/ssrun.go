@@ -68,6 +68,8 @@ type (
 	WatchOptions = abi.WatchOptions
 	// LockOptions are the options of Lock.
 	LockOptions = abi.LockOptions
+	// TimerOptions are the options of Timer.
+	TimerOptions = abi.TimerOptions
 )
 
 // Event operations.
@@ -75,6 +77,9 @@ const (
 	OpSet      = abi.OpSet
 	OpDelete   = abi.OpDelete
 	OpLockLost = abi.OpLockLost
+	// OpTimer: the rule's timer named Key fired; Value is its payload,
+	// Deadline when it was due (Unix ms), Late whether it fired after that.
+	OpTimer = abi.OpTimer
 )
 
 // Set conditions.
@@ -188,6 +193,36 @@ func Unlock(name string) error { return unlock(name) }
 // Log writes a log line tagged with the rule at level (LevelDebug...).
 // Standard output and standard error reach the log too, at info and warn.
 func Log(level int32, msg string) error { return logMsg(level, msg) }
+
+// Timer arms the rule's timer name to fire after delay (zero: at once), and
+// then every opts.Every if set, each time from the previous deadline (no
+// drift). Arming a name that is armed replaces that timer, so re-arming on
+// each change postpones it (the debounce idiom). When it fires the handler
+// gets an Event with Op OpTimer, Key name, Value opts.Payload, its Deadline
+// and Late. The timer is kept in the state store before Timer returns and
+// survives restarts and reloads of the rule. StatusInvalid for an empty name
+// or a negative duration, StatusQuota when the rule has too many timers,
+// StatusTooLarge when the payload exceeds the rule's value limit.
+// Durations are rounded up to whole milliseconds. At most one TimerOptions.
+//
+// A rule that never calls Timer, Cancel or Now does not import them, so it
+// also loads on a host of ABI revision 1.
+func Timer(name string, delay time.Duration, opts ...TimerOptions) error {
+	o, err := one(abi.FnTimer, name, opts)
+	if err != nil {
+		return err
+	}
+	return timer(name, millis(delay), millis(o.Every), o.Payload)
+}
+
+// Cancel disarms the rule's timer name; StatusNotFound when none is armed.
+func Cancel(name string) error { return cancel(name) }
+
+// Now returns the host's clock in Unix milliseconds: wall time from the
+// hybrid logical clock the host keeps with the store, the clock of the
+// Deadline of timer events (time.UnixMilli(ssrun.Now()) makes it a
+// time.Time). Outside a WebAssembly rule it is the local clock.
+func Now() int64 { return now() }
 
 // one returns the single options value of a call, or the zero value.
 func one[T any](verb, key string, opts []T) (T, error) {

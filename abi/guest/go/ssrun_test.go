@@ -19,6 +19,9 @@ func TestOptionsCount(t *testing.T) {
 	if err := Watch("k", WatchOptions{}, WatchOptions{}, WatchOptions{}); StatusOf(err) != StatusInvalid {
 		t.Fatalf("Watch with three options: %v", err)
 	}
+	if err := Timer("t", time.Second, TimerOptions{}, TimerOptions{}); StatusOf(err) != StatusInvalid || err.Error() != `timer "t": 2 options values, want at most one` {
+		t.Fatalf("Timer with two options: %v", err)
+	}
 }
 
 func TestMillis(t *testing.T) {

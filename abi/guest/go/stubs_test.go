@@ -10,7 +10,8 @@ import (
 )
 
 // TestStubs: outside wasip1 every verb fails with UNAVAILABLE, naming the
-// verb and key, so rule code compiles and vets on any platform.
+// verb and key, so rule code compiles and vets on any platform; Now is the
+// local clock.
 func TestStubs(t *testing.T) {
 	_, getErr := Get("k")
 	_, setErr := Set("k", []byte("v"))
@@ -18,10 +19,16 @@ func TestStubs(t *testing.T) {
 	for verb, err := range map[string]error{
 		"get": getErr, "set": setErr, "del": Del("k"), "vdel": VDel("k", nil), "watch": Watch("k"),
 		"unwatch": Unwatch("k"), "lock": lockErr, "unlock": Unlock("k"), "log": Log(LevelInfo, "m"),
+		"timer": Timer("k", time.Second), "cancel": Cancel("k"),
 	} {
 		var e *Error
 		if !errors.As(err, &e) || e.Status != StatusUnavailable || !strings.HasPrefix(e.Msg, verb+" ") {
 			t.Errorf("%s: %v; want an *Error with UNAVAILABLE naming the verb", verb, err)
 		}
+	}
+	before := time.Now().UnixMilli()
+	got := Now()
+	if after := time.Now().UnixMilli(); got < before || got > after {
+		t.Errorf("Now() = %d, want the local clock in [%d, %d]", got, before, after)
 	}
 }

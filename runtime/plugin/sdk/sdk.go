@@ -33,6 +33,17 @@
 // returned by Handle fails the event; its status and message reach the
 // host's log.
 //
+// Timers (ABI revision 2). Host.Timer arms a named timer (re-arming
+// replaces it; opts.Every repeats it from each deadline) and Host.Cancel
+// disarms it; when it fires, Handle gets an abi.OpTimer event with the
+// timer's name as Key, its payload as Value, Deadline (Unix ms) and Late.
+// Timers are kept by the host in the state store, so they outlive the
+// plugin process: a timer armed before a crash still fires. Durations are
+// sent in whole milliseconds, a positive one below 1 ms as 1 ms. Host.Now
+// is the host's clock in Unix ms. On a host older than revision 2, Timer
+// and Cancel fail with StatusInternal (the host answers gRPC's
+// Unimplemented) and Now returns the plugin's own wall clock.
+//
 // Output. Lines the plugin writes to stdout and stderr reach the host's log,
 // tagged with the rule, at info and warn level, and so does what processes
 // it starts write to the stderr they inherit. The plugin ignores SIGINT

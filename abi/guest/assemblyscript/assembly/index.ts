@@ -15,7 +15,7 @@
 // Build it with this package's asconfig.json (see README.md): it exports the
 // start function as _initialize and routes abort() to the host log.
 //
-// Keys, lock names, versions, tokens and log messages are strings; they
+// Keys, lock names, timer names, versions, tokens and log messages are strings; they
 // cross the ABI as UTF-8. Values are bytes: every verb taking a value has a
 // string form (UTF-8) and a Uint8Array form (binary). Every verb reports a
 // Status, directly or as the `status` of its result; lastError() is the
@@ -62,14 +62,17 @@ export enum Op {
   Set = 1,
   Delete = 2,
   LockLost = 3,
+  /** The rule's timer named by the key fired (ABI revision 2). */
+  Timer = 4,
 }
 
-/** The ABI name of an op: "SET", "DELETE" or "LOCK_LOST". */
+/** The ABI name of an op: "SET", "DELETE", "LOCK_LOST" or "TIMER". */
 export function opName(op: Op): string {
   switch (op) {
     case Op.Set: return "SET";
     case Op.Delete: return "DELETE";
     case Op.LockLost: return "LOCK_LOST";
+    case Op.Timer: return "TIMER";
   }
   return "OP_" + (<i32>op).toString();
 }
@@ -119,18 +122,36 @@ export class LockOptions {
   wait: i64 = 0;
 }
 
+/** Options of timer and timerBytes. */
+export class TimerOptions {
+  /**
+   * When positive, fire again every this many milliseconds, each time from
+   * the previous deadline (no drift); 0 = fire once.
+   */
+  every: i64 = 0;
+  /** The value of the timer's events, as UTF-8 (timer only; timerBytes takes bytes). */
+  payload: string = "";
+}
+
 /** One change delivered to the handler. */
 export class Event {
   constructor(
-    /** The watched key (the lock name for Op.LockLost). */
+    /** The watched key (the lock name for Op.LockLost, the timer name for Op.Timer). */
     public key: string,
     public op: Op,
-    /** The new value for Op.Set; empty otherwise. It stays valid after the handler returns. */
+    /**
+     * The new value for Op.Set, the timer's payload for Op.Timer; empty
+     * otherwise. It stays valid after the handler returns.
+     */
     public value: Uint8Array,
     /** The store version (HLC text) of the change; "" when unknown. */
     public version: string,
     /** The event was synthesised after a reconnect; intermediate changes may be missed. */
     public resync: bool,
+    /** Op.Timer: when the timer was due, Unix milliseconds of the host's clock (now()); 0 otherwise. */
+    public deadline: i64 = 0,
+    /** Op.Timer: it fired after its deadline (the host was down or the rule busy). */
+    public late: bool = false,
   ) {}
 
   /** The value decoded as UTF-8. */
@@ -269,6 +290,49 @@ export function log(level: Level, msg: string): Status {
   return status("log", "", host_log(level, ptr(m), m.byteLength));
 }
 
+/**
+ * Arms the rule's timer name to fire after delay milliseconds (0: at once)
+ * with a UTF-8 payload (opts.payload); see timerBytes.
+ */
+export function timer(name: string, delay: i64, opts: TimerOptions | null = null): Status {
+  const p = utf8(opts ? opts.payload : "");
+  return timerRaw(name, delay, opts ? opts.every : 0, ptr(p), p.byteLength);
+}
+
+/**
+ * Arms the rule's timer name to fire after delay milliseconds (0: at once),
+ * then every opts.every milliseconds if positive, each time from the
+ * previous deadline (no drift); opts.payload is ignored. Arming a name that
+ * is armed replaces that timer, so re-arming on each change postpones it
+ * (debounce). When it fires the handler gets an Event with op Op.Timer,
+ * the name as key, payload as value, its deadline and late. The timer is
+ * kept in the state store before the call returns and survives restarts and
+ * reloads. Status.Invalid for an empty name or a negative duration,
+ * Status.Quota when the rule has too many timers, Status.TooLarge when the
+ * payload exceeds the rule's value limit. (ABI revision 2: a rule that never
+ * calls timer, cancel or now does not import them.)
+ */
+export function timerBytes(name: string, delay: i64, payload: Uint8Array, opts: TimerOptions | null = null): Status {
+  return timerRaw(name, delay, opts ? opts.every : 0, payload.dataStart, payload.byteLength);
+}
+
+/** Disarms the rule's timer name; Status.NotFound when none is armed. */
+export function cancel(name: string): Status {
+  const n = utf8(name);
+  return status("cancel", name, host_cancel(ptr(n), n.byteLength));
+}
+
+/**
+ * The host's clock in Unix milliseconds: wall time from the hybrid logical
+ * clock the host keeps with the store, the clock of timer deadlines.
+ */
+export function now(): i64 {
+  const st = host_now(out);
+  if (st != Status.OK) throw new Error("now: " + statusName(<Status>st)); // a host breaking the ABI
+  lastErr = "";
+  return load<i64>(out);
+}
+
 // ---------------------------------------------------------------------------
 // ABI exports: re-export these three from the rule's entry file.
 
@@ -360,6 +424,18 @@ declare function host_result(outPtr: usize, outCap: i32, outLenPtr: usize): i32;
 
 @external("ssrun", "last_error")
 declare function host_last_error(outPtr: usize, outCap: i32, outLenPtr: usize): i32;
+
+// Revision 2. AssemblyScript imports a declared function only if the
+// module calls it, so a rule without timers loads on a revision-1 host.
+
+@external("ssrun", "timer")
+declare function host_timer(namePtr: usize, nameLen: i32, delayMs: i64, everyMs: i64, payloadPtr: usize, payloadLen: i32): i32;
+
+@external("ssrun", "cancel")
+declare function host_cancel(namePtr: usize, nameLen: i32): i32;
+
+@external("ssrun", "now")
+declare function host_now(outPtr: usize): i32;
 
 // The shared result buffer and its length word live in static memory, out
 // of the collector's reach. Larger results take the BUFFER_TOO_SMALL path.
@@ -504,6 +580,11 @@ function setRaw(key: string, vp: usize, vn: i32, opts: SetOptions | null): SetRe
   return new SetResult(st, version);
 }
 
+function timerRaw(name: string, delay: i64, every: i64, pp: usize, pn: i32): Status {
+  const n = utf8(name);
+  return status("timer", name, host_timer(ptr(n), n.byteLength, delay, every, pp, pn));
+}
+
 function vdelRaw(key: string, vp: usize, vn: i32, opts: DelOptions | null): Status {
   const k = utf8(key);
   const f = utf8(opts ? opts.fence : "");
@@ -514,6 +595,7 @@ function vdelRaw(key: string, vp: usize, vn: i32, opts: DelOptions | null): Stat
 class Reader {
   start: usize = 0;
   len: i32 = 0;
+  word: i64 = 0;
   constructor(private p: usize, public left: i32) {}
 
   // next steps to the next field; false when the record is malformed.
@@ -530,6 +612,16 @@ class Reader {
 
   done(): bool {
     return this.left == 0;
+  }
+
+  // u64 reads a little-endian u64 into word, leaving the current field in
+  // place; false when fewer than 8 bytes are left.
+  u64(): bool {
+    if (this.left < 8) return false;
+    this.word = load<i64>(this.p);
+    this.p += 8;
+    this.left -= 8;
+    return true;
   }
 
   text(): string {
@@ -551,9 +643,11 @@ function dispatch(buf: ArrayBuffer, len: i32): i32 {
     problem = "event header needs 4 bytes, have " + len.toString();
   } else {
     const op = load<u8>(p);
-    if (op < <u8>Op.Set || op > <u8>Op.LockLost) {
+    // flags: bit 0 resync; bit 1 late, on TIMER only
+    const allowed: u8 = op == <u8>Op.Timer ? 3 : 1;
+    if (op < <u8>Op.Set || op > <u8>Op.Timer) {
       problem = "unknown op code " + op.toString();
-    } else if ((load<u8>(p, 1) & ~1) != 0 || load<u16>(p, 2) != 0) {
+    } else if ((load<u8>(p, 1) & ~allowed) != 0 || load<u16>(p, 2) != 0) {
       problem = "reserved event header bits set";
     } else if (!r.next()) {
       problem = "event key: malformed field";
@@ -565,11 +659,14 @@ function dispatch(buf: ArrayBuffer, len: i32): i32 {
     if (!r.next()) {
       problem = "event value: malformed field";
     } else {
-      const value = op == Op.Set ? Uint8Array.wrap(buf, <i32>(r.start - p), r.len) : new Uint8Array(0);
-      if (op != Op.Set && r.len != 0) {
+      const hasValue = op == Op.Set || op == Op.Timer;
+      const value = hasValue ? Uint8Array.wrap(buf, <i32>(r.start - p), r.len) : new Uint8Array(0);
+      if (!hasValue && r.len != 0) {
         problem = opName(op) + " event carries a value";
       } else if (!r.next()) {
         problem = "event version: malformed field";
+      } else if (op == Op.Timer && !r.u64()) {
+        problem = "TIMER event without its 8-byte deadline";
       } else if (!r.done()) {
         problem = r.left.toString() + " trailing bytes after event";
       } else {
@@ -578,7 +675,8 @@ function dispatch(buf: ArrayBuffer, len: i32): i32 {
           logLine(Level.Error, "ssrun: no handler: call handle() at top level");
           return -1;
         }
-        const ev = new Event(key, op, value, r.text(), (load<u8>(p, 1) & 1) != 0);
+        const flags = load<u8>(p, 1);
+        const ev = new Event(key, op, value, r.text(), (flags & 1) != 0, r.word, (flags & 2) != 0);
         const st = h(ev);
         if (st != Status.OK) {
           let msg = "handler: " + statusName(st);

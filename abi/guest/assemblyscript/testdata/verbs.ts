@@ -25,7 +25,8 @@ ss.handle(run);
 function run(ev: ss.Event): ss.Status {
   if (echoAll || ev.key == "event") {
     report("event op=" + ss.opName(ev.op) + " key=" + ev.key + " value=" + show(ev.value) +
-      " text=" + ev.text() + " version=" + ev.version + " resync=" + (ev.resync ? "true" : "false"));
+      " text=" + ev.text() + " version=" + ev.version + " resync=" + (ev.resync ? "true" : "false") +
+      " deadline=" + ev.deadline.toString() + " late=" + (ev.late ? "true" : "false"));
     return ss.Status.OK;
   }
   const cmd = ev.key;
@@ -73,6 +74,19 @@ function run(ev: ss.Event): ss.Status {
     reportStatus(cmd, ss.unlock(text(a[0])), "");
   } else if (cmd == "log") {
     reportStatus(cmd, ss.log(<ss.Level>I32.parseInt(text(a[0])), text(a[1])), "");
+  } else if (cmd == "timer") { // the shared cases of internal/ruletest: binary payload, Go durations, Go's report
+    const st = ss.timerBytes(text(a[0]), millis(text(a[1])), a[3], { every: millis(text(a[2])) } as ss.TimerOptions);
+    reportShared(cmd, st, "");
+  } else if (cmd == "timer-text") { // timer with a UTF-8 payload; durations in ms
+    const o: ss.TimerOptions = { every: I64.parseInt(text(a[2])), payload: text(a[3]) };
+    reportStatus(cmd, ss.timer(text(a[0]), I64.parseInt(text(a[1])), o), "");
+  } else if (cmd == "timer-default") { // no options
+    reportStatus(cmd, ss.timer(text(a[0]), I64.parseInt(text(a[1]))), "");
+  } else if (cmd == "cancel") {
+    reportShared(cmd, ss.cancel(text(a[0])), "");
+  } else if (cmd == "now") {
+    const ms = ss.now();
+    reportShared(cmd, ss.Status.OK, "ms=" + ms.toString());
   } else if (cmd == "fail") { // fail the event with the status of a failed get
     ss.get("absent");
     return <ss.Status>I32.parseInt(text(a[0]));
@@ -94,6 +108,52 @@ function reportStatus(verb: string, st: ss.Status, results: string): void {
   let line = verb + " status=" + ss.statusName(st) + " msg=" + ss.lastError();
   if (results.length > 0) line += " " + results;
   report(line);
+}
+
+// reportShared reports a verb as internal/ruletest.Report does: the
+// message quoted as Go's %q quotes ASCII (other characters as they are).
+function reportShared(verb: string, st: ss.Status, results: string): void {
+  let line = verb + " status=" + ss.statusName(st) + " msg=" + quote(ss.lastError());
+  if (results.length > 0) line += " " + results;
+  report(line);
+}
+
+function quote(s: string): string {
+  const hex = "0123456789abcdef";
+  let q = '"';
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c == 0x22) q += '\\"';
+    else if (c == 0x5c) q += "\\\\";
+    else if (c == 0x0a) q += "\\n";
+    else if (c == 0x0d) q += "\\r";
+    else if (c == 0x09) q += "\\t";
+    else if (c == 0x07) q += "\\a";
+    else if (c == 0x08) q += "\\b";
+    else if (c == 0x0c) q += "\\f";
+    else if (c == 0x0b) q += "\\v";
+    else if (c < 0x20 || c == 0x7f) q += "\\x" + hex.charAt(c >> 4) + hex.charAt(c & 15);
+    else q += String.fromCharCode(c);
+  }
+  return q + '"';
+}
+
+// millis parses the Go durations the shared cases use ("1500ms", "-1ms",
+// "30s", "2m", "1h") to milliseconds; anything else aborts.
+function millis(d: string): i64 {
+  const units = ["ms", "s", "m", "h"];
+  const scale: i64[] = [1, 1000, 60000, 3600000];
+  for (let i = 0; i < units.length; i++) {
+    const u = units[i];
+    if (d.endsWith(u)) {
+      const n = d.slice(0, d.length - u.length);
+      const digits = n.startsWith("-") ? n.slice(1) : n;
+      let ok = digits.length > 0;
+      for (let k = 0; k < digits.length; k++) ok = ok && digits.charCodeAt(k) >= 0x30 && digits.charCodeAt(k) <= 0x39;
+      if (ok) return I64.parseInt(n) * scale[i];
+    }
+  }
+  throw new Error("unsupported duration " + d);
 }
 
 function text(b: Uint8Array): string {

@@ -155,8 +155,8 @@ func errOut(w io.Writer) io.Writer {
 	return os.Stderr
 }
 
-// logTimeout bounds a Log call, which has no context.
-const logTimeout = 5 * time.Second
+// callTimeout bounds the calls that have no context: Log and Now.
+const callTimeout = 5 * time.Second
 
 // remoteHost is the abi.Host served by the ssrun host.
 type remoteHost struct {
@@ -186,11 +186,7 @@ func (h *remoteHost) Get(ctx context.Context, key string) (abi.Value, error) {
 	if err := wire.Err(res.GetResult()); err != nil {
 		return abi.Value{}, err
 	}
-	v := abi.Value{Data: res.GetValue(), Version: string(res.GetVersion())}
-	if v.Data == nil {
-		v.Data = []byte{}
-	}
-	return v, nil
+	return abi.Value{Data: wire.NonNil(res.GetValue()), Version: string(res.GetVersion())}, nil
 }
 
 // Set implements abi.Host.
@@ -260,23 +256,50 @@ func (h *remoteHost) Unlock(ctx context.Context, name string) error {
 	return wire.Err(res)
 }
 
-// Timer implements abi.Host. (Being built: the gRPC call lands with issue 9.)
-func (h *remoteHost) Timer(_ context.Context, name string, _ time.Duration, _ abi.TimerOptions) error {
-	return abi.Errorf(abi.StatusInternal, "timer %q: not implemented in this SDK yet", name)
+// Timer implements abi.Host. On a host older than revision 2 it fails with
+// StatusInternal (the host answers gRPC's UNIMPLEMENTED).
+func (h *remoteHost) Timer(ctx context.Context, name string, delay time.Duration, opts abi.TimerOptions) error {
+	res, err := h.c.Timer(ctx, &pb.TimerRequest{Name: []byte(name), DelayMs: wire.Millis(delay),
+		EveryMs: wire.Millis(opts.Every), Payload: opts.Payload})
+	if err != nil {
+		return callErr(abi.FnTimer, name, err)
+	}
+	return wire.Err(res)
 }
 
-// Cancel implements abi.Host. (Being built.)
-func (h *remoteHost) Cancel(_ context.Context, name string) error {
-	return abi.Errorf(abi.StatusInternal, "cancel %q: not implemented in this SDK yet", name)
+// Cancel implements abi.Host, like Timer.
+func (h *remoteHost) Cancel(ctx context.Context, name string) error {
+	res, err := h.c.Cancel(ctx, &pb.CancelRequest{Name: []byte(name)})
+	if err != nil {
+		return callErr(abi.FnCancel, name, err)
+	}
+	return wire.Err(res)
 }
 
-// Now implements abi.Host. (Being built.)
-func (h *remoteHost) Now() int64 { return time.Now().UnixMilli() }
+// Now implements abi.Host: the host's clock. It waits for the host at most
+// callTimeout. Now cannot fail, so when the host cannot answer it returns
+// the plugin's own wall clock: silently on a host older than revision 2
+// (gRPC's UNIMPLEMENTED), with a line on stderr otherwise.
+func (h *remoteHost) Now() int64 {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	res, err := h.c.Now(ctx, &pb.NowRequest{})
+	if err == nil {
+		err = wire.Err(res.GetResult())
+	}
+	if err != nil {
+		if status.Code(err) != codes.Unimplemented {
+			fmt.Fprintf(errOut(h.stderr), "now: host call failed, using the plugin's clock: %v\n", err)
+		}
+		return time.Now().UnixMilli()
+	}
+	return res.GetUnixMs()
+}
 
 // Log implements abi.Host. It waits for the host to take the line (at most
-// logTimeout); if the host cannot be reached the line goes to stderr.
+// callTimeout); if the host cannot be reached the line goes to stderr.
 func (h *remoteHost) Log(level int32, msg string) {
-	ctx, cancel := context.WithTimeout(context.Background(), logTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
 	if _, err := h.c.Log(ctx, &pb.LogRequest{Level: level, Message: []byte(msg)}); err != nil {
 		fmt.Fprintf(errOut(h.stderr), "log (host call failed: %v): %s\n", err, msg)

@@ -100,6 +100,14 @@ func loop(ctx context.Context, h abi.Host, verb string, n int) error {
 			}
 		case abi.FnLog:
 			h.Log(abi.LevelDebug, "bench")
+		case abi.FnTimer: // re-arms the same timer
+			err = h.Timer(ctx, "benchtimer", time.Hour, abi.TimerOptions{Payload: val})
+		case abi.FnCancel: // NOT_FOUND after the first
+			if err = h.Cancel(ctx, "benchtimer"); abi.StatusOf(err) == abi.StatusNotFound {
+				err = nil
+			}
+		case abi.FnNow:
+			h.Now()
 		default:
 			return fmt.Errorf("loop: unknown verb %q", verb)
 		}

@@ -66,7 +66,7 @@ func Err(r *pb.Result) error {
 	return &abi.Error{Status: abi.Status(r.GetStatus()), Msg: string(r.GetMessage())}
 }
 
-var ops = map[abi.Op]pb.Op{abi.OpSet: pb.Op_OP_SET, abi.OpDelete: pb.Op_OP_DELETE, abi.OpLockLost: pb.Op_OP_LOCK_LOST}
+var ops = map[abi.Op]pb.Op{abi.OpSet: pb.Op_OP_SET, abi.OpDelete: pb.Op_OP_DELETE, abi.OpLockLost: pb.Op_OP_LOCK_LOST, abi.OpTimer: pb.Op_OP_TIMER}
 
 // EventToPB converts ev; false when its op is not one of abi's.
 func EventToPB(ev abi.Event) (*pb.Event, bool) {
@@ -74,21 +74,22 @@ func EventToPB(ev abi.Event) (*pb.Event, bool) {
 	if !ok {
 		return nil, false
 	}
-	return &pb.Event{Key: []byte(ev.Key), Op: op, Value: ev.Value, Version: []byte(ev.Version), Resync: ev.Resync}, true
+	return &pb.Event{Key: []byte(ev.Key), Op: op, Value: ev.Value, Version: []byte(ev.Version), Resync: ev.Resync,
+		DeadlineMs: ev.Deadline, Late: ev.Late}, true
 }
 
-// EventFromPB converts e. The value of a SET is never nil (an empty value
-// is distinct from none); other ops have a nil value. An op this version
-// does not know keeps its protobuf name (or number) as text.
+// EventFromPB converts e. The value of a SET or TIMER is never nil (an
+// empty value or payload is distinct from none); other ops have a nil
+// value. An op this version does not know keeps its protobuf name (or
+// number) as text.
 func EventFromPB(e *pb.Event) abi.Event {
-	ev := abi.Event{Key: string(e.GetKey()), Version: string(e.GetVersion()), Resync: e.GetResync()}
+	ev := abi.Event{Key: string(e.GetKey()), Version: string(e.GetVersion()), Resync: e.GetResync(),
+		Deadline: e.GetDeadlineMs(), Late: e.GetLate()}
 	switch e.GetOp() {
 	case pb.Op_OP_SET:
-		ev.Op = abi.OpSet
-		ev.Value = e.GetValue()
-		if ev.Value == nil {
-			ev.Value = []byte{}
-		}
+		ev.Op, ev.Value = abi.OpSet, NonNil(e.GetValue())
+	case pb.Op_OP_TIMER:
+		ev.Op, ev.Value = abi.OpTimer, NonNil(e.GetValue())
 	case pb.Op_OP_DELETE:
 		ev.Op = abi.OpDelete
 	case pb.Op_OP_LOCK_LOST:
@@ -97,4 +98,13 @@ func EventFromPB(e *pb.Event) abi.Event {
 		ev.Op = abi.Op(e.GetOp().String())
 	}
 	return ev
+}
+
+// NonNil returns b, or an empty slice for nil: protobuf decodes an empty
+// bytes field as nil, and an empty value is not no value.
+func NonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
 }

@@ -60,6 +60,8 @@ func TestEventRoundTrip(t *testing.T) {
 		{Key: "k", Op: abi.OpSet, Value: []byte{}},
 		{Key: "k", Op: abi.OpDelete, Version: "v"},
 		{Key: "L", Op: abi.OpLockLost},
+		{Key: "t\x00", Op: abi.OpTimer, Value: []byte("p"), Deadline: 1732000000123, Late: true},
+		{Key: "t", Op: abi.OpTimer, Value: []byte{}, Deadline: 1},
 	} {
 		e, ok := EventToPB(ev)
 		if !ok {
@@ -67,7 +69,7 @@ func TestEventRoundTrip(t *testing.T) {
 		}
 		got := EventFromPB(e)
 		if got.Key != ev.Key || got.Op != ev.Op || string(got.Value) != string(ev.Value) || (got.Value == nil) != (ev.Value == nil) ||
-			got.Version != ev.Version || got.Resync != ev.Resync {
+			got.Version != ev.Version || got.Resync != ev.Resync || got.Deadline != ev.Deadline || got.Late != ev.Late {
 			t.Errorf("round trip %+v -> %+v", ev, got)
 		}
 	}

@@ -48,13 +48,10 @@ func (host) Log(level int32, msg string) {
 	}
 }
 
-// Timer, Cancel and Now are not in the guest SDK yet (issue 9).
-func (host) Timer(_ context.Context, name string, _ time.Duration, _ abi.TimerOptions) error {
-	return abi.Errorf(abi.StatusInternal, "timer %q: not in the guest SDK yet", name)
+func (host) Timer(_ context.Context, name string, delay time.Duration, opts abi.TimerOptions) error {
+	return ssrun.Timer(name, delay, opts)
 }
 
-func (host) Cancel(_ context.Context, name string) error {
-	return abi.Errorf(abi.StatusInternal, "cancel %q: not in the guest SDK yet", name)
-}
+func (host) Cancel(_ context.Context, name string) error { return ssrun.Cancel(name) }
 
-func (host) Now() int64 { return time.Now().UnixMilli() }
+func (host) Now() int64 { return ssrun.Now() }

@@ -134,6 +134,13 @@ func bench(verb string, n int) {
 			must(ssrun.Unlock("bench/m"))
 		case "log":
 			must(ssrun.Log(ssrun.LevelDebug, "bench"))
+		case "timer":
+			must(ssrun.Timer("bench/t", time.Minute, ssrun.TimerOptions{Payload: value}))
+		case "timer+cancel":
+			must(ssrun.Timer("bench/c", time.Minute, ssrun.TimerOptions{Payload: value}))
+			must(ssrun.Cancel("bench/c"))
+		case "now":
+			ssrun.Now()
 		default:
 			panic("unknown bench verb " + verb)
 		}
