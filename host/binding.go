@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
@@ -32,6 +33,9 @@ func (b *binding) check(verb, key string, patterns []string) error {
 	}
 	if key == "" {
 		return abi.Errorf(abi.StatusInvalid, "%s: empty key", verb)
+	}
+	if strings.HasPrefix(key, ReservedPrefix) {
+		return abi.Errorf(abi.StatusDenied, "%s %q: keys under %s are reserved for the host", verb, key, ReservedPrefix)
 	}
 	if !allowed(patterns, key) {
 		return abi.Errorf(abi.StatusDenied, "%s %q: not permitted for rule %s", verb, key, b.r.name)
@@ -194,15 +198,46 @@ func (b *binding) Log(level int32, msg string) {
 	b.r.logs.write(slog.Level(level), msg)
 }
 
-// Timer implements abi.Host. (Being built: timers land with issue 9.)
-func (b *binding) Timer(_ context.Context, name string, _ time.Duration, _ abi.TimerOptions) error {
-	return abi.Errorf(abi.StatusInternal, "timer %q: timers are not implemented yet", name)
+// Timer implements abi.Host: the rule's timer name is kept in the store
+// before it returns, then scheduled (see ruleTimers).
+func (b *binding) Timer(ctx context.Context, name string, delay time.Duration, opts abi.TimerOptions) error {
+	cfg := b.r.config()
+	if err := b.checkTimer("timer", name); err != nil {
+		return err
+	}
+	if delay < 0 || opts.Every < 0 {
+		return abi.Errorf(abi.StatusInvalid, "timer %q: delay and every must not be negative", name)
+	}
+	if opts.Every > 0 && opts.Every < time.Millisecond {
+		return abi.Errorf(abi.StatusInvalid, "timer %q: every must be 0 (once) or at least 1 ms", name)
+	}
+	if len(opts.Payload) > cfg.MaxValueBytes {
+		return abi.Errorf(abi.StatusTooLarge, "timer %q: payload of %d bytes exceeds the rule's limit of %d", name, len(opts.Payload), cfg.MaxValueBytes)
+	}
+	return b.r.timers.arm(ctx, b.in, name, delay, opts.Every, opts.Payload, cfg.MaxTimers)
 }
 
-// Cancel implements abi.Host. (Being built.)
-func (b *binding) Cancel(_ context.Context, name string) error {
-	return abi.Errorf(abi.StatusInternal, "cancel %q: timers are not implemented yet", name)
+// Cancel implements abi.Host.
+func (b *binding) Cancel(ctx context.Context, name string) error {
+	if err := b.checkTimer("cancel", name); err != nil {
+		return err
+	}
+	return b.r.timers.cancel(ctx, name)
 }
 
-// Now implements abi.Host. (Being built: the HLC's wall time.)
-func (b *binding) Now() int64 { return time.Now().UnixMilli() }
+// checkTimer checks the name of a timer and that this version still runs.
+func (b *binding) checkTimer(verb, name string) error {
+	if b.in.closed.Load() {
+		return abi.Errorf(abi.StatusUnavailable, "%s %q: this version of %s was replaced or stopped", verb, name, b.r.name)
+	}
+	if name == "" {
+		return abi.Errorf(abi.StatusInvalid, "%s: empty timer name", verb)
+	}
+	if len(name) > MaxTimerName {
+		return abi.Errorf(abi.StatusInvalid, "%s: timer name of %d bytes is longer than %d", verb, len(name), MaxTimerName)
+	}
+	return nil
+}
+
+// Now implements abi.Host: the host's clock (see hostClock), in Unix ms.
+func (b *binding) Now() int64 { return b.r.svc.timers.clock.nowMs() }

@@ -14,7 +14,7 @@ import (
 // RuleConfig holds the limits and permissions of one rule. The zero value
 // is the documented default: DefaultCallTimeout, DefaultGrace,
 // DefaultMemoryBytes, DefaultMaxValueBytes, DefaultMailbox, DefaultLogLines,
-// DefaultLogBytes, and every key allowed.
+// DefaultLogBytes, DefaultMaxTimers, and every key allowed.
 //
 // In ssrun.yaml (under defaults, or a rule's name or glob under rules):
 //
@@ -25,6 +25,7 @@ import (
 //	mailbox: 1024      # Mailbox
 //	log_lines: 100     # LogLines, per second
 //	log_bytes: 64KiB   # LogBytes, per second
+//	max_timers: 10000  # MaxTimers
 //	read: [...]        # Read, Write, Watch, Lock
 type RuleConfig struct {
 	// Timeout bounds each handler call (and the rule's initialisation).
@@ -53,6 +54,11 @@ type RuleConfig struct {
 	// abi.Host.Log: log calls, Lua's print, WebAssembly and plugin output.
 	LogLines int
 	LogBytes int
+	// MaxTimers is how many timers the rule may have armed at once; arming
+	// one more fails with QUOTA (re-arming an armed name always works).
+	// Each costs about 200 bytes in the host and three keys' worth of
+	// store (its record, a share of its index shard).
+	MaxTimers int
 	// Key permissions: glob patterns (doublestar syntax: `*` stays within a
 	// `/` segment, `**` crosses them). A nil list allows every key; an empty
 	// list allows none. A lease writes its key, so lock and unlock need the
@@ -72,12 +78,13 @@ const (
 	DefaultGrace         = 5 * time.Second
 	DefaultLogLines      = 100
 	DefaultLogBytes      = 64 << 10
+	DefaultMaxTimers     = 10000
 )
 
 // Validate checks the patterns and numbers and says which is wrong.
 func (c RuleConfig) Validate() error {
-	if c.Timeout < 0 || c.Grace < 0 || c.MemoryBytes < 0 || c.MaxValueBytes < 0 || c.Mailbox < 0 || c.LogLines < 0 || c.LogBytes < 0 {
-		return fmt.Errorf("timeout, grace, memory, max_value, mailbox, log_lines and log_bytes must not be negative")
+	if c.Timeout < 0 || c.Grace < 0 || c.MemoryBytes < 0 || c.MaxValueBytes < 0 || c.Mailbox < 0 || c.LogLines < 0 || c.LogBytes < 0 || c.MaxTimers < 0 {
+		return fmt.Errorf("timeout, grace, memory, max_value, mailbox, log_lines, log_bytes and max_timers must not be negative")
 	}
 	for name, list := range map[string][]string{"read": c.Read, "write": c.Write, "watch": c.Watch, "lock": c.Lock} {
 		for _, p := range list {
@@ -111,6 +118,9 @@ func (c RuleConfig) withDefaults() RuleConfig {
 	if c.LogBytes == 0 {
 		c.LogBytes = DefaultLogBytes
 	}
+	if c.MaxTimers == 0 {
+		c.MaxTimers = DefaultMaxTimers
+	}
 	return c
 }
 
@@ -140,6 +150,9 @@ func (c RuleConfig) merge(o RuleConfig) RuleConfig {
 	}
 	if o.LogBytes != 0 {
 		c.LogBytes = o.LogBytes
+	}
+	if o.MaxTimers != 0 {
+		c.MaxTimers = o.MaxTimers
 	}
 	if o.Read != nil {
 		c.Read = o.Read

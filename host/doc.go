@@ -3,7 +3,8 @@
 // to each rule one at a time from a bounded mailbox, suppresses a rule's own
 // echoes and damps feedback loops between rules, resynchronises watched keys
 // after a reconnect, holds leases with fencing tokens for rules, and loads,
-// hot-reloads and stops rule files.
+// hot-reloads and stops rule files. It keeps rules' timers durable in the
+// store (under ReservedPrefix) and fires them from one scheduler.
 //
 // # Files
 //
@@ -17,14 +18,17 @@
 //	rule.go                a rule: its state, under a lock only this file takes;
 //	                       its worker's loop, its writes (one bracket: fence,
 //	                       damper, echo), reloads, stop
-//	worker.go locks.go echo.go logbudget.go
+//	worker.go locks.go echo.go logbudget.go ruletimers.go
 //	                       a rule's goroutine and call state; its leases; its
-//	                       own writes awaiting their echo; its log budget
+//	                       own writes awaiting their echo; its log budget;
+//	                       its timers (arm, fire, record, load, drop)
 //	services.go            what rules use of the host
-//	registry.go lineage.go abandon.go
+//	registry.go lineage.go abandon.go timerstore.go
 //	                       watch multiplexing; the feedback-loop damper;
-//	                       runtime calls that may not return
+//	                       runtime calls that may not return; the keys and
+//	                       encodings of timers in the store
 //	mailbox.go clock.go config.go errors.go rulefile.go
+//	timers.go              the timer scheduler: one heap, one goroutine
 //
 // A rule and its leases share the host's services (client, logger,
 // registry, damper, call tracker, lease clock, lifetime: services in

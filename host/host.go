@@ -46,6 +46,9 @@ type Config struct {
 	// now is the monotonic clock that times leases (locks.go); time.Now
 	// when nil. Tests inject one.
 	now func() time.Time
+	// clock is the clock of timers (timers.go); hostClock when nil. Tests
+	// inject a fake one.
+	clock timeSource
 }
 
 // DefaultMaxHops bounds chains of rules triggering each other.
@@ -134,15 +137,20 @@ func New(opts Config) (*Host, error) {
 	if h.loadTimeout <= 0 {
 		h.loadTimeout = DefaultLoadTimeout
 	}
+	if opts.clock == nil {
+		opts.clock = hostClock{client: opts.Client}
+	}
+	h.timers = newScheduler(opts.clock)
 	h.closing, h.startClosing = context.WithCancel(context.Background())
 	for _, rt := range opts.Runtimes {
 		h.runtimes[rt.Kind()] = rt
 	}
 	h.reg = newRegistry(h.client, h.log)
 	h.ctx, h.cancel = context.WithCancel(context.Background())
-	h.wg.Add(2)
+	h.wg.Add(3)
 	go h.dispatch()
 	go h.resyncLoop()
+	go func() { defer h.wg.Done(); h.timers.run(h.ctx) }()
 	return h, nil
 }
 
@@ -223,7 +231,29 @@ func (h *Host) resyncLoop() {
 				w.enqueue(delivery{ev: re.ev})
 			}
 		}
+		h.loadTimers()
 	}
+}
+
+// loadTimers reads the timers of rules whose timers could not be read when
+// they loaded (the store was offline).
+func (h *Host) loadTimers() {
+	for _, r := range h.loaded() {
+		if err := r.timers.load(h.ctx); err != nil && h.ctx.Err() == nil {
+			h.log.Warn("rule's timers still not read from the store; tried again at its next timer call or reconnection", "rule", r.name, "err", err)
+		}
+	}
+}
+
+// loaded returns the loaded rules.
+func (h *Host) loaded() []*rule {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	rs := make([]*rule, 0, len(h.slots))
+	for _, r := range h.slots {
+		rs = append(rs, r)
+	}
+	return rs
 }
 
 func (h *Host) runtimeFor(path string, info os.FileInfo) (abi.Runtime, bool) {
@@ -289,6 +319,12 @@ func (h *Host) Load(ctx context.Context, path string) error {
 	fresh := r == nil
 	if fresh {
 		r = newRule(&h.services, path, rt.Kind(), cfg)
+		// Timers armed before (by an earlier run of the host, or another
+		// host) are held until the rule is live. Without the store they are
+		// read later: at the rule's first timer call, or on reconnection.
+		if err := r.timers.load(lctx); err != nil {
+			h.log.Warn("rule's timers not read from the store yet", "rule", r.name, "err", err)
+		}
 	} else {
 		r.reconfigure(cfg)
 	}
@@ -302,6 +338,8 @@ func (h *Host) Load(ctx context.Context, path string) error {
 		if fresh {
 			r.cancel()
 			r.release(ctx)
+		} else {
+			r.timers.goLive(nil) // what the failed version armed fires in the running one
 		}
 		var se *StuckError
 		if errors.As(err, &se) {
@@ -315,6 +353,8 @@ func (h *Host) Load(ctx context.Context, path string) error {
 		if fresh {
 			r.cancel()
 			r.release(ctx)
+		} else {
+			r.timers.goLive(nil)
 		}
 		return fmt.Errorf("start %s: %w", path, err)
 	}
@@ -367,7 +407,9 @@ func (h *Host) unlockLoads() { <-h.loads }
 
 // Remove stops the rule loaded from path and releases its watches and
 // locks. A rule stuck in a call is abandoned once the call is overdue (see
-// RuleConfig.Grace); the host releases its watches and locks itself.
+// RuleConfig.Grace); the host releases its watches and locks itself. The
+// rule's timers are deleted from the store: its file is gone. (Close, by
+// contrast, keeps them for the next run.)
 func (h *Host) Remove(ctx context.Context, path string) error {
 	if err := h.lockLoads(ctx); err != nil {
 		return fmt.Errorf("remove %s: %w", path, err)
@@ -380,7 +422,9 @@ func (h *Host) Remove(ctx context.Context, path string) error {
 	if r == nil {
 		return fmt.Errorf("remove %s: not loaded", path)
 	}
-	return h.stopRule(ctx, r, "remove")
+	err := h.stopRule(ctx, r, "remove")
+	r.timers.drop(ctx)
+	return err
 }
 
 // stopRule ends the rule r, for why ("remove", "shutdown"): its call in
@@ -425,12 +469,7 @@ func (h *Host) LoadDir(ctx context.Context, dir string) error {
 
 // Status lists the loaded rules, sorted by path.
 func (h *Host) Status() []RuleStatus {
-	h.mu.Lock()
-	rs := make([]*rule, 0, len(h.slots))
-	for _, r := range h.slots {
-		rs = append(rs, r)
-	}
-	h.mu.Unlock()
+	rs := h.loaded()
 	out := make([]RuleStatus, 0, len(rs))
 	for _, r := range rs {
 		out = append(out, r.status())
@@ -446,12 +485,17 @@ type Stats struct {
 	Resyncs       uint64 // resync events produced after reconnects
 	WatchedKeys   int    // keys registered with the store
 	Stuck         int    // runtime calls abandoned as stuck and still running
+	Timers        int    // timers armed by the loaded rules
 }
 
 // Stats returns host-wide counters.
 func (h *Host) Stats() Stats {
-	return Stats{Notifications: h.events.Load(), LoopsDamped: h.damped.Load(), Resyncs: h.resyncs.Load(),
+	s := Stats{Notifications: h.events.Load(), LoopsDamped: h.damped.Load(), Resyncs: h.resyncs.Load(),
 		WatchedKeys: h.reg.watchedKeys(), Stuck: h.calls.stuck()}
+	for _, r := range h.loaded() {
+		s.Timers += r.timers.count()
+	}
+	return s
 }
 
 // Close stops every rule (releasing watches and locks), then the dispatcher.

@@ -6,11 +6,13 @@ import (
 	"github.com/ssrun/ssrun/abi"
 )
 
-// delivery is one event queued for a rule, with its lineage (see lineage).
+// delivery is one event queued for a rule, with its lineage (see lineage),
+// or the timer whose firing it is.
 type delivery struct {
 	ev    abi.Event
 	hop   int
 	chain []string
+	timer *timer
 }
 
 // mailbox is a rule's bounded FIFO of events. It grows up to its bound as

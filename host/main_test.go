@@ -1,6 +1,7 @@
 package host
 
 import (
+	"os"
 	"testing"
 
 	"github.com/ssrun/ssrun/internal/testutil"
@@ -8,4 +9,10 @@ import (
 
 // Every goroutine a host, its rules, clients and brokers started is gone
 // once the tests closed them.
-func TestMain(m *testing.M) { testutil.Main(m, closeGuests, e2eDir.Remove) }
+func TestMain(m *testing.M) {
+	if os.Getenv(timerHelperEnv) != "" { // the timer helper host (timer_kill_test.go)
+		timerHelperHost()
+		return
+	}
+	testutil.Main(m, closeGuests, e2eDir.Remove)
+}

@@ -31,6 +31,7 @@ type rule struct {
 	mailbox *mailbox
 	locks   leases
 	logs    *logBudget
+	timers  *ruleTimers
 	// ctx bounds the rule's handler calls; cancel ends a handler stuck in
 	// Handle (e.g. waiting for a crashed plugin's restart) when the rule is
 	// removed.
@@ -90,6 +91,7 @@ func newRule(s *services, path, kind string, cfg RuleConfig) *rule {
 		watches: map[string]abi.WatchOptions{},
 		own:     newEchoes(),
 	}
+	r.timers = newRuleTimers(s, name, r.mailbox)
 	r.ctx, r.cancel = context.WithCancel(s.ctx)
 	return r
 }
@@ -176,7 +178,9 @@ func (r *rule) run(w *worker) {
 				}
 			}
 		case <-r.mailbox.ready:
-			if d, ok := r.mailbox.pop(); ok && !r.deliver(w, d) {
+			d, ok := r.mailbox.pop()
+			r.timers.refill() // timers that were due while the mailbox was full
+			if ok && !r.deliver(w, d) {
 				return
 			}
 		}
@@ -185,14 +189,38 @@ func (r *rule) run(w *worker) {
 
 // deliver hands d to the running version, in the worker w. It returns false
 // when w was abandoned during the call: the rule is not its any more, and it
-// must end (it has closed the instance it ran).
+// must end (it has closed the instance it ran). A timer's firing is dropped
+// when the timer was cancelled or re-armed since it was queued, held when
+// no version runs (its worker was abandoned: the next version gets it), and
+// recorded once the call returns (not when it was abandoned: see
+// abandoned).
 func (r *rule) deliver(w *worker, d delivery) bool {
+	if d.timer == nil {
+		return r.call(w, d)
+	}
+	if r.cur == nil {
+		r.timers.hold(d.timer, false)
+		return true
+	}
+	if !r.timers.take(d.timer, &d.ev) {
+		return true
+	}
+	if !r.call(w, d) {
+		return false
+	}
+	r.timers.fired(d.timer)
+	return true
+}
+
+// call runs the handler of the running version on d, unless d is no
+// longer for it (an unwatched key, an echo, a disabled rule).
+func (r *rule) call(w *worker, d delivery) bool {
 	in := r.cur
 	if in == nil {
 		return true
 	}
 	r.mu.Lock()
-	if d.ev.Op != abi.OpLockLost {
+	if d.ev.Op != abi.OpLockLost && d.ev.Op != abi.OpTimer {
 		opts, ok := r.watches[d.ev.Key]
 		if !ok {
 			r.mu.Unlock()
@@ -335,6 +363,7 @@ func (r *rule) swap(ctx context.Context, next *instance) {
 	r.mu.Unlock()
 	next.live = true
 	next.mu.Unlock()
+	r.timers.goLive(next)
 	old := r.cur
 	r.cur = next
 	r.consecutive = 0
@@ -412,6 +441,9 @@ func (r *rule) abandoned(w *worker, why string) {
 	cfg := r.cfg
 	r.mu.Unlock()
 	key, op, running := w.call()
+	if op == abi.OpTimer { // its firing was not recorded: the next version gets it again, late
+		r.timers.again(key)
+	}
 	r.svc.log.Error("rule abandoned: its handler did not return within its deadline plus the grace; it is left to end on its own",
 		"rule", r.name, "key", key, "op", string(op), "timeout", cfg.Timeout, "grace", cfg.Grace,
 		"running", running.Round(time.Millisecond), "for", why)
@@ -432,6 +464,7 @@ func (r *rule) release(ctx context.Context) {
 		r.svc.reg.unwatch(ctx, r, k)
 	}
 	r.locks.releaseAll(ctx)
+	r.timers.stop()
 	r.logs.close()
 }
 
@@ -501,6 +534,7 @@ type RuleStatus struct {
 	Failed   uint64 // handler calls that failed (timeout, memory, crash, error)
 	Dropped  uint64 // events dropped: mailbox full, or rule disabled
 	Echoes   uint64 // events skipped as echoes of the rule's own writes
+	Timers   int    // timers armed (pending or firing)
 	Disabled bool
 	// Stuck is set while a handler call runs past its deadline plus the
 	// grace; Abandoned counts the calls the host gave up on (see
@@ -516,6 +550,7 @@ func (r *rule) status() RuleStatus {
 	s := RuleStatus{Path: r.path, Kind: r.kind, Locks: r.locks.names(), Abandoned: r.abandons.Load(),
 		Handled: r.handled.Load(), Failed: r.failed.Load(), Dropped: r.dropped.Load(), Echoes: r.echoes.Load()}
 	s.LogLinesSuppressed, s.LogBytesSuppressed = r.logs.suppressed()
+	s.Timers = r.timers.count()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s.Disabled = r.disabled

@@ -18,4 +18,5 @@ type services struct {
 	lin    *lineage         // the feedback-loop damper
 	calls  *tracker         // goroutines running runtime calls
 	now    func() time.Time // the lease clock
+	timers *scheduler       // every rule's pending timers, and their clock
 }

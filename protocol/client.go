@@ -582,6 +582,12 @@ func (c *Client) Close() error {
 // ClientID returns the MQTT client id in use.
 func (c *Client) ClientID() string { return c.clientID }
 
+// Now returns the client's hybrid logical clock: the last timestamp it
+// issued or merged from the store (every response's and notification's
+// version), without advancing it. Its wall time is never behind a version
+// the client has seen; before any request it is zero.
+func (c *Client) Now() hlc.HLC { return c.clock.Now() }
+
 // Stats returns a snapshot of the client's counters.
 func (c *Client) Stats() Stats {
 	c.pmu.Lock()

@@ -476,6 +476,9 @@ func TestResponseVersionAdvancesClock(t *testing.T) {
 	if got := c.clock.Now(); got.Wall != ahead.Wall {
 		t.Errorf("clock moved to %s on a refused version", got)
 	}
+	if got := c.Now(); got.Wall != ahead.Wall || got.Node != c.clock.Node() {
+		t.Errorf("Now() = %s, want the clock's value at wall %d (the merged version's)", got, ahead.Wall)
+	}
 }
 
 // Responses answered in reverse order still reach their own callers.

@@ -31,6 +31,7 @@ import (
 //	  mailbox: 1024
 //	  log_lines: 100        # log budget per second; the excess is counted and summarised
 //	  log_bytes: 64KiB
+//	  max_timers: 10000     # timers a rule may have armed at once
 //	rules:                  # per rule file (exact name, or a glob like "*.wasm")
 //	  thermostat.lua:
 //	    read:  ["thermostat*/**"]
@@ -62,6 +63,7 @@ type ruleSettings struct {
 	Mailbox  int       `yaml:"mailbox"`
 	LogLines int       `yaml:"log_lines"`
 	LogBytes byteSize  `yaml:"log_bytes"`
+	Timers   int       `yaml:"max_timers"`
 	Read     *[]string `yaml:"read"`
 	Write    *[]string `yaml:"write"`
 	Watch    *[]string `yaml:"watch"`
@@ -86,6 +88,7 @@ func (s ruleSettings) toHost() host.RuleConfig {
 		Mailbox:       s.Mailbox,
 		LogLines:      s.LogLines,
 		LogBytes:      int(s.LogBytes),
+		MaxTimers:     s.Timers,
 		Read:          list(s.Read),
 		Write:         list(s.Write),
 		Watch:         list(s.Watch),

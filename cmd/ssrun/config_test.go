@@ -51,6 +51,7 @@ defaults:
   grace: 2s
   log_lines: 50
   log_bytes: 8KiB
+  max_timers: 7
 rules:
   thermostat.lua:
     timeout: 2000
@@ -67,7 +68,7 @@ rules:
 	}
 	d := c.Defaults.toHost()
 	if d.Timeout != 500*time.Millisecond || d.MemoryBytes != 32<<20 || d.MaxValueBytes != 64<<10 || d.Mailbox != 64 || d.Read != nil ||
-		d.Grace != 2*time.Second || d.LogLines != 50 || d.LogBytes != 8<<10 {
+		d.Grace != 2*time.Second || d.LogLines != 50 || d.LogBytes != 8<<10 || d.MaxTimers != 7 {
 		t.Fatalf("defaults: %+v", d)
 	}
 	r := c.hostRules()["thermostat.lua"]
@@ -93,7 +94,7 @@ func TestLoadConfigErrorsNameFileAndLine(t *testing.T) {
 		{"bad size", "rules:\n  a.lua:\n    memory: lots\n", `line 3: bad size "lots"`},
 		{"bad pattern", "rules:\n  a.lua:\n    read: [\"a/[\"]\n", `rules: a.lua: read: bad key pattern "a/["`},
 		{"plugin without path", "plugins:\n  p: {sha256: ab}\n", "plugins: p: path is required"},
-		{"negative log budget", "rules:\n  a.lua:\n    log_lines: -1\n", "rules: a.lua: timeout, grace, memory, max_value, mailbox, log_lines and log_bytes must not be negative"},
+		{"negative log budget", "rules:\n  a.lua:\n    log_lines: -1\n", "rules: a.lua: timeout, grace, memory, max_value, mailbox, log_lines, log_bytes and max_timers must not be negative"},
 		{"not yaml", "rules: [\n", "ssrun.yaml"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
