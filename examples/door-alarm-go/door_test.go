@@ -1,0 +1,28 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/ssrun/ssrun/examples/internal/doortest"
+	"github.com/ssrun/ssrun/internal/gobuild"
+	"github.com/ssrun/ssrun/runtime/wasm"
+)
+
+// TestDoorAlarm builds the rule as its doc comment says and plays the
+// shared door-alarm scenario (examples/internal/doortest: restarts of the
+// host before and past a pending deadline, cancel, repeated opens) through
+// the real host and WebAssembly runtime on the embedded broker.
+func TestDoorAlarm(t *testing.T) {
+	rules := t.TempDir()
+	if err := gobuild.WASM(filepath.Join(rules, "door.wasm"), "."); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := wasm.New(wasm.Config{CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.Close(context.Background()) }) // after the hosts' cleanups
+	doortest.Run(t, rules, rt)
+}
