@@ -38,6 +38,9 @@ local loops = {
   lock = function(n) local a, b, c for _ = 1, n do a, b, c = ss.lock("bench/l", 60000) end return check(a, b, c) end,
   unlock = function(n) local a, b, c for _ = 1, n do a, b, c = ss.unlock("bench/u") end return check(a, b, c) end,
   log = function(n) local a, b, c for _ = 1, n do a, b, c = ss.log("debug", "bench") end return check(a, b, c) end,
+  timer = function(n) local a, b, c for _ = 1, n do a, b, c = ss.timer("bench/t", 60000) end return check(a, b, c) end,
+  cancel = function(n) local a, b, c for _ = 1, n do a, b, c = ss.cancel("bench/c") end return check(a ~= nil or nil, b, c) end,
+  now = function(n) local r for _ = 1, n do r = ss.now() end return r end,
 }
 
 function on_event(ev)

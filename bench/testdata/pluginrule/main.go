@@ -85,6 +85,12 @@ func loop(ctx context.Context, h sdk.Host, verb string, n int) error {
 			err = expect(h.Unlock(ctx, "bench/u"), abi.StatusNotFound)
 		case "log":
 			h.Log(abi.LevelDebug, "bench")
+		case "timer":
+			err = h.Timer(ctx, "bench/t", time.Minute, abi.TimerOptions{})
+		case "cancel":
+			err = expect(h.Cancel(ctx, "bench/c"), abi.StatusNotFound)
+		case "now":
+			h.Now()
 		default:
 			return fmt.Errorf("unknown verb %q", verb)
 		}

@@ -21,7 +21,8 @@ var value = []byte("0123456789abcdef")
 // (NOT_FOUND); vdel with a differing value (NOT_APPLIED); watch of a
 // watched key (idempotent); unwatch of an unwatched key (NOT_FOUND after
 // the first); lock of a held lock (its token); unlock of an unheld lock
-// (NOT_FOUND after the first); log at debug level.
+// (NOT_FOUND after the first); log at debug level; timer re-arming one
+// name; cancel of an unarmed timer (NOT_FOUND); now.
 func loop(verb string, n int) error {
 	var outLen uint32
 	var err error
@@ -47,6 +48,12 @@ func loop(verb string, n int) error {
 			err = expect(ssrun.Unlock("bench/u"), ssrun.StatusNotFound)
 		case "log":
 			err = ssrun.Log(ssrun.LevelDebug, "bench")
+		case "timer":
+			err = ssrun.Timer("bench/t", time.Minute)
+		case "cancel":
+			err = expect(ssrun.Cancel("bench/c"), ssrun.StatusNotFound)
+		case "now":
+			ssrun.Now()
 		default:
 			return errors.New("unknown verb " + verb)
 		}
