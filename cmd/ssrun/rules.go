@@ -131,6 +131,7 @@ func (a *app) serveRules(ctx context.Context, client *protocol.Client, dir strin
 	go func() { done <- h.WatchDir(ctx, dir, loaded, plugins...) }()
 	select {
 	case <-loaded:
+		defer a.followConfig(ctx, h, dir, cfg)()
 		if ready != nil {
 			ready(h)
 		}

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// recorder is a Lua rule that copies "in" to "hvac/out" and records the
+// status of that write in "result".
+const recorder = `local ss = require("ssrun")
+ss.watch("in")
+function on_event(ev)
+  local ok, msg, code = ss.set("hvac/out", ev.value)
+  ss.set("result", ev.value .. " " .. (code or "OK"))
+end
+`
+
+// ssrun.yaml edited while `ssrun dev` runs: narrowed permissions apply to
+// the running rule (its next write is DENIED), a broken edit is refused
+// with file and line and the previous settings stay, a rule entry naming
+// no file is a warning, at start and on reload.
+func TestDevReloadsConfig(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "rec.lua"), []byte(recorder), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "ssrun.yaml")
+	writeCfg := func(s string) {
+		t.Helper()
+		tmp := filepath.Join(dir, ".ssrun.yaml.tmp")
+		if err := os.WriteFile(tmp, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeCfg("rules:\n  rec.lua:\n    write: [\"hvac/**\", result]\n  recc.lua:\n    read: []\n")
+	out, errw, stop := start(t, "dev", dir, "--listen", "127.0.0.1:0")
+	addr := waitOutput(t, out, regexp.MustCompile(`try: ssrun kv --broker (\S+) set`))[1]
+	waitOutput(t, errw, regexp.MustCompile(`rule entry matches no file.*rule=recc\.lua`))
+	// Each event carries a fresh value, so "result" tells which write ran.
+	n := 0
+	expect := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			n++
+			v := strings.Repeat("v", n)
+			runCLI(t, "", "kv", "--broker", addr, "set", "in", v)
+			got := ""
+			for range 50 {
+				if r := runCLI(t, "", "kv", "--broker", addr, "get", "result"); strings.HasPrefix(r.stdout, v+" ") {
+					got = strings.TrimSpace(strings.TrimPrefix(r.stdout, v+" "))
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if got == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("write status %q, want %q; log:\n%s", got, want, errw.String())
+			}
+		}
+	}
+	expect("OK")
+	writeCfg("rules:\n  rec.lua:\n    write: [result]\n  other*.lua: {}\n")
+	waitOutput(t, errw, regexp.MustCompile(`ssrun.yaml applied`))
+	waitOutput(t, errw, regexp.MustCompile(`rule entry matches no file.*rule=other\*\.lua`))
+	expect("DENIED")
+	writeCfg("rules:\n  rec.lua:\n    write: [\"hvac/**\", result]\n    timeout: soon\n")
+	waitOutput(t, errw, regexp.MustCompile(`ssrun.yaml not applied; the previous settings stay.*ssrun\.yaml.*line 4`))
+	expect("DENIED")
+	if code := stop(); code != 0 {
+		t.Fatalf("dev exit %d; stderr:\n%s", code, errw.String())
+	}
+}
