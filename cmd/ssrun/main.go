@@ -176,6 +176,7 @@ func (a *app) rootCmd() *cobra.Command {
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "text", "log format: text (key=value) or json (one object per line)")
 	root.AddCommand(a.brokerCmd(), a.passwdCmd(), a.kvCmd(), a.devCmd(), a.runCmd(), a.checkCmd(), a.versionCmd())
+	strictUsage(root)
 	return root
 }
 
