@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"syscall"
+	"time"
+)
+
+// refusedHint is what a one-shot command says when nothing listens at the
+// broker's address.
+const refusedHint = "nothing listens there: start `ssrun broker` or `ssrun dev`, or give the broker's address with --broker HOST:PORT"
+
+// probe fails fast, with refusedHint, when the broker at server (an
+// mqtt:// or mqtts:// URL) refuses the connection, instead of letting the
+// client retry until its timeout. Any other outcome is left to the client.
+func probe(ctx context.Context, server string, timeout time.Duration) error {
+	u, err := url.Parse(server)
+	if err != nil {
+		return nil
+	}
+	d := net.Dialer{Timeout: timeout}
+	c, err := d.DialContext(ctx, "tcp", u.Host)
+	if err == nil {
+		_ = c.Close()
+		return nil
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("connecting to %s: connection refused: %s", server, refusedHint)
+	}
+	return nil
+}
+
+// tlsNote explains, when the settings chose TLS only because the broker is
+// not on a loopback address, that they did and how to turn it off; "" when
+// TLS was asked for or is off.
+func tlsNote(s connSettings) string {
+	if s.UseTLS != nil || s.Hostname == "" || isLoopback(s.Hostname) {
+		return ""
+	}
+	return fmt.Sprintf("%s is not a loopback address, so the connection uses TLS (port 8883 unless given); for a broker without TLS, add --no-tls", s.Hostname)
+}
+
+// withTLSNote adds tlsNote(s), if any, to a connection error.
+func withTLSNote(err error, s connSettings) error {
+	if note := tlsNote(s); note != "" {
+		return fmt.Errorf("%w (%s)", err, note)
+	}
+	return err
+}
