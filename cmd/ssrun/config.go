@@ -107,7 +107,7 @@ func loadConfig(path string) (*fileConfig, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) { // empty file: empty config
-		return nil, fmt.Errorf("config %s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+		return nil, fmt.Errorf("config %s: %s", path, strings.TrimPrefix(yamlErrors(err).Error(), "yaml: "))
 	}
 	c.path = path
 	if err := c.Defaults.toHost().Validate(); err != nil {
