@@ -41,8 +41,7 @@ type configFollower struct {
 func (a *app) followConfig(ctx context.Context, h *host.Host, dir string, cfg *fileConfig) (stop func()) {
 	f := &configFollower{a: a, h: h, dir: dir, path: filepath.Join(dir, "ssrun.yaml"), cfg: cfg}
 	if cfg != nil {
-		f.path = cfg.path
-		f.last, _ = os.ReadFile(cfg.path)
+		f.path, f.last = cfg.path, cfg.raw
 	}
 	f.warnUnmatched()
 	w, err := fsnotify.NewWatcher()
