@@ -15,8 +15,9 @@ import (
 // Two settings are handed to a rule's runtime when a version of it starts,
 // so they apply from the rule's next version (its file changed or touched):
 // the call timeout and the memory limit (a running WebAssembly instance
-// cannot shrink its memory). Watches a rule registered before its watch
-// permission was narrowed stay in place until then too; they are logged.
+// cannot shrink its memory). A rule's watches of keys its new watch
+// permission does not allow are removed (and logged): no further event
+// of them reaches it, and its unwatch of them reports NOT_FOUND.
 //
 // Invalid settings are refused with an error naming the rule pattern, and
 // the previous ones stay. Rules loaded later use the new settings.
@@ -32,10 +33,13 @@ func (h *Host) SetRuleConfig(ctx context.Context, defaults RuleConfig, rules map
 	for _, r := range h.loaded() {
 		cfg := ruleConfigFor(defaults, rules, r.path)
 		r.reconfigure(cfg)
-		if kept := r.watchesOutside(cfg.Watch); len(kept) > 0 {
-			sort.Strings(kept)
-			h.log.Warn("rule keeps watches its new watch permission does not allow, until its next version loads",
-				"rule", r.name, "keys", kept)
+		if gone := r.watchesOutside(cfg.Watch); len(gone) > 0 {
+			for _, k := range gone {
+				r.dropWatch(ctx, k)
+			}
+			sort.Strings(gone)
+			h.log.Warn("rule's watches of keys its new watch permission does not allow are removed",
+				"rule", r.name, "keys", gone)
 		}
 	}
 	return nil

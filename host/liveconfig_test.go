@@ -91,3 +91,34 @@ func TestUnmatchedRules(t *testing.T) {
 		t.Fatalf("UnmatchedRules = %v, want %v", got, want)
 	}
 }
+
+// A narrowed watch permission removes the rule's watches it no longer
+// allows: their changes stop reaching it, the others go on.
+func TestSetRuleConfigDropsWatchesNoLongerAllowed(t *testing.T) {
+	e := newEnv(t)
+	evs := make(chan string, 16)
+	e.load("watcher", goRule{init: watchInit("a", "b"), handle: func(_ context.Context, _ abi.Host, ev abi.Event) error {
+		evs <- ev.Key + "=" + string(ev.Value)
+		return nil
+	}})
+	e.set("b", "1")
+	if got := <-evs; got != "b=1" {
+		t.Fatalf("event %q, want b=1", got)
+	}
+	if err := e.host.SetRuleConfig(e.ctx(), RuleConfig{}, map[string]RuleConfig{"watcher.gorule": {Watch: []string{"a"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if w := e.status("watcher").Watches; !slices.Equal(w, []string{"a"}) {
+		t.Fatalf("watches after narrowing: %v, want [a]", w)
+	}
+	// b's change is notified before a's, if at all: a's event arriving
+	// first shows b's did not come.
+	e.set("b", "2")
+	e.set("a", "2")
+	if got := <-evs; got != "a=2" {
+		t.Fatalf("event %q after b's watch was removed, want a=2", got)
+	}
+	if logs := e.logs.String(); !strings.Contains(logs, "watches of keys its new watch permission does not allow are removed") {
+		t.Fatalf("removal not logged:\n%s", logs)
+	}
+}

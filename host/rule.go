@@ -527,16 +527,24 @@ func (r *rule) unwatch(ctx context.Context, in *instance, key string) error {
 		return nil
 	}
 	in.mu.Unlock()
+	if !r.dropWatch(ctx, key) {
+		return abi.Errorf(abi.StatusNotFound, "unwatch %q: not watched", key)
+	}
+	return nil
+}
+
+// dropWatch removes the live watch of key, if any, and reports whether
+// there was one.
+func (r *rule) dropWatch(ctx context.Context, key string) bool {
 	r.mu.Lock()
 	_, ok := r.watches[key]
 	delete(r.watches, key)
 	r.own.forget(key)
 	r.mu.Unlock()
-	if !ok {
-		return abi.Errorf(abi.StatusNotFound, "unwatch %q: not watched", key)
+	if ok {
+		r.svc.reg.unwatch(ctx, r, key)
 	}
-	r.svc.reg.unwatch(ctx, r, key)
-	return nil
+	return ok
 }
 
 // RuleStatus describes one loaded rule.
