@@ -10,6 +10,11 @@ import (
 	"time"
 )
 
+// probeTimeout bounds the first look at the broker of `ssrun run`, which
+// delays its start: a refusal comes at once, and a silent address is left
+// to the client.
+const probeTimeout = time.Second
+
 // refusedHint is what a one-shot command says when nothing listens at the
 // broker's address.
 const refusedHint = "nothing listens there: start `ssrun broker` or `ssrun dev`, or give the broker's address with --broker HOST:PORT"
@@ -50,4 +55,16 @@ func withTLSNote(err error, s connSettings) error {
 		return fmt.Errorf("%w (%s)", err, note)
 	}
 	return err
+}
+
+// connectionNotes logs, for a long-running command connecting to server
+// with the settings s, that TLS was chosen for a non-loopback broker, and
+// that the broker refused the first connection (the client keeps trying).
+func (a *app) connectionNotes(ctx context.Context, s connSettings, server string) {
+	if note := tlsNote(s); note != "" {
+		a.log.Info(note)
+	}
+	if err := probe(ctx, server, probeTimeout); err != nil {
+		a.log.Warn("broker unreachable; retrying until it answers", "err", err)
+	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -17,5 +18,15 @@ func TestConnectionHints(t *testing.T) {
 	}
 	if r := runCLI(t, "", "kv", "--broker", "192.0.2.1:1883", "--no-tls", "--timeout", "300ms", "get", "k"); strings.Contains(r.stderr, "uses TLS") {
 		t.Fatalf("with --no-tls: %+v", r)
+	}
+}
+
+// `ssrun run` keeps trying a broker that refuses, and says what to do.
+func TestRunSaysBrokerRefused(t *testing.T) {
+	out, errw, stop := start(t, "run", t.TempDir(), "--broker", "127.0.0.1:1")
+	waitOutput(t, out, regexp.MustCompile(`0 rule\(s\) from`))
+	waitOutput(t, errw, regexp.MustCompile("broker unreachable; retrying until it answers.*connection refused.*start `ssrun broker` or `ssrun dev`"))
+	if code := stop(); code != 0 {
+		t.Fatalf("run exit %d:\n%s", code, errw.String())
 	}
 }

@@ -310,9 +310,7 @@ func (a *app) runCmd() *cobra.Command {
 			}
 			defer client.Close()
 			fmt.Fprintf(a.stdout, "ssrun run: connecting to %s as %s\n", ccfg.Servers[0], client.ClientID())
-			if note := tlsNote(s); note != "" {
-				a.log.Info(note)
-			}
+			a.connectionNotes(ctx, s, ccfg.Servers[0])
 			if s.SATFile != "" {
 				stop, err := a.watchToken(ctx, client, s.SATFile)
 				if err != nil {
