@@ -73,3 +73,9 @@ func TestFlagsFromEnvironment(t *testing.T) {
 		t.Fatalf("bad SSRUN_LOG_LEVEL: %+v", r)
 	}
 }
+
+func TestHelpDocumentsEnvironment(t *testing.T) {
+	if r := runCLI(t, "", "--help"); r.code != 0 || !strings.Contains(r.stdout, "SSRUN_LOG_FORMAT=json") {
+		t.Fatalf("%+v", r)
+	}
+}

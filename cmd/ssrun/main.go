@@ -152,6 +152,11 @@ func (a *app) rootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "ssrun",
 		Short:         "Script the Azure IoT Operations state store",
+		Long: `Script the Azure IoT Operations state store.
+
+Every flag can also be set from the environment: SSRUN_ and the flag's name
+in upper case with "-" as "_" (SSRUN_LOG_FORMAT=json, SSRUN_SHUTDOWN_TIMEOUT=30s).
+A flag on the command line wins over its variable.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version(),
