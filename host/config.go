@@ -3,6 +3,7 @@ package host
 import (
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"time"
 
@@ -202,4 +203,38 @@ func ruleConfigFor(defaults RuleConfig, rules map[string]RuleConfig, p string) R
 		c = c.merge(rc)
 	}
 	return c.withDefaults()
+}
+
+// validateRuleConfigs checks defaults and every per-rule entry, naming the
+// entry that is wrong.
+func validateRuleConfigs(defaults RuleConfig, rules map[string]RuleConfig) error {
+	if err := defaults.Validate(); err != nil {
+		return fmt.Errorf("host: defaults: %w", err)
+	}
+	for name, rc := range rules {
+		if _, err := path.Match(name, ""); err != nil {
+			return fmt.Errorf("host: rule %q: bad file name pattern: %w", name, err)
+		}
+		if err := rc.Validate(); err != nil {
+			return fmt.Errorf("host: rule %q: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// UnmatchedRules returns the names and globs of rules (as in Config.Rules)
+// that match none of files (rule file base names), sorted: most likely a
+// typo in ssrun.yaml, since their settings apply to no rule.
+func UnmatchedRules(rules map[string]RuleConfig, files []string) []string {
+	var out []string
+	for pat := range rules {
+		if !slices.ContainsFunc(files, func(f string) bool {
+			ok, _ := path.Match(pat, path.Base(f))
+			return ok
+		}) {
+			out = append(out, pat)
+		}
+	}
+	sort.Strings(out)
+	return out
 }

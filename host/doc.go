@@ -12,7 +12,9 @@
 // field or method declared there); none reaches up. TestFileLayers keeps it
 // so.
 //
-//	reload.go check.go     WatchDir, on Load and Remove; Checker (ssrun check)
+//	reload.go check.go liveconfig.go
+//	                       WatchDir, on Load and Remove; Checker (ssrun check);
+//	                       SetRuleConfig, rule settings applied to loaded rules
 //	host.go                Host: loads, event routing, resync, Close
 //	binding.go             the abi.Host one version of a rule calls
 //	rule.go                a rule: its state, under a lock only this file takes;

@@ -100,13 +100,8 @@ func New(opts Config) (*Host, error) {
 	if len(opts.Runtimes) == 0 {
 		return nil, errors.New("host: at least one runtime is required")
 	}
-	if err := opts.Defaults.Validate(); err != nil {
-		return nil, fmt.Errorf("host: defaults: %w", err)
-	}
-	for name, rc := range opts.Rules {
-		if err := rc.Validate(); err != nil {
-			return nil, fmt.Errorf("host: rule %q: %w", name, err)
-		}
+	if err := validateRuleConfigs(opts.Defaults, opts.Rules); err != nil {
+		return nil, err
 	}
 	h := &Host{
 		services: services{

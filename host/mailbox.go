@@ -87,3 +87,10 @@ func (m *mailbox) len() int {
 	defer m.mu.Unlock()
 	return len(m.q) - m.head
 }
+
+// setLimit changes the bound; events already waiting stay.
+func (m *mailbox) setLimit(limit int) {
+	m.mu.Lock()
+	m.limit = limit
+	m.mu.Unlock()
+}

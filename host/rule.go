@@ -103,7 +103,7 @@ func (r *rule) enqueue(d delivery) {
 		n := r.dropped.Add(1)
 		now := time.Now().UnixNano()
 		if last := r.lastDropLog.Load(); now-last > int64(time.Second) && r.lastDropLog.CompareAndSwap(last, now) {
-			r.svc.log.Warn("rule mailbox full: event dropped", "rule", r.name, "key", d.ev.Key, "dropped_total", n, "mailbox", r.mailbox.limit)
+			r.svc.log.Warn("rule mailbox full: event dropped", "rule", r.name, "key", d.ev.Key, "dropped_total", n, "mailbox", r.config().Mailbox)
 		}
 	}
 }
@@ -121,6 +121,21 @@ func (r *rule) reconfigure(cfg RuleConfig) {
 	r.cfg = cfg
 	r.mu.Unlock()
 	r.logs.setLimits(cfg)
+	r.mailbox.setLimit(cfg.Mailbox)
+}
+
+// watchesOutside returns the keys r watches that patterns do not allow,
+// in no order.
+func (r *rule) watchesOutside(patterns []string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for k := range r.watches {
+		if !allowed(patterns, k) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // runs reports whether the running version has content hash.
@@ -512,16 +527,24 @@ func (r *rule) unwatch(ctx context.Context, in *instance, key string) error {
 		return nil
 	}
 	in.mu.Unlock()
+	if !r.dropWatch(ctx, key) {
+		return abi.Errorf(abi.StatusNotFound, "unwatch %q: not watched", key)
+	}
+	return nil
+}
+
+// dropWatch removes the live watch of key, if any, and reports whether
+// there was one.
+func (r *rule) dropWatch(ctx context.Context, key string) bool {
 	r.mu.Lock()
 	_, ok := r.watches[key]
 	delete(r.watches, key)
 	r.own.forget(key)
 	r.mu.Unlock()
-	if !ok {
-		return abi.Errorf(abi.StatusNotFound, "unwatch %q: not watched", key)
+	if ok {
+		r.svc.reg.unwatch(ctx, r, key)
 	}
-	r.svc.reg.unwatch(ctx, r, key)
-	return nil
+	return ok
 }
 
 // RuleStatus describes one loaded rule.

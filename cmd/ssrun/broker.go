@@ -35,7 +35,7 @@ func (f *brokerFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:1883", "address to listen on, HOST:PORT (port 0 picks a free one)")
 	fs.IntVar(&f.quota, "quota", 0, "maximum number of keys (0: the default, 1000000; negative: unlimited)")
 	fs.Var(&f.maxBytes, "max-bytes", "maximum size of the stored data, keys + values + 128 B per key, e.g. 512MiB (default 256MiB; -1: unlimited)")
-	fs.StringVar(&f.passwords, "passwords", "", "file of `user:bcrypt-hash` lines (see `ssrun passwd`); required off loopback unless --insecure")
+	fs.StringVar(&f.passwords, "passwords", "", "a `FILE` of user:bcrypt-hash lines, one per user (make them with `ssrun passwd`); required off loopback unless --insecure")
 	fs.BoolVar(&f.insecure, "insecure", false, "allow unauthenticated clients on a non-loopback address")
 	fs.StringVar(&f.acl, "acl", "", "ACL file (YAML, AIO BrokerAuthorization shape): users' client ids, topics and keys; reloaded when it changes")
 	fs.BoolVar(&f.authorize, "authorize", false, "apply the default authorization policy without --passwords (user names as claimed: for development)")

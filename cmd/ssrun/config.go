@@ -44,6 +44,7 @@ type fileConfig struct {
 	Rules    map[string]ruleSettings   `yaml:"rules"`
 	Plugins  map[string]pluginSettings `yaml:"plugins"`
 	path     string
+	raw      []byte // the file's content, as read
 }
 
 // pluginSettings names a plugin executable outside the rules folder and pins
@@ -107,9 +108,9 @@ func loadConfig(path string) (*fileConfig, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) { // empty file: empty config
-		return nil, fmt.Errorf("config %s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+		return nil, fmt.Errorf("config %s: %s", path, strings.TrimPrefix(yamlErrors(err).Error(), "yaml: "))
 	}
-	c.path = path
+	c.path, c.raw = path, b
 	if err := c.Defaults.toHost().Validate(); err != nil {
 		return nil, fmt.Errorf("config %s: defaults: %w", path, err)
 	}

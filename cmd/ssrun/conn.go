@@ -102,13 +102,13 @@ type connFlags struct {
 }
 
 func (f *connFlags) register(fs *pflag.FlagSet, defaultBroker string) {
-	fs.StringVar(&f.broker, "broker", defaultBroker, "broker address HOST:PORT (or set AIO_BROKER_HOSTNAME and AIO_BROKER_TCP_PORT)")
-	fs.BoolVar(&f.tls, "tls", false, "connect with TLS (AIO_MQTT_USE_TLS)")
-	fs.BoolVar(&f.noTLS, "no-tls", false, "connect without TLS")
+	fs.StringVar(&f.broker, "broker", defaultBroker, "broker address HOST:PORT (or set AIO_BROKER_HOSTNAME and AIO_BROKER_TCP_PORT; the port defaults to 8883 with TLS, 1883 without)")
+	fs.BoolVar(&f.tls, "tls", false, "connect with TLS (AIO_MQTT_USE_TLS; default: TLS unless the broker is on a loopback address)")
+	fs.BoolVar(&f.noTLS, "no-tls", false, "connect without TLS (default: TLS unless the broker is on a loopback address)")
 	fs.StringVar(&f.caFile, "ca-file", "", "PEM CA bundle to verify the broker (AIO_TLS_CA_FILE)")
 	fs.StringVar(&f.certFile, "cert-file", "", "client certificate PEM (AIO_TLS_CERT_FILE)")
 	fs.StringVar(&f.keyFile, "key-file", "", "client key PEM (AIO_TLS_KEY_FILE)")
-	fs.StringVar(&f.clientID, "client-id", "", "MQTT client id (AIO_MQTT_CLIENT_ID)")
+	fs.StringVar(&f.clientID, "client-id", "", "MQTT client id (AIO_MQTT_CLIENT_ID; default: ssrun-<random>)")
 	fs.StringVar(&f.username, "username", "", "MQTT username (AIO_MQTT_USERNAME)")
 	fs.StringVar(&f.passFile, "password-file", "", "file holding the MQTT password (AIO_MQTT_PASSWORD_FILE)")
 	fs.StringVar(&f.satFile, "sat-file", "", "Kubernetes service account token file for K8S-SAT auth (AIO_SAT_FILE)")

@@ -61,6 +61,9 @@ func (a *app) kvConnect(ctx context.Context, cmd *cobra.Command, o *kvOpts) (*pr
 	}
 	cfg.Timeout = o.timeout
 	cfg.Logger = a.quiet()
+	if err := probe(ctx, cfg.Servers[0], o.timeout); err != nil {
+		return nil, withTLSNote(err, s)
+	}
 	c, err := protocol.New(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -69,7 +72,7 @@ func (a *app) kvConnect(ctx context.Context, cmd *cobra.Command, o *kvOpts) (*pr
 	defer cancel()
 	if err := c.AwaitConnection(wait); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("connecting to %s: %w", cfg.Servers[0], err)
+		return nil, withTLSNote(fmt.Errorf("connecting to %s: %w", cfg.Servers[0], err), s)
 	}
 	return c, nil
 }

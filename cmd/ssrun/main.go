@@ -115,7 +115,7 @@ func (e *exitError) Error() string { return e.msg }
 // run executes the command line and returns the exit status. It is the whole
 // program except os.Exit, so tests call it directly.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	app := &app{stdin: stdin, stdout: stdout, stderr: stderr}
+	app := &app{stdin: stdin, stdout: stdout, stderr: stderr, lookupEnv: os.LookupEnv}
 	root := app.rootCmd()
 	root.SetArgs(args)
 	root.SetIn(stdin)
@@ -141,26 +141,47 @@ type app struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	logLevel       string
+	logFormat      string
 	log            *slog.Logger
+	// lookupEnv reads the environment (os.LookupEnv; tests replace it).
+	lookupEnv func(string) (string, bool)
+	fromEnv   map[string]string // flags set from SSRUN_* variables, by name
 }
 
 func (a *app) rootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "ssrun",
 		Short:         "Script the Azure IoT Operations state store",
+		Long: `Script the Azure IoT Operations state store.
+
+Every flag can also be set from the environment: SSRUN_ and the flag's name
+in upper case with "-" as "_" (SSRUN_LOG_FORMAT=json, SSRUN_SHUTDOWN_TIMEOUT=30s).
+A flag on the command line wins over its variable.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version(),
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if a.fromEnv, err = applyFlagEnv(cmd.Flags(), a.lookupEnv); err != nil {
+				return usageError("%v", err)
+			}
 			var lvl slog.Level
 			if err := lvl.UnmarshalText([]byte(a.logLevel)); err != nil {
-				return fmt.Errorf("--log-level %q: want debug, info, warn or error", a.logLevel)
+				return usageError("%s %q: want debug, info, warn or error", a.flagSource("log-level"), a.logLevel)
 			}
-			a.log = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: lvl}))
+			h, err := logHandler(a.stderr, a.logFormat, lvl)
+			if err != nil {
+				return usageError("%s %q: %v", a.flagSource("log-format"), a.logFormat, err)
+			}
+			a.log = slog.New(h)
 			return nil
 		},
 	}
+	root.SetVersionTemplate("ssrun {{.Version}}\n")
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	root.AddCommand(a.brokerCmd(), a.passwdCmd(), a.kvCmd(), a.devCmd(), a.runCmd(), a.checkCmd())
+	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "text", "log format: text (key=value) or json (one object per line)")
+	root.AddCommand(a.brokerCmd(), a.passwdCmd(), a.kvCmd(), a.devCmd(), a.runCmd(), a.checkCmd(), a.versionCmd())
+	strictUsage(root)
 	return root
 }
 
@@ -170,7 +191,8 @@ func (a *app) quiet() *slog.Logger {
 	if a.logLevel == "debug" {
 		return a.log
 	}
-	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	h, _ := logHandler(a.stderr, a.logFormat, slog.LevelWarn) // checked by PersistentPreRunE
+	return slog.New(h)
 }
 
 // usageError reports a command-line mistake (exit status 2).

@@ -131,6 +131,7 @@ func (a *app) serveRules(ctx context.Context, client *protocol.Client, dir strin
 	go func() { done <- h.WatchDir(ctx, dir, loaded, plugins...) }()
 	select {
 	case <-loaded:
+		defer a.followConfig(ctx, h, dir, cfg)()
 		if ready != nil {
 			ready(h)
 		}
@@ -309,6 +310,7 @@ func (a *app) runCmd() *cobra.Command {
 			}
 			defer client.Close()
 			fmt.Fprintf(a.stdout, "ssrun run: connecting to %s as %s\n", ccfg.Servers[0], client.ClientID())
+			a.connectionNotes(ctx, s, ccfg.Servers[0])
 			if s.SATFile != "" {
 				stop, err := a.watchToken(ctx, client, s.SATFile)
 				if err != nil {

@@ -1,0 +1,46 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"sort"
+)
+
+// SetRuleConfig replaces the host's rule settings (Config.Defaults and
+// Config.Rules) and applies them to the loaded rules without restarting
+// them: the next call a rule makes is checked against its new key
+// permissions (read, write, watch, lock), value size, timer quota and log
+// budget, and its next events against its new mailbox bound and grace.
+//
+// Two settings are handed to a rule's runtime when a version of it starts,
+// so they apply from the rule's next version (its file changed or touched):
+// the call timeout and the memory limit (a running WebAssembly instance
+// cannot shrink its memory). A rule's watches of keys its new watch
+// permission does not allow are removed (and logged): no further event
+// of them reaches it, and its unwatch of them reports NOT_FOUND.
+//
+// Invalid settings are refused with an error naming the rule pattern, and
+// the previous ones stay. Rules loaded later use the new settings.
+func (h *Host) SetRuleConfig(ctx context.Context, defaults RuleConfig, rules map[string]RuleConfig) error {
+	if err := validateRuleConfigs(defaults, rules); err != nil {
+		return err
+	}
+	if err := h.lockLoads(ctx); err != nil {
+		return fmt.Errorf("rule settings: %w", err)
+	}
+	defer h.unlockLoads()
+	h.defaults, h.rules = defaults, rules
+	for _, r := range h.loaded() {
+		cfg := ruleConfigFor(defaults, rules, r.path)
+		r.reconfigure(cfg)
+		if gone := r.watchesOutside(cfg.Watch); len(gone) > 0 {
+			for _, k := range gone {
+				r.dropWatch(ctx, k)
+			}
+			sort.Strings(gone)
+			h.log.Warn("rule's watches of keys its new watch permission does not allow are removed",
+				"rule", r.name, "keys", gone)
+		}
+	}
+	return nil
+}
