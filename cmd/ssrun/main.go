@@ -160,7 +160,7 @@ func (a *app) rootCmd() *cobra.Command {
 		},
 	}
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	root.AddCommand(a.brokerCmd(), a.passwdCmd(), a.kvCmd(), a.devCmd(), a.runCmd(), a.checkCmd())
+	root.AddCommand(a.brokerCmd(), a.passwdCmd(), a.kvCmd(), a.devCmd(), a.runCmd(), a.checkCmd(), a.statusCmd(), a.whyCmd())
 	return root
 }
 

@@ -5,12 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ssrun/ssrun/abi"
-	"github.com/ssrun/ssrun/broker/brokertest"
-	"github.com/ssrun/ssrun/examples/internal/examplehost"
 	"github.com/ssrun/ssrun/host"
 	"github.com/ssrun/ssrun/protocol"
-	"github.com/ssrun/ssrun/runtime/lua"
 )
 
 // TestWhy asks the host why the siren sounds, after the user's door sensor
@@ -18,16 +14,9 @@ import (
 // alarm/state, which door.lua wrote, handling the user's write of
 // door/front.
 func TestWhy(t *testing.T) {
-	b := brokertest.Start(t)
-	user := examplehost.Client(t, b.Addr(), "chain-user")
-	lr := lua.New(lua.Config{})
-	t.Cleanup(func() { _ = lr.Close(context.Background()) }) // after the host's Close
-	h := examplehost.Host(t, host.Config{Client: examplehost.Client(t, b.Addr(), "chain-host"), Runtimes: []abi.Runtime{lr}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := h.LoadDir(ctx, "."); err != nil {
-		t.Fatal(err)
-	}
+	h, user := startChain(t, ctx)
 	set := func(key, value string) string {
 		t.Helper()
 		res, err := user.Set(ctx, []byte(key), []byte(value), protocol.SetOptions{})
