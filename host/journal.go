@@ -41,13 +41,16 @@ type Write struct {
 	Truncated bool      `json:"truncated,omitempty"`
 	Version   string    `json:"version,omitempty"` // the version the store gave a SET
 	At        time.Time `json:"at"`
-	// Event is the event the rule was handling when it wrote.
+	// Event is the event the rule was handling when it wrote; zero for a
+	// write outside a handler (while the rule loaded, or from a plugin's
+	// own goroutine).
 	Event Cause `json:"event"`
 	// Chain is the rule writes from the origin to this one, oldest first
 	// (this write last; at most the last 8).
 	Chain []Step `json:"chain"`
 	// Origin is the change from outside the host's rules that started the
-	// chain; nil when the chain began with a timer or a lost lock.
+	// chain; nil when the chain began with a timer, a lost lock or a write
+	// outside a handler.
 	Origin *Origin `json:"origin,omitempty"`
 }
 
@@ -147,8 +150,12 @@ func entrySize(w Write) int {
 
 // wrote records a write of rule (op, with value for a SET) to key, which
 // the store applied (version for a SET), made while the rule handled the
-// event cause of lineage from, and logs it on l at debug level.
+// event cause of lineage from (a zero cause: outside a handler, when the
+// write has no chain before it), and logs it on l at debug level.
 func (j *journal) wrote(l *slog.Logger, rule, key, op string, value []byte, version string, cause Cause, from lineageEntry) {
+	if cause.Op == "" {
+		from = lineageEntry{}
+	}
 	w := Write{Key: key, Rule: rule, Op: op, Version: version, At: time.Now(), Event: cause, Origin: from.origin,
 		Chain: from.extend(Step{Rule: rule, Key: key, Op: op, Version: version})}
 	j.record(w, value)

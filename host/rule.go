@@ -250,6 +250,9 @@ func (r *rule) call(w *worker, d delivery) bool {
 
 	call := w.begin(timeout, d.ev.Key, d.ev.Op)
 	err := in.script.Handle(w.ctx, d.ev)
+	r.mu.Lock()
+	r.cause = Cause{} // a write outside a handler (at load, from a plugin's own goroutine) answers no event
+	r.mu.Unlock()
 	if !w.end(call) {
 		if err := in.script.Close(context.Background()); err != nil {
 			r.svc.log.Warn("closing an abandoned version failed", "rule", r.name, "err", err)

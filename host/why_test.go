@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 
@@ -13,7 +14,13 @@ import (
 // nothing. Each write is a debug log line.
 func TestWhyRecordsRuleWrites(t *testing.T) {
 	e := newEnv(t)
-	e.load("copy", goRule{init: watchInit("k"), handle: func(ctx context.Context, h abi.Host, ev abi.Event) error {
+	boot := func(ctx context.Context, h abi.Host) error {
+		if _, err := h.Set(ctx, "boot", []byte("1"), abi.SetOptions{}); err != nil { // while loading: no event
+			return err
+		}
+		return h.Watch(ctx, "k", abi.WatchOptions{})
+	}
+	p := e.load("copy", goRule{init: boot, handle: func(ctx context.Context, h abi.Host, ev abi.Event) error {
 		switch string(ev.Value) {
 		case "drop":
 			return h.Del(ctx, "out", abi.DelOptions{})
@@ -36,6 +43,9 @@ func TestWhyRecordsRuleWrites(t *testing.T) {
 	}
 	if _, ok := e.host.Why("out"); ok {
 		t.Fatal("a write journaled before any")
+	}
+	if w, ok := e.host.Why("boot"); !ok || w.Rule != "copy.gorule" || w.Event != (Cause{}) || w.Origin != nil || len(w.Chain) != 1 {
+		t.Fatalf("a write at load: %+v (found %t), want no event, no origin", w, ok)
 	}
 	user := e.user.ClientID()
 	v := e.set("k", "a")
@@ -63,6 +73,19 @@ func TestWhyRecordsRuleWrites(t *testing.T) {
 	if w, _ := e.host.Why("out"); w.Op != "DEL" || w.Value != "" || w.ValueSize != 0 || w.Version != "" || w.Event.Key != "k" {
 		t.Errorf("after a DEL: %+v", w)
 	}
+	// A new version's writes at load answer no event either, not the last
+	// one the previous version handled.
+	e.rt.register("copy2", goRule{init: boot})
+	if err := os.WriteFile(p, []byte("copy2"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.host.Load(e.ctx(), p); err != nil {
+		t.Fatal(err)
+	}
+	if w, _ := e.host.Why("boot"); w.Event != (Cause{}) || w.Origin != nil || len(w.Chain) != 1 {
+		t.Errorf("a write at reload: event %+v, origin %+v, chain %+v; want none before it", w.Event, w.Origin, w.Chain)
+	}
+
 	logs := e.logs.String()
 	for _, want := range []string{`msg="rule wrote" rule=copy.gorule key=out op=SET`, `msg="rule wrote" rule=copy.gorule key=out op=DEL`,
 		"event_key=k event_op=SET", "chain=copy.gorule origin_key=k origin_client=" + user} {

@@ -65,6 +65,10 @@ func printWhy(out io.Writer, w host.Write) error {
 		fmt.Fprintf(out, "%s deleted (%s) by %s at %s\n", w.Key, w.Op, w.Rule, w.At.UTC().Format(time.RFC3339Nano))
 	}
 	ev := w.Event
+	if ev.Op == "" {
+		_, err := fmt.Fprintf(out, "  outside a handler (while the rule loaded, or from a plugin's own goroutine)\n")
+		return err
+	}
 	fmt.Fprintf(out, "  handling %s %s", ev.Op, ev.Key)
 	if ev.Version != "" {
 		fmt.Fprintf(out, ", version %s", ev.Version)
@@ -83,11 +87,11 @@ func printWhy(out io.Writer, w host.Write) error {
 	fmt.Fprintln(out)
 	fmt.Fprintln(out, "chain:")
 	if o := w.Origin; o != nil {
-		by := "client " + o.Client
+		by := "by client " + o.Client
 		if o.Client == "" {
-			by = "outside the rules (writer not named by the store)"
+			by = "from outside the rules (the store does not name the writer)"
 		}
-		fmt.Fprintf(out, "  %s %s by %s, version %s\n", o.Op, o.Key, by, o.Version)
+		fmt.Fprintf(out, "  %s %s %s, version %s\n", o.Op, o.Key, by, o.Version)
 	} else {
 		fmt.Fprintf(out, "  %s %s (no outside write)\n", ev.Op, ev.Key)
 	}
