@@ -128,7 +128,7 @@ func (s *store) execute(req request) reply {
 }
 
 func (s *store) execSet(req request, key, value []byte, opts [][]byte) reply {
-	a := setArgs{key: key, value: value}
+	a := setArgs{key: key, value: value, src: req.clientID}
 	seenCond, seenPX := false, false
 	for i := 0; i < len(opts); i++ {
 		switch upper(opts[i]) {
@@ -191,7 +191,7 @@ func (s *store) execDel(req request, key, match []byte) reply {
 		return r
 	}
 	s.observeTS(req.ts)
-	n, v, err := s.del(key, match, ft)
+	n, v, err := s.del(key, match, ft, req.clientID)
 	switch {
 	case err != nil:
 		return storeErrReply(err)

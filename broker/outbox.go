@@ -103,16 +103,20 @@ func (o *outbox) notify(n notification) {
 	if o.mayRead != nil && !o.mayRead(n.key) {
 		return
 	}
+	user := []packets.UserProperty{
+		{Key: wire.PropTimestamp, Val: n.version.String()},
+		{Key: wire.PropProtVer, Val: wire.ProtocolVersion},
+	}
+	if n.src != "" { // §13.3: optional; names the writer, for provenance (ssrun why)
+		user = append(user, packets.UserProperty{Key: wire.PropSourceID, Val: n.src})
+	}
 	o.push(&message{
 		topic:   wire.NotifyTopic(o.cl.ID, n.key),
 		payload: n.payload(),
 		props: packets.Properties{
 			ContentType:       wire.ContentType,
 			PayloadFormatFlag: true,
-			User: []packets.UserProperty{
-				{Key: wire.PropTimestamp, Val: n.version.String()},
-				{Key: wire.PropProtVer, Val: wire.ProtocolVersion},
-			},
+			User:              user,
 		},
 		key: n.key,
 		pos: n.pos,

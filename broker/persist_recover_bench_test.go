@@ -50,7 +50,7 @@ func BenchmarkRecovery(b *testing.B) {
 				}
 			}
 			for i := range keys / 10 {
-				if _, _, err := s.del(fmt.Appendf(nil, "sensor/%06d/value", keys+i), nil, &ft); err != nil {
+				if _, _, err := s.del(fmt.Appendf(nil, "sensor/%06d/value", keys+i), nil, &ft, ""); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -38,6 +38,7 @@ type notification struct {
 	value   []byte // new value of a SET; nil for DELETE
 	version hlc.HLC
 	pos     uint64 // journal position to be durable before it is sent (0: none)
+	src     string // the writer's client id, sent as __srcId ("" for an expiry)
 }
 
 // payload is the byte-exact NOTIFY body (§13.3).
@@ -145,6 +146,7 @@ type setArgs struct {
 	px    time.Duration // 0: no expiry
 	ts    hlc.HLC       // request __ts, already checked for skew
 	ft    *hlc.HLC      // request __ft, already checked for skew
+	src   string        // the writer's client id, named in notifications
 }
 
 // set applies a SET. It reports whether the SET was applied and the version
@@ -218,7 +220,7 @@ func (s *store) set(a setArgs) (applied bool, version hlc.HLC, err error) {
 			}
 		}
 	}
-	s.notifyLocked(e.key, resp.OpSet, e.value, v, pos)
+	s.notifyLocked(e.key, resp.OpSet, e.value, v, pos, a.src)
 	return true, v, nil
 }
 
@@ -258,8 +260,9 @@ func (s *store) get(key []byte) (value []byte, version hlc.HLC, ok bool) {
 
 // del removes key (DEL, or VDEL when match is non-nil). It returns 1 when
 // removed (version = the removed entry's), 0 when absent and -1 when match
-// differs from the stored value (version = the stored one).
-func (s *store) del(key []byte, match []byte, ft *hlc.HLC) (n int64, version hlc.HLC, err error) {
+// differs from the stored value (version = the stored one). src is the
+// writer's client id, named in the notifications.
+func (s *store) del(key []byte, match []byte, ft *hlc.HLC, src string) (n int64, version hlc.HLC, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.lookup(key, s.now())
@@ -272,7 +275,7 @@ func (s *store) del(key []byte, match []byte, ft *hlc.HLC) (n int64, version hlc
 	if match != nil && !bytes.Equal(match, e.value) {
 		return -1, e.version, nil
 	}
-	if err := s.removeLocked(e); err != nil {
+	if err := s.removeLocked(e, src); err != nil {
 		return 0, hlc.HLC{}, err
 	}
 	return 1, e.version, nil
@@ -300,17 +303,18 @@ func (s *store) lookup(key []byte, now time.Time) *entry {
 		return nil
 	}
 	if !e.expires.IsZero() && !now.Before(e.expires) {
-		_ = s.removeLocked(e) // a journal failure is the journal's to report
+		_ = s.removeLocked(e, "") // a journal failure is the journal's to report
 		return nil
 	}
 	return e
 }
 
 // removeLocked journals the deletion of e, deletes it and notifies its
-// observers with a fresh tick. If the journal fails, e is deleted from
-// memory all the same (an expiry cannot be refused) and the error returned;
-// its notifications are then never sent.
-func (s *store) removeLocked(e *entry) error {
+// observers with a fresh tick, naming src (the deleting client; "" for an
+// expiry). If the journal fails, e is deleted from memory all the same (an
+// expiry cannot be refused) and the error returned; its notifications are
+// then never sent.
+func (s *store) removeLocked(e *entry, src string) error {
 	v := s.clock.Tick()
 	pos, err := s.journalDelete(e.key, v)
 	delete(s.entries, e.key)
@@ -318,16 +322,16 @@ func (s *store) removeLocked(e *entry) error {
 	if e.index >= 0 {
 		heap.Remove(&s.expiry, e.index)
 	}
-	s.notifyLocked(e.key, resp.OpDelete, nil, v, pos)
+	s.notifyLocked(e.key, resp.OpDelete, nil, v, pos, src)
 	return err
 }
 
-func (s *store) notifyLocked(key, op string, value []byte, v hlc.HLC, pos uint64) {
+func (s *store) notifyLocked(key, op string, value []byte, v hlc.HLC, pos uint64, src string) {
 	w := s.watchers[key]
 	if len(w) == 0 {
 		return
 	}
-	n := notification{key: []byte(key), op: op, value: value, version: v, pos: pos}
+	n := notification{key: []byte(key), op: op, value: value, version: v, pos: pos, src: src}
 	for _, o := range w {
 		o.notify(n)
 	}
@@ -341,7 +345,7 @@ func (s *store) reapDue(now time.Time) (next time.Duration, ok bool) {
 		if now.Before(e.expires) {
 			return e.expires.Sub(now), true
 		}
-		_ = s.removeLocked(e) // a journal failure is the journal's to report
+		_ = s.removeLocked(e, "") // a journal failure is the journal's to report
 	}
 	return 0, false
 }

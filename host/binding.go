@@ -88,7 +88,7 @@ func (b *binding) Set(ctx context.Context, key string, value []byte, opts abi.Se
 		so.Condition = protocol.CondNEX
 	}
 	var version string // the new one, or the stored one when not applied
-	err := b.r.write("set", key, opts.Fence, opts.TTL, func(token hlc.HLC) (string, bool, error) {
+	err := b.r.write("set", key, opts.Fence, opts.TTL, value, func(token hlc.HLC) (string, bool, error) {
 		so.FencingToken = token
 		res, err := b.client.Set(ctx, []byte(key), value, so)
 		if err != nil {
@@ -108,7 +108,7 @@ func (b *binding) Del(ctx context.Context, key string, opts abi.DelOptions) erro
 	if err := b.check("del", key, b.r.config().Write); err != nil {
 		return err
 	}
-	return b.r.write("del", key, opts.Fence, 0, func(token hlc.HLC) (string, bool, error) {
+	return b.r.write("del", key, opts.Fence, 0, nil, func(token hlc.HLC) (string, bool, error) {
 		n, err := b.client.Del(ctx, []byte(key), protocol.DelOptions{FencingToken: token})
 		return "", err == nil && n == 1, deleteResult("del", key, n, err)
 	})
@@ -123,7 +123,7 @@ func (b *binding) VDel(ctx context.Context, key string, value []byte, opts abi.D
 	if err := b.checkValue("vdel", key, value, cfg); err != nil {
 		return err
 	}
-	return b.r.write("vdel", key, opts.Fence, 0, func(token hlc.HLC) (string, bool, error) {
+	return b.r.write("vdel", key, opts.Fence, 0, nil, func(token hlc.HLC) (string, bool, error) {
 		n, err := b.client.VDel(ctx, []byte(key), value, protocol.DelOptions{FencingToken: token})
 		return "", err == nil && n == 1, deleteResult("vdel", key, n, err)
 	})

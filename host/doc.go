@@ -16,6 +16,7 @@
 //	                       WatchDir, on Load and Remove; Checker (ssrun check);
 //	                       SetRuleConfig, rule settings applied to loaded rules
 //	host.go                Host: loads, event routing, resync, Close
+//	loadstatus.go          the files that failed to load, for Status
 //	binding.go             the abi.Host one version of a rule calls
 //	rule.go                a rule: its state, under a lock only this file takes;
 //	                       its worker's loop, its writes (one bracket: fence,
@@ -25,12 +26,15 @@
 //	                       own writes awaiting their echo; its log budget;
 //	                       its timers (arm, fire, record, load, drop)
 //	services.go            what rules use of the host
+//	journal.go             the provenance journal: each key's last rule write
 //	registry.go lineage.go abandon.go timerstore.go
-//	                       watch multiplexing; the feedback-loop damper;
+//	                       watch multiplexing; the feedback-loop damper and
+//	                       the chains of rule writes it follows;
 //	                       runtime calls that may not return; the keys and
 //	                       encodings of timers in the store
 //	mailbox.go clock.go config.go errors.go rulefile.go
-//	timers.go              the timer scheduler: one heap, one goroutine
+//	timers.go chain.go     the timer scheduler: one heap, one goroutine; the
+//	                       path of rule writes that led to an event
 //
 // A rule and its leases share the host's services (client, logger,
 // registry, damper, call tracker, lease clock, lifetime: services in

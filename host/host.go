@@ -42,6 +42,12 @@ type Config struct {
 	// returned by then plus the rule's grace is abandoned and the load
 	// fails with a *StuckError.
 	LoadTimeout time.Duration
+	// JournalEntries and JournalBytes bound the provenance journal (see
+	// Host.Why): the last write of at most this many keys, holding at most
+	// about this many bytes (DefaultJournalEntries, DefaultJournalBytes when
+	// zero); the least recently written keys are forgotten first.
+	JournalEntries int
+	JournalBytes   int
 
 	// now is the monotonic clock that times leases (locks.go); time.Now
 	// when nil. Tests inject one.
@@ -87,6 +93,7 @@ type Host struct {
 	closeOnce    atomic.Bool
 	mu           sync.Mutex
 	slots        map[string]*rule // by path
+	outcomes     loadOutcomes     // files that failed to load, not in slots
 
 	events, damped, resyncs atomic.Uint64
 	lastDampLog             atomic.Int64
@@ -105,11 +112,12 @@ func New(opts Config) (*Host, error) {
 	}
 	h := &Host{
 		services: services{
-			client: opts.Client,
-			log:    opts.Logger,
-			now:    opts.now,
-			calls:  newTracker(),
-			lin:    newLineage(1 << 16),
+			client:  opts.Client,
+			log:     opts.Logger,
+			now:     opts.now,
+			calls:   newTracker(),
+			lin:     newLineage(1 << 16),
+			journal: newJournal(opts.JournalEntries, opts.JournalBytes),
 		},
 		runtimes:    map[string]abi.Runtime{},
 		defaults:    opts.Defaults,
@@ -192,7 +200,7 @@ func (h *Host) route(ev protocol.Event, buf []watcher) []watcher {
 		now := time.Now().UnixNano()
 		if last := h.lastDampLog.Load(); now-last > int64(time.Second) && h.lastDampLog.CompareAndSwap(last, now) {
 			h.log.Warn("feedback loop between rules damped: event dropped", "key", string(ev.Key),
-				"rules", describe(lin.chain), "hops", lin.hop, "damped_total", n)
+				"rules", describe(lin.steps), "hops", lin.hop, "damped_total", n)
 		}
 		return buf
 	}
@@ -204,8 +212,11 @@ func (h *Host) route(ev protocol.Event, buf []watcher) []watcher {
 	if e.Op == abi.OpSet {
 		e.Value = ev.Value
 	}
+	if lin.hop == 0 { // from outside the rules: the origin of any chain it starts
+		lin.origin = &Origin{Key: e.Key, Op: ev.Op, Version: version, Client: ev.Source}
+	}
 	for _, w := range buf {
-		w.enqueue(delivery{ev: e, hop: lin.hop, chain: lin.chain})
+		w.enqueue(delivery{ev: e, lin: lin})
 	}
 	return buf
 }
@@ -222,8 +233,9 @@ func (h *Host) resyncLoop() {
 		}
 		for _, re := range h.reg.resync(h.ctx, h.all.Swap(false)) {
 			h.resyncs.Add(1)
+			d := delivery{ev: re.ev, lin: lineageEntry{origin: &Origin{Key: re.ev.Key, Op: string(re.ev.Op), Version: re.ev.Version}}}
 			for _, w := range re.to {
-				w.enqueue(delivery{ev: re.ev})
+				w.enqueue(d)
 			}
 		}
 		h.loadTimers()
@@ -276,11 +288,23 @@ func (h *Host) IsRule(path string) bool {
 // unchanged file is not reloaded. Compiling and starting are bounded (see
 // Config.LoadTimeout), and a running version stuck in a call is replaced
 // once the call is overdue (see RuleConfig.Grace).
-func (h *Host) Load(ctx context.Context, path string) error {
+func (h *Host) Load(ctx context.Context, path string) (err error) {
 	if err := h.lockLoads(ctx); err != nil {
 		return fmt.Errorf("load %s: %w", path, err)
 	}
 	defer h.unlockLoads()
+	var (
+		kind string
+		hash [32]byte
+	)
+	defer func() { // for Status; a load cut short by Close is no failure of the file
+		if err == nil || (!errors.Is(err, ErrClosed) && h.closing.Err() == nil) {
+			h.mu.Lock()
+			r := h.slots[path]
+			h.mu.Unlock()
+			h.outcomes.note(r, path, kind, hash, err)
+		}
+	}()
 	info, err := os.Stat(path)
 	if err != nil {
 		return fmt.Errorf("load %s: %w", path, err)
@@ -289,11 +313,12 @@ func (h *Host) Load(ctx context.Context, path string) error {
 	if !ok {
 		return fmt.Errorf("load %s: not a rule file (no runtime for it: want .lua, .wasm or an executable plugin)", path)
 	}
+	kind = rt.Kind()
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("load %s: %w", path, err)
 	}
-	hash := sha256.Sum256(src)
+	hash = sha256.Sum256(src)
 	h.mu.Lock()
 	r := h.slots[path]
 	h.mu.Unlock()
@@ -414,6 +439,7 @@ func (h *Host) Remove(ctx context.Context, path string) error {
 	r := h.slots[path]
 	delete(h.slots, path)
 	h.mu.Unlock()
+	h.outcomes.forget(path)
 	if r == nil {
 		return fmt.Errorf("remove %s: not loaded", path)
 	}
@@ -462,16 +488,23 @@ func (h *Host) LoadDir(ctx context.Context, dir string) error {
 	return errors.Join(errs...)
 }
 
-// Status lists the loaded rules, sorted by path.
+// Status lists the loaded rules and the rule files that failed to load
+// (StateLoadFailed), sorted by path.
 func (h *Host) Status() []RuleStatus {
 	rs := h.loaded()
-	out := make([]RuleStatus, 0, len(rs))
+	out := h.outcomes.list()
 	for _, r := range rs {
 		out = append(out, r.status())
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out
 }
+
+// Why returns the last write a rule of this host made to key (set, del or
+// vdel), with the event it handled and the chain back to the outside
+// change that started it; false when no rule wrote key since the host
+// started, or the journal has forgotten it (see Config.JournalEntries).
+func (h *Host) Why(key string) (Write, bool) { return h.journal.get(key) }
 
 // Stats are host-wide counters.
 type Stats struct {

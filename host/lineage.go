@@ -1,7 +1,7 @@
 package host
 
 import (
-	"strings"
+	"slices"
 	"sync"
 	"time"
 
@@ -45,27 +45,18 @@ type expiringWrite struct {
 	entry   lineageEntry
 }
 
-type lineageEntry struct {
-	hop   int
-	chain []string // rule names along the path, oldest first
-}
-
 func newLineage(size int) *lineage {
 	return &lineage{m: make(map[string]lineageEntry, size), order: make([]string, size), size: size,
 		pending: map[string][]*lineageEntry{}, expiring: map[string]expiringWrite{}}
 }
 
-// begin registers a write to key by ruleName while it handles an event at hop
-// (with its chain), before the write is sent; ttl is the write's expiry (0
+// begin registers a write (op) to key by ruleName while it handles an event
+// of lineage from, before the write is sent; ttl is the write's expiry (0
 // for none, or a delete). The returned function ends it, recording the
 // version the store gave (empty for a delete or a failure).
-func (l *lineage) begin(key string, hop int, chain []string, ruleName string, ttl time.Duration) func(version string) {
+func (l *lineage) begin(key, op string, from lineageEntry, ruleName string, ttl time.Duration) func(version string) {
 	sent := now()
-	c := make([]string, 0, min(len(chain)+1, maxChain))
-	if len(chain) >= maxChain {
-		chain = chain[len(chain)-maxChain+1:]
-	}
-	e := &lineageEntry{hop: hop + 1, chain: append(append(c, chain...), ruleName)}
+	e := &lineageEntry{hop: from.hop + 1, origin: from.origin, steps: from.extend(Step{Rule: ruleName, Key: key, Op: op})}
 	l.mu.Lock()
 	l.pending[key] = append(l.pending[key], e)
 	l.mu.Unlock()
@@ -87,6 +78,10 @@ func (l *lineage) begin(key string, hop int, chain []string, ruleName string, tt
 		if version == "" {
 			return
 		}
+		// The write's own step gets its version in a copy: lookups may
+		// have handed out e's steps while the write was in flight.
+		done := lineageEntry{hop: e.hop, origin: e.origin, steps: slices.Clone(e.steps)}
+		done.steps[len(done.steps)-1].Version = version
 		if ttl > 0 {
 			if _, ok := l.expiring[key]; !ok && len(l.expiring) >= l.size {
 				for k := range l.expiring { // full: forget any one
@@ -94,7 +89,7 @@ func (l *lineage) begin(key string, hop int, chain []string, ruleName string, tt
 					break
 				}
 			}
-			l.expiring[key] = expiringWrite{version: version, due: sent + int64(ttl), entry: *e}
+			l.expiring[key] = expiringWrite{version: version, due: sent + int64(ttl), entry: done}
 		} else {
 			delete(l.expiring, key)
 		}
@@ -103,11 +98,9 @@ func (l *lineage) begin(key string, hop int, chain []string, ruleName string, tt
 		}
 		l.order[l.next] = version
 		l.next = (l.next + 1) % l.size
-		l.m[version] = *e
+		l.m[version] = done
 	}
 }
-
-const maxChain = 8
 
 // lookup returns the lineage of a notified change (op) of key: that of its
 // version, else the deepest write in flight on the key, else, for the
@@ -125,6 +118,12 @@ func (l *lineage) lookup(key, version string, op abi.Op) lineageEntry {
 		}
 	}
 	if len(l.pending[key]) > 0 {
+		// The notification beat the write's reply: it carries the version
+		// the write's step does not have yet.
+		if last := len(deepest.steps) - 1; op == abi.OpSet && last >= 0 && deepest.steps[last].Op == string(abi.OpSet) {
+			deepest.steps = slices.Clone(deepest.steps)
+			deepest.steps[last].Version = version
+		}
 		return deepest
 	}
 	x, ok := l.expiring[key]
@@ -144,6 +143,3 @@ func (l *lineage) lookup(key, version string, op abi.Op) lineageEntry {
 	}
 	return deepest
 }
-
-// describe renders a chain for a log line, e.g. "a.lua -> b.lua -> a.lua".
-func describe(chain []string) string { return strings.Join(chain, " -> ") }

@@ -10,8 +10,7 @@ import (
 // or the timer whose firing it is.
 type delivery struct {
 	ev    abi.Event
-	hop   int
-	chain []string
+	lin   lineageEntry // the event's place in a chain of rule writes
 	timer *timer
 }
 

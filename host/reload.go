@@ -117,6 +117,7 @@ func (h *Host) reconcile(ctx context.Context, p string) {
 				h.log.Warn("stopping removed rule", "rule", filepath.Base(p), "err", err)
 			}
 		}
+		h.outcomes.forget(p)
 		return
 	}
 	if err := h.Load(ctx, p); err != nil {

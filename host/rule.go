@@ -2,9 +2,11 @@ package host
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,8 +53,13 @@ type rule struct {
 	watches  map[string]abi.WatchOptions
 	own      echoes   // this rule's writes on watched keys, awaiting their echo
 	hash     [32]byte // content of the running version
-	hop      int      // lineage of the event being handled
-	chain    []string //
+	// The last failure, handler or load, for status; reloadErr while the
+	// file's newest version failed to load and the previous one runs.
+	lastErr   string
+	lastErrAt time.Time
+	reloadErr bool
+	lin       lineageEntry // lineage of the event being handled
+	cause     Cause        // the event being handled, for the journal
 
 	handled, failed, dropped, echoes, abandons atomic.Uint64
 	lastDropLog                                atomic.Int64
@@ -252,12 +259,15 @@ func (r *rule) call(w *worker, d delivery) bool {
 		r.dropped.Add(1)
 		return true
 	}
-	r.hop, r.chain = d.hop, d.chain
+	r.lin, r.cause = d.lin, causeOf(d)
 	timeout := r.cfg.Timeout
 	r.mu.Unlock()
 
 	call := w.begin(timeout, d.ev.Key, d.ev.Op)
 	err := in.script.Handle(w.ctx, d.ev)
+	r.mu.Lock()
+	r.cause = Cause{} // a write outside a handler (at load, from a plugin's own goroutine) answers no event
+	r.mu.Unlock()
 	if !w.end(call) {
 		if err := in.script.Close(context.Background()); err != nil {
 			r.svc.log.Warn("closing an abandoned version failed", "rule", r.name, "err", err)
@@ -275,10 +285,11 @@ func (r *rule) call(w *worker, d delivery) bool {
 	r.failed.Add(1)
 	r.consecutive++
 	r.svc.log.Error("rule failed", "rule", r.name, "key", d.ev.Key, "op", string(d.ev.Op), "kind", failureKind(err), "err", err)
+	r.mu.Lock()
+	r.noteErrorLocked(fmt.Sprintf("%s %s %q: %v", failureKind(err), d.ev.Op, d.ev.Key, err))
+	r.disabled = r.disabled || r.consecutive >= maxConsecutiveFailures
+	r.mu.Unlock()
 	if r.consecutive >= maxConsecutiveFailures {
-		r.mu.Lock()
-		r.disabled = true
-		r.mu.Unlock()
 		r.svc.log.Error("rule disabled after repeated failures; save a fixed version of the file to restart it",
 			"rule", r.name, "failures", r.consecutive)
 	}
@@ -306,19 +317,20 @@ func failureKind(err error) string {
 // every path with what send reports: the version it created, or that it
 // deleted the key, which is also remembered for echo suppression. A write
 // that fails creates and deletes nothing.
-func (r *rule) write(verb, key, fence string, ttl time.Duration, send func(token hlc.HLC) (version string, deleted bool, err error)) error {
+func (r *rule) write(verb, key, fence string, ttl time.Duration, value []byte, send func(token hlc.HLC) (version string, deleted bool, err error)) error {
 	token, err := r.locks.fenceToken(verb, key, fence)
 	if err != nil {
 		return err
 	}
 	r.mu.Lock()
-	hop, chain := r.hop, r.chain
+	from, cause := r.lin, r.cause
 	r.mu.Unlock()
 	var (
 		version string
 		deleted bool
 	)
-	end := r.svc.lin.begin(key, hop, chain, r.name, ttl)
+	op := strings.ToUpper(verb)
+	end := r.svc.lin.begin(key, op, from, r.name, ttl)
 	defer func() { end(version) }() // on every path, a panic in send too
 	version, deleted, err = send(token)
 	if err != nil {
@@ -326,6 +338,7 @@ func (r *rule) write(verb, key, fence string, ttl time.Duration, send func(token
 	}
 	if version != "" || deleted {
 		r.wrote(key, version, deleted)
+		r.svc.journal.wrote(r.svc.log, r.name, key, op, value, version, cause, from)
 	}
 	return err
 }
@@ -456,6 +469,9 @@ func (r *rule) abandoned(w *worker, why string) {
 	cfg := r.cfg
 	r.mu.Unlock()
 	key, op, running := w.call()
+	r.mu.Lock()
+	r.noteErrorLocked(fmt.Sprintf("abandoned %s %q: the handler did not return within its deadline plus the grace", op, key))
+	r.mu.Unlock()
 	if op == abi.OpTimer { // its firing was not recorded: the next version gets it again, late
 		r.timers.again(key)
 	}
@@ -547,18 +563,40 @@ func (r *rule) dropWatch(ctx context.Context, key string) bool {
 	return ok
 }
 
-// RuleStatus describes one loaded rule.
+// Rule states (RuleStatus.State).
+const (
+	StateRunning      = "running"
+	StateDisabled     = "disabled"                             // after repeated failures, until the file changes
+	StateStuck        = "stuck"                                // a handler call runs past its deadline plus the grace
+	StateReloadFailed = "reload failed: previous version runs" // the file's newest version did not load
+	StateLoadFailed   = "failed to load"                       // the file never loaded: nothing runs
+)
+
+// maxLastError bounds RuleStatus.LastError.
+const maxLastError = 1024
+
+// RuleStatus describes one rule: a loaded one, or a rule file that failed
+// to load (State StateLoadFailed, with only Path, Kind, Hash and the error).
 type RuleStatus struct {
-	Path     string
-	Kind     string
-	Watches  []string
-	Locks    []string
-	Handled  uint64 // events handled successfully
-	Failed   uint64 // handler calls that failed (timeout, memory, crash, error)
-	Dropped  uint64 // events dropped: mailbox full, or rule disabled
-	Echoes   uint64 // events skipped as echoes of the rule's own writes
-	Timers   int    // timers armed (pending or firing)
-	Disabled bool
+	Path string
+	Kind string
+	// Hash identifies the content of the running version (of the file that
+	// failed, for StateLoadFailed): the first 12 hex digits of its SHA-256.
+	Hash string
+	// State is one of the State* constants.
+	State string
+	// LastError is the last handler or load failure (at most 1 KiB), and
+	// LastErrorAt when it happened; empty and zero if there was none.
+	LastError   string
+	LastErrorAt time.Time
+	Watches     []string
+	Locks       []string
+	Handled     uint64 // events handled successfully
+	Failed      uint64 // handler calls that failed (timeout, memory, crash, error)
+	Dropped     uint64 // events dropped: mailbox full, or rule disabled
+	Echoes      uint64 // events skipped as echoes of the rule's own writes
+	Timers      int    // timers armed (pending or firing)
+	Disabled    bool
 	// Stuck is set while a handler call runs past its deadline plus the
 	// grace; Abandoned counts the calls the host gave up on (see
 	// RuleConfig.Grace), each also counted in Failed.
@@ -578,10 +616,48 @@ func (r *rule) status() RuleStatus {
 	defer r.mu.Unlock()
 	s.Disabled = r.disabled
 	s.Stuck = r.w != nil && r.w.stuck(r.cfg.Grace)
+	s.Hash = shortHash(r.hash)
+	s.LastError, s.LastErrorAt = r.lastErr, r.lastErrAt
+	switch {
+	case s.Stuck:
+		s.State = StateStuck
+	case s.Disabled:
+		s.State = StateDisabled
+	case r.reloadErr:
+		s.State = StateReloadFailed
+	default:
+		s.State = StateRunning
+	}
 	for k := range r.watches {
 		s.Watches = append(s.Watches, k)
 	}
 	return s
 }
+
+// noteErrorLocked records msg as the rule's last error; r.mu is held.
+func (r *rule) noteErrorLocked(msg string) { r.lastErr, r.lastErrAt = clip(msg), time.Now() }
+
+// clip cuts an error message to maxLastError bytes.
+func clip(msg string) string {
+	if len(msg) > maxLastError {
+		msg = strings.ToValidUTF8(msg[:maxLastError-3], "") + "..."
+	}
+	return msg
+}
+
+// loaded records the outcome of loading a new version of the file: err
+// nil when the running version is the file's (then the rule is no longer
+// in StateReloadFailed), else why the newest version did not load.
+func (r *rule) loaded(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reloadErr = err != nil
+	if err != nil {
+		r.noteErrorLocked("reload: " + err.Error())
+	}
+}
+
+// shortHash renders a content hash as in RuleStatus.Hash.
+func shortHash(h [32]byte) string { return hex.EncodeToString(h[:6]) }
 
 func (r *rule) String() string { return fmt.Sprintf("%s rule %s", r.kind, r.path) }

@@ -11,12 +11,13 @@ import (
 // services are the parts of the host that its rules use: the rules and
 // their leases share one, not the Host.
 type services struct {
-	ctx    context.Context  // the host's lifetime: rules and lease renewals end with it
-	client *protocol.Client // lock requests (a binding gets its own reference)
-	log    *slog.Logger
-	reg    *registry        // watches
-	lin    *lineage         // the feedback-loop damper
-	calls  *tracker         // goroutines running runtime calls
-	now    func() time.Time // the lease clock
-	timers *scheduler       // every rule's pending timers, and their clock
+	ctx     context.Context  // the host's lifetime: rules and lease renewals end with it
+	client  *protocol.Client // lock requests (a binding gets its own reference)
+	log     *slog.Logger
+	reg     *registry        // watches
+	lin     *lineage         // the feedback-loop damper
+	journal *journal         // the last write per key, for Why
+	calls   *tracker         // goroutines running runtime calls
+	now     func() time.Time // the lease clock
+	timers  *scheduler       // every rule's pending timers, and their clock
 }

@@ -159,6 +159,9 @@ func TestRemoveAbandonsStuckHandler(t *testing.T) {
 	e.set("k", "1")
 	rt.waitBlocked(t, "handle a.stuck")
 	waitFor(t, "rule reported stuck", func() bool { return e.ruleStatus("a.stuck").Stuck })
+	if s := e.ruleStatus("a.stuck"); s.State != StateStuck {
+		t.Fatalf("state of a stuck rule: %q", s.State)
+	}
 	var err error
 	within(t, stuckBound, "Remove", func() { err = e.host.Remove(e.ctx(), p) })
 	if err != nil {
@@ -201,7 +204,7 @@ func TestReloadReplacesStuckVersion(t *testing.T) {
 	e.waitValue("out", "2")
 	within(t, stuckBound, "loading another rule", func() { e.load("other", goRule{init: watchInit("o")}) })
 	s := e.ruleStatus("r.stuck")
-	if s.Abandoned != 1 || s.Stuck || len(s.Watches) != 1 || len(s.Locks) != 1 {
+	if s.Abandoned != 1 || s.Stuck || s.State != StateRunning || !strings.Contains(s.LastError, `abandoned SET "k"`) || len(s.Watches) != 1 || len(s.Locks) != 1 {
 		t.Fatalf("status after replacing the stuck version: %+v", s)
 	}
 	if len(e.logLines("rule abandoned", "r.stuck")) == 0 {

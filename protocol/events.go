@@ -60,7 +60,11 @@ type Event struct {
 	Op      string // OpSet or OpDelete
 	Value   []byte
 	Version hlc.HLC
-	Err     error // why, for EventDisconnected and EventOverflow
+	// Source is the notification's __srcId: the client id of the change's
+	// writer when the store names it (ssrun's embedded broker does; the
+	// protocol leaves it optional, so it may be empty or the store's id).
+	Source string
+	Err    error // why, for EventDisconnected and EventOverflow
 }
 
 // Events returns the client's single ordered event stream: notifications in
@@ -86,9 +90,10 @@ func (c *Client) handleNotify(p *paho.Publish) {
 		c.dropNotify("topic is not a notification topic of this client", "topic", p.Topic)
 		return
 	}
-	var ts string
+	var ts, src string
 	if p.Properties != nil {
 		ts, ok = userProp(p.Properties.User, wire.PropTimestamp)
+		src, _ = userProp(p.Properties.User, wire.PropSourceID)
 	}
 	if !ok {
 		c.dropNotify("notification without "+wire.PropTimestamp, "key", keyText(key))
@@ -129,7 +134,7 @@ func (c *Client) handleNotify(p *paho.Publish) {
 		return
 	}
 	c.stats.notifications.Add(1)
-	c.events.push(Event{Kind: EventNotify, Key: key, Op: n.Op, Value: n.Value, Version: version})
+	c.events.push(Event{Kind: EventNotify, Key: key, Op: n.Op, Value: n.Value, Version: version, Source: src})
 }
 
 func (c *Client) dropNotify(msg string, args ...any) {

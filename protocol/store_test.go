@@ -298,6 +298,9 @@ func TestKeyNotifyAgainstStore(t *testing.T) {
 	if e.Kind != EventNotify || !bytes.Equal(e.Key, key) || e.Op != OpSet || !bytes.Equal(e.Value, value) || e.Version != set.Version {
 		t.Fatalf("event %v %q %s %d bytes %s; want SET of %d bytes at %s", e.Kind, e.Key, e.Op, len(e.Value), e.Version, len(value), set.Version)
 	}
+	if e.Source != writer.ClientID() { // the embedded broker names the writer
+		t.Fatalf("event from %q, want the writer %q", e.Source, writer.ClientID())
+	}
 	if _, err := writer.Del(ctx, key, DelOptions{}); err != nil {
 		t.Fatal(err)
 	}

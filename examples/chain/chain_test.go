@@ -36,17 +36,25 @@ var steps = []struct {
 		map[string]string{"alarm/state": "clear", "siren/garden": "off", "lights/hall": "on"}},
 }
 
-func TestChain(t *testing.T) {
+// startChain runs the rules of this folder in a host on an embedded broker
+// and returns it with a client acting as the user ("chain-user").
+func startChain(t *testing.T, ctx context.Context) (*host.Host, *protocol.Client) {
+	t.Helper()
 	b := brokertest.Start(t)
 	user := examplehost.Client(t, b.Addr(), "chain-user")
 	lr := lua.New(lua.Config{})
 	t.Cleanup(func() { _ = lr.Close(context.Background()) }) // after the host's Close
 	h := examplehost.Host(t, host.Config{Client: examplehost.Client(t, b.Addr(), "chain-host"), Runtimes: []abi.Runtime{lr}})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	if err := h.LoadDir(ctx, "."); err != nil {
 		t.Fatal(err)
 	}
+	return h, user
+}
+
+func TestChain(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h, user := startChain(t, ctx)
 	handled := func() map[string]uint64 {
 		m := map[string]uint64{}
 		for _, s := range h.Status() {

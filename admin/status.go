@@ -1,0 +1,121 @@
+package admin
+
+import (
+	"encoding/json"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/ssrun/ssrun/host"
+)
+
+// StatusSource is what the status document is made of: a *host.Host.
+type StatusSource interface {
+	Status() []host.RuleStatus
+	Stats() host.Stats
+}
+
+// StatusDoc is the JSON document of GET /status (and `ssrun status -o
+// json`).
+type StatusDoc struct {
+	Rules []RuleDoc `json:"rules"`
+	Host  HostDoc   `json:"host"`
+}
+
+// RuleDoc is one rule in StatusDoc: host.RuleStatus with JSON names.
+type RuleDoc struct {
+	Name  string `json:"name"` // the file name, as in logs
+	Path  string `json:"path"`
+	Kind  string `json:"kind"`
+	Hash  string `json:"hash"`  // the first 12 hex digits of the running version's SHA-256
+	State string `json:"state"` // running, disabled, stuck, "reload failed: previous version runs", "failed to load"
+	// LastError and LastErrorAt: the last handler or load failure.
+	LastError   string     `json:"last_error,omitempty"`
+	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
+	Handled     uint64     `json:"handled"`
+	Failed      uint64     `json:"failed"`
+	Dropped     uint64     `json:"dropped"`
+	Echoes      uint64     `json:"echoes"`
+	Abandoned   uint64     `json:"abandoned"`
+	// Queued is the mailbox depth, when the host reports it.
+	Queued             *int     `json:"queued,omitempty"`
+	Watches            []string `json:"watches"`
+	Locks              []string `json:"locks"`
+	Timers             int      `json:"timers"`
+	LogLinesSuppressed uint64   `json:"log_lines_suppressed"`
+	LogBytesSuppressed uint64   `json:"log_bytes_suppressed"`
+}
+
+// HostDoc is the host-wide part of StatusDoc: host.Stats with JSON names.
+type HostDoc struct {
+	Notifications uint64 `json:"notifications"`
+	LoopsDamped   uint64 `json:"loops_damped"`
+	Resyncs       uint64 `json:"resyncs"`
+	WatchedKeys   int    `json:"watched_keys"`
+	Stuck         int    `json:"stuck"`
+	Timers        int    `json:"timers"`
+}
+
+// NewStatusDoc builds the status document of src.
+func NewStatusDoc(src StatusSource) StatusDoc {
+	rs := src.Status()
+	doc := StatusDoc{Rules: make([]RuleDoc, 0, len(rs))}
+	for _, s := range rs {
+		d := RuleDoc{Name: filepath.Base(s.Path), Path: s.Path, Kind: s.Kind, Hash: s.Hash, State: s.State,
+			LastError: s.LastError, Handled: s.Handled, Failed: s.Failed, Dropped: s.Dropped, Echoes: s.Echoes,
+			Abandoned: s.Abandoned, Watches: nonNil(s.Watches), Locks: nonNil(s.Locks), Timers: s.Timers,
+			LogLinesSuppressed: s.LogLinesSuppressed, LogBytesSuppressed: s.LogBytesSuppressed}
+		if !s.LastErrorAt.IsZero() {
+			at := s.LastErrorAt.UTC()
+			d.LastErrorAt = &at
+		}
+		doc.Rules = append(doc.Rules, d)
+	}
+	st := src.Stats()
+	doc.Host = HostDoc{Notifications: st.Notifications, LoopsDamped: st.LoopsDamped, Resyncs: st.Resyncs,
+		WatchedKeys: st.WatchedKeys, Stuck: st.Stuck, Timers: st.Timers}
+	return doc
+}
+
+// StatusHandler serves GET /status: the StatusDoc of src, as JSON.
+func StatusHandler(src StatusSource) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !onlyGet(w, r) {
+			return
+		}
+		writeJSON(w, http.StatusOK, NewStatusDoc(src))
+	})
+}
+
+// ErrorDoc is the body of an error answer: {"error": "..."}.
+type ErrorDoc struct {
+	Error string `json:"error"`
+}
+
+// onlyGet answers 405 to anything but GET and HEAD, and reports whether
+// the request may go on.
+func onlyGet(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return true
+	}
+	w.Header().Set("Allow", "GET, HEAD")
+	writeJSON(w, http.StatusMethodNotAllowed, ErrorDoc{Error: r.Method + " not allowed: use GET"})
+	return false
+}
+
+// writeJSON writes v as an indented JSON answer with status code.
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v) // the client went away: nothing to do
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ssrun/ssrun/admin"
+)
+
+func (a *app) statusCmd() *cobra.Command {
+	var f adminFlags
+	cmd := &cobra.Command{
+		Use:   "status [--admin ADDR] [-o json]",
+		Short: "Show the rules of a running ssrun: version, state, counts, last error",
+		Long: `Show the rules of a running ssrun dev or run (started with --admin): each rule's kind, version
+(content hash), state, events handled / failed / dropped, mailbox depth, watches, locks and timers,
+and its last error with its time; then the host's counters. -o json prints the /status document.
+
+Exit status: 0 done, 2 usage or connection error.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.check(); err != nil {
+				return err
+			}
+			body, err := adminGet(cmd.Context(), &f, "/status", nil)
+			if err != nil {
+				return err
+			}
+			return showAdmin(a.stdout, &f, body, printStatus)
+		},
+	}
+	f.register(cmd.Flags())
+	return cmd
+}
+
+// printStatus writes doc as a table of rules, their details (watches,
+// locks, last error) and the host's counters.
+func printStatus(w io.Writer, doc admin.StatusDoc) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "RULE\tKIND\tVERSION\tSTATE\tHANDLED\tFAILED\tDROPPED\tQUEUED\tWATCHES\tLOCKS\tTIMERS")
+	for _, r := range doc.Rules {
+		queued := "-"
+		if r.Queued != nil {
+			queued = strconv.Itoa(*r.Queued)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%d\t%d\n", r.Name, r.Kind, r.Hash, r.State,
+			r.Handled, r.Failed, r.Dropped, queued, len(r.Watches), len(r.Locks), r.Timers)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range doc.Rules {
+		var lines []string
+		if len(r.Watches) > 0 {
+			lines = append(lines, "watches: "+strings.Join(r.Watches, ", "))
+		}
+		if len(r.Locks) > 0 {
+			lines = append(lines, "locks:   "+strings.Join(r.Locks, ", "))
+		}
+		if r.LastError != "" {
+			at := "?"
+			if r.LastErrorAt != nil {
+				at = r.LastErrorAt.UTC().Format(time.RFC3339Nano)
+			}
+			lines = append(lines, fmt.Sprintf("last error at %s: %s", at, r.LastError))
+		}
+		if len(lines) > 0 {
+			fmt.Fprintf(w, "\n%s (%s)\n  %s\n", r.Name, r.Path, strings.Join(lines, "\n  "))
+		}
+	}
+	h := doc.Host
+	_, err := fmt.Fprintf(w, "\nhost: %d notifications, %d watched keys, %d loops damped, %d resyncs, %d stuck calls, %d timers\n",
+		h.Notifications, h.WatchedKeys, h.LoopsDamped, h.Resyncs, h.Stuck, h.Timers)
+	return err
+}

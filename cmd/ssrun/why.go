@@ -1,0 +1,106 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ssrun/ssrun/host"
+)
+
+func (a *app) whyCmd() *cobra.Command {
+	var f adminFlags
+	cmd := &cobra.Command{
+		Use:   "why KEY [--admin ADDR] [-o json]",
+		Short: "Say which rule last wrote KEY, handling which event, and the chain back to the outside write",
+		Long: `Ask a running ssrun dev or run (started with --admin) why KEY has its value: the rule that last
+wrote it, with the value (its first 256 bytes), version and time; the event the rule was handling
+(key, op, version, and the rule or client that caused it); and the chain of rule writes back to the
+change from outside the rules that started it, with the client that made it when the store names
+it (ssrun's embedded broker does). The host keeps the last write of the 4096 most recently written
+keys, in memory. -o json prints the /why document.
+
+Exit status: 0 done, 1 no rule wrote KEY (since ssrun started), 2 usage or connection error.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageError("why takes one KEY, got %d arguments\nusage: ssrun %s", len(args), cmd.Use)
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := f.check(); err != nil {
+				return err
+			}
+			body, err := adminGet(cmd.Context(), &f, "/why", url.Values{"key": {args[0]}})
+			var nf *errAdminNotFound
+			if errors.As(err, &nf) {
+				return &exitError{code: 1, msg: args[0] + ": " + nf.msg}
+			}
+			if err != nil {
+				return err
+			}
+			return showAdmin(a.stdout, &f, body, printWhy)
+		},
+	}
+	f.register(cmd.Flags())
+	return cmd
+}
+
+// printWhy writes w for people: the write, the event handled, the chain.
+func printWhy(out io.Writer, w host.Write) error {
+	value := strconv.Quote(w.Value)
+	if w.Truncated {
+		value += fmt.Sprintf(" (first %d of %d bytes)", len(w.Value), w.ValueSize)
+	}
+	switch w.Op {
+	case "SET":
+		fmt.Fprintf(out, "%s = %s, version %s\n", w.Key, value, w.Version)
+		fmt.Fprintf(out, "  set by %s at %s\n", w.Rule, w.At.UTC().Format(time.RFC3339Nano))
+	default:
+		fmt.Fprintf(out, "%s deleted (%s) by %s at %s\n", w.Key, w.Op, w.Rule, w.At.UTC().Format(time.RFC3339Nano))
+	}
+	ev := w.Event
+	if ev.Op == "" {
+		_, err := fmt.Fprintf(out, "  outside a handler (while the rule loaded, or from a plugin's own goroutine)\n")
+		return err
+	}
+	fmt.Fprintf(out, "  handling %s %s", ev.Op, ev.Key)
+	if ev.Version != "" {
+		fmt.Fprintf(out, ", version %s", ev.Version)
+	}
+	switch {
+	case ev.Resync:
+		fmt.Fprint(out, " (resync: a change found after a reconnect)")
+	case ev.Rule != "":
+		fmt.Fprintf(out, ", written by rule %s", ev.Rule)
+	case ev.Client != "":
+		fmt.Fprintf(out, ", written by client %s", ev.Client)
+	case ev.Op == "TIMER" || ev.Op == "LOCK_LOST":
+	default:
+		fmt.Fprint(out, ", from outside the rules (the store does not name the writer)")
+	}
+	fmt.Fprintln(out)
+	fmt.Fprintln(out, "chain:")
+	if o := w.Origin; o != nil {
+		by := "by client " + o.Client
+		if o.Client == "" {
+			by = "from outside the rules (the store does not name the writer)"
+		}
+		fmt.Fprintf(out, "  %s %s %s, version %s\n", o.Op, o.Key, by, o.Version)
+	} else {
+		fmt.Fprintf(out, "  %s %s (no outside write)\n", ev.Op, ev.Key)
+	}
+	for _, s := range w.Chain {
+		fmt.Fprintf(out, "  -> %s: %s %s", s.Rule, s.Op, s.Key)
+		if s.Version != "" {
+			fmt.Fprintf(out, ", version %s", s.Version)
+		}
+		fmt.Fprintln(out)
+	}
+	return nil
+}

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/admin"
+	"github.com/ssrun/ssrun/broker/brokertest"
+	"github.com/ssrun/ssrun/host"
+	"github.com/ssrun/ssrun/internal/testutil"
+	"github.com/ssrun/ssrun/protocol"
+	"github.com/ssrun/ssrun/runtime/lua"
+)
+
+// chainAdmin runs the examples/chain rules in a host on an embedded broker,
+// serves its /status and /why on a test HTTP server, and returns the
+// server's address and a client acting as the user (client id
+// "door-sensor").
+func chainAdmin(t *testing.T) (addr string, user *protocol.Client) {
+	t.Helper()
+	b := brokertest.Start(t)
+	connect := func(id string) *protocol.Client {
+		c, err := protocol.New(context.Background(), protocol.Config{Servers: []string{b.Addr()}, ClientID: id, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := c.AwaitConnection(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	lr := lua.New(lua.Config{})
+	t.Cleanup(func() { _ = lr.Close(context.Background()) })
+	h, err := host.New(host.Config{Client: connect("ssrun-test-host"), Runtimes: []abi.Runtime{lr}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.CloseAtEnd(t, "host", h.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := h.LoadDir(ctx, "../../examples/chain"); err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /status", admin.StatusHandler(h))
+	mux.Handle("GET /why", admin.WhyHandler(h))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	user = connect("door-sensor")
+	for _, kv := range [][2]string{{"alarm/armed", "yes"}, {"door/front", "open"}} {
+		if _, err := user.Set(ctx, []byte(kv[0]), []byte(kv[1]), protocol.SetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testutil.WaitFor(t, "the chain handled", func() bool { // the siren's write is journaled before its handler returns
+		st := h.Status()
+		return len(st) == 2 && st[0].Handled == 1 && st[1].Handled == 1
+	})
+	return strings.TrimPrefix(srv.URL, "http://"), user
+}
+
+// `ssrun why` on the automation-chain example names the rules on the
+// chain and the outside write that started it, with the writer's client id.
+func TestWhyChain(t *testing.T) {
+	addr, _ := chainAdmin(t)
+	r := runCLI(t, "", "why", "siren/garden", "--admin", addr)
+	if r.code != 0 {
+		t.Fatalf("%+v", r)
+	}
+	v := `\d{15}:\d{5}:StateStore`
+	matchLines(t, r.stdout, []*regexp.Regexp{
+		regexp.MustCompile(`^siren/garden = "on", version ` + v + `$`),
+		regexp.MustCompile(`^  set by alarm\.lua at \d{4}-\d\d-\d\dT`),
+		regexp.MustCompile(`^  handling SET alarm/state, version ` + v + `, written by rule door\.lua$`),
+		regexp.MustCompile(`^chain:$`),
+		regexp.MustCompile(`^  SET door/front by client door-sensor, version ` + v + `$`),
+		regexp.MustCompile(`^  -> door\.lua: SET alarm/state, version ` + v + `$`),
+		regexp.MustCompile(`^  -> alarm\.lua: SET siren/garden, version ` + v + `$`),
+	})
+
+	r = runCLI(t, "", "why", "-o", "json", "--admin", addr, "siren/garden")
+	var w host.Write
+	if err := json.Unmarshal([]byte(r.stdout), &w); r.code != 0 || err != nil {
+		t.Fatalf("-o json: %v %+v", err, r)
+	}
+	if w.Rule != "alarm.lua" || w.Origin == nil || w.Origin.Client != "door-sensor" || len(w.Chain) != 2 {
+		t.Fatalf("-o json: %+v", w)
+	}
+
+	if r := runCLI(t, "", "why", "alarm/armed", "--admin", addr); r.code != 1 || !strings.Contains(r.stderr, `alarm/armed: no rule wrote "alarm/armed"`) {
+		t.Fatalf("a key only the user wrote: %+v", r)
+	}
+}
+
+func TestStatusTable(t *testing.T) {
+	addr, _ := chainAdmin(t)
+	r := runCLI(t, "", "status", "--admin", addr)
+	if r.code != 0 {
+		t.Fatalf("%+v", r)
+	}
+	matchLines(t, r.stdout, []*regexp.Regexp{
+		regexp.MustCompile(`^RULE +KIND +VERSION +STATE +HANDLED +FAILED +DROPPED +QUEUED +WATCHES +LOCKS +TIMERS$`),
+		regexp.MustCompile(`^alarm\.lua +lua +[0-9a-f]{12} +running +1 +0 +0 +- +1 +0 +0$`),
+		regexp.MustCompile(`^door\.lua +lua +[0-9a-f]{12} +running +1 +0 +0 +- +1 +0 +0$`),
+		regexp.MustCompile(`^$`),
+		regexp.MustCompile(`^alarm\.lua \(.*examples/chain/alarm\.lua\)$`),
+		regexp.MustCompile(`^  watches: alarm/state$`),
+		regexp.MustCompile(`^$`),
+		regexp.MustCompile(`^door\.lua \(.*examples/chain/door\.lua\)$`),
+		regexp.MustCompile(`^  watches: door/front$`),
+		regexp.MustCompile(`^$`),
+		regexp.MustCompile(`^host: \d+ notifications, 2 watched keys, 0 loops damped, 0 resyncs, 0 stuck calls, 0 timers$`),
+	})
+	r = runCLI(t, "", "status", "-o", "json", "--admin", addr)
+	var doc admin.StatusDoc
+	if err := json.Unmarshal([]byte(r.stdout), &doc); r.code != 0 || err != nil || len(doc.Rules) != 2 || doc.Rules[0].Name != "alarm.lua" {
+		t.Fatalf("-o json: %v %+v", err, r)
+	}
+}
+
+// The clients say what is wrong: nothing listening (and how to start it),
+// an endpoint without /status or /why (ssrun broker's), bad flags.
+func TestAdminClientErrors(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	for _, args := range [][]string{{"status"}, {"why", "k"}} {
+		r := runCLI(t, "", append(args, "--admin", closed)...)
+		if r.code != 2 || !strings.Contains(r.stderr, "nothing answers at "+closed) || !strings.Contains(r.stderr, "with --admin") {
+			t.Errorf("%v, nothing listening: %+v", args, r)
+		}
+	}
+	broker := httptest.NewServer(http.NotFoundHandler()) // a mux without /status: plain-text 404s
+	defer broker.Close()
+	if r := runCLI(t, "", "status", "--admin", broker.URL); r.code != 2 || !strings.Contains(r.stderr, "has no /status") {
+		t.Errorf("no /status: %+v", r)
+	}
+	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "boom", http.StatusInternalServerError)
+	}))
+	defer broken.Close()
+	if r := runCLI(t, "", "why", "k", "--admin", broken.URL); r.code != 2 || !strings.Contains(r.stderr, "500 Internal Server Error") || !strings.Contains(r.stderr, "boom") {
+		t.Errorf("a server error: %+v", r)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"status", "-o", "yaml"}, `--output "yaml": want text or json`},
+		{[]string{"status", "--admin", "a:b:c"}, `want HOST:PORT, :PORT or PORT`},
+		{[]string{"why"}, "usage: ssrun why KEY"},
+		{[]string{"status", "extra"}, "unknown command"},
+	} {
+		if r := runCLI(t, "", c.args...); r.code != 2 || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("%v: %+v, want %q", c.args, r, c.want)
+		}
+	}
+}
+
+func TestAdminURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"9310":                 "http://127.0.0.1:9310/why?key=a%2Fb",
+		":9310":                "http://127.0.0.1:9310/why?key=a%2Fb",
+		"10.0.0.5:9310":        "http://10.0.0.5:9310/why?key=a%2Fb",
+		"[::1]:9310":           "http://[::1]:9310/why?key=a%2Fb",
+		"https://ssrun.local/": "https://ssrun.local/why?key=a%2Fb",
+	} {
+		got, err := adminURL(in, "/why", map[string][]string{"key": {"a/b"}})
+		if err != nil || got != want {
+			t.Errorf("adminURL(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+}
+
+// printWhy's other shapes: a cut value, a delete, a write at load, a
+// timer's chain, an outside writer the store does not name.
+func TestPrintWhy(t *testing.T) {
+	at := time.Date(2026, 11, 23, 15, 4, 5, 0, time.UTC)
+	for _, c := range []struct {
+		w    host.Write
+		want string
+	}{
+		{host.Write{Key: "k", Rule: "r.lua", Op: "SET", Value: "abc", ValueSize: 1000, Truncated: true, Version: "v2", At: at,
+			Event: host.Cause{Key: "in", Op: "SET", Version: "v1"}, Origin: &host.Origin{Key: "in", Op: "SET", Version: "v1"},
+			Chain: []host.Step{{Rule: "r.lua", Key: "k", Op: "SET", Version: "v2"}}},
+			`k = "abc" (first 3 of 1000 bytes), version v2
+  set by r.lua at 2026-11-23T15:04:05Z
+  handling SET in, version v1, from outside the rules (the store does not name the writer)
+chain:
+  SET in from outside the rules (the store does not name the writer), version v1
+  -> r.lua: SET k, version v2
+`},
+		{host.Write{Key: "k", Rule: "r.lua", Op: "DEL", At: at, Event: host.Cause{Key: "door", Op: "TIMER"},
+			Chain: []host.Step{{Rule: "r.lua", Key: "k", Op: "DEL"}}},
+			`k deleted (DEL) by r.lua at 2026-11-23T15:04:05Z
+  handling TIMER door
+chain:
+  TIMER door (no outside write)
+  -> r.lua: DEL k
+`},
+		{host.Write{Key: "boot", Rule: "r.lua", Op: "SET", Value: "1", ValueSize: 1, Version: "v1", At: at,
+			Chain: []host.Step{{Rule: "r.lua", Key: "boot", Op: "SET", Version: "v1"}}},
+			`boot = "1", version v1
+  set by r.lua at 2026-11-23T15:04:05Z
+  outside a handler (while the rule loaded, or from a plugin's own goroutine)
+`},
+	} {
+		var b strings.Builder
+		if err := printWhy(&b, c.w); err != nil || b.String() != c.want {
+			t.Errorf("printed (%v):\n%s\nwant:\n%s", err, b.String(), c.want)
+		}
+	}
+}

@@ -1,0 +1,62 @@
+package host
+
+import (
+	"sync"
+	"time"
+)
+
+// loadOutcomes keeps the rule files that failed to load while no version
+// of them runs: Status lists them, in StateLoadFailed, until they load or
+// are removed.
+type loadOutcomes struct {
+	mu     sync.Mutex
+	failed map[string]loadFailure // by path
+}
+
+// loadFailure is a rule file that failed to load.
+type loadFailure struct {
+	kind string
+	hash [32]byte
+	err  string
+	at   time.Time
+}
+
+// note records the outcome of loading the file at path, a rule of kind
+// with content hash, whose slot is r (nil when none is loaded): err is nil
+// when the file's content runs. A failure is the rule's last error: a
+// loaded rule goes on with its previous version, in StateReloadFailed; a
+// file not loaded is listed in StateLoadFailed.
+func (o *loadOutcomes) note(r *rule, path, kind string, hash [32]byte, err error) {
+	if r != nil {
+		r.loaded(err)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err == nil || r != nil {
+		delete(o.failed, path)
+		return
+	}
+	if o.failed == nil {
+		o.failed = map[string]loadFailure{}
+	}
+	o.failed[path] = loadFailure{kind: kind, hash: hash, err: clip(err.Error()), at: time.Now()}
+}
+
+// forget drops what note recorded of the file at path (it is gone).
+func (o *loadOutcomes) forget(path string) {
+	o.mu.Lock()
+	delete(o.failed, path)
+	o.mu.Unlock()
+}
+
+// list returns the status of the files that failed to load.
+func (o *loadOutcomes) list() []RuleStatus {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make([]RuleStatus, 0, len(o.failed))
+	for p, f := range o.failed {
+		out = append(out, RuleStatus{Path: p, Kind: f.kind, Hash: shortHash(f.hash), State: StateLoadFailed,
+			LastError: f.err, LastErrorAt: f.at})
+	}
+	return out
+}
