@@ -142,6 +142,7 @@ type app struct {
 	stdout, stderr io.Writer
 	logLevel       string
 	log            *slog.Logger
+	pluginDir      string // --plugin-dir of dev and run; "" for the temporary directory
 }
 
 func (a *app) rootCmd() *cobra.Command {
