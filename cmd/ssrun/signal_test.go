@@ -66,7 +66,14 @@ type proc struct {
 
 func startProc(t *testing.T, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, cmd: exec.Command(ssrunBinary(t), args...), stdout: &testutil.Buffer{}, stderr: &testutil.Buffer{}, exited: make(chan struct{})}
+	return startCmd(t, exec.Command(ssrunBinary(t), args...))
+}
+
+// startCmd starts cmd, an ssrun command line with its environment or
+// working directory set, as startProc does.
+func startCmd(t *testing.T, cmd *exec.Cmd) *proc {
+	t.Helper()
+	p := &proc{t: t, cmd: cmd, stdout: &testutil.Buffer{}, stderr: &testutil.Buffer{}, exited: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
