@@ -28,7 +28,7 @@ type object struct {
 	} `yaml:"metadata"`
 	AutomountToken *bool             `yaml:"automountServiceAccountToken"` // ServiceAccount
 	Data           map[string]string `yaml:"data"`                         // ConfigMap
-	Spec           struct {                                              // Deployment
+	Spec           struct {          // Deployment
 		Replicas *int `yaml:"replicas"`
 		Strategy struct {
 			Type string `yaml:"type"`

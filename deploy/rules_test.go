@@ -1,9 +1,7 @@
 package deploy_test
 
 import (
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -26,22 +24,7 @@ func TestManifestRulesRun(t *testing.T) {
 	if len(data) == 0 {
 		t.Fatal("no ssrun-rules ConfigMap with data")
 	}
-	dir := t.TempDir()
-	const ts = "..2026_11_23_15_00_00.000000001"
-	if err := os.Mkdir(filepath.Join(dir, ts), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, content := range data {
-		if err := os.WriteFile(filepath.Join(dir, ts, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(filepath.Join("..data", name), filepath.Join(dir, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Symlink(ts, filepath.Join(dir, "..data")); err != nil {
-		t.Fatal(err)
-	}
+	dir := testutil.NewConfigMapDir(t, data).Dir
 
 	bin := imageBinary(t)
 	var stdout, stderr testutil.Buffer

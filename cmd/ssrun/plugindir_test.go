@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -16,14 +15,8 @@ func pluginRules(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "batch-summary"), data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	copyFile(t, bin, filepath.Join(dir, "batch-summary"), 0o755)
 	return dir
 }
 

@@ -20,16 +20,10 @@ import (
 func TestWritesOnlyPluginDirAndCache(t *testing.T) {
 	rules := pluginRules(t)
 	for src, dst := range map[string]string{
-		"../../examples/thermostat/thermostat.lua":            "thermostat.lua",
+		"../../examples/thermostat/thermostat.lua":           "thermostat.lua",
 		"../../examples/thermostat-as/rules/thermostat.wasm": "thermostat.wasm",
 	} {
-		data, err := os.ReadFile(src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(rules, dst), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		copyFile(t, src, filepath.Join(rules, dst), 0o644)
 	}
 	// The read-only rest, and the writable volume: short, as --plugin-dir
 	// must be for the plugins' sockets to go there (a longer one sends

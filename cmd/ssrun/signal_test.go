@@ -40,11 +40,17 @@ func sleeper(t *testing.T, dir, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(p)
+	copyFile(t, p, filepath.Join(dir, name), 0o644)
+}
+
+// copyFile copies src to dst, made with mode.
+func copyFile(t *testing.T, src, dst string, mode os.FileMode) {
+	t.Helper()
+	data, err := os.ReadFile(src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+	if err := os.WriteFile(dst, data, mode); err != nil {
 		t.Fatal(err)
 	}
 }
