@@ -15,7 +15,8 @@ type ConfigMapDir struct {
 	Dir string // the mount: what a program is given
 
 	tb      testing.TB
-	current string
+	current string            // the timestamped folder ..data points to
+	files   map[string]string // its files
 	n       int
 }
 
@@ -30,9 +31,8 @@ func NewConfigMapDir(tb testing.TB, files map[string]string) *ConfigMapDir {
 
 // Update replaces the volume's content with files the way kubelet does:
 // a new timestamped folder, a symlink "..data_tmp" renamed over "..data"
-// (the one atomic step), links for the files new in this version, and the
-// previous folder removed. Links of files no longer present stay, dangling,
-// as kubelet leaves them until it cleans up.
+// (the one atomic step), links for the files new in this version, the
+// previous folder removed, and the links of files no longer present.
 func (c *ConfigMapDir) Update(files map[string]string) {
 	tb := c.tb
 	tb.Helper()
@@ -68,4 +68,12 @@ func (c *ConfigMapDir) Update(files map[string]string) {
 		}
 	}
 	c.current = ts
+	for name := range c.files {
+		if _, ok := files[name]; !ok {
+			if err := os.Remove(filepath.Join(c.Dir, name)); err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}
+	c.files = files
 }
