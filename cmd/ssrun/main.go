@@ -143,6 +143,7 @@ type app struct {
 	logLevel       string
 	logFormat      string
 	log            *slog.Logger
+	pluginDir      string // --plugin-dir of dev and run; "" for the temporary directory
 	// lookupEnv reads the environment (os.LookupEnv; tests replace it).
 	lookupEnv func(string) (string, bool)
 	fromEnv   map[string]string // flags set from SSRUN_* variables, by name
@@ -150,8 +151,8 @@ type app struct {
 
 func (a *app) rootCmd() *cobra.Command {
 	root := &cobra.Command{
-		Use:           "ssrun",
-		Short:         "Script the Azure IoT Operations state store",
+		Use:   "ssrun",
+		Short: "Script the Azure IoT Operations state store",
 		Long: `Script the Azure IoT Operations state store.
 
 Every flag can also be set from the environment: SSRUN_ and the flag's name

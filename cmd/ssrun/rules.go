@@ -41,7 +41,7 @@ func (a *app) runtimes(cfg *fileConfig) ([]abi.Runtime, error) {
 			}
 		}
 	}
-	pr, err := plugin.New(plugin.Config{Logger: a.log, Checksums: sums})
+	pr, err := plugin.New(plugin.Config{Logger: a.log, Checksums: sums, ExecDir: a.pluginDir})
 	if err != nil {
 		return nil, fmt.Errorf("plugin runtime: %w", err)
 	}
@@ -260,6 +260,7 @@ func (a *app) rulesCmd(use, short, configHelp string, serve func(ctx context.Con
 	}
 	cmd.Flags().StringVar(&config, "config", "", configHelp)
 	shutdownFlag(cmd, &shutdown)
+	pluginDirFlag(cmd, &a.pluginDir)
 	return cmd
 }
 

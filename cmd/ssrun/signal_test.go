@@ -40,11 +40,17 @@ func sleeper(t *testing.T, dir, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(p)
+	copyFile(t, p, filepath.Join(dir, name), 0o644)
+}
+
+// copyFile copies src to dst, made with mode.
+func copyFile(t *testing.T, src, dst string, mode os.FileMode) {
+	t.Helper()
+	data, err := os.ReadFile(src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+	if err := os.WriteFile(dst, data, mode); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -66,7 +72,14 @@ type proc struct {
 
 func startProc(t *testing.T, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, cmd: exec.Command(ssrunBinary(t), args...), stdout: &testutil.Buffer{}, stderr: &testutil.Buffer{}, exited: make(chan struct{})}
+	return startCmd(t, exec.Command(ssrunBinary(t), args...))
+}
+
+// startCmd starts cmd, an ssrun command line with its environment or
+// working directory set, as startProc does.
+func startCmd(t *testing.T, cmd *exec.Cmd) *proc {
+	t.Helper()
+	p := &proc{t: t, cmd: cmd, stdout: &testutil.Buffer{}, stderr: &testutil.Buffer{}, exited: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

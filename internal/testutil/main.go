@@ -2,7 +2,8 @@
 // that checks for leaked goroutines (Main), polling with a bound (WaitFor),
 // closing what a test started when it ends (CloseAtEnd), a goroutine-safe
 // buffer for captured output (Buffer), a writer into t.Log (LogWriter), a
-// self-signed TLS certificate (SelfSignedCert), and for benchmarks a load
+// self-signed TLS certificate (SelfSignedCert), a folder laid out as a
+// Kubernetes ConfigMap volume (ConfigMapDir), and for benchmarks a load
 // generator (InFlight) and rates against a baseline (ReportRates).
 //
 // Only tests import it: it imports package testing and goleak.

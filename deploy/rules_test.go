@@ -1,0 +1,71 @@
+package deploy_test
+
+import (
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/ssrun/ssrun/internal/testutil"
+)
+
+// The manifest's ssrun-rules ConfigMap works as shipped: laid out as
+// kubelet mounts it (a timestamped folder, ..data, links), its ssrun.yaml
+// loads and its rule runs under those permissions. The Dockerfile's binary
+// runs it with `ssrun dev` (the embedded broker standing in for AIO's).
+func TestManifestRulesRun(t *testing.T) {
+	m := readManifest(t)
+	var data map[string]string
+	for _, o := range m.byKind["ConfigMap"] {
+		if o.Metadata.Name == "ssrun-rules" {
+			data = o.Data
+		}
+	}
+	if len(data) == 0 {
+		t.Fatal("no ssrun-rules ConfigMap with data")
+	}
+	dir := testutil.NewConfigMapDir(t, data).Dir
+
+	bin := imageBinary(t)
+	var stdout, stderr testutil.Buffer
+	cmd := exec.Command(bin, "dev", dir, "--listen", "127.0.0.1:0")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+
+	try := regexp.MustCompile(`try: ssrun kv --broker (\S+) set`)
+	var addr string
+	testutil.WaitFor(t, "ssrun dev to load the rules", func() bool {
+		if m := try.FindStringSubmatch(stdout.String()); m != nil {
+			addr = m[1]
+		}
+		return addr != ""
+	})
+	rules := strings.Count(stderr.String(), "rule loaded")
+	if want := strings.Count(strings.Join(keys(data), " "), ".lua"); rules != want {
+		t.Fatalf("%d rule(s) loaded, want the ConfigMap's %d; stderr:\n%s", rules, want, stderr.String())
+	}
+	kv := func(args ...string) string {
+		out, _ := exec.Command(bin, append([]string{"kv", "--broker", addr}, args...)...).Output()
+		return strings.TrimSpace(string(out))
+	}
+	if out := kv("set", "thermostat1/setPoint", "40"); !strings.HasPrefix(out, "OK ") {
+		t.Fatalf("kv set: %q", out)
+	}
+	testutil.WaitFor(t, "the thermostat rule to clamp 40 to 28", func() bool { return kv("get", "hvac1/target") == "28" })
+	if strings.Contains(stderr.String(), "level=ERROR") {
+		t.Errorf("errors while running the ConfigMap's rules:\n%s", stderr.String())
+	}
+}
+
+func keys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
