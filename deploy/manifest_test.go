@@ -223,7 +223,6 @@ func (m manifest) flags(t *testing.T) (sub, dir string, flags map[string]string)
 // checked like any other flag.
 var pendingFlags = map[string]string{
 	"admin": "the admin endpoint (issue 11, metrics branch)",
-	"log-format": "JSON logs (issue 11, CLI branch)",
 }
 
 // The container runs `ssrun run` on the rules ConfigMap's folder, every flag
