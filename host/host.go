@@ -42,6 +42,9 @@ type Config struct {
 	// returned by then plus the rule's grace is abandoned and the load
 	// fails with a *StuckError.
 	LoadTimeout time.Duration
+	// Observer, when set, is told the duration and result of every handler
+	// call (see Observer); nil costs nothing.
+	Observer Observer
 
 	// now is the monotonic clock that times leases (locks.go); time.Now
 	// when nil. Tests inject one.
@@ -87,6 +90,7 @@ type Host struct {
 	closeOnce    atomic.Bool
 	mu           sync.Mutex
 	slots        map[string]*rule // by path
+	failedLoads  loadFailures
 
 	events, damped, resyncs atomic.Uint64
 	lastDampLog             atomic.Int64
@@ -115,6 +119,7 @@ func New(opts Config) (*Host, error) {
 			now:    opts.now,
 			calls:  newTracker(),
 			lin:    newLineage(1 << 16),
+			obs:    opts.Observer,
 		},
 		runtimes:    map[string]abi.Runtime{},
 		defaults:    opts.Defaults,
@@ -281,11 +286,17 @@ func (h *Host) IsRule(path string) bool {
 // unchanged file is not reloaded. Compiling and starting are bounded (see
 // Config.LoadTimeout), and a running version stuck in a call is replaced
 // once the call is overdue (see RuleConfig.Grace).
-func (h *Host) Load(ctx context.Context, path string) error {
+func (h *Host) Load(ctx context.Context, path string) (err error) {
 	if err := h.lockLoads(ctx); err != nil {
 		return fmt.Errorf("load %s: %w", path, err)
 	}
 	defer h.unlockLoads()
+	defer func() {
+		h.mu.Lock()
+		_, running := h.slots[path]
+		h.mu.Unlock()
+		h.failedLoads.note(path, err != nil && h.closing.Err() == nil, running)
+	}()
 	info, err := os.Stat(path)
 	if err != nil {
 		return fmt.Errorf("load %s: %w", path, err)
@@ -415,6 +426,7 @@ func (h *Host) Remove(ctx context.Context, path string) error {
 		return fmt.Errorf("remove %s: %w", path, err)
 	}
 	defer h.unlockLoads()
+	h.failedLoads.forget(path)
 	h.mu.Lock()
 	r := h.slots[path]
 	delete(h.slots, path)
@@ -486,12 +498,16 @@ type Stats struct {
 	WatchedKeys   int    // keys registered with the store
 	Stuck         int    // runtime calls abandoned as stuck and still running
 	Timers        int    // timers armed by the loaded rules
+	// LoadFailed counts the rule files whose last load failed and of which
+	// no version runs (a failed reload keeps the previous version running,
+	// and is not counted).
+	LoadFailed int
 }
 
 // Stats returns host-wide counters.
 func (h *Host) Stats() Stats {
 	s := Stats{Notifications: h.events.Load(), LoopsDamped: h.damped.Load(), Resyncs: h.resyncs.Load(),
-		WatchedKeys: h.reg.watchedKeys(), Stuck: h.calls.stuck()}
+		WatchedKeys: h.reg.watchedKeys(), Stuck: h.calls.stuck(), LoadFailed: h.failedLoads.count()}
 	for _, r := range h.loaded() {
 		s.Timers += r.timers.count()
 	}
