@@ -28,6 +28,7 @@
 //	                       runtime calls that may not return; the keys and
 //	                       encodings of timers in the store
 //	mailbox.go clock.go config.go errors.go rulefile.go
+//	observer.go            the metrics observer; the failed loads
 //	timers.go              the timer scheduler: one heap, one goroutine
 //
 // A rule and its leases share the host's services (client, logger,
