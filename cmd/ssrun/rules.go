@@ -92,13 +92,13 @@ func rulesConfig(dir, flag string) (*fileConfig, error) {
 // checkRulesDir before it connects) on client until ctx ends:
 // loads every rule, hot-reloads the folder, and on exit stops every rule
 // within shutdown (a rule stuck in a call is abandoned, and the error, exit
-// status 1, names it).
-func (a *app) serveRules(ctx context.Context, client *protocol.Client, dir string, cfg *fileConfig, shutdown time.Duration, ready func(h *host.Host)) (err error) {
+// status 1, names it). adm, when not nil, gets the host's metrics and readiness.
+func (a *app) serveRules(ctx context.Context, client *protocol.Client, dir string, cfg *fileConfig, shutdown time.Duration, adm *adminRun, ready func(h *host.Host)) (err error) {
 	rts, err := a.runtimes(cfg)
 	if err != nil {
 		return err
 	}
-	opts := host.Config{Client: client, Runtimes: rts, Logger: a.log}
+	opts := host.Config{Client: client, Runtimes: rts, Logger: a.log, Observer: adm.handleObserver()}
 	if cfg != nil {
 		opts.Defaults = cfg.Defaults.toHost()
 		opts.Rules = cfg.hostRules()
@@ -131,6 +131,7 @@ func (a *app) serveRules(ctx context.Context, client *protocol.Client, dir strin
 	go func() { done <- h.WatchDir(ctx, dir, loaded, plugins...) }()
 	select {
 	case <-loaded:
+		adm.rulesLoaded(h)
 		if ready != nil {
 			ready(h)
 		}
@@ -194,13 +195,19 @@ func setShutdown(d time.Duration) error {
 
 func (a *app) devCmd() *cobra.Command {
 	var f brokerFlags
+	var af adminFlags
 	cmd := a.rulesCmd("dev DIR", "Run the rules in DIR on an embedded broker and state store, reloading them as they change",
 		"ssrun.yaml with rule limits and permissions (default DIR/ssrun.yaml if present)",
 		func(ctx context.Context, _ *cobra.Command, dir string, cfg *fileConfig, shutdown time.Duration) error {
+			adm, err := a.startAdmin(ctx, &af)
+			if err != nil {
+				return err
+			}
+			defer adm.close()
+			listening := adm.expectBroker()
 			var users map[string][]byte
 			var creds func() (protocol.Credentials, error)
 			if f.passwords != "" {
-				var err error
 				if users, creds, err = devCredentials(); err != nil {
 					return err
 				}
@@ -210,6 +217,7 @@ func (a *app) devCmd() *cobra.Command {
 				return err
 			}
 			defer b.Close()
+			listening(b)
 			// The client outlives the signal: rules release their watches
 			// and locks through it on the way out; Close ends it.
 			client, err := protocol.New(context.WithoutCancel(ctx), protocol.Config{
@@ -217,6 +225,7 @@ func (a *app) devCmd() *cobra.Command {
 				ClientID:    "ssrun-dev-" + randomSuffix(),
 				Credentials: creds,
 				Logger:      a.log,
+				Observer:    adm.requestObserver(),
 			})
 			if err != nil {
 				return err
@@ -225,8 +234,9 @@ func (a *app) devCmd() *cobra.Command {
 			if err := client.AwaitConnection(ctx); err != nil {
 				return fmt.Errorf("connecting to the embedded broker: %w", err)
 			}
+			adm.withClient(client)
 			ctx, stop := watchBroker(ctx, b)
-			err = a.serveRules(ctx, client, dir, cfg, shutdown, func(h *host.Host) {
+			err = a.serveRules(ctx, client, dir, cfg, shutdown, adm, func(h *host.Host) {
 				fmt.Fprintf(a.stdout, "ssrun dev: state store on %s, %d rule(s) from %s (edit them; they reload)\n", b.Addr(), len(h.Status()), dir)
 				fmt.Fprintf(a.stdout, "try: ssrun kv --broker %s set %s 30\n", b.Addr(), tryKey(h))
 			})
@@ -236,6 +246,7 @@ func (a *app) devCmd() *cobra.Command {
 			return err
 		})
 	f.register(cmd)
+	af.register(cmd, true)
 	return cmd
 }
 
@@ -282,6 +293,7 @@ func devCredentials() (map[string][]byte, func() (protocol.Credentials, error), 
 
 func (a *app) runCmd() *cobra.Command {
 	var conn connFlags
+	var af adminFlags
 	cmd := a.rulesCmd("run DIR", "Run the rules in DIR against an external broker (AIO settings from flags, AIO_* variables or ssrun.yaml)",
 		"ssrun.yaml (default DIR/ssrun.yaml if present)",
 		func(ctx context.Context, cmd *cobra.Command, dir string, cfg *fileConfig, shutdown time.Duration) error {
@@ -303,11 +315,18 @@ func (a *app) runCmd() *cobra.Command {
 				ccfg.ClientID = "ssrun-" + randomSuffix()
 			}
 			ccfg.Logger = a.log
+			adm, err := a.startAdmin(ctx, &af)
+			if err != nil {
+				return err
+			}
+			defer adm.close()
+			ccfg.Observer = adm.requestObserver()
 			client, err := protocol.New(context.WithoutCancel(ctx), ccfg)
 			if err != nil {
 				return err
 			}
 			defer client.Close()
+			adm.withClient(client)
 			fmt.Fprintf(a.stdout, "ssrun run: connecting to %s as %s\n", ccfg.Servers[0], client.ClientID())
 			if s.SATFile != "" {
 				stop, err := a.watchToken(ctx, client, s.SATFile)
@@ -316,11 +335,12 @@ func (a *app) runCmd() *cobra.Command {
 				}
 				defer stop()
 			}
-			return a.serveRules(ctx, client, dir, cfg, shutdown, func(h *host.Host) {
+			return a.serveRules(ctx, client, dir, cfg, shutdown, adm, func(h *host.Host) {
 				fmt.Fprintf(a.stdout, "ssrun run: %d rule(s) from %s\n", len(h.Status()), dir)
 			})
 		})
 	conn.register(cmd.Flags(), "")
+	af.register(cmd, true)
 	return cmd
 }
 

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ssrun/ssrun/admin"
+	"github.com/ssrun/ssrun/broker"
+	"github.com/ssrun/ssrun/host"
+	"github.com/ssrun/ssrun/protocol"
+)
+
+// adminFlags are --admin, on dev, run and broker, and for processes with
+// rules --ready-allow-failed-rules.
+type adminFlags struct {
+	addr        string
+	allowFailed bool
+}
+
+func (f *adminFlags) register(cmd *cobra.Command, rules bool) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.addr, "admin", "", "serve /healthz, /readyz and /metrics on HOST:PORT (:PORT or PORT: on 127.0.0.1; default off)")
+	if rules {
+		fs.BoolVar(&f.allowFailed, "ready-allow-failed-rules", false, "with --admin, report ready even if some rule files failed to load")
+	}
+}
+
+// adminRun is the admin endpoint of one command, or nil when --admin is
+// not given: every method of a nil *adminRun does nothing.
+type adminRun struct {
+	srv     *admin.Server
+	metrics *admin.Metrics
+	rules   *admin.RulesReady
+}
+
+// startAdmin starts the endpoint when --admin is set. The process is not
+// ready until what it serves says so (see the with* methods).
+func (a *app) startAdmin(ctx context.Context, f *adminFlags) (*adminRun, error) {
+	if f.addr == "" {
+		return nil, nil
+	}
+	srv, err := admin.New(admin.Config{Addr: f.addr, Logger: a.log})
+	if err != nil {
+		return nil, usageError("--admin: %v", err)
+	}
+	r := &adminRun{srv: srv, metrics: admin.NewMetrics(), rules: &admin.RulesReady{AllowFailed: f.allowFailed}}
+	srv.Handle("GET /metrics", r.metrics.Handler())
+	if err := srv.Start(ctx); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(a.stdout, "ssrun: admin endpoint on http://%s (/metrics, /healthz, /readyz)\n", srv.Addr())
+	return r, nil
+}
+
+// close stops the endpoint (requests in progress get a moment to finish).
+func (r *adminRun) close() {
+	if r == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultShutdownTimeout)
+	defer cancel()
+	_ = r.srv.Close(ctx)
+}
+
+// requestObserver is for protocol.Config.Observer (nil without --admin).
+func (r *adminRun) requestObserver() protocol.Observer {
+	if r == nil {
+		return nil
+	}
+	return r.metrics
+}
+
+// handleObserver is for host.Config.Observer (nil without --admin).
+func (r *adminRun) handleObserver() host.Observer {
+	if r == nil {
+		return nil
+	}
+	return r.metrics
+}
+
+// expectBroker makes readiness wait for an embedded broker to listen, and
+// returns the function to call once it does (which also shows its metrics).
+func (r *adminRun) expectBroker() func(b *broker.Broker) {
+	if r == nil {
+		return func(*broker.Broker) {}
+	}
+	var up atomic.Bool
+	r.srv.ReadyCheck("broker", func() error {
+		if !up.Load() {
+			return errors.New("the broker is not listening yet")
+		}
+		return nil
+	})
+	return func(b *broker.Broker) {
+		r.metrics.WatchBroker(b)
+		up.Store(true)
+	}
+}
+
+// withClient shows the store client's metrics and makes readiness follow
+// its connection.
+func (r *adminRun) withClient(c *protocol.Client) {
+	if r == nil {
+		return
+	}
+	r.metrics.WatchClient(c)
+	r.srv.ReadyCheck("store", admin.StoreReady(c))
+	r.srv.ReadyCheck("rules", r.rules.Check)
+}
+
+// rulesLoaded shows the host's metrics once its first load is done, and
+// makes readiness follow its rules.
+func (r *adminRun) rulesLoaded(h *host.Host) {
+	if r == nil {
+		return
+	}
+	r.metrics.WatchHost(h)
+	r.rules.Loaded(h)
+}
