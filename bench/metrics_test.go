@@ -45,22 +45,7 @@ func newMetricsPair(tb testing.TB) *metricsPair {
 	tb.Helper()
 	e := newEnv(tb, host.RuleConfig{Mailbox: 1 << 16})
 	m := admin.NewMetrics()
-	c, err := protocol.New(context.Background(), protocol.Config{
-		Servers:  []string{e.addr},
-		ClientID: fmt.Sprintf("bench-metrics-%d", clientSeq.Add(1)),
-		Timeout:  10 * time.Second,
-		Logger:   e.log,
-		Observer: m,
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { c.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.AwaitConnection(ctx); err != nil {
-		tb.Fatal(err)
-	}
+	c := dial(tb, e.addr, "metrics", e.log, func(cfg *protocol.Config) { cfg.Observer = m })
 	rt := lua.New(lua.Config{})
 	tb.Cleanup(func() { _ = rt.Close(context.Background()) }) // after the host's Close
 	h, err := host.New(host.Config{Client: c, Runtimes: []abi.Runtime{rt}, Logger: e.log,
@@ -74,6 +59,8 @@ func newMetricsPair(tb testing.TB) *metricsPair {
 
 	offPath := e.load("off.lua", copyRule("off"), false)
 	onPath := e.write("on.lua", copyRule("on"), false)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
 	if err := h.Load(ctx, onPath); err != nil {
 		tb.Fatal(err)
 	}
