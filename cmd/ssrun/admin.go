@@ -29,17 +29,24 @@ func (f *adminFlags) register(cmd *cobra.Command, rules bool) {
 	}
 }
 
+// adminParts are what a process serves, each a readiness check from the
+// start: an embedded broker, rules on a store client.
+type adminParts struct{ broker, rules bool }
+
 // adminRun is the admin endpoint of one command, or nil when --admin is
 // not given: every method of a nil *adminRun does nothing.
 type adminRun struct {
-	srv     *admin.Server
-	metrics *admin.Metrics
-	rules   *admin.RulesReady
+	srv      *admin.Server
+	metrics  *admin.Metrics
+	rules    *admin.RulesReady
+	client   atomic.Pointer[protocol.Client]
+	brokerUp atomic.Bool
 }
 
-// startAdmin starts the endpoint when --admin is set. The process is not
-// ready until what it serves says so (see the with* methods).
-func (a *app) startAdmin(ctx context.Context, f *adminFlags) (*adminRun, error) {
+// startAdmin starts the endpoint when --admin is set. Its readiness checks
+// are in place before it listens, so it is not ready until the parts say
+// so: brokerStarted, withClient and rulesLoaded.
+func (a *app) startAdmin(ctx context.Context, f *adminFlags, parts adminParts) (*adminRun, error) {
 	if f.addr == "" {
 		return nil, nil
 	}
@@ -49,6 +56,24 @@ func (a *app) startAdmin(ctx context.Context, f *adminFlags) (*adminRun, error) 
 	}
 	r := &adminRun{srv: srv, metrics: admin.NewMetrics(), rules: &admin.RulesReady{AllowFailed: f.allowFailed}}
 	srv.Handle("GET /metrics", r.metrics.Handler())
+	if parts.broker {
+		srv.ReadyCheck("broker", func() error {
+			if !r.brokerUp.Load() {
+				return errors.New("the broker is not listening yet")
+			}
+			return nil
+		})
+	}
+	if parts.rules {
+		srv.ReadyCheck("store", func() error {
+			c := r.client.Load()
+			if c == nil {
+				return errors.New("no state store client yet")
+			}
+			return admin.StoreReady(c)()
+		})
+		srv.ReadyCheck("rules", r.rules.Check)
+	}
 	if err := srv.Start(ctx); err != nil {
 		return nil, err
 	}
@@ -82,23 +107,13 @@ func (r *adminRun) handleObserver() host.Observer {
 	return r.metrics
 }
 
-// expectBroker makes readiness wait for an embedded broker to listen, and
-// returns the function to call once it does (which also shows its metrics).
-func (r *adminRun) expectBroker() func(b *broker.Broker) {
+// brokerStarted shows b's metrics and marks it listening.
+func (r *adminRun) brokerStarted(b *broker.Broker) {
 	if r == nil {
-		return func(*broker.Broker) {}
+		return
 	}
-	var up atomic.Bool
-	r.srv.ReadyCheck("broker", func() error {
-		if !up.Load() {
-			return errors.New("the broker is not listening yet")
-		}
-		return nil
-	})
-	return func(b *broker.Broker) {
-		r.metrics.WatchBroker(b)
-		up.Store(true)
-	}
+	r.metrics.WatchBroker(b)
+	r.brokerUp.Store(true)
 }
 
 // withClient shows the store client's metrics and makes readiness follow
@@ -108,8 +123,7 @@ func (r *adminRun) withClient(c *protocol.Client) {
 		return
 	}
 	r.metrics.WatchClient(c)
-	r.srv.ReadyCheck("store", admin.StoreReady(c))
-	r.srv.ReadyCheck("rules", r.rules.Check)
+	r.client.Store(c)
 }
 
 // rulesLoaded shows the host's metrics once its first load is done, and

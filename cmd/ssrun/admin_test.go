@@ -1,7 +1,9 @@
 package main
 
 import (
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -109,4 +111,46 @@ func TestAdminFlagBadAddress(t *testing.T) {
 	if r.code != 2 || !strings.Contains(r.stderr, "--admin") || !strings.Contains(r.stderr, `port "port"`) {
 		t.Fatalf("%+v", r)
 	}
+}
+
+// waitReadyz waits for /readyz to answer code with a body containing want.
+func waitReadyz(t *testing.T, addr string, code int, want string) {
+	t.Helper()
+	var got int
+	var body string
+	testutil.WaitFor(t, fmt.Sprintf("/readyz %d with %q", code, want), func() bool {
+		got, body = scrape(t, addr, "/readyz")
+		return got == code && strings.Contains(body, want)
+	})
+}
+
+// What an operator could not tell before: `ssrun run` with a broken rule,
+// or with the broker unreachable, is not ready, and says why; with
+// --ready-allow-failed-rules the broken rule alone does not keep it from
+// being ready.
+func TestAdminReadyzOnRun(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "broken.lua"), []byte("function on_event(ev\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := brokertest.Start(t)
+	out, _, stop := start(t, "run", dir, "--broker", b.Addr(), "--admin", "127.0.0.1:0")
+	addr := waitOutput(t, out, adminListening)[1]
+	waitReadyz(t, addr, http.StatusServiceUnavailable, "[-]rules failed: 1 rule file(s) failed to load")
+	stop()
+
+	out, _, stop = start(t, "run", dir, "--broker", b.Addr(), "--admin", "127.0.0.1:0", "--ready-allow-failed-rules")
+	addr = waitOutput(t, out, adminListening)[1]
+	waitReadyz(t, addr, http.StatusOK, "[+]rules ok")
+	stop()
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nobody := ln.Addr().String()
+	ln.Close()
+	out, _, _ = start(t, "run", t.TempDir(), "--broker", nobody, "--admin", "127.0.0.1:0")
+	addr = waitOutput(t, out, adminListening)[1]
+	waitReadyz(t, addr, http.StatusServiceUnavailable, "[-]store failed: ")
 }

@@ -117,17 +117,16 @@ func (a *app) brokerCmd() *cobra.Command {
 		Short: "Run the embedded MQTT5 broker with the state store inside it",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			adm, err := a.startAdmin(cmd.Context(), &af)
+			adm, err := a.startAdmin(cmd.Context(), &af, adminParts{broker: true})
 			if err != nil {
 				return err
 			}
 			defer adm.close()
-			listening := adm.expectBroker()
 			b, err := a.startBroker(&f, nil)
 			if err != nil {
 				return err
 			}
-			listening(b)
+			adm.brokerStarted(b)
 			fmt.Fprintf(a.stdout, "ssrun broker: state store listening on %s\n", b.Addr())
 			if f.data == "" {
 				fmt.Fprintln(a.stdout, "ssrun broker: keys in memory only, lost when it stops (--data DIR keeps them)")

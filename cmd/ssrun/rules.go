@@ -199,12 +199,11 @@ func (a *app) devCmd() *cobra.Command {
 	cmd := a.rulesCmd("dev DIR", "Run the rules in DIR on an embedded broker and state store, reloading them as they change",
 		"ssrun.yaml with rule limits and permissions (default DIR/ssrun.yaml if present)",
 		func(ctx context.Context, _ *cobra.Command, dir string, cfg *fileConfig, shutdown time.Duration) error {
-			adm, err := a.startAdmin(ctx, &af)
+			adm, err := a.startAdmin(ctx, &af, adminParts{broker: true, rules: true})
 			if err != nil {
 				return err
 			}
 			defer adm.close()
-			listening := adm.expectBroker()
 			var users map[string][]byte
 			var creds func() (protocol.Credentials, error)
 			if f.passwords != "" {
@@ -217,7 +216,7 @@ func (a *app) devCmd() *cobra.Command {
 				return err
 			}
 			defer b.Close()
-			listening(b)
+			adm.brokerStarted(b)
 			// The client outlives the signal: rules release their watches
 			// and locks through it on the way out; Close ends it.
 			client, err := protocol.New(context.WithoutCancel(ctx), protocol.Config{
@@ -315,7 +314,7 @@ func (a *app) runCmd() *cobra.Command {
 				ccfg.ClientID = "ssrun-" + randomSuffix()
 			}
 			ccfg.Logger = a.log
-			adm, err := a.startAdmin(ctx, &af)
+			adm, err := a.startAdmin(ctx, &af, adminParts{rules: true})
 			if err != nil {
 				return err
 			}
