@@ -118,4 +118,21 @@ func TestStatsLoadFailed(t *testing.T) {
 	if n := e.host.Stats().LoadFailed; n != 0 {
 		t.Fatalf("LoadFailed = %d once fixed, want 0", n)
 	}
+	// A broken file that is deleted (as the folder watcher sees it) is no
+	// longer counted.
+	gone := filepath.Join(e.dir, "gone.gorule")
+	if err := os.WriteFile(gone, []byte("no-such-rule"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.host.reconcile(e.ctx(), gone)
+	if n := e.host.Stats().LoadFailed; n != 1 {
+		t.Fatalf("LoadFailed = %d after a broken new file, want 1", n)
+	}
+	if err := os.Remove(gone); err != nil {
+		t.Fatal(err)
+	}
+	e.host.reconcile(e.ctx(), gone)
+	if n := e.host.Stats().LoadFailed; n != 0 {
+		t.Fatalf("LoadFailed = %d once the broken file is deleted, want 0", n)
+	}
 }
