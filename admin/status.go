@@ -37,7 +37,7 @@ type RuleDoc struct {
 	Dropped     uint64     `json:"dropped"`
 	Echoes      uint64     `json:"echoes"`
 	Abandoned   uint64     `json:"abandoned"`
-	// Queued is the mailbox depth, when the host reports it.
+	// Queued is the mailbox depth (absent for a file that failed to load).
 	Queued             *int     `json:"queued,omitempty"`
 	Watches            []string `json:"watches"`
 	Locks              []string `json:"locks"`
@@ -65,6 +65,10 @@ func NewStatusDoc(src StatusSource) StatusDoc {
 			LastError: s.LastError, Handled: s.Handled, Failed: s.Failed, Dropped: s.Dropped, Echoes: s.Echoes,
 			Abandoned: s.Abandoned, Watches: nonNil(s.Watches), Locks: nonNil(s.Locks), Timers: s.Timers,
 			LogLinesSuppressed: s.LogLinesSuppressed, LogBytesSuppressed: s.LogBytesSuppressed}
+		if s.State != host.StateLoadFailed {
+			q := s.Queued
+			d.Queued = &q
+		}
 		if !s.LastErrorAt.IsZero() {
 			at := s.LastErrorAt.UTC()
 			d.LastErrorAt = &at

@@ -44,7 +44,7 @@ func TestStatusDocument(t *testing.T) {
 	src := fakeHost{
 		rules: []host.RuleStatus{
 			{Path: "/rules/a.lua", Kind: "lua", Hash: "0123456789ab", State: host.StateRunning, Handled: 7, Failed: 2, Dropped: 1,
-				Echoes: 3, Watches: []string{"k"}, Locks: []string{"l"}, Timers: 4, LastError: "error SET \"k\": boom", LastErrorAt: at},
+				Echoes: 3, Watches: []string{"k"}, Locks: []string{"l"}, Timers: 4, Queued: 5, LastError: "error SET \"k\": boom", LastErrorAt: at},
 			{Path: "/rules/b.wasm", Kind: "wasm", Hash: "ba9876543210", State: host.StateLoadFailed, LastError: "b.wasm: bad magic", LastErrorAt: at},
 		},
 		stats: host.Stats{Notifications: 11, LoopsDamped: 1, WatchedKeys: 1, Timers: 4},
@@ -57,13 +57,13 @@ func TestStatusDocument(t *testing.T) {
 	a, b := rules[0].(map[string]any), rules[1].(map[string]any)
 	want := map[string]any{"name": "a.lua", "path": "/rules/a.lua", "kind": "lua", "hash": "0123456789ab", "state": "running",
 		"handled": 7.0, "failed": 2.0, "dropped": 1.0, "echoes": 3.0, "abandoned": 0.0, "watches": []any{"k"}, "locks": []any{"l"},
-		"timers": 4.0, "last_error": "error SET \"k\": boom", "last_error_at": "2026-11-23T14:04:05Z",
+		"timers": 4.0, "queued": 5.0, "last_error": "error SET \"k\": boom", "last_error_at": "2026-11-23T14:04:05Z",
 		"log_lines_suppressed": 0.0, "log_bytes_suppressed": 0.0}
 	if !reflect.DeepEqual(a, want) {
 		t.Errorf("rule a:\n got %v\nwant %v", a, want)
 	}
 	if b["state"] != "failed to load" || b["hash"] != "ba9876543210" || b["last_error"] != "b.wasm: bad magic" ||
-		!reflect.DeepEqual(b["watches"], []any{}) || !reflect.DeepEqual(b["locks"], []any{}) {
+		!reflect.DeepEqual(b["watches"], []any{}) || !reflect.DeepEqual(b["locks"], []any{}) || b["queued"] != nil {
 		t.Errorf("rule b: %v", b)
 	}
 	if h := doc["host"].(map[string]any); h["notifications"] != 11.0 || h["loops_damped"] != 1.0 || h["watched_keys"] != 1.0 || h["timers"] != 4.0 {

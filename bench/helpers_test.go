@@ -232,14 +232,18 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 var clientSeq atomic.Int64
 
 // dial connects a store client to addr, closed when the test ends.
-func dial(tb testing.TB, addr, name string, log *slog.Logger) *protocol.Client {
+func dial(tb testing.TB, addr, name string, log *slog.Logger, mod ...func(*protocol.Config)) *protocol.Client {
 	tb.Helper()
-	c, err := protocol.New(context.Background(), protocol.Config{
+	cfg := protocol.Config{
 		Servers:  []string{addr},
 		ClientID: fmt.Sprintf("bench-%s-%d", name, clientSeq.Add(1)),
 		Timeout:  10 * time.Second,
 		Logger:   log,
-	})
+	}
+	for _, m := range mod {
+		m(&cfg)
+	}
+	c, err := protocol.New(context.Background(), cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}

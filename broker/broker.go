@@ -33,6 +33,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
@@ -169,6 +170,8 @@ type Stats struct {
 	Registrations  int    // KEYNOTIFY registrations
 	NotifyDropped  uint64 // messages to clients that could not be delivered (connection gone, write failed)
 	QueueOverflows uint64 // clients disconnected because their output queue overflowed
+	NotifyQueued   uint64 // KEYNOTIFY notifications queued for delivery to clients
+	Connections    int64  // MQTT clients connected now
 }
 
 // New validates cfg and builds the broker. It does not listen; see Start.
@@ -461,5 +464,7 @@ func (b *Broker) Keys() int { return b.Stats().Keys }
 func (b *Broker) Stats() Stats {
 	keys, bytes, regs := b.store.stats()
 	return Stats{Keys: keys, Bytes: bytes, Registrations: regs,
-		NotifyDropped: b.hook.outStats.dropped.Load(), QueueOverflows: b.hook.outStats.overflows.Load()}
+		NotifyDropped: b.hook.outStats.dropped.Load(), QueueOverflows: b.hook.outStats.overflows.Load(),
+		NotifyQueued: b.hook.outStats.notified.Load(),
+		Connections:  atomic.LoadInt64(&b.srv.Info.ClientsConnected)}
 }

@@ -63,6 +63,7 @@ func (m *message) size() int {
 type outboxStats struct {
 	overflows atomic.Uint64 // clients disconnected because their outbox overflowed
 	dropped   atomic.Uint64 // messages not delivered (connection gone, write failed)
+	notified  atomic.Uint64 // notifications queued
 }
 
 // outbox delivers the store's messages to one connection.
@@ -110,7 +111,7 @@ func (o *outbox) notify(n notification) {
 	if n.src != "" { // §13.3: optional; names the writer, for provenance (ssrun why)
 		user = append(user, packets.UserProperty{Key: wire.PropSourceID, Val: n.src})
 	}
-	o.push(&message{
+	queued := o.push(&message{
 		topic:   wire.NotifyTopic(o.cl.ID, n.key),
 		payload: n.payload(),
 		props: packets.Properties{
@@ -121,6 +122,9 @@ func (o *outbox) notify(n notification) {
 		key: n.key,
 		pos: n.pos,
 	})
+	if queued {
+		o.stats.notified.Add(1)
+	}
 }
 
 // push queues m without blocking. It reports false when m was not queued:

@@ -48,6 +48,9 @@ type Config struct {
 	// zero); the least recently written keys are forgotten first.
 	JournalEntries int
 	JournalBytes   int
+	// Observer, when set, is told the duration and result of every handler
+	// call (see Observer); nil costs nothing.
+	Observer Observer
 
 	// now is the monotonic clock that times leases (locks.go); time.Now
 	// when nil. Tests inject one.
@@ -94,6 +97,7 @@ type Host struct {
 	mu           sync.Mutex
 	slots        map[string]*rule // by path
 	outcomes     loadOutcomes     // files that failed to load, not in slots
+	failedLoads  loadFailures
 
 	events, damped, resyncs atomic.Uint64
 	lastDampLog             atomic.Int64
@@ -118,6 +122,7 @@ func New(opts Config) (*Host, error) {
 			calls:   newTracker(),
 			lin:     newLineage(1 << 16),
 			journal: newJournal(opts.JournalEntries, opts.JournalBytes),
+			obs:     opts.Observer,
 		},
 		runtimes:    map[string]abi.Runtime{},
 		defaults:    opts.Defaults,
@@ -297,11 +302,13 @@ func (h *Host) Load(ctx context.Context, path string) (err error) {
 		kind string
 		hash [32]byte
 	)
-	defer func() { // for Status; a load cut short by Close is no failure of the file
+	defer func() {
+		h.mu.Lock()
+		r, running := h.slots[path]
+		h.mu.Unlock()
+		h.failedLoads.note(path, err != nil && h.closing.Err() == nil, running)
+		// for Status; a load cut short by Close is no failure of the file
 		if err == nil || (!errors.Is(err, ErrClosed) && h.closing.Err() == nil) {
-			h.mu.Lock()
-			r := h.slots[path]
-			h.mu.Unlock()
 			h.outcomes.note(r, path, kind, hash, err)
 		}
 	}()
@@ -435,6 +442,7 @@ func (h *Host) Remove(ctx context.Context, path string) error {
 		return fmt.Errorf("remove %s: %w", path, err)
 	}
 	defer h.unlockLoads()
+	h.failedLoads.forget(path)
 	h.mu.Lock()
 	r := h.slots[path]
 	delete(h.slots, path)
@@ -514,12 +522,16 @@ type Stats struct {
 	WatchedKeys   int    // keys registered with the store
 	Stuck         int    // runtime calls abandoned as stuck and still running
 	Timers        int    // timers armed by the loaded rules
+	// LoadFailed counts the rule files whose last load failed and of which
+	// no version runs (a failed reload keeps the previous version running,
+	// and is not counted).
+	LoadFailed int
 }
 
 // Stats returns host-wide counters.
 func (h *Host) Stats() Stats {
 	s := Stats{Notifications: h.events.Load(), LoopsDamped: h.damped.Load(), Resyncs: h.resyncs.Load(),
-		WatchedKeys: h.reg.watchedKeys(), Stuck: h.calls.stuck()}
+		WatchedKeys: h.reg.watchedKeys(), Stuck: h.calls.stuck(), LoadFailed: h.failedLoads.count()}
 	for _, r := range h.loaded() {
 		s.Timers += r.timers.count()
 	}

@@ -263,6 +263,10 @@ func (r *rule) call(w *worker, d delivery) bool {
 	timeout := r.cfg.Timeout
 	r.mu.Unlock()
 
+	var start time.Time
+	if r.svc.obs != nil {
+		start = time.Now()
+	}
 	call := w.begin(timeout, d.ev.Key, d.ev.Op)
 	err := in.script.Handle(w.ctx, d.ev)
 	r.mu.Lock()
@@ -273,6 +277,9 @@ func (r *rule) call(w *worker, d delivery) bool {
 			r.svc.log.Warn("closing an abandoned version failed", "rule", r.name, "err", err)
 		}
 		return false
+	}
+	if r.svc.obs != nil {
+		r.svc.obs.ObserveHandle(r.name, time.Since(start), err != nil)
 	}
 	if err == nil {
 		r.handled.Add(1)
@@ -596,6 +603,7 @@ type RuleStatus struct {
 	Dropped     uint64 // events dropped: mailbox full, or rule disabled
 	Echoes      uint64 // events skipped as echoes of the rule's own writes
 	Timers      int    // timers armed (pending or firing)
+	Queued      int    // events waiting in the mailbox now
 	Disabled    bool
 	// Stuck is set while a handler call runs past its deadline plus the
 	// grace; Abandoned counts the calls the host gave up on (see
@@ -612,6 +620,7 @@ func (r *rule) status() RuleStatus {
 		Handled: r.handled.Load(), Failed: r.failed.Load(), Dropped: r.dropped.Load(), Echoes: r.echoes.Load()}
 	s.LogLinesSuppressed, s.LogBytesSuppressed = r.logs.suppressed()
 	s.Timers = r.timers.count()
+	s.Queued = r.mailbox.len()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s.Disabled = r.disabled

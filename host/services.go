@@ -20,4 +20,5 @@ type services struct {
 	calls   *tracker         // goroutines running runtime calls
 	now     func() time.Time // the lease clock
 	timers  *scheduler       // every rule's pending timers, and their clock
+	obs     Observer         // handler calls, for metrics (nil: none)
 }

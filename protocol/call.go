@@ -59,8 +59,12 @@ type reply struct {
 // response status, protocol version, content type and `__ts` (merged into
 // the client clock), and parses the payload; a -ERR reply comes back as a
 // *ServiceError. Errors are wrapped with the command and key.
-func (c *Client) call(ctx context.Context, cmd string, key []byte, args [][]byte, o callOpts) (reply, error) {
-	rep, err := c.roundTrip(ctx, args, o)
+func (c *Client) call(ctx context.Context, cmd string, key []byte, args [][]byte, o callOpts) (rep reply, err error) {
+	if obs := c.cfg.Observer; obs != nil {
+		start := time.Now()
+		defer func() { obs.ObserveRequest(cmd, outcomeOf(err), time.Since(start)) }()
+	}
+	rep, err = c.roundTrip(ctx, args, o)
 	if err != nil {
 		return reply{}, fmt.Errorf("protocol: %s %s: %w", cmd, keyText(key), err)
 	}

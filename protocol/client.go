@@ -81,6 +81,9 @@ type Config struct {
 	// jittered exponential backoff: 250 ms to 1 s at first, doubling, at most
 	// 30 s.
 	ReconnectBackoff func(attempt int) time.Duration
+	// Observer, when set, is told how every request ended and how long it
+	// took (see Observer); nil costs nothing.
+	Observer Observer
 }
 
 // Credentials authenticate one connection attempt. AuthMethod and AuthData,

@@ -18,25 +18,21 @@ import (
 	"github.com/ssrun/ssrun/admin"
 )
 
-// defaultAdminAddr is where `ssrun status` and `ssrun why` look for a
-// running ssrun's admin endpoint (`--admin` on dev and run).
-const defaultAdminAddr = "127.0.0.1:9310"
-
-// adminFlags are the flags of the admin endpoint's clients.
-type adminFlags struct {
+// adminClientFlags are the flags of the admin endpoint's clients.
+type adminClientFlags struct {
 	addr    string
 	output  string
 	timeout time.Duration
 }
 
-func (f *adminFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.addr, "admin", defaultAdminAddr, "admin endpoint of a running ssrun dev or run (started with --admin): HOST:PORT, :PORT or PORT (loopback)")
+func (f *adminClientFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.addr, "admin", admin.DefaultAddr, "admin endpoint of a running ssrun dev or run (started with --admin): HOST:PORT, :PORT or PORT (loopback)")
 	fs.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to wait for the answer")
 }
 
 // check validates the flags.
-func (f *adminFlags) check() error {
+func (f *adminClientFlags) check() error {
 	if f.output != "text" && f.output != "json" {
 		return usageError("--output %q: want text or json", f.output)
 	}
@@ -78,7 +74,7 @@ func (e *errAdminNotFound) Error() string { return e.msg }
 // Errors say what to do: nothing listening (start dev or run with
 // --admin), an endpoint without path (ssrun broker's), or the server's own
 // error; a 404 with a JSON error is an *errAdminNotFound.
-func adminGet(ctx context.Context, f *adminFlags, path string, q url.Values) ([]byte, error) {
+func adminGet(ctx context.Context, f *adminClientFlags, path string, q url.Values) ([]byte, error) {
 	u, err := adminURL(f.addr, path, q)
 	if err != nil {
 		return nil, err
@@ -122,7 +118,7 @@ func adminGet(ctx context.Context, f *adminFlags, path string, q url.Values) ([]
 
 // showAdmin prints an admin endpoint's JSON answer: as is for -o json,
 // else decoded into a T and written by print.
-func showAdmin[T any](out io.Writer, f *adminFlags, body []byte, print func(io.Writer, T) error) error {
+func showAdmin[T any](out io.Writer, f *adminClientFlags, body []byte, print func(io.Writer, T) error) error {
 	if f.output == "json" {
 		_, err := out.Write(body)
 		return err

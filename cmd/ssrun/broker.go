@@ -111,15 +111,22 @@ func (a *app) startBroker(f *brokerFlags, users map[string][]byte) (*broker.Brok
 
 func (a *app) brokerCmd() *cobra.Command {
 	var f brokerFlags
+	var af adminFlags
 	cmd := &cobra.Command{
 		Use:   "broker",
 		Short: "Run the embedded MQTT5 broker with the state store inside it",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			adm, err := a.startAdmin(cmd.Context(), &af, adminParts{broker: true})
+			if err != nil {
+				return err
+			}
+			defer adm.close()
 			b, err := a.startBroker(&f, nil)
 			if err != nil {
 				return err
 			}
+			adm.brokerStarted(b)
 			fmt.Fprintf(a.stdout, "ssrun broker: state store listening on %s\n", b.Addr())
 			if f.data == "" {
 				fmt.Fprintln(a.stdout, "ssrun broker: keys in memory only, lost when it stops (--data DIR keeps them)")
@@ -137,6 +144,7 @@ func (a *app) brokerCmd() *cobra.Command {
 		},
 	}
 	f.register(cmd)
+	af.register(cmd, false)
 	return cmd
 }
 

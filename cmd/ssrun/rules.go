@@ -92,13 +92,13 @@ func rulesConfig(dir, flag string) (*fileConfig, error) {
 // checkRulesDir before it connects) on client until ctx ends:
 // loads every rule, hot-reloads the folder, and on exit stops every rule
 // within shutdown (a rule stuck in a call is abandoned, and the error, exit
-// status 1, names it).
-func (a *app) serveRules(ctx context.Context, client *protocol.Client, dir string, cfg *fileConfig, shutdown time.Duration, ready func(h *host.Host)) (err error) {
+// status 1, names it). adm, when not nil, gets the host's metrics and readiness.
+func (a *app) serveRules(ctx context.Context, client *protocol.Client, dir string, cfg *fileConfig, shutdown time.Duration, adm *adminRun, ready func(h *host.Host)) (err error) {
 	rts, err := a.runtimes(cfg)
 	if err != nil {
 		return err
 	}
-	opts := host.Config{Client: client, Runtimes: rts, Logger: a.log}
+	opts := host.Config{Client: client, Runtimes: rts, Logger: a.log, Observer: adm.handleObserver()}
 	if cfg != nil {
 		opts.Defaults = cfg.Defaults.toHost()
 		opts.Rules = cfg.hostRules()
@@ -132,6 +132,7 @@ func (a *app) serveRules(ctx context.Context, client *protocol.Client, dir strin
 	select {
 	case <-loaded:
 		defer a.followConfig(ctx, h, dir, cfg)()
+		adm.rulesLoaded(h)
 		if ready != nil {
 			ready(h)
 		}
@@ -195,13 +196,18 @@ func setShutdown(d time.Duration) error {
 
 func (a *app) devCmd() *cobra.Command {
 	var f brokerFlags
+	var af adminFlags
 	cmd := a.rulesCmd("dev DIR", "Run the rules in DIR on an embedded broker and state store, reloading them as they change",
 		"ssrun.yaml with rule limits and permissions (default DIR/ssrun.yaml if present)",
 		func(ctx context.Context, _ *cobra.Command, dir string, cfg *fileConfig, shutdown time.Duration) error {
+			adm, err := a.startAdmin(ctx, &af, adminParts{broker: true, rules: true})
+			if err != nil {
+				return err
+			}
+			defer adm.close()
 			var users map[string][]byte
 			var creds func() (protocol.Credentials, error)
 			if f.passwords != "" {
-				var err error
 				if users, creds, err = devCredentials(); err != nil {
 					return err
 				}
@@ -211,6 +217,7 @@ func (a *app) devCmd() *cobra.Command {
 				return err
 			}
 			defer b.Close()
+			adm.brokerStarted(b)
 			// The client outlives the signal: rules release their watches
 			// and locks through it on the way out; Close ends it.
 			client, err := protocol.New(context.WithoutCancel(ctx), protocol.Config{
@@ -218,6 +225,7 @@ func (a *app) devCmd() *cobra.Command {
 				ClientID:    "ssrun-dev-" + randomSuffix(),
 				Credentials: creds,
 				Logger:      a.log,
+				Observer:    adm.requestObserver(),
 			})
 			if err != nil {
 				return err
@@ -226,8 +234,9 @@ func (a *app) devCmd() *cobra.Command {
 			if err := client.AwaitConnection(ctx); err != nil {
 				return fmt.Errorf("connecting to the embedded broker: %w", err)
 			}
+			adm.withClient(client)
 			ctx, stop := watchBroker(ctx, b)
-			err = a.serveRules(ctx, client, dir, cfg, shutdown, func(h *host.Host) {
+			err = a.serveRules(ctx, client, dir, cfg, shutdown, adm, func(h *host.Host) {
 				fmt.Fprintf(a.stdout, "ssrun dev: state store on %s, %d rule(s) from %s (edit them; they reload)\n", b.Addr(), len(h.Status()), dir)
 				fmt.Fprintf(a.stdout, "try: ssrun kv --broker %s set %s 30\n", b.Addr(), tryKey(h))
 			})
@@ -237,6 +246,7 @@ func (a *app) devCmd() *cobra.Command {
 			return err
 		})
 	f.register(cmd)
+	af.register(cmd, true)
 	return cmd
 }
 
@@ -284,6 +294,7 @@ func devCredentials() (map[string][]byte, func() (protocol.Credentials, error), 
 
 func (a *app) runCmd() *cobra.Command {
 	var conn connFlags
+	var af adminFlags
 	cmd := a.rulesCmd("run DIR", "Run the rules in DIR against an external broker (AIO settings from flags, AIO_* variables or ssrun.yaml)",
 		"ssrun.yaml (default DIR/ssrun.yaml if present)",
 		func(ctx context.Context, cmd *cobra.Command, dir string, cfg *fileConfig, shutdown time.Duration) error {
@@ -305,11 +316,18 @@ func (a *app) runCmd() *cobra.Command {
 				ccfg.ClientID = "ssrun-" + randomSuffix()
 			}
 			ccfg.Logger = a.log
+			adm, err := a.startAdmin(ctx, &af, adminParts{rules: true})
+			if err != nil {
+				return err
+			}
+			defer adm.close()
+			ccfg.Observer = adm.requestObserver()
 			client, err := protocol.New(context.WithoutCancel(ctx), ccfg)
 			if err != nil {
 				return err
 			}
 			defer client.Close()
+			adm.withClient(client)
 			fmt.Fprintf(a.stdout, "ssrun run: connecting to %s as %s\n", ccfg.Servers[0], client.ClientID())
 			a.connectionNotes(ctx, s, ccfg.Servers[0])
 			if s.SATFile != "" {
@@ -319,11 +337,12 @@ func (a *app) runCmd() *cobra.Command {
 				}
 				defer stop()
 			}
-			return a.serveRules(ctx, client, dir, cfg, shutdown, func(h *host.Host) {
+			return a.serveRules(ctx, client, dir, cfg, shutdown, adm, func(h *host.Host) {
 				fmt.Fprintf(a.stdout, "ssrun run: %d rule(s) from %s\n", len(h.Status()), dir)
 			})
 		})
 	conn.register(cmd.Flags(), "")
+	af.register(cmd, true)
 	return cmd
 }
 

@@ -14,7 +14,7 @@ import (
 )
 
 func (a *app) statusCmd() *cobra.Command {
-	var f adminFlags
+	var f adminClientFlags
 	cmd := &cobra.Command{
 		Use:   "status [--admin ADDR] [-o json]",
 		Short: "Show the rules of a running ssrun: version, state, counts, last error",

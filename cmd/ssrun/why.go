@@ -14,7 +14,7 @@ import (
 )
 
 func (a *app) whyCmd() *cobra.Command {
-	var f adminFlags
+	var f adminClientFlags
 	cmd := &cobra.Command{
 		Use:   "why KEY [--admin ADDR] [-o json]",
 		Short: "Say which rule last wrote KEY, handling which event, and the chain back to the outside write",

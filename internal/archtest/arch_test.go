@@ -26,6 +26,7 @@ var rules = []struct {
 	{pkg: "runtime/wasm", allow: []string{"runtime/wasm", "abi"}},
 	{pkg: "runtime/plugin", allow: []string{"runtime/plugin", "abi"}},
 	{pkg: "host", allow: []string{"host", "abi", "protocol", "runtime"}},
+	{pkg: "admin", allow: []string{"admin", "host", "abi", "protocol", "broker", "runtime"}},
 }
 
 // testSupport are the project packages a package of test helpers (one whose

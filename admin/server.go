@@ -1,0 +1,137 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Timeouts of the admin HTTP server: scrapes and probes are small requests
+// answered at once, so a client that dawdles is cut off.
+const (
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 10 * time.Second
+	writeTimeout      = 30 * time.Second
+	idleTimeout       = 60 * time.Second
+	maxHeaderBytes    = 64 << 10
+)
+
+// Config configures a Server.
+type Config struct {
+	// Addr is the --admin value: HOST:PORT, or :PORT or PORT for loopback
+	// (see ListenAddr).
+	Addr string
+	// Logger for the server's own reports; slog.Default() when nil.
+	Logger *slog.Logger
+}
+
+// Server is the admin HTTP endpoint: /healthz and /readyz from the start,
+// and whatever else is added with Handle (/metrics, /status, /why). Create
+// it with New, add handlers and readiness checks, Start it, and Close it.
+type Server struct {
+	addr  string
+	log   *slog.Logger
+	mux   *http.ServeMux
+	ready readiness
+
+	mu   sync.Mutex
+	srv  *http.Server
+	ln   net.Listener
+	done chan struct{} // closed when the serving goroutine returns
+}
+
+// New checks cfg.Addr and builds a Server with /healthz and /readyz.
+func New(cfg Config) (*Server, error) {
+	addr, err := ListenAddr(cfg.Addr)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{addr: addr, log: cfg.Logger, mux: http.NewServeMux()}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	s.mux.Handle("GET /healthz", http.HandlerFunc(healthz))
+	s.mux.Handle("GET /readyz", &s.ready)
+	return s, nil
+}
+
+// Handle serves pattern (http.ServeMux syntax, e.g. "GET /metrics") with h.
+// Call it before Start.
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
+// ReadyCheck adds a readiness check: /readyz answers 503 while check
+// returns an error, naming the check and the error. Checks may be added
+// at any time; with none, the server is ready.
+func (s *Server) ReadyCheck(name string, check func() error) { s.ready.add(name, check) }
+
+// Start listens on the address and serves in one goroutine that Close
+// waits for. A port already in use fails here.
+func (s *Server) Start(ctx context.Context) error {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", s.addr)
+	if err != nil {
+		return fmt.Errorf("admin endpoint: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           s.mux,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	s.mu.Lock()
+	if s.srv != nil {
+		s.mu.Unlock()
+		_ = ln.Close()
+		return errors.New("admin endpoint: already started")
+	}
+	s.srv, s.ln, s.done = srv, ln, make(chan struct{})
+	s.mu.Unlock()
+	go func() {
+		defer close(s.done)
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("admin endpoint stopped", "addr", ln.Addr().String(), "err", err)
+		}
+	}()
+	s.log.Info("admin endpoint listening", "addr", ln.Addr().String())
+	return nil
+}
+
+// Addr returns the address listened on once started (with the port picked
+// for port 0), else the address to listen on.
+func (s *Server) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln != nil {
+		return s.ln.Addr().String()
+	}
+	return s.addr
+}
+
+// Close stops listening, lets requests in progress finish until ctx ends
+// (then cuts them off), and waits for the serving goroutine. Closing a
+// server that was not started, or again, does nothing.
+func (s *Server) Close(ctx context.Context) error {
+	s.mu.Lock()
+	srv, done := s.srv, s.done
+	s.mu.Unlock()
+	if srv == nil {
+		return nil
+	}
+	err := srv.Shutdown(ctx)
+	if err != nil {
+		err = errors.Join(err, srv.Close())
+	}
+	<-done
+	if err != nil {
+		return fmt.Errorf("admin endpoint: close: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,147 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/admin"
+	"github.com/ssrun/ssrun/host"
+	"github.com/ssrun/ssrun/internal/testutil"
+	"github.com/ssrun/ssrun/protocol"
+	"github.com/ssrun/ssrun/runtime/lua"
+)
+
+// copyRule is the end-to-end Lua rule of BenchmarkRuleThroughput (GET
+// P/in, SET P/out to its value) on the keys of prefix P.
+func copyRule(prefix string) []byte {
+	return fmt.Appendf(nil, `local ss = require("ssrun")
+local IN, OUT = %[1]q .. "/in", %[1]q .. "/out"
+ss.watch(IN)
+local function check(ok, msg, code)
+  if ok == nil then error(tostring(code) .. ": " .. tostring(msg), 2) end
+  return ok
+end
+function on_event(ev) check(ss.set(OUT, check(ss.get(IN)))) end
+`, prefix)
+}
+
+// metricsPair is two hosts on one broker running the same Lua rule: off,
+// the env's own host without metrics, and on, a second host whose client
+// and host feed an admin.Metrics (observers and scrape-time collectors),
+// as `ssrun run --admin` builds it.
+type metricsPair struct {
+	e       *env
+	metrics *admin.Metrics
+	flows   []flow // off, on
+}
+
+func newMetricsPair(tb testing.TB) *metricsPair {
+	tb.Helper()
+	e := newEnv(tb, host.RuleConfig{Mailbox: 1 << 16})
+	m := admin.NewMetrics()
+	c := dial(tb, e.addr, "metrics", e.log, func(cfg *protocol.Config) { cfg.Observer = m })
+	rt := lua.New(lua.Config{})
+	tb.Cleanup(func() { _ = rt.Close(context.Background()) }) // after the host's Close
+	h, err := host.New(host.Config{Client: c, Runtimes: []abi.Runtime{rt}, Logger: e.log,
+		Defaults: host.RuleConfig{Mailbox: 1 << 16}, Observer: m})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	testutil.CloseAtEnd(tb, "host with metrics", h.Close)
+	m.WatchHost(h)
+	m.WatchClient(c)
+
+	offPath := e.load("off.lua", copyRule("off"), false)
+	onPath := e.write("on.lua", copyRule("on"), false)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := h.Load(ctx, onPath); err != nil {
+		tb.Fatal(err)
+	}
+	handled := func(h *host.Host, path string) func() uint64 {
+		return func() uint64 {
+			for _, s := range h.Status() {
+				if s.Path == path {
+					return s.Handled
+				}
+			}
+			return 0
+		}
+	}
+	return &metricsPair{e: e, metrics: m, flows: []flow{
+		{"metrics-off", "off/in", "off/out", handled(e.host, offPath)},
+		{"metrics-on", "on/in", "on/out", handled(h, onPath)},
+	}}
+}
+
+// scrape gathers the metrics as a Prometheus scrape does and returns them.
+func (p *metricsPair) scrape(tb testing.TB) string {
+	tb.Helper()
+	w := httptest.NewRecorder()
+	p.metrics.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if w.Code != http.StatusOK {
+		tb.Fatalf("scrape: %d %s", w.Code, w.Body)
+	}
+	return w.Body.String()
+}
+
+// check fails unless both rules copied their last value, nothing dropped
+// or failed, and the scrape counted the on rule's n events.
+func (p *metricsPair) check(tb testing.TB, n uint64) {
+	tb.Helper()
+	for _, f := range p.flows {
+		p.e.checkCopied(f)
+	}
+	p.e.checkClean()
+	want := fmt.Sprintf("ssrun_rule_events_handled_total{kind=\"lua\",rule=\"on.lua\"} %d\n", n)
+	if body := p.scrape(tb); !strings.Contains(body, want) || !strings.Contains(body, "ssrun_rule_handler_seconds_count{rule=\"on.lua\"}") {
+		tb.Errorf("scrape lacks %q or the handler histogram", want)
+	}
+}
+
+// The fixture of BenchmarkRuleThroughputMetrics works: both hosts copy,
+// and the metrics count the events of the one with metrics.
+func TestMetricsPair(t *testing.T) {
+	p := newMetricsPair(t)
+	for _, f := range p.flows {
+		p.e.drive(f, 20, 8)
+	}
+	p.check(t, 20)
+}
+
+// BenchmarkRuleThroughputMetrics is BenchmarkRuleThroughput's Lua flow on
+// two hosts of one broker, with metrics off (the baseline) and on (an
+// admin.Metrics fed by the host's and the client's observers, its
+// collectors registered, and scraped after every round, outside the
+// timing, as Prometheus would every 15 s or so). They run in turn in chunks
+// of 500 events, the order rotating each round; one op is one event of
+// each. Reports metrics-off-ev/s, metrics-on-ev/s and metrics-on-x-base
+// (target >= 0.97).
+func BenchmarkRuleThroughputMetrics(b *testing.B) {
+	const chunk, inflight = 500, 64
+	p := newMetricsPair(b)
+	for _, f := range p.flows { // warm up
+		p.e.drive(f, 50, inflight)
+	}
+	elapsed := make([]time.Duration, len(p.flows))
+	b.ResetTimer()
+	for round, done := 0, 0; done < b.N; round, done = round+1, done+chunk {
+		n := min(chunk, b.N-done)
+		for k := range p.flows {
+			i := (round + k) % len(p.flows)
+			elapsed[i] += p.e.drive(p.flows[i], n, inflight)
+		}
+		b.StopTimer()
+		p.scrape(b)
+		b.StartTimer()
+	}
+	b.StopTimer()
+	testutil.ReportRates(b, elapsed, func(i int) string { return p.flows[i].name }, "-ev/s", "-x-base")
+	p.check(b, uint64(b.N)+50)
+}

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ssrun/ssrun/admin"
+	"github.com/ssrun/ssrun/broker"
+	"github.com/ssrun/ssrun/host"
+	"github.com/ssrun/ssrun/protocol"
+)
+
+// adminFlags are --admin, on dev, run and broker, and for processes with
+// rules --ready-allow-failed-rules.
+type adminFlags struct {
+	addr        string
+	allowFailed bool
+}
+
+func (f *adminFlags) register(cmd *cobra.Command, rules bool) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.addr, "admin", "", "serve /healthz, /readyz, /metrics (and with rules /status, /why) on HOST:PORT (:PORT or PORT: on 127.0.0.1; default off)")
+	if rules {
+		fs.BoolVar(&f.allowFailed, "ready-allow-failed-rules", false, "with --admin, report ready even if some rule files failed to load")
+	}
+}
+
+// adminParts are what a process serves, each a readiness check from the
+// start: an embedded broker, rules on a store client.
+type adminParts struct{ broker, rules bool }
+
+// adminRun is the admin endpoint of one command, or nil when --admin is
+// not given: every method of a nil *adminRun does nothing.
+type adminRun struct {
+	srv      *admin.Server
+	metrics  *admin.Metrics
+	rules    *admin.RulesReady
+	client   atomic.Pointer[protocol.Client]
+	host     atomic.Pointer[host.Host]
+	brokerUp atomic.Bool
+}
+
+// startAdmin starts the endpoint when --admin is set. Its readiness checks
+// are in place before it listens, so it is not ready until the parts say
+// so: brokerStarted, withClient and rulesLoaded.
+func (a *app) startAdmin(ctx context.Context, f *adminFlags, parts adminParts) (*adminRun, error) {
+	if f.addr == "" {
+		return nil, nil
+	}
+	srv, err := admin.New(admin.Config{Addr: f.addr, Logger: a.log})
+	if err != nil {
+		return nil, usageError("--admin: %v", err)
+	}
+	r := &adminRun{srv: srv, metrics: admin.NewMetrics(), rules: &admin.RulesReady{AllowFailed: f.allowFailed}}
+	srv.Handle("GET /metrics", r.metrics.Handler())
+	if parts.broker {
+		srv.ReadyCheck("broker", func() error {
+			if !r.brokerUp.Load() {
+				return errors.New("the broker is not listening yet")
+			}
+			return nil
+		})
+	}
+	if parts.rules {
+		srv.ReadyCheck("store", func() error {
+			c := r.client.Load()
+			if c == nil {
+				return errors.New("no state store client yet")
+			}
+			return admin.StoreReady(c)()
+		})
+		srv.ReadyCheck("rules", r.rules.Check)
+		srv.Handle("GET /status", r.withHost(func(h *host.Host) http.Handler { return admin.StatusHandler(h) }))
+		srv.Handle("GET /why", r.withHost(func(h *host.Host) http.Handler { return admin.WhyHandler(h) }))
+	}
+	if err := srv.Start(ctx); err != nil {
+		return nil, err
+	}
+	what := "/metrics, /healthz, /readyz"
+	if parts.rules {
+		what += ", /status, /why"
+	}
+	fmt.Fprintf(a.stdout, "ssrun: admin endpoint on http://%s (%s)\n", srv.Addr(), what)
+	return r, nil
+}
+
+// close stops the endpoint (requests in progress get a moment to finish).
+func (r *adminRun) close() {
+	if r == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultShutdownTimeout)
+	defer cancel()
+	_ = r.srv.Close(ctx)
+}
+
+// requestObserver is for protocol.Config.Observer (nil without --admin).
+func (r *adminRun) requestObserver() protocol.Observer {
+	if r == nil {
+		return nil
+	}
+	return r.metrics
+}
+
+// handleObserver is for host.Config.Observer (nil without --admin).
+func (r *adminRun) handleObserver() host.Observer {
+	if r == nil {
+		return nil
+	}
+	return r.metrics
+}
+
+// brokerStarted shows b's metrics and marks it listening.
+func (r *adminRun) brokerStarted(b *broker.Broker) {
+	if r == nil {
+		return
+	}
+	r.metrics.WatchBroker(b)
+	r.brokerUp.Store(true)
+}
+
+// withClient shows the store client's metrics and makes readiness follow
+// its connection.
+func (r *adminRun) withClient(c *protocol.Client) {
+	if r == nil {
+		return
+	}
+	r.metrics.WatchClient(c)
+	r.client.Store(c)
+}
+
+// rulesLoaded shows the host's metrics once its first load is done, and
+// makes readiness follow its rules.
+func (r *adminRun) rulesLoaded(h *host.Host) {
+	if r == nil {
+		return
+	}
+	r.metrics.WatchHost(h)
+	r.rules.Loaded(h)
+	r.host.Store(h)
+}
+
+// withHost serves what handler makes of the host once its rules are
+// loaded, and 503 until then.
+func (r *adminRun) withHost(handler func(*host.Host) http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		h := r.host.Load()
+		if h == nil {
+			http.Error(w, "the rules are not loaded yet", http.StatusServiceUnavailable)
+			return
+		}
+		handler(h).ServeHTTP(w, req)
+	})
+}
