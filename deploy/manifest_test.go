@@ -222,7 +222,6 @@ func (m manifest) flags(t *testing.T) (sub, dir string, flags map[string]string)
 // and fails once one is there, so that it is removed from this list and
 // checked like any other flag.
 var pendingFlags = map[string]string{
-	"admin": "the admin endpoint (issue 11, metrics branch)",
 }
 
 // The container runs `ssrun run` on the rules ConfigMap's folder, every flag

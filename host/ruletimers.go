@@ -53,7 +53,7 @@ type ruleTimers struct {
 	mu      sync.Mutex
 	loaded  bool
 	idx     map[int]map[string]*timer // shard -> the names in the store's index; nil: indexed, not armed
-	dir     timerDir                       // the directory as stored
+	dir     timerDir                  // the directory as stored
 	armed   int
 	live    any      // the version that runs (an *instance); nil before the first
 	held    []*timer // waiting for a version to be live

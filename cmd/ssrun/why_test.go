@@ -7,68 +7,50 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/admin"
-	"github.com/ssrun/ssrun/broker/brokertest"
 	"github.com/ssrun/ssrun/host"
 	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol"
-	"github.com/ssrun/ssrun/runtime/lua"
 )
 
-// chainAdmin runs the examples/chain rules in a host on an embedded broker,
-// serves its /status and /why on a test HTTP server, and returns the
-// server's address and a client acting as the user (client id
-// "door-sensor").
+// chainAdmin runs `ssrun dev --admin` (the binary, as a user would) on a
+// copy of the examples/chain rules, plays the chain's first step as the
+// door sensor (client id "door-sensor"), waits until its last write is in
+// the journal, and returns the admin endpoint's address and the user's
+// client.
 func chainAdmin(t *testing.T) (addr string, user *protocol.Client) {
 	t.Helper()
-	b := brokertest.Start(t)
-	connect := func(id string) *protocol.Client {
-		c, err := protocol.New(context.Background(), protocol.Config{Servers: []string{b.Addr()}, ClientID: id, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := c.AwaitConnection(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return c
+	dir := t.TempDir()
+	for _, f := range []string{"door.lua", "alarm.lua"} {
+		copyFile(t, filepath.Join("../../examples/chain", f), filepath.Join(dir, f), 0o644)
 	}
-	lr := lua.New(lua.Config{})
-	t.Cleanup(func() { _ = lr.Close(context.Background()) })
-	h, err := host.New(host.Config{Client: connect("ssrun-test-host"), Runtimes: []abi.Runtime{lr}, Logger: slog.New(slog.DiscardHandler)})
+	p, brokerAddr := startDev(t, dir, "--admin", "127.0.0.1:0")
+	addr = waitOutput(t, p.stdout, adminListening)[1]
+	user, err := protocol.New(context.Background(), protocol.Config{Servers: []string{brokerAddr}, ClientID: "door-sensor", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	testutil.CloseAtEnd(t, "host", h.Close)
+	t.Cleanup(func() { user.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := h.LoadDir(ctx, "../../examples/chain"); err != nil {
+	if err := user.AwaitConnection(ctx); err != nil {
 		t.Fatal(err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /status", admin.StatusHandler(h))
-	mux.Handle("GET /why", admin.WhyHandler(h))
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	user = connect("door-sensor")
 	for _, kv := range [][2]string{{"alarm/armed", "yes"}, {"door/front", "open"}} {
 		if _, err := user.Set(ctx, []byte(kv[0]), []byte(kv[1]), protocol.SetOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	testutil.WaitFor(t, "the chain handled", func() bool { // the siren's write is journaled before its handler returns
-		st := h.Status()
-		return len(st) == 2 && st[0].Handled == 1 && st[1].Handled == 1
+	testutil.WaitFor(t, "the siren's write in the journal", func() bool {
+		return runCLI(t, "", "why", "siren/garden", "--admin", addr).code == 0
 	})
-	return strings.TrimPrefix(srv.URL, "http://"), user
+	return addr, user
 }
 
 // `ssrun why` on the automation-chain example names the rules on the
@@ -112,13 +94,13 @@ func TestStatusTable(t *testing.T) {
 	}
 	matchLines(t, r.stdout, []*regexp.Regexp{
 		regexp.MustCompile(`^RULE +KIND +VERSION +STATE +HANDLED +FAILED +DROPPED +QUEUED +WATCHES +LOCKS +TIMERS$`),
-		regexp.MustCompile(`^alarm\.lua +lua +[0-9a-f]{12} +running +1 +0 +0 +- +1 +0 +0$`),
-		regexp.MustCompile(`^door\.lua +lua +[0-9a-f]{12} +running +1 +0 +0 +- +1 +0 +0$`),
+		regexp.MustCompile(`^alarm\.lua +lua +[0-9a-f]{12} +running +1 +0 +0 +0 +1 +0 +0$`),
+		regexp.MustCompile(`^door\.lua +lua +[0-9a-f]{12} +running +1 +0 +0 +0 +1 +0 +0$`),
 		regexp.MustCompile(`^$`),
-		regexp.MustCompile(`^alarm\.lua \(.*examples/chain/alarm\.lua\)$`),
+		regexp.MustCompile(`^alarm\.lua \(.*/alarm\.lua\)$`),
 		regexp.MustCompile(`^  watches: alarm/state$`),
 		regexp.MustCompile(`^$`),
-		regexp.MustCompile(`^door\.lua \(.*examples/chain/door\.lua\)$`),
+		regexp.MustCompile(`^door\.lua \(.*/door\.lua\)$`),
 		regexp.MustCompile(`^  watches: door/front$`),
 		regexp.MustCompile(`^$`),
 		regexp.MustCompile(`^host: \d+ notifications, 2 watched keys, 0 loops damped, 0 resyncs, 0 stuck calls, 0 timers$`),
