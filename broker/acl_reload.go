@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/ssrun/ssrun/internal/fsfollow"
 )
 
 // This file reloads the ACL file when it changes, without touching
@@ -53,27 +55,9 @@ func (a *authz) watchACL(file string, loaded []byte) (*aclWatch, error) {
 // ends, then closes the watcher.
 func (aw *aclWatch) run(ctx context.Context) {
 	defer aw.w.Close()
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case _, ok := <-aw.w.Events:
-			if !ok {
-				return
-			}
-			timer.Reset(aclSettle)
-		case err, ok := <-aw.w.Errors:
-			if !ok {
-				return
-			}
-			aw.a.log.Warn("watching the ACL file", "file", aw.file, "err", err)
-		case <-timer.C:
-			aw.reload()
-		}
-	}
+	fsfollow.Settle(ctx, aw.w, aclSettle, nil,
+		func(err error) { aw.a.log.Warn("watching the ACL file", "file", aw.file, "err", err) },
+		aw.reload)
 }
 
 // reload reads the file and, if it changed and is valid, puts it in force.

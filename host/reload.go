@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/ssrun/ssrun/internal/fsfollow"
 )
 
 // settle is how long a file must be quiet before it is (re)loaded: editors
@@ -61,17 +63,8 @@ func (h *Host) WatchDir(ctx context.Context, dir string, ready chan<- struct{}, 
 		close(ready)
 	}
 	pending := map[string]bool{}
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, ok := <-w.Events:
-			if !ok {
-				return nil
-			}
+	fsfollow.Settle(ctx, w, settle,
+		func(ev fsnotify.Event) {
 			p := filepath.Clean(ev.Name)
 			for _, rule := range links[p] { // the target of a linked rule
 				pending[rule] = true
@@ -81,13 +74,9 @@ func (h *Host) WatchDir(ctx context.Context, dir string, ready chan<- struct{}, 
 			}
 			// Any change in the folder may be a "..data" swap, and any in a
 			// target's folder a change of the target: re-read linked rules.
-			timer.Reset(settle)
-		case err, ok := <-w.Errors:
-			if !ok {
-				return nil
-			}
-			h.log.Warn("watching rules folder", "dir", dir, "err", err)
-		case <-timer.C:
+		},
+		func(err error) { h.log.Warn("watching rules folder", "dir", dir, "err", err) },
+		func() {
 			for _, rules := range links {
 				for _, p := range rules {
 					pending[p] = true
@@ -98,8 +87,8 @@ func (h *Host) WatchDir(ctx context.Context, dir string, ready chan<- struct{}, 
 			}
 			clear(pending)
 			links = h.followLinks(w, dir, named)
-		}
-	}
+		})
+	return nil
 }
 
 // reconcile makes the rule at p match the file: load, reload or remove.

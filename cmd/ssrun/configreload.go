@@ -11,6 +11,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/ssrun/ssrun/host"
+	"github.com/ssrun/ssrun/internal/fsfollow"
 )
 
 // configSettle is how long the config's folder must be quiet before the
@@ -69,28 +70,12 @@ func (a *app) followConfig(ctx context.Context, h *host.Host, dir string, cfg *f
 
 // run re-reads the file once its folders have been quiet for configSettle.
 func (f *configFollower) run(ctx context.Context) {
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case _, ok := <-f.watch.Events:
-			if !ok {
-				return
-			}
-			timer.Reset(configSettle)
-		case err, ok := <-f.watch.Errors:
-			if !ok {
-				return
-			}
-			f.a.log.Warn("watching ssrun.yaml", "config", f.path, "err", err)
-		case <-timer.C:
+	fsfollow.Settle(ctx, f.watch, configSettle, nil,
+		func(err error) { f.a.log.Warn("watching ssrun.yaml", "config", f.path, "err", err) },
+		func() {
 			f.reread(ctx)
 			f.followTarget()
-		}
-	}
+		})
 }
 
 // followTarget watches the folder of the file the config links to, if it

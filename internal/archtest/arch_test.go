@@ -21,12 +21,12 @@ var rules = []struct {
 }{
 	{pkg: "abi", allow: []string{"abi"}, deny: []string{"github.com/", "golang.org/", "google.golang.org/"}},
 	{pkg: "protocol", allow: []string{"protocol"}},
-	{pkg: "broker", allow: []string{"broker", "protocol/resp", "protocol/hlc", "protocol/wire"}},
+	{pkg: "broker", allow: []string{"broker", "protocol/resp", "protocol/hlc", "protocol/wire", "internal/fsfollow"}},
 	{pkg: "runtime/lua", allow: []string{"runtime/lua", "abi"}},
 	{pkg: "runtime/wasm", allow: []string{"runtime/wasm", "abi"}},
 	{pkg: "runtime/plugin", allow: []string{"runtime/plugin", "abi"}},
-	{pkg: "host", allow: []string{"host", "abi", "protocol", "runtime"}},
-	{pkg: "admin", allow: []string{"admin", "host", "abi", "protocol", "broker", "runtime"}},
+	{pkg: "host", allow: []string{"host", "abi", "protocol", "runtime", "internal/fsfollow"}},
+	{pkg: "admin", allow: []string{"admin", "host", "abi", "protocol", "broker", "runtime", "internal/fsfollow"}},
 }
 
 // testSupport are the project packages a package of test helpers (one whose
