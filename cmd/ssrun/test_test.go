@@ -42,8 +42,8 @@ func TestTestExamplesPass(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("ssrun test examples/...: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	for _, ex := range []string{"thermostat", "chain", "door-alarm", "compressor"} {
-		if !strings.Contains(r.stdout, "ok  \t../../examples/"+ex+"/") {
+	for _, ex := range []string{"thermostat/", "thermostat-as/rules/", "chain/", "door-alarm/", "compressor/"} {
+		if !strings.Contains(r.stdout, "ok  \t../../examples/"+ex) {
 			t.Errorf("no passing test file for examples/%s:\n%s", ex, r.stdout)
 		}
 	}
