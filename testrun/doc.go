@@ -1,0 +1,27 @@
+// Package testrun runs table-driven tests of rules (`ssrun test`): a YAML
+// file next to the rules (NAME.test.yaml or NAME_test.yaml) gives cases,
+// each an initial store, a sequence of steps (a key set or deleted from
+// outside, virtual time advancing, the store going down and up, a lock
+// lost) and after each step what is expected: store contents, the writes
+// the rules made, log lines, pending timers and rule statuses.
+//
+// The engine is an in-memory host (world.go): the rules run in their real
+// runtimes (Lua, WebAssembly, plugin) through the same abi.Host contract
+// as under ssrun dev, but the store, the watches, the locks and the timers
+// are simulated in one goroutine. Events are delivered one at a time and a
+// step ends when no event, due timer or due expiry is left, so a test
+// never waits on the wall clock and two runs of a case make the same calls
+// in the same order. The clock is virtual: it starts at the file's start
+// (2026-01-01T00:00:00Z by default) and moves only with advance steps;
+// timers, key expiry (set with a TTL) and every rule's now() read it. The
+// host's behaviours a rule relies on are kept: a rule is not woken by its
+// own writes unless it watches with self, a chain of rules triggering each
+// other is damped after host.DefaultMaxHops, permissions and max_value
+// come from the rules' host.RuleConfig (ssrun.yaml), writes under a lost
+// lock fail with LOCK_LOST, and a store that is down fails every call with
+// UNAVAILABLE and resyncs the watched keys that changed when it returns.
+//
+// Files: spec.go (the format and its checks), world.go (the in-memory host
+// and the event loop), expect.go (comparing a step's outcome), report.go
+// (go test-like output), run.go (finding and running files).
+package testrun

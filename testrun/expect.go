@@ -1,0 +1,123 @@
+package testrun
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// check compares the world after a step with e and returns the
+// differences, one block per expectation that failed.
+func (w *world) check(e *Expect) []string {
+	if e == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	if e.Writes != nil && !slices.Equal(*e.Writes, w.writes) {
+		out = append(out, "writes (- want, + got):\n"+diffLines(*e.Writes, w.writes))
+	}
+	for _, k := range sortedKeys(e.Store) {
+		want := e.Store[k]
+		got, ok := w.store[k]
+		switch {
+		case want == nil && ok:
+			out = append(out, fmt.Sprintf("store %s: want absent, got %q", k, got.value))
+		case want != nil && !ok:
+			out = append(out, fmt.Sprintf("store %s: want %q, got absent", k, *want))
+		case want != nil && string(got.value) != *want:
+			out = append(out, fmt.Sprintf("store %s: want %q, got %q", k, *want, got.value))
+		}
+	}
+	for _, s := range e.Logs {
+		if !slices.ContainsFunc(w.logs, func(l string) bool { return strings.Contains(l, s) }) {
+			out = append(out, fmt.Sprintf("logs: no line contains %q", s))
+		}
+	}
+	for _, s := range e.NoLogs {
+		if i := slices.IndexFunc(w.logs, func(l string) bool { return strings.Contains(l, s) }); i >= 0 {
+			out = append(out, fmt.Sprintf("no_logs: %q logged: %s", s, w.logs[i]))
+		}
+	}
+	for _, name := range sortedKeys(e.Timers) {
+		r, err := w.rule(name)
+		if err != nil {
+			out = append(out, "timers: "+err.Error())
+			continue
+		}
+		want := slices.Sorted(slices.Values(e.Timers[name]))
+		if got := r.timerNames(); !slices.Equal(want, got) {
+			out = append(out, fmt.Sprintf("timers of %s: want %q, got %q", name, want, got))
+		}
+	}
+	for _, name := range sortedKeys(e.Status) {
+		r, err := w.rule(name)
+		if err != nil {
+			out = append(out, "status: "+err.Error())
+			continue
+		}
+		want, got := e.Status[name], Counts{Handled: r.handled, Failed: r.failed}
+		if want != got {
+			out = append(out, fmt.Sprintf("status of %s: want handled %d failed %d, got handled %d failed %d", name, want.Handled, want.Failed, got.Handled, got.Failed))
+		}
+	}
+	if len(out) > 0 {
+		out = append(out, "logged during the step:"+indentList(w.logs))
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func indentList(lines []string) string {
+	if len(lines) == 0 {
+		return " nothing"
+	}
+	return "\n        " + strings.Join(lines, "\n        ")
+}
+
+// diffLines is a line diff of want and got (longest common subsequence):
+// "  " both, "- " only wanted, "+ " only got.
+func diffLines(want, got []string) string {
+	n, m := len(want), len(got)
+	lcs := make([][]int, n+1)
+	for i := range lcs {
+		lcs[i] = make([]int, m+1)
+	}
+	for i := n - 1; i >= 0; i-- {
+		for j := m - 1; j >= 0; j-- {
+			if want[i] == got[j] {
+				lcs[i][j] = lcs[i+1][j+1] + 1
+			} else {
+				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+			}
+		}
+	}
+	var b strings.Builder
+	i, j := 0, 0
+	for i < n || j < m {
+		switch {
+		case i < n && j < m && want[i] == got[j]:
+			fmt.Fprintf(&b, "      %s\n", want[i])
+			i, j = i+1, j+1
+		case i < n && (j == m || lcs[i+1][j] >= lcs[i][j+1]):
+			fmt.Fprintf(&b, "    - %s\n", want[i])
+			i++
+		default:
+			fmt.Fprintf(&b, "    + %s\n", got[j])
+			j++
+		}
+	}
+	if n == 0 && m == 0 {
+		b.WriteString("    (none)\n")
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}

@@ -1,0 +1,279 @@
+package testrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host"
+)
+
+// Options configure Run.
+type Options struct {
+	// Runtimes run the rules, by kind (as for host.Config).
+	Runtimes []abi.Runtime
+	// Config returns the settings of the rule file at path (from the
+	// folder's ssrun.yaml); the defaults when nil.
+	Config func(path string) (host.RuleConfig, error)
+	// Run, when set, runs only the cases whose name ("file/case", spaces
+	// as "_") it matches.
+	Run *regexp.Regexp
+	// Report receives the results.
+	Report *Reporter
+}
+
+// ErrBadInput marks failures that are no test failure: a test file that
+// does not parse, a rule that does not compile, a missing file.
+var ErrBadInput = errors.New("bad input")
+
+// IsTestFile reports whether name is a test file's name.
+func IsTestFile(name string) bool {
+	for _, ext := range []string{".yaml", ".yml"} {
+		if base, ok := strings.CutSuffix(name, ext); ok {
+			return strings.HasSuffix(base, ".test") || strings.HasSuffix(base, "_test")
+		}
+	}
+	return false
+}
+
+// Find returns the test files named by args: a file, a folder (its test
+// files), or a folder followed by "/..." (its test files and those of every
+// folder below it). No args means ".".
+func Find(args []string) ([]string, error) {
+	if len(args) == 0 {
+		args = []string{"."}
+	}
+	var out []string
+	for _, a := range args {
+		root, deep := strings.CutSuffix(a, "/...")
+		if a == "..." {
+			root, deep = ".", true
+		}
+		info, err := os.Stat(root)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBadInput, err)
+		}
+		if !info.IsDir() {
+			out = append(out, root)
+			continue
+		}
+		n := len(out)
+		err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() && p != root && (!deep || strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules" || d.Name() == "testdata") {
+				return filepath.SkipDir
+			}
+			if !d.IsDir() && IsTestFile(d.Name()) {
+				out = append(out, p)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBadInput, err)
+		}
+		if len(out) == n && !deep {
+			return nil, fmt.Errorf("%w: %s: no test files (NAME.test.yaml or NAME_test.yaml)", ErrBadInput, root)
+		}
+	}
+	return out, nil
+}
+
+// Run runs the test files at paths and reports each case. It returns the
+// number of failed cases, and an error wrapping ErrBadInput for a file it
+// could not run.
+func Run(ctx context.Context, paths []string, opts Options) (failed int, err error) {
+	files := make([]*File, 0, len(paths))
+	for _, p := range paths {
+		f, err := Load(p)
+		if err != nil {
+			return 0, fmt.Errorf("%w: %v", ErrBadInput, err)
+		}
+		files = append(files, f)
+	}
+	for _, f := range files {
+		n, err := runFile(ctx, f, opts)
+		failed += n
+		if err != nil {
+			return failed, err
+		}
+	}
+	return failed, nil
+}
+
+// rule is a compiled rule file with its settings.
+type rule struct {
+	name string
+	prog abi.Program
+	cfg  host.RuleConfig
+}
+
+func runFile(ctx context.Context, f *File, opts Options) (failed int, err error) {
+	start := time.Now()
+	rules, err := compile(ctx, f, opts)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s: %v", ErrBadInput, f.Path, err)
+	}
+	ran := 0
+	for i := range f.Cases {
+		c := &f.Cases[i]
+		name := filepath.Base(f.Path) + "/" + strings.ReplaceAll(c.Name, " ", "_")
+		if opts.Run != nil && !opts.Run.MatchString(name) {
+			continue
+		}
+		ran++
+		opts.Report.start(f.Path, name)
+		t0 := time.Now()
+		problems := runCase(ctx, f, c, rules)
+		if len(problems) > 0 {
+			failed++
+		}
+		opts.Report.end(f.Path, name, time.Since(t0), problems)
+	}
+	opts.Report.file(f.Path, ran, failed, time.Since(start))
+	return failed, nil
+}
+
+// compile compiles the file's rules: those it names, or every rule in its
+// folder that one of the runtimes runs.
+func compile(ctx context.Context, f *File, opts Options) ([]rule, error) {
+	dir := filepath.Dir(f.Path)
+	kinds := map[string]abi.Runtime{}
+	for _, rt := range opts.Runtimes {
+		kinds[rt.Kind()] = rt
+	}
+	names := f.Rules
+	if len(names) == 0 {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range entries {
+			info, err := e.Info()
+			if err != nil {
+				return nil, err
+			}
+			if kind, ok := host.RuleKind(e.Name(), info); ok && kinds[kind] != nil {
+				names = append(names, e.Name())
+			}
+		}
+		if len(names) == 0 {
+			return nil, fmt.Errorf("no rules in %s", dir)
+		}
+	}
+	var out []rule
+	for _, n := range slices.Sorted(slices.Values(names)) {
+		p := filepath.Join(dir, n)
+		info, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("rules: %w", err)
+		}
+		kind, ok := host.RuleKind(p, info)
+		if !ok || kinds[kind] == nil {
+			return nil, fmt.Errorf("rules: %s is not a rule file ssrun runs", n)
+		}
+		src, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		prog, err := kinds[kind].Compile(ctx, p, src)
+		if err != nil {
+			return nil, err
+		}
+		var cfg host.RuleConfig
+		if opts.Config != nil {
+			if cfg, err = opts.Config(p); err != nil {
+				return nil, err
+			}
+		}
+		if cfg.MaxValueBytes == 0 {
+			cfg.MaxValueBytes = host.DefaultMaxValueBytes
+		}
+		if cfg.MaxTimers == 0 {
+			cfg.MaxTimers = host.DefaultMaxTimers
+		}
+		out = append(out, rule{name: n, prog: prog, cfg: cfg})
+	}
+	return out, nil
+}
+
+// runCase runs one case in a fresh world and returns what went wrong.
+func runCase(ctx context.Context, f *File, c *Case, rules []rule) (problems []string) {
+	w := newWorld(f.start)
+	for _, k := range sortedKeys(c.Store) {
+		w.store[k] = &entry{value: []byte(c.Store[k]), version: w.version()}
+	}
+	defer func() {
+		for _, r := range w.rules {
+			if err := r.script.Close(ctx); err != nil {
+				problems = append(problems, fmt.Sprintf("closing %s: %v", r.name, err))
+			}
+		}
+	}()
+	for _, r := range rules {
+		b := &binding{w: w, name: r.name, cfg: r.cfg, watches: map[string]abi.WatchOptions{}, timers: map[string]*timer{}, held: map[string]bool{}}
+		lim := abi.Limits{CallTimeout: r.cfg.Timeout, MemoryBytes: r.cfg.MemoryBytes}.WithDefaults()
+		s, err := r.prog.Start(ctx, b, lim)
+		if err != nil {
+			return []string{fmt.Sprintf("starting %s: %v", r.name, err)}
+		}
+		b.script = s
+		w.rules = append(w.rules, b)
+	}
+	w.drain(ctx)
+	for i := range c.Steps {
+		s := &c.Steps[i]
+		w.mu.Lock()
+		w.writes, w.logs = nil, nil
+		w.mu.Unlock()
+		if err := w.step(ctx, s); err != nil {
+			return append(problems, fmt.Sprintf("step %d (%s, line %d): %v", i+1, s, s.Line, err))
+		}
+		if diffs := w.check(s.Expect); len(diffs) > 0 {
+			problems = append(problems, fmt.Sprintf("step %d (%s, line %d):\n    %s", i+1, s, s.Line, strings.Join(diffs, "\n    ")))
+		}
+	}
+	return problems
+}
+
+// step performs the step's action and delivers what it causes.
+func (w *world) step(ctx context.Context, s *Step) error {
+	switch {
+	case len(s.Set) > 0:
+		w.mu.Lock()
+		for _, kv := range s.Set {
+			w.put(kv.Key, []byte(kv.Value), 0, nil, 0)
+		}
+		w.mu.Unlock()
+	case len(s.Delete) > 0:
+		w.mu.Lock()
+		for _, k := range s.Delete {
+			w.remove(k, nil, 0)
+		}
+		w.mu.Unlock()
+	case s.Advance != "":
+		w.advance(ctx, s.advance)
+		return nil
+	case s.Store == "down":
+		w.mu.Lock()
+		w.down = true
+		w.mu.Unlock()
+	case s.Store == "up":
+		w.up()
+	case s.LoseLock != "":
+		if err := w.loseLock(s.LoseLock); err != nil {
+			return err
+		}
+	}
+	w.drain(ctx)
+	return nil
+}

@@ -1,0 +1,287 @@
+package testrun
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// File is one test file.
+type File struct {
+	Path string `yaml:"-"`
+	// Rules are the rule files under test, relative to the test file's
+	// folder; every rule in the folder when empty.
+	Rules []string `yaml:"rules"`
+	// Start is the virtual clock's start (RFC 3339); DefaultStart when empty.
+	Start string `yaml:"start"`
+	Cases []Case `yaml:"cases"`
+
+	start time.Time
+}
+
+// DefaultStart is where the virtual clock starts unless a file says.
+var DefaultStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Case is one test: an initial store and steps.
+type Case struct {
+	Name string `yaml:"name"`
+	// Store is the store's content before the rules start.
+	Store map[string]string `yaml:"store"`
+	Steps []Step            `yaml:"steps"`
+	Line  int               `yaml:"-"`
+}
+
+// Step is one thing that happens, and what is expected after it. Exactly
+// one of the actions is set.
+type Step struct {
+	Set      KVs     `yaml:"set"`       // keys set from outside, in order
+	Delete   Keys    `yaml:"delete"`    // keys deleted from outside, in order
+	Advance  string  `yaml:"advance"`   // virtual time passes (a Go duration)
+	Store    string  `yaml:"store"`     // "down" or "up"
+	LoseLock string  `yaml:"lose_lock"` // the holder of this lock loses it
+	Expect   *Expect `yaml:"expect"`
+	Line     int     `yaml:"-"`
+
+	advance time.Duration
+}
+
+// Expect is what must hold after a step; only the fields given are checked.
+type Expect struct {
+	// Writes are the writes the rules made during the step, in order:
+	// "SET key value" or "DEL key" (del and vdel). An empty list expects none.
+	Writes *[]string `yaml:"writes"`
+	// Store: each key's value, or null for absent.
+	Store map[string]*string `yaml:"store"`
+	// Logs: each must be a substring of a line logged during the step
+	// (rule logs and handler failures).
+	Logs []string `yaml:"logs"`
+	// NoLogs: none may be a substring of a line logged during the step.
+	NoLogs []string `yaml:"no_logs"`
+	// Timers: by rule file name, the names of its pending timers.
+	Timers map[string][]string `yaml:"timers"`
+	// Status: by rule file name, its handled and failed counts so far.
+	Status map[string]Counts `yaml:"status"`
+}
+
+// Counts are a rule's event counts since the case began.
+type Counts struct {
+	Handled int `yaml:"handled"`
+	Failed  int `yaml:"failed"`
+}
+
+// KV is a key and value; KVs keep the order of a YAML mapping.
+type KV struct{ Key, Value string }
+
+// KVs is an ordered YAML mapping of keys to values.
+type KVs []KV
+
+// UnmarshalYAML keeps the mapping's order.
+func (kv *KVs) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: set: want a mapping of keys to values", n.Line)
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if v.Kind != yaml.ScalarNode {
+			return fmt.Errorf("line %d: set %s: want a value (a string)", v.Line, k.Value)
+		}
+		*kv = append(*kv, KV{k.Value, v.Value})
+	}
+	return nil
+}
+
+// Keys is one key or a list of keys.
+type Keys []string
+
+// UnmarshalYAML accepts a single key as well as a list.
+func (k *Keys) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		*k = Keys{n.Value}
+		return nil
+	}
+	return n.Decode((*[]string)(k))
+}
+
+// strictFields refuses a mapping key of n that is no yaml field of v's
+// struct type: a node's own Decode (used by the UnmarshalYAML methods)
+// does not inherit the decoder's KnownFields.
+func strictFields(n *yaml.Node, v any, what string) error {
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: %s: want a mapping", n.Line, what)
+	}
+	t := reflect.TypeOf(v).Elem()
+	var names []string
+	for i := range t.NumField() {
+		if tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ","); tag != "" && tag != "-" {
+			names = append(names, tag)
+		}
+	}
+	for i := 0; i < len(n.Content); i += 2 {
+		if k := n.Content[i]; !slices.Contains(names, k.Value) {
+			return fmt.Errorf("line %d: %s: unknown field %q (want one of %s)", k.Line, what, k.Value, strings.Join(names, ", "))
+		}
+	}
+	return nil
+}
+
+// UnmarshalYAML refuses unknown fields.
+func (e *Expect) UnmarshalYAML(n *yaml.Node) error {
+	type plain Expect
+	if err := strictFields(n, (*plain)(e), "expect"); err != nil {
+		return err
+	}
+	return n.Decode((*plain)(e))
+}
+
+// UnmarshalYAML refuses unknown fields.
+func (c *Counts) UnmarshalYAML(n *yaml.Node) error {
+	type plain Counts
+	if err := strictFields(n, (*plain)(c), "status"); err != nil {
+		return err
+	}
+	return n.Decode((*plain)(c))
+}
+
+// UnmarshalYAML records the step's line.
+func (s *Step) UnmarshalYAML(n *yaml.Node) error {
+	type plain Step
+	if err := strictFields(n, (*plain)(s), "step"); err != nil {
+		return err
+	}
+	if err := n.Decode((*plain)(s)); err != nil {
+		return err
+	}
+	s.Line = n.Line
+	return nil
+}
+
+// UnmarshalYAML records the case's line.
+func (c *Case) UnmarshalYAML(n *yaml.Node) error {
+	type plain Case
+	if err := strictFields(n, (*plain)(c), "case"); err != nil {
+		return err
+	}
+	if err := n.Decode((*plain)(c)); err != nil {
+		return err
+	}
+	c.Line = n.Line
+	return nil
+}
+
+// Load reads and checks the test file at path. Errors name the file and line.
+func Load(path string) (*File, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, src)
+}
+
+// Parse decodes and checks a test file's content; path names it in errors.
+func Parse(path string, src []byte) (*File, error) {
+	f := &File{Path: path}
+	dec := yaml.NewDecoder(bytes.NewReader(src))
+	dec.KnownFields(true)
+	if err := dec.Decode(f); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%s: empty test file", path)
+		}
+		return nil, fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if err := f.check(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, nil
+}
+
+func (f *File) check() error {
+	f.start = DefaultStart
+	if f.Start != "" {
+		t, err := time.Parse(time.RFC3339, f.Start)
+		if err != nil {
+			return fmt.Errorf("start %q: want RFC 3339 time such as 2026-01-01T00:00:00Z", f.Start)
+		}
+		f.start = t
+	}
+	if len(f.Cases) == 0 {
+		return errors.New("no cases")
+	}
+	names := map[string]int{}
+	for i := range f.Cases {
+		c := &f.Cases[i]
+		if c.Name == "" {
+			return fmt.Errorf("line %d: case without a name", c.Line)
+		}
+		if l, dup := names[c.Name]; dup {
+			return fmt.Errorf("line %d: case %q already at line %d", c.Line, c.Name, l)
+		}
+		names[c.Name] = c.Line
+		if len(c.Steps) == 0 {
+			return fmt.Errorf("line %d: case %q has no steps", c.Line, c.Name)
+		}
+		for j := range c.Steps {
+			if err := c.Steps[j].check(); err != nil {
+				return fmt.Errorf("line %d: case %q, step %d: %w", c.Steps[j].Line, c.Name, j+1, err)
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Step) check() error {
+	n := 0
+	for _, set := range []bool{len(s.Set) > 0, len(s.Delete) > 0, s.Advance != "", s.Store != "", s.LoseLock != ""} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		return errors.New("want exactly one of set, delete, advance, store, lose_lock")
+	}
+	if s.Advance != "" {
+		d, err := time.ParseDuration(s.Advance)
+		if err != nil || d < 0 {
+			return fmt.Errorf("advance %q: want a duration such as 500ms or 5m", s.Advance)
+		}
+		s.advance = d
+	}
+	if s.Store != "" && s.Store != "down" && s.Store != "up" {
+		return fmt.Errorf("store %q: want down or up", s.Store)
+	}
+	if s.Expect != nil && s.Expect.Writes != nil {
+		for _, w := range *s.Expect.Writes {
+			if !strings.HasPrefix(w, "SET ") && !strings.HasPrefix(w, "DEL ") {
+				return fmt.Errorf("writes: %q: want \"SET key value\" or \"DEL key\"", w)
+			}
+		}
+	}
+	return nil
+}
+
+// String describes the step's action for failure messages.
+func (s *Step) String() string {
+	switch {
+	case len(s.Set) > 0:
+		var b []string
+		for _, kv := range s.Set {
+			b = append(b, fmt.Sprintf("%s=%q", kv.Key, kv.Value))
+		}
+		return "set " + strings.Join(b, " ")
+	case len(s.Delete) > 0:
+		return "delete " + strings.Join(s.Delete, " ")
+	case s.Advance != "":
+		return "advance " + s.Advance
+	case s.Store != "":
+		return "store " + s.Store
+	default:
+		return "lose_lock " + s.LoseLock
+	}
+}
