@@ -55,6 +55,9 @@ func (b *binding) Get(ctx context.Context, key string) (abi.Value, error) {
 	if err := b.check("get", key, b.r.config().Read); err != nil {
 		return abi.Value{}, err
 	}
+	if b.r.svc.dry != nil {
+		return b.r.svc.dry.get(ctx, b.client, key)
+	}
 	res, err := b.client.Get(ctx, []byte(key), protocol.CallOptions{})
 	if err != nil {
 		return abi.Value{}, storeError(err)
@@ -79,6 +82,12 @@ func (b *binding) Set(ctx context.Context, key string, value []byte, opts abi.Se
 	}
 	if opts.TTL < 0 || (opts.TTL > 0 && opts.TTL < time.Millisecond) {
 		return "", abi.Errorf(abi.StatusInvalid, "set %q: ttl must be 0 (none) or at least 1 ms", key)
+	}
+	if b.r.svc.dry != nil {
+		w := b.staged("SET", key, value)
+		w.TTL, w.Cond, w.Fence = opts.TTL, condName(opts.Cond), opts.Fence
+		return b.r.svc.dry.set(ctx, b.client, w, b.r.locks.holder(), opts.Cond == abi.CondNX, opts.Cond == abi.CondNEX,
+			abi.Errorf(abi.StatusNotApplied, "set %q: condition not met", key))
 	}
 	so := protocol.SetOptions{Expiry: opts.TTL}
 	switch opts.Cond {
@@ -108,6 +117,11 @@ func (b *binding) Del(ctx context.Context, key string, opts abi.DelOptions) erro
 	if err := b.check("del", key, b.r.config().Write); err != nil {
 		return err
 	}
+	if b.r.svc.dry != nil {
+		w := b.staged("DEL", key, nil)
+		w.Fence = opts.Fence
+		return b.r.svc.dry.del(ctx, b.client, w, b.r.locks.holder())
+	}
 	return b.r.write("del", key, opts.Fence, 0, nil, func(token hlc.HLC) (string, bool, error) {
 		n, err := b.client.Del(ctx, []byte(key), protocol.DelOptions{FencingToken: token})
 		return "", err == nil && n == 1, deleteResult("del", key, n, err)
@@ -122,6 +136,11 @@ func (b *binding) VDel(ctx context.Context, key string, value []byte, opts abi.D
 	}
 	if err := b.checkValue("vdel", key, value, cfg); err != nil {
 		return err
+	}
+	if b.r.svc.dry != nil {
+		w := b.staged("VDEL", key, value)
+		w.Fence = opts.Fence
+		return b.r.svc.dry.del(ctx, b.client, w, b.r.locks.holder())
 	}
 	return b.r.write("vdel", key, opts.Fence, 0, nil, func(token hlc.HLC) (string, bool, error) {
 		n, err := b.client.VDel(ctx, []byte(key), value, protocol.DelOptions{FencingToken: token})
@@ -165,6 +184,11 @@ func (b *binding) Lock(ctx context.Context, name string, ttl time.Duration, opts
 	if err := b.checkLock("lock", name); err != nil {
 		return "", err
 	}
+	if b.r.svc.dry != nil {
+		w := b.staged("LOCK", name, []byte(b.r.locks.holder()))
+		w.TTL = ttl // reported, not applied: the host would renew the lease
+		return b.r.svc.dry.lock(ctx, b.client, w)
+	}
 	return b.r.locks.lock(ctx, name, ttl, opts.Wait)
 }
 
@@ -172,6 +196,9 @@ func (b *binding) Lock(ctx context.Context, name string, ttl time.Duration, opts
 func (b *binding) Unlock(ctx context.Context, name string) error {
 	if err := b.checkLock("unlock", name); err != nil {
 		return err
+	}
+	if b.r.svc.dry != nil {
+		return b.r.svc.dry.unlock(ctx, b.client, b.staged("UNLOCK", name, []byte(b.r.locks.holder())))
 	}
 	return b.r.locks.unlock(ctx, name)
 }
@@ -241,3 +268,9 @@ func (b *binding) checkTimer(verb, name string) error {
 
 // Now implements abi.Host: the host's clock (see hostClock), in Unix ms.
 func (b *binding) Now() int64 { return b.r.svc.timers.clock.nowMs() }
+
+// staged is the StagedWrite of op on key by the rule, in the event it is
+// handling, for a dry run (see dryrun.go).
+func (b *binding) staged(op, key string, value []byte) StagedWrite {
+	return StagedWrite{Rule: b.r.name, Op: op, Key: key, Value: value, Cause: b.r.handling()}
+}

@@ -4,7 +4,9 @@
 // echoes and damps feedback loops between rules, resynchronises watched keys
 // after a reconnect, holds leases with fencing tokens for rules, and loads,
 // hot-reloads and stops rule files. It keeps rules' timers durable in the
-// store (under ReservedPrefix) and fires them from one scheduler.
+// store (under ReservedPrefix) and fires them from one scheduler. A dry run
+// (Config.DryRun) stages the rules' writes in memory and reports them
+// instead of sending them.
 //
 // # Files
 //
@@ -26,6 +28,8 @@
 //	                       own writes awaiting their echo; its log budget;
 //	                       its timers (arm, fire, record, load, drop)
 //	services.go            what rules use of the host
+//	dryrun.go              a dry run's overlay of staged writes, and the
+//	                       memory it keeps timers in
 //	journal.go             the provenance journal: each key's last rule write
 //	registry.go lineage.go abandon.go timerstore.go
 //	                       watch multiplexing; the feedback-loop damper and

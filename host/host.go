@@ -51,6 +51,11 @@ type Config struct {
 	// Observer, when set, is told the duration and result of every handler
 	// call (see Observer); nil costs nothing.
 	Observer Observer
+	// DryRun, when set, makes the host a dry run (see dryrun.go): the
+	// rules' writes, locks and unlocks are staged in memory and passed to
+	// DryRun, never sent to the store, and their timers are kept in memory.
+	// It is called from the rules' workers, one write at a time.
+	DryRun func(StagedWrite)
 
 	// now is the monotonic clock that times leases (locks.go); time.Now
 	// when nil. Tests inject one.
@@ -149,6 +154,10 @@ func New(opts Config) (*Host, error) {
 		opts.clock = hostClock{client: opts.Client}
 	}
 	h.timers = newScheduler(opts.clock)
+	h.kv = opts.Client
+	if opts.DryRun != nil {
+		h.dry, h.kv = newOverlay(opts.DryRun, opts.clock.nowMs), newMemKV()
+	}
 	h.closing, h.startClosing = context.WithCancel(context.Background())
 	for _, rt := range opts.Runtimes {
 		h.runtimes[rt.Kind()] = rt

@@ -350,6 +350,13 @@ func (r *rule) write(verb, key, fence string, ttl time.Duration, value []byte, s
 	return err
 }
 
+// handling returns the event the rule is handling (zero outside a handler).
+func (r *rule) handling() Cause {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cause
+}
+
 // wrote records a write of this rule for echo suppression (only on watched
 // keys without self).
 func (r *rule) wrote(key, version string, deleted bool) {

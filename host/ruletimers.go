@@ -94,7 +94,7 @@ func (rt *ruleTimers) arm(ctx context.Context, version any, name string, delay, 
 		rt.indexed(shard, name)
 	}
 	rec := encodeTimerRecord(deadline, every.Milliseconds(), payload)
-	if _, err := rt.svc.client.Set(ctx, []byte(timerKey(rt.rule, name)), rec, protocol.SetOptions{}); err != nil {
+	if _, err := rt.svc.kv.Set(ctx, []byte(timerKey(rt.rule, name)), rec, protocol.SetOptions{}); err != nil {
 		return storeError(err)
 	}
 	rt.install(version, shard, &timer{owner: rt, name: name, payload: bytes.Clone(payload), deadline: deadline, every: every.Milliseconds(), index: -1})
@@ -153,7 +153,7 @@ func (rt *ruleTimers) cancel(ctx context.Context, name string) error {
 	if t == nil {
 		return abi.Errorf(abi.StatusNotFound, "cancel %q: no timer of that name is armed", name)
 	}
-	if _, err := rt.svc.client.Del(ctx, []byte(timerKey(rt.rule, name)), protocol.DelOptions{}); err != nil {
+	if _, err := rt.svc.kv.Del(ctx, []byte(timerKey(rt.rule, name)), protocol.DelOptions{}); err != nil {
 		return storeError(err)
 	}
 	names := rt.forget(t, shard)
@@ -192,7 +192,7 @@ func (rt *ruleTimers) namesLocked(shard int, add, drop string) []string {
 // writeIndex stores shard as names (deleting it when empty), then the
 // directory if the shard's presence in it changed.
 func (rt *ruleTimers) writeIndex(ctx context.Context, shard int, names []string) error {
-	c := rt.svc.client
+	c := rt.svc.kv
 	key := []byte(timerShardKey(rt.rule, shard))
 	var err error
 	if len(names) == 0 {
@@ -369,7 +369,7 @@ func (rt *ruleTimers) fired(t *timer) {
 	key := []byte(timerKey(rt.rule, t.name))
 	if every == 0 {
 		rt.retry(ctx, "delete the record of a fired timer", t.name, func(ctx context.Context) error {
-			_, err := rt.svc.client.Del(ctx, key, protocol.DelOptions{})
+			_, err := rt.svc.kv.Del(ctx, key, protocol.DelOptions{})
 			return err
 		})
 		shard := timerShard(t.name)
@@ -385,7 +385,7 @@ func (rt *ruleTimers) fired(t *timer) {
 	}
 	rec := encodeTimerRecord(next, every, t.payload)
 	rt.retry(ctx, "move a periodic timer to its next deadline", t.name, func(ctx context.Context) error {
-		_, err := rt.svc.client.Set(ctx, key, rec, protocol.SetOptions{})
+		_, err := rt.svc.kv.Set(ctx, key, rec, protocol.SetOptions{})
 		return err
 	})
 	rt.mu.Lock()
@@ -457,7 +457,7 @@ func (rt *ruleTimers) loadLocked(ctx context.Context) error {
 	if loaded {
 		return nil
 	}
-	c := rt.svc.client
+	c := rt.svc.kv
 	res, err := c.Get(ctx, []byte(timerDirKey(rt.rule)), protocol.CallOptions{})
 	if err != nil {
 		return rt.loadError(err)
@@ -568,7 +568,7 @@ func (rt *ruleTimers) drop(ctx context.Context) {
 	del := func(keys []string) int {
 		var failed atomic.Int64
 		_ = parallel(ctx, len(keys), func(ctx context.Context, i int) error {
-			if _, err := rt.svc.client.Del(ctx, []byte(keys[i]), protocol.DelOptions{}); err != nil {
+			if _, err := rt.svc.kv.Del(ctx, []byte(keys[i]), protocol.DelOptions{}); err != nil {
 				if failed.Add(1) == 1 {
 					rt.svc.log.Error("timer of a removed rule not deleted", "rule", rt.rule, "key", keys[i], "err", err)
 				}

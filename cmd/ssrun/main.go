@@ -144,6 +144,7 @@ type app struct {
 	logFormat      string
 	log            *slog.Logger
 	pluginDir      string // --plugin-dir of dev and run; "" for the temporary directory
+	dryRun         bool   // --dry-run of dev and run
 	// lookupEnv reads the environment (os.LookupEnv; tests replace it).
 	lookupEnv func(string) (string, bool)
 	fromEnv   map[string]string // flags set from SSRUN_* variables, by name

@@ -99,6 +99,10 @@ func (a *app) serveRules(ctx context.Context, client *protocol.Client, dir strin
 		return err
 	}
 	opts := host.Config{Client: client, Runtimes: rts, Logger: a.log, Observer: adm.handleObserver()}
+	if a.dryRun {
+		opts.DryRun = printStagedWrites(a.stdout, a.logFormat)
+		fmt.Fprintln(a.stdout, "dry run: the rules' writes, locks and timers are printed here, never sent to the store")
+	}
 	if cfg != nil {
 		opts.Defaults = cfg.Defaults.toHost()
 		opts.Rules = cfg.hostRules()
@@ -271,6 +275,7 @@ func (a *app) rulesCmd(use, short, configHelp string, serve func(ctx context.Con
 	cmd.Flags().StringVar(&config, "config", "", configHelp)
 	shutdownFlag(cmd, &shutdown)
 	pluginDirFlag(cmd, &a.pluginDir)
+	dryRunFlag(cmd, &a.dryRun)
 	return cmd
 }
 

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ssrun/ssrun/broker/brokertest"
+	"github.com/ssrun/ssrun/protocol"
+)
+
+// thermostatCopy is a folder holding only the thermostat example's rule.
+func thermostatCopy(t *testing.T) string {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join("..", "..", "examples", "thermostat", "thermostat.lua"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "thermostat.lua"), src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// `ssrun run --dry-run` runs the thermostat on live set points and prints
+// the writes it would make, with their events; a client watching every key
+// it writes is notified of nothing, and the keys keep their values.
+func TestRunDryRun(t *testing.T) {
+	b := brokertest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	watcher, err := protocol.New(ctx, protocol.Config{Servers: []string{b.Addr()}, ClientID: "dry-run-watcher",
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Close()
+	if err := watcher.AwaitConnection(ctx); err != nil {
+		t.Fatal(err)
+	}
+	runCLI(t, "", "kv", "--broker", b.Addr(), "set", "hvac1/target", "20")
+	for _, k := range []string{"hvac1/target", "thermostat1/error", "sentinel"} {
+		if err := watcher.KeyNotify(ctx, []byte(k), protocol.CallOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	out, errw, stop := start(t, "run", thermostatCopy(t), "--broker", b.Addr(), "--dry-run")
+	waitOutput(t, out, regexp.MustCompile(`ssrun run: 1 rule\(s\)`))
+	if !strings.Contains(out.String(), "dry run: the rules' writes, locks and timers are printed here, never sent to the store") {
+		t.Fatalf("no dry-run banner:\n%s", out.String())
+	}
+	runCLI(t, "", "kv", "--broker", b.Addr(), "set", "thermostat1/setPoint", "30")
+	waitOutput(t, out, regexp.MustCompile(`(?m)^dry-run: SET hvac1/target "28" \(rule thermostat\.lua, event SET thermostat1/setPoint v=\d{15}:\d{5}:StateStore\)$`))
+	runCLI(t, "", "kv", "--broker", b.Addr(), "set", "thermostat1/setPoint", "warm")
+	waitOutput(t, out, regexp.MustCompile(`(?m)^dry-run: SET thermostat1/error "invalid set point \\"warm\\"" \(rule thermostat\.lua, event SET thermostat1/setPoint v=`))
+
+	runCLI(t, "", "kv", "--broker", b.Addr(), "set", "sentinel", "end")
+	for seen := []string{}; ; {
+		select {
+		case ev := <-watcher.Events():
+			if ev.Kind != protocol.EventNotify {
+				continue
+			}
+			if string(ev.Key) == "sentinel" {
+				if len(seen) > 0 {
+					t.Fatalf("the dry run changed the store: %v", seen)
+				}
+			} else {
+				seen = append(seen, fmt.Sprintf("%s %s=%q", ev.Op, ev.Key, ev.Value))
+				continue
+			}
+		case <-ctx.Done():
+			t.Fatalf("no notification of the sentinel; stderr:\n%s", errw.String())
+		}
+		break
+	}
+	if r := runCLI(t, "", "kv", "--broker", b.Addr(), "get", "hvac1/target"); r.stdout != "20\n" {
+		t.Fatalf("hvac1/target after the dry run: %+v", r)
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("run exit %d; stderr:\n%s", code, errw.String())
+	}
+}
+
+// With --log-format json, `ssrun dev --dry-run` prints each write as one
+// JSON object, the value as text and the event it answered.
+func TestDevDryRunJSON(t *testing.T) {
+	out, errw, stop := start(t, "dev", thermostatCopy(t), "--listen", "127.0.0.1:0", "--dry-run", "--log-format", "json")
+	addr := waitOutput(t, out, regexp.MustCompile(`ssrun dev: state store on (\S+),`))[1]
+	runCLI(t, "", "kv", "--broker", addr, "set", "thermostat1/setPoint", "12")
+	line := waitOutput(t, out, regexp.MustCompile(`(?m)^\{"dry_run".*\}$`))[0]
+	var got struct {
+		DryRun    string `json:"dry_run"`
+		Rule, Key string
+		Value     *string
+		Cause     struct{ Key, Op, Version string }
+	}
+	if err := json.Unmarshal([]byte(line), &got); err != nil {
+		t.Fatalf("%s: %v", line, err)
+	}
+	if got.DryRun != "SET" || got.Rule != "thermostat.lua" || got.Key != "hvac1/target" || got.Value == nil || *got.Value != "16" ||
+		got.Cause.Key != "thermostat1/setPoint" || got.Cause.Op != "SET" || got.Cause.Version == "" {
+		t.Fatalf("dry-run line %s", line)
+	}
+	if r := runCLI(t, "", "kv", "--broker", addr, "get", "hvac1/target"); r.code == 0 {
+		t.Fatalf("hvac1/target was written by a dry run: %+v", r)
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("dev exit %d; stderr:\n%s", code, errw.String())
+	}
+}
