@@ -158,3 +158,22 @@ func TestCheckExamples(t *testing.T) {
 		t.Errorf("%d rules checked in the examples, want every Lua and WebAssembly one (7)", rules)
 	}
 }
+
+// TestCheckBuiltExamples: the Go examples, built as their READMEs say (a
+// WebAssembly rule each, a plugin), check clean: the modules' imports and
+// exports are right and the plugin handshakes.
+func TestCheckBuiltExamples(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"thermostat-go", "door-alarm-go"} {
+		p, err := builds.WASM(name+".wasm", "../../examples/"+name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		copyFile(t, p, filepath.Join(dir, name+".wasm"), 0o644)
+	}
+	copyFile(t, filepath.Join(pluginRules(t), "batch-summary"), filepath.Join(dir, "batch-summary"), 0o755)
+	r := runCLI(t, "", "check", dir)
+	if r.code != 0 || strings.Count(r.stdout, "ok ") != 3 {
+		t.Fatalf("%+v", r)
+	}
+}
