@@ -2,22 +2,31 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/abi/abitest"
 )
 
-// Checker compiles rule files without running them (what `ssrun check`
-// does), each compile bounded like a load: a runtime that has not returned
-// within the timeout plus a grace (DefaultGrace, or the timeout if shorter)
-// is abandoned.
+// Checker proves rule files without a store (what `ssrun check` does): it
+// compiles each, then starts it as Load would, under its limits and
+// permissions, against an in-memory store (abitest.Host) so that nothing
+// leaves the process. A file fails Check whenever Load would refuse it: a
+// compile error, an error in its top-level code or initialisation, a Lua
+// rule without on_event, a plugin that does not handshake, a WebAssembly
+// module with wrong imports or exports. Each compile and start is bounded
+// like a load: a runtime that has not returned within the timeout plus a
+// grace (DefaultGrace, or the timeout if shorter) is abandoned.
 type Checker struct {
 	runtimes       map[string]abi.Runtime
 	timeout, grace time.Duration
 	calls          *tracker
+	defaults       RuleConfig
+	rules          map[string]RuleConfig
 }
 
 // NewChecker returns a Checker that compiles with runtimes, each compile
@@ -33,9 +42,30 @@ func NewChecker(runtimes []abi.Runtime, timeout time.Duration) *Checker {
 	return c
 }
 
-// Check compiles the rule file at path with the runtime for its kind. The
-// error names the file: not a rule file (and why), a *abi.CompileError, or a
-// *StuckError when the runtime did not return in time.
+// SetRuleConfig gives the rules the settings Config.Defaults and
+// Config.Rules give them in a Host: each rule starts under its limits, and
+// its calls at start are held to its permissions. It fails, naming the
+// entry, on settings New would refuse.
+func (c *Checker) SetRuleConfig(defaults RuleConfig, rules map[string]RuleConfig) error {
+	if err := validateRuleConfigs(defaults, rules); err != nil {
+		return err
+	}
+	c.defaults, c.rules = defaults, rules
+	return nil
+}
+
+// Files lists the rule files in dir that a Host with the Checker's runtimes
+// loads (LoadDir), in name order; other files (READMEs, tests, data) are
+// not rules.
+func (c *Checker) Files(dir string) ([]string, error) {
+	return ruleFiles(dir, c.runtimes, nil)
+}
+
+// Check compiles the rule file at path with the runtime for its kind and
+// starts it against an in-memory store, then stops it. The error names the
+// file: not a rule file (and why), a *abi.CompileError, the failure to start
+// (naming the line where the runtime knows it), or a *StuckError when the
+// runtime did not return in time.
 func (c *Checker) Check(ctx context.Context, path string) error {
 	info, err := os.Stat(path)
 	if err != nil {
@@ -53,12 +83,53 @@ func (c *Checker) Check(ctx context.Context, path string) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	cfg := ruleConfigFor(c.defaults, c.rules, path)
+	ctx, cancel := context.WithTimeout(ctx, c.timeout+cfg.Timeout)
 	defer cancel()
-	_, err = aside(c.calls, ctx, path, "compile", c.grace, func(ctx context.Context) (abi.Program, error) {
+	prog, err := aside(c.calls, ctx, path, "compile", c.grace, func(ctx context.Context) (abi.Program, error) {
 		return rt.Compile(ctx, path, src)
 	}, nil)
-	return err
+	if err != nil {
+		return err
+	}
+	script, err := aside(c.calls, ctx, path, "start", c.grace, func(ctx context.Context) (abi.Script, error) {
+		return prog.Start(ctx, sandboxStore(cfg), cfg.limits())
+	}, func(late abi.Script) { _ = late.Close(context.Background()) })
+	if err != nil {
+		var se *StuckError
+		if errors.As(err, &se) || strings.Contains(err.Error(), path) {
+			return err // names the file (and the line, where the runtime knows it)
+		}
+		return fmt.Errorf("start %s: %w", path, err)
+	}
+	if err := script.Close(ctx); err != nil {
+		return fmt.Errorf("stop %s: %w", path, err)
+	}
+	return nil
+}
+
+// sandboxStore is the store a checked rule starts against: empty, in
+// memory, and refusing what the rule's binding would refuse (the host's
+// reserved keys, keys outside the rule's permissions).
+func sandboxStore(cfg RuleConfig) *abitest.Host {
+	s := abitest.New()
+	s.Deny = func(verb, key string) bool {
+		if strings.HasPrefix(key, ReservedPrefix) {
+			return true
+		}
+		switch verb {
+		case abi.FnGet:
+			return !allowed(cfg.Read, key)
+		case abi.FnSet, abi.FnDel, abi.FnVDel:
+			return !allowed(cfg.Write, key)
+		case abi.FnWatch, abi.FnUnwatch:
+			return !allowed(cfg.Watch, key)
+		case abi.FnLock, abi.FnUnlock:
+			return !allowed(cfg.Lock, key) || !allowed(cfg.Write, key)
+		}
+		return false
+	}
+	return s
 }
 
 // Close waits until the compiles Check abandoned have ended, or ctx ends,

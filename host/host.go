@@ -481,24 +481,17 @@ func (h *Host) stopRule(ctx context.Context, r *rule, why string) error {
 // LoadDir loads every rule file in dir. A file that fails is reported and
 // skipped; the others load. The returned error joins every failure.
 func (h *Host) LoadDir(ctx context.Context, dir string) error {
-	entries, err := os.ReadDir(dir)
+	files, err := ruleFiles(dir, h.runtimes, func(p string, info os.FileInfo) { warnNotRule(h.log, p, info) })
 	if err != nil {
-		return fmt.Errorf("rules folder: %w", err)
+		return err
 	}
 	var errs []error
-	for _, e := range entries {
+	for _, p := range files {
 		if err := ctx.Err(); err != nil {
 			return errors.Join(append(errs, err)...)
 		}
-		p := filepath.Join(dir, e.Name())
-		if !h.IsRule(p) {
-			if info, err := os.Stat(p); err == nil {
-				warnNotRule(h.log, p, info)
-			}
-			continue
-		}
 		if err := h.Load(ctx, p); err != nil {
-			h.log.Error("rule not loaded", "rule", e.Name(), "err", err)
+			h.log.Error("rule not loaded", "rule", filepath.Base(p), "err", err)
 			errs = append(errs, err)
 		}
 	}

@@ -1,10 +1,13 @@
 package host
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/ssrun/ssrun/abi"
 )
 
 // RuleKind returns the runtime kind that runs the file at path, by
@@ -45,4 +48,28 @@ func warnNotRule(log *slog.Logger, p string, info os.FileInfo) {
 	if lacksExecBit(p, info) {
 		log.Warn("file ignored: "+notPluginHint, "file", p, "fix", "chmod +x "+p)
 	}
+}
+
+// ruleFiles lists the rule files in dir that runtimes run, in name order:
+// what LoadDir loads and Checker.Files checks. notRule, when not nil, is
+// called with each other file (not folders).
+func ruleFiles(dir string, runtimes map[string]abi.Runtime, notRule func(p string, info os.FileInfo)) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("rules folder: %w", err)
+	}
+	var files []string
+	for _, e := range entries {
+		p := filepath.Join(dir, e.Name())
+		info, err := os.Stat(p) // follows links, as Load does
+		if err != nil {
+			continue
+		}
+		if kind, ok := RuleKind(p, info); ok && runtimes[kind] != nil {
+			files = append(files, p)
+		} else if notRule != nil && !info.IsDir() {
+			notRule(p, info)
+		}
+	}
+	return files, nil
 }

@@ -427,7 +427,7 @@ func TestCheck(t *testing.T) {
 		t.Errorf("stdout %q", r.stdout)
 	}
 	if !strings.Contains(r.stderr, bad+":2:") || !strings.Contains(r.stderr, other+": not a rule file") ||
-		!strings.Contains(r.stderr, "chmod +x "+plugin) || !strings.Contains(r.stderr, "3 of 4 file(s) failed") {
+		!strings.Contains(r.stderr, "chmod +x "+plugin) || !strings.Contains(r.stderr, "3 of 4 check(s) failed") {
 		t.Errorf("stderr:\n%s", r.stderr)
 	}
 	if r := runCLI(t, "", "check", "../../examples/thermostat/thermostat.lua"); r.code != 0 {

@@ -15,7 +15,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"kv", "gte", "k"}, "did you mean get?"},
 		{[]string{"kv", "get"}, "usage: ssrun kv get KEY"},
 		{[]string{"kv", "set", "k"}, "usage: ssrun kv set KEY VALUE"},
-		{[]string{"check"}, "usage: ssrun check FILE..."},
+		{[]string{"check"}, "usage: ssrun check PATH..."},
 		{[]string{"dev"}, "usage: ssrun dev DIR"},
 		{[]string{"passwd", "a", "b"}, "usage: ssrun passwd USER"},
 		{[]string{"kv", "get", "k", "--bogus"}, "usage: ssrun kv get KEY"},

@@ -142,6 +142,15 @@
 // an error there, or a missing on_event, fails Start with an *Error naming
 // file and line.
 //
+// Compile also refuses a call of a function the ssrun module does not have
+// (ss.sett for ss.set), wherever it is, with an *abi.CompileError naming
+// file and line: such a call would fail only when it runs, maybe at some
+// event in production. It sees calls on a name bound to require("ssrun")
+// (respecting scopes) and on require("ssrun") itself; it leaves alone names
+// the rule adds to the module, names the rule also reads without calling
+// (a test before a call: if ss.future then ss.future() end), the module
+// reached any other way, and the fields of ss.json and ss.status (vet.go).
+//
 // # Limits and failures
 //
 // Every call into Lua (the top-level code and each on_event) runs under

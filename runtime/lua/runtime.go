@@ -200,6 +200,9 @@ func compile(name string, src []byte) (proto *glua.FunctionProto, err error) {
 	if err != nil {
 		return nil, compileError(name, src, err)
 	}
+	if err := vetModuleCalls(name, chunk); err != nil {
+		return nil, err
+	}
 	proto, err = glua.Compile(wrapChunk(chunk), name)
 	if err != nil {
 		return nil, compileError(name, src, err)
