@@ -1,0 +1,221 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"testing"
+)
+
+// repoRoot is the ssrun checkout these tests run in.
+const repoRoot = "../.."
+
+// newAndTest scaffolds kind NAME in a temporary folder, builds it with
+// build (run in the project folder; nil for none), and runs `ssrun test`
+// on testDir (relative to the project), which must pass.
+func newAndTest(t *testing.T, kind, name, testDir string, build func(proj string)) {
+	t.Helper()
+	dir := t.TempDir()
+	args := []string{"new", kind, name, "--dir", dir}
+	proj := dir
+	if kind != "lua" {
+		args = append(args, "--ssrun", repoRoot)
+		proj = filepath.Join(dir, name)
+	}
+	if r := runCLI(t, "", args...); r.code != 0 {
+		t.Fatalf("ssrun %s: exit %d\n%s%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	}
+	if build != nil {
+		build(proj)
+	}
+	r := runCLI(t, "", "test", "-v", filepath.Join(proj, testDir))
+	if r.code != 0 {
+		t.Fatalf("ssrun test: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, c := range []string{"the_input_is_copied_to_the_output", "deleting_the_input_deletes_the_output"} {
+		if !strings.Contains(r.stdout, "--- PASS: "+name+".test.yaml/"+c) {
+			t.Errorf("case %s did not pass:\n%s", c, r.stdout)
+		}
+	}
+}
+
+// goIn runs the go tool in dir, offline: the scaffold's dependencies are
+// the checkout's, already in the module cache, and its go.sum starts as the
+// checkout's so they are verified.
+func goIn(t *testing.T, dir string, env []string, args ...string) {
+	t.Helper()
+	sum, err := os.ReadFile(filepath.Join(repoRoot, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), append([]string{"GOWORK=off", "GOPROXY=off", "GOFLAGS=-mod=mod"}, env...)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+func TestNewLuaPasses(t *testing.T) {
+	newAndTest(t, "lua", "copier", ".", nil)
+}
+
+// The Go scaffold, built as its README says, passes its tests.
+func TestNewGoBuildsAndPasses(t *testing.T) {
+	newAndTest(t, "go", "copier", "rules", func(proj string) {
+		goIn(t, proj, []string{"GOOS=wasip1", "GOARCH=wasm"}, "build", "-buildmode=c-shared", "-o", "rules/copier.wasm", ".")
+	})
+}
+
+// The plugin scaffold, built as its README says, passes its tests.
+func TestNewPluginBuildsAndPasses(t *testing.T) {
+	newAndTest(t, "plugin", "copier", "rules", func(proj string) {
+		goIn(t, proj, nil, "build", "-o", "rules/copier", ".")
+	})
+}
+
+// The AssemblyScript scaffold pins the compiler like the example (the same
+// package-lock.json and devDependencies) and extends the SDK's asconfig;
+// with npm and its cache, it builds and passes its tests.
+func TestNewAssemblyScript(t *testing.T) {
+	dir := t.TempDir()
+	if r := runCLI(t, "", "new", "assemblyscript", "copier", "--dir", dir, "--ssrun", repoRoot); r.code != 0 {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	proj := filepath.Join(dir, "copier")
+	read := func(p string) string {
+		t.Helper()
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	example := filepath.Join(repoRoot, "examples", "thermostat-as")
+	wantLock := strings.ReplaceAll(read(filepath.Join(example, "package-lock.json")), `"ssrun-thermostat-as"`, `"copier"`)
+	if got := read(filepath.Join(proj, "package-lock.json")); got != wantLock {
+		t.Errorf("package-lock.json is not the example's (renamed):\n%s", got)
+	}
+	devDeps := func(s string) string { _, after, _ := strings.Cut(s, `"devDependencies"`); return after }
+	if got, want := devDeps(read(filepath.Join(proj, "package.json"))), devDeps(read(filepath.Join(example, "package.json"))); got != want {
+		t.Errorf("package.json devDependencies %s, want the example's %s", got, want)
+	}
+	for _, ref := range []struct{ file, prefix, suffix string }{
+		{"asconfig.json", `"extends": "`, `/asconfig.json"`},
+		{"assembly/index.ts", `} from "`, `/assembly";`},
+	} {
+		text := read(filepath.Join(proj, ref.file))
+		_, after, ok := strings.Cut(text, ref.prefix)
+		rel, _, ok2 := strings.Cut(after, ref.suffix)
+		if !ok || !ok2 {
+			t.Fatalf("%s: no SDK path:\n%s", ref.file, text)
+		}
+		base := proj
+		if ref.file == "assembly/index.ts" {
+			base = filepath.Join(proj, "assembly")
+		}
+		if _, err := os.Stat(filepath.Join(base, filepath.FromSlash(rel), "assembly", "index.ts")); err != nil {
+			t.Errorf("%s: the SDK path %s does not lead to the SDK: %v", ref.file, rel, err)
+		}
+	}
+	if _, err := exec.LookPath("npm"); err != nil {
+		t.Skip("npm not found: the scaffold was checked, not built")
+	}
+	npm := func(args ...string) ([]byte, error) {
+		cmd := exec.Command("npm", args...)
+		cmd.Dir = proj
+		return cmd.CombinedOutput()
+	}
+	if out, err := npm("ci", "--offline", "--no-audit", "--no-fund", "--loglevel=error"); err != nil {
+		t.Skipf("npm ci --offline (the compiler is not in npm's cache): %v\n%s", err, out)
+	}
+	if out, err := npm("run", "--silent", "build"); err != nil {
+		t.Fatalf("npm run build: %v\n%s", err, out)
+	}
+	if r := runCLI(t, "", "test", filepath.Join(proj, "rules")); r.code != 0 {
+		t.Fatalf("ssrun test: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// An existing file is never overwritten: the error names it, and nothing
+// of the scaffold is written.
+func TestNewRefusesExistingFile(t *testing.T) {
+	dir := t.TempDir()
+	existing := filepath.Join(dir, "copier.test.yaml")
+	if err := os.WriteFile(existing, []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, "", "new", "lua", "copier", "--dir", dir)
+	if r.code != 2 || !strings.Contains(r.stderr, existing+" already exists") {
+		t.Fatalf("exit %d, want 2 naming %s\n%s%s", r.code, existing, r.stdout, r.stderr)
+	}
+	if b, _ := os.ReadFile(existing); string(b) != "mine" {
+		t.Errorf("%s was changed: %q", existing, b)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "copier.lua")); err == nil {
+		t.Error("copier.lua was written although the scaffold was refused")
+	}
+}
+
+func TestNewRejectsBadInput(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"lua", "Copier"}, `invalid rule name "Copier"`},
+		{[]string{"lua", "../up"}, `invalid rule name "../up"`},
+		{[]string{"lua", "a b"}, `invalid rule name "a b"`},
+		{[]string{"python", "copier"}, `unknown kind "python"`},
+		{[]string{"assemblyscript", "copier"}, "not published on npm: give --ssrun"},
+		{[]string{"go", "copier", "--ssrun", dir}, "not an ssrun checkout"},
+	} {
+		r := runCLI(t, "", append(append([]string{"new"}, c.args...), "--dir", dir)...)
+		if r.code != 2 || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("new %v: exit %d, want 2 and %q\n%s", c.args, r.code, c.want, r.stderr)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("refused scaffolds wrote %d entries", len(entries))
+	}
+}
+
+// A Go scaffold requires the version of the binary that made it, only
+// when the go tool can fetch that version.
+func TestRequiredVersion(t *testing.T) {
+	for _, c := range []struct {
+		path, version, want string
+	}{
+		{ssrunModule, "v1.4.0", "v1.4.0"},
+		{ssrunModule, "v0.0.0-20261123155140-0123456789ab", "v0.0.0-20261123155140-0123456789ab"},
+		{ssrunModule, "(devel)", ""},
+		{ssrunModule, "", ""},
+		{ssrunModule, "v1.4.1-0.20261123155140-0123456789ab+dirty", ""},
+		{"example.com/fork", "v1.4.0", ""},
+	} {
+		bi := &debug.BuildInfo{Main: debug.Module{Path: c.path, Version: c.version}}
+		got, err := requiredVersion(bi)
+		if got != c.want || (err == nil) != (c.want != "") {
+			t.Errorf("%s %s: %q, %v; want %q", c.path, c.version, got, err, c.want)
+		}
+		if err != nil && !strings.Contains(err.Error(), "--ssrun") {
+			t.Errorf("%s %s: the error does not say what to do: %v", c.path, c.version, err)
+		}
+	}
+}
+
+// A scaffold's go line is the ssrun module's own.
+func TestScaffoldGoVersion(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "\ngo "+scaffoldGoVersion+"\n") {
+		t.Errorf("go.mod's go line is not %s: change scaffoldGoVersion", scaffoldGoVersion)
+	}
+}
