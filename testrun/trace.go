@@ -72,11 +72,8 @@ func (r *Record) Bytes() []byte {
 	return r.ValueB64
 }
 
-// SetBytes stores v as value (UTF-8) or value_b64.
+// SetBytes stores v as value (UTF-8, or empty) or value_b64.
 func (r *Record) SetBytes(v []byte) {
-	if v == nil {
-		return
-	}
 	if utf8.Valid(v) {
 		s := string(v)
 		r.Value = &s
