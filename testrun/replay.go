@@ -59,6 +59,9 @@ type ReplayOptions struct {
 	// Runtimes and Config as for Options.
 	Runtimes []abi.Runtime
 	Config   func(path string) (host.RuleConfig, error)
+	// Log, when set, receives the rules' log lines and failures
+	// ("RULE: LEVEL: message"), in order.
+	Log func(line string)
 }
 
 // Replay runs the rules in dir against trace on a virtual clock and
@@ -114,6 +117,7 @@ func Replay(ctx context.Context, tr *TraceData, dir string, opts ReplayOptions) 
 	if err := w.start(ctx, rules); err != nil {
 		return nil, err
 	}
+	w.flushLogs(opts.Log)
 	for _, r := range recs {
 		if err := ctx.Err(); err != nil {
 			return writes, err
@@ -150,8 +154,23 @@ func Replay(ctx context.Context, tr *TraceData, dir string, opts ReplayOptions) 
 			w.up()
 		}
 		w.drain(ctx)
+		w.flushLogs(opts.Log)
 	}
 	return writes, nil
+}
+
+// flushLogs hands the log lines so far to log, and forgets them and the
+// step's writes (a replay keeps its own list), so a long trace does not
+// hold them all.
+func (w *world) flushLogs(log func(string)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if log != nil {
+		for _, l := range w.logs {
+			log(l)
+		}
+	}
+	w.writes, w.logs = nil, nil
 }
 
 // echoKey identifies a write for matching it with its notification.

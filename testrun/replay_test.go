@@ -78,13 +78,21 @@ func setPointTrace(t testing.TB, n int) *testrun.TraceData {
 
 func replay(t testing.TB, tr *testrun.TraceData, dir string) []testrun.Write {
 	t.Helper()
+	writes, _ := replayLogs(t, tr, dir)
+	return writes
+}
+
+// replayLogs replays tr on the Lua rules in dir: their writes and logs.
+func replayLogs(t testing.TB, tr *testrun.TraceData, dir string) (writes []testrun.Write, logs []string) {
+	t.Helper()
 	rt := lua.New(lua.Config{})
 	defer rt.Close(context.Background())
-	writes, err := testrun.Replay(context.Background(), tr, dir, testrun.ReplayOptions{Runtimes: []abi.Runtime{rt}})
+	writes, err := testrun.Replay(context.Background(), tr, dir, testrun.ReplayOptions{Runtimes: []abi.Runtime{rt},
+		Log: func(l string) { logs = append(logs, l) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return writes
+	return writes, logs
 }
 
 func text(t testing.TB, writes []testrun.Write) string {
@@ -100,7 +108,8 @@ func text(t testing.TB, writes []testrun.Write) string {
 // clamped target, the write-back (whose echo in the trace is not applied
 // again) and the error of an invalid set point, each at its event's time.
 func TestReplayThermostat(t *testing.T) {
-	got := text(t, replay(t, setPointTrace(t, 4), thermostatDir(t, same)))
+	writes, logs := replayLogs(t, setPointTrace(t, 4), thermostatDir(t, same))
+	got := text(t, writes)
 	want := `+1000ms line 3 thermostat.lua SET hvac1/target "17"
 +2000ms line 4 thermostat.lua SET hvac1/target "28"
 +2000ms line 4 thermostat.lua SET thermostat1/setPoint "28"
@@ -111,6 +120,35 @@ func TestReplayThermostat(t *testing.T) {
 	// +2000ms DEL thermostat1/error is absent: the key did not exist.
 	want = strings.Replace(want, "+2000ms line 4 thermostat.lua DEL thermostat1/error\n", "", 1)
 	if got != want {
+		t.Fatalf("replay:\n%s\nwant:\n%s", got, want)
+	}
+	wantLogs := []string{"thermostat.lua: info: set point 35 clamped to 28", `thermostat.lua: warn: invalid set point "warm"`}
+	if fmt.Sprint(logs) != fmt.Sprint(wantLogs) {
+		t.Fatalf("logs %q, want %q", logs, wantLogs)
+	}
+}
+
+// Timers fire on the trace's clock, between the records around them.
+func TestReplayTimer(t *testing.T) {
+	dir := t.TempDir()
+	rule := `local ss = require("ssrun")
+ss.watch("door")
+function on_event(ev)
+  if ev.op == "TIMER" then assert(ss.set("alarm", "open since " .. ev.value)) return end
+  if ev.value == "open" then assert(ss.timer("open", 5000, {payload = tostring(ss.now())})) end
+end`
+	if err := os.WriteFile(filepath.Join(dir, "door.lua"), []byte(rule), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in := `{"ssrun_trace":1,"start_ms":1000000,"keys":["door"]}
+{"t_ms":1001000,"kind":"notify","key":"door","op":"SET","value":"open","version":"v1"}
+{"t_ms":1010000,"kind":"notify","key":"door","op":"SET","value":"shut","version":"v2"}
+`
+	tr, err := testrun.ParseTrace("door.trace", strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := text(t, replay(t, tr, dir)), "+6000ms timer door.lua SET alarm \"open since 1001000\"\n"; got != want {
 		t.Fatalf("replay:\n%s\nwant:\n%s", got, want)
 	}
 }

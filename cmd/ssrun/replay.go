@@ -61,7 +61,7 @@ func (a *app) replay(ctx context.Context, tracePath, dir, against string, asJSON
 		return err
 	}
 	defer a.closeRuntimesNow(rts)
-	opts := testrun.ReplayOptions{Runtimes: rts, Config: folderConfigs()}
+	opts := testrun.ReplayOptions{Runtimes: rts, Config: folderConfigs(), Log: func(l string) { fmt.Fprintln(a.stderr, "replay: "+l) }}
 	run := func(dir string) ([]testrun.Write, error) {
 		w, err := testrun.Replay(ctx, tr, dir, opts)
 		if errors.Is(err, testrun.ErrBadInput) {
