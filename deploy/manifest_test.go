@@ -221,8 +221,7 @@ func (m manifest) flags(t *testing.T) (sub, dir string, flags map[string]string)
 // add to `ssrun run`. The test tolerates their absence from `run --help`
 // and fails once one is there, so that it is removed from this list and
 // checked like any other flag.
-var pendingFlags = map[string]string{
-}
+var pendingFlags = map[string]string{}
 
 // The container runs `ssrun run` on the rules ConfigMap's folder, every flag
 // it passes is a flag of `ssrun run` (as the Dockerfile's binary prints

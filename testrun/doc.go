@@ -23,5 +23,7 @@
 //
 // Files: spec.go (the format and its checks), world.go (the in-memory host
 // and the event loop), expect.go (comparing a step's outcome), report.go
-// (go test-like output), run.go (finding and running files).
+// (go test-like output), run.go (finding and running files), trace.go (the
+// trace format of `ssrun record`), replay.go (`ssrun replay`: the rules run
+// in the same in-memory host against a trace, and the writes they make).
 package testrun

@@ -219,17 +219,9 @@ func runCase(ctx context.Context, f *File, c *Case, rules []rule) (problems []st
 			}
 		}
 	}()
-	for _, r := range rules {
-		b := &binding{w: w, name: r.name, cfg: r.cfg, watches: map[string]abi.WatchOptions{}, timers: map[string]*timer{}, held: map[string]bool{}}
-		lim := abi.Limits{CallTimeout: r.cfg.Timeout, MemoryBytes: r.cfg.MemoryBytes}.WithDefaults()
-		s, err := r.prog.Start(ctx, b, lim)
-		if err != nil {
-			return []string{fmt.Sprintf("starting %s: %v", r.name, err)}
-		}
-		b.script = s
-		w.rules = append(w.rules, b)
+	if err := w.start(ctx, rules); err != nil {
+		return []string{err.Error()}
 	}
-	w.drain(ctx)
 	for i := range c.Steps {
 		s := &c.Steps[i]
 		w.mu.Lock()
@@ -243,6 +235,23 @@ func runCase(ctx context.Context, f *File, c *Case, rules []rule) (problems []st
 		}
 	}
 	return problems
+}
+
+// start starts the rules in the world, in order, and delivers what their
+// start causes. The caller closes the started scripts (w.rules).
+func (w *world) start(ctx context.Context, rules []rule) error {
+	for _, r := range rules {
+		b := &binding{w: w, name: r.name, cfg: r.cfg, watches: map[string]abi.WatchOptions{}, timers: map[string]*timer{}, held: map[string]bool{}}
+		lim := abi.Limits{CallTimeout: r.cfg.Timeout, MemoryBytes: r.cfg.MemoryBytes}.WithDefaults()
+		s, err := r.prog.Start(ctx, b, lim)
+		if err != nil {
+			return fmt.Errorf("starting %s: %w", r.name, err)
+		}
+		b.script = s
+		w.rules = append(w.rules, b)
+	}
+	w.drain(ctx)
+	return nil
 }
 
 // step performs the step's action and delivers what it causes.

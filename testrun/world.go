@@ -31,6 +31,9 @@ type world struct {
 	// What the current step produced.
 	writes []string
 	logs   []string
+
+	// onWrite, when set, sees every write a rule makes (replay). Under mu.
+	onWrite func(rule, op, key string, value []byte)
 }
 
 type entry struct {
@@ -335,6 +338,9 @@ func (b *binding) Set(_ context.Context, key string, value []byte, opts abi.SetO
 	}
 	value = append([]byte(nil), value...)
 	b.w.writes = append(b.w.writes, "SET "+key+" "+string(value))
+	if b.w.onWrite != nil {
+		b.w.onWrite(b.name, "SET", key, value)
+	}
 	return b.w.put(key, value, opts.TTL, b, b.hop+1), nil
 }
 
@@ -355,6 +361,9 @@ func (b *binding) del(verb, key string, match []byte, fence string) error {
 		return b.fail(abi.StatusNotApplied, "%s %s: value differs", verb, key)
 	}
 	b.w.writes = append(b.w.writes, "DEL "+key)
+	if b.w.onWrite != nil {
+		b.w.onWrite(b.name, "DEL", key, nil)
+	}
 	b.w.remove(key, b, b.hop+1)
 	return nil
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -38,21 +36,8 @@ func TestRunDryRun(t *testing.T) {
 	b := brokertest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	watcher, err := protocol.New(ctx, protocol.Config{Servers: []string{b.Addr()}, ClientID: "dry-run-watcher",
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer watcher.Close()
-	if err := watcher.AwaitConnection(ctx); err != nil {
-		t.Fatal(err)
-	}
 	runCLI(t, "", "kv", "--broker", b.Addr(), "set", "hvac1/target", "20")
-	for _, k := range []string{"hvac1/target", "thermostat1/error", "sentinel"} {
-		if err := watcher.KeyNotify(ctx, []byte(k), protocol.CallOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	watcher := keyWatcher(ctx, t, b.Addr(), "dry-run-watcher", "hvac1/target", "thermostat1/error", "sentinel")
 
 	out, errw, stop := start(t, "run", thermostatCopy(t), "--broker", b.Addr(), "--dry-run")
 	waitOutput(t, out, regexp.MustCompile(`ssrun run: 1 rule\(s\)`))

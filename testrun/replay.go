@@ -1,0 +1,254 @@
+package testrun
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host"
+)
+
+// Write is one write a rule made during a replay.
+type Write struct {
+	AtMs  int64  `json:"at_ms"` // virtual time since the trace's start
+	Cause string `json:"cause"` // "start", "timer" or "line N" (the trace record)
+	Rule  string `json:"rule"`
+	Op    string `json:"op"` // SET or DEL
+	Key   string `json:"key"`
+	Value []byte `json:"-"`
+}
+
+// String is the write as one line of `ssrun replay`'s output.
+func (wr Write) String() string {
+	s := fmt.Sprintf("+%dms %s %s %s %s", wr.AtMs, wr.Cause, wr.Rule, wr.Op, wr.Key)
+	if wr.Op == "SET" {
+		s += " " + strconv.Quote(string(wr.Value))
+	}
+	return s
+}
+
+// MarshalJSON puts the value as text when it is UTF-8, else as value_b64.
+func (wr Write) MarshalJSON() ([]byte, error) {
+	type plain Write
+	j := struct {
+		plain
+		Value    *string `json:"value,omitempty"`
+		ValueB64 []byte  `json:"value_b64,omitempty"`
+	}{plain: plain(wr)}
+	if wr.Op == "SET" {
+		if utf8.Valid(wr.Value) {
+			v := string(wr.Value)
+			j.Value = &v
+		} else {
+			j.ValueB64 = wr.Value
+		}
+	}
+	return json.Marshal(j)
+}
+
+// ReplayOptions configure Replay.
+type ReplayOptions struct {
+	// Runtimes and Config as for Options.
+	Runtimes []abi.Runtime
+	Config   func(path string) (host.RuleConfig, error)
+	// Log, when set, receives the rules' log lines and failures
+	// ("RULE: LEVEL: message"), in order.
+	Log func(line string)
+}
+
+// Replay runs the rules in dir against trace on a virtual clock and
+// returns the writes they make, in order.
+//
+// The trace's first reads seed the store and the clock starts at its
+// header's start; each later record is applied at its t_ms, after the
+// timers and expiries due before it have fired:
+//   - a notification is an outside write of that key, with its version;
+//     but a notification that repeats a write a rule made in this replay
+//     (same key, op and value, not yet matched) is the echo of that write
+//     in the recording and is skipped, so a rule's write is not applied
+//     twice;
+//   - disconnected takes the store down (calls fail with UNAVAILABLE);
+//     the reads after a reconnection change the keys they find changed;
+//     connected brings the store up, resyncing the watchers of those keys.
+//
+// Two replays of the same trace and rules make the same calls in the same
+// order and return the same writes.
+func Replay(ctx context.Context, tr *TraceData, dir string, opts ReplayOptions) (writes []Write, err error) {
+	rules, err := compile(ctx, &File{Path: filepath.Join(dir, "replay")}, Options{Runtimes: opts.Runtimes, Config: opts.Config})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrBadInput, dir, err)
+	}
+	w := newWorld(time.UnixMilli(tr.Header.StartMs))
+	recs := tr.Records
+	for len(recs) > 0 && recs[0].Kind == RecordGet {
+		if r := recs[0]; r.Found {
+			w.store[r.Key] = &entry{value: r.Bytes(), version: r.Version}
+		}
+		recs = recs[1:]
+	}
+
+	watched := map[string]bool{}
+	for _, k := range tr.Header.Keys {
+		watched[k] = true
+	}
+	echoes := map[string][]string{} // per recorded key: rule writes not yet seen in the trace
+	cause := "start"
+	w.onWrite = func(rule, op, key string, value []byte) {
+		writes = append(writes, Write{AtMs: w.now - tr.Header.StartMs, Cause: cause, Rule: rule, Op: op, Key: key, Value: slices.Clone(value)})
+		if watched[key] {
+			echoes[key] = append(echoes[key], echoKey(op, value))
+		}
+	}
+	defer func() {
+		for _, r := range w.rules {
+			if cerr := r.script.Close(ctx); cerr != nil && err == nil {
+				err = fmt.Errorf("closing %s: %w", r.name, cerr)
+			}
+		}
+	}()
+	if err := w.start(ctx, rules); err != nil {
+		return nil, err
+	}
+	w.flushLogs(opts.Log)
+	for _, r := range recs {
+		if err := ctx.Err(); err != nil {
+			return writes, err
+		}
+		cause = "timer"
+		if d := r.TMs - w.now; d > 0 {
+			w.advance(ctx, time.Duration(d)*time.Millisecond)
+		}
+		cause = "line " + strconv.Itoa(r.Line)
+		w.mu.Lock()
+		switch r.Kind {
+		case RecordNotify:
+			op := "DEL"
+			if r.Op == "SET" {
+				op = "SET"
+			}
+			if q := echoes[r.Key]; len(q) > 0 {
+				if i := slices.Index(q, echoKey(op, r.Bytes())); i >= 0 {
+					echoes[r.Key] = q[i+1:]
+					break
+				}
+			}
+			w.outside(r.Key, r.Op == "SET", r.Bytes(), r.Version)
+		case RecordGet:
+			e, ok := w.store[r.Key]
+			if ok != r.Found || ok && string(e.value) != string(r.Bytes()) {
+				w.outside(r.Key, r.Found, r.Bytes(), r.Version)
+			}
+		case RecordDisconnected:
+			w.down = true
+		}
+		w.mu.Unlock()
+		if r.Kind == RecordConnected && w.down {
+			w.up()
+		}
+		w.drain(ctx)
+		w.flushLogs(opts.Log)
+	}
+	return writes, nil
+}
+
+// flushLogs hands the log lines so far to log, and forgets them and the
+// step's writes (a replay keeps its own list), so a long trace does not
+// hold them all.
+func (w *world) flushLogs(log func(string)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if log != nil {
+		for _, l := range w.logs {
+			log(l)
+		}
+	}
+	w.writes, w.logs = nil, nil
+}
+
+// echoKey identifies a write for matching it with its notification.
+func echoKey(op string, value []byte) string {
+	if op == "DEL" {
+		return "DEL"
+	}
+	return "SET " + string(value)
+}
+
+// outside applies a change of key from outside the rules, with the
+// recorded version, and notifies the watchers (or marks the key for a
+// resync when the store is down). Under mu.
+func (w *world) outside(key string, set bool, value []byte, version string) {
+	if version == "" {
+		version = w.version()
+	}
+	ev := abi.Event{Key: key, Op: abi.OpDelete, Version: version}
+	if set {
+		w.store[key] = &entry{value: value, version: version}
+		ev = abi.Event{Key: key, Op: abi.OpSet, Value: value, Version: version}
+	} else {
+		delete(w.store, key)
+	}
+	if w.down {
+		w.dirty[key] = true
+		return
+	}
+	w.notify(ev, nil, 0)
+}
+
+// PrintWrites prints writes on out, one line each (Write.String), or one
+// JSON object per line when asJSON.
+func PrintWrites(out io.Writer, writes []Write, asJSON bool) error {
+	var b strings.Builder
+	for _, wr := range writes {
+		if asJSON {
+			j, err := json.Marshal(wr)
+			if err != nil {
+				return err
+			}
+			b.Write(j)
+		} else {
+			b.WriteString(wr.String())
+		}
+		b.WriteByte('\n')
+	}
+	_, err := io.WriteString(out, b.String())
+	return err
+}
+
+// DiffWrites compares the writes of two replays and returns up to max
+// lines describing the first differences ("-" a, "+" b), nil when equal.
+func DiffWrites(a, b []Write, max int) []string {
+	var out []string
+	for i := 0; i < len(a) || i < len(b); i++ {
+		var x, y string
+		if i < len(a) {
+			x = a[i].String()
+		}
+		if i < len(b) {
+			y = b[i].String()
+		}
+		if x == y {
+			continue
+		}
+		if len(out) >= max {
+			out = append(out, "…")
+			break
+		}
+		line := fmt.Sprintf("write %d:", i+1)
+		if x != "" {
+			line += "\n  - " + x
+		}
+		if y != "" {
+			line += "\n  + " + y
+		}
+		out = append(out, line)
+	}
+	return out
+}
