@@ -27,10 +27,7 @@ func withCanary(name string, c Canary) func(*Config) {
 func TestCanaryRefusesDifferentVersion(t *testing.T) {
 	sb := sandbox{kind: "lua"}
 	e := newE2E(t, sb, withCanary("thermostat.lua", Canary{Events: 5}))
-	v1, err := os.ReadFile(filepath.Join("..", "examples", "thermostat", "thermostat.lua"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	v1 := thermostatSource(t)
 	v2 := variant(t, v1, "local MIN, MAX  = 16, 28", "local MIN, MAX  = 16, 30")
 	e.loadRule("thermostat.lua", v1)
 	e.set("thermostat1/setPoint", "22")
@@ -65,6 +62,44 @@ func TestCanaryRefusesDifferentVersion(t *testing.T) {
 	}
 	if len(got) != 2 {
 		t.Fatalf("want the two writes of the old version (29 and 35 clamped to 28), got %q", got)
+	}
+}
+
+// thermostatSource is the example thermostat rule.
+func thermostatSource(t *testing.T) []byte {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join("..", "examples", "thermostat", "thermostat.lua"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src
+}
+
+// A new version of the thermostat that only words its log line otherwise
+// writes what the live one writes, clamped set points included: it takes
+// over after its window of 3 events, and the 4th is handled by it alone.
+func TestCanaryPromotesThermostat(t *testing.T) {
+	e := newE2E(t, sandbox{kind: "lua"}, withCanary("thermostat.lua", Canary{Events: 3}))
+	v1 := thermostatSource(t)
+	v2 := variant(t, v1, `"set point %s clamped to %s"`, `"clamped %s to %s"`)
+	e.loadRule("thermostat.lua", v1)
+	old := e.ruleStatus("thermostat.lua").Hash
+	e.loadRule("thermostat.lua", v2)
+	for i, sp := range []string{"20", "40", "10"} {
+		e.set("thermostat1/setPoint", sp)
+		want := map[string]string{"20": "20", "40": "28", "10": "16"}[sp]
+		e.waitValue("hvac1/target", want)
+		waitFor(t, fmt.Sprint("event ", i+1, " handled"), func() bool { return e.ruleStatus("thermostat.lua").Handled == uint64(i+1) })
+	}
+	waitFor(t, "the new version live", func() bool {
+		s := e.ruleStatus("thermostat.lua")
+		return s.State == StateRunning && s.Hash != old
+	})
+	e.set("thermostat1/setPoint", "50")
+	e.waitValue("hvac1/target", "28")
+	waitFor(t, "logged by the new version", func() bool { return len(e.logLines("clamped 50 to 28")) == 1 })
+	if n := len(e.logLines("canary refused")); n != 0 {
+		t.Fatalf("%d refusals", n)
 	}
 }
 
