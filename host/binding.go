@@ -255,11 +255,11 @@ func (b *binding) Timer(ctx context.Context, name string, delay time.Duration, o
 	if opts.Every > 0 && opts.Every < time.Millisecond {
 		return abi.Errorf(abi.StatusInvalid, "timer %q: every must be 0 (once) or at least 1 ms", name)
 	}
-	if b.inShadow() {
-		return nil
-	}
 	if len(opts.Payload) > cfg.MaxValueBytes {
 		return abi.Errorf(abi.StatusTooLarge, "timer %q: payload of %d bytes exceeds the rule's limit of %d", name, len(opts.Payload), cfg.MaxValueBytes)
+	}
+	if b.inShadow() {
+		return nil
 	}
 	return b.r.timers.arm(ctx, b.in, name, delay, opts.Every, opts.Payload, cfg.MaxTimers)
 }

@@ -59,11 +59,11 @@ type rule struct {
 	lastErrAt time.Time
 	reloadErr bool
 	lin       lineageEntry // lineage of the event being handled
+	cause     Cause        // the event being handled, for the journal
 	// shadow is a new version running next to the live one, set and
 	// ended by the worker; canaryRefused once such a version was refused.
 	shadow        shadowVersion
 	canaryRefused bool
-	cause         Cause // the event being handled, for the journal
 
 	handled, failed, dropped, echoes, abandons atomic.Uint64
 	lastDropLog                                atomic.Int64
