@@ -43,11 +43,16 @@ import (
 // differed. Timers the new version arms while it starts are not armed (the
 // live version's stay, and the new version inherits them).
 //
-// A first load, a dry run and a rule whose file is removed do not canary.
+// The shadow gets the events of the live version's watches (a key only the
+// new version watches reaches it once it is live). A write the live version
+// makes outside a handler (a plugin's own goroutine) counts in the event
+// being handled. Saving the file back to the live version drops the shadow
+// (and a refusal); saving another version replaces the shadow, with a new
+// window. A first load and a dry run do not canary.
 
 // canary is a new version of a rule running in shadow. The rule's worker
-// owns it (it is set, judged and ended there); live is also appended to by
-// the rule's writes.
+// owns it (it is set, judged and ended there); liveWs is also appended to
+// by the rule's writes.
 type canary struct {
 	r      *rule
 	in     *instance
