@@ -19,6 +19,10 @@ type binding struct {
 	r      *rule
 	in     *instance
 	client *protocol.Client
+	// shadow is set for a version started as a canary's shadow (see
+	// canary.go): until it goes live, its writes are staged in the
+	// canary's overlay and its timers are not armed.
+	shadow *canary
 }
 
 var _ abi.Host = (*binding)(nil)
@@ -50,13 +54,26 @@ func (b *binding) checkValue(verb, key string, value []byte, cfg RuleConfig) err
 	return nil
 }
 
+// overlay returns where b's writes are staged: a dry run's overlay, or
+// the canary's while b's version runs in shadow; nil when they go to the
+// store.
+func (b *binding) overlay() *overlay {
+	if b.inShadow() {
+		return b.shadow.ov
+	}
+	return b.r.svc.dry
+}
+
+// inShadow reports whether b's version runs as a canary's shadow.
+func (b *binding) inShadow() bool { return b.shadow != nil && !b.shadow.live.Load() }
+
 // Get implements abi.Host.
 func (b *binding) Get(ctx context.Context, key string) (abi.Value, error) {
 	if err := b.check("get", key, b.r.config().Read); err != nil {
 		return abi.Value{}, err
 	}
-	if b.r.svc.dry != nil {
-		return b.r.svc.dry.get(ctx, b.client, key)
+	if b.overlay() != nil {
+		return b.overlay().get(ctx, b.client, key)
 	}
 	res, err := b.client.Get(ctx, []byte(key), protocol.CallOptions{})
 	if err != nil {
@@ -83,10 +100,10 @@ func (b *binding) Set(ctx context.Context, key string, value []byte, opts abi.Se
 	if opts.TTL < 0 || (opts.TTL > 0 && opts.TTL < time.Millisecond) {
 		return "", abi.Errorf(abi.StatusInvalid, "set %q: ttl must be 0 (none) or at least 1 ms", key)
 	}
-	if b.r.svc.dry != nil {
+	if b.overlay() != nil {
 		w := b.staged("SET", key, value)
 		w.TTL, w.Cond, w.Fence = opts.TTL, condName(opts.Cond), opts.Fence
-		return b.r.svc.dry.set(ctx, b.client, w, b.r.locks.holder(), opts.Cond == abi.CondNX, opts.Cond == abi.CondNEX,
+		return b.overlay().set(ctx, b.client, w, b.r.locks.holder(), opts.Cond == abi.CondNX, opts.Cond == abi.CondNEX,
 			abi.Errorf(abi.StatusNotApplied, "set %q: condition not met", key))
 	}
 	so := protocol.SetOptions{Expiry: opts.TTL}
@@ -117,10 +134,10 @@ func (b *binding) Del(ctx context.Context, key string, opts abi.DelOptions) erro
 	if err := b.check("del", key, b.r.config().Write); err != nil {
 		return err
 	}
-	if b.r.svc.dry != nil {
+	if b.overlay() != nil {
 		w := b.staged("DEL", key, nil)
 		w.Fence = opts.Fence
-		return b.r.svc.dry.del(ctx, b.client, w, b.r.locks.holder())
+		return b.overlay().del(ctx, b.client, w, b.r.locks.holder())
 	}
 	return b.r.write("del", key, opts.Fence, 0, nil, func(token hlc.HLC) (string, bool, error) {
 		n, err := b.client.Del(ctx, []byte(key), protocol.DelOptions{FencingToken: token})
@@ -137,10 +154,10 @@ func (b *binding) VDel(ctx context.Context, key string, value []byte, opts abi.D
 	if err := b.checkValue("vdel", key, value, cfg); err != nil {
 		return err
 	}
-	if b.r.svc.dry != nil {
+	if b.overlay() != nil {
 		w := b.staged("VDEL", key, value)
 		w.Fence = opts.Fence
-		return b.r.svc.dry.del(ctx, b.client, w, b.r.locks.holder())
+		return b.overlay().del(ctx, b.client, w, b.r.locks.holder())
 	}
 	return b.r.write("vdel", key, opts.Fence, 0, nil, func(token hlc.HLC) (string, bool, error) {
 		n, err := b.client.VDel(ctx, []byte(key), value, protocol.DelOptions{FencingToken: token})
@@ -184,10 +201,10 @@ func (b *binding) Lock(ctx context.Context, name string, ttl time.Duration, opts
 	if err := b.checkLock("lock", name); err != nil {
 		return "", err
 	}
-	if b.r.svc.dry != nil {
+	if b.overlay() != nil {
 		w := b.staged("LOCK", name, []byte(b.r.locks.holder()))
 		w.TTL = ttl // reported, not applied: the host would renew the lease
-		return b.r.svc.dry.lock(ctx, b.client, w)
+		return b.overlay().lock(ctx, b.client, w)
 	}
 	return b.r.locks.lock(ctx, name, ttl, opts.Wait)
 }
@@ -197,8 +214,8 @@ func (b *binding) Unlock(ctx context.Context, name string) error {
 	if err := b.checkLock("unlock", name); err != nil {
 		return err
 	}
-	if b.r.svc.dry != nil {
-		return b.r.svc.dry.unlock(ctx, b.client, b.staged("UNLOCK", name, []byte(b.r.locks.holder())))
+	if b.overlay() != nil {
+		return b.overlay().unlock(ctx, b.client, b.staged("UNLOCK", name, []byte(b.r.locks.holder())))
 	}
 	return b.r.locks.unlock(ctx, name)
 }
@@ -241,6 +258,9 @@ func (b *binding) Timer(ctx context.Context, name string, delay time.Duration, o
 	if len(opts.Payload) > cfg.MaxValueBytes {
 		return abi.Errorf(abi.StatusTooLarge, "timer %q: payload of %d bytes exceeds the rule's limit of %d", name, len(opts.Payload), cfg.MaxValueBytes)
 	}
+	if b.inShadow() {
+		return nil
+	}
 	return b.r.timers.arm(ctx, b.in, name, delay, opts.Every, opts.Payload, cfg.MaxTimers)
 }
 
@@ -248,6 +268,9 @@ func (b *binding) Timer(ctx context.Context, name string, delay time.Duration, o
 func (b *binding) Cancel(ctx context.Context, name string) error {
 	if err := b.checkTimer("cancel", name); err != nil {
 		return err
+	}
+	if b.inShadow() {
+		return nil
 	}
 	return b.r.timers.cancel(ctx, name)
 }

@@ -2,6 +2,7 @@ package host
 
 import (
 	"fmt"
+	"math"
 	"path"
 	"slices"
 	"sort"
@@ -28,6 +29,7 @@ import (
 //	log_bytes: 64KiB   # LogBytes, per second
 //	max_timers: 10000  # MaxTimers
 //	read: [...]        # Read, Write, Watch, Lock
+//	canary: {events: 20, duration: 30s, tolerance: 0.01, ignore: [...]}  # Canary
 type RuleConfig struct {
 	// Timeout bounds each handler call (and the rule's initialisation).
 	Timeout time.Duration
@@ -68,6 +70,10 @@ type RuleConfig struct {
 	Write []string
 	Watch []string
 	Lock  []string
+	// Canary, when on, makes a reload of the rule a canary reload (see
+	// canary.go): the new version runs in shadow until it is proven or
+	// refused. Off (the zero value) a reload swaps at once.
+	Canary Canary
 }
 
 // Defaults for zero RuleConfig fields.
@@ -86,6 +92,9 @@ const (
 func (c RuleConfig) Validate() error {
 	if c.Timeout < 0 || c.Grace < 0 || c.MemoryBytes < 0 || c.MaxValueBytes < 0 || c.Mailbox < 0 || c.LogLines < 0 || c.LogBytes < 0 || c.MaxTimers < 0 {
 		return fmt.Errorf("timeout, grace, memory, max_value, mailbox, log_lines, log_bytes and max_timers must not be negative")
+	}
+	if err := c.Canary.validate(); err != nil {
+		return err
 	}
 	for name, list := range map[string][]string{"read": c.Read, "write": c.Write, "watch": c.Watch, "lock": c.Lock} {
 		for _, p := range list {
@@ -166,6 +175,9 @@ func (c RuleConfig) merge(o RuleConfig) RuleConfig {
 	}
 	if o.Lock != nil {
 		c.Lock = o.Lock
+	}
+	if !o.Canary.zero() {
+		c.Canary = o.Canary
 	}
 	return c
 }
@@ -249,3 +261,48 @@ func RuleConfigFor(defaults RuleConfig, rules map[string]RuleConfig, path string
 // Allowed reports whether key matches one of the permission patterns of a
 // RuleConfig (Read, Write, Watch, Lock); a nil list allows every key.
 func Allowed(patterns []string, key string) bool { return allowed(patterns, key) }
+
+// Canary configures canary reloads of a rule. In ssrun.yaml:
+//
+//	canary:
+//	  events: 20        # Events
+//	  duration: 30s     # Duration
+//	  tolerance: 0.01   # Tolerance
+//	  ignore: [stats/*] # Ignore
+type Canary struct {
+	// Events ends the window after this many events compared (0: no bound).
+	Events int
+	// Duration ends the window this long after the shadow started (0: no
+	// bound). With Events, whichever comes first; with neither, reloads
+	// swap at once.
+	Duration time.Duration
+	// Tolerance is how far two written values that both parse as numbers
+	// may differ and still match (absolute; 0: exactly equal).
+	Tolerance float64
+	// Ignore lists key patterns (as in RuleConfig.Read) whose writes are
+	// not compared.
+	Ignore []string
+}
+
+// on reports whether reloads canary.
+func (c Canary) on() bool { return c.Events > 0 || c.Duration > 0 }
+
+// zero reports whether nothing of c is set (merge keeps the default then).
+func (c Canary) zero() bool {
+	return c.Events == 0 && c.Duration == 0 && c.Tolerance == 0 && c.Ignore == nil
+}
+
+func (c Canary) validate() error {
+	if c.Events < 0 || c.Duration < 0 || c.Tolerance < 0 || math.IsNaN(c.Tolerance) {
+		return fmt.Errorf("canary: events, duration and tolerance must not be negative")
+	}
+	if !c.zero() && !c.on() {
+		return fmt.Errorf("canary: set events or duration (or both): the window would never end")
+	}
+	for _, p := range c.Ignore {
+		if !doublestar.ValidatePattern(p) {
+			return fmt.Errorf("canary: ignore: bad key pattern %q", p)
+		}
+	}
+	return nil
+}

@@ -6,7 +6,9 @@
 // hot-reloads and stops rule files. It keeps rules' timers durable in the
 // store (under ReservedPrefix) and fires them from one scheduler. A dry run
 // (Config.DryRun) stages the rules' writes in memory and reports them
-// instead of sending them.
+// instead of sending them. A canary reload (RuleConfig.Canary) runs a new
+// version in shadow, its writes staged likewise, and swaps it in only when
+// it wrote what the live version wrote.
 //
 // # Files
 //
@@ -20,6 +22,8 @@
 //	host.go                Host: loads, event routing, resync, Close
 //	loadstatus.go          the files that failed to load, for Status
 //	binding.go             the abi.Host one version of a rule calls
+//	canary.go              a new version in shadow next to the live one,
+//	                       compared write by write, swapped in or refused
 //	rule.go                a rule: its state, under a lock only this file takes;
 //	                       its worker's loop, its writes (one bracket: fence,
 //	                       damper, echo), reloads, stop

@@ -339,6 +339,9 @@ func (h *Host) Load(ctx context.Context, path string) (err error) {
 	r := h.slots[path]
 	h.mu.Unlock()
 	if r != nil && r.runs(hash) {
+		return settleCanary(ctx, r) // back to the live version: no shadow
+	}
+	if r != nil && shadowRuns(r, hash) {
 		return nil
 	}
 	cfg := ruleConfigFor(h.defaults, h.rules, path)
@@ -366,6 +369,11 @@ func (h *Host) Load(ctx context.Context, path string) (err error) {
 	}
 	next := newInstance(hash)
 	b := newBinding(r, next, h.client)
+	var shadow *canary
+	if !fresh && cfg.Canary.on() && h.dry == nil {
+		shadow = newCanary(r, next, cfg.Canary)
+		b.shadow = shadow
+	}
 	script, err := aside(h.calls, lctx, name, "start", cfg.Grace, func(ctx context.Context) (abi.Script, error) {
 		return prog.Start(ctx, b, cfg.limits())
 	}, func(late abi.Script) { _ = late.Close(context.Background()) })
@@ -384,6 +392,9 @@ func (h *Host) Load(ctx context.Context, path string) (err error) {
 		return fmt.Errorf("start %s: %w", path, err)
 	}
 	next.script = script
+	if shadow != nil {
+		return shadow.start(ctx, h.ctx)
+	}
 	if err := h.install(ctx, r, next); err != nil {
 		r.closeInstance(ctx, next, "new version")
 		if fresh {

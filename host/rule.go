@@ -60,6 +60,10 @@ type rule struct {
 	reloadErr bool
 	lin       lineageEntry // lineage of the event being handled
 	cause     Cause        // the event being handled, for the journal
+	// shadow is a new version running next to the live one, set and
+	// ended by the worker; canaryRefused once such a version was refused.
+	shadow        shadowVersion
+	canaryRefused bool
 
 	handled, failed, dropped, echoes, abandons atomic.Uint64
 	lastDropLog                                atomic.Int64
@@ -145,6 +149,31 @@ func (r *rule) watchesOutside(patterns []string) []string {
 	return out
 }
 
+// shadowVersion is a new version of the rule running in shadow next to the
+// live one until it is proven or refused: a canary (see canary.go). The
+// worker hands it each event before the live version, then judges it.
+type shadowVersion interface {
+	// handle hands ev to the shadow in the worker w; false when w was
+	// abandoned in the call.
+	handle(w *worker, ev abi.Event, timeout time.Duration) bool
+	// judge compares what both versions wrote for ev, and may end the
+	// shadow: refused, or swapped in once its window is over.
+	judge(ctx context.Context, ev abi.Event)
+	// due swaps the shadow in if its window is over, between two events.
+	due()
+	// wroteLive records a write of the live version.
+	wroteLive(op, key string, value []byte)
+	// end drops the shadow (why is logged unless empty).
+	end(ctx context.Context, why string)
+}
+
+// shadowing returns the version running in shadow, or nil.
+func (r *rule) shadowing() shadowVersion {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.shadow
+}
+
 // runs reports whether the running version has content hash.
 func (r *rule) runs(hash [32]byte) bool {
 	r.mu.Lock()
@@ -200,6 +229,9 @@ func (r *rule) run(w *worker) {
 				}
 			}
 		case <-r.mailbox.ready:
+			if sh := r.shadowing(); sh != nil {
+				sh.due() // its window may have ended with no event
+			}
 			d, ok := r.mailbox.pop()
 			r.timers.refill() // timers that were due while the mailbox was full
 			if ok && !r.deliver(w, d) {
@@ -261,7 +293,11 @@ func (r *rule) call(w *worker, d delivery) bool {
 	}
 	r.lin, r.cause = d.lin, causeOf(d)
 	timeout := r.cfg.Timeout
+	shadow := r.shadow
 	r.mu.Unlock()
+	if shadow != nil && !shadow.handle(w, d.ev, timeout) {
+		return false
+	}
 
 	var start time.Time
 	if r.svc.obs != nil {
@@ -277,6 +313,9 @@ func (r *rule) call(w *worker, d delivery) bool {
 			r.svc.log.Warn("closing an abandoned version failed", "rule", r.name, "err", err)
 		}
 		return false
+	}
+	if shadow != nil {
+		shadow.judge(w.ctx, d.ev)
 	}
 	if r.svc.obs != nil {
 		r.svc.obs.ObserveHandle(r.name, time.Since(start), err != nil)
@@ -325,6 +364,9 @@ func failureKind(err error) string {
 // deleted the key, which is also remembered for echo suppression. A write
 // that fails creates and deletes nothing.
 func (r *rule) write(verb, key, fence string, ttl time.Duration, value []byte, send func(token hlc.HLC) (version string, deleted bool, err error)) error {
+	if sh := r.shadowing(); sh != nil {
+		sh.wroteLive(strings.ToUpper(verb), key, value)
+	}
 	token, err := r.locks.fenceToken(verb, key, fence)
 	if err != nil {
 		return err
@@ -433,6 +475,9 @@ func (r *rule) closeInstance(ctx context.Context, in *instance, what string) {
 // shutdown closes the script and releases the rule. It runs in the live
 // worker, which then ends.
 func (r *rule) shutdown(ctx context.Context) {
+	if sh := r.shadowing(); sh != nil {
+		sh.end(ctx, "")
+	}
 	if r.cur != nil {
 		r.closeInstance(ctx, r.cur, "rule")
 		r.cur = nil
@@ -476,6 +521,9 @@ func (r *rule) abandoned(w *worker, why string) {
 		in.closed.Store(true)
 	}
 	r.cur = nil
+	if sh := r.shadowing(); sh != nil {
+		sh.end(context.Background(), why)
+	}
 	r.mu.Lock()
 	if r.w == w {
 		r.w = nil
@@ -584,6 +632,10 @@ const (
 	StateStuck        = "stuck"                                // a handler call runs past its deadline plus the grace
 	StateReloadFailed = "reload failed: previous version runs" // the file's newest version did not load
 	StateLoadFailed   = "failed to load"                       // the file never loaded: nothing runs
+	// A canary reload (RuleConfig.Canary): the new version runs in shadow,
+	// or was refused (until the file changes again).
+	StateCanary        = "canary: new version in shadow"
+	StateCanaryRefused = "canary refused: previous version runs"
 )
 
 // maxLastError bounds RuleStatus.LastError.
@@ -641,6 +693,10 @@ func (r *rule) status() RuleStatus {
 		s.State = StateDisabled
 	case r.reloadErr:
 		s.State = StateReloadFailed
+	case r.canaryRefused:
+		s.State = StateCanaryRefused
+	case r.shadow != nil:
+		s.State = StateCanary
 	default:
 		s.State = StateRunning
 	}

@@ -38,6 +38,11 @@ import (
 //	    write: ["hvac/**"]
 //	    watch: ["thermostat*/setPoint"]
 //	    lock:  []
+//	    canary:             # reload through a canary (host.Canary): the new version
+//	      events: 20        # runs in shadow for 20 events or 30s, whichever first,
+//	      duration: 30s     # and goes live only if it writes what the live one does
+//	      tolerance: 0.01   # numbers equal within this
+//	      ignore: [stats/*] # keys not compared
 type fileConfig struct {
 	Broker   connSettings              `yaml:"broker"`
 	Defaults ruleSettings              `yaml:"defaults"`
@@ -57,18 +62,27 @@ type pluginSettings struct {
 // ruleSettings is host.RuleConfig as written in YAML (durations like "500ms",
 // sizes like "64MiB").
 type ruleSettings struct {
-	Timeout  duration  `yaml:"timeout"`
-	Grace    duration  `yaml:"grace"`
-	Memory   byteSize  `yaml:"memory"`
-	MaxValue byteSize  `yaml:"max_value"`
-	Mailbox  int       `yaml:"mailbox"`
-	LogLines int       `yaml:"log_lines"`
-	LogBytes byteSize  `yaml:"log_bytes"`
-	Timers   int       `yaml:"max_timers"`
-	Read     *[]string `yaml:"read"`
-	Write    *[]string `yaml:"write"`
-	Watch    *[]string `yaml:"watch"`
-	Lock     *[]string `yaml:"lock"`
+	Timeout  duration        `yaml:"timeout"`
+	Grace    duration        `yaml:"grace"`
+	Memory   byteSize        `yaml:"memory"`
+	MaxValue byteSize        `yaml:"max_value"`
+	Mailbox  int             `yaml:"mailbox"`
+	LogLines int             `yaml:"log_lines"`
+	LogBytes byteSize        `yaml:"log_bytes"`
+	Timers   int             `yaml:"max_timers"`
+	Read     *[]string       `yaml:"read"`
+	Write    *[]string       `yaml:"write"`
+	Watch    *[]string       `yaml:"watch"`
+	Lock     *[]string       `yaml:"lock"`
+	Canary   *canarySettings `yaml:"canary"`
+}
+
+// canarySettings is host.Canary as written in YAML.
+type canarySettings struct {
+	Events    int      `yaml:"events"`
+	Duration  duration `yaml:"duration"`
+	Tolerance float64  `yaml:"tolerance"`
+	Ignore    []string `yaml:"ignore"`
 }
 
 func (s ruleSettings) toHost() host.RuleConfig {
@@ -80,6 +94,10 @@ func (s ruleSettings) toHost() host.RuleConfig {
 			return []string{} // present but empty: no key allowed
 		}
 		return *p
+	}
+	var canary host.Canary
+	if c := s.Canary; c != nil {
+		canary = host.Canary{Events: c.Events, Duration: time.Duration(c.Duration), Tolerance: c.Tolerance, Ignore: c.Ignore}
 	}
 	return host.RuleConfig{
 		Timeout:       time.Duration(s.Timeout),
@@ -94,6 +112,7 @@ func (s ruleSettings) toHost() host.RuleConfig {
 		Write:         list(s.Write),
 		Watch:         list(s.Watch),
 		Lock:          list(s.Lock),
+		Canary:        canary,
 	}
 }
 

@@ -25,6 +25,7 @@ var configSections = map[string]struct {
 	"main.ruleSettings":   {reflect.TypeFor[ruleSettings](), "in defaults: or a rule's settings"},
 	"main.connSettings":   {reflect.TypeFor[connSettings](), "under broker:"},
 	"main.pluginSettings": {reflect.TypeFor[pluginSettings](), "in a plugin's settings"},
+	"main.canarySettings": {reflect.TypeFor[canarySettings](), "under canary:"},
 }
 
 // valueKinds says what a value of each Go type looks like in the file.
