@@ -241,7 +241,7 @@ func runCase(ctx context.Context, f *File, c *Case, rules []rule) (problems []st
 // start causes. The caller closes the started scripts (w.rules).
 func (w *world) start(ctx context.Context, rules []rule) error {
 	for _, r := range rules {
-		b := &binding{w: w, name: r.name, cfg: r.cfg, watches: map[string]abi.WatchOptions{}, timers: map[string]*timer{}, held: map[string]bool{}}
+		b := &binding{w: w, name: r.name, cfg: r.cfg, watches: map[string]abi.WatchOptions{}, timers: map[string]*timer{}, held: map[string]int{}}
 		lim := abi.Limits{CallTimeout: r.cfg.Timeout, MemoryBytes: r.cfg.MemoryBytes}.WithDefaults()
 		s, err := r.prog.Start(ctx, b, lim)
 		if err != nil {
@@ -282,6 +282,8 @@ func (w *world) step(ctx context.Context, s *Step) error {
 		if err := w.loseLock(s.LoseLock); err != nil {
 			return err
 		}
+	case s.Fence != "":
+		return w.fence(s.Fence)
 	}
 	w.drain(ctx)
 	return nil

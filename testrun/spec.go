@@ -47,6 +47,7 @@ type Step struct {
 	Advance  string  `yaml:"advance"`   // virtual time passes (a Go duration)
 	Store    string  `yaml:"store"`     // "down" or "up"
 	LoseLock string  `yaml:"lose_lock"` // the holder of this lock loses it
+	Fence    string  `yaml:"fence"`     // another host takes this lock unbeknown to its holder
 	Expect   *Expect `yaml:"expect"`
 	Line     int     `yaml:"-"`
 
@@ -238,13 +239,13 @@ func (f *File) check() error {
 
 func (s *Step) check() error {
 	n := 0
-	for _, set := range []bool{len(s.Set) > 0, len(s.Delete) > 0, s.Advance != "", s.Store != "", s.LoseLock != ""} {
+	for _, set := range []bool{len(s.Set) > 0, len(s.Delete) > 0, s.Advance != "", s.Store != "", s.LoseLock != "", s.Fence != ""} {
 		if set {
 			n++
 		}
 	}
 	if n != 1 {
-		return errors.New("want exactly one of set, delete, advance, store, lose_lock")
+		return errors.New("want exactly one of set, delete, advance, store, lose_lock, fence")
 	}
 	if s.Advance != "" {
 		d, err := time.ParseDuration(s.Advance)
@@ -281,7 +282,9 @@ func (s *Step) String() string {
 		return "advance " + s.Advance
 	case s.Store != "":
 		return "store " + s.Store
-	default:
+	case s.LoseLock != "":
 		return "lose_lock " + s.LoseLock
+	default:
+		return "fence " + s.Fence
 	}
 }

@@ -25,8 +25,13 @@ type world struct {
 	dirty  map[string]bool // keys changed from outside while down
 	rules  []*binding      // in load order
 	queue  []delivery
-	locks  map[string]*binding // by lock name: the holder
-	tokens int
+	locks  map[string]*binding // by lock name: the holder (other: another host)
+	tokens int                 // the last fencing token issued
+	// newest is, by lock name, the newest fencing token the store issued
+	// for it: a fenced write with an older one is refused (FENCED).
+	newest map[string]int
+	// other holds the locks a fence step gave to another host.
+	other *binding
 
 	// What the current step produced.
 	writes []string
@@ -64,18 +69,20 @@ type binding struct {
 	script  abi.Script
 	watches map[string]abi.WatchOptions
 	timers  map[string]*timer
-	held    map[string]bool // locks held
-	hop     int             // of the event being handled
+	held    map[string]int // locks the rule believes it holds: their tokens
+	hop     int            // of the event being handled
 	handled int
 	failed  int
 }
 
 func newWorld(start time.Time) *world {
 	return &world{
-		now:   start.UnixMilli(),
-		store: map[string]*entry{},
-		dirty: map[string]bool{},
-		locks: map[string]*binding{},
+		now:    start.UnixMilli(),
+		store:  map[string]*entry{},
+		dirty:  map[string]bool{},
+		locks:  map[string]*binding{},
+		newest: map[string]int{},
+		other:  &binding{name: "another host"},
 	}
 }
 
@@ -162,7 +169,7 @@ func (w *world) loseLock(name string) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	r, ok := w.locks[name]
-	if !ok {
+	if !ok || r == w.other {
 		return fmt.Errorf("lock %q is not held by any rule", name)
 	}
 	delete(w.locks, name)
@@ -301,9 +308,20 @@ func (b *binding) access(patterns []string, verb, key string) error {
 	return nil
 }
 
+// fenced checks a write fenced with the lock fence (none when empty): the
+// rule must believe it holds the lock (LOCK_LOST otherwise, as the host
+// answers without asking the store), and its token must be the newest the
+// store issued for the lock (FENCED otherwise, as the store answers).
 func (b *binding) fenced(verb, key, fence string) error {
-	if fence != "" && !b.held[fence] {
+	if fence == "" {
+		return nil
+	}
+	token, ok := b.held[fence]
+	if !ok {
 		return b.fail(abi.StatusLockLost, "%s %s: lock %q is not held", verb, key, fence)
+	}
+	if token < b.w.newest[fence] {
+		return b.fail(abi.StatusFenced, "%s %s: the store refused the fencing token of lock %q: a newer one was issued", verb, key, fence)
 	}
 	return nil
 }
@@ -415,8 +433,9 @@ func (b *binding) Lock(_ context.Context, name string, ttl time.Duration, _ abi.
 		return "", b.fail(abi.StatusBusy, "lock %s: held by %s", name, h.name)
 	}
 	b.w.locks[name] = b
-	b.held[name] = true
 	b.w.tokens++
+	b.held[name] = b.w.tokens
+	b.w.newest[name] = b.w.tokens
 	return fmt.Sprintf("%015d:%05d:ssrun-test", b.w.now, b.w.tokens), nil
 }
 
@@ -426,7 +445,8 @@ func (b *binding) Unlock(_ context.Context, name string) error {
 	if b.w.down {
 		return b.fail(abi.StatusUnavailable, "unlock %s: store not connected", name)
 	}
-	if !b.held[name] {
+	if _, ok := b.held[name]; !ok || b.w.locks[name] != b {
+		delete(b.held, name)
 		return b.fail(abi.StatusNotFound, "unlock %s: not held", name)
 	}
 	delete(b.held, name)
