@@ -61,30 +61,37 @@ func (s *sorter) Less(i, j int) bool {
 	return less
 }
 
-// mathRandom implements math.random as Lua 5.1 documents it: () a float in
-// [0,1), (m) an integer in [1,m], (m, n) one in [m,n]. gopher-lua's handed
-// an empty interval to Go's rand.Intn, whose panic ("invalid argument to
-// Intn") reached the rule.
-func mathRandom(L *glua.LState) int {
-	switch L.GetTop() {
-	case 0:
-		L.Push(glua.LNumber(rand.Float64()))
+// mathRandom returns math.random as Lua 5.1 documents it: () a float in
+// [0,1), (m) an integer in [1,m], (m, n) one in [m,n], drawn from r (Go's
+// process-wide source when nil). gopher-lua's handed an empty interval to
+// Go's rand.Intn, whose panic ("invalid argument to Intn") reached the
+// rule.
+func mathRandom(r *rand.Rand) glua.LGFunction {
+	float, int64n := rand.Float64, rand.Int64N
+	if r != nil {
+		float, int64n = r.Float64, r.Int64N
+	}
+	return func(L *glua.LState) int {
+		switch L.GetTop() {
+		case 0:
+			L.Push(glua.LNumber(float()))
+			return 1
+		case 1, 2:
+		default:
+			L.RaiseError("wrong number of arguments")
+		}
+		lo, hi := int64(1), int64(L.CheckNumber(1))
+		arg := 1
+		if L.GetTop() == 2 {
+			lo, hi, arg = int64(L.CheckNumber(1)), int64(L.CheckNumber(2)), 2
+		}
+		if lo > hi {
+			L.ArgError(arg, "interval is empty")
+		}
+		if hi-lo < 0 || hi-lo == math.MaxInt64 { // overflowed, or no room for +1
+			L.ArgError(arg, "interval is too large")
+		}
+		L.Push(glua.LNumber(lo + int64n(hi-lo+1)))
 		return 1
-	case 1, 2:
-	default:
-		L.RaiseError("wrong number of arguments")
 	}
-	lo, hi := int64(1), int64(L.CheckNumber(1))
-	arg := 1
-	if L.GetTop() == 2 {
-		lo, hi, arg = int64(L.CheckNumber(1)), int64(L.CheckNumber(2)), 2
-	}
-	if lo > hi {
-		L.ArgError(arg, "interval is empty")
-	}
-	if hi-lo < 0 || hi-lo == math.MaxInt64 { // overflowed, or no room for +1
-		L.ArgError(arg, "interval is too large")
-	}
-	L.Push(glua.LNumber(lo + rand.Int64N(hi-lo+1)))
-	return 1
 }

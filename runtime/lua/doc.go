@@ -116,7 +116,8 @@
 // Limits and failures), table.sort (it stops at the deadline; a nil
 // comparator is allowed, as in Lua) and math.random (Lua 5.1's errors,
 // "bad argument #1 to random (interval is empty)", instead of Go's panic).
-// math.randomseed does nothing (math.random uses Go's process-wide source).
+// math.randomseed does nothing (math.random uses Go's process-wide source,
+// or the generator Config.Rand gives the script: ssrun test seeds it).
 // xpcall runs its handler once the failed function has returned, not where
 // the error was raised (without the debug library a rule cannot tell), and
 // string.format ignores extra arguments, as Lua does, where gopher-lua

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"slices"
 	"strconv"
@@ -61,6 +62,12 @@ type Config struct {
 	// default CallTimeout usually stops it first; either way the Script
 	// survives (see Script).
 	RegistryMaxSize int
+	// Rand, when set, is called with the script's host each time a
+	// script's state is built (at Start, and again when a failure forced
+	// a rebuild); math.random then draws from the generator it returns
+	// (used by that state alone), so a test can seed it. Unset, or when
+	// it returns nil, math.random draws from Go's process-wide source.
+	Rand func(h abi.Host) *rand.Rand
 }
 
 func (o Config) withDefaults() Config {

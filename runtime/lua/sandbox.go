@@ -3,6 +3,7 @@ package lua
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 
 	glua "github.com/yuin/gopher-lua"
@@ -107,11 +108,16 @@ func newState(opts Config, h abi.Host, limit int64) *state {
 	L.SetGlobal("xpcall", L.NewFunction(st.xpcall))
 
 	mathLib := L.GetGlobal(glua.MathLibName).(*glua.LTable)
-	// math.random draws from Go's process-wide source; reseeding it would
+	// math.random draws from Go's process-wide source unless opts.Rand
+	// gives the state its own; reseeding the process-wide source would
 	// touch every rule (it is a no-op since Go 1.24 unless GODEBUG says
 	// otherwise), so randomseed does nothing.
+	var r *rand.Rand
+	if opts.Rand != nil {
+		r = opts.Rand(h)
+	}
 	mathLib.RawSetString("randomseed", L.NewFunction(func(*glua.LState) int { return 0 }))
-	mathLib.RawSetString("random", L.NewFunction(mathRandom))
+	mathLib.RawSetString("random", L.NewFunction(mathRandom(r)))
 
 	str := L.GetGlobal(glua.StringLibName).(*glua.LTable)
 	for name, fn := range map[string]glua.LGFunction{
