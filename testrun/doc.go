@@ -2,7 +2,8 @@
 // file next to the rules (NAME.test.yaml or NAME_test.yaml) gives cases,
 // each an initial store, a sequence of steps (a key set or deleted from
 // outside, virtual time advancing, the store going down and up, a lock
-// lost) and after each step what is expected: store contents, the writes
+// lost, or taken by another host so that the holder's fenced writes fail
+// with FENCED) and after each step what is expected: store contents, the writes
 // the rules made, log lines, pending timers and rule statuses.
 //
 // The engine is an in-memory host (world.go): the rules run in their real
@@ -13,7 +14,9 @@
 // never waits on the wall clock and two runs of a case make the same calls
 // in the same order. The clock is virtual: it starts at the file's start
 // (2026-01-01T00:00:00Z by default) and moves only with advance steps;
-// timers, key expiry (set with a TTL) and every rule's now() read it. The
+// timers, key expiry (set with a TTL) and every rule's now() read it. Lua's
+// math.random is seeded by the case's seed (0 unless given) when the Lua
+// runtime is built with Rand (seed.go). The
 // host's behaviours a rule relies on are kept: a rule is not woken by its
 // own writes unless it watches with self, a chain of rules triggering each
 // other is damped after host.DefaultMaxHops, permissions and max_value
@@ -22,7 +25,7 @@
 // UNAVAILABLE and resyncs the watched keys that changed when it returns.
 //
 // Files: spec.go (the format and its checks), world.go (the in-memory host
-// and the event loop), expect.go (comparing a step's outcome), report.go
+// and the event loop), fence.go (the fence step), seed.go (seeded random), expect.go (comparing a step's outcome), report.go
 // (go test-like output), run.go (finding and running files), trace.go (the
 // trace format of `ssrun record`), replay.go (`ssrun replay`: the rules run
 // in the same in-memory host against a trace, and the writes they make).

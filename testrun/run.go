@@ -209,6 +209,7 @@ func compile(ctx context.Context, f *File, opts Options) ([]rule, error) {
 // runCase runs one case in a fresh world and returns what went wrong.
 func runCase(ctx context.Context, f *File, c *Case, rules []rule) (problems []string) {
 	w := newWorld(f.start)
+	w.seed = c.Seed
 	for _, k := range sortedKeys(c.Store) {
 		w.store[k] = &entry{value: []byte(c.Store[k]), version: w.version()}
 	}

@@ -35,8 +35,11 @@ type Case struct {
 	Name string `yaml:"name"`
 	// Store is the store's content before the rules start.
 	Store map[string]string `yaml:"store"`
-	Steps []Step            `yaml:"steps"`
-	Line  int               `yaml:"-"`
+	// Seed seeds the rules' random numbers (Lua's math.random); 0 when
+	// not given.
+	Seed  uint64 `yaml:"seed"`
+	Steps []Step `yaml:"steps"`
+	Line  int    `yaml:"-"`
 }
 
 // Step is one thing that happens, and what is expected after it. Exactly

@@ -18,8 +18,9 @@ import (
 // Handle, possibly from their own goroutines, so the state is under mu.
 type world struct {
 	mu     sync.Mutex
-	now    int64 // virtual Unix ms
-	seq    int   // version counter
+	now    int64  // virtual Unix ms
+	seed   uint64 // of the rules' random numbers (Rand)
+	seq    int    // version counter
 	down   bool
 	store  map[string]*entry
 	dirty  map[string]bool // keys changed from outside while down

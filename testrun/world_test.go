@@ -27,7 +27,7 @@ func run(t *testing.T, rules map[string]string, spec string) (int, string) {
 	if err := os.WriteFile(p, []byte(spec), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	rt := lua.New(lua.Config{})
+	rt := lua.New(lua.Config{Rand: testrun.Rand})
 	t.Cleanup(func() { rt.Close(context.Background()) })
 	var out bytes.Buffer
 	failed, err := testrun.Run(context.Background(), []string{p}, testrun.Options{Runtimes: []abi.Runtime{rt}, Report: &testrun.Reporter{Out: &out}})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ssrun/ssrun/runtime/lua"
 	"github.com/ssrun/ssrun/testrun"
 )
 
@@ -56,7 +57,7 @@ func (a *app) replay(ctx context.Context, tracePath, dir, against string, asJSON
 	if tr.Truncated {
 		fmt.Fprintf(a.stderr, "ssrun replay: %s: the last line is incomplete (recorder killed?): ignored\n", tracePath)
 	}
-	rts, err := a.runtimes(nil)
+	rts, err := a.runtimesLua(nil, lua.Config{Rand: testrun.Rand}) // math.random seeded
 	if err != nil {
 		return err
 	}

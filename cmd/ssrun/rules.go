@@ -24,7 +24,12 @@ import (
 
 // runtimes builds the Lua, WebAssembly and plugin runtimes.
 func (a *app) runtimes(cfg *fileConfig) ([]abi.Runtime, error) {
-	lr := lua.New(lua.Config{})
+	return a.runtimesLua(cfg, lua.Config{})
+}
+
+// runtimesLua is runtimes with the Lua runtime's settings given.
+func (a *app) runtimesLua(cfg *fileConfig, lc lua.Config) ([]abi.Runtime, error) {
+	lr := lua.New(lc)
 	wr, err := wasm.New(wasm.Config{Logger: a.log})
 	if err != nil {
 		return nil, fmt.Errorf("wasm runtime: %w", err)

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ssrun/ssrun/host"
+	"github.com/ssrun/ssrun/runtime/lua"
 	"github.com/ssrun/ssrun/testrun"
 )
 
@@ -55,7 +56,7 @@ func (a *app) runTests(ctx context.Context, args []string, re *regexp.Regexp, re
 	if err != nil {
 		return &exitError{code: 2, msg: "ssrun test: " + err.Error()}
 	}
-	rts, err := a.runtimes(nil)
+	rts, err := a.runtimesLua(nil, lua.Config{Rand: testrun.Rand}) // math.random seeded
 	if err != nil {
 		return err
 	}

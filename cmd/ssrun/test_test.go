@@ -139,3 +139,30 @@ func TestTestAppliesSsrunYAML(t *testing.T) {
 		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// math.random is seeded under ssrun test: two runs of a case draw the
+// same number (shown in the diff of an expectation that cannot hold).
+func TestTestSeedsRandom(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"r.lua": "local ss = require(\"ssrun\")\nss.watch(\"go\")\nfunction on_event(ev) assert(ss.set(\"n\", tostring(math.random(1000000)))) end\n",
+		"r.test.yaml": "cases:\n  - name: r\n    steps:\n      - set: {go: \"1\"}\n        expect: {writes: [SET n x]}\n",
+	}
+	for name, src := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	drawn := func() string {
+		r := runCLI(t, "", "test", dir)
+		_, n, ok := strings.Cut(r.stdout, "+ SET n ")
+		if r.code != 1 || !ok {
+			t.Fatalf("exit %d, want 1 with the write in the diff\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		n, _, _ = strings.Cut(n, "\n")
+		return n
+	}
+	if a, b := drawn(), drawn(); a != b {
+		t.Errorf("two runs drew %s and %s", a, b)
+	}
+}
