@@ -46,13 +46,17 @@ cases:
 	}
 }
 
-// A fenced-out rule that locks again finds the lock held by another host.
+// A fenced-out rule that locks again gets its old token (the host answers
+// from the lease it believes it holds) and its write is FENCED; once it
+// is told LOCK_LOST, locking finds the lock held by another host.
 func TestFenceStepLockBusy(t *testing.T) {
 	rule := `local ss = require("ssrun")
 ss.watch("go")
 function on_event(ev)
+  if ev.op == "LOCK_LOST" then return end
   local token, msg, code = ss.lock("pump", 10000)
   if token == false then ss.warn("lock busy") return end
+  ss.info("token " .. token)
   assert(ss.set("pump/state", ev.value, {fence = "pump"}))
 end`
 	failed, out := run(t, map[string]string{"p.lua": rule}, `
@@ -63,6 +67,12 @@ cases:
         expect: {writes: [SET pump/state 1]}
       - fence: pump
       - set: {go: "2"}
+        expect:
+          writes: []
+          logs: ["token 001767225600000:00001:ssrun-test", the store refused the fencing token]
+          status: {p.lua: {handled: 1, failed: 1}}
+      - lose_lock: pump
+      - set: {go: "3"}
         expect: {writes: [], logs: [lock busy]}
 `)
 	if failed != 0 {

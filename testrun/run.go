@@ -242,7 +242,7 @@ func runCase(ctx context.Context, f *File, c *Case, rules []rule) (problems []st
 // start causes. The caller closes the started scripts (w.rules).
 func (w *world) start(ctx context.Context, rules []rule) error {
 	for _, r := range rules {
-		b := &binding{w: w, name: r.name, cfg: r.cfg, watches: map[string]abi.WatchOptions{}, timers: map[string]*timer{}, held: map[string]int{}}
+		b := &binding{w: w, name: r.name, cfg: r.cfg, watches: map[string]abi.WatchOptions{}, timers: map[string]*timer{}, held: map[string]lease{}}
 		lim := abi.Limits{CallTimeout: r.cfg.Timeout, MemoryBytes: r.cfg.MemoryBytes}.WithDefaults()
 		s, err := r.prog.Start(ctx, b, lim)
 		if err != nil {

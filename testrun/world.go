@@ -62,6 +62,13 @@ type timer struct {
 	payload  []byte
 }
 
+// lease is a lock a rule holds: its fencing token, and the token's
+// number (tokens are issued in order).
+type lease struct {
+	n     int
+	token string
+}
+
 // binding is one rule bound to the world: its abi.Host.
 type binding struct {
 	w       *world
@@ -70,8 +77,8 @@ type binding struct {
 	script  abi.Script
 	watches map[string]abi.WatchOptions
 	timers  map[string]*timer
-	held    map[string]int // locks the rule believes it holds: their tokens
-	hop     int            // of the event being handled
+	held    map[string]lease // locks the rule believes it holds
+	hop     int              // of the event being handled
 	handled int
 	failed  int
 }
@@ -165,18 +172,23 @@ func (w *world) up() {
 	clear(w.dirty)
 }
 
-// loseLock takes the lock name from its holder and tells the holder.
+// loseLock takes the lock name from the rule that holds it, or believes
+// it does (after a fence step), and tells that rule.
 func (w *world) loseLock(name string) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	r, ok := w.locks[name]
-	if !ok || r == w.other {
-		return fmt.Errorf("lock %q is not held by any rule", name)
+	for _, r := range w.rules {
+		if _, ok := r.held[name]; !ok {
+			continue
+		}
+		if w.locks[name] == r {
+			delete(w.locks, name)
+		}
+		delete(r.held, name)
+		w.queue = append(w.queue, delivery{to: r, ev: abi.Event{Key: name, Op: abi.OpLockLost}})
+		return nil
 	}
-	delete(w.locks, name)
-	delete(r.held, name)
-	w.queue = append(w.queue, delivery{to: r, ev: abi.Event{Key: name, Op: abi.OpLockLost}})
-	return nil
+	return fmt.Errorf("lock %q is not held by any rule", name)
 }
 
 // next returns the earliest pending timer or key expiry, if any.
@@ -317,11 +329,11 @@ func (b *binding) fenced(verb, key, fence string) error {
 	if fence == "" {
 		return nil
 	}
-	token, ok := b.held[fence]
+	l, ok := b.held[fence]
 	if !ok {
 		return b.fail(abi.StatusLockLost, "%s %s: lock %q is not held", verb, key, fence)
 	}
-	if token < b.w.newest[fence] {
+	if l.n < b.w.newest[fence] {
 		return b.fail(abi.StatusFenced, "%s %s: the store refused the fencing token of lock %q: a newer one was issued", verb, key, fence)
 	}
 	return nil
@@ -430,14 +442,21 @@ func (b *binding) Lock(_ context.Context, name string, ttl time.Duration, _ abi.
 	if ttl <= 0 {
 		return "", b.fail(abi.StatusInvalid, "lock %s: ttl must be positive", name)
 	}
+	// As the host does, a lock the rule believes it holds is answered
+	// with its token without asking the store (even after a fence step
+	// gave it to another host: the rule's fenced writes find out).
+	if l, ok := b.held[name]; ok {
+		return l.token, nil
+	}
 	if h, ok := b.w.locks[name]; ok && h != b {
 		return "", b.fail(abi.StatusBusy, "lock %s: held by %s", name, h.name)
 	}
 	b.w.locks[name] = b
 	b.w.tokens++
-	b.held[name] = b.w.tokens
-	b.w.newest[name] = b.w.tokens
-	return fmt.Sprintf("%015d:%05d:ssrun-test", b.w.now, b.w.tokens), nil
+	l := lease{n: b.w.tokens, token: fmt.Sprintf("%015d:%05d:ssrun-test", b.w.now, b.w.tokens)}
+	b.held[name] = l
+	b.w.newest[name] = l.n
+	return l.token, nil
 }
 
 func (b *binding) Unlock(_ context.Context, name string) error {
