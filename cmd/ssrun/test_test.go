@@ -42,7 +42,7 @@ func TestTestExamplesPass(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("ssrun test examples/...: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	for _, ex := range []string{"thermostat/", "thermostat-as/rules/", "chain/", "door-alarm/", "compressor/"} {
+	for _, ex := range []string{"thermostat/", "thermostat-as/rules/", "chain/", "door-alarm/", "compressor/", "active-standby/"} {
 		if !strings.Contains(r.stdout, "ok  \t../../examples/"+ex) {
 			t.Errorf("no passing test file for examples/%s:\n%s", ex, r.stdout)
 		}
@@ -145,7 +145,7 @@ func TestTestAppliesSsrunYAML(t *testing.T) {
 func TestTestSeedsRandom(t *testing.T) {
 	dir := t.TempDir()
 	files := map[string]string{
-		"r.lua": "local ss = require(\"ssrun\")\nss.watch(\"go\")\nfunction on_event(ev) assert(ss.set(\"n\", tostring(math.random(1000000)))) end\n",
+		"r.lua":       "local ss = require(\"ssrun\")\nss.watch(\"go\")\nfunction on_event(ev) assert(ss.set(\"n\", tostring(math.random(1000000)))) end\n",
 		"r.test.yaml": "cases:\n  - name: r\n    steps:\n      - set: {go: \"1\"}\n        expect: {writes: [SET n x]}\n",
 	}
 	for name, src := range files {
