@@ -17,6 +17,7 @@ import (
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/broker/brokertest"
 	"github.com/ssrun/ssrun/examples/internal/examplehost"
+	"github.com/ssrun/ssrun/examples/internal/ruletests"
 	"github.com/ssrun/ssrun/host"
 	"github.com/ssrun/ssrun/internal/gobuild"
 	"github.com/ssrun/ssrun/internal/testutil"
@@ -282,4 +283,19 @@ func TestHostCloseStopsPlugin(t *testing.T) {
 	if st := e.rt.Stats(); len(st) != 0 {
 		t.Errorf("scripts still running after the host closed: %+v", st)
 	}
+}
+
+// TestSummaryTestFile runs testdata/batch-summary.test.yaml (`ssrun test`,
+// on an in-memory store) on the plugin built as the README says.
+func TestSummaryTestFile(t *testing.T) {
+	rules := t.TempDir()
+	if err := os.WriteFile(filepath.Join(rules, "batch-summary"), binary(t, "test"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := plugin.New(plugin.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.Close(context.Background()) })
+	ruletests.Run(t, rules, "testdata/batch-summary.test.yaml", rt)
 }
