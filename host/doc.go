@@ -41,7 +41,7 @@
 //	                       runtime calls that may not return; the keys and
 //	                       encodings of timers in the store
 //	mailbox.go clock.go config.go errors.go rulefile.go
-//	observer.go            the metrics observer; the failed loads
+//	observer.go            the metrics observer
 //	timers.go chain.go     the timer scheduler: one heap, one goroutine; the
 //	                       path of rule writes that led to an event
 //

@@ -102,7 +102,6 @@ type Host struct {
 	mu           sync.Mutex
 	slots        map[string]*rule // by path
 	outcomes     loadOutcomes     // files that failed to load, not in slots
-	failedLoads  loadFailures
 
 	events, damped, resyncs atomic.Uint64
 	lastDampLog             atomic.Int64
@@ -313,10 +312,9 @@ func (h *Host) Load(ctx context.Context, path string) (err error) {
 	)
 	defer func() {
 		h.mu.Lock()
-		r, running := h.slots[path]
+		r := h.slots[path]
 		h.mu.Unlock()
-		h.failedLoads.note(path, err != nil && h.closing.Err() == nil, running)
-		// for Status; a load cut short by Close is no failure of the file
+		// for Status and Stats; a load cut short by Close is no failure of the file
 		if err == nil || (!errors.Is(err, ErrClosed) && h.closing.Err() == nil) {
 			h.outcomes.note(r, path, kind, hash, err)
 		}
@@ -462,7 +460,6 @@ func (h *Host) Remove(ctx context.Context, path string) error {
 		return fmt.Errorf("remove %s: %w", path, err)
 	}
 	defer h.unlockLoads()
-	h.failedLoads.forget(path)
 	h.mu.Lock()
 	r := h.slots[path]
 	delete(h.slots, path)
@@ -544,7 +541,7 @@ type Stats struct {
 // Stats returns host-wide counters.
 func (h *Host) Stats() Stats {
 	s := Stats{Notifications: h.events.Load(), LoopsDamped: h.damped.Load(), Resyncs: h.resyncs.Load(),
-		WatchedKeys: h.reg.watchedKeys(), Stuck: h.calls.stuck(), LoadFailed: h.failedLoads.count()}
+		WatchedKeys: h.reg.watchedKeys(), Stuck: h.calls.stuck(), LoadFailed: h.outcomes.count()}
 	for _, r := range h.loaded() {
 		s.Timers += r.timers.count()
 	}

@@ -6,7 +6,8 @@ import (
 )
 
 // loadOutcomes keeps the rule files that failed to load while no version
-// of them runs: Status lists them, in StateLoadFailed, until they load or
+// of them runs: Status lists them, in StateLoadFailed, and Stats counts
+// them (Stats.LoadFailed, readiness in package admin), until they load or
 // are removed.
 type loadOutcomes struct {
 	mu     sync.Mutex
@@ -47,6 +48,13 @@ func (o *loadOutcomes) forget(path string) {
 	o.mu.Lock()
 	delete(o.failed, path)
 	o.mu.Unlock()
+}
+
+// count returns how many files failed to load.
+func (o *loadOutcomes) count() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.failed)
 }
 
 // list returns the status of the files that failed to load.

@@ -101,7 +101,6 @@ func (h *Host) reconcile(ctx context.Context, p string) {
 		if err == nil {
 			warnNotRule(h.log, p, info)
 		}
-		h.failedLoads.forget(p) // a broken file that is gone fails no more
 		if loaded {
 			if err := h.Remove(ctx, p); err != nil {
 				h.log.Warn("stopping removed rule", "rule", filepath.Base(p), "err", err)
