@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -260,44 +259,35 @@ what changed while disconnected is printed (a key deleted meanwhile as
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withClient(cmd, o, func(ctx context.Context, c *protocol.Client) error {
 				w := &watcher{a: a, c: c, keys: args, seen: map[string]keyState{}}
-				for _, k := range args {
-					if err := c.KeyNotify(ctx, []byte(k), protocol.CallOptions{}); err != nil {
-						return fmt.Errorf("watch %q: %w", k, err)
-					}
+				if err := notifyKeys(ctx, c, "watch", args); err != nil {
+					return err
 				}
 				if _, err := w.reread(ctx); err != nil {
 					return err
 				}
 				fmt.Fprintf(a.stderr, "watching %d key(s); Ctrl-C to stop\n", len(args))
 				connected := true
-				for {
-					select {
-					case <-ctx.Done():
-						return nil
-					case ev, ok := <-c.Events():
-						if !ok {
-							return errors.New("watch: client closed")
+				return eachEvent(ctx, c, "watch", func(ev protocol.Event) error {
+					switch ev.Kind {
+					case protocol.EventNotify:
+						w.print(string(ev.Key), ev.Op, ev.Version, ev.Value)
+					case protocol.EventDisconnected:
+						connected = false
+						a.printEvent(ev)
+					case protocol.EventConnected, protocol.EventOverflow:
+						if ev.Kind == protocol.EventConnected && connected {
+							return nil // the first connection: already read
 						}
-						switch ev.Kind {
-						case protocol.EventNotify:
-							w.print(string(ev.Key), ev.Op, ev.Version, ev.Value)
-						case protocol.EventDisconnected:
-							connected = false
-							a.printEvent(ev)
-						case protocol.EventConnected, protocol.EventOverflow:
-							if ev.Kind == protocol.EventConnected && connected {
-								continue // the first connection: already read
-							}
-							connected = true
-							n, err := w.reread(ctx)
-							if err != nil {
-								fmt.Fprintf(a.stderr, "re-reading the watched keys failed: %v\n", err)
-								continue
-							}
-							fmt.Fprintf(a.stderr, "%s; re-read %d key(s), %d changed meanwhile\n", ev.Kind, len(args), n)
+						connected = true
+						n, err := w.reread(ctx)
+						if err != nil {
+							fmt.Fprintf(a.stderr, "re-reading the watched keys failed: %v\n", err)
+							return nil
 						}
+						fmt.Fprintf(a.stderr, "%s; re-read %d key(s), %d changed meanwhile\n", ev.Kind, len(args), n)
 					}
-				}
+					return nil
+				})
 			})
 		},
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -87,10 +86,8 @@ func (a *app) record(ctx context.Context, c *protocol.Client, keys []string, out
 	}
 	// Watch first, then read: a change between the two is in both, and
 	// its notification is dropped as not newer than the read.
-	for _, k := range keys {
-		if err := c.KeyNotify(ctx, []byte(k), protocol.CallOptions{}); err != nil {
-			return fmt.Errorf("record: watch %q: %w", k, err)
-		}
+	if err := notifyKeys(ctx, c, "record", keys); err != nil {
+		return err
 	}
 	if err := r.read(ctx); err != nil {
 		return err
@@ -98,19 +95,7 @@ func (a *app) record(ctx context.Context, c *protocol.Client, keys []string, out
 	fmt.Fprintf(a.stderr, "recording %d key(s) to %s; Ctrl-C to stop\n", len(keys), out)
 	defer func() { fmt.Fprintf(a.stderr, "recorded %d record(s) to %s\n", r.n, out) }()
 	connected := true
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, ok := <-c.Events():
-			if !ok {
-				return errors.New("record: client closed")
-			}
-			if err := r.event(ctx, ev, &connected); err != nil {
-				return err
-			}
-		}
-	}
+	return eachEvent(ctx, c, "record", func(ev protocol.Event) error { return r.event(ctx, ev, &connected) })
 }
 
 // event records one event of the client.
