@@ -261,6 +261,7 @@ func dial(tb testing.TB, addr, name string, log *slog.Logger, mod ...func(*proto
 type env struct {
 	tb     testing.TB
 	log    *slog.Logger
+	broker *broker.Broker
 	addr   string
 	user   *protocol.Client
 	hostC  *protocol.Client // the host's client
@@ -283,18 +284,19 @@ func sharedWasmCache(tb testing.TB) string {
 }
 
 // newEnv starts an env whose rules get the settings defaults, on the shared
-// WebAssembly compilation cache.
-func newEnv(tb testing.TB, defaults host.RuleConfig) *env {
+// WebAssembly compilation cache; mods, if any, change the host's
+// configuration before it starts.
+func newEnv(tb testing.TB, defaults host.RuleConfig, mods ...func(*host.Config)) *env {
 	tb.Helper()
-	return newEnvCache(tb, defaults, sharedWasmCache(tb))
+	return newEnvCache(tb, defaults, sharedWasmCache(tb), mods...)
 }
 
 // newEnvCache is newEnv with the WebAssembly compilation cache in wasmCache.
-func newEnvCache(tb testing.TB, defaults host.RuleConfig, wasmCache string) *env {
+func newEnvCache(tb testing.TB, defaults host.RuleConfig, wasmCache string, mods ...func(*host.Config)) *env {
 	tb.Helper()
 	log := newLogger(tb)
 	b := brokertest.Start(tb, func(c *broker.Config) { c.Logger = log })
-	e := &env{tb: tb, log: log, addr: b.Addr(), dir: tb.TempDir()}
+	e := &env{tb: tb, log: log, broker: b, addr: b.Addr(), dir: tb.TempDir()}
 	e.user = dial(tb, e.addr, "user", log)
 	e.hostC = dial(tb, e.addr, "host", log)
 	var err error
@@ -313,12 +315,16 @@ func newEnvCache(tb testing.TB, defaults host.RuleConfig, wasmCache string) *env
 			}
 		}
 	})
-	e.host, err = host.New(host.Config{
+	cfg := host.Config{
 		Client:   e.hostC,
 		Runtimes: []abi.Runtime{nativeRuntime{}, luaRT, e.wasm, e.plugin},
 		Logger:   log,
 		Defaults: defaults,
-	})
+	}
+	for _, m := range mods {
+		m(&cfg)
+	}
+	e.host, err = host.New(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}

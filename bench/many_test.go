@@ -1,0 +1,333 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ssrun/ssrun/host"
+	"github.com/ssrun/ssrun/internal/testutil"
+	"github.com/ssrun/ssrun/protocol"
+)
+
+// The many-rules fixture: rule i of a key space of n keys watches the ten
+// keys many/k/<(2i+j) mod n> (j = 0..9) and handles a SET of any of them by
+// setting many/out/<i> to the value. With n = 2 x the number of rules every
+// key is watched by five rules, and neighbouring rules share keys, as rules
+// of one deployment do. Three in ten rules are Go WebAssembly guests
+// (testdata/manyrule, one module shared by all of them: it reads i and n
+// from its file name), the others Lua (one source per rule, its keys
+// written in).
+const manyWatches = 10
+
+func manyKey(k int) string { return "many/k/" + strconv.Itoa(k) }
+
+func manyOut(i int) string { return "many/out/" + strconv.Itoa(i) }
+
+// ruleKeys returns the numbers of the keys rule i watches in a key space of
+// n keys (as testdata/manyrule computes them).
+func ruleKeys(i, n int) []int {
+	ks := make([]int, manyWatches)
+	for j := range ks {
+		ks[j] = (2*i + j) % n
+	}
+	return ks
+}
+
+// manyIsWASM reports whether rule i is a WebAssembly rule (3 in 10).
+func manyIsWASM(i int) bool { return i%10 >= 7 }
+
+// manyLua returns the Lua rule i of a key space of n keys.
+func manyLua(i, n int) []byte {
+	var keys []string
+	for _, k := range ruleKeys(i, n) {
+		keys = append(keys, strconv.Quote(manyKey(k)))
+	}
+	return fmt.Appendf(nil, `local ss = require("ssrun")
+local OUT = %q
+for _, k in ipairs({%s}) do
+  local ok, msg = ss.watch(k)
+  if ok == nil then error(msg) end
+end
+function on_event(ev)
+  if ev.op ~= "SET" then return end
+  local ok, msg, code = ss.set(OUT, ev.value)
+  if ok == nil then error(tostring(code) .. ": " .. tostring(msg)) end
+end
+`, manyOut(i), strings.Join(keys, ", "))
+}
+
+// manyGuest returns testdata/manyrule built, once per test binary.
+func manyGuest(tb testing.TB) []byte {
+	tb.Helper()
+	path, err := testDir.WASM("manyrule.wasm", "./testdata/manyrule")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return readFile(tb, path)
+}
+
+// handledCounter is a host.Observer that counts handler calls.
+type handledCounter struct{ handled, failed atomic.Uint64 }
+
+func (c *handledCounter) ObserveHandle(_ string, _ time.Duration, failed bool) {
+	c.handled.Add(1)
+	if failed {
+		c.failed.Add(1)
+	}
+}
+
+// manyHost is an env running rules 0..rules-1 of the fixture over a key
+// space of n keys.
+type manyHost struct {
+	*env
+	name     string
+	rules, n int
+	count    *handledCounter
+	watchers map[int]int // key number -> rules watching it
+	keys     []int       // the watched key numbers, in order
+	out      *outWatch   // watches every rule's output key
+
+	load time.Duration // LoadDir of all the rules
+	mem  memoryUse     // what loading them added to the process, in total
+}
+
+// startMany starts an env, writes rules 0..rules-1 of a key space of n keys
+// into its rules folder and loads them with one LoadDir, timing it and
+// measuring the memory it added (the live Go heap after a GC, and the
+// process's resident set). The WebAssembly guest is read first, so its
+// build is not counted; its compilation (a hit in the shared compilation
+// cache after the first run of the test binary) is.
+func startMany(tb testing.TB, name string, rules, n int) *manyHost {
+	tb.Helper()
+	count := &handledCounter{}
+	m := &manyHost{
+		env:  newEnv(tb, host.RuleConfig{Mailbox: 1 << 16}, func(c *host.Config) { c.Observer = count }),
+		name: name, rules: rules, n: n, count: count, watchers: map[int]int{},
+	}
+	var guest []byte
+	var outs []string
+	for i := range rules {
+		if manyIsWASM(i) {
+			if guest == nil {
+				guest = manyGuest(tb)
+			}
+			m.write(fmt.Sprintf("many-%04d-of-%d.wasm", i, n), guest, false)
+		} else {
+			m.write(fmt.Sprintf("many-%04d.lua", i), manyLua(i, n), false)
+		}
+		for _, k := range ruleKeys(i, n) {
+			if m.watchers[k] == 0 {
+				m.keys = append(m.keys, k)
+			}
+			m.watchers[k]++
+		}
+		outs = append(outs, manyOut(i))
+	}
+	var before, after runtime.MemStats
+	debug.FreeOSMemory()
+	runtime.ReadMemStats(&before)
+	rss := vmRSS(tb, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	t0 := time.Now()
+	if err := m.host.LoadDir(ctx, m.dir); err != nil {
+		tb.Fatalf("%s: load: %v", name, err)
+	}
+	m.load = time.Since(t0)
+	debug.FreeOSMemory()
+	runtime.ReadMemStats(&after)
+	m.mem = memoryUse{heap: float64(after.HeapAlloc) - float64(before.HeapAlloc), rss: float64(vmRSS(tb, 0) - rss)}
+	if got := len(m.host.Status()); got != rules {
+		tb.Fatalf("%s: %d rules loaded, want %d", name, got, rules)
+	}
+	m.out = startOutWatch(tb, m.addr, m.log, outs)
+	return m
+}
+
+// key returns the i-th key to change: the watched keys in a fixed
+// scattered order.
+func (m *manyHost) key(i int) int { return m.keys[(i*7919)%len(m.keys)] }
+
+// drive changes n watched keys from the user client with up to inflight
+// requests in flight (key m.key(from+i), value "t<from+i>") and returns the
+// time until the rules have handled every change (each change is handled
+// by every rule watching its key).
+func (m *manyHost) drive(from, n, inflight int) time.Duration {
+	m.tb.Helper()
+	want := m.count.handled.Load()
+	for i := range n {
+		want += uint64(m.watchers[m.key(from+i)])
+	}
+	t0 := time.Now()
+	testutil.InFlight(m.tb, inflight, n, func(_, i int) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		k := manyKey(m.key(from + i))
+		if _, err := m.user.Set(ctx, []byte(k), []byte("t"+strconv.Itoa(from+i)), protocol.SetOptions{}); err != nil {
+			return fmt.Errorf("set %s: %w", k, err)
+		}
+		return nil
+	})
+	deadline := t0.Add(time.Minute)
+	for m.count.handled.Load() < want {
+		if time.Now().After(deadline) {
+			m.tb.Fatalf("%s: %d handlings of %d in a minute", m.name, m.count.handled.Load(), want)
+		}
+		time.Sleep(250 * time.Microsecond)
+	}
+	return time.Since(t0)
+}
+
+// probe changes key m.key(i) to "p<i>", alone, and returns the time until
+// each rule watching it has written the value to its output key, as seen
+// by another client.
+func (m *manyHost) probe(i int) []time.Duration {
+	m.tb.Helper()
+	k, v := m.key(i), "p"+strconv.Itoa(i)
+	return m.out.measure(m.tb, v, m.watchers[k], func() { m.set(manyKey(k), v) })
+}
+
+// check fails the test unless every change was handled without failure or
+// drop, and unless the store holds one KEYNOTIFY registration per watched
+// key of the host (shared by the rules watching it) plus one per output key
+// (the output watcher's).
+func (m *manyHost) check() {
+	m.tb.Helper()
+	m.checkClean()
+	if f := m.count.failed.Load(); f != 0 {
+		m.tb.Errorf("%s: %d handler calls failed", m.name, f)
+	}
+	if got, want := m.host.Stats().WatchedKeys, len(m.keys); got != want {
+		m.tb.Errorf("%s: host watches %d keys, want %d", m.name, got, want)
+	}
+	if got, want := m.broker.Stats().Registrations, len(m.keys)+m.rules; got != want {
+		m.tb.Errorf("%s: the store holds %d KEYNOTIFY registrations, want %d (one per watched key, %d, and per output key, %d; %d rule watches)",
+			m.name, got, want, len(m.keys), m.rules, m.rules*manyWatches)
+	}
+}
+
+// TestManyRules loads 100 rules, 70 Lua and 30 Go WebAssembly ones sharing
+// one module, watching 10 keys each over 200 keys, into one host. Every key
+// is changed once: each of the five rules watching it must write the new
+// value to its output key, every rule must have handled its ten events,
+// and the store must hold one KEYNOTIFY registration per key (200), not
+// one per rule watch (1,000).
+func TestManyRules(t *testing.T) {
+	const rules = 100
+	m := startMany(t, "many", rules, 2*rules)
+	if len(m.keys) != 2*rules {
+		t.Fatalf("the rules watch %d keys, want %d", len(m.keys), 2*rules)
+	}
+	for i := range m.keys {
+		if took := m.probe(i); len(took) != 5 {
+			t.Fatalf("change of %s reached %d rules, want 5", manyKey(m.key(i)), len(took))
+		}
+	}
+	// A write is visible before its handler call returns and is counted.
+	testutil.WaitFor(t, "every handler call to return", func() bool { return m.count.handled.Load() == rules*manyWatches })
+	for _, s := range m.host.Status() {
+		if s.Handled != manyWatches {
+			t.Errorf("rule %s handled %d events, want %d", filepath.Base(s.Path), s.Handled, manyWatches)
+		}
+	}
+	m.check()
+}
+
+// BenchmarkManyRules is a host with 1,000 rules (700 Lua, 300 Go
+// WebAssembly sharing one module) watching 10 keys each over 2,000 keys
+// (five rules per key), against the BASELINE, the same host with 1 rule
+// (Lua, watching 10 keys), both in this process, each on its own embedded
+// broker. It reports:
+//
+//   - load: the time of one LoadDir of all the rule files (ms), and the
+//     live heap and resident set it added (MB, in total and per rule);
+//   - throughput: a user client changes watched keys with 64 requests in
+//     flight; rate = handler calls per second until every change is
+//     handled by every rule watching it (hev/s), and key changes per
+//     second (chg/s). The subjects take turns in chunks of 500 changes;
+//     one op is one key change of each subject;
+//   - change-to-write latency: one change at a time (every tenth op), the
+//     time from the user's SET until another client sees the value in the
+//     output key of each rule watching the key (p50, p99 in µs, over all
+//     writes), the subjects alternating probe by probe.
+//
+// The many host's ratios to the baseline are reported as x-1rule.
+func BenchmarkManyRules(b *testing.B) {
+	const chunk, inflight, rules = 500, 64, 1000
+	manyGuest(b)
+	one := startMany(b, "1rule", 1, 2*rules)
+	many := startMany(b, "1000rules", rules, 2*rules)
+	subjects := []*manyHost{one, many}
+	for _, s := range subjects { // warm up: connections, first instances, caches
+		s.drive(0, 200, inflight)
+	}
+	elapsed := make([]time.Duration, len(subjects))
+	changes := make([]int, len(subjects))
+	handled := make([]uint64, len(subjects))
+	lat := make([][]time.Duration, len(subjects))
+	for k, s := range subjects {
+		handled[k] = s.count.handled.Load()
+	}
+	probes := 0
+	b.ResetTimer()
+	for round, done := 0, 0; done < b.N; round, done = round+1, done+chunk {
+		n := min(chunk, b.N-done)
+		for j := range subjects {
+			k := (round + j) % len(subjects)
+			elapsed[k] += subjects[k].drive(done, n, inflight)
+			changes[k] += n
+		}
+		for range n / 10 {
+			for k, s := range subjects {
+				lat[k] = append(lat[k], s.probe(probes)...)
+			}
+			probes++
+		}
+	}
+	b.StopTimer()
+	for k, s := range subjects {
+		handled[k] = s.count.handled.Load() - handled[k] - uint64(probesWrites(s, probes))
+	}
+	hev := func(k int) float64 { return float64(handled[k]) / elapsed[k].Seconds() }
+	for k, s := range subjects {
+		b.ReportMetric(ms(s.load), s.name+"-load-ms")
+		b.ReportMetric(s.mem.heap/1e6, s.name+"-heap-MB")
+		b.ReportMetric(s.mem.rss/1e6, s.name+"-rss-MB")
+		b.ReportMetric(hev(k), s.name+"-hev/s")
+		b.ReportMetric(float64(changes[k])/elapsed[k].Seconds(), s.name+"-chg/s")
+		if len(lat[k]) > 0 {
+			b.ReportMetric(us(quantile(lat[k], 0.5)), s.name+"-p50-us")
+			b.ReportMetric(us(quantile(lat[k], 0.99)), s.name+"-p99-us")
+		}
+	}
+	b.ReportMetric(many.mem.heap/rules/1e3, many.name+"-heap-KB/rule")
+	b.ReportMetric(many.mem.rss/rules/1e3, many.name+"-rss-KB/rule")
+	b.ReportMetric(hev(1)/hev(0), "hev-x-1rule")
+	if len(lat[0]) > 0 {
+		b.ReportMetric(float64(quantile(lat[1], 0.5))/float64(quantile(lat[0], 0.5)), "p50-x-1rule")
+		b.ReportMetric(float64(quantile(lat[1], 0.99))/float64(quantile(lat[0], 0.99)), "p99-x-1rule")
+	}
+	for _, s := range subjects {
+		s.check()
+	}
+}
+
+// probesWrites is the number of handler calls the first n probes of s
+// caused.
+func probesWrites(s *manyHost, n int) int {
+	w := 0
+	for i := range n {
+		w += s.watchers[s.key(i)]
+	}
+	return w
+}
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
