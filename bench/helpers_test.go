@@ -256,6 +256,31 @@ func dial(tb testing.TB, addr, name string, log *slog.Logger, mod ...func(*proto
 	return c
 }
 
+// onNotify calls f with each notification c receives, one at a time, on a
+// goroutine that ends, and is waited for, when the test ends (before c
+// closes); f's context ends then too.
+func onNotify(tb testing.TB, c *protocol.Client, f func(ctx context.Context, ev protocol.Event)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-c.Events():
+				if !ok {
+					return
+				}
+				if ev.Kind == protocol.EventNotify {
+					f(ctx, ev)
+				}
+			}
+		}
+	}()
+	tb.Cleanup(func() { cancel(); <-done })
+}
+
 // env is an embedded broker, a host with every runtime on its own client, a
 // rules folder and a user client.
 type env struct {

@@ -18,9 +18,7 @@ import (
 // becomes visible, as a notification, in the keys it should reach. One
 // probe at a time; notifications of other values are ignored.
 type outWatch struct {
-	c      *protocol.Client
-	cancel context.CancelFunc
-	done   chan struct{}
+	c *protocol.Client
 
 	mu sync.Mutex
 	p  *probe // the probe in progress, or nil
@@ -39,7 +37,7 @@ type probe struct {
 // (16 at a time); it stops when the test ends.
 func startOutWatch(tb testing.TB, addr string, log *slog.Logger, keys []string) *outWatch {
 	tb.Helper()
-	o := &outWatch{c: dial(tb, addr, "outwatch", log), done: make(chan struct{})}
+	o := &outWatch{c: dial(tb, addr, "outwatch", log)}
 	testutil.InFlight(tb, 16, len(keys), func(_, i int) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -48,36 +46,20 @@ func startOutWatch(tb testing.TB, addr string, log *slog.Logger, keys []string) 
 		}
 		return nil
 	})
-	var ctx context.Context
-	ctx, o.cancel = context.WithCancel(context.Background())
-	go o.run(ctx)
-	tb.Cleanup(func() { o.cancel(); <-o.done }) // before the client closes
+	onNotify(tb, o.c, func(_ context.Context, ev protocol.Event) { o.notified(ev) })
 	return o
 }
 
-func (o *outWatch) run(ctx context.Context) {
-	defer close(o.done)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case ev, ok := <-o.c.Events():
-			if !ok {
-				return
-			}
-			if ev.Kind != protocol.EventNotify {
-				continue
-			}
-			at := time.Now()
-			o.mu.Lock()
-			if p := o.p; p != nil && string(ev.Value) == p.value {
-				p.took = append(p.took, at.Sub(p.t0))
-				if p.want--; p.want == 0 {
-					close(p.seen)
-					o.p = nil
-				}
-			}
-			o.mu.Unlock()
+// notified takes a notification of a watched key.
+func (o *outWatch) notified(ev protocol.Event) {
+	at := time.Now()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if p := o.p; p != nil && string(ev.Value) == p.value {
+		p.took = append(p.took, at.Sub(p.t0))
+		if p.want--; p.want == 0 {
+			close(p.seen)
+			o.p = nil
 		}
 	}
 }
