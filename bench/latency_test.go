@@ -2,6 +2,7 @@ package bench
 
 import (
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,9 +21,14 @@ import (
 // each host subject its p50 and p99 over the baseline's (-p50-x-base,
 // -p99-x-base; target for lua and wasm: p50 <= 1.2) and its p50 over the
 // host-native rule's (-p50-x-native: what the runtime adds to the host).
+// For the host subjects it also reports the p50 of the handler call alone
+// (-handle-p50-us, timed by the host: the runtime, the rule and its GET and
+// SET round trips), which tells a runtime's share of the latency from the
+// host's (routing, mailbox, worker).
 func BenchmarkLatency(b *testing.B) {
 	prebuild(b, "A")
-	e := newEnv(b, host.RuleConfig{})
+	calls := &callTimes{took: map[string][]time.Duration{}}
+	e := newEnv(b, host.RuleConfig{}, func(c *host.Config) { c.Observer = calls })
 	native := startNativeClient(b, e.addr, e.log)
 	flows := append([]flow{{"baseline", "go/in", "go/out", native.handled.Load}}, e.hostFlows()...)
 	var outs []string
@@ -42,6 +48,7 @@ func BenchmarkLatency(b *testing.B) {
 		}
 	}
 	lat := make([][]time.Duration, len(flows))
+	calls.reset()
 	b.ResetTimer()
 	for i := range b.N {
 		for j := range flows {
@@ -55,6 +62,10 @@ func BenchmarkLatency(b *testing.B) {
 		p50[k], p99[k] = quantile(lat[k], 0.5), quantile(lat[k], 0.99)
 		b.ReportMetric(us(p50[k]), f.name+"-p50-us")
 		b.ReportMetric(us(p99[k]), f.name+"-p99-us")
+	}
+	files := map[string]string{"host-native": "rule.native", "lua": "rule.lua", "wasm": "rule.wasm", "plugin": "pluginrule"}
+	for _, f := range flows[1:] {
+		b.ReportMetric(us(quantile(calls.of(files[f.name]), 0.5)), f.name+"-handle-p50-us")
 	}
 	for k := 1; k < len(flows); k++ {
 		b.ReportMetric(float64(p50[k])/float64(p50[0]), flows[k].name+"-p50-x-base")
@@ -70,4 +81,29 @@ func BenchmarkLatency(b *testing.B) {
 	if native.failed.Load() != 0 {
 		b.Errorf("baseline: %d handlings failed", native.failed.Load())
 	}
+}
+
+// callTimes is a host.Observer that keeps the duration of every handler
+// call, by rule file name.
+type callTimes struct {
+	mu   sync.Mutex
+	took map[string][]time.Duration
+}
+
+func (c *callTimes) ObserveHandle(rule string, took time.Duration, _ bool) {
+	c.mu.Lock()
+	c.took[rule] = append(c.took[rule], took)
+	c.mu.Unlock()
+}
+
+func (c *callTimes) reset() {
+	c.mu.Lock()
+	clear(c.took)
+	c.mu.Unlock()
+}
+
+func (c *callTimes) of(rule string) []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.took[rule]
 }

@@ -293,8 +293,8 @@ func BenchmarkManyRules(b *testing.B) {
 		startMany(b, "5rules", 5, 2),
 		startMany(b, "1000rules", rules, 2*rules),
 	}
-	for _, s := range subjects { // warm up: connections, first instances, caches
-		s.drive(0, 200, inflight)
+	for _, s := range subjects { // warm up: connections, caches, every rule's first event
+		s.drive(0, max(200, len(s.keys)), inflight)
 	}
 	elapsed := make([]time.Duration, len(subjects))
 	changes := make([]int, len(subjects))
