@@ -6,9 +6,9 @@
 // Every copy of the rule runs the same module, so it learns which rule it is
 // from its file name, which the runtime passes as its first argument:
 // "<anything>-<i>-of-<n>.wasm" makes it rule i of a key space of n keys. It
-// watches the ten keys many/k/<(2i+j) mod n> (j = 0..9, as ruleKeys in many_test.go
-// does) and handles a SET of any of them by setting many/out/<i> to the
-// value; DELETEs are ignored.
+// watches the ten keys many/k/<(2i+j) mod n> (j = 0..9, as ruleKeys in
+// many_test.go does) and handles a SET of any of them by setting
+// many/out/<i> to the value; DELETEs are ignored.
 package main
 
 import (
