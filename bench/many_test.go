@@ -100,6 +100,7 @@ type manyHost struct {
 	watchers map[int]int // key number -> rules watching it
 	keys     []int       // the watched key numbers, in order
 	out      *outWatch   // watches every rule's output key
+	pending  int         // the most requests seen pending on the host's client while driving
 
 	load         time.Duration // LoadDir of all the rules
 	loadRequests uint64        // the store requests the host made meanwhile
@@ -203,6 +204,7 @@ func (m *manyHost) drive(from, n, inflight int) time.Duration {
 		if time.Now().After(deadline) {
 			m.tb.Fatalf("%s: %d handlings of %d in a minute", m.name, m.count.handled.Load(), want)
 		}
+		m.pending = max(m.pending, m.hostC.Stats().Pending)
 		time.Sleep(250 * time.Microsecond)
 	}
 	return time.Since(t0)
@@ -287,7 +289,9 @@ func TestManyRules(t *testing.T) {
 //     handled by every rule watching it (hev/s), and key changes per
 //     second (chg/s). The subjects take turns in chunks of 500 changes;
 //     one op is one key change of each subject;
-//   - the longest handler call (ms), all phases;
+//   - the longest handler call (ms), all phases, and the most requests
+//     seen pending at once on the host's store client while driving
+//     (sampled every 250 µs or so);
 //   - change-to-write latency: one change at a time (every tenth op), the
 //     time from the user's SET until another client sees the value in the
 //     output key of each rule watching the key (p50, p99 in µs, over all
@@ -348,6 +352,7 @@ func BenchmarkManyRules(b *testing.B) {
 		b.ReportMetric(hev[k], s.name+"-hev/s")
 		b.ReportMetric(float64(changes[k])/elapsed[k].Seconds(), s.name+"-chg/s")
 		b.ReportMetric(ms(time.Duration(s.count.longest.Load())), s.name+"-longest-ms")
+		b.ReportMetric(float64(s.pending), s.name+"-pending-max")
 	}
 	// Each metric per subject (1rule, 5rules, 1000rules), for the ratios.
 	type metric struct {
