@@ -22,51 +22,35 @@ type nativeClient struct {
 	c       *protocol.Client
 	handled atomic.Uint64
 	failed  atomic.Uint64
-	cancel  context.CancelFunc
-	done    chan struct{}
 }
 
 func startNativeClient(tb testing.TB, addr string, log *slog.Logger) *nativeClient {
 	tb.Helper()
-	n := &nativeClient{c: dial(tb, addr, "native", log), done: make(chan struct{})}
+	n := &nativeClient{c: dial(tb, addr, "native", log)}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := n.c.KeyNotify(ctx, []byte("go/in"), protocol.CallOptions{}); err != nil {
 		tb.Fatalf("keynotify go/in: %v", err)
 	}
-	var runCtx context.Context
-	runCtx, n.cancel = context.WithCancel(context.Background())
-	go n.run(runCtx)
-	tb.Cleanup(func() { n.cancel(); <-n.done }) // before the client closes
+	onNotify(tb, n.c, n.handle)
 	return n
 }
 
-func (n *nativeClient) run(ctx context.Context) {
-	defer close(n.done)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case ev, ok := <-n.c.Events():
-			if !ok {
-				return
-			}
-			if ev.Kind != protocol.EventNotify || string(ev.Key) != "go/in" {
-				continue
-			}
-			callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			res, err := n.c.Get(callCtx, []byte("go/in"), protocol.CallOptions{})
-			if err == nil {
-				_, err = n.c.Set(callCtx, []byte("go/out"), res.Value, protocol.SetOptions{})
-			}
-			cancel()
-			if err != nil {
-				n.failed.Add(1)
-				continue
-			}
-			n.handled.Add(1)
-		}
+func (n *nativeClient) handle(ctx context.Context, ev protocol.Event) {
+	if string(ev.Key) != "go/in" {
+		return
 	}
+	callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	res, err := n.c.Get(callCtx, []byte("go/in"), protocol.CallOptions{})
+	if err == nil {
+		_, err = n.c.Set(callCtx, []byte("go/out"), res.Value, protocol.SetOptions{})
+	}
+	if err != nil {
+		n.failed.Add(1)
+		return
+	}
+	n.handled.Add(1)
 }
 
 // flow is one way of running the copy rule: SETs of in are handled by

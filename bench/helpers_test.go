@@ -256,11 +256,37 @@ func dial(tb testing.TB, addr, name string, log *slog.Logger, mod ...func(*proto
 	return c
 }
 
+// onNotify calls f with each notification c receives, one at a time, on a
+// goroutine that ends, and is waited for, when the test ends (before c
+// closes); f's context ends then too.
+func onNotify(tb testing.TB, c *protocol.Client, f func(ctx context.Context, ev protocol.Event)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-c.Events():
+				if !ok {
+					return
+				}
+				if ev.Kind == protocol.EventNotify {
+					f(ctx, ev)
+				}
+			}
+		}
+	}()
+	tb.Cleanup(func() { cancel(); <-done })
+}
+
 // env is an embedded broker, a host with every runtime on its own client, a
 // rules folder and a user client.
 type env struct {
 	tb     testing.TB
 	log    *slog.Logger
+	broker *broker.Broker
 	addr   string
 	user   *protocol.Client
 	hostC  *protocol.Client // the host's client
@@ -283,18 +309,19 @@ func sharedWasmCache(tb testing.TB) string {
 }
 
 // newEnv starts an env whose rules get the settings defaults, on the shared
-// WebAssembly compilation cache.
-func newEnv(tb testing.TB, defaults host.RuleConfig) *env {
+// WebAssembly compilation cache; mods, if any, change the host's
+// configuration before it starts.
+func newEnv(tb testing.TB, defaults host.RuleConfig, mods ...func(*host.Config)) *env {
 	tb.Helper()
-	return newEnvCache(tb, defaults, sharedWasmCache(tb))
+	return newEnvCache(tb, defaults, sharedWasmCache(tb), mods...)
 }
 
 // newEnvCache is newEnv with the WebAssembly compilation cache in wasmCache.
-func newEnvCache(tb testing.TB, defaults host.RuleConfig, wasmCache string) *env {
+func newEnvCache(tb testing.TB, defaults host.RuleConfig, wasmCache string, mods ...func(*host.Config)) *env {
 	tb.Helper()
 	log := newLogger(tb)
 	b := brokertest.Start(tb, func(c *broker.Config) { c.Logger = log })
-	e := &env{tb: tb, log: log, addr: b.Addr(), dir: tb.TempDir()}
+	e := &env{tb: tb, log: log, broker: b, addr: b.Addr(), dir: tb.TempDir()}
 	e.user = dial(tb, e.addr, "user", log)
 	e.hostC = dial(tb, e.addr, "host", log)
 	var err error
@@ -313,12 +340,16 @@ func newEnvCache(tb testing.TB, defaults host.RuleConfig, wasmCache string) *env
 			}
 		}
 	})
-	e.host, err = host.New(host.Config{
+	cfg := host.Config{
 		Client:   e.hostC,
 		Runtimes: []abi.Runtime{nativeRuntime{}, luaRT, e.wasm, e.plugin},
 		Logger:   log,
 		Defaults: defaults,
-	})
+	}
+	for _, m := range mods {
+		m(&cfg)
+	}
+	e.host, err = host.New(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
