@@ -303,6 +303,7 @@ func (r *rule) call(w *worker, d delivery) bool {
 	if r.svc.obs != nil {
 		start = time.Now()
 	}
+	r.recordEvent(d.ev)
 	call := w.begin(timeout, d.ev.Key, d.ev.Op)
 	err := in.script.Handle(w.ctx, d.ev)
 	r.mu.Lock()
