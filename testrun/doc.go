@@ -27,6 +27,9 @@
 // Files: spec.go (the format and its checks), world.go (the in-memory host
 // and the event loop), fence.go (the fence step), seed.go (seeded random), expect.go (comparing a step's outcome), report.go
 // (go test-like output), run.go (finding and running files), trace.go (the
-// trace format of `ssrun record`), replay.go (`ssrun replay`: the rules run
-// in the same in-memory host against a trace, and the writes they make).
+// trace format of `ssrun record`), trace_host.go (the records of a trace
+// recorded inside a host, and HostRecorder, the host.Recorder that writes
+// them), replay.go (`ssrun replay`: the rules run in the same in-memory host
+// against a trace, and the writes they make), replay_host.go (the replay of
+// a host trace: each rule's requests answered from the recorded replies).
 package testrun
