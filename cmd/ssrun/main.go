@@ -145,6 +145,7 @@ type app struct {
 	log            *slog.Logger
 	pluginDir      string // --plugin-dir of dev and run; "" for the temporary directory
 	dryRun         bool   // --dry-run of dev and run
+	recordPath     string // --record of dev and run: the trace file
 	// lookupEnv reads the environment (os.LookupEnv; tests replace it).
 	lookupEnv func(string) (string, bool)
 	fromEnv   map[string]string // flags set from SSRUN_* variables, by name
