@@ -117,7 +117,7 @@ func (e *exitError) Error() string { return e.msg }
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	app := &app{stdin: stdin, stdout: stdout, stderr: stderr, lookupEnv: os.LookupEnv}
 	root := app.rootCmd()
-	root.SetArgs(args)
+	root.SetArgs(normalizeTestArgs(root, args))
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
