@@ -289,8 +289,9 @@ func newEnv(tb testing.TB, defaults host.RuleConfig) *env {
 	return newEnvCache(tb, defaults, sharedWasmCache(tb))
 }
 
-// newEnvCache is newEnv with the WebAssembly compilation cache in wasmCache.
-func newEnvCache(tb testing.TB, defaults host.RuleConfig, wasmCache string) *env {
+// newEnvCache is newEnv with the WebAssembly compilation cache in wasmCache;
+// opts change the host's configuration.
+func newEnvCache(tb testing.TB, defaults host.RuleConfig, wasmCache string, opts ...func(*host.Config)) *env {
 	tb.Helper()
 	log := newLogger(tb)
 	b := brokertest.Start(tb, func(c *broker.Config) { c.Logger = log })
@@ -313,12 +314,16 @@ func newEnvCache(tb testing.TB, defaults host.RuleConfig, wasmCache string) *env
 			}
 		}
 	})
-	e.host, err = host.New(host.Config{
+	cfg := host.Config{
 		Client:   e.hostC,
 		Runtimes: []abi.Runtime{nativeRuntime{}, luaRT, e.wasm, e.plugin},
 		Logger:   log,
 		Defaults: defaults,
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	e.host, err = host.New(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
