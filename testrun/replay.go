@@ -132,6 +132,7 @@ func Replay(ctx context.Context, tr *TraceData, dir string, opts ReplayOptions) 
 		}
 	}
 	defer func() {
+		w.finish(ctx)
 		for _, r := range w.rules {
 			if cerr := r.script.Close(ctx); cerr != nil && err == nil {
 				err = fmt.Errorf("closing %s: %w", r.name, cerr)
