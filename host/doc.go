@@ -21,6 +21,8 @@
 //	                       SetRuleConfig, rule settings applied to loaded rules
 //	host.go                Host: loads, event routing, resync, Close
 //	loadstatus.go          the files that failed to load, for Status
+//	record.go              a version's abi.Host wrapped to report its calls
+//	                       and replies to the Recorder
 //	binding.go             the abi.Host one version of a rule calls
 //	canary.go              a new version in shadow next to the live one,
 //	                       compared write by write, swapped in or refused
@@ -41,7 +43,8 @@
 //	                       runtime calls that may not return; the keys and
 //	                       encodings of timers in the store
 //	mailbox.go clock.go config.go errors.go rulefile.go
-//	observer.go            the metrics observer
+//	observer.go recorder.go
+//	                       the metrics observer; the trace recorder
 //	timers.go chain.go     the timer scheduler: one heap, one goroutine; the
 //	                       path of rule writes that led to an event
 //

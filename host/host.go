@@ -56,6 +56,10 @@ type Config struct {
 	// DryRun, never sent to the store, and their timers are kept in memory.
 	// It is called from the rules' workers, one write at a time.
 	DryRun func(StagedWrite)
+	// Recorder, when set, is told every event the rules handle, every
+	// host call they make with its reply, and the connection going down
+	// and up (see Recorder); nil costs nothing.
+	Recorder Recorder
 
 	// now is the monotonic clock that times leases (locks.go); time.Now
 	// when nil. Tests inject one.
@@ -127,6 +131,7 @@ func New(opts Config) (*Host, error) {
 			lin:     newLineage(1 << 16),
 			journal: newJournal(opts.JournalEntries, opts.JournalBytes),
 			obs:     opts.Observer,
+			rec:     opts.Recorder,
 		},
 		runtimes:    map[string]abi.Runtime{},
 		defaults:    opts.Defaults,
@@ -188,6 +193,7 @@ func (h *Host) dispatch() {
 			case protocol.EventNotify:
 				buf = h.route(ev, buf[:0])
 			case protocol.EventConnected:
+				h.recordConnection(true)
 				// After an outage every watched key is re-read; on the first
 				// connection only watches registered while offline are owed.
 				h.all.Store(wasDown)
@@ -197,6 +203,7 @@ func (h *Host) dispatch() {
 				default:
 				}
 			case protocol.EventDisconnected:
+				h.recordConnection(false)
 				wasDown = true
 				h.log.Warn("store connection lost; watched keys are re-read when it returns", "err", ev.Err)
 			}
@@ -373,7 +380,7 @@ func (h *Host) Load(ctx context.Context, path string) (err error) {
 		b.shadow = shadow
 	}
 	script, err := aside(h.calls, lctx, name, "start", cfg.Grace, func(ctx context.Context) (abi.Script, error) {
-		return prog.Start(ctx, b, cfg.limits())
+		return prog.Start(ctx, h.hostFor(b), cfg.limits())
 	}, func(late abi.Script) { _ = late.Close(context.Background()) })
 	if err != nil {
 		next.closed.Store(true)

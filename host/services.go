@@ -21,6 +21,7 @@ type services struct {
 	now     func() time.Time // the lease clock
 	timers  *scheduler       // every rule's pending timers, and their clock
 	obs     Observer         // handler calls, for metrics (nil: none)
+	rec     Recorder         // what the rules see, for a trace (nil: none)
 	dry     *overlay         // a dry run's staged writes (nil: writes go to the store)
 	kv      keyStore         // where timers are kept: the client, or memory in a dry run
 }

@@ -20,13 +20,19 @@
 // host's behaviours a rule relies on are kept: a rule is not woken by its
 // own writes unless it watches with self, a chain of rules triggering each
 // other is damped after host.DefaultMaxHops, permissions and max_value
-// come from the rules' host.RuleConfig (ssrun.yaml), writes under a lost
-// lock fail with LOCK_LOST, and a store that is down fails every call with
+// come from the rules' host.RuleConfig (ssrun.yaml), a lock is its key,
+// written with the holder's value and the token as its version, and a lock
+// held by another holder is waited for on the virtual clock (lockwait.go),
+// writes under a lost lock fail with LOCK_LOST, and a store that is down fails every call with
 // UNAVAILABLE and resyncs the watched keys that changed when it returns.
 //
 // Files: spec.go (the format and its checks), world.go (the in-memory host
-// and the event loop), fence.go (the fence step), seed.go (seeded random), expect.go (comparing a step's outcome), report.go
+// and the event loop), lockwait.go (locks as keys, and waiting for them),
+// fence.go (the fence step), seed.go (seeded random), expect.go (comparing a step's outcome), report.go
 // (go test-like output), run.go (finding and running files), trace.go (the
-// trace format of `ssrun record`), replay.go (`ssrun replay`: the rules run
-// in the same in-memory host against a trace, and the writes they make).
+// trace format of `ssrun record`), trace_host.go (the records of a trace
+// recorded inside a host, and HostRecorder, the host.Recorder that writes
+// them), replay.go (`ssrun replay`: the rules run in the same in-memory host
+// against a trace, and the writes they make), replay_host.go (the replay of
+// a host trace: each rule's requests answered from the recorded replies).
 package testrun

@@ -2,6 +2,9 @@ package testrun
 
 import "fmt"
 
+// otherHolder is the lock value of the other host of fence steps.
+const otherHolder = "another-host:fence"
+
 // fence gives the lock name to another host behind its holder's back, as
 // when the holder paused past its lease's expiry and a standby took over:
 // the store issues the other host a newer fencing token, so the holder's
@@ -15,7 +18,7 @@ func (w *world) fence(name string) error {
 		return fmt.Errorf("lock %q is not held by any rule", name)
 	}
 	w.locks[name] = w.other
-	w.tokens++
-	w.newest[name] = w.tokens
+	w.put(name, []byte(otherHolder), 0, nil, 0) // its lock request: a newer version, the newer token
+	w.newest[name] = w.seq
 	return nil
 }

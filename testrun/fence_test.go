@@ -69,7 +69,7 @@ cases:
       - set: {go: "2"}
         expect:
           writes: []
-          logs: ["token 001767225600000:00001:ssrun-test", the store refused the fencing token]
+          logs: ["token 001767225600000:00002:ssrun-test", the store refused the fencing token]
           status: {p.lua: {handled: 1, failed: 1}}
       - lose_lock: pump
       - set: {go: "3"}

@@ -24,6 +24,11 @@ type Write struct {
 	Op    string `json:"op"` // SET or DEL
 	Key   string `json:"key"`
 	Value []byte `json:"-"`
+	// Status is the outcome of a write a rule made in the replay of a
+	// host trace when it was not OK (FENCED, LOCK_LOST, NOT_APPLIED, ...,
+	// or StatusNotRecorded); empty otherwise. The replay of a trace of
+	// ssrun record lists only the writes that were applied.
+	Status string `json:"status,omitempty"`
 }
 
 // String is the write as one line of `ssrun replay`'s output.
@@ -31,6 +36,9 @@ func (wr Write) String() string {
 	s := fmt.Sprintf("+%dms %s %s %s %s", wr.AtMs, wr.Cause, wr.Rule, wr.Op, wr.Key)
 	if wr.Op == "SET" {
 		s += " " + strconv.Quote(string(wr.Value))
+	}
+	if wr.Status != "" {
+		s += " " + wr.Status
 	}
 	return s
 }
@@ -62,6 +70,9 @@ type ReplayOptions struct {
 	// Log, when set, receives the rules' log lines and failures
 	// ("RULE: LEVEL: message"), in order.
 	Log func(line string)
+	// Mismatch, when set, receives where the replay of a host trace parts
+	// from the recording, in order (see Mismatch).
+	Mismatch func(Mismatch)
 }
 
 // Replay runs the rules in dir against trace on a virtual clock and
@@ -79,9 +90,22 @@ type ReplayOptions struct {
 //     the reads after a reconnection change the keys they find changed;
 //     connected brings the store up, resyncing the watchers of those keys.
 //
+// A trace recorded inside a host (Header.Source SourceHost) is replayed
+// differently, on what the rules saw rather than on an in-memory store:
+// each recorded event is handled by its rule, at its recorded time, and
+// every host call the rule makes is answered with the recorded reply of
+// the same request in the same event (a write refused FENCED live is
+// FENCED again; now() reads the recorded clock). A request the live run
+// did not make, made differently, or a request it made that the replay
+// does not, goes to opts.Mismatch. The writes returned are every set, del
+// and vdel the rules asked for, with their outcome (Write.Status).
+//
 // Two replays of the same trace and rules make the same calls in the same
 // order and return the same writes.
 func Replay(ctx context.Context, tr *TraceData, dir string, opts ReplayOptions) (writes []Write, err error) {
+	if tr.Header.Source == SourceHost {
+		return replayHost(ctx, tr, dir, opts)
+	}
 	rules, err := compile(ctx, &File{Path: filepath.Join(dir, "replay")}, Options{Runtimes: opts.Runtimes, Config: opts.Config})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrBadInput, dir, err)
@@ -108,6 +132,7 @@ func Replay(ctx context.Context, tr *TraceData, dir string, opts ReplayOptions) 
 		}
 	}
 	defer func() {
+		w.finish(ctx)
 		for _, r := range w.rules {
 			if cerr := r.script.Close(ctx); cerr != nil && err == nil {
 				err = fmt.Errorf("closing %s: %w", r.name, cerr)

@@ -192,7 +192,7 @@ func TestParseTraceRefuses(t *testing.T) {
 	for _, c := range []struct{ name, in, want string }{
 		{"empty", "", "t.trace:1: empty trace"},
 		{"not json", "hello\n", "t.trace:1: not a trace header"},
-		{"future format", `{"ssrun_trace":2,"start_ms":0}` + "\n", "t.trace:1: trace format 2"},
+		{"future format", `{"ssrun_trace":3,"start_ms":0}` + "\n", "t.trace:1: trace format 3"},
 		{"unknown field", hdr + `{"t_ms":1000,"kind":"get","key":"k","evil":1}` + "\n", `t.trace:2: json: unknown field "evil"`},
 		{"unknown kind", hdr + `{"t_ms":1000,"kind":"exec","key":"k"}` + "\n", `t.trace:2: unknown record kind "exec"`},
 		{"time goes back", hdr + `{"t_ms":1000,"kind":"connected"}` + "\n" + `{"t_ms":999,"kind":"connected"}` + "\n", "t.trace:3: t_ms 999 goes back"},
@@ -232,6 +232,13 @@ func FuzzParseTrace(f *testing.F) {
 	f.Add(`{"ssrun_trace":1,"start_ms":0}` + "\n" + `{"t_ms":5,"kind":"notify","key":"k","op":"DELETE"}` + "\n" + `{"t_ms":6,"kind":"disconnected"}`)
 	f.Add(`{"ssrun_trace":1}` + "\n" + `{"t_ms":1,"kind":"notify","key":"k","op":"SET","value_b64":"AAE="}` + "\n")
 	f.Add("\n\n\n")
+	const host = `{"ssrun_trace":2,"start_ms":1000,"keys":[],"source":"host"}` + "\n"
+	f.Add(host + `{"t_ms":1000,"kind":"event","rule":"r.lua","key":"k","op":"SET","value":"1","version":"v","resync":true}` + "\n" +
+		`{"t_ms":1001,"kind":"call","rule":"r.lua","verb":"set","key":"k","value":"2","fence":"l","status":"FENCED","error":"e"}` + "\n")
+	f.Add(host + `{"t_ms":1000,"kind":"event","rule":"r","key":"t","op":"TIMER","value_b64":"AAE=","deadline":900,"late":true}` + "\n" +
+		`{"t_ms":1000,"kind":"call","rule":"r","verb":"lock","key":"l","ttl_ms":5,"wait_ms":1,"status":"BUSY","error":"b"}` + "\n" +
+		`{"t_ms":1000,"kind":"call","rule":"r","verb":"get","key":"k","found":true,"value":"x","version":"v","status":"OK"}` + "\n" +
+		`{"t_ms":1002,"kind":"call","rule":"r","verb":"now","now_ms":1002,"status":"OK"}` + "\n" + `{"t_ms":1002,"kind":"disconnected"}`)
 	f.Fuzz(func(t *testing.T, in string) {
 		tr, err := testrun.ParseTrace("f.trace", strings.NewReader(in))
 		if err != nil {

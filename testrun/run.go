@@ -214,6 +214,7 @@ func runCase(ctx context.Context, f *File, c *Case, rules []rule) (problems []st
 		w.store[k] = &entry{value: []byte(c.Store[k]), version: w.version()}
 	}
 	defer func() {
+		w.finish(ctx)
 		for _, r := range w.rules {
 			if err := r.script.Close(ctx); err != nil {
 				problems = append(problems, fmt.Sprintf("closing %s: %v", r.name, err))
@@ -242,7 +243,8 @@ func runCase(ctx context.Context, f *File, c *Case, rules []rule) (problems []st
 // start causes. The caller closes the started scripts (w.rules).
 func (w *world) start(ctx context.Context, rules []rule) error {
 	for _, r := range rules {
-		b := &binding{w: w, name: r.name, cfg: r.cfg, watches: map[string]abi.WatchOptions{}, timers: map[string]*timer{}, held: map[string]lease{}}
+		b := &binding{w: w, name: r.name, cfg: r.cfg, watches: map[string]abi.WatchOptions{}, timers: map[string]*timer{}, held: map[string]lease{},
+			parked: make(chan struct{}, 1)}
 		lim := abi.Limits{CallTimeout: r.cfg.Timeout, MemoryBytes: r.cfg.MemoryBytes}.WithDefaults()
 		s, err := r.prog.Start(ctx, b, lim)
 		if err != nil {
@@ -284,7 +286,9 @@ func (w *world) step(ctx context.Context, s *Step) error {
 			return err
 		}
 	case s.Fence != "":
-		return w.fence(s.Fence)
+		if err := w.fence(s.Fence); err != nil {
+			return err
+		}
 	}
 	w.drain(ctx)
 	return nil

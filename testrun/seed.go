@@ -10,14 +10,23 @@ import (
 // Rand is the lua.Config Rand of the runtimes that run tests and replays:
 // for a rule bound to a test's world, a generator seeded with the case's
 // seed and the rule's file name, so every run of a case draws the same
-// numbers and one rule's draws do not shift another's. For any other host
+// numbers and one rule's draws do not shift another's; for a rule in the
+// replay of a host trace, seed 0 (the live run's draws are not recorded). For any other host
 // it returns nil (the runtime's default source).
 func Rand(h abi.Host) *rand.Rand {
-	b, ok := h.(*binding)
-	if !ok {
+	var (
+		seed uint64
+		name string
+	)
+	switch b := h.(type) {
+	case *binding:
+		seed, name = b.w.seed, b.name
+	case *tape: // the replay of a host trace: seed 0
+		name = b.name
+	default:
 		return nil
 	}
 	f := fnv.New64a()
-	f.Write([]byte(b.name))
-	return rand.New(rand.NewPCG(b.w.seed, f.Sum64()))
+	f.Write([]byte(name))
+	return rand.New(rand.NewPCG(seed, f.Sum64()))
 }

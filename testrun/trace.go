@@ -12,9 +12,10 @@ import (
 	"unicode/utf8"
 )
 
-// TraceFormat is the version of the trace format written by TraceWriter
-// and the only one ReadTrace accepts.
-const TraceFormat = 1
+// TraceFormat is the version of the trace format written by TraceWriter.
+// ReadTrace reads it and format 1 (written by ssrun record before host
+// traces existed: the same records, without the host's kinds).
+const TraceFormat = 2
 
 // A trace (`ssrun record`, read by `ssrun replay`) is JSON lines. The first
 // line is the header:
@@ -29,6 +30,17 @@ const TraceFormat = 1
 //	{"t_ms":…,"kind":"notify","key":"k","op":"DELETE","version":"…"}
 //	{"t_ms":…,"kind":"disconnected"}  {"t_ms":…,"kind":"connected"}
 //
+// A trace recorded inside a host (`ssrun dev --record`, HostRecorder) has
+// "source":"host" in its header and holds what the host's rules saw
+// instead of get and notify records (trace_host.go): each event a rule
+// handled, each host call it made with the reply, and the connection:
+//
+//	{"t_ms":…,"kind":"event","rule":"r.lua","key":"k","op":"SET","value":"21","version":"…"}
+//	{"t_ms":…,"kind":"event","rule":"r.lua","key":"t","op":"TIMER","value":"p","deadline":…,"late":true}
+//	{"t_ms":…,"kind":"call","rule":"r.lua","verb":"set","key":"k","value":"28","fence":"l","status":"FENCED","error":"…"}
+//	{"t_ms":…,"kind":"call","rule":"r.lua","verb":"lock","key":"l","ttl_ms":3000,"status":"OK","version":"…"}
+//	{"t_ms":…,"kind":"call","rule":"r.lua","verb":"now","now_ms":…,"status":"OK"}
+//
 // A value that is not UTF-8 is in value_b64 (base64) instead of value.
 // Every line is written with one write and ends with a newline, so a
 // recorder killed mid-write loses at most its last line: a last line
@@ -40,7 +52,13 @@ type TraceHeader struct {
 	Format  int      `json:"ssrun_trace"`
 	StartMs int64    `json:"start_ms"`
 	Keys    []string `json:"keys"`
+	// Source is SourceHost for a trace recorded inside a host, empty for
+	// one of `ssrun record`.
+	Source string `json:"source,omitempty"`
 }
+
+// SourceHost is TraceHeader.Source of a trace recorded inside a host.
+const SourceHost = "host"
 
 // Record kinds.
 const (
@@ -48,6 +66,8 @@ const (
 	RecordNotify       = "notify"
 	RecordConnected    = "connected"
 	RecordDisconnected = "disconnected"
+	RecordEvent        = "event" // host traces: an event a rule handled
+	RecordCall         = "call"  // host traces: a host call of a rule, with its reply
 )
 
 // Record is one line of a trace after the header.
@@ -60,6 +80,22 @@ type Record struct {
 	Value    *string `json:"value,omitempty"`
 	ValueB64 []byte  `json:"value_b64,omitempty"`
 	Version  string  `json:"version,omitempty"`
+
+	// Host traces (kinds event and call).
+	Rule     string `json:"rule,omitempty"`
+	Deadline int64  `json:"deadline,omitempty"` // event TIMER
+	Late     bool   `json:"late,omitempty"`     // event TIMER
+	Resync   bool   `json:"resync,omitempty"`   // event SET, DELETE
+	Verb     string `json:"verb,omitempty"`     // call: get, set, ... (see callVerbs)
+	Cond     string `json:"cond,omitempty"`     // set: NX or NEX
+	TTLMs    int64  `json:"ttl_ms,omitempty"`   // set's ttl, lock's lease, timer's delay
+	WaitMs   int64  `json:"wait_ms,omitempty"`  // lock
+	EveryMs  int64  `json:"every_ms,omitempty"` // timer
+	Fence    string `json:"fence,omitempty"`    // set, del, vdel
+	Self     bool   `json:"self,omitempty"`     // watch
+	NowMs    int64  `json:"now_ms,omitempty"`   // now: the reading
+	Status   string `json:"status,omitempty"`   // call: the reply's status
+	Err      string `json:"error,omitempty"`    // call: the reply's message, when not OK
 
 	Line int `json:"-"` // in the file, from 1 (the header)
 }
@@ -126,8 +162,11 @@ func ParseTrace(name string, r io.Reader) (*TraceData, error) {
 			if err := strictJSON(line, &t.Header); err != nil {
 				return nil, fail("not a trace header: %v", err)
 			}
-			if t.Header.Format != TraceFormat {
-				return nil, fail("trace format %d, this ssrun reads format %d", t.Header.Format, TraceFormat)
+			if t.Header.Format != 1 && t.Header.Format != TraceFormat {
+				return nil, fail("trace format %d, this ssrun reads formats 1 and %d", t.Header.Format, TraceFormat)
+			}
+			if t.Header.Source != "" && (t.Header.Source != SourceHost || t.Header.Format < 2) {
+				return nil, fail("trace source %q, want %q (format 2) or none", t.Header.Source, SourceHost)
 			}
 			lastT = t.Header.StartMs
 			continue
@@ -141,7 +180,7 @@ func ParseTrace(name string, r io.Reader) (*TraceData, error) {
 			return nil, fail("t_ms %d goes back in time (previous %d)", rec.TMs, lastT)
 		}
 		lastT = rec.TMs
-		if err := rec.check(); err != nil {
+		if err := rec.check(t.Header.Source == SourceHost); err != nil {
 			return nil, fail("%v", err)
 		}
 		t.Records = append(t.Records, rec)
@@ -187,10 +226,25 @@ func strictJSON(line []byte, v any) error {
 	return nil
 }
 
-// check validates the fields of a record for its kind.
-func (r *Record) check() error {
+// check validates the fields of a record for its kind, in a host trace or
+// one of ssrun record.
+func (r *Record) check(fromHost bool) error {
 	if r.Value != nil && r.ValueB64 != nil {
 		return errors.New("both value and value_b64")
+	}
+	hostKind := r.Kind == RecordEvent || r.Kind == RecordCall
+	switch {
+	case !hostKind && r.Kind != RecordGet && r.Kind != RecordNotify && r.Kind != RecordConnected && r.Kind != RecordDisconnected:
+		return fmt.Errorf("unknown record kind %q", r.Kind)
+	case fromHost && (r.Kind == RecordGet || r.Kind == RecordNotify):
+		return fmt.Errorf("a %s record in a trace recorded inside a host", r.Kind)
+	case !fromHost && hostKind:
+		return fmt.Errorf("a %s record in a trace without \"source\":%q", r.Kind, SourceHost)
+	case hostKind:
+		return r.checkHost()
+	case r.Rule != "" || r.Verb != "" || r.Status != "" || r.Err != "" || r.Deadline != 0 || r.Late || r.Resync ||
+		r.Cond != "" || r.TTLMs != 0 || r.WaitMs != 0 || r.EveryMs != 0 || r.Fence != "" || r.Self || r.NowMs != 0:
+		return fmt.Errorf("%s record with fields of a host trace", r.Kind)
 	}
 	switch r.Kind {
 	case RecordGet:

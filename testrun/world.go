@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -14,25 +15,29 @@ import (
 
 // world is the in-memory host of one case: the store, the rules bound to
 // it, the event queue and the virtual clock. The event loop (drain) runs
-// in the caller's goroutine; the runtimes call the bindings from inside
-// Handle, possibly from their own goroutines, so the state is under mu.
+// in the caller's goroutine and each handler call in a goroutine of its
+// own, waited for before the next (unless it parks in a lock wait); the
+// runtimes call the bindings from inside Handle, so the state is under mu.
 type world struct {
-	mu     sync.Mutex
-	now    int64  // virtual Unix ms
-	seed   uint64 // of the rules' random numbers (Rand)
-	seq    int    // version counter
-	down   bool
-	store  map[string]*entry
-	dirty  map[string]bool // keys changed from outside while down
-	rules  []*binding      // in load order
-	queue  []delivery
-	locks  map[string]*binding // by lock name: the holder (other: another host)
-	tokens int                 // the last fencing token issued
+	mu    sync.Mutex
+	now   int64  // virtual Unix ms
+	seed  uint64 // of the rules' random numbers (Rand)
+	seq   int    // version counter
+	down  bool
+	store map[string]*entry
+	dirty map[string]bool // keys changed from outside while down
+	rules []*binding      // in load order
+	queue []delivery
+	locks map[string]*binding // by lock name: the holder (other: another host)
 	// newest is, by lock name, the newest fencing token the store issued
 	// for it: a fenced write with an older one is refused (FENCED).
 	newest map[string]int
 	// other holds the locks a fence step gave to another host.
 	other *binding
+	// waiters are the handlers parked in a lock wait, in order; resumed
+	// those woken since, for drain to wait on (lockwait.go).
+	waiters []*lockWait
+	resumed []*binding
 
 	// What the current step produced.
 	writes []string
@@ -62,8 +67,8 @@ type timer struct {
 	payload  []byte
 }
 
-// lease is a lock a rule holds: its fencing token, and the token's
-// number (tokens are issued in order).
+// lease is a lock a rule holds: its fencing token (the version of its
+// key's write), and the token's number (the version counter).
 type lease struct {
 	n     int
 	token string
@@ -81,6 +86,12 @@ type binding struct {
 	hop     int              // of the event being handled
 	handled int
 	failed  int
+	// running is the result of the handler running in its goroutine (nil
+	// when none runs); parked is signalled by a handler that waits for a
+	// lock; ev is the event being handled. Used by drain only.
+	running chan error
+	parked  chan struct{}
+	ev      abi.Event
 }
 
 func newWorld(start time.Time) *world {
@@ -143,6 +154,7 @@ func (w *world) remove(key string, by *binding, hop int) bool {
 	}
 	delete(w.store, key)
 	v := w.version()
+	defer w.wakeWaiters() // a lock waited for may be free
 	if w.down {
 		w.dirty[key] = true
 		return true
@@ -183,6 +195,10 @@ func (w *world) loseLock(name string) error {
 		}
 		if w.locks[name] == r {
 			delete(w.locks, name)
+			// Its lease expired: the key is gone.
+			if e, ok := w.store[name]; ok && string(e.value) == r.holder() {
+				w.remove(name, nil, 0)
+			}
 		}
 		delete(r.held, name)
 		w.queue = append(w.queue, delivery{to: r, ev: abi.Event{Key: name, Op: abi.OpLockLost}})
@@ -211,6 +227,9 @@ func (w *world) next() (int64, bool) {
 			consider(e.expires)
 		}
 	}
+	for _, lw := range w.waiters {
+		consider(lw.deadline)
+	}
 	return at, ok
 }
 
@@ -228,6 +247,7 @@ func (w *world) due() {
 	for _, k := range expired {
 		w.remove(k, nil, 0)
 	}
+	w.wakeWaiters() // waits past their deadline
 	for _, r := range w.rules {
 		var fire []*timer
 		for _, t := range r.timers {
@@ -253,29 +273,29 @@ func (w *world) due() {
 }
 
 // drain delivers queued events, and what they cause, until none is left.
+// A rule parked in a lock wait gets its next events once it is resumed
+// and has returned; the other rules' events go on meanwhile.
 func (w *world) drain(ctx context.Context) {
 	for {
 		w.mu.Lock()
 		w.due()
-		if len(w.queue) == 0 {
+		if len(w.resumed) > 0 {
+			b := w.resumed[0]
+			w.resumed = w.resumed[1:]
+			w.mu.Unlock()
+			w.await(b)
+			continue
+		}
+		i := slices.IndexFunc(w.queue, func(d delivery) bool { return d.to.running == nil })
+		if i < 0 {
 			w.mu.Unlock()
 			return
 		}
-		d := w.queue[0]
-		w.queue = w.queue[1:]
+		d := w.queue[i]
+		w.queue = slices.Delete(w.queue, i, i+1)
 		d.to.hop = d.hop
 		w.mu.Unlock()
-
-		err := d.to.script.Handle(ctx, d.ev)
-
-		w.mu.Lock()
-		if err != nil {
-			d.to.failed++
-			w.logf("%s: error: rule failed on %s %s: %v", d.to.name, d.ev.Op, d.ev.Key, err)
-		} else {
-			d.to.handled++
-		}
-		w.mu.Unlock()
+		w.handle(ctx, d)
 	}
 }
 
@@ -430,7 +450,7 @@ func (b *binding) Unwatch(_ context.Context, key string) error {
 	return nil
 }
 
-func (b *binding) Lock(_ context.Context, name string, ttl time.Duration, _ abi.LockOptions) (string, error) {
+func (b *binding) Lock(_ context.Context, name string, ttl time.Duration, opts abi.LockOptions) (string, error) {
 	b.w.mu.Lock()
 	defer b.w.mu.Unlock()
 	if err := b.access(b.cfg.Lock, "lock", name); err != nil {
@@ -448,15 +468,18 @@ func (b *binding) Lock(_ context.Context, name string, ttl time.Duration, _ abi.
 	if l, ok := b.held[name]; ok {
 		return l.token, nil
 	}
-	if h, ok := b.w.locks[name]; ok && h != b {
-		return "", b.fail(abi.StatusBusy, "lock %s: held by %s", name, h.name)
+	if opts.Wait < 0 {
+		return "", b.fail(abi.StatusInvalid, "lock %s: wait must not be negative", name)
 	}
-	b.w.locks[name] = b
-	b.w.tokens++
-	l := lease{n: b.w.tokens, token: fmt.Sprintf("%015d:%05d:ssrun-test", b.w.now, b.w.tokens)}
-	b.held[name] = l
-	b.w.newest[name] = l.n
-	return l.token, nil
+	if token, ok := b.w.tryLock(b, name); ok {
+		return token, nil
+	}
+	// A wait parks the handler (not the rule's start, which no drain
+	// waits on).
+	if opts.Wait == 0 || b.running == nil {
+		return "", b.fail(abi.StatusBusy, "lock %s: held by another holder", name)
+	}
+	return b.w.waitLock(b, name, ttl, opts.Wait)
 }
 
 func (b *binding) Unlock(_ context.Context, name string) error {
@@ -471,6 +494,9 @@ func (b *binding) Unlock(_ context.Context, name string) error {
 	}
 	delete(b.held, name)
 	delete(b.w.locks, name)
+	if e, ok := b.w.store[name]; ok && string(e.value) == b.holder() {
+		b.w.remove(name, nil, b.hop+1) // VDEL of the holder's value
+	}
 	return nil
 }
 

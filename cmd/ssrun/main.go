@@ -117,7 +117,7 @@ func (e *exitError) Error() string { return e.msg }
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	app := &app{stdin: stdin, stdout: stdout, stderr: stderr, lookupEnv: os.LookupEnv}
 	root := app.rootCmd()
-	root.SetArgs(args)
+	root.SetArgs(normalizeTestArgs(root, args))
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -145,6 +145,7 @@ type app struct {
 	log            *slog.Logger
 	pluginDir      string // --plugin-dir of dev and run; "" for the temporary directory
 	dryRun         bool   // --dry-run of dev and run
+	recordPath     string // --record of dev and run: the trace file
 	// lookupEnv reads the environment (os.LookupEnv; tests replace it).
 	lookupEnv func(string) (string, bool)
 	fromEnv   map[string]string // flags set from SSRUN_* variables, by name

@@ -28,10 +28,15 @@ file OUT: first each key's value and version, then every notification (SET
 with its value, DELETE) with its version and the time it arrived. A lost
 connection is recorded, and the keys are read again when it comes back.
 
-The file is JSON lines: a header {"ssrun_trace":1,...}, then one record per
-line, each written whole, so a traceRecorder killed mid-write loses at most its
+The file is JSON lines: a header {"ssrun_trace":2,...}, then one record per
+line, each written whole, so a recorder killed mid-write loses at most its
 last line. The state store notifies exact keys: list every key the rules
-watch (wildcards are not supported).`,
+watch (wildcards are not supported).
+
+This recorder is a client next to the rules, not inside their host: it
+sees the keys' changes, not the rules' own requests and replies (locks,
+fencing refusals, the host's clock). To record those, run the rules with
+ssrun dev --record FILE or ssrun run --record FILE.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(keys) == 0 {

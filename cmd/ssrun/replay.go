@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -32,12 +33,21 @@ trace line, a timer, or the rules' start), the rule, and the write. The
 same trace and rules always print the same output. Nothing is sent to any
 store. The rules get the settings of DIR's ssrun.yaml.
 
+A trace recorded inside a host (ssrun dev --record, ssrun run --record)
+is replayed on what the rules saw: each recorded event is handled by its
+rule, and every request the rule makes is answered with the reply the
+live run got for the same request (a write refused FENCED live is refused
+again; now() reads the recorded clock). Every write is printed, with its
+outcome when it was not OK. A request the live run did not make, or made
+differently, and one it made that the replay did not, are printed after
+the writes as differences, with exit status 1.
+
 --diff DIR2 runs the rules of DIR2 on the same trace as well and prints the
 first writes that differ (- DIR, + DIR2): what a change would do
 differently.
 
 Exit status: 0 done (with --diff: no difference), 1 the two versions
-differ, 2 bad input (a trace that does not parse, names its file and line;
+differ or the replay of a host trace parts from the recording, 2 bad input (a trace that does not parse, names its file and line;
 a rule that does not compile).`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -62,8 +72,11 @@ func (a *app) replay(ctx context.Context, tracePath, dir, against string, asJSON
 		return err
 	}
 	defer a.closeRuntimesNow(rts)
-	opts := testrun.ReplayOptions{Runtimes: rts, Config: folderConfigs(), Log: func(l string) { fmt.Fprintln(a.stderr, "replay: "+l) }}
+	var mismatches []testrun.Mismatch
+	opts := testrun.ReplayOptions{Runtimes: rts, Config: folderConfigs(), Log: func(l string) { fmt.Fprintln(a.stderr, "replay: "+l) },
+		Mismatch: func(m testrun.Mismatch) { mismatches = append(mismatches, m) }}
 	run := func(dir string) ([]testrun.Write, error) {
+		mismatches = nil
 		w, err := testrun.Replay(ctx, tr, dir, opts)
 		if errors.Is(err, testrun.ErrBadInput) {
 			return nil, &exitError{code: 2, msg: "ssrun replay: " + err.Error()}
@@ -75,7 +88,13 @@ func (a *app) replay(ctx context.Context, tracePath, dir, against string, asJSON
 		return err
 	}
 	if against == "" {
-		return testrun.PrintWrites(a.stdout, writes, asJSON)
+		if err := testrun.PrintWrites(a.stdout, writes, asJSON); err != nil {
+			return err
+		}
+		return a.printMismatches(tracePath, dir, mismatches, asJSON)
+	}
+	if len(mismatches) > 0 {
+		fmt.Fprintf(a.stderr, "ssrun replay: %s parts from the recording %d time(s) (replay it without --diff to see where)\n", dir, len(mismatches))
 	}
 	other, err := run(against)
 	if err != nil {
@@ -88,4 +107,29 @@ func (a *app) replay(ctx context.Context, tracePath, dir, against string, asJSON
 	}
 	fmt.Fprintf(a.stdout, "%s and %s differ on %s (- %s, + %s):\n%s\n", dir, against, tracePath, dir, against, strings.Join(diffs, "\n"))
 	return &exitError{code: 1, msg: fmt.Sprintf("ssrun replay: %s and %s make different writes (%d, %d)", dir, against, len(writes), len(other))}
+}
+
+// printMismatches prints where the replay of a host trace parted from the
+// recording, after the writes, and makes it exit status 1.
+func (a *app) printMismatches(tracePath, dir string, ms []testrun.Mismatch, asJSON bool) error {
+	if len(ms) == 0 {
+		return nil
+	}
+	if !asJSON {
+		fmt.Fprintf(a.stdout, "the rules in %s part from the recording %s:\n", dir, tracePath)
+	}
+	for _, m := range ms {
+		if !asJSON {
+			fmt.Fprintln(a.stdout, "  "+m.String())
+			continue
+		}
+		j, err := json.Marshal(struct {
+			Mismatch testrun.Mismatch `json:"mismatch"`
+		}{m})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(a.stdout, string(j))
+	}
+	return &exitError{code: 1, msg: fmt.Sprintf("ssrun replay: the rules in %s part from the recording %s (%d difference(s))", dir, tracePath, len(ms))}
 }

@@ -112,6 +112,17 @@ func (a *app) serveRules(ctx context.Context, client *protocol.Client, dir strin
 		opts.Defaults = cfg.Defaults.toHost()
 		opts.Rules = cfg.hostRules()
 	}
+	rec, recorded, err := a.openRecorder()
+	if err != nil {
+		a.closeRuntimesNow(rts)
+		return err
+	}
+	defer func() { // after the host has stopped: the trace is complete
+		if rerr := recorded(); rerr != nil {
+			err = errors.Join(err, &exitError{code: 1, msg: "ssrun: " + rerr.Error()})
+		}
+	}()
+	opts.Recorder = rec
 	h, err := host.New(opts)
 	if err != nil {
 		a.closeRuntimesNow(rts)
@@ -281,6 +292,7 @@ func (a *app) rulesCmd(use, short, configHelp string, serve func(ctx context.Con
 	shutdownFlag(cmd, &shutdown)
 	pluginDirFlag(cmd, &a.pluginDir)
 	dryRunFlag(cmd, &a.dryRun)
+	recordFlag(cmd, &a.recordPath)
 	return cmd
 }
 

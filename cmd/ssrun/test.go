@@ -29,7 +29,8 @@ func (a *app) testCmd() *cobra.Command {
 rules) like go test: each case starts the folder's rules (or those the file
 names) on an in-memory store with a virtual clock, applies its steps and
 checks what each step expects. DIR/... also runs the folders below DIR.
-The rules get the settings of their folder's ssrun.yaml.
+The rules get the settings of their folder's ssrun.yaml. As in go test,
+-run REGEX, -v and -json work with one dash too.
 
 Exit status: 0 when every case passes, 1 when one fails, 2 on bad input
 (a test file that does not parse, a rule that does not compile).`,

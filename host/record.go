@@ -1,0 +1,118 @@
+package host
+
+import (
+	"context"
+	"time"
+
+	"github.com/ssrun/ssrun/abi"
+)
+
+// recorded wraps b for the rules of a host with a Recorder: each call goes
+// to b, then to the recorder with its reply. A shadow version's calls are
+// not recorded (they never reach the store).
+type recorded struct {
+	b   *binding
+	rec Recorder
+}
+
+var _ abi.Host = recorded{}
+
+// hostFor is what the version of b is started with: b itself, or b wrapped
+// for the recorder.
+func (s *services) hostFor(b *binding) abi.Host {
+	if s.rec == nil {
+		return b
+	}
+	return recorded{b: b, rec: s.rec}
+}
+
+func (h recorded) done(c Call, err error) {
+	if h.b.inShadow() {
+		return
+	}
+	c.Status = abi.StatusOf(err)
+	if err != nil {
+		c.Err = err.Error()
+	}
+	at := c.Now
+	if c.Verb != "now" {
+		at = h.b.r.svc.timers.clock.nowMs()
+	}
+	h.rec.RecordCall(h.b.r.name, at, c)
+}
+
+func (h recorded) Get(ctx context.Context, key string) (abi.Value, error) {
+	v, err := h.b.Get(ctx, key)
+	h.done(Call{Verb: "get", Key: key, Result: v.Data, Found: err == nil, Version: v.Version}, err)
+	return v, err
+}
+
+func (h recorded) Set(ctx context.Context, key string, value []byte, opts abi.SetOptions) (string, error) {
+	version, err := h.b.Set(ctx, key, value, opts)
+	h.done(Call{Verb: "set", Key: key, Value: value, Cond: opts.Cond, TTL: opts.TTL, Fence: opts.Fence, Version: version}, err)
+	return version, err
+}
+
+func (h recorded) Del(ctx context.Context, key string, opts abi.DelOptions) error {
+	err := h.b.Del(ctx, key, opts)
+	h.done(Call{Verb: "del", Key: key, Fence: opts.Fence}, err)
+	return err
+}
+
+func (h recorded) VDel(ctx context.Context, key string, value []byte, opts abi.DelOptions) error {
+	err := h.b.VDel(ctx, key, value, opts)
+	h.done(Call{Verb: "vdel", Key: key, Value: value, Fence: opts.Fence}, err)
+	return err
+}
+
+func (h recorded) Watch(ctx context.Context, key string, opts abi.WatchOptions) error {
+	err := h.b.Watch(ctx, key, opts)
+	h.done(Call{Verb: "watch", Key: key, Self: opts.Self}, err)
+	return err
+}
+
+func (h recorded) Unwatch(ctx context.Context, key string) error {
+	err := h.b.Unwatch(ctx, key)
+	h.done(Call{Verb: "unwatch", Key: key}, err)
+	return err
+}
+
+func (h recorded) Lock(ctx context.Context, name string, ttl time.Duration, opts abi.LockOptions) (string, error) {
+	token, err := h.b.Lock(ctx, name, ttl, opts)
+	h.done(Call{Verb: "lock", Key: name, TTL: ttl, Wait: opts.Wait, Version: token}, err)
+	return token, err
+}
+
+func (h recorded) Unlock(ctx context.Context, name string) error {
+	err := h.b.Unlock(ctx, name)
+	h.done(Call{Verb: "unlock", Key: name}, err)
+	return err
+}
+
+func (h recorded) Log(level int32, msg string) { h.b.Log(level, msg) }
+
+func (h recorded) Timer(ctx context.Context, name string, delay time.Duration, opts abi.TimerOptions) error {
+	err := h.b.Timer(ctx, name, delay, opts)
+	h.done(Call{Verb: "timer", Key: name, TTL: delay, Every: opts.Every, Value: opts.Payload}, err)
+	return err
+}
+
+func (h recorded) Cancel(ctx context.Context, name string) error {
+	err := h.b.Cancel(ctx, name)
+	h.done(Call{Verb: "cancel", Key: name}, err)
+	return err
+}
+
+func (h recorded) Now() int64 {
+	ms := h.b.Now()
+	h.done(Call{Verb: "now", Now: ms}, nil)
+	return ms
+}
+
+// recordConnection reports the connection going up or down to the
+// recorder.
+func (s *services) recordConnection(up bool) {
+	if s.rec != nil {
+		s.rec.RecordConnection(s.timers.clock.nowMs(), up)
+	}
+}
