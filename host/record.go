@@ -26,6 +26,19 @@ func (s *services) hostFor(b *binding) abi.Host {
 	return recorded{b: b, rec: s.rec}
 }
 
+// RuleOf returns the file name of the rule h serves (as in the logs and a
+// Recorder's calls), when h is a host the Host gave a rule; a runtime's
+// lua.Config.Rand uses it to give each rule its own generator.
+func RuleOf(h abi.Host) (string, bool) {
+	switch b := h.(type) {
+	case recorded:
+		return b.b.r.name, true
+	case *binding:
+		return b.r.name, true
+	}
+	return "", false
+}
+
 func (h recorded) done(c Call, err error) {
 	if h.b.inShadow() {
 		return

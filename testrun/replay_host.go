@@ -45,6 +45,7 @@ const StatusNotRecorded = "NOT_RECORDED"
 // calling its host from a goroutine of its own.
 type tapeDeck struct {
 	start int64
+	seed  uint64 // of the rules' math.random, from the header
 	opts  ReplayOptions
 
 	mu     sync.Mutex
@@ -73,7 +74,7 @@ func replayHost(ctx context.Context, tr *TraceData, dir string, opts ReplayOptio
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrBadInput, dir, err)
 	}
-	d := &tapeDeck{start: tr.Header.StartMs, opts: opts, tapes: map[string]*tape{}, atMs: tr.Header.StartMs, cause: "start"}
+	d := &tapeDeck{start: tr.Header.StartMs, seed: tr.Header.Seed, opts: opts, tapes: map[string]*tape{}, atMs: tr.Header.StartMs, cause: "start"}
 	tapeOf := func(rule string) *tape {
 		t := d.tapes[rule]
 		if t == nil {

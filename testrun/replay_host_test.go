@@ -128,6 +128,7 @@ func TestParseHostTraceRefuses(t *testing.T) {
 		{"future format", `{"ssrun_trace":3,"start_ms":0}` + "\n", "t.trace:1: trace format 3"},
 		{"source in format 1", `{"ssrun_trace":1,"start_ms":0,"source":"host"}` + "\n", `t.trace:1: trace source "host"`},
 		{"unknown source", `{"ssrun_trace":2,"start_ms":0,"source":"mars"}` + "\n", `t.trace:1: trace source "mars"`},
+		{"seed in a client trace", `{"ssrun_trace":2,"start_ms":0,"seed":7}` + "\n", `t.trace:1: a seed in a trace without "source":"host"`},
 		{"bad kind", hdr + `{"t_ms":1000,"kind":"exec","rule":"r.lua"}` + "\n", `t.trace:2: unknown record kind "exec"`},
 		{"notify in a host trace", hdr + `{"t_ms":1000,"kind":"notify","key":"k","op":"DELETE"}` + "\n", "t.trace:2: a notify record in a trace recorded inside a host"},
 		{"call in a client trace", `{"ssrun_trace":2,"start_ms":1000}` + "\n" + `{"t_ms":1000,"kind":"call","rule":"r","verb":"now","status":"OK"}` + "\n", "t.trace:2: a call record in a trace without"},

@@ -11,8 +11,9 @@ import (
 // for a rule bound to a test's world, a generator seeded with the case's
 // seed and the rule's file name, so every run of a case draws the same
 // numbers and one rule's draws do not shift another's; for a rule in the
-// replay of a host trace, seed 0 (the live run's draws are not recorded). For any other host
-// it returns nil (the runtime's default source).
+// replay of a host trace, the trace's seed (the recording host drew from
+// the same generators: HostRecorder.Rand). For any other host it returns
+// nil (the runtime's default source).
 func Rand(h abi.Host) *rand.Rand {
 	var (
 		seed uint64
@@ -21,12 +22,17 @@ func Rand(h abi.Host) *rand.Rand {
 	switch b := h.(type) {
 	case *binding:
 		seed, name = b.w.seed, b.name
-	case *tape: // the replay of a host trace: seed 0
-		name = b.name
+	case *tape: // the replay of a host trace
+		seed, name = b.d.seed, b.name
 	default:
 		return nil
 	}
+	return ruleRand(seed, name)
+}
+
+// ruleRand is the generator of rule's math.random under seed.
+func ruleRand(seed uint64, rule string) *rand.Rand {
 	f := fnv.New64a()
-	f.Write([]byte(name))
+	f.Write([]byte(rule))
 	return rand.New(rand.NewPCG(seed, f.Sum64()))
 }

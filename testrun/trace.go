@@ -55,6 +55,9 @@ type TraceHeader struct {
 	// Source is SourceHost for a trace recorded inside a host, empty for
 	// one of `ssrun record`.
 	Source string `json:"source,omitempty"`
+	// Seed, in a host trace, is the seed of the recording host's Lua
+	// math.random (see Rand): a replay draws the same numbers.
+	Seed uint64 `json:"seed,omitempty"`
 }
 
 // SourceHost is TraceHeader.Source of a trace recorded inside a host.
@@ -167,6 +170,9 @@ func ParseTrace(name string, r io.Reader) (*TraceData, error) {
 			}
 			if t.Header.Source != "" && (t.Header.Source != SourceHost || t.Header.Format < 2) {
 				return nil, fail("trace source %q, want %q (format 2) or none", t.Header.Source, SourceHost)
+			}
+			if t.Header.Seed != 0 && t.Header.Source != SourceHost {
+				return nil, fail("a seed in a trace without \"source\":%q", SourceHost)
 			}
 			lastT = t.Header.StartMs
 			continue

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -181,7 +182,8 @@ func (r *Record) reply() string {
 // the last one's time. It stops at the first write error, which Err
 // returns.
 type HostRecorder struct {
-	tw *TraceWriter
+	tw   *TraceWriter
+	seed uint64 // of the rules' math.random (Rand), in the header
 
 	mu   sync.Mutex
 	last int64
@@ -194,11 +196,26 @@ var _ host.Recorder = (*HostRecorder)(nil)
 // NewHostRecorder writes the header of a host trace starting at start on
 // w.
 func NewHostRecorder(w io.Writer, start time.Time) (*HostRecorder, error) {
-	tw, err := NewTraceWriter(w, TraceHeader{StartMs: start.UnixMilli(), Keys: []string{}, Source: SourceHost})
+	seed := rand.Uint64()
+	tw, err := NewTraceWriter(w, TraceHeader{StartMs: start.UnixMilli(), Keys: []string{}, Source: SourceHost, Seed: seed})
 	if err != nil {
 		return nil, err
 	}
-	return &HostRecorder{tw: tw, last: start.UnixMilli()}, nil
+	return &HostRecorder{tw: tw, seed: seed, last: start.UnixMilli()}, nil
+}
+
+// Rand is the lua.Config Rand of a recording host: each rule's math.random
+// draws from a generator seeded with the trace's seed and the rule's file
+// name, as its replay does (the package's Rand), so a replay draws the same
+// numbers in the same order. name reports a script's rule (host.RuleOf).
+func (hr *HostRecorder) Rand(name func(abi.Host) (string, bool)) func(abi.Host) *rand.Rand {
+	return func(h abi.Host) *rand.Rand {
+		rule, ok := name(h)
+		if !ok {
+			return nil
+		}
+		return ruleRand(hr.seed, rule)
+	}
 }
 
 // write appends r at atMs.

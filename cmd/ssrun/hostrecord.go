@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ssrun/ssrun/host"
 	"github.com/ssrun/ssrun/testrun"
 )
 
@@ -21,7 +20,7 @@ func recordFlag(cmd *cobra.Command, path *string) {
 // openRecorder creates the trace file of --record and its recorder (nil
 // without --record). done closes the file once the host has stopped, and
 // reports the first error writing it.
-func (a *app) openRecorder() (rec host.Recorder, done func() error, err error) {
+func (a *app) openRecorder() (rec *testrun.HostRecorder, done func() error, err error) {
 	if a.recordPath == "" {
 		return nil, func() error { return nil }, nil
 	}

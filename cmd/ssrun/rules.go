@@ -99,11 +99,27 @@ func rulesConfig(dir, flag string) (*fileConfig, error) {
 // within shutdown (a rule stuck in a call is abandoned, and the error, exit
 // status 1, names it). adm, when not nil, gets the host's metrics and readiness.
 func (a *app) serveRules(ctx context.Context, client *protocol.Client, dir string, cfg *fileConfig, shutdown time.Duration, adm *adminRun, ready func(h *host.Host)) (err error) {
-	rts, err := a.runtimes(cfg)
+	rec, recorded, err := a.openRecorder()
+	if err != nil {
+		return err
+	}
+	defer func() { // after the host has stopped: the trace is complete
+		if rerr := recorded(); rerr != nil {
+			err = errors.Join(err, &exitError{code: 1, msg: "ssrun: " + rerr.Error()})
+		}
+	}()
+	var lc lua.Config
+	if rec != nil { // math.random drawn as the replay will draw it
+		lc.Rand = rec.Rand(host.RuleOf)
+	}
+	rts, err := a.runtimesLua(cfg, lc)
 	if err != nil {
 		return err
 	}
 	opts := host.Config{Client: client, Runtimes: rts, Logger: a.log, Observer: adm.handleObserver()}
+	if rec != nil {
+		opts.Recorder = rec
+	}
 	if a.dryRun {
 		opts.DryRun = printStagedWrites(a.stdout, a.logFormat)
 		fmt.Fprintln(a.stdout, "dry run: the rules' writes, locks and timers are printed here, never sent to the store")
@@ -112,17 +128,6 @@ func (a *app) serveRules(ctx context.Context, client *protocol.Client, dir strin
 		opts.Defaults = cfg.Defaults.toHost()
 		opts.Rules = cfg.hostRules()
 	}
-	rec, recorded, err := a.openRecorder()
-	if err != nil {
-		a.closeRuntimesNow(rts)
-		return err
-	}
-	defer func() { // after the host has stopped: the trace is complete
-		if rerr := recorded(); rerr != nil {
-			err = errors.Join(err, &exitError{code: 1, msg: "ssrun: " + rerr.Error()})
-		}
-	}()
-	opts.Recorder = rec
 	h, err := host.New(opts)
 	if err != nil {
 		a.closeRuntimesNow(rts)
