@@ -156,7 +156,8 @@ func (p *rev1Rule) Close() {
 }
 
 // TestRevision1Plugin: a plugin built against the proto before timers
-// starts on this host, calls the verbs it knows, and handles events; an
+// (and before the session, which it refuses as unknown, so that it gets
+// Handle calls) starts on this host, calls the verbs it knows, and handles events; an
 // event carrying the fields revision 2 added (which the host sends only to
 // a rule that armed a timer, so never to such a plugin) still decodes, its
 // new fields skipped as unknown.
@@ -166,6 +167,9 @@ func TestRevision1Plugin(t *testing.T) {
 	s, _, _ := inProcessScriptOf(t, func() inProcessRule { return &rev1Rule{fd: fd} }, h, abi.Limits{})
 	if _, ok := h.Watches()["w"]; !ok {
 		t.Fatalf("init did not watch w: %v", h.Watches())
+	}
+	if _, ss := current(t, s); ss != nil {
+		t.Fatal("a revision-1 plugin has a session")
 	}
 	for _, tc := range []struct {
 		ev   abi.Event
