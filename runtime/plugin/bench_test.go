@@ -2,7 +2,11 @@ package plugin
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,4 +91,75 @@ func BenchmarkStart(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkSession compares the two ways an event reaches a plugin process
+// of the test plugin: down its session (events and host calls on one open
+// stream) and in a Handle call (one RPC per event and per host call, as
+// with a plugin that predates the session). The event is the end-to-end
+// benchmark rule's shape: two host calls (a set, then a get). The two
+// processes take turns in chunks of 100 events, so both see the same
+// machine load; one op is one event of each. Reports, per event,
+// session-us/ev and unary-us/ev (elapsed) and their ratio session-x-unary,
+// and session-cpu-us/ev and unary-cpu-us/ev: the CPU time of the host
+// process and of the plugin process while each ran its chunks (Linux;
+// load on the machine makes it wait but not work more, so this is the
+// steadier measure).
+func BenchmarkSession(b *testing.B) {
+	const chunk = 100
+	h := abitest.New()
+	lim := abi.Limits{CallTimeout: time.Minute}
+	ra, _ := newRuntime(b, Config{Logger: quietLogger()})
+	ru, _ := newRuntime(b, Config{Logger: quietLogger()})
+	ru.unaryOnly = true
+	scripts := []*script{start(b, compile(b, ra, rulePlugin(b)), h, lim), start(b, compile(b, ru, rulePlugin(b)), h, lim)}
+	if scripts[0].cur.sess == nil || scripts[1].cur.sess != nil {
+		b.Fatal("want the first process on a session, the second on Handle calls")
+	}
+	ev := command("loop", abi.FnGet, "1")
+	ctx := context.Background()
+	elapsed, cpu := make([]time.Duration, len(scripts)), make([]time.Duration, len(scripts))
+	b.ResetTimer()
+	for round, done := 0, 0; done < b.N; round, done = round+1, done+chunk {
+		n := min(chunk, b.N-done)
+		for k := range scripts {
+			i := (round + k) % len(scripts)
+			pid := int(scripts[i].pid.Load())
+			t0, c0 := time.Now(), cpuTime(os.Getpid())+cpuTime(pid)
+			for range n {
+				if err := scripts[i].Handle(ctx, ev); err != nil {
+					b.Fatal(err)
+				}
+			}
+			elapsed[i] += time.Since(t0)
+			cpu[i] += cpuTime(os.Getpid()) + cpuTime(pid) - c0
+		}
+	}
+	b.StopTimer()
+	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(b.N) }
+	b.ReportMetric(us(elapsed[0]), "session-us/ev")
+	b.ReportMetric(us(elapsed[1]), "unary-us/ev")
+	b.ReportMetric(float64(elapsed[0])/float64(elapsed[1]), "session-x-unary")
+	if cpu[0] > 0 {
+		b.ReportMetric(us(cpu[0]), "session-cpu-us/ev")
+		b.ReportMetric(us(cpu[1]), "unary-cpu-us/ev")
+	}
+}
+
+// cpuTime returns the time the threads of process pid have run on a CPU
+// (the first field of each /proc/<pid>/task/*/schedstat); 0 where there is
+// no such file.
+func cpuTime(pid int) time.Duration {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	var sum time.Duration
+	for _, f := range tasks {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // the thread ended
+		}
+		if ns, err := strconv.ParseInt(strings.Fields(string(b))[0], 10, 64); err == nil {
+			sum += time.Duration(ns)
+		}
+	}
+	return sum
 }
