@@ -10,8 +10,10 @@
 // Calls, in order: the host calls Rule.Init once per process with the id of
 // a go-plugin broker connection on which the host serves Host; the plugin
 // dials it once, keeps the connection, and runs its initialisation (where it
-// declares its watches through Host.Watch). Then the host calls Rule.Handle
-// for one event at a time. Both carry the rule's call deadline.
+// declares its watches through Host.Watch). Then the host opens Rule.Session
+// and sends one event at a time down it, or, if the plugin answers
+// UNIMPLEMENTED, calls Rule.Handle for one event at a time. Init and each
+// event carry the rule's call deadline.
 //
 // Strings that may hold any bytes (keys, values, versions, tokens, messages)
 // are bytes fields. Durations are milliseconds; a positive duration below one
