@@ -101,10 +101,11 @@ func BenchmarkStart(b *testing.B) {
 // processes take turns in chunks of 100 events, so both see the same
 // machine load; one op is one event of each. Reports, per event,
 // session-us/ev and unary-us/ev (elapsed) and their ratio session-x-unary,
-// and session-cpu-us/ev and unary-cpu-us/ev: the CPU time of the host
-// process and of the plugin process while each ran its chunks (Linux;
-// load on the machine makes it wait but not work more, so this is the
-// steadier measure).
+// session-cpu-us/ev and unary-cpu-us/ev: the CPU time of the host process
+// and of the plugin process while each ran its chunks, and session-cs/ev
+// and unary-cs/ev: their threads' context switches (Linux; load on the
+// machine makes an event wait but not work or switch more, so these are
+// the steadier measures).
 func BenchmarkSession(b *testing.B) {
 	const chunk = 100
 	h := abitest.New()
@@ -118,14 +119,14 @@ func BenchmarkSession(b *testing.B) {
 	}
 	ev := command("loop", abi.FnGet, "1")
 	ctx := context.Background()
-	elapsed, cpu := make([]time.Duration, len(scripts)), make([]time.Duration, len(scripts))
+	elapsed, cpu, switches := make([]time.Duration, len(scripts)), make([]time.Duration, len(scripts)), make([]int64, len(scripts))
 	b.ResetTimer()
 	for round, done := 0, 0; done < b.N; round, done = round+1, done+chunk {
 		n := min(chunk, b.N-done)
 		for k := range scripts {
 			i := (round + k) % len(scripts)
 			pid := int(scripts[i].pid.Load())
-			t0, c0 := time.Now(), cpuTime(os.Getpid())+cpuTime(pid)
+			t0, c0, s0 := time.Now(), cpuTime(os.Getpid())+cpuTime(pid), contextSwitches(os.Getpid())+contextSwitches(pid)
 			for range n {
 				if err := scripts[i].Handle(ctx, ev); err != nil {
 					b.Fatal(err)
@@ -133,6 +134,7 @@ func BenchmarkSession(b *testing.B) {
 			}
 			elapsed[i] += time.Since(t0)
 			cpu[i] += cpuTime(os.Getpid()) + cpuTime(pid) - c0
+			switches[i] += contextSwitches(os.Getpid()) + contextSwitches(pid) - s0
 		}
 	}
 	b.StopTimer()
@@ -143,6 +145,8 @@ func BenchmarkSession(b *testing.B) {
 	if cpu[0] > 0 {
 		b.ReportMetric(us(cpu[0]), "session-cpu-us/ev")
 		b.ReportMetric(us(cpu[1]), "unary-cpu-us/ev")
+		b.ReportMetric(float64(switches[0])/float64(b.N), "session-cs/ev")
+		b.ReportMetric(float64(switches[1])/float64(b.N), "unary-cs/ev")
 	}
 }
 
@@ -150,15 +154,30 @@ func BenchmarkSession(b *testing.B) {
 // (the first field of each /proc/<pid>/task/*/schedstat); 0 where there is
 // no such file.
 func cpuTime(pid int) time.Duration {
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
-	var sum time.Duration
+	return time.Duration(sumTasks(pid, "schedstat", func(f []string) string { return f[0] }))
+}
+
+// contextSwitches returns how often the threads of process pid were
+// switched out (the third field of each /proc/<pid>/task/*/schedstat: the
+// times each ran, one more than its switches).
+func contextSwitches(pid int) int64 {
+	return sumTasks(pid, "schedstat", func(f []string) string { return f[2] })
+}
+
+// sumTasks sums the number field picks from /proc/<pid>/task/*/<file> over
+// the threads of process pid.
+func sumTasks(pid int, file string, field func([]string) string) int64 {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/%s", pid, file))
+	var sum int64
 	for _, f := range tasks {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			continue // the thread ended
 		}
-		if ns, err := strconv.ParseInt(strings.Fields(string(b))[0], 10, 64); err == nil {
-			sum += time.Duration(ns)
+		if fs := strings.Fields(string(b)); len(fs) == 3 {
+			if n, err := strconv.ParseInt(field(fs), 10, 64); err == nil {
+				sum += n
+			}
 		}
 	}
 	return sum
