@@ -19,10 +19,11 @@ import (
 //
 //   - floor: a bare gRPC unary call host -> plugin on the same connection
 //     (go-plugin's health check), the floor of any plugin call;
-//   - handle: Script.Handle of a trivial event (host -> plugin -> answer);
-//   - verb-<v>: one ABI verb called from the plugin (plugin -> host's
-//     callback service -> in-memory abi.Host -> answer), measured as a loop
-//     of b.N calls inside one event, divided by b.N.
+//   - handle: Script.Handle of a trivial event (host -> plugin -> answer,
+//     on the plugin's session);
+//   - verb-<v>: one ABI verb called from the plugin (plugin -> host, up the
+//     session -> in-memory abi.Host -> answer), measured as a loop of b.N
+//     calls inside one event, divided by b.N.
 //
 // Each result after the floor also reports x-floor: its time per operation
 // divided by the floor measured just before it with the same b.N, so the
