@@ -260,6 +260,9 @@ func (s *script) launch(ctx context.Context) (*proc, error) {
 		p.stop(nil)
 		return nil, &Error{Plugin: s.path, Call: callInit, Msg: err.Error(), Err: abi.ErrCrashed}
 	}
+	if p.sess == nil {
+		s.log.Info("plugin built before sessions: one call per event and per host call; rebuild it with the current SDK for the faster path", "pid", p.pid)
+	}
 	return p, nil
 }
 

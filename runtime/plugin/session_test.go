@@ -56,10 +56,13 @@ func seqs(t testing.TB, s *script, h *abitest.Host, from, to int) {
 // after the process is killed, the new process opens a session of its own.
 func TestSessionCarriesEvents(t *testing.T) {
 	h := abitest.New()
-	s, _, _ := ruleScript(t, h, abi.Limits{CallTimeout: 20 * time.Second})
+	s, _, logs := ruleScript(t, h, abi.Limits{CallTimeout: 20 * time.Second})
 	p1, ss1 := current(t, s)
 	if ss1 == nil {
 		t.Fatal("the plugin opened no session")
+	}
+	if strings.Contains(logs.String(), "built before sessions") {
+		t.Errorf("a plugin with a session is logged as without:\n%s", logs)
 	}
 	seqs(t, s, h, 1, 3)
 	if n := ss1.sent(); n != 3 {
