@@ -2,7 +2,11 @@ package plugin
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,10 +19,11 @@ import (
 //
 //   - floor: a bare gRPC unary call host -> plugin on the same connection
 //     (go-plugin's health check), the floor of any plugin call;
-//   - handle: Script.Handle of a trivial event (host -> plugin -> answer);
-//   - verb-<v>: one ABI verb called from the plugin (plugin -> host's
-//     callback service -> in-memory abi.Host -> answer), measured as a loop
-//     of b.N calls inside one event, divided by b.N.
+//   - handle: Script.Handle of a trivial event (host -> plugin -> answer,
+//     on the plugin's session);
+//   - verb-<v>: one ABI verb called from the plugin (plugin -> host, up the
+//     session -> in-memory abi.Host -> answer), measured as a loop of b.N
+//     calls inside one event, divided by b.N.
 //
 // Each result after the floor also reports x-floor: its time per operation
 // divided by the floor measured just before it with the same b.N, so the
@@ -87,4 +92,94 @@ func BenchmarkStart(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkSession compares the two ways an event reaches a plugin process
+// of the test plugin: down its session (events and host calls on one open
+// stream) and in a Handle call (one RPC per event and per host call, as
+// with a plugin that predates the session). The event is the end-to-end
+// benchmark rule's shape: two host calls (a set, then a get). The two
+// processes take turns in chunks of 100 events, so both see the same
+// machine load; one op is one event of each. Reports, per event,
+// session-us/ev and unary-us/ev (elapsed) and their ratio session-x-unary,
+// session-cpu-us/ev and unary-cpu-us/ev: the CPU time of the host process
+// and of the plugin process while each ran its chunks, and session-cs/ev
+// and unary-cs/ev: their threads' context switches (Linux; load on the
+// machine makes an event wait but not work or switch more, so these are
+// the steadier measures).
+func BenchmarkSession(b *testing.B) {
+	const chunk = 100
+	h := abitest.New()
+	lim := abi.Limits{CallTimeout: time.Minute}
+	ra, _ := newRuntime(b, Config{Logger: quietLogger()})
+	ru, _ := newRuntime(b, Config{Logger: quietLogger()})
+	ru.unaryOnly = true
+	scripts := []*script{start(b, compile(b, ra, rulePlugin(b)), h, lim), start(b, compile(b, ru, rulePlugin(b)), h, lim)}
+	if scripts[0].cur.sess == nil || scripts[1].cur.sess != nil {
+		b.Fatal("want the first process on a session, the second on Handle calls")
+	}
+	ev := command("loop", abi.FnGet, "1")
+	ctx := context.Background()
+	elapsed, cpu, switches := make([]time.Duration, len(scripts)), make([]time.Duration, len(scripts)), make([]int64, len(scripts))
+	b.ResetTimer()
+	for round, done := 0, 0; done < b.N; round, done = round+1, done+chunk {
+		n := min(chunk, b.N-done)
+		for k := range scripts {
+			i := (round + k) % len(scripts)
+			pid := int(scripts[i].pid.Load())
+			t0, c0, s0 := time.Now(), cpuTime(os.Getpid())+cpuTime(pid), contextSwitches(os.Getpid())+contextSwitches(pid)
+			for range n {
+				if err := scripts[i].Handle(ctx, ev); err != nil {
+					b.Fatal(err)
+				}
+			}
+			elapsed[i] += time.Since(t0)
+			cpu[i] += cpuTime(os.Getpid()) + cpuTime(pid) - c0
+			switches[i] += contextSwitches(os.Getpid()) + contextSwitches(pid) - s0
+		}
+	}
+	b.StopTimer()
+	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(b.N) }
+	b.ReportMetric(us(elapsed[0]), "session-us/ev")
+	b.ReportMetric(us(elapsed[1]), "unary-us/ev")
+	b.ReportMetric(float64(elapsed[0])/float64(elapsed[1]), "session-x-unary")
+	if cpu[0] > 0 {
+		b.ReportMetric(us(cpu[0]), "session-cpu-us/ev")
+		b.ReportMetric(us(cpu[1]), "unary-cpu-us/ev")
+		b.ReportMetric(float64(switches[0])/float64(b.N), "session-cs/ev")
+		b.ReportMetric(float64(switches[1])/float64(b.N), "unary-cs/ev")
+	}
+}
+
+// cpuTime returns the time the threads of process pid have run on a CPU
+// (the first field of each /proc/<pid>/task/*/schedstat); 0 where there is
+// no such file.
+func cpuTime(pid int) time.Duration {
+	return time.Duration(sumTasks(pid, "schedstat", func(f []string) string { return f[0] }))
+}
+
+// contextSwitches returns how often the threads of process pid were
+// switched out (the third field of each /proc/<pid>/task/*/schedstat: the
+// times each ran, one more than its switches).
+func contextSwitches(pid int) int64 {
+	return sumTasks(pid, "schedstat", func(f []string) string { return f[2] })
+}
+
+// sumTasks sums the number field picks from /proc/<pid>/task/*/<file> over
+// the threads of process pid.
+func sumTasks(pid int, file string, field func([]string) string) int64 {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/%s", pid, file))
+	var sum int64
+	for _, f := range tasks {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // the thread ended
+		}
+		if fs := strings.Fields(string(b)); len(fs) == 3 {
+			if n, err := strconv.ParseInt(field(fs), 10, 64); err == nil {
+				sum += n
+			}
+		}
+	}
+	return sum
 }

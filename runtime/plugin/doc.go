@@ -18,18 +18,31 @@
 // cancel and now), backed by the rule's abi.Host, on ONE go-plugin broker
 // connection per process, whose id it sends in the Init call; the plugin
 // dials it once and keeps it. Init runs the plugin's initialisation (where
-// it declares its watches) under the call timeout; Start returns once it
+// it declares its watches) under the call timeout; then the host opens the
+// process's session (Rule.Session, session.go); Start returns once both
 // succeeded. The proto only grows (plugin.proto, Revisions): a plugin built
 // before a revision keeps working, and one calling a verb its host lacks
 // gets StatusInternal naming gRPC's Unimplemented.
 //
-// Events. Handle sends one event per unary call with a deadline of
-// abi.Limits.CallTimeout. Failures are *Error values:
+// Events. Handle sends one event at a time with a deadline of
+// abi.Limits.CallTimeout, down the process's session: one bidirectional
+// gRPC stream, opened once per process, on which the event goes down, the
+// host calls its handler makes come up and their replies go down (each call
+// served in a goroutine of its own, as the Host service serves concurrent
+// RPCs), and the handler's result comes up last. Calls made outside an
+// event (in Init, or from a goroutine after its event ended) use the Host
+// service. A plugin built before the session refuses it (gRPC's
+// Unimplemented) and gets one Handle call per event, its host calls going
+// to the Host service, as before; both ways fail alike. Failures are
+// *Error values:
 //   - the plugin returned an error: abi.ErrCrashed (abi.ErrTimeout when its
 //     status is TIMEOUT), with the plugin's status and message; a panic in
 //     a Go handler is recovered by the SDK and arrives as StatusInternal;
-//   - no answer within the deadline: abi.ErrTimeout; the process is killed
-//     (its state is unknown) and restarted;
+//   - no answer within the deadline (a handler or a host call that takes
+//     too long): abi.ErrTimeout; the process is killed (its state is
+//     unknown) and restarted, with a new session;
+//   - the caller's context ended: its error; the plugin is told to cancel
+//     the handler and the process stays;
 //   - the process died during the call: abi.ErrCrashed; the event is lost
 //     (not redelivered), logged and counted (Stats.Lost).
 //
@@ -90,8 +103,10 @@
 // go-plugin's host-side diagnostics. Output written straight to fd 1 after
 // the handshake is dropped.
 //
-// Costs (see bench_test.go): a plugin call is a gRPC round trip over a unix
-// socket, around a hundred microseconds, as much as a state-store request,
-// and each ABI verb called from the plugin is one more. Batch work per
-// event rather than calling the host in tight loops.
+// Costs (see bench_test.go, BenchmarkSession): an event and each ABI verb
+// its handler calls are one message each way on the open session, over a
+// unix socket with TLS: cheaper than the RPC each was before, but still
+// tens of microseconds of CPU in both processes, as much as a state-store
+// request. Batch work per event rather than calling the host in tight
+// loops.
 package plugin

@@ -39,14 +39,15 @@ func init() {
 }
 
 // inProcessScript starts the test rule served in-process on a runtime of
-// its own, as ruleScript starts the built plugin.
-func inProcessScript(t testing.TB, h abi.Host, lim abi.Limits) (*script, *Runtime, *testutil.Buffer) {
+// its own, as ruleScript starts the built plugin; opts adjust the runtime
+// first.
+func inProcessScript(t testing.TB, h abi.Host, lim abi.Limits, opts ...func(*Runtime)) (*script, *Runtime, *testutil.Buffer) {
 	t.Helper()
 	return inProcessScriptOf(t, func() inProcessRule {
 		rule := guest.New(plugintest.Init, plugintest.Handle)
 		rule.Stderr = testutil.LogWriter(t) // a panic's stack
 		return rule
-	}, h, lim)
+	}, h, lim, opts...)
 }
 
 // inProcessRule is the plugin side of a rule served in-process; Close
@@ -57,10 +58,14 @@ type inProcessRule interface {
 }
 
 // inProcessScriptOf starts the rule newRule makes (a new one per process
-// start) served in-process on a runtime of its own.
-func inProcessScriptOf(t testing.TB, newRule func() inProcessRule, h abi.Host, lim abi.Limits) (*script, *Runtime, *testutil.Buffer) {
+// start) served in-process on a runtime of its own; opts adjust the runtime
+// first.
+func inProcessScriptOf(t testing.TB, newRule func() inProcessRule, h abi.Host, lim abi.Limits, opts ...func(*Runtime)) (*script, *Runtime, *testutil.Buffer) {
 	t.Helper()
 	r, logs := newRuntime(t, Config{})
+	for _, o := range opts {
+		o(r)
+	}
 	r.connect = func(cfg *goplugin.ClientConfig) pluginClient {
 		return serveInProcess(t, cfg.Plugins[wire.PluginName].(goplugin.GRPCPlugin), newRule())
 	}

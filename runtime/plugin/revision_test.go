@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -156,16 +157,23 @@ func (p *rev1Rule) Close() {
 }
 
 // TestRevision1Plugin: a plugin built against the proto before timers
-// starts on this host, calls the verbs it knows, and handles events; an
+// (and before the session, which it refuses as unknown, so that it gets
+// Handle calls) starts on this host, calls the verbs it knows, and handles events; an
 // event carrying the fields revision 2 added (which the host sends only to
 // a rule that armed a timer, so never to such a plugin) still decodes, its
 // new fields skipped as unknown.
 func TestRevision1Plugin(t *testing.T) {
 	fd := rev1Proto(t)
 	h := abitest.New()
-	s, _, _ := inProcessScriptOf(t, func() inProcessRule { return &rev1Rule{fd: fd} }, h, abi.Limits{})
+	s, _, logs := inProcessScriptOf(t, func() inProcessRule { return &rev1Rule{fd: fd} }, h, abi.Limits{})
 	if _, ok := h.Watches()["w"]; !ok {
 		t.Fatalf("init did not watch w: %v", h.Watches())
+	}
+	if _, ss := current(t, s); ss != nil {
+		t.Fatal("a revision-1 plugin has a session")
+	}
+	if want := `"plugin built before sessions: one call per event and per host call;`; !strings.Contains(logs.String(), want) {
+		t.Errorf("log lacks %s:\n%s", want, logs)
 	}
 	for _, tc := range []struct {
 		ev   abi.Event

@@ -64,7 +64,8 @@ type Runtime struct {
 	bins    map[string]*binary // by relative path under dir
 	dir     *workdir.Dir       // the working directory, made on first use
 
-	connect connector // tests: serve plugins in-process; nil starts processes
+	connect   connector // tests: serve plugins in-process; nil starts processes
+	unaryOnly bool      // tests: open no session, as with a plugin that predates it
 }
 
 var _ abi.Runtime = (*Runtime)(nil)

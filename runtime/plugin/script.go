@@ -148,6 +148,7 @@ type proc struct {
 	client  pluginClient
 	rpc     goplugin.ClientProtocol
 	rule    pb.RuleClient
+	sess    *session    // its session; nil for a plugin that predates it (Handle calls)
 	run     *procRunner // set by go-plugin's start
 	pid     int
 	exited  <-chan struct{} // closed when the process has exited
@@ -182,7 +183,8 @@ func (hostPlugin) GRPCClient(ctx context.Context, b *goplugin.GRPCBroker, c *grp
 }
 
 // launch starts a process, serves the Host service to it on one broker
-// connection, and runs its init under the call timeout.
+// connection, runs its init under the call timeout, and opens its session
+// unless the plugin predates it.
 func (s *script) launch(ctx context.Context) (*proc, error) {
 	p := &proc{started: time.Now(), log: s.log,
 		stdout: newLineWriter(func(line string) { s.h.Log(abi.LevelInfo, line) }),
@@ -250,6 +252,17 @@ func (s *script) launch(ctx context.Context) (*proc, error) {
 		p.stop(nil)
 		return nil, refused(s.path, callInit, err, abi.ErrCrashed)
 	}
+	if s.rt.unaryOnly {
+		return p, nil
+	}
+	if p.sess, err = openSession(ctx, p.rule, srv, &p.serve, s.lim.CallTimeout); err != nil {
+		p.kill("session failed")
+		p.stop(nil)
+		return nil, &Error{Plugin: s.path, Call: callInit, Msg: err.Error(), Err: abi.ErrCrashed}
+	}
+	if p.sess == nil {
+		s.log.Info("plugin built before sessions: one call per event and per host call; rebuild it with the current SDK for the faster path", "pid", p.pid)
+	}
 	return p, nil
 }
 
@@ -267,6 +280,9 @@ func (p *proc) kill(reason string) {
 // serving it are gone. It is also the cleanup of a process that already
 // died.
 func (p *proc) stop(hard <-chan struct{}) {
+	if p.sess != nil {
+		p.sess.close() // first: the plugin's shutdown waits for the session's end
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -433,7 +449,8 @@ func (s *script) await(ctx context.Context) (*proc, error) {
 }
 
 // Handle implements abi.Script: it sends ev to the plugin under the call
-// timeout, waiting first for a restart if the plugin is down.
+// timeout, down its session or else in a Handle call, waiting first for a
+// restart if the plugin is down. Both ways fail alike.
 func (s *script) Handle(ctx context.Context, ev abi.Event) error {
 	pev, ok := wire.EventToPB(ev)
 	if !ok {
@@ -445,7 +462,12 @@ func (s *script) Handle(ctx context.Context, ev abi.Event) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.lim.CallTimeout)
 	defer cancel()
-	res, err := p.rule.Handle(cctx, &pb.HandleRequest{Event: pev})
+	var res *pb.Result
+	if p.sess != nil {
+		res, err = p.sess.exchange(cctx, pev)
+	} else {
+		res, err = p.rule.Handle(cctx, &pb.HandleRequest{Event: pev})
+	}
 	if err == nil {
 		if err := wire.Err(res); err != nil {
 			sentinel := abi.ErrCrashed

@@ -134,15 +134,21 @@ func verbCases() []ruletest.VerbCase {
 // TestVerbs proves every verb is wired from the Go SDK through gRPC and the
 // host's callback service to abi.Host: arguments (binary-safe), options,
 // results, every status and its message (as an *abi.Error), and the call's
-// deadline. One rule, served in-process, serves every case; the store is
-// reset in between.
+// deadline; both ways a plugin may take: its session, and Handle calls
+// with the Host service (a plugin that predates the session). One rule,
+// served in-process, serves every case of each; the store is reset in
+// between.
 func TestVerbs(t *testing.T) {
-	h := abitest.New()
-	s, _, _ := inProcessScript(t, h, abi.Limits{CallTimeout: 10 * time.Second})
-	ruletest.RunVerbCases(t, verbCases(), func(*testing.T) (abi.Script, *abitest.Host) {
-		h.Reset()
-		return s, h
-	})
+	for _, unary := range []bool{false, true} {
+		t.Run(map[bool]string{false: "session", true: "unary"}[unary], func(t *testing.T) {
+			h := abitest.New()
+			s := inProcessScriptWith(t, h, unary)
+			ruletest.RunVerbCases(t, verbCases(), func(*testing.T) (abi.Script, *abitest.Host) {
+				h.Reset()
+				return s, h
+			})
+		})
+	}
 }
 
 // TestLargeMessages: values and events larger than gRPC's default 4 MiB

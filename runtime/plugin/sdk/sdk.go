@@ -28,6 +28,11 @@
 // the store, not in memory. A panic in Init or Handle is recovered and
 // fails that call with StatusInternal; the process stays up.
 //
+// Host calls made from Handle while its event runs travel with the event,
+// on the one stream the host keeps open to the plugin process; calls made
+// from Init, or from a goroutine after Handle returned, are separate RPCs.
+// The Host passed to Handle may be used from several goroutines at once.
+//
 // Errors from Host calls are *abi.Error values carrying an abi.Status (see
 // abi.StatusOf), exactly as the other runtimes return them. An error
 // returned by Handle fails the event; its status and message reach the

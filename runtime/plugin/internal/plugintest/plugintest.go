@@ -40,6 +40,8 @@ func Init(ctx context.Context, h abi.Host) error {
 //	plainfail           fail with an error that is not an *abi.Error
 //	panic               panic with "boom"
 //	loop <verb> <n>     call verb n times with arguments that succeed (benchmarks)
+//	late <key>          return; then, from a goroutine, once the event's ctx
+//	                    ended, set key to "late" and log "late <status>"
 //
 // and the commands of ruletest.Dispatch (the verbs and noop).
 func Handle(ctx context.Context, h abi.Host, ev abi.Event) error {
@@ -60,6 +62,13 @@ func Handle(ctx context.Context, h abi.Host, ev abi.Event) error {
 		panic("boom")
 	case "loop":
 		return loop(ctx, h, a[0], ruletest.Number(a[1]))
+	case "late":
+		go func() {
+			<-ctx.Done()
+			_, err := h.Set(context.Background(), a[0], []byte("late"), abi.SetOptions{})
+			h.Log(abi.LevelInfo, "late "+abi.StatusOf(err).String())
+		}()
+		return nil
 	default:
 		return ruletest.Dispatch(ctx, h, ev)
 	}

@@ -10,12 +10,19 @@
 // Calls, in order: the host calls Rule.Init once per process with the id of
 // a go-plugin broker connection on which the host serves Host; the plugin
 // dials it once, keeps the connection, and runs its initialisation (where it
-// declares its watches through Host.Watch). Then the host calls Rule.Handle
-// for one event at a time. Both carry the rule's call deadline.
+// declares its watches through Host.Watch). Then the host opens Rule.Session
+// and sends one event at a time down it, or, if the plugin answers
+// UNIMPLEMENTED, calls Rule.Handle for one event at a time. Init and each
+// event carry the rule's call deadline.
 //
 // Strings that may hold any bytes (keys, values, versions, tokens, messages)
 // are bytes fields. Durations are milliseconds; a positive duration below one
 // millisecond must be sent as 1.
+//
+// Rule.Session, an addition of this protocol alone (the ABI and
+// abi.Revision are unchanged), carries the events and the host calls of
+// their handlers over one stream per process, so that an event costs no RPC
+// of its own; the unary calls stay for plugins that predate it.
 //
 // Revisions (abi.Revision) only add: a method, a field, an enum value, never
 // a change to what is there. Revision 2 added Host.Timer, Host.Cancel and
@@ -1237,6 +1244,802 @@ func (x *NowResponse) GetUnixMs() int64 {
 	return 0
 }
 
+// ToPlugin is a message the host sends down a session.
+type ToPlugin struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Msg:
+	//
+	//	*ToPlugin_Event
+	//	*ToPlugin_Reply
+	//	*ToPlugin_Cancel
+	Msg           isToPlugin_Msg `protobuf_oneof:"msg"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToPlugin) Reset() {
+	*x = ToPlugin{}
+	mi := &file_ssrun_plugin_v1_plugin_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToPlugin) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToPlugin) ProtoMessage() {}
+
+func (x *ToPlugin) ProtoReflect() protoreflect.Message {
+	mi := &file_ssrun_plugin_v1_plugin_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToPlugin.ProtoReflect.Descriptor instead.
+func (*ToPlugin) Descriptor() ([]byte, []int) {
+	return file_ssrun_plugin_v1_plugin_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ToPlugin) GetMsg() isToPlugin_Msg {
+	if x != nil {
+		return x.Msg
+	}
+	return nil
+}
+
+func (x *ToPlugin) GetEvent() *SessionEvent {
+	if x != nil {
+		if x, ok := x.Msg.(*ToPlugin_Event); ok {
+			return x.Event
+		}
+	}
+	return nil
+}
+
+func (x *ToPlugin) GetReply() *HostReply {
+	if x != nil {
+		if x, ok := x.Msg.(*ToPlugin_Reply); ok {
+			return x.Reply
+		}
+	}
+	return nil
+}
+
+func (x *ToPlugin) GetCancel() *SessionCancel {
+	if x != nil {
+		if x, ok := x.Msg.(*ToPlugin_Cancel); ok {
+			return x.Cancel
+		}
+	}
+	return nil
+}
+
+type isToPlugin_Msg interface {
+	isToPlugin_Msg()
+}
+
+type ToPlugin_Event struct {
+	Event *SessionEvent `protobuf:"bytes,1,opt,name=event,proto3,oneof"`
+}
+
+type ToPlugin_Reply struct {
+	Reply *HostReply `protobuf:"bytes,2,opt,name=reply,proto3,oneof"`
+}
+
+type ToPlugin_Cancel struct {
+	Cancel *SessionCancel `protobuf:"bytes,3,opt,name=cancel,proto3,oneof"`
+}
+
+func (*ToPlugin_Event) isToPlugin_Msg() {}
+
+func (*ToPlugin_Reply) isToPlugin_Msg() {}
+
+func (*ToPlugin_Cancel) isToPlugin_Msg() {}
+
+// FromPlugin is a message the plugin sends up a session.
+type FromPlugin struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Msg:
+	//
+	//	*FromPlugin_Ready
+	//	*FromPlugin_Call
+	//	*FromPlugin_Done
+	Msg           isFromPlugin_Msg `protobuf_oneof:"msg"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FromPlugin) Reset() {
+	*x = FromPlugin{}
+	mi := &file_ssrun_plugin_v1_plugin_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FromPlugin) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FromPlugin) ProtoMessage() {}
+
+func (x *FromPlugin) ProtoReflect() protoreflect.Message {
+	mi := &file_ssrun_plugin_v1_plugin_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FromPlugin.ProtoReflect.Descriptor instead.
+func (*FromPlugin) Descriptor() ([]byte, []int) {
+	return file_ssrun_plugin_v1_plugin_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *FromPlugin) GetMsg() isFromPlugin_Msg {
+	if x != nil {
+		return x.Msg
+	}
+	return nil
+}
+
+func (x *FromPlugin) GetReady() *SessionReady {
+	if x != nil {
+		if x, ok := x.Msg.(*FromPlugin_Ready); ok {
+			return x.Ready
+		}
+	}
+	return nil
+}
+
+func (x *FromPlugin) GetCall() *HostCall {
+	if x != nil {
+		if x, ok := x.Msg.(*FromPlugin_Call); ok {
+			return x.Call
+		}
+	}
+	return nil
+}
+
+func (x *FromPlugin) GetDone() *SessionDone {
+	if x != nil {
+		if x, ok := x.Msg.(*FromPlugin_Done); ok {
+			return x.Done
+		}
+	}
+	return nil
+}
+
+type isFromPlugin_Msg interface {
+	isFromPlugin_Msg()
+}
+
+type FromPlugin_Ready struct {
+	Ready *SessionReady `protobuf:"bytes,1,opt,name=ready,proto3,oneof"`
+}
+
+type FromPlugin_Call struct {
+	Call *HostCall `protobuf:"bytes,2,opt,name=call,proto3,oneof"`
+}
+
+type FromPlugin_Done struct {
+	Done *SessionDone `protobuf:"bytes,3,opt,name=done,proto3,oneof"`
+}
+
+func (*FromPlugin_Ready) isFromPlugin_Msg() {}
+
+func (*FromPlugin_Call) isFromPlugin_Msg() {}
+
+func (*FromPlugin_Done) isFromPlugin_Msg() {}
+
+// SessionReady is the plugin's first message: it takes events on the stream.
+type SessionReady struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionReady) Reset() {
+	*x = SessionReady{}
+	mi := &file_ssrun_plugin_v1_plugin_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionReady) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionReady) ProtoMessage() {}
+
+func (x *SessionReady) ProtoReflect() protoreflect.Message {
+	mi := &file_ssrun_plugin_v1_plugin_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionReady.ProtoReflect.Descriptor instead.
+func (*SessionReady) Descriptor() ([]byte, []int) {
+	return file_ssrun_plugin_v1_plugin_proto_rawDescGZIP(), []int{22}
+}
+
+// SessionEvent delivers one event, numbered by seq (1, 2, ... per session).
+type SessionEvent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Event         *Event                 `protobuf:"bytes,2,opt,name=event,proto3" json:"event,omitempty"`
+	TimeoutMs     int64                  `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"` // the handler's deadline, from now
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionEvent) Reset() {
+	*x = SessionEvent{}
+	mi := &file_ssrun_plugin_v1_plugin_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionEvent) ProtoMessage() {}
+
+func (x *SessionEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_ssrun_plugin_v1_plugin_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionEvent.ProtoReflect.Descriptor instead.
+func (*SessionEvent) Descriptor() ([]byte, []int) {
+	return file_ssrun_plugin_v1_plugin_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *SessionEvent) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *SessionEvent) GetEvent() *Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *SessionEvent) GetTimeoutMs() int64 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+// SessionCancel cancels the handler of event seq (the host no longer waits
+// for it); its SessionDone still comes.
+type SessionCancel struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionCancel) Reset() {
+	*x = SessionCancel{}
+	mi := &file_ssrun_plugin_v1_plugin_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionCancel) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionCancel) ProtoMessage() {}
+
+func (x *SessionCancel) ProtoReflect() protoreflect.Message {
+	mi := &file_ssrun_plugin_v1_plugin_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionCancel.ProtoReflect.Descriptor instead.
+func (*SessionCancel) Descriptor() ([]byte, []int) {
+	return file_ssrun_plugin_v1_plugin_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *SessionCancel) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+// SessionDone ends event seq with the handler's result.
+type SessionDone struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Result        *Result                `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionDone) Reset() {
+	*x = SessionDone{}
+	mi := &file_ssrun_plugin_v1_plugin_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionDone) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionDone) ProtoMessage() {}
+
+func (x *SessionDone) ProtoReflect() protoreflect.Message {
+	mi := &file_ssrun_plugin_v1_plugin_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionDone.ProtoReflect.Descriptor instead.
+func (*SessionDone) Descriptor() ([]byte, []int) {
+	return file_ssrun_plugin_v1_plugin_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *SessionDone) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *SessionDone) GetResult() *Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+// HostCall is a Host verb called by the handler of event seq; the reply
+// carries the same id, unique among the session's calls in flight.
+type HostCall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Seq   uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	// Types that are valid to be assigned to Verb:
+	//
+	//	*HostCall_Get
+	//	*HostCall_Set
+	//	*HostCall_Del
+	//	*HostCall_Vdel
+	//	*HostCall_Watch
+	//	*HostCall_Unwatch
+	//	*HostCall_Lock
+	//	*HostCall_Unlock
+	//	*HostCall_Log
+	//	*HostCall_Timer
+	//	*HostCall_Cancel
+	//	*HostCall_Now
+	Verb          isHostCall_Verb `protobuf_oneof:"verb"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HostCall) Reset() {
+	*x = HostCall{}
+	mi := &file_ssrun_plugin_v1_plugin_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HostCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HostCall) ProtoMessage() {}
+
+func (x *HostCall) ProtoReflect() protoreflect.Message {
+	mi := &file_ssrun_plugin_v1_plugin_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HostCall.ProtoReflect.Descriptor instead.
+func (*HostCall) Descriptor() ([]byte, []int) {
+	return file_ssrun_plugin_v1_plugin_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *HostCall) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *HostCall) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *HostCall) GetVerb() isHostCall_Verb {
+	if x != nil {
+		return x.Verb
+	}
+	return nil
+}
+
+func (x *HostCall) GetGet() *GetRequest {
+	if x != nil {
+		if x, ok := x.Verb.(*HostCall_Get); ok {
+			return x.Get
+		}
+	}
+	return nil
+}
+
+func (x *HostCall) GetSet() *SetRequest {
+	if x != nil {
+		if x, ok := x.Verb.(*HostCall_Set); ok {
+			return x.Set
+		}
+	}
+	return nil
+}
+
+func (x *HostCall) GetDel() *DelRequest {
+	if x != nil {
+		if x, ok := x.Verb.(*HostCall_Del); ok {
+			return x.Del
+		}
+	}
+	return nil
+}
+
+func (x *HostCall) GetVdel() *VDelRequest {
+	if x != nil {
+		if x, ok := x.Verb.(*HostCall_Vdel); ok {
+			return x.Vdel
+		}
+	}
+	return nil
+}
+
+func (x *HostCall) GetWatch() *WatchRequest {
+	if x != nil {
+		if x, ok := x.Verb.(*HostCall_Watch); ok {
+			return x.Watch
+		}
+	}
+	return nil
+}
+
+func (x *HostCall) GetUnwatch() *UnwatchRequest {
+	if x != nil {
+		if x, ok := x.Verb.(*HostCall_Unwatch); ok {
+			return x.Unwatch
+		}
+	}
+	return nil
+}
+
+func (x *HostCall) GetLock() *LockRequest {
+	if x != nil {
+		if x, ok := x.Verb.(*HostCall_Lock); ok {
+			return x.Lock
+		}
+	}
+	return nil
+}
+
+func (x *HostCall) GetUnlock() *UnlockRequest {
+	if x != nil {
+		if x, ok := x.Verb.(*HostCall_Unlock); ok {
+			return x.Unlock
+		}
+	}
+	return nil
+}
+
+func (x *HostCall) GetLog() *LogRequest {
+	if x != nil {
+		if x, ok := x.Verb.(*HostCall_Log); ok {
+			return x.Log
+		}
+	}
+	return nil
+}
+
+func (x *HostCall) GetTimer() *TimerRequest {
+	if x != nil {
+		if x, ok := x.Verb.(*HostCall_Timer); ok {
+			return x.Timer
+		}
+	}
+	return nil
+}
+
+func (x *HostCall) GetCancel() *CancelRequest {
+	if x != nil {
+		if x, ok := x.Verb.(*HostCall_Cancel); ok {
+			return x.Cancel
+		}
+	}
+	return nil
+}
+
+func (x *HostCall) GetNow() *NowRequest {
+	if x != nil {
+		if x, ok := x.Verb.(*HostCall_Now); ok {
+			return x.Now
+		}
+	}
+	return nil
+}
+
+type isHostCall_Verb interface {
+	isHostCall_Verb()
+}
+
+type HostCall_Get struct {
+	Get *GetRequest `protobuf:"bytes,3,opt,name=get,proto3,oneof"`
+}
+
+type HostCall_Set struct {
+	Set *SetRequest `protobuf:"bytes,4,opt,name=set,proto3,oneof"`
+}
+
+type HostCall_Del struct {
+	Del *DelRequest `protobuf:"bytes,5,opt,name=del,proto3,oneof"`
+}
+
+type HostCall_Vdel struct {
+	Vdel *VDelRequest `protobuf:"bytes,6,opt,name=vdel,proto3,oneof"`
+}
+
+type HostCall_Watch struct {
+	Watch *WatchRequest `protobuf:"bytes,7,opt,name=watch,proto3,oneof"`
+}
+
+type HostCall_Unwatch struct {
+	Unwatch *UnwatchRequest `protobuf:"bytes,8,opt,name=unwatch,proto3,oneof"`
+}
+
+type HostCall_Lock struct {
+	Lock *LockRequest `protobuf:"bytes,9,opt,name=lock,proto3,oneof"`
+}
+
+type HostCall_Unlock struct {
+	Unlock *UnlockRequest `protobuf:"bytes,10,opt,name=unlock,proto3,oneof"`
+}
+
+type HostCall_Log struct {
+	Log *LogRequest `protobuf:"bytes,11,opt,name=log,proto3,oneof"`
+}
+
+type HostCall_Timer struct {
+	Timer *TimerRequest `protobuf:"bytes,12,opt,name=timer,proto3,oneof"`
+}
+
+type HostCall_Cancel struct {
+	Cancel *CancelRequest `protobuf:"bytes,13,opt,name=cancel,proto3,oneof"`
+}
+
+type HostCall_Now struct {
+	Now *NowRequest `protobuf:"bytes,14,opt,name=now,proto3,oneof"`
+}
+
+func (*HostCall_Get) isHostCall_Verb() {}
+
+func (*HostCall_Set) isHostCall_Verb() {}
+
+func (*HostCall_Del) isHostCall_Verb() {}
+
+func (*HostCall_Vdel) isHostCall_Verb() {}
+
+func (*HostCall_Watch) isHostCall_Verb() {}
+
+func (*HostCall_Unwatch) isHostCall_Verb() {}
+
+func (*HostCall_Lock) isHostCall_Verb() {}
+
+func (*HostCall_Unlock) isHostCall_Verb() {}
+
+func (*HostCall_Log) isHostCall_Verb() {}
+
+func (*HostCall_Timer) isHostCall_Verb() {}
+
+func (*HostCall_Cancel) isHostCall_Verb() {}
+
+func (*HostCall_Now) isHostCall_Verb() {}
+
+// HostReply answers HostCall id with the response the Host method of its
+// verb returns (Result for Del, VDel, Watch, Unwatch, Unlock, Log, Timer and
+// Cancel).
+type HostReply struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Types that are valid to be assigned to Response:
+	//
+	//	*HostReply_Result
+	//	*HostReply_Get
+	//	*HostReply_Set
+	//	*HostReply_Lock
+	//	*HostReply_Now
+	Response      isHostReply_Response `protobuf_oneof:"response"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HostReply) Reset() {
+	*x = HostReply{}
+	mi := &file_ssrun_plugin_v1_plugin_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HostReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HostReply) ProtoMessage() {}
+
+func (x *HostReply) ProtoReflect() protoreflect.Message {
+	mi := &file_ssrun_plugin_v1_plugin_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HostReply.ProtoReflect.Descriptor instead.
+func (*HostReply) Descriptor() ([]byte, []int) {
+	return file_ssrun_plugin_v1_plugin_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *HostReply) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *HostReply) GetResponse() isHostReply_Response {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *HostReply) GetResult() *Result {
+	if x != nil {
+		if x, ok := x.Response.(*HostReply_Result); ok {
+			return x.Result
+		}
+	}
+	return nil
+}
+
+func (x *HostReply) GetGet() *GetResponse {
+	if x != nil {
+		if x, ok := x.Response.(*HostReply_Get); ok {
+			return x.Get
+		}
+	}
+	return nil
+}
+
+func (x *HostReply) GetSet() *SetResponse {
+	if x != nil {
+		if x, ok := x.Response.(*HostReply_Set); ok {
+			return x.Set
+		}
+	}
+	return nil
+}
+
+func (x *HostReply) GetLock() *LockResponse {
+	if x != nil {
+		if x, ok := x.Response.(*HostReply_Lock); ok {
+			return x.Lock
+		}
+	}
+	return nil
+}
+
+func (x *HostReply) GetNow() *NowResponse {
+	if x != nil {
+		if x, ok := x.Response.(*HostReply_Now); ok {
+			return x.Now
+		}
+	}
+	return nil
+}
+
+type isHostReply_Response interface {
+	isHostReply_Response()
+}
+
+type HostReply_Result struct {
+	Result *Result `protobuf:"bytes,2,opt,name=result,proto3,oneof"`
+}
+
+type HostReply_Get struct {
+	Get *GetResponse `protobuf:"bytes,3,opt,name=get,proto3,oneof"`
+}
+
+type HostReply_Set struct {
+	Set *SetResponse `protobuf:"bytes,4,opt,name=set,proto3,oneof"`
+}
+
+type HostReply_Lock struct {
+	Lock *LockResponse `protobuf:"bytes,5,opt,name=lock,proto3,oneof"`
+}
+
+type HostReply_Now struct {
+	Now *NowResponse `protobuf:"bytes,6,opt,name=now,proto3,oneof"`
+}
+
+func (*HostReply_Result) isHostReply_Response() {}
+
+func (*HostReply_Get) isHostReply_Response() {}
+
+func (*HostReply_Set) isHostReply_Response() {}
+
+func (*HostReply_Lock) isHostReply_Response() {}
+
+func (*HostReply_Now) isHostReply_Response() {}
+
 var File_ssrun_plugin_v1_plugin_proto protoreflect.FileDescriptor
 
 const file_ssrun_plugin_v1_plugin_proto_rawDesc = "" +
@@ -1312,7 +2115,55 @@ const file_ssrun_plugin_v1_plugin_proto_rawDesc = "" +
 	"NowRequest\"W\n" +
 	"\vNowResponse\x12/\n" +
 	"\x06result\x18\x01 \x01(\v2\x17.ssrun.plugin.v1.ResultR\x06result\x12\x17\n" +
-	"\aunix_ms\x18\x02 \x01(\x03R\x06unixMs*S\n" +
+	"\aunix_ms\x18\x02 \x01(\x03R\x06unixMs\"\xb6\x01\n" +
+	"\bToPlugin\x125\n" +
+	"\x05event\x18\x01 \x01(\v2\x1d.ssrun.plugin.v1.SessionEventH\x00R\x05event\x122\n" +
+	"\x05reply\x18\x02 \x01(\v2\x1a.ssrun.plugin.v1.HostReplyH\x00R\x05reply\x128\n" +
+	"\x06cancel\x18\x03 \x01(\v2\x1e.ssrun.plugin.v1.SessionCancelH\x00R\x06cancelB\x05\n" +
+	"\x03msg\"\xaf\x01\n" +
+	"\n" +
+	"FromPlugin\x125\n" +
+	"\x05ready\x18\x01 \x01(\v2\x1d.ssrun.plugin.v1.SessionReadyH\x00R\x05ready\x12/\n" +
+	"\x04call\x18\x02 \x01(\v2\x19.ssrun.plugin.v1.HostCallH\x00R\x04call\x122\n" +
+	"\x04done\x18\x03 \x01(\v2\x1c.ssrun.plugin.v1.SessionDoneH\x00R\x04doneB\x05\n" +
+	"\x03msg\"\x0e\n" +
+	"\fSessionReady\"m\n" +
+	"\fSessionEvent\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12,\n" +
+	"\x05event\x18\x02 \x01(\v2\x16.ssrun.plugin.v1.EventR\x05event\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\"!\n" +
+	"\rSessionCancel\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\"P\n" +
+	"\vSessionDone\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12/\n" +
+	"\x06result\x18\x02 \x01(\v2\x17.ssrun.plugin.v1.ResultR\x06result\"\xb0\x05\n" +
+	"\bHostCall\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12/\n" +
+	"\x03get\x18\x03 \x01(\v2\x1b.ssrun.plugin.v1.GetRequestH\x00R\x03get\x12/\n" +
+	"\x03set\x18\x04 \x01(\v2\x1b.ssrun.plugin.v1.SetRequestH\x00R\x03set\x12/\n" +
+	"\x03del\x18\x05 \x01(\v2\x1b.ssrun.plugin.v1.DelRequestH\x00R\x03del\x122\n" +
+	"\x04vdel\x18\x06 \x01(\v2\x1c.ssrun.plugin.v1.VDelRequestH\x00R\x04vdel\x125\n" +
+	"\x05watch\x18\a \x01(\v2\x1d.ssrun.plugin.v1.WatchRequestH\x00R\x05watch\x12;\n" +
+	"\aunwatch\x18\b \x01(\v2\x1f.ssrun.plugin.v1.UnwatchRequestH\x00R\aunwatch\x122\n" +
+	"\x04lock\x18\t \x01(\v2\x1c.ssrun.plugin.v1.LockRequestH\x00R\x04lock\x128\n" +
+	"\x06unlock\x18\n" +
+	" \x01(\v2\x1e.ssrun.plugin.v1.UnlockRequestH\x00R\x06unlock\x12/\n" +
+	"\x03log\x18\v \x01(\v2\x1b.ssrun.plugin.v1.LogRequestH\x00R\x03log\x125\n" +
+	"\x05timer\x18\f \x01(\v2\x1d.ssrun.plugin.v1.TimerRequestH\x00R\x05timer\x128\n" +
+	"\x06cancel\x18\r \x01(\v2\x1e.ssrun.plugin.v1.CancelRequestH\x00R\x06cancel\x12/\n" +
+	"\x03now\x18\x0e \x01(\v2\x1b.ssrun.plugin.v1.NowRequestH\x00R\x03nowB\x06\n" +
+	"\x04verb\"\xa5\x02\n" +
+	"\tHostReply\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x121\n" +
+	"\x06result\x18\x02 \x01(\v2\x17.ssrun.plugin.v1.ResultH\x00R\x06result\x120\n" +
+	"\x03get\x18\x03 \x01(\v2\x1c.ssrun.plugin.v1.GetResponseH\x00R\x03get\x120\n" +
+	"\x03set\x18\x04 \x01(\v2\x1c.ssrun.plugin.v1.SetResponseH\x00R\x03set\x123\n" +
+	"\x04lock\x18\x05 \x01(\v2\x1d.ssrun.plugin.v1.LockResponseH\x00R\x04lock\x120\n" +
+	"\x03now\x18\x06 \x01(\v2\x1c.ssrun.plugin.v1.NowResponseH\x00R\x03nowB\n" +
+	"\n" +
+	"\bresponse*S\n" +
 	"\x02Op\x12\x12\n" +
 	"\x0eOP_UNSPECIFIED\x10\x00\x12\n" +
 	"\n" +
@@ -1323,10 +2174,11 @@ const file_ssrun_plugin_v1_plugin_proto_rawDesc = "" +
 	"\tCondition\x12\x12\n" +
 	"\x0eCONDITION_NONE\x10\x00\x12\x10\n" +
 	"\fCONDITION_NX\x10\x01\x12\x11\n" +
-	"\rCONDITION_NEX\x10\x022\x88\x01\n" +
+	"\rCONDITION_NEX\x10\x022\xcf\x01\n" +
 	"\x04Rule\x12=\n" +
 	"\x04Init\x12\x1c.ssrun.plugin.v1.InitRequest\x1a\x17.ssrun.plugin.v1.Result\x12A\n" +
-	"\x06Handle\x12\x1e.ssrun.plugin.v1.HandleRequest\x1a\x17.ssrun.plugin.v1.Result2\x97\x06\n" +
+	"\x06Handle\x12\x1e.ssrun.plugin.v1.HandleRequest\x1a\x17.ssrun.plugin.v1.Result\x12E\n" +
+	"\aSession\x12\x19.ssrun.plugin.v1.ToPlugin\x1a\x1b.ssrun.plugin.v1.FromPlugin(\x010\x012\x97\x06\n" +
 	"\x04Host\x12@\n" +
 	"\x03Get\x12\x1b.ssrun.plugin.v1.GetRequest\x1a\x1c.ssrun.plugin.v1.GetResponse\x12@\n" +
 	"\x03Set\x12\x1b.ssrun.plugin.v1.SetRequest\x1a\x1c.ssrun.plugin.v1.SetResponse\x12;\n" +
@@ -1354,7 +2206,7 @@ func file_ssrun_plugin_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_ssrun_plugin_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_ssrun_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_ssrun_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_ssrun_plugin_v1_plugin_proto_goTypes = []any{
 	(Op)(0),                // 0: ssrun.plugin.v1.Op
 	(Condition)(0),         // 1: ssrun.plugin.v1.Condition
@@ -1378,6 +2230,14 @@ var file_ssrun_plugin_v1_plugin_proto_goTypes = []any{
 	(*CancelRequest)(nil),  // 19: ssrun.plugin.v1.CancelRequest
 	(*NowRequest)(nil),     // 20: ssrun.plugin.v1.NowRequest
 	(*NowResponse)(nil),    // 21: ssrun.plugin.v1.NowResponse
+	(*ToPlugin)(nil),       // 22: ssrun.plugin.v1.ToPlugin
+	(*FromPlugin)(nil),     // 23: ssrun.plugin.v1.FromPlugin
+	(*SessionReady)(nil),   // 24: ssrun.plugin.v1.SessionReady
+	(*SessionEvent)(nil),   // 25: ssrun.plugin.v1.SessionEvent
+	(*SessionCancel)(nil),  // 26: ssrun.plugin.v1.SessionCancel
+	(*SessionDone)(nil),    // 27: ssrun.plugin.v1.SessionDone
+	(*HostCall)(nil),       // 28: ssrun.plugin.v1.HostCall
+	(*HostReply)(nil),      // 29: ssrun.plugin.v1.HostReply
 }
 var file_ssrun_plugin_v1_plugin_proto_depIdxs = []int32{
 	0,  // 0: ssrun.plugin.v1.Event.op:type_name -> ssrun.plugin.v1.Op
@@ -1387,39 +2247,66 @@ var file_ssrun_plugin_v1_plugin_proto_depIdxs = []int32{
 	2,  // 4: ssrun.plugin.v1.SetResponse.result:type_name -> ssrun.plugin.v1.Result
 	2,  // 5: ssrun.plugin.v1.LockResponse.result:type_name -> ssrun.plugin.v1.Result
 	2,  // 6: ssrun.plugin.v1.NowResponse.result:type_name -> ssrun.plugin.v1.Result
-	3,  // 7: ssrun.plugin.v1.Rule.Init:input_type -> ssrun.plugin.v1.InitRequest
-	5,  // 8: ssrun.plugin.v1.Rule.Handle:input_type -> ssrun.plugin.v1.HandleRequest
-	6,  // 9: ssrun.plugin.v1.Host.Get:input_type -> ssrun.plugin.v1.GetRequest
-	8,  // 10: ssrun.plugin.v1.Host.Set:input_type -> ssrun.plugin.v1.SetRequest
-	10, // 11: ssrun.plugin.v1.Host.Del:input_type -> ssrun.plugin.v1.DelRequest
-	11, // 12: ssrun.plugin.v1.Host.VDel:input_type -> ssrun.plugin.v1.VDelRequest
-	12, // 13: ssrun.plugin.v1.Host.Watch:input_type -> ssrun.plugin.v1.WatchRequest
-	13, // 14: ssrun.plugin.v1.Host.Unwatch:input_type -> ssrun.plugin.v1.UnwatchRequest
-	14, // 15: ssrun.plugin.v1.Host.Lock:input_type -> ssrun.plugin.v1.LockRequest
-	16, // 16: ssrun.plugin.v1.Host.Unlock:input_type -> ssrun.plugin.v1.UnlockRequest
-	17, // 17: ssrun.plugin.v1.Host.Log:input_type -> ssrun.plugin.v1.LogRequest
-	18, // 18: ssrun.plugin.v1.Host.Timer:input_type -> ssrun.plugin.v1.TimerRequest
-	19, // 19: ssrun.plugin.v1.Host.Cancel:input_type -> ssrun.plugin.v1.CancelRequest
-	20, // 20: ssrun.plugin.v1.Host.Now:input_type -> ssrun.plugin.v1.NowRequest
-	2,  // 21: ssrun.plugin.v1.Rule.Init:output_type -> ssrun.plugin.v1.Result
-	2,  // 22: ssrun.plugin.v1.Rule.Handle:output_type -> ssrun.plugin.v1.Result
-	7,  // 23: ssrun.plugin.v1.Host.Get:output_type -> ssrun.plugin.v1.GetResponse
-	9,  // 24: ssrun.plugin.v1.Host.Set:output_type -> ssrun.plugin.v1.SetResponse
-	2,  // 25: ssrun.plugin.v1.Host.Del:output_type -> ssrun.plugin.v1.Result
-	2,  // 26: ssrun.plugin.v1.Host.VDel:output_type -> ssrun.plugin.v1.Result
-	2,  // 27: ssrun.plugin.v1.Host.Watch:output_type -> ssrun.plugin.v1.Result
-	2,  // 28: ssrun.plugin.v1.Host.Unwatch:output_type -> ssrun.plugin.v1.Result
-	15, // 29: ssrun.plugin.v1.Host.Lock:output_type -> ssrun.plugin.v1.LockResponse
-	2,  // 30: ssrun.plugin.v1.Host.Unlock:output_type -> ssrun.plugin.v1.Result
-	2,  // 31: ssrun.plugin.v1.Host.Log:output_type -> ssrun.plugin.v1.Result
-	2,  // 32: ssrun.plugin.v1.Host.Timer:output_type -> ssrun.plugin.v1.Result
-	2,  // 33: ssrun.plugin.v1.Host.Cancel:output_type -> ssrun.plugin.v1.Result
-	21, // 34: ssrun.plugin.v1.Host.Now:output_type -> ssrun.plugin.v1.NowResponse
-	21, // [21:35] is the sub-list for method output_type
-	7,  // [7:21] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	25, // 7: ssrun.plugin.v1.ToPlugin.event:type_name -> ssrun.plugin.v1.SessionEvent
+	29, // 8: ssrun.plugin.v1.ToPlugin.reply:type_name -> ssrun.plugin.v1.HostReply
+	26, // 9: ssrun.plugin.v1.ToPlugin.cancel:type_name -> ssrun.plugin.v1.SessionCancel
+	24, // 10: ssrun.plugin.v1.FromPlugin.ready:type_name -> ssrun.plugin.v1.SessionReady
+	28, // 11: ssrun.plugin.v1.FromPlugin.call:type_name -> ssrun.plugin.v1.HostCall
+	27, // 12: ssrun.plugin.v1.FromPlugin.done:type_name -> ssrun.plugin.v1.SessionDone
+	4,  // 13: ssrun.plugin.v1.SessionEvent.event:type_name -> ssrun.plugin.v1.Event
+	2,  // 14: ssrun.plugin.v1.SessionDone.result:type_name -> ssrun.plugin.v1.Result
+	6,  // 15: ssrun.plugin.v1.HostCall.get:type_name -> ssrun.plugin.v1.GetRequest
+	8,  // 16: ssrun.plugin.v1.HostCall.set:type_name -> ssrun.plugin.v1.SetRequest
+	10, // 17: ssrun.plugin.v1.HostCall.del:type_name -> ssrun.plugin.v1.DelRequest
+	11, // 18: ssrun.plugin.v1.HostCall.vdel:type_name -> ssrun.plugin.v1.VDelRequest
+	12, // 19: ssrun.plugin.v1.HostCall.watch:type_name -> ssrun.plugin.v1.WatchRequest
+	13, // 20: ssrun.plugin.v1.HostCall.unwatch:type_name -> ssrun.plugin.v1.UnwatchRequest
+	14, // 21: ssrun.plugin.v1.HostCall.lock:type_name -> ssrun.plugin.v1.LockRequest
+	16, // 22: ssrun.plugin.v1.HostCall.unlock:type_name -> ssrun.plugin.v1.UnlockRequest
+	17, // 23: ssrun.plugin.v1.HostCall.log:type_name -> ssrun.plugin.v1.LogRequest
+	18, // 24: ssrun.plugin.v1.HostCall.timer:type_name -> ssrun.plugin.v1.TimerRequest
+	19, // 25: ssrun.plugin.v1.HostCall.cancel:type_name -> ssrun.plugin.v1.CancelRequest
+	20, // 26: ssrun.plugin.v1.HostCall.now:type_name -> ssrun.plugin.v1.NowRequest
+	2,  // 27: ssrun.plugin.v1.HostReply.result:type_name -> ssrun.plugin.v1.Result
+	7,  // 28: ssrun.plugin.v1.HostReply.get:type_name -> ssrun.plugin.v1.GetResponse
+	9,  // 29: ssrun.plugin.v1.HostReply.set:type_name -> ssrun.plugin.v1.SetResponse
+	15, // 30: ssrun.plugin.v1.HostReply.lock:type_name -> ssrun.plugin.v1.LockResponse
+	21, // 31: ssrun.plugin.v1.HostReply.now:type_name -> ssrun.plugin.v1.NowResponse
+	3,  // 32: ssrun.plugin.v1.Rule.Init:input_type -> ssrun.plugin.v1.InitRequest
+	5,  // 33: ssrun.plugin.v1.Rule.Handle:input_type -> ssrun.plugin.v1.HandleRequest
+	22, // 34: ssrun.plugin.v1.Rule.Session:input_type -> ssrun.plugin.v1.ToPlugin
+	6,  // 35: ssrun.plugin.v1.Host.Get:input_type -> ssrun.plugin.v1.GetRequest
+	8,  // 36: ssrun.plugin.v1.Host.Set:input_type -> ssrun.plugin.v1.SetRequest
+	10, // 37: ssrun.plugin.v1.Host.Del:input_type -> ssrun.plugin.v1.DelRequest
+	11, // 38: ssrun.plugin.v1.Host.VDel:input_type -> ssrun.plugin.v1.VDelRequest
+	12, // 39: ssrun.plugin.v1.Host.Watch:input_type -> ssrun.plugin.v1.WatchRequest
+	13, // 40: ssrun.plugin.v1.Host.Unwatch:input_type -> ssrun.plugin.v1.UnwatchRequest
+	14, // 41: ssrun.plugin.v1.Host.Lock:input_type -> ssrun.plugin.v1.LockRequest
+	16, // 42: ssrun.plugin.v1.Host.Unlock:input_type -> ssrun.plugin.v1.UnlockRequest
+	17, // 43: ssrun.plugin.v1.Host.Log:input_type -> ssrun.plugin.v1.LogRequest
+	18, // 44: ssrun.plugin.v1.Host.Timer:input_type -> ssrun.plugin.v1.TimerRequest
+	19, // 45: ssrun.plugin.v1.Host.Cancel:input_type -> ssrun.plugin.v1.CancelRequest
+	20, // 46: ssrun.plugin.v1.Host.Now:input_type -> ssrun.plugin.v1.NowRequest
+	2,  // 47: ssrun.plugin.v1.Rule.Init:output_type -> ssrun.plugin.v1.Result
+	2,  // 48: ssrun.plugin.v1.Rule.Handle:output_type -> ssrun.plugin.v1.Result
+	23, // 49: ssrun.plugin.v1.Rule.Session:output_type -> ssrun.plugin.v1.FromPlugin
+	7,  // 50: ssrun.plugin.v1.Host.Get:output_type -> ssrun.plugin.v1.GetResponse
+	9,  // 51: ssrun.plugin.v1.Host.Set:output_type -> ssrun.plugin.v1.SetResponse
+	2,  // 52: ssrun.plugin.v1.Host.Del:output_type -> ssrun.plugin.v1.Result
+	2,  // 53: ssrun.plugin.v1.Host.VDel:output_type -> ssrun.plugin.v1.Result
+	2,  // 54: ssrun.plugin.v1.Host.Watch:output_type -> ssrun.plugin.v1.Result
+	2,  // 55: ssrun.plugin.v1.Host.Unwatch:output_type -> ssrun.plugin.v1.Result
+	15, // 56: ssrun.plugin.v1.Host.Lock:output_type -> ssrun.plugin.v1.LockResponse
+	2,  // 57: ssrun.plugin.v1.Host.Unlock:output_type -> ssrun.plugin.v1.Result
+	2,  // 58: ssrun.plugin.v1.Host.Log:output_type -> ssrun.plugin.v1.Result
+	2,  // 59: ssrun.plugin.v1.Host.Timer:output_type -> ssrun.plugin.v1.Result
+	2,  // 60: ssrun.plugin.v1.Host.Cancel:output_type -> ssrun.plugin.v1.Result
+	21, // 61: ssrun.plugin.v1.Host.Now:output_type -> ssrun.plugin.v1.NowResponse
+	47, // [47:62] is the sub-list for method output_type
+	32, // [32:47] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_ssrun_plugin_v1_plugin_proto_init() }
@@ -1427,13 +2314,44 @@ func file_ssrun_plugin_v1_plugin_proto_init() {
 	if File_ssrun_plugin_v1_plugin_proto != nil {
 		return
 	}
+	file_ssrun_plugin_v1_plugin_proto_msgTypes[20].OneofWrappers = []any{
+		(*ToPlugin_Event)(nil),
+		(*ToPlugin_Reply)(nil),
+		(*ToPlugin_Cancel)(nil),
+	}
+	file_ssrun_plugin_v1_plugin_proto_msgTypes[21].OneofWrappers = []any{
+		(*FromPlugin_Ready)(nil),
+		(*FromPlugin_Call)(nil),
+		(*FromPlugin_Done)(nil),
+	}
+	file_ssrun_plugin_v1_plugin_proto_msgTypes[26].OneofWrappers = []any{
+		(*HostCall_Get)(nil),
+		(*HostCall_Set)(nil),
+		(*HostCall_Del)(nil),
+		(*HostCall_Vdel)(nil),
+		(*HostCall_Watch)(nil),
+		(*HostCall_Unwatch)(nil),
+		(*HostCall_Lock)(nil),
+		(*HostCall_Unlock)(nil),
+		(*HostCall_Log)(nil),
+		(*HostCall_Timer)(nil),
+		(*HostCall_Cancel)(nil),
+		(*HostCall_Now)(nil),
+	}
+	file_ssrun_plugin_v1_plugin_proto_msgTypes[27].OneofWrappers = []any{
+		(*HostReply_Result)(nil),
+		(*HostReply_Get)(nil),
+		(*HostReply_Set)(nil),
+		(*HostReply_Lock)(nil),
+		(*HostReply_Now)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ssrun_plugin_v1_plugin_proto_rawDesc), len(file_ssrun_plugin_v1_plugin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   20,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

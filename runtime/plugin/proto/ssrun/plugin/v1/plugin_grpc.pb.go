@@ -10,12 +10,19 @@
 // Calls, in order: the host calls Rule.Init once per process with the id of
 // a go-plugin broker connection on which the host serves Host; the plugin
 // dials it once, keeps the connection, and runs its initialisation (where it
-// declares its watches through Host.Watch). Then the host calls Rule.Handle
-// for one event at a time. Both carry the rule's call deadline.
+// declares its watches through Host.Watch). Then the host opens Rule.Session
+// and sends one event at a time down it, or, if the plugin answers
+// UNIMPLEMENTED, calls Rule.Handle for one event at a time. Init and each
+// event carry the rule's call deadline.
 //
 // Strings that may hold any bytes (keys, values, versions, tokens, messages)
 // are bytes fields. Durations are milliseconds; a positive duration below one
 // millisecond must be sent as 1.
+//
+// Rule.Session, an addition of this protocol alone (the ABI and
+// abi.Revision are unchanged), carries the events and the host calls of
+// their handlers over one stream per process, so that an event costs no RPC
+// of its own; the unary calls stay for plugins that predate it.
 //
 // Revisions (abi.Revision) only add: a method, a field, an enum value, never
 // a change to what is there. Revision 2 added Host.Timer, Host.Cancel and
@@ -46,8 +53,9 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Rule_Init_FullMethodName   = "/ssrun.plugin.v1.Rule/Init"
-	Rule_Handle_FullMethodName = "/ssrun.plugin.v1.Rule/Handle"
+	Rule_Init_FullMethodName    = "/ssrun.plugin.v1.Rule/Init"
+	Rule_Handle_FullMethodName  = "/ssrun.plugin.v1.Rule/Handle"
+	Rule_Session_FullMethodName = "/ssrun.plugin.v1.Rule/Session"
 )
 
 // RuleClient is the client API for Rule service.
@@ -61,6 +69,17 @@ type RuleClient interface {
 	Init(ctx context.Context, in *InitRequest, opts ...grpc.CallOption) (*Result, error)
 	// Handle delivers one event.
 	Handle(ctx context.Context, in *HandleRequest, opts ...grpc.CallOption) (*Result, error)
+	// The session (see the top of this file). The host opens one Session per process,
+	// after Init, and from then on sends every event down it instead of
+	// calling Handle: an event (SessionEvent) goes down; the host calls its
+	// handler makes while it runs come up on the same stream (HostCall) and
+	// their replies go down (HostReply), served in the order they arrive;
+	// the handler's result comes up last (SessionDone). One event is in
+	// flight at a time. The plugin answers the opening with SessionReady; a
+	// plugin of an earlier revision answers UNIMPLEMENTED and the host keeps
+	// calling Handle. Host calls made outside a session's event (in Init,
+	// or after the event ended) use the Host service as before.
+	Session(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ToPlugin, FromPlugin], error)
 }
 
 type ruleClient struct {
@@ -91,6 +110,19 @@ func (c *ruleClient) Handle(ctx context.Context, in *HandleRequest, opts ...grpc
 	return out, nil
 }
 
+func (c *ruleClient) Session(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ToPlugin, FromPlugin], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Rule_ServiceDesc.Streams[0], Rule_Session_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ToPlugin, FromPlugin]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Rule_SessionClient = grpc.BidiStreamingClient[ToPlugin, FromPlugin]
+
 // RuleServer is the server API for Rule service.
 // All implementations must embed UnimplementedRuleServer
 // for forward compatibility.
@@ -102,6 +134,17 @@ type RuleServer interface {
 	Init(context.Context, *InitRequest) (*Result, error)
 	// Handle delivers one event.
 	Handle(context.Context, *HandleRequest) (*Result, error)
+	// The session (see the top of this file). The host opens one Session per process,
+	// after Init, and from then on sends every event down it instead of
+	// calling Handle: an event (SessionEvent) goes down; the host calls its
+	// handler makes while it runs come up on the same stream (HostCall) and
+	// their replies go down (HostReply), served in the order they arrive;
+	// the handler's result comes up last (SessionDone). One event is in
+	// flight at a time. The plugin answers the opening with SessionReady; a
+	// plugin of an earlier revision answers UNIMPLEMENTED and the host keeps
+	// calling Handle. Host calls made outside a session's event (in Init,
+	// or after the event ended) use the Host service as before.
+	Session(grpc.BidiStreamingServer[ToPlugin, FromPlugin]) error
 	mustEmbedUnimplementedRuleServer()
 }
 
@@ -117,6 +160,9 @@ func (UnimplementedRuleServer) Init(context.Context, *InitRequest) (*Result, err
 }
 func (UnimplementedRuleServer) Handle(context.Context, *HandleRequest) (*Result, error) {
 	return nil, status.Error(codes.Unimplemented, "method Handle not implemented")
+}
+func (UnimplementedRuleServer) Session(grpc.BidiStreamingServer[ToPlugin, FromPlugin]) error {
+	return status.Error(codes.Unimplemented, "method Session not implemented")
 }
 func (UnimplementedRuleServer) mustEmbedUnimplementedRuleServer() {}
 func (UnimplementedRuleServer) testEmbeddedByValue()              {}
@@ -175,6 +221,13 @@ func _Rule_Handle_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Rule_Session_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(RuleServer).Session(&grpc.GenericServerStream[ToPlugin, FromPlugin]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Rule_SessionServer = grpc.BidiStreamingServer[ToPlugin, FromPlugin]
+
 // Rule_ServiceDesc is the grpc.ServiceDesc for Rule service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -191,7 +244,14 @@ var Rule_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Rule_Handle_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Session",
+			Handler:       _Rule_Session_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "ssrun/plugin/v1/plugin.proto",
 }
 

@@ -1,0 +1,276 @@
+package guest
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/runtime/plugin/internal/wire"
+	pb "github.com/ssrun/ssrun/runtime/plugin/proto/ssrun/plugin/v1"
+)
+
+// Session serves the Rule service's session (see plugin.proto): it answers
+// the opening with SessionReady, then runs the rule's handle for each event
+// that comes down the stream, with an abi.Host whose calls go up the same
+// stream while the event runs. It returns when the stream ends, once every
+// handler it started has returned.
+func (s *ruleServer) Session(stream pb.Rule_SessionServer) error {
+	s.mu.Lock()
+	h := s.host
+	s.mu.Unlock()
+	if h == nil {
+		return status.Error(codes.FailedPrecondition, "session before init")
+	}
+	ss := &session{stream: stream, unary: h.c, stderr: s.stderr, dead: make(chan struct{}),
+		calls: map[uint64]chan *pb.HostReply{}, events: map[uint64]context.CancelFunc{}}
+	return ss.run(s.rule.handle)
+}
+
+// session is the plugin's end of one session.
+type session struct {
+	stream pb.Rule_SessionServer
+	unary  pb.HostClient // the Host service, for calls made outside an event
+	stderr io.Writer     // Plugin.Stderr
+
+	send sync.Mutex // held by each Send
+
+	mu     sync.Mutex
+	nextID uint64
+	calls  map[uint64]chan *pb.HostReply // host calls waiting for their reply, by id
+	events map[uint64]context.CancelFunc // handlers running, by seq
+	dead   chan struct{}                 // closed when the stream has ended
+}
+
+// write sends m up the stream.
+func (ss *session) write(m *pb.FromPlugin) error {
+	ss.send.Lock()
+	defer ss.send.Unlock()
+	return ss.stream.Send(m)
+}
+
+// run reads the stream until it ends.
+func (ss *session) run(handle func(ctx context.Context, h abi.Host, ev abi.Event) error) error {
+	if err := ss.write(&pb.FromPlugin{Msg: &pb.FromPlugin_Ready{Ready: &pb.SessionReady{}}}); err != nil {
+		return err
+	}
+	var handlers sync.WaitGroup
+	for {
+		m, err := ss.stream.Recv()
+		if err != nil {
+			ss.end()
+			handlers.Wait()
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		switch m := m.GetMsg().(type) {
+		case *pb.ToPlugin_Event:
+			ctx, cancel := ss.eventContext(m.Event)
+			handlers.Go(func() { ss.handle(ctx, cancel, m.Event.GetSeq(), m.Event.GetEvent(), handle) })
+		case *pb.ToPlugin_Reply:
+			ss.mu.Lock()
+			ch, ok := ss.calls[m.Reply.GetId()]
+			delete(ss.calls, m.Reply.GetId())
+			ss.mu.Unlock()
+			if ok {
+				ch <- m.Reply // buffered: never blocks
+			}
+		case *pb.ToPlugin_Cancel:
+			ss.mu.Lock()
+			if cancel, ok := ss.events[m.Cancel.GetSeq()]; ok {
+				cancel()
+			}
+			ss.mu.Unlock()
+		}
+	}
+}
+
+// eventContext returns the context of event ev's handler, bounded by the
+// deadline the host sent, and records it as running.
+func (ss *session) eventContext(ev *pb.SessionEvent) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ss.stream.Context())
+	if ms := ev.GetTimeoutMs(); ms > 0 {
+		ctx, cancel = context.WithTimeout(ss.stream.Context(), time.Duration(ms)*time.Millisecond)
+	}
+	ss.mu.Lock()
+	ss.events[ev.GetSeq()] = cancel
+	ss.mu.Unlock()
+	return ctx, cancel
+}
+
+// handle runs one event's handler and sends its SessionDone. The handler's
+// context ends before SessionDone is sent, and no call of the event is sent
+// after its context ended (see call), so the host sees every call of an
+// event before the event's end.
+func (ss *session) handle(ctx context.Context, cancel context.CancelFunc, seq uint64, ev *pb.Event,
+	handle func(ctx context.Context, h abi.Host, ev abi.Event) error) {
+	h := &remoteHost{c: &streamClient{ss: ss, seq: seq, event: ctx}, stderr: ss.stderr}
+	err := protect("handle", ss.stderr, func() error { return handle(ctx, h, wire.EventFromPB(ev)) })
+	cancel()
+	ss.mu.Lock()
+	delete(ss.events, seq)
+	ss.mu.Unlock()
+	done := &pb.FromPlugin{Msg: &pb.FromPlugin_Done{Done: &pb.SessionDone{Seq: seq, Result: wire.Result(err)}}}
+	_ = ss.write(done) // fails only when the stream ended, which the host sees itself
+}
+
+// end marks the stream ended: every handler's context is cancelled, and
+// host calls waiting for a reply fail.
+func (ss *session) end() {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	close(ss.dead)
+	for _, cancel := range ss.events {
+		cancel()
+	}
+}
+
+// errEnded is call's answer when the event has ended: the call goes to the
+// Host service instead.
+var errEnded = errors.New("the event has ended")
+
+// call sends c up the stream as a call of event seq and waits for its
+// reply, until ctx ends or the stream does. After the event's context
+// ended it sends nothing and returns errEnded. Its errors are gRPC status
+// errors, as a unary call's.
+func (ss *session) call(ctx, event context.Context, seq uint64, c *pb.HostCall) (*pb.HostReply, error) {
+	ch := make(chan *pb.HostReply, 1)
+	ss.mu.Lock()
+	ss.nextID++
+	id := ss.nextID
+	ss.calls[id] = ch
+	ss.mu.Unlock()
+	forget := func() {
+		ss.mu.Lock()
+		delete(ss.calls, id)
+		ss.mu.Unlock()
+	}
+	c.Id, c.Seq = id, seq
+	ss.send.Lock()
+	if event.Err() != nil {
+		ss.send.Unlock()
+		forget()
+		return nil, errEnded
+	}
+	err := ss.stream.Send(&pb.FromPlugin{Msg: &pb.FromPlugin_Call{Call: c}})
+	ss.send.Unlock()
+	if err != nil {
+		forget()
+		return nil, err
+	}
+	select {
+	case r := <-ch:
+		return r, nil
+	case <-ctx.Done():
+		forget()
+		return nil, status.FromContextError(ctx.Err()).Err()
+	case <-ss.dead:
+		forget()
+		return nil, status.Error(codes.Unavailable, "the session with the host ended")
+	}
+}
+
+// streamClient is the Host service as one event's handler calls it: up the
+// session while the event runs, and through the Host service once it ended
+// (a handler's goroutine may outlive it). It implements pb.HostClient, so
+// that remoteHost serves the same verbs, with the same messages and
+// errors, over both.
+type streamClient struct {
+	ss    *session
+	seq   uint64
+	event context.Context // the handler's context
+}
+
+var _ pb.HostClient = (*streamClient)(nil)
+
+// roundTrip sends call up c's session and returns the response get finds
+// in its reply; once the event ended, unary makes the call instead. A
+// reply without a response means the host stopped waiting for the event
+// (it was cancelled): gRPC's Canceled. A Result in place of the verb's
+// response means the host does not know the verb: Unimplemented, as the
+// Host service would answer.
+func roundTrip[R comparable](c *streamClient, ctx context.Context, call *pb.HostCall, get func(*pb.HostReply) R, unary func() (R, error)) (R, error) {
+	var zero R
+	r, err := c.ss.call(ctx, c.event, c.seq, call)
+	switch {
+	case errors.Is(err, errEnded):
+		return unary()
+	case err != nil:
+		return zero, err
+	}
+	if v := get(r); v != zero {
+		return v, nil
+	}
+	if r.GetResponse() == nil {
+		return zero, status.Error(codes.Canceled, "the host no longer waits for this event")
+	}
+	return zero, status.Errorf(codes.Unimplemented, "the host does not know this call: %s", r.GetResult().GetMessage())
+}
+
+func (c *streamClient) Get(ctx context.Context, in *pb.GetRequest, opts ...grpc.CallOption) (*pb.GetResponse, error) {
+	return roundTrip(c, ctx, &pb.HostCall{Verb: &pb.HostCall_Get{Get: in}}, (*pb.HostReply).GetGet,
+		func() (*pb.GetResponse, error) { return c.ss.unary.Get(ctx, in, opts...) })
+}
+
+func (c *streamClient) Set(ctx context.Context, in *pb.SetRequest, opts ...grpc.CallOption) (*pb.SetResponse, error) {
+	return roundTrip(c, ctx, &pb.HostCall{Verb: &pb.HostCall_Set{Set: in}}, (*pb.HostReply).GetSet,
+		func() (*pb.SetResponse, error) { return c.ss.unary.Set(ctx, in, opts...) })
+}
+
+func (c *streamClient) Del(ctx context.Context, in *pb.DelRequest, opts ...grpc.CallOption) (*pb.Result, error) {
+	return roundTrip(c, ctx, &pb.HostCall{Verb: &pb.HostCall_Del{Del: in}}, (*pb.HostReply).GetResult,
+		func() (*pb.Result, error) { return c.ss.unary.Del(ctx, in, opts...) })
+}
+
+func (c *streamClient) VDel(ctx context.Context, in *pb.VDelRequest, opts ...grpc.CallOption) (*pb.Result, error) {
+	return roundTrip(c, ctx, &pb.HostCall{Verb: &pb.HostCall_Vdel{Vdel: in}}, (*pb.HostReply).GetResult,
+		func() (*pb.Result, error) { return c.ss.unary.VDel(ctx, in, opts...) })
+}
+
+func (c *streamClient) Watch(ctx context.Context, in *pb.WatchRequest, opts ...grpc.CallOption) (*pb.Result, error) {
+	return roundTrip(c, ctx, &pb.HostCall{Verb: &pb.HostCall_Watch{Watch: in}}, (*pb.HostReply).GetResult,
+		func() (*pb.Result, error) { return c.ss.unary.Watch(ctx, in, opts...) })
+}
+
+func (c *streamClient) Unwatch(ctx context.Context, in *pb.UnwatchRequest, opts ...grpc.CallOption) (*pb.Result, error) {
+	return roundTrip(c, ctx, &pb.HostCall{Verb: &pb.HostCall_Unwatch{Unwatch: in}}, (*pb.HostReply).GetResult,
+		func() (*pb.Result, error) { return c.ss.unary.Unwatch(ctx, in, opts...) })
+}
+
+func (c *streamClient) Lock(ctx context.Context, in *pb.LockRequest, opts ...grpc.CallOption) (*pb.LockResponse, error) {
+	return roundTrip(c, ctx, &pb.HostCall{Verb: &pb.HostCall_Lock{Lock: in}}, (*pb.HostReply).GetLock,
+		func() (*pb.LockResponse, error) { return c.ss.unary.Lock(ctx, in, opts...) })
+}
+
+func (c *streamClient) Unlock(ctx context.Context, in *pb.UnlockRequest, opts ...grpc.CallOption) (*pb.Result, error) {
+	return roundTrip(c, ctx, &pb.HostCall{Verb: &pb.HostCall_Unlock{Unlock: in}}, (*pb.HostReply).GetResult,
+		func() (*pb.Result, error) { return c.ss.unary.Unlock(ctx, in, opts...) })
+}
+
+func (c *streamClient) Log(ctx context.Context, in *pb.LogRequest, opts ...grpc.CallOption) (*pb.Result, error) {
+	return roundTrip(c, ctx, &pb.HostCall{Verb: &pb.HostCall_Log{Log: in}}, (*pb.HostReply).GetResult,
+		func() (*pb.Result, error) { return c.ss.unary.Log(ctx, in, opts...) })
+}
+
+func (c *streamClient) Timer(ctx context.Context, in *pb.TimerRequest, opts ...grpc.CallOption) (*pb.Result, error) {
+	return roundTrip(c, ctx, &pb.HostCall{Verb: &pb.HostCall_Timer{Timer: in}}, (*pb.HostReply).GetResult,
+		func() (*pb.Result, error) { return c.ss.unary.Timer(ctx, in, opts...) })
+}
+
+func (c *streamClient) Cancel(ctx context.Context, in *pb.CancelRequest, opts ...grpc.CallOption) (*pb.Result, error) {
+	return roundTrip(c, ctx, &pb.HostCall{Verb: &pb.HostCall_Cancel{Cancel: in}}, (*pb.HostReply).GetResult,
+		func() (*pb.Result, error) { return c.ss.unary.Cancel(ctx, in, opts...) })
+}
+
+func (c *streamClient) Now(ctx context.Context, in *pb.NowRequest, opts ...grpc.CallOption) (*pb.NowResponse, error) {
+	return roundTrip(c, ctx, &pb.HostCall{Verb: &pb.HostCall_Now{Now: in}}, (*pb.HostReply).GetNow,
+		func() (*pb.NowResponse, error) { return c.ss.unary.Now(ctx, in, opts...) })
+}

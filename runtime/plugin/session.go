@@ -1,0 +1,218 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/runtime/plugin/internal/wire"
+	pb "github.com/ssrun/ssrun/runtime/plugin/proto/ssrun/plugin/v1"
+)
+
+// session is the host's end of a plugin process's Rule.Session (see
+// plugin.proto): the stream that carries the process's events, the host
+// calls their handlers make, and the replies, so that an event costs one
+// exchange on an open stream rather than a Handle RPC and one RPC per host
+// call. A process whose plugin predates the session has none and gets
+// Handle calls.
+//
+// One goroutine (receive) reads the stream. It serves each host call of the
+// event in flight in a goroutine of its own, as the Host service serves
+// concurrent RPCs, so a handler may have several calls in flight; it hands
+// the event's SessionDone to the exchange waiting for it. The call
+// goroutines are owned by the process's serve group, like receive.
+type session struct {
+	stream pb.Rule_SessionClient
+	srv    *hostServer
+	serve  *sync.WaitGroup    // owns receive and the call goroutines
+	ctx    context.Context    // the stream's; cancelled by close
+	cancel context.CancelFunc //
+	ready  chan struct{}      // closed when SessionReady came
+	dead   chan struct{}      // closed when the stream has ended
+	err    error              // why it ended, once dead is closed
+
+	send sync.Mutex           // held by each Send
+	turn chan struct{}        // holds the exchange in progress (capacity 1)
+	done chan *pb.SessionDone // the end of the event in flight (capacity 1)
+
+	mu    sync.Mutex
+	last  uint64          // the last event sent
+	seq   uint64          // the event in flight, 0 if none
+	evCtx context.Context // its context: the host calls' deadline
+}
+
+// openSession opens the session of a process whose Init succeeded, its
+// calls served by srv; serve owns its goroutines. It returns nil, nil for
+// a plugin that answers UNIMPLEMENTED (one built before the session), and
+// fails if the plugin neither answers SessionReady nor refuses within
+// timeout.
+func openSession(ctx context.Context, rule pb.RuleClient, srv *hostServer, serve *sync.WaitGroup, timeout time.Duration) (*session, error) {
+	sctx, cancel := context.WithCancel(context.Background())
+	stream, err := rule.Session(sctx)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("open the session: %w", err)
+	}
+	ss := &session{stream: stream, srv: srv, serve: serve, ctx: sctx, cancel: cancel,
+		ready: make(chan struct{}), dead: make(chan struct{}), turn: make(chan struct{}, 1), done: make(chan *pb.SessionDone, 1)}
+	serve.Go(ss.receive)
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-ss.ready:
+		return ss, nil
+	case <-ss.dead:
+		cancel()
+		if status.Code(ss.err) == codes.Unimplemented {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("open the session: %w", ss.err)
+	case <-t.C:
+		cancel()
+		return nil, fmt.Errorf("open the session: no answer within %v", timeout)
+	case <-ctx.Done():
+		cancel()
+		return nil, fmt.Errorf("open the session: %w", ctx.Err())
+	}
+}
+
+// receive reads the stream until it ends or close.
+func (ss *session) receive() {
+	defer close(ss.dead)
+	for {
+		m, err := ss.stream.Recv()
+		if err != nil {
+			ss.err = err
+			return
+		}
+		switch m := m.GetMsg().(type) {
+		case *pb.FromPlugin_Ready:
+			select {
+			case <-ss.ready:
+			default:
+				close(ss.ready)
+			}
+		case *pb.FromPlugin_Call:
+			ss.mu.Lock()
+			current, ctx := m.Call.GetSeq() == ss.seq && ss.seq != 0, ss.evCtx
+			ss.mu.Unlock()
+			if !current { // no response: the event's exchange has ended
+				_ = ss.write(&pb.ToPlugin{Msg: &pb.ToPlugin_Reply{Reply: &pb.HostReply{Id: m.Call.GetId()}}})
+				continue
+			}
+			ss.serve.Go(func() {
+				_ = ss.write(&pb.ToPlugin{Msg: &pb.ToPlugin_Reply{Reply: ss.srv.serve(ctx, m.Call)}})
+			})
+		case *pb.FromPlugin_Done:
+			ss.mu.Lock()
+			if m.Done.GetSeq() == ss.seq && ss.seq != 0 {
+				ss.seq, ss.evCtx = 0, nil
+				ss.done <- m.Done // empty: one event at a time
+			} // else the end of an event whose exchange ended before it
+			ss.mu.Unlock()
+		}
+	}
+}
+
+// close ends the stream; receive returns.
+func (ss *session) close() { ss.cancel() }
+
+// write sends m down the stream; a failure is the stream's end.
+func (ss *session) write(m *pb.ToPlugin) error {
+	ss.send.Lock()
+	defer ss.send.Unlock()
+	if err := ss.stream.Send(m); err != nil {
+		return status.Errorf(codes.Unavailable, "the session ended: %v", err)
+	}
+	return nil
+}
+
+// exchange sends ev down the session and returns the handler's result when
+// its SessionDone comes; its host calls are served meanwhile (receive) under
+// ctx. Its errors are those of a Handle RPC: a status with gRPC's
+// DeadlineExceeded or Canceled when ctx ended (the plugin is told to cancel
+// the handler; its calls from then on get no response and its SessionDone
+// is ignored), Unavailable when the stream ended.
+func (ss *session) exchange(ctx context.Context, ev *pb.Event) (*pb.Result, error) {
+	select {
+	case ss.turn <- struct{}{}:
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	defer func() { <-ss.turn }()
+	ss.mu.Lock()
+	ss.last++
+	seq := ss.last
+	ss.seq, ss.evCtx = seq, ctx
+	ss.mu.Unlock()
+	var timeout int64
+	if d, ok := ctx.Deadline(); ok {
+		timeout = max(wire.Millis(time.Until(d)), 1)
+	}
+	err := ss.write(&pb.ToPlugin{Msg: &pb.ToPlugin_Event{Event: &pb.SessionEvent{Seq: seq, Event: ev, TimeoutMs: timeout}}})
+	if err == nil {
+		select {
+		case d := <-ss.done:
+			return d.GetResult(), nil
+		case <-ss.dead:
+			err = status.Errorf(codes.Unavailable, "the session ended: %v", ss.err)
+		case <-ctx.Done():
+			_ = ss.write(&pb.ToPlugin{Msg: &pb.ToPlugin_Cancel{Cancel: &pb.SessionCancel{Seq: seq}}})
+			err = status.FromContextError(ctx.Err()).Err()
+		}
+	}
+	ss.mu.Lock()
+	ss.seq, ss.evCtx = 0, nil
+	select {
+	case <-ss.done: // came as ctx ended
+	default:
+	}
+	ss.mu.Unlock()
+	return nil, err
+}
+
+// serve runs host call c with the Host service's own methods and returns
+// its reply: the response of c's verb, or a Result naming the verb as
+// unknown (a plugin newer than this host).
+func (s *hostServer) serve(ctx context.Context, c *pb.HostCall) *pb.HostReply {
+	r := &pb.HostReply{Id: c.GetId()}
+	result := func(res *pb.Result, _ error) { r.Response = &pb.HostReply_Result{Result: res} }
+	switch v := c.GetVerb().(type) {
+	case *pb.HostCall_Get:
+		res, _ := s.Get(ctx, v.Get)
+		r.Response = &pb.HostReply_Get{Get: res}
+	case *pb.HostCall_Set:
+		res, _ := s.Set(ctx, v.Set)
+		r.Response = &pb.HostReply_Set{Set: res}
+	case *pb.HostCall_Lock:
+		res, _ := s.Lock(ctx, v.Lock)
+		r.Response = &pb.HostReply_Lock{Lock: res}
+	case *pb.HostCall_Now:
+		res, _ := s.Now(ctx, v.Now)
+		r.Response = &pb.HostReply_Now{Now: res}
+	case *pb.HostCall_Del:
+		result(s.Del(ctx, v.Del))
+	case *pb.HostCall_Vdel:
+		result(s.VDel(ctx, v.Vdel))
+	case *pb.HostCall_Watch:
+		result(s.Watch(ctx, v.Watch))
+	case *pb.HostCall_Unwatch:
+		result(s.Unwatch(ctx, v.Unwatch))
+	case *pb.HostCall_Unlock:
+		result(s.Unlock(ctx, v.Unlock))
+	case *pb.HostCall_Log:
+		result(s.Log(ctx, v.Log))
+	case *pb.HostCall_Timer:
+		result(s.Timer(ctx, v.Timer))
+	case *pb.HostCall_Cancel:
+		result(s.Cancel(ctx, v.Cancel))
+	default:
+		result(wire.Result(abi.Errorf(abi.StatusInternal, "host call %d: unknown verb (a plugin newer than this host)", c.GetId())), nil)
+	}
+	return r
+}

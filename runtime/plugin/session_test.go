@@ -1,0 +1,207 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/abi/abitest"
+	"github.com/ssrun/ssrun/internal/ruletest"
+	"github.com/ssrun/ssrun/internal/testutil"
+	pb "github.com/ssrun/ssrun/runtime/plugin/proto/ssrun/plugin/v1"
+)
+
+// current returns the script's process in service and its session.
+func current(t testing.TB, s *script) (*proc, *session) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur == nil {
+		t.Fatal("no process in service")
+	}
+	return s.cur, s.cur.sess
+}
+
+// sent returns how many events went down ss.
+func (ss *session) sent() uint64 {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.last
+}
+
+// seqs sends the test rule's seq command for from..to and checks each was
+// handled.
+func seqs(t testing.TB, s *script, h *abitest.Host, from, to int) {
+	t.Helper()
+	for i := from; i <= to; i++ {
+		if err := s.Handle(context.Background(), command("seq", strconv.Itoa(i))); err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+		if _, ok := h.Value("seen/" + strconv.Itoa(i)); !ok {
+			t.Fatalf("event %d was handled but its write is missing", i)
+		}
+	}
+}
+
+// TestSessionCarriesEvents: a plugin built with this SDK opens a session,
+// and its events and their host calls go down it (not in Handle calls);
+// after the process is killed, the new process opens a session of its own.
+func TestSessionCarriesEvents(t *testing.T) {
+	h := abitest.New()
+	s, _, logs := ruleScript(t, h, abi.Limits{CallTimeout: 20 * time.Second})
+	p1, ss1 := current(t, s)
+	if ss1 == nil {
+		t.Fatal("the plugin opened no session")
+	}
+	if strings.Contains(logs.String(), "built before sessions") {
+		t.Errorf("a plugin with a session is logged as without:\n%s", logs)
+	}
+	seqs(t, s, h, 1, 3)
+	if n := ss1.sent(); n != 3 {
+		t.Errorf("%d events went down the session, want 3", n)
+	}
+	if err := syscall.Kill(p1.pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the killed plugin to be restarted", func() bool { p := s.stats().Pid; return p != 0 && p != p1.pid })
+	seqs(t, s, h, 4, 5)
+	_, ss2 := current(t, s)
+	if ss2 == nil || ss2 == ss1 || ss2.sent() != 2 {
+		t.Errorf("the restarted process's session %p (first %p) carried %d events, want a new one carrying 2", ss2, ss1, ss2.sent())
+	}
+}
+
+// slowHost is an abi.Host whose Get of "slow" answers only when its
+// context ends, as a store request that gets no answer.
+type slowHost struct{ *abitest.Host }
+
+func (h slowHost) Get(ctx context.Context, key string) (abi.Value, error) {
+	if key == "slow" {
+		<-ctx.Done()
+		return abi.Value{}, ctx.Err()
+	}
+	return h.Host.Get(ctx, key)
+}
+
+// TestSessionSlowHostCall: a host call that gets no answer is bounded by
+// the rule's call timeout like the handler itself: the event fails with
+// abi.ErrTimeout (whether the plugin's end or the timeout reaches the host
+// first; in the second case the process is replaced), and the next event
+// runs on a session.
+func TestSessionSlowHostCall(t *testing.T) {
+	h := slowHost{abitest.New()}
+	s, _, _ := ruleScript(t, h, abi.Limits{CallTimeout: 2 * time.Second})
+	p1, ss1 := current(t, s)
+	if ss1 == nil {
+		t.Fatal("the plugin opened no session")
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- s.Handle(context.Background(), command("get", "slow")) }()
+	select {
+	case err := <-errc:
+		if err == nil { // the plugin's report of the call's TIMEOUT
+			if r := ruletest.Reports(h.Host); len(r) != 1 || !strings.HasPrefix(r[0], "get status=TIMEOUT ") {
+				t.Errorf("reports %v, want get status=TIMEOUT", r)
+			}
+		} else {
+			wantError(t, err, callHandle, abi.ErrTimeout)
+		}
+	case <-time.After(testutil.WaitBound):
+		t.Fatalf("Handle still waits for the host call %v after its 2s timeout", testutil.WaitBound)
+	}
+	seqs(t, s, h.Host, 1, 1)
+	p2, ss2 := current(t, s)
+	if ss2 == nil || (p2 == p1) != (ss2 == ss1) || ss2.sent() != map[bool]uint64{true: 2, false: 1}[p2 == p1] {
+		t.Errorf("after the timeout: process %d (was %d), session %p (was %p) carried %d events", p2.pid, p1.pid, ss2, ss1, ss2.sent())
+	}
+}
+
+// TestSessionCancel: when the caller's context ends while the plugin holds
+// an event, Handle returns the context's error and the process stays; the
+// next events go down the same session, the held handler's end (it never
+// comes) being no answer to them.
+func TestSessionCancel(t *testing.T) {
+	h := abitest.New()
+	s, _, _ := ruleScript(t, h, abi.Limits{CallTimeout: time.Minute})
+	p1, ss := current(t, s)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- s.Handle(ctx, command("hold")) }()
+	testutil.WaitFor(t, "the plugin to hold the event", func() bool { _, ok := h.Value("inflight"); return ok })
+	cancel()
+	err := <-errc
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Handle after cancel: %v, want context.Canceled", err)
+	}
+	seqs(t, s, h, 1, 3)
+	if p2, ss2 := current(t, s); p2 != p1 || ss2 != ss || ss.sent() != 4 {
+		t.Errorf("process %d (was %d), %d events on the first session; want the same process and session, 4 events", p2.pid, p1.pid, ss.sent())
+	}
+	if st := s.stats(); st.Starts != 1 || st.Exits != 0 || st.Lost != 0 {
+		t.Errorf("stats %+v, want one start, no exit, nothing lost", st)
+	}
+}
+
+// TestSessionCallAfterEvent: a goroutine of the handler that calls the host
+// after its event ended reaches the Host service (outside the session), as
+// it did before sessions.
+func TestSessionCallAfterEvent(t *testing.T) {
+	for _, unary := range []bool{false, true} {
+		t.Run(map[bool]string{false: "session", true: "unary"}[unary], func(t *testing.T) {
+			h := abitest.New()
+			s := inProcessScriptWith(t, h, unary)
+			if err := s.Handle(context.Background(), command("late", "k")); err != nil {
+				t.Fatal(err)
+			}
+			testutil.WaitFor(t, "the late write", func() bool {
+				return slices.Contains(h.Logs(), abitest.LogLine{Level: abi.LevelInfo, Msg: "late OK"})
+			})
+			if v, _ := h.Value("k"); string(v) != "late" {
+				t.Errorf("k = %q, want late", v)
+			}
+		})
+	}
+}
+
+// inProcessScriptWith starts the in-process test rule, on a session unless
+// unary.
+func inProcessScriptWith(t *testing.T, h abi.Host, unary bool) *script {
+	t.Helper()
+	s, _, _ := inProcessScript(t, h, abi.Limits{CallTimeout: 10 * time.Second}, func(r *Runtime) { r.unaryOnly = unary })
+	if _, ss := current(t, s); (ss == nil) != unary {
+		t.Fatalf("session %p, want one: %t", ss, !unary)
+	}
+	return s
+}
+
+// TestSessionCoversHost: the session's HostCall has one verb per Host
+// method (so per ABI verb), and the host serves each of them.
+func TestSessionCoversHost(t *testing.T) {
+	verbs := (&pb.HostCall{}).ProtoReflect().Descriptor().Oneofs().ByName("verb").Fields()
+	var names []string
+	srv := &hostServer{h: abitest.New(), timeout: time.Second}
+	for i := range verbs.Len() {
+		fd := verbs.Get(i)
+		names = append(names, string(fd.Name()))
+		call := (&pb.HostCall{Id: 7}).ProtoReflect()
+		call.Set(fd, protoreflect.ValueOfMessage(call.NewField(fd).Message()))
+		r := srv.serve(context.Background(), call.Interface().(*pb.HostCall))
+		if r.GetId() != 7 || r.GetResponse() == nil || strings.Contains(string(r.GetResult().GetMessage()), "unknown verb") {
+			t.Errorf("%s: reply %v", fd.Name(), r)
+		}
+	}
+	if !slices.Equal(names, abi.Verbs()) {
+		t.Errorf("HostCall verbs %v, abi.Verbs() %v", names, abi.Verbs())
+	}
+	if r := srv.serve(context.Background(), &pb.HostCall{Id: 8}); !strings.Contains(string(r.GetResult().GetMessage()), "unknown verb") {
+		t.Errorf("a call without a verb: reply %v", r)
+	}
+}
