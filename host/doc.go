@@ -37,11 +37,12 @@
 //	dryrun.go              a dry run's overlay of staged writes, and the
 //	                       memory it keeps timers in
 //	journal.go             the provenance journal: each key's last rule write
-//	registry.go lineage.go abandon.go timerstore.go
+//	registry.go lineage.go abandon.go timerstore.go gate.go
 //	                       watch multiplexing; the feedback-loop damper and
 //	                       the chains of rule writes it follows;
 //	                       runtime calls that may not return; the keys and
-//	                       encodings of timers in the store
+//	                       encodings of timers in the store; the bound on
+//	                       handler calls running at once
 //	mailbox.go clock.go config.go errors.go rulefile.go
 //	observer.go recorder.go
 //	                       the metrics observer; the trace recorder

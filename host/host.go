@@ -60,6 +60,11 @@ type Config struct {
 	// host call they make with its reply, and the connection going down
 	// and up (see Recorder); nil costs nothing.
 	Recorder Recorder
+	// MaxConcurrentCalls bounds the handler calls running at once, across
+	// all rules (DefaultMaxConcurrentCalls when zero; see callGate): an
+	// event whose rule would exceed it waits in the rule's mailbox, and
+	// its call's deadline starts when it gets its place.
+	MaxConcurrentCalls int
 
 	// now is the monotonic clock that times leases (locks.go); time.Now
 	// when nil. Tests inject one.
@@ -132,6 +137,7 @@ func New(opts Config) (*Host, error) {
 			journal: newJournal(opts.JournalEntries, opts.JournalBytes),
 			obs:     opts.Observer,
 			rec:     opts.Recorder,
+			gate:    newCallGate(opts.MaxConcurrentCalls),
 		},
 		runtimes:    map[string]abi.Runtime{},
 		defaults:    opts.Defaults,

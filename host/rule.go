@@ -295,7 +295,12 @@ func (r *rule) call(w *worker, d delivery) bool {
 	timeout := r.cfg.Timeout
 	shadow := r.shadow
 	r.mu.Unlock()
+	// The call's deadline starts once it has a place (see callGate).
+	if err := r.svc.gate.enter(w.ctx, &w.gated); err != nil {
+		return true // shutting down
+	}
 	if shadow != nil && !shadow.handle(w, d.ev, timeout) {
+		r.svc.gate.leave(&w.gated)
 		return false
 	}
 
@@ -308,6 +313,7 @@ func (r *rule) call(w *worker, d delivery) bool {
 	}
 	call := w.begin(timeout, d.ev.Key, d.ev.Op)
 	err := in.script.Handle(w.ctx, d.ev)
+	r.svc.gate.leave(&w.gated)
 	r.mu.Lock()
 	r.cause = Cause{} // a write outside a handler (at load, from a plugin's own goroutine) answers no event
 	r.mu.Unlock()
@@ -517,7 +523,7 @@ func (r *rule) stop(ctx context.Context, why string) error {
 // stopped (the worker closes it when its call returns), and the
 // abandonment is counted and logged with why the host needed the rule.
 func (r *rule) abandoned(w *worker, why string) {
-	w.release()
+	w.release(r.svc.gate)
 	r.abandons.Add(1)
 	r.failed.Add(1)
 	if in := r.cur; in != nil {

@@ -24,4 +24,5 @@ type services struct {
 	rec     Recorder         // what the rules see, for a trace (nil: none)
 	dry     *overlay         // a dry run's staged writes (nil: writes go to the store)
 	kv      keyStore         // where timers are kept: the client, or memory in a dry run
+	gate    callGate         // bounds the handler calls running at once
 }
