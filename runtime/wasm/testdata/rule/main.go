@@ -85,6 +85,10 @@ func handle(ev ssrun.Event) error {
 
 	case "bench":
 		bench(a[0], ruletest.Number(a[1]))
+	case "allocs":
+		allocs(a[0], ruletest.Number(a[1]))
+	case "errtext":
+		errText()
 	default: // the verbs and noop
 		return ruletest.Dispatch(context.Background(), host{}, ev)
 	}
@@ -106,6 +110,8 @@ func bench(verb string, n int) {
 		switch verb {
 		case "floor":
 			rawLastError(nil, 0, unsafe.Pointer(&outLen))
+		case "raw-get", "raw-del":
+			rawVerb(verb)
 		case "get":
 			_, err := ssrun.Get("bench/k")
 			must(err)
@@ -141,6 +147,10 @@ func bench(verb string, n int) {
 			must(ssrun.Cancel("bench/c"))
 		case "now":
 			ssrun.Now()
+		case "del": // NOT_FOUND
+			expect(ssrun.Del("absent"), ssrun.StatusNotFound)
+		case "vdel": // NOT_APPLIED
+			expect(ssrun.VDel("bench/k", other), ssrun.StatusNotApplied)
 		default:
 			panic("unknown bench verb " + verb)
 		}
