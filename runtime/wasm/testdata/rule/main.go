@@ -118,6 +118,9 @@ func bench(verb string, n int) {
 		case "set":
 			_, err := ssrun.Set("bench/k", value)
 			must(err)
+		case "set-literal": // a value built in the call, on the stack unless the SDK lets it escape
+			_, err := ssrun.Set("bench/k", []byte("0123456789abcdef"))
+			must(err)
 		case "set+del":
 			_, err := ssrun.Set("bench/d", value)
 			must(err)
