@@ -10,11 +10,12 @@ import (
 	"github.com/ssrun/ssrun/abi/abitest"
 )
 
-// BenchmarkVerbsVsBaseline compares the Go guest SDK with an earlier build
-// of the same test rule in one process, for changes to the SDK: build the
-// rule at the baseline (e.g. main) and name it in SSRUN_BASELINE_WASM,
+// BenchmarkVerbsVsBaseline compares the Go guest SDK with a baseline SDK
+// (e.g. main's) in one process: build this tree's test rule against the
+// baseline SDK and name it in SSRUN_BASELINE_WASM,
 //
 //	git worktree add /tmp/base main
+//	cp -r runtime/wasm/testdata/rule /tmp/base/runtime/wasm/testdata/
 //	(cd /tmp/base && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o /tmp/base.wasm ./runtime/wasm/testdata/rule)
 //	SSRUN_BASELINE_WASM=/tmp/base.wasm go test -run '^$' -bench VsBaseline ./runtime/wasm
 //
@@ -43,7 +44,7 @@ func BenchmarkVerbsVsBaseline(b *testing.B) {
 		h.Put("bench/k", []byte("0123456789abcdef"))
 		subs[i] = start(b, compile(b, r, "rule"+strconv.Itoa(i)+".wasm", src), h, lim)
 	}
-	for _, verb := range []string{"get", "set", "set+del", "set+vdel", "watch", "watch+unwatch", "lock", "lock+unlock", "log",
+	for _, verb := range []string{"get", "set", "set-literal", "set+del", "set+vdel", "watch", "watch+unwatch", "lock", "lock+unlock", "log",
 		"timer", "timer+cancel", "now", "del", "vdel"} {
 		b.Run(verb, func(b *testing.B) {
 			for _, s := range subs { // warm up

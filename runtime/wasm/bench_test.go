@@ -26,14 +26,15 @@ func (benchHost) Log(int32, string) {}
 // the pair least disturbed by other processes on a shared machine. Rows
 // named a+b do both verbs per iteration (set+del, set+vdel, watch+unwatch,
 // lock+unlock and timer+cancel need something to remove); "timer" re-arms
-// one name; "del" and "vdel" fail with NOT_FOUND and NOT_APPLIED; raw-get
-// and raw-del are get and the failing del as bare host calls without the
-// SDK (the host's and the engine's share of a verb).
+// one name; "set-literal" builds its value in the call; "del" and "vdel"
+// fail with NOT_FOUND and NOT_APPLIED; raw-get and raw-del are get and the
+// failing del as bare host calls without the SDK (the host's and the
+// engine's share of a verb).
 func BenchmarkVerbs(b *testing.B) {
 	h := benchHost{abitest.New()}
 	h.Put("bench/k", []byte("0123456789abcdef"))
 	s := start(b, compile(b, sharedRuntime(b), "rule.wasm", guest(b, "rule")), h, abi.Limits{CallTimeout: time.Hour})
-	for _, verb := range []string{"floor", "get", "set", "set+del", "set+vdel", "watch", "watch+unwatch", "lock", "lock+unlock", "log",
+	for _, verb := range []string{"floor", "get", "set", "set-literal", "set+del", "set+vdel", "watch", "watch+unwatch", "lock", "lock+unlock", "log",
 		"timer", "timer+cancel", "now", "del", "vdel", "raw-get", "raw-del"} {
 		b.Run(verb, func(b *testing.B) {
 			b.ReportAllocs()

@@ -31,8 +31,8 @@ func TestVerbAllocations(t *testing.T) {
 		{"get", n},
 		{"set", n},
 		{"set-literal", n}, // the value stays on the caller's stack
-		{"del", n / 16},  // NOT_FOUND
-		{"vdel", n / 16}, // NOT_APPLIED
+		{"del", n / 16},    // NOT_FOUND
+		{"vdel", n / 16},   // NOT_APPLIED
 		{"set+del", n},
 		{"set+vdel", n},
 		{"watch", 0},
