@@ -91,31 +91,19 @@ func bytesPtr(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(
 func outPtr() unsafe.Pointer           { return unsafe.Pointer(&out[0]) }
 func lenPtr() unsafe.Pointer           { return unsafe.Pointer(&outLen) }
 
-// The verbs below unlock mu explicitly rather than with defer: a deferred
-// call costs a Go guest about as much as a host call, and nothing between
-// Lock and Unlock panics (a trap ends the instance anyway).
-
 // fetch returns the result record of a verb that returned st, and the
-// verb's real status: in out, or on BUFFER_TOO_SMALL fetched with `result`
-// into a buffer of its own (fetchBig). The record is only meaningful if
-// the status carries one. Call with mu held.
+// verb's real status. On BUFFER_TOO_SMALL it fetches the record with
+// `result` into a buffer of its own; otherwise the record is in out (and
+// only meaningful if the status carries one). Call with mu held.
 func fetch(st Status) ([]byte, Status) {
-	if st == abi.StatusBufferTooSmall {
-		return fetchBig()
-	}
-	return out[:min(int(outLen), outCap)], st
-}
-
-// fetchBig fetches a record larger than out with `result`. Call with mu
-// held.
-func fetchBig() ([]byte, Status) {
-	for {
+	for st == abi.StatusBufferTooSmall {
 		big := make([]byte, outLen)
-		st := Status(hostResult(bytesPtr(big), uint32(len(big)), lenPtr()))
+		st = Status(hostResult(bytesPtr(big), uint32(len(big)), lenPtr()))
 		if st != abi.StatusBufferTooSmall {
 			return big[:min(int(outLen), len(big))], st
 		}
 	}
+	return out[:min(int(outLen), outCap)], st
 }
 
 // failure is the error of a verb that returned st (see verbError). Call
@@ -137,102 +125,108 @@ func lastError() string {
 	return ""
 }
 
-// statusUnlock turns a verb's status into its error and unlocks mu.
-// Call with mu held.
-func statusUnlock(verb, key string, st int32) error {
-	var err error
-	if Status(st) != abi.StatusOK {
-		err = failure(verb, key, Status(st))
+// status turns a verb's status into its error. Call with mu held.
+func status(verb, key string, st int32) error {
+	if Status(st) == abi.StatusOK {
+		return nil
 	}
-	mu.Unlock()
-	return err
+	return failure(verb, key, Status(st))
 }
 
 func get(key string) (Value, error) {
 	mu.Lock()
+	defer mu.Unlock()
 	rec, st := fetch(Status(hostGet(strPtr(key), uint32(len(key)), outPtr(), outCap, lenPtr())))
-	var v Value
-	var err error
 	if st != abi.StatusOK {
-		err = failure(abi.FnGet, key, st)
-	} else if v, err = parseValue(rec); err != nil { // a copy: rec may be the shared buffer
-		err = badRecord(abi.FnGet, key, err)
+		return Value{}, failure(abi.FnGet, key, st)
 	}
-	mu.Unlock()
-	return v, err
+	v, err := parseValue(rec) // a copy: rec may be the shared buffer
+	if err != nil {
+		return Value{}, badRecord(abi.FnGet, key, err)
+	}
+	return v, nil
 }
 
 func set(key string, value []byte, cond int32, ttlMs int64, fence string) (string, error) {
 	mu.Lock()
+	defer mu.Unlock()
 	rec, st := fetch(Status(hostSet(strPtr(key), uint32(len(key)), bytesPtr(value), uint32(len(value)), cond, ttlMs,
 		strPtr(fence), uint32(len(fence)), outPtr(), outCap, lenPtr())))
-	var version string
-	var err error
 	if st != abi.StatusOK && st != abi.StatusNotApplied {
-		err = failure(abi.FnSet, key, st)
-	} else if version, err = parseText(rec); err != nil {
-		err = badRecord(abi.FnSet, key, err)
-	} else if st == abi.StatusNotApplied {
-		err = failure(abi.FnSet, key, st)
+		return "", failure(abi.FnSet, key, st)
 	}
-	mu.Unlock()
-	return version, err
+	version, err := parseText(rec)
+	if err != nil {
+		return "", badRecord(abi.FnSet, key, err)
+	}
+	if st == abi.StatusNotApplied {
+		return version, failure(abi.FnSet, key, st)
+	}
+	return version, nil
 }
 
 func del(key, fence string) error {
 	mu.Lock()
-	return statusUnlock(abi.FnDel, key, hostDel(strPtr(key), uint32(len(key)), strPtr(fence), uint32(len(fence))))
+	defer mu.Unlock()
+	return status(abi.FnDel, key, hostDel(strPtr(key), uint32(len(key)), strPtr(fence), uint32(len(fence))))
 }
 
 func vdel(key string, value []byte, fence string) error {
 	mu.Lock()
-	return statusUnlock(abi.FnVDel, key, hostVDel(strPtr(key), uint32(len(key)), bytesPtr(value), uint32(len(value)), strPtr(fence), uint32(len(fence))))
+	defer mu.Unlock()
+	return status(abi.FnVDel, key, hostVDel(strPtr(key), uint32(len(key)), bytesPtr(value), uint32(len(value)), strPtr(fence), uint32(len(fence))))
 }
 
 func watch(key string, flags int32) error {
 	mu.Lock()
-	return statusUnlock(abi.FnWatch, key, hostWatch(strPtr(key), uint32(len(key)), flags))
+	defer mu.Unlock()
+	return status(abi.FnWatch, key, hostWatch(strPtr(key), uint32(len(key)), flags))
 }
 
 func unwatch(key string) error {
 	mu.Lock()
-	return statusUnlock(abi.FnUnwatch, key, hostUnwatch(strPtr(key), uint32(len(key))))
+	defer mu.Unlock()
+	return status(abi.FnUnwatch, key, hostUnwatch(strPtr(key), uint32(len(key))))
 }
 
 func lock(name string, ttlMs, waitMs int64) (string, error) {
 	mu.Lock()
+	defer mu.Unlock()
 	rec, st := fetch(Status(hostLock(strPtr(name), uint32(len(name)), ttlMs, waitMs, outPtr(), outCap, lenPtr())))
-	var token string
-	var err error
 	if st != abi.StatusOK {
-		err = failure(abi.FnLock, name, st)
-	} else if token, err = parseText(rec); err != nil {
-		err = badRecord(abi.FnLock, name, err)
+		return "", failure(abi.FnLock, name, st)
 	}
-	mu.Unlock()
-	return token, err
+	token, err := parseText(rec)
+	if err != nil {
+		return "", badRecord(abi.FnLock, name, err)
+	}
+	return token, nil
 }
 
 func unlock(name string) error {
 	mu.Lock()
-	return statusUnlock(abi.FnUnlock, name, hostUnlock(strPtr(name), uint32(len(name))))
+	defer mu.Unlock()
+	return status(abi.FnUnlock, name, hostUnlock(strPtr(name), uint32(len(name))))
 }
 
 func logMsg(level int32, msg string) error {
 	mu.Lock()
-	return statusUnlock(abi.FnLog, "", hostLog(level, strPtr(msg), uint32(len(msg))))
+	defer mu.Unlock()
+	return status(abi.FnLog, "", hostLog(level, strPtr(msg), uint32(len(msg))))
 }
 
 func logLine(level int32, msg string) { _ = logMsg(level, msg) }
 
 func timer(name string, delayMs, everyMs int64, payload []byte) error {
 	mu.Lock()
-	return statusUnlock(abi.FnTimer, name, hostTimer(strPtr(name), uint32(len(name)), delayMs, everyMs, bytesPtr(payload), uint32(len(payload))))
+	defer mu.Unlock()
+	return status(abi.FnTimer, name, hostTimer(strPtr(name), uint32(len(name)), delayMs, everyMs, bytesPtr(payload), uint32(len(payload))))
 }
 
 func cancel(name string) error {
 	mu.Lock()
-	return statusUnlock(abi.FnCancel, name, hostCancel(strPtr(name), uint32(len(name))))
+	defer mu.Unlock()
+	return status(abi.FnCancel, name, hostCancel(strPtr(name), uint32(len(name))))
 }
 
 // now reads the host's clock through the shared buffer. now cannot fail
@@ -240,17 +234,11 @@ func cancel(name string) error {
 // and now panics with its message (failing the event).
 func now() int64 {
 	mu.Lock()
-	st := Status(hostNow(outPtr()))
-	ms := int64(binary.LittleEndian.Uint64(out[:8]))
-	var err error
-	if st != abi.StatusOK {
-		err = failure(abi.FnNow, "", st)
+	defer mu.Unlock()
+	if st := Status(hostNow(outPtr())); st != abi.StatusOK {
+		panic(failure(abi.FnNow, "", st))
 	}
-	mu.Unlock()
-	if err != nil {
-		panic(err)
-	}
-	return ms
+	return int64(binary.LittleEndian.Uint64(out[:8]))
 }
 
 //go:wasmexport ssrun_abi_version
