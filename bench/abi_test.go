@@ -34,27 +34,44 @@ func loopFloor(tb testing.TB, sub subject, floor goplugin.ClientProtocol, n int)
 }
 
 // BenchmarkVerbs is the cost of each ABI verb called from a Lua rule, a Go
-// WebAssembly rule and a native plugin, side by side in one run, against
-// the in-memory abitest store (no broker). Each sub-benchmark <verb>/<rt>
-// calls the verb b.N times inside one event and, just before, times b.N
-// calls of its engine's floor (see loopFloor; the plugin's is a bare gRPC
-// unary call). Reports ns/op (one verb call), floor-ns and x-floor. The
-// calls and their outcomes are the same in every runtime (see
+// WebAssembly rule, an AssemblyScript WebAssembly rule and a native
+// plugin, side by side in one run, against the in-memory abitest store (no
+// broker). Each sub-benchmark <verb>/<rt> calls the verb b.N times in
+// events of 256 calls and, just before each, times as many calls of its
+// engine's floor (see loopFloor; the plugin's is a bare gRPC unary call;
+// not timed in ns/op). floor-ns and x-floor come from the fastest event of
+// each, the pair least disturbed by other processes on a shared machine.
+// The calls and their outcomes are the same in every runtime (see
 // testdata/wasmrule/verbs.go).
 func BenchmarkVerbs(b *testing.B) {
+	const chunk = 256
 	subs := startSubjects(b)
 	floor := startFloor(b)
 	for _, verb := range abi.Verbs() {
 		for _, sub := range subs {
 			b.Run(verb+"/"+sub.name, func(b *testing.B) {
-				f := loopFloor(b, sub, floor, b.N)
-				b.ResetTimer()
-				if err := sub.s.Handle(context.Background(), verbEvent(verb, b.N)); err != nil {
-					b.Fatal(err)
+				full := min(chunk, b.N)
+				var fastFloor, fastVerb time.Duration // of the events of full calls
+				for done := 0; done < b.N; done += chunk {
+					n := min(chunk, b.N-done)
+					b.StopTimer()
+					f := loopFloor(b, sub, floor, n)
+					b.StartTimer()
+					t0 := time.Now()
+					if err := sub.s.Handle(context.Background(), verbEvent(verb, n)); err != nil {
+						b.Fatal(err)
+					}
+					if d := time.Since(t0); n == full {
+						if fastFloor == 0 || f < fastFloor {
+							fastFloor = f
+						}
+						if fastVerb == 0 || d < fastVerb {
+							fastVerb = d
+						}
+					}
 				}
-				b.StopTimer()
-				b.ReportMetric(float64(f.Nanoseconds())/float64(b.N), "floor-ns")
-				b.ReportMetric(float64(b.Elapsed())/float64(f), "x-floor")
+				b.ReportMetric(float64(fastFloor.Nanoseconds())/float64(full), "floor-ns")
+				b.ReportMetric(float64(fastVerb)/float64(fastFloor), "x-floor")
 			})
 		}
 	}

@@ -38,8 +38,12 @@ func verbEvent(verb string, n int) abi.Event {
 // noopEvent is the trivial event of the round trip.
 var noopEvent = abi.Event{Key: "noop", Op: abi.OpSet, Value: []byte("v"), Version: "001732000000000:00001:StateStore"}
 
-// startSubjects starts the Lua, WebAssembly (Go guest) and plugin bench
-// rules, each on its own runtime and abitest store, with a call timeout
+// asRule is the AssemblyScript SDK's test rule (built from its source by
+// .ci/run's rebuild check); its "verb" command runs the bench verb loops.
+const asRule = "../abi/guest/assemblyscript/testdata/verbs.wasm"
+
+// startSubjects starts the Lua, WebAssembly (Go guest, AssemblyScript
+// guest) and plugin bench rules, each on its own runtime and abitest store, with a call timeout
 // that never stops a benchmark loop. Everything is closed when the test
 // ends.
 func startSubjects(tb testing.TB) []subject {
@@ -64,18 +68,22 @@ func startSubjects(tb testing.TB) []subject {
 		}
 	})
 	sources := []struct {
-		name string
-		src  []byte
+		subject string
+		rt      abi.Runtime
+		name    string
+		src     []byte
 	}{
-		{"rule.lua", luaRule(tb, "A")},
-		{"rule.wasm", wasmGuest(tb, "A")},
-		{pluginRule(tb), readFile(tb, pluginRule(tb))},
+		{"lua", runtimes[0], "rule.lua", luaRule(tb, "A")},
+		{"wasm", wasmRT, "rule.wasm", wasmGuest(tb, "A")},
+		// The AssemblyScript SDK's test rule runs the same verb loops.
+		{"as", wasmRT, "verbs.wasm", readFile(tb, asRule)},
+		{"plugin", pluginRT, pluginRule(tb), readFile(tb, pluginRule(tb))},
 	}
 	var out []subject
-	for i, rt := range runtimes {
-		p, err := rt.Compile(ctx, sources[i].name, sources[i].src)
+	for _, src := range sources {
+		p, err := src.rt.Compile(ctx, src.name, src.src)
 		if err != nil {
-			tb.Fatalf("compile %s: %v", rt.Kind(), err)
+			tb.Fatalf("compile %s: %v", src.subject, err)
 		}
 		store := abitest.New()
 		store.Put("bench/k", benchValue)
@@ -83,10 +91,10 @@ func startSubjects(tb testing.TB) []subject {
 		s, err := p.Start(startCtx, quietHost{store}, abi.Limits{CallTimeout: time.Hour})
 		cancel()
 		if err != nil {
-			tb.Fatalf("start %s: %v", rt.Kind(), err)
+			tb.Fatalf("start %s: %v", src.subject, err)
 		}
 		tb.Cleanup(func() { _ = s.Close(ctx) }) // before the runtimes close
-		out = append(out, subject{name: rt.Kind(), store: store, s: s})
+		out = append(out, subject{name: src.subject, store: store, s: s})
 	}
 	return out
 }

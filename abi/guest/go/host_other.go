@@ -34,3 +34,6 @@ func logMsg(_ int32, _ string) error { return notWasm(abi.FnLog, "") }
 func timer(name string, _, _ int64, _ []byte) error { return notWasm(abi.FnTimer, name) }
 func cancel(name string) error                      { return notWasm(abi.FnCancel, name) }
 func now() int64                                    { return time.Now().UnixMilli() }
+
+// lastError: no host keeps a message.
+func lastError() string { return "" }

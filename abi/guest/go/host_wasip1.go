@@ -3,61 +3,76 @@
 package ssrun
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
-	"sync"
 	"unsafe"
 
 	"github.com/ssrun/ssrun/abi"
 )
 
 // Host functions of ABI v1 (abi/doc.go, "WebAssembly binary contract").
-// Pointers are lowered to i32 offsets into linear memory.
+// Pointers are lowered to i32 offsets into linear memory. The host reads
+// and writes them during the call only (it copies what it keeps), hence
+// go:noescape: a key or value built on the caller's stack stays there
+// instead of costing the guest a heap allocation.
 
+//go:noescape
 //go:wasmimport ssrun get
 func hostGet(keyPtr unsafe.Pointer, keyLen uint32, outPtr unsafe.Pointer, outCap uint32, outLenPtr unsafe.Pointer) int32
 
+//go:noescape
 //go:wasmimport ssrun set
 func hostSet(keyPtr unsafe.Pointer, keyLen uint32, valPtr unsafe.Pointer, valLen uint32, cond int32, ttlMs int64,
 	fencePtr unsafe.Pointer, fenceLen uint32, outPtr unsafe.Pointer, outCap uint32, outLenPtr unsafe.Pointer) int32
 
+//go:noescape
 //go:wasmimport ssrun del
 func hostDel(keyPtr unsafe.Pointer, keyLen uint32, fencePtr unsafe.Pointer, fenceLen uint32) int32
 
+//go:noescape
 //go:wasmimport ssrun vdel
 func hostVDel(keyPtr unsafe.Pointer, keyLen uint32, valPtr unsafe.Pointer, valLen uint32, fencePtr unsafe.Pointer, fenceLen uint32) int32
 
+//go:noescape
 //go:wasmimport ssrun watch
 func hostWatch(keyPtr unsafe.Pointer, keyLen uint32, flags int32) int32
 
+//go:noescape
 //go:wasmimport ssrun unwatch
 func hostUnwatch(keyPtr unsafe.Pointer, keyLen uint32) int32
 
+//go:noescape
 //go:wasmimport ssrun lock
 func hostLock(namePtr unsafe.Pointer, nameLen uint32, ttlMs int64, waitMs int64, outPtr unsafe.Pointer, outCap uint32, outLenPtr unsafe.Pointer) int32
 
+//go:noescape
 //go:wasmimport ssrun unlock
 func hostUnlock(namePtr unsafe.Pointer, nameLen uint32) int32
 
+//go:noescape
 //go:wasmimport ssrun log
 func hostLog(level int32, msgPtr unsafe.Pointer, msgLen uint32) int32
 
+//go:noescape
 //go:wasmimport ssrun result
 func hostResult(outPtr unsafe.Pointer, outCap uint32, outLenPtr unsafe.Pointer) int32
 
+//go:noescape
 //go:wasmimport ssrun last_error
 func hostLastError(outPtr unsafe.Pointer, outCap uint32, outLenPtr unsafe.Pointer) int32
 
 // Revision 2. The linker keeps an import only if the rule calls it, so a
 // rule without timers still loads on a revision-1 host.
 
+//go:noescape
 //go:wasmimport ssrun timer
 func hostTimer(namePtr unsafe.Pointer, nameLen uint32, delayMs int64, everyMs int64, payloadPtr unsafe.Pointer, payloadLen uint32) int32
 
+//go:noescape
 //go:wasmimport ssrun cancel
 func hostCancel(namePtr unsafe.Pointer, nameLen uint32) int32
 
+//go:noescape
 //go:wasmimport ssrun now
 func hostNow(outPtr unsafe.Pointer) int32
 
@@ -65,10 +80,8 @@ func hostNow(outPtr unsafe.Pointer) int32
 // BUFFER_TOO_SMALL path and a buffer of their own.
 const outCap = 16 << 10
 
+// out and outLen are the shared result buffer, guarded by mu.
 var (
-	// mu makes a verb, its result retrieval and its last_error one unit,
-	// and guards out and outLen.
-	mu     sync.Mutex
 	out    [outCap]byte
 	outLen uint32
 )
@@ -93,23 +106,23 @@ func fetch(st Status) ([]byte, Status) {
 	return out[:min(int(outLen), outCap)], st
 }
 
-// failure is the error of a verb that returned st, with the host's message
-// from last_error. Call with mu held.
-func failure(verb, key string, st Status) error {
-	msg := ""
+// failure is the error of a verb that returned st (see verbError). Call
+// with mu held.
+func failure(verb, key string, st Status) error { return newFailure(verb, key, st) }
+
+// lastError returns the host's message of the last failed call, or "" if
+// it cannot be read. Call with mu held.
+func lastError() string {
 	switch Status(hostLastError(outPtr(), outCap, lenPtr())) {
 	case abi.StatusOK:
-		msg = string(out[:min(int(outLen), outCap)])
+		return string(out[:min(int(outLen), outCap)])
 	case abi.StatusBufferTooSmall:
 		big := make([]byte, outLen)
 		if Status(hostLastError(bytesPtr(big), uint32(len(big)), lenPtr())) == abi.StatusOK {
-			msg = string(big[:min(int(outLen), len(big))])
+			return string(big[:min(int(outLen), len(big))])
 		}
 	}
-	if msg == "" {
-		msg = fmt.Sprintf("%s %q: %s", verb, key, st)
-	}
-	return &abi.Error{Status: st, Msg: msg}
+	return ""
 }
 
 // status turns a verb's status into its error. Call with mu held.
@@ -127,11 +140,10 @@ func get(key string) (Value, error) {
 	if st != abi.StatusOK {
 		return Value{}, failure(abi.FnGet, key, st)
 	}
-	v, err := parseValue(rec)
+	v, err := parseValue(rec) // a copy: rec may be the shared buffer
 	if err != nil {
 		return Value{}, badRecord(abi.FnGet, key, err)
 	}
-	v.Data = bytes.Clone(v.Data) // rec may be the shared buffer; Clone keeps empty non-nil
 	return v, nil
 }
 

@@ -21,10 +21,15 @@
 //	func main() {}
 //
 // The verbs are those of package abi (see its documentation for the exact
-// semantics). A failed call returns a *Error whose Status says what happened
-// and whose message is the host's (e.g. `get "k": not found`); use StatusOf
-// to branch on it. The SDK exports ssrun_abi_version, ssrun_alloc and
-// ssrun_on_event and imports the host functions from module "ssrun".
+// semantics). A failed call returns an error whose Status says what
+// happened and whose message is the host's (e.g. `get "k": not found`); use
+// StatusOf to branch on it, or errors.As with an *Error to get both. The
+// routine outcomes NOT_FOUND and NOT_APPLIED cost almost nothing beyond
+// the host call: their message is fetched when first asked for, and if
+// another call failed before that (the host keeps the last message only)
+// it is the verb, key and status instead (`get "k": NOT_FOUND`). The SDK exports
+// ssrun_abi_version, ssrun_alloc and ssrun_on_event and imports the host
+// functions from module "ssrun".
 //
 // Calls are safe from any goroutine (one host call at a time). A handler's
 // error or panic is logged through the host at error level, and the event
@@ -37,10 +42,11 @@
 package ssrun
 
 import (
-	"errors"
+	"encoding/binary"
 	"fmt"
 	"runtime/debug"
 	"time"
+	"unsafe"
 
 	"github.com/ssrun/ssrun/abi"
 )
@@ -116,9 +122,10 @@ const (
 	StatusInternal       = abi.StatusInternal
 )
 
-// StatusOf returns the Status of an error returned by this package: OK for
-// nil, the Status of an *Error, StatusInternal for anything else.
-func StatusOf(err error) Status { return abi.StatusOf(err) }
+// StatusOf returns the Status of an error returned by this package (or
+// wrapping one): OK for nil, the Status of a failed call or an *Error,
+// StatusInternal for anything else.
+func StatusOf(err error) Status { return statusOf(err) }
 
 var handler func(Event) error
 
@@ -278,40 +285,66 @@ func dispatch(rec []byte, logf func(level int32, msg string)) (rc int32) {
 // failureCode is the ssrun_on_event result for a handler error: the Status
 // of an *Error, else -1.
 func failureCode(err error) int32 {
-	var e *abi.Error
-	if errors.As(err, &e) && e.Status != abi.StatusOK {
-		return int32(e.Status)
+	if st, ok := asError(err); ok && st != abi.StatusOK {
+		return int32(st)
 	}
 	return -1
 }
 
-// parseValue parses get's result record: field value, field version. Data
-// aliases rec.
+// parseValue parses get's result record (field value, field version) into
+// a Value that owns its memory and not rec: one allocation holds both, the
+// Data capped at its length so that appending to it never reaches the
+// Version. An empty value is a non-nil empty slice.
 func parseValue(rec []byte) (Value, error) {
-	data, rest, err := abi.ReadField(rec)
-	if err != nil {
-		return Value{}, err
+	data, rest, ok1 := field(rec)
+	version, rest, ok2 := field(rest)
+	if !ok1 || !ok2 || len(rest) != 0 {
+		return Value{}, recordError(rec, 2)
 	}
-	version, rest, err := abi.ReadField(rest)
-	if err != nil {
-		return Value{}, err
+	n := len(data)
+	buf := make([]byte, n+len(version))
+	copy(buf, data)
+	copy(buf[n:], version)
+	v := Value{Data: buf[:n:n]}
+	if len(version) > 0 {
+		v.Version = unsafe.String(&buf[n], len(version)) // never written again
 	}
-	if len(rest) != 0 {
-		return Value{}, fmt.Errorf("%w: %d trailing bytes after result", abi.ErrEncoding, len(rest))
-	}
-	return Value{Data: data, Version: string(version)}, nil
+	return v, nil
 }
 
 // parseText parses a one-field result record (set's version, lock's token).
 func parseText(rec []byte) (string, error) {
-	f, rest, err := abi.ReadField(rec)
-	if err != nil {
-		return "", err
-	}
-	if len(rest) != 0 {
-		return "", fmt.Errorf("%w: %d trailing bytes after result", abi.ErrEncoding, len(rest))
+	f, rest, ok := field(rec)
+	if !ok || len(rest) != 0 {
+		return "", recordError(rec, 1)
 	}
 	return string(f), nil
+}
+
+// field is abi.ReadField for the SDK's hot path: small enough to inline,
+// and without building an error (a call of abi.ReadField costs a Go guest
+// about three host calls). On false, recordError says what was wrong.
+func field(b []byte) (f, rest []byte, ok bool) {
+	if len(b) < 4 {
+		return nil, nil, false
+	}
+	n := binary.LittleEndian.Uint32(b)
+	if uint64(n) > uint64(len(b)-4) {
+		return nil, nil, false
+	}
+	return b[4 : 4+n : 4+n], b[4+n:], true
+}
+
+// recordError is the error of a result record of n fields that field
+// could not read, from abi.ReadField.
+func recordError(rec []byte, n int) error {
+	for range n {
+		var err error
+		if _, rec, err = abi.ReadField(rec); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("%w: %d trailing bytes after result", abi.ErrEncoding, len(rec))
 }
 
 // badRecord is the error for a result record the SDK cannot parse (a host

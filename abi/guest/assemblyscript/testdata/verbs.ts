@@ -8,6 +8,7 @@
 // and commit testdata/verbs.wasm.
 
 import * as ss from "../assembly/index";
+import { benchLoop } from "./bench";
 export { ssrun_abi_version, ssrun_alloc, ssrun_on_event } from "../assembly/index";
 
 // kept is an event value held across events.
@@ -44,6 +45,10 @@ function run(ev: ss.Event): ss.Status {
     for (let i = 0; i < 1000; i++) new Uint8Array(1000);
     report("kept value=" + show(kept));
     return ss.Status.OK;
+  }
+  if (cmd == "verb") { // package bench's verb loops: value "<verb> <n>"
+    const w = text(ev.value).split(" ");
+    return w.length == 2 ? benchLoop(w[0], I32.parseInt(w[1])) : ss.Status.Invalid;
   }
   const a = fields(ev.value);
   if (cmd == "get") {

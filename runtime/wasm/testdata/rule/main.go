@@ -85,6 +85,10 @@ func handle(ev ssrun.Event) error {
 
 	case "bench":
 		bench(a[0], ruletest.Number(a[1]))
+	case "allocs":
+		allocs(a[0], ruletest.Number(a[1]))
+	case "errtext":
+		errText()
 	default: // the verbs and noop
 		return ruletest.Dispatch(context.Background(), host{}, ev)
 	}
@@ -106,11 +110,16 @@ func bench(verb string, n int) {
 		switch verb {
 		case "floor":
 			rawLastError(nil, 0, unsafe.Pointer(&outLen))
+		case "raw-get", "raw-del":
+			rawVerb(verb)
 		case "get":
 			_, err := ssrun.Get("bench/k")
 			must(err)
 		case "set":
 			_, err := ssrun.Set("bench/k", value)
+			must(err)
+		case "set-literal": // a value built in the call, on the stack unless the SDK lets it escape
+			_, err := ssrun.Set("bench/k", []byte("0123456789abcdef"))
 			must(err)
 		case "set+del":
 			_, err := ssrun.Set("bench/d", value)
@@ -141,6 +150,10 @@ func bench(verb string, n int) {
 			must(ssrun.Cancel("bench/c"))
 		case "now":
 			ssrun.Now()
+		case "del": // NOT_FOUND
+			expect(ssrun.Del("absent"), ssrun.StatusNotFound)
+		case "vdel": // NOT_APPLIED
+			expect(ssrun.VDel("bench/k", other), ssrun.StatusNotApplied)
 		default:
 			panic("unknown bench verb " + verb)
 		}
