@@ -112,6 +112,10 @@ func (a *app) serveRules(ctx context.Context, client *protocol.Client, dir strin
 		opts.Defaults = cfg.Defaults.toHost()
 		opts.Rules = cfg.hostRules()
 	}
+	if opts.Group, err = a.group.config(a.dryRun); err != nil {
+		a.closeRuntimesNow(rts)
+		return err
+	}
 	h, err := host.New(opts)
 	if err != nil {
 		a.closeRuntimesNow(rts)
@@ -281,6 +285,7 @@ func (a *app) rulesCmd(use, short, configHelp string, serve func(ctx context.Con
 	shutdownFlag(cmd, &shutdown)
 	pluginDirFlag(cmd, &a.pluginDir)
 	dryRunFlag(cmd, &a.dryRun)
+	a.group.register(cmd)
 	return cmd
 }
 
