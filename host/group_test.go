@@ -3,9 +3,14 @@ package host
 import (
 	"context"
 	"fmt"
+	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/protocol"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -135,4 +140,64 @@ func TestGroupLateWriteRefusedByStore(t *testing.T) {
 	if want := fmt.Sprintf("1@%d", next.i); string(res.Value) != want {
 		t.Fatalf("out/r00 = %q, want only the new owner's write %q", res.Value, want)
 	}
+}
+
+// A timer armed by a rule's owner moves with the rule: the owner is cut
+// off before it fires, and it fires once, on the host that took the rule
+// over (the cut host cannot write, and no other host holds the rule's
+// timers).
+func TestGroupTimerMovesWithOwnership(t *testing.T) {
+	c := newCluster(t, 1, groupTestTTL)
+	var fired atomic.Int64
+	c.custom = map[string]func(int) goRule{"r00": func(i int) goRule {
+		return goRule{init: watchInit("in/r00"), handle: func(ctx context.Context, h abi.Host, ev abi.Event) error {
+			switch ev.Op {
+			case abi.OpSet: // arm, for longer than the rule takes to move
+				return h.Timer(ctx, "later", 2*groupTestTTL, abi.TimerOptions{})
+			case abi.OpTimer:
+				fired.Add(1)
+				_, err := h.Set(ctx, "out/fired", fmt.Appendf(nil, "%d", i), abi.SetOptions{})
+				return err
+			}
+			return nil
+		}}
+	}}
+	ms := []*member{c.start(), c.start()}
+	waitFor(t, "the rule owned by one host", func() bool { return c.settled(1) })
+	old := ms[c.owners()["r00"][0]]
+	next := ms[1-old.i]
+	if _, err := c.user.Set(context.Background(), []byte("in/r00"), []byte("arm"), protocol.SetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the timer armed", func() bool { return old.host.Stats().Timers == 1 })
+	old.proxy.Cut()
+	waitFor(t, "the timer fired on the new owner", func() bool {
+		res, err := c.user.Get(context.Background(), []byte("out/fired"), protocol.CallOptions{})
+		return err == nil && string(res.Value) == strconv.Itoa(next.i)
+	})
+	if n := fired.Load(); n != 1 {
+		t.Fatalf("timer fired %d times, want once", n)
+	}
+}
+
+// A rule marked ownership: every-host runs on every host of the group;
+// the others are shared.
+func TestGroupEveryHostRule(t *testing.T) {
+	c := newCluster(t, 2, groupTestTTL)
+	c.rulesCfg = map[string]RuleConfig{"r01.gorule": {Ownership: OwnershipEveryHost}}
+	ms := []*member{c.start(), c.start()}
+	waitFor(t, "r00 owned by one host", func() bool { return len(c.owners()["r00"]) == 1 })
+	for _, m := range ms {
+		gs, _ := m.host.Group()
+		if slices.Contains(gs.Owned, "r01.gorule") || slices.Contains(gs.Standby, "r01.gorule") {
+			t.Fatalf("host %d shares the every-host rule: %+v", m.i, gs)
+		}
+		if s := m.host.Status(); !slices.ContainsFunc(s, func(r RuleStatus) bool { return filepath.Base(r.Path) == "r01.gorule" && r.State == StateRunning }) {
+			t.Fatalf("host %d does not run the every-host rule: %+v", m.i, s)
+		}
+	}
+	if _, err := c.user.Set(context.Background(), []byte("in/r01"), []byte("1"), protocol.SetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "both hosts handled the every-host rule's event", func() bool { return len(c.handledBy("r01", "1")) == 2 })
 }

@@ -45,6 +45,11 @@ type cluster struct {
 	beforeWrite func(host int, rule string)
 	// failed lists the errors of the handlers' writes, by host.
 	failed map[int][]error
+	// custom, when it has a rule's name, gives that rule's Go rule on
+	// host i instead of the handler below (set before start).
+	custom map[string]func(i int) goRule
+	// rulesCfg is every host's Config.Rules (set before start).
+	rulesCfg map[string]RuleConfig
 }
 
 // member is one host of a cluster.
@@ -55,7 +60,8 @@ type member struct {
 	host   *Host
 }
 
-// newCluster starts a broker and writes n rule files; no host yet.
+// newCluster starts a broker and writes n rule files; no host yet. Options
+// (e.g. Config.Rules) apply to every host.
 func newCluster(t *testing.T, n int, ttl time.Duration) *cluster {
 	t.Helper()
 	b := brokertest.Start(t)
@@ -84,11 +90,15 @@ func (c *cluster) start() *member {
 	m.client = newClient(c.t, m.proxy.Addr())
 	rt := &goRuntime{}
 	for _, name := range c.rules {
+		if f := c.custom[name]; f != nil {
+			rt.register(name, f(m.i))
+			continue
+		}
 		rt.register(name, goRule{init: watchInit("in/" + name), handle: c.handler(m.i, name)})
 	}
 	// A long call timeout: a store stalled for a second on a loaded machine
 	// must not fail a handler (a failed handler's event is not retried).
-	h, err := New(Config{Client: m.client, Runtimes: []abi.Runtime{rt}, Group: &c.group, Defaults: RuleConfig{Timeout: 20 * time.Second},
+	h, err := New(Config{Client: m.client, Runtimes: []abi.Runtime{rt}, Group: &c.group, Defaults: RuleConfig{Timeout: 20 * time.Second}, Rules: c.rulesCfg,
 		Logger: slog.New(slog.NewTextHandler(io.MultiWriter(testutil.LogWriter(c.t)), &slog.HandlerOptions{Level: slog.LevelInfo})).With("host", m.i)})
 	if err != nil {
 		c.t.Fatal(err)
