@@ -343,13 +343,7 @@ func (g *group) close(ctx context.Context) {
 	for _, r := range owned {
 		g.handOver(ctx, r)
 	}
-	g.mu.Lock()
-	waiting := make([]string, 0, len(g.waiting))
-	for k := range g.waiting {
-		waiting = append(waiting, k)
-	}
-	g.mu.Unlock()
-	for _, k := range waiting {
+	for _, k := range lockedKeys(&g.mu, g.waiting) {
 		g.unwait(ctx, k)
 	}
 	g.svc.reg.unwatch(ctx, g, g.key("roster"))

@@ -40,11 +40,8 @@ func groupHelperHost() {
 	}
 	ctx := context.Background()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	c, err := protocol.New(ctx, protocol.Config{Servers: []string{os.Getenv(groupHelperEnv)}, ClientID: "group-helper", Logger: quiet, Timeout: time.Minute})
+	c, err := helperClient(ctx, os.Getenv(groupHelperEnv), "group-helper", time.Minute, quiet)
 	if err != nil {
-		fail(err)
-	}
-	if err := c.AwaitConnection(ctx); err != nil {
 		fail(err)
 	}
 	ttl, err := time.ParseDuration(os.Getenv(groupHelperTTL))

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -121,15 +122,20 @@ func (g *group) resync(ctx context.Context, rule string, p *progress) {
 // flush writes the progress of every owned rule that handled events since
 // its last write.
 func (g *group) flush(ctx context.Context) {
-	g.mu.Lock()
-	rules := make([]string, 0, len(g.progress))
-	for r := range g.progress {
-		rules = append(rules, r)
-	}
-	g.mu.Unlock()
-	for _, r := range rules {
+	for _, r := range lockedKeys(&g.mu, g.progress) {
 		g.flushRule(ctx, r)
 	}
+}
+
+// lockedKeys returns the keys of m, read under mu.
+func lockedKeys[V any](mu *sync.Mutex, m map[string]V) []string {
+	mu.Lock()
+	defer mu.Unlock()
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
 }
 
 // flushRule writes the rule's progress if it changed, fenced with its
