@@ -254,7 +254,10 @@ func (g *group) take(ctx context.Context, rule string) {
 	g.owned[rule] = true
 	g.progress[rule] = p
 	g.mu.Unlock()
-	if err := g.h.loadOwned(ctx, path); err != nil {
+	// Not cut short by the loop's end: a load stopped halfway (between its
+	// start and its install) would leave the rule's worker running; Close
+	// ends a load in progress through the host's own closing.
+	if err := g.h.loadOwned(context.WithoutCancel(ctx), path); err != nil {
 		g.svc.log.Error("group: rule not loaded; it stays owned here, as it would fail elsewhere too", "group", g.name, "rule", rule, "err", err)
 		return
 	}
