@@ -115,7 +115,8 @@ func (c *hostCollector) Collect(ch chan<- prometheus.Metric) {
 	for i, name := range ruleLabels(rules) {
 		ruleStats.emit(ch, rules[i], name, rules[i].Kind)
 	}
-	hostStats.emit(ch, hostSnapshot{rules: len(rules), st: c.h.Stats()})
+	st := c.h.Stats()
+	hostStats.emit(ch, hostSnapshot{rules: len(rules) - st.Standby, st: st}) // standby rules run elsewhere
 }
 
 // ruleLabels names each rule by its file name, as the logs and the handler

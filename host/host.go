@@ -131,6 +131,9 @@ func New(opts Config) (*Host, error) {
 		if err := opts.Group.validate(); err != nil {
 			return nil, err
 		}
+		if opts.DryRun != nil {
+			return nil, errors.New("host: a dry run cannot be in a group: it writes nothing, so it cannot hold leases")
+		}
 	}
 	h := &Host{
 		services: services{
