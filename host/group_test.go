@@ -201,3 +201,36 @@ func TestGroupEveryHostRule(t *testing.T) {
 	}
 	waitFor(t, "both hosts handled the every-host rule's event", func() bool { return len(c.handledBy("r01", "1")) == 2 })
 }
+
+// Two shared rules write one key: each write carries its own rule's lease
+// token, and one of the two leases was renewed later, so the store finds
+// the other's token lower than the key's. The host then renews that lease
+// (it still owns the rule) and the write goes through with the new token.
+func TestGroupRulesShareAnOutputKey(t *testing.T) {
+	c := newCluster(t, 2, groupTestTTL)
+	shared := func(i int) goRule {
+		return goRule{init: watchInit("in/r00", "in/r01"), handle: func(ctx context.Context, h abi.Host, ev abi.Event) error {
+			if ev.Op != abi.OpSet || !strings.HasSuffix(ev.Key, string(rune('0'+i))) {
+				return nil
+			}
+			_, err := h.Set(ctx, "out/shared", ev.Value, abi.SetOptions{})
+			return err
+		}}
+	}
+	c.custom = map[string]func(int) goRule{
+		"r00": func(int) goRule { return shared(0) },
+		"r01": func(int) goRule { return shared(1) },
+	}
+	c.start()
+	waitFor(t, "both rules owned", func() bool { return c.settled(2) })
+	for i, v := range []string{"a", "b", "c", "d"} {
+		in := fmt.Sprintf("in/r0%d", i%2)
+		if _, err := c.user.Set(context.Background(), []byte(in), []byte(v), protocol.SetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "out/shared = "+v, func() bool {
+			res, err := c.user.Get(context.Background(), []byte("out/shared"), protocol.CallOptions{})
+			return err == nil && string(res.Value) == v
+		})
+	}
+}
