@@ -8,7 +8,9 @@
 // (Config.DryRun) stages the rules' writes in memory and reports them
 // instead of sending them. A canary reload (RuleConfig.Canary) runs a new
 // version in shadow, its writes staged likewise, and swaps it in only when
-// it wrote what the live version wrote.
+// it wrote what the live version wrote. In a group (Config.Group) several
+// hosts share the rules, each rule running on one live host at a time
+// under a fenced ownership lease (group.go).
 //
 // # Files
 //
