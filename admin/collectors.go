@@ -94,6 +94,10 @@ var hostStats = stats[hostSnapshot]{
 		func(h hostSnapshot) float64 { return float64(h.st.Resyncs) }),
 	newStat("ssrun_host_watched_keys", "Keys registered for notifications with the store.", gauge, nil,
 		func(h hostSnapshot) float64 { return float64(h.st.WatchedKeys) }),
+	newStat("ssrun_host_rules_owned", "In a group: shared rules this host owns and runs.", gauge, nil,
+		func(h hostSnapshot) float64 { return float64(h.st.Owned) }),
+	newStat("ssrun_host_rules_standby", "In a group: shared rules another host runs.", gauge, nil,
+		func(h hostSnapshot) float64 { return float64(h.st.Standby) }),
 	newStat("ssrun_host_stuck_calls", "Runtime calls abandoned as stuck and still running.", gauge, nil,
 		func(h hostSnapshot) float64 { return float64(h.st.Stuck) }),
 }
@@ -111,7 +115,8 @@ func (c *hostCollector) Collect(ch chan<- prometheus.Metric) {
 	for i, name := range ruleLabels(rules) {
 		ruleStats.emit(ch, rules[i], name, rules[i].Kind)
 	}
-	hostStats.emit(ch, hostSnapshot{rules: len(rules), st: c.h.Stats()})
+	st := c.h.Stats()
+	hostStats.emit(ch, hostSnapshot{rules: len(rules) - st.Standby, st: st}) // standby rules run elsewhere
 }
 
 // ruleLabels names each rule by its file name, as the logs and the handler

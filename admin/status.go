@@ -54,6 +54,11 @@ type HostDoc struct {
 	WatchedKeys   int    `json:"watched_keys"`
 	Stuck         int    `json:"stuck"`
 	Timers        int    `json:"timers"`
+	// Owned and Standby count, for a host in a group (ssrun run --group),
+	// the shared rules it runs and those another host runs (their state is
+	// "standby: ...").
+	Owned   int `json:"owned,omitempty"`
+	Standby int `json:"standby,omitempty"`
 }
 
 // NewStatusDoc builds the status document of src.
@@ -77,7 +82,7 @@ func NewStatusDoc(src StatusSource) StatusDoc {
 	}
 	st := src.Stats()
 	doc.Host = HostDoc{Notifications: st.Notifications, LoopsDamped: st.LoopsDamped, Resyncs: st.Resyncs,
-		WatchedKeys: st.WatchedKeys, Stuck: st.Stuck, Timers: st.Timers}
+		WatchedKeys: st.WatchedKeys, Stuck: st.Stuck, Timers: st.Timers, Owned: st.Owned, Standby: st.Standby}
 	return doc
 }
 

@@ -74,6 +74,11 @@ type RuleConfig struct {
 	// canary.go): the new version runs in shadow until it is proven or
 	// refused. Off (the zero value) a reload swaps at once.
 	Canary Canary
+	// Ownership, in a group of hosts (Config.Group), is "" (the default:
+	// the rule runs on one host of the group at a time) or
+	// OwnershipEveryHost (it runs on every host, unfenced by the group).
+	// In ssrun.yaml: ownership: every-host.
+	Ownership string
 }
 
 // Defaults for zero RuleConfig fields.
@@ -95,6 +100,9 @@ func (c RuleConfig) Validate() error {
 	}
 	if err := c.Canary.validate(); err != nil {
 		return err
+	}
+	if c.Ownership != "" && c.Ownership != OwnershipEveryHost {
+		return fmt.Errorf("ownership: %q is not a choice: leave it out (one host of the group) or say %q", c.Ownership, OwnershipEveryHost)
 	}
 	for name, list := range map[string][]string{"read": c.Read, "write": c.Write, "watch": c.Watch, "lock": c.Lock} {
 		for _, p := range list {
@@ -178,6 +186,9 @@ func (c RuleConfig) merge(o RuleConfig) RuleConfig {
 	}
 	if !o.Canary.zero() {
 		c.Canary = o.Canary
+	}
+	if o.Ownership != "" {
+		c.Ownership = o.Ownership
 	}
 	return c
 }
@@ -306,3 +317,7 @@ func (c Canary) validate() error {
 	}
 	return nil
 }
+
+// OwnershipEveryHost in RuleConfig.Ownership runs the rule on every host of
+// a group instead of one.
+const OwnershipEveryHost = "every-host"

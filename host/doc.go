@@ -8,7 +8,9 @@
 // (Config.DryRun) stages the rules' writes in memory and reports them
 // instead of sending them. A canary reload (RuleConfig.Canary) runs a new
 // version in shadow, its writes staged likewise, and swaps it in only when
-// it wrote what the live version wrote.
+// it wrote what the live version wrote. In a group (Config.Group) several
+// hosts share the rules, each rule running on one live host at a time
+// under a fenced ownership lease (group.go).
 //
 // # Files
 //
@@ -16,9 +18,10 @@
 // field or method declared there); none reaches up. TestFileLayers keeps it
 // so.
 //
-//	reload.go check.go liveconfig.go
+//	reload.go check.go liveconfig.go grouphost.go
 //	                       WatchDir, on Load and Remove; Checker (ssrun check);
-//	                       SetRuleConfig, rule settings applied to loaded rules
+//	                       SetRuleConfig, rule settings applied to loaded rules;
+//	                       the host's side of a group
 //	host.go                Host: loads, event routing, resync, Close
 //	loadstatus.go          the files that failed to load, for Status
 //	record.go              a version's abi.Host wrapped to report its calls
@@ -26,9 +29,15 @@
 //	binding.go             the abi.Host one version of a rule calls
 //	canary.go              a new version in shadow next to the live one,
 //	                       compared write by write, swapped in or refused
+//	group.go               a group of hosts sharing the rules: its loop,
+//	                       membership, takeover and hand-over
+//	groupstate.go          the group's state, and what an owned rule handled:
+//	                       recorded for, and resynced by, the next owner
 //	rule.go                a rule: its state, under a lock only this file takes;
 //	                       its worker's loop, its writes (one bracket: fence,
 //	                       damper, echo), reloads, stop
+//	groupfence.go          a group's ownership leases, fencing owned rules'
+//	                       writes
 //	worker.go locks.go echo.go logbudget.go ruletimers.go
 //	                       a rule's goroutine and call state; its leases; its
 //	                       own writes awaiting their echo; its log budget;
@@ -43,7 +52,9 @@
 //	                       runtime calls that may not return; the keys and
 //	                       encodings of timers in the store; the bound on
 //	                       handler calls running at once
-//	mailbox.go clock.go config.go errors.go rulefile.go
+//	mailbox.go clock.go config.go errors.go rulefile.go groupassign.go groupseen.go
+//	                       ...; which member owns which rule; what an owned
+//	                       rule handled
 //	observer.go recorder.go
 //	                       the metrics observer; the trace recorder
 //	timers.go chain.go     the timer scheduler: one heap, one goroutine; the

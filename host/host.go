@@ -65,6 +65,9 @@ type Config struct {
 	// event whose rule would exceed it waits in the rule's mailbox, and
 	// its call's deadline starts when it gets its place.
 	MaxConcurrentCalls int
+	// Group, when set, makes the host a member of a group of hosts that
+	// share the rules, each rule running on one of them (see group.go).
+	Group *GroupConfig
 
 	// now is the monotonic clock that times leases (locks.go); time.Now
 	// when nil. Tests inject one.
@@ -114,6 +117,12 @@ type Host struct {
 
 	events, damped, resyncs atomic.Uint64
 	lastDampLog             atomic.Int64
+
+	// group is the host's part in a group (nil: none); groupStop ends its
+	// loop, which closes groupDone.
+	group     *group
+	groupStop context.CancelFunc
+	groupDone chan struct{}
 }
 
 // New validates opts and starts the host's event dispatcher.
@@ -126,6 +135,14 @@ func New(opts Config) (*Host, error) {
 	}
 	if err := validateRuleConfigs(opts.Defaults, opts.Rules); err != nil {
 		return nil, err
+	}
+	if opts.Group != nil {
+		if err := opts.Group.validate(); err != nil {
+			return nil, err
+		}
+		if opts.DryRun != nil {
+			return nil, errors.New("host: a dry run cannot be in a group: it writes nothing, so it cannot hold leases")
+		}
 	}
 	h := &Host{
 		services: services{
@@ -178,6 +195,13 @@ func New(opts Config) (*Host, error) {
 	go h.dispatch()
 	go h.resyncLoop()
 	go func() { defer h.wg.Done(); h.timers.run(h.ctx) }()
+	if opts.Group != nil { // its loop ends before the rules stop (Close)
+		h.group = newGroup(&h.services, h, *opts.Group)
+		h.services.group = h.group.ownership
+		gctx, stop := context.WithCancel(h.ctx)
+		h.groupStop, h.groupDone = stop, make(chan struct{})
+		go func() { defer close(h.groupDone); h.group.run(gctx) }()
+	}
 	return h, nil
 }
 
@@ -314,11 +338,19 @@ func (h *Host) IsRule(path string) bool {
 // unchanged file is not reloaded. Compiling and starting are bounded (see
 // Config.LoadTimeout), and a running version stuck in a call is replaced
 // once the call is overdue (see RuleConfig.Grace).
-func (h *Host) Load(ctx context.Context, path string) (err error) {
+func (h *Host) Load(ctx context.Context, path string) error {
 	if err := h.lockLoads(ctx); err != nil {
 		return fmt.Errorf("load %s: %w", path, err)
 	}
 	defer h.unlockLoads()
+	if h.group != nil && h.group.standby(path) {
+		return nil // another host of the group runs it
+	}
+	return h.loadLocked(ctx, path)
+}
+
+// loadLocked is Load, the loads lock held.
+func (h *Host) loadLocked(ctx context.Context, path string) (err error) {
 	var (
 		kind string
 		hash [32]byte
@@ -478,11 +510,17 @@ func (h *Host) Remove(ctx context.Context, path string) error {
 	delete(h.slots, path)
 	h.mu.Unlock()
 	h.outcomes.forget(path)
+	shared := h.group != nil && h.group.forget(path)
 	if r == nil {
+		if shared {
+			return nil // a standby rule: another host runs it
+		}
 		return fmt.Errorf("remove %s: not loaded", path)
 	}
 	err := h.stopRule(ctx, r, "remove")
-	r.timers.drop(ctx)
+	if !shared { // a shared rule's timers move to the host that takes it over
+		r.timers.drop(ctx)
+	}
 	return err
 }
 
@@ -524,6 +562,9 @@ func (h *Host) LoadDir(ctx context.Context, dir string) error {
 func (h *Host) Status() []RuleStatus {
 	rs := h.loaded()
 	out := h.outcomes.list()
+	if h.group != nil {
+		out = append(out, h.group.standbyStatus()...)
+	}
 	for _, r := range rs {
 		out = append(out, r.status())
 	}
@@ -549,6 +590,9 @@ type Stats struct {
 	// no version runs (a failed reload keeps the previous version running,
 	// and is not counted).
 	LoadFailed int
+	// Owned and Standby count, in a group (Config.Group), the shared rules
+	// this host runs and those another host runs.
+	Owned, Standby int
 }
 
 // Stats returns host-wide counters.
@@ -557,6 +601,11 @@ func (h *Host) Stats() Stats {
 		WatchedKeys: h.reg.watchedKeys(), Stuck: h.calls.stuck(), LoadFailed: h.outcomes.count()}
 	for _, r := range h.loaded() {
 		s.Timers += r.timers.count()
+	}
+	if h.group != nil {
+		gs := h.group.status()
+		s.Owned, s.Standby = len(gs.Owned), len(gs.Standby)
+		s.Resyncs += h.group.resyncs.Load()
 	}
 	return s
 }
@@ -572,6 +621,10 @@ func (h *Host) Close(ctx context.Context) error {
 		return nil
 	}
 	h.startClosing()
+	if h.group != nil { // no more rules taken over or handed over
+		h.groupStop()
+		<-h.groupDone
+	}
 	var errs []error
 	select {
 	case h.loads <- struct{}{}: // loads in progress end within their grace
@@ -601,6 +654,9 @@ func (h *Host) Close(ctx context.Context) error {
 		})
 	}
 	wg.Wait()
+	if h.group != nil {
+		h.group.close(ctx)
+	}
 	h.cancel()
 	h.wg.Wait()
 	if left := h.calls.wait(ctx); len(left) > 0 {

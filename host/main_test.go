@@ -14,5 +14,9 @@ func TestMain(m *testing.M) {
 		timerHelperHost()
 		return
 	}
+	if os.Getenv(groupHelperEnv) != "" { // the group helper host (groupproc_test.go)
+		groupHelperHost()
+		return
+	}
 	testutil.Main(m, closeGuests, e2eDir.Remove)
 }

@@ -64,6 +64,9 @@ type rule struct {
 	// ended by the worker; canaryRefused once such a version was refused.
 	shadow        shadowVersion
 	canaryRefused bool
+	// progress records the watched keys' versions handled, for the next
+	// owner of a rule shared by a group (nil: not shared; see group.go).
+	progress *progress
 
 	handled, failed, dropped, echoes, abandons atomic.Uint64
 	lastDropLog                                atomic.Int64
@@ -104,6 +107,9 @@ func newRule(s *services, path, kind string, cfg RuleConfig) *rule {
 	}
 	r.timers = newRuleTimers(s, name, r.mailbox)
 	r.ctx, r.cancel = context.WithCancel(s.ctx)
+	if s.group != nil {
+		r.progress = s.group.progressFor(name)
+	}
 	return r
 }
 
@@ -329,6 +335,9 @@ func (r *rule) call(w *worker, d delivery) bool {
 	if r.svc.obs != nil {
 		r.svc.obs.ObserveHandle(r.name, time.Since(start), err != nil)
 	}
+	if r.progress != nil {
+		r.progress.note(d.ev)
+	}
 	if err == nil {
 		r.handled.Add(1)
 		r.consecutive = 0
@@ -377,6 +386,9 @@ func (r *rule) write(verb, key, fence string, ttl time.Duration, value []byte, s
 		sh.wroteLive(strings.ToUpper(verb), key, value)
 	}
 	token, err := r.locks.fenceToken(verb, key, fence)
+	if err == nil && fence == "" && r.svc.group != nil { // a rule owned in a group: its lease fences
+		token, err = r.svc.group.fence(r.name, verb, key)
+	}
 	if err != nil {
 		return err
 	}
@@ -391,6 +403,11 @@ func (r *rule) write(verb, key, fence string, ttl time.Duration, value []byte, s
 	end := r.svc.lin.begin(key, op, from, r.name, ttl)
 	defer func() { end(version) }() // on every path, a panic in send too
 	version, deleted, err = send(token)
+	if err != nil && fence == "" && r.svc.group != nil {
+		if tok, ok := r.svc.group.refenced(r.ctx, r.name, err); ok {
+			version, deleted, err = send(tok) // see refenced: still the owner
+		}
+	}
 	if err != nil {
 		version, deleted = "", false
 	}

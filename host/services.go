@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/protocol"
+	"github.com/ssrun/ssrun/protocol/hlc"
 )
 
 // services are the parts of the host that its rules use: the rules and
@@ -25,4 +26,18 @@ type services struct {
 	dry     *overlay         // a dry run's staged writes (nil: writes go to the store)
 	kv      keyStore         // where timers are kept: the client, or memory in a dry run
 	gate    callGate         // bounds the handler calls running at once
+	group   groupFence       // the host's group (nil: none): fences owned rules' writes
+}
+
+// groupFence is what the rules of a host in a group use of it (its
+// ownership, groupfence.go).
+type groupFence interface {
+	// fence returns the token a write of the rule carries: its ownership
+	// lease's (zero for a rule the group does not share), or LOCK_LOST.
+	fence(rule, verb, key string) (hlc.HLC, error)
+	// refenced renews the rule's lease after the store refused its write
+	// with err, and returns the new token if the write may be retried.
+	refenced(ctx context.Context, rule string, err error) (hlc.HLC, bool)
+	// progressFor returns where an owned rule records what it handled.
+	progressFor(rule string) *progress
 }

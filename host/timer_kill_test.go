@@ -39,11 +39,8 @@ func timerHelperHost() {
 	}
 	ctx := context.Background()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	c, err := protocol.New(ctx, protocol.Config{Servers: []string{os.Getenv(timerHelperEnv)}, ClientID: "timer-helper", Logger: quiet})
+	c, err := helperClient(ctx, os.Getenv(timerHelperEnv), "timer-helper", 0, quiet)
 	if err != nil {
-		fail(err)
-	}
-	if err := c.AwaitConnection(ctx); err != nil {
 		fail(err)
 	}
 	delay, err := strconv.Atoi(os.Getenv(timerHelperDelay))
@@ -162,4 +159,18 @@ func TestTimerSurvivesSIGKILL(t *testing.T) {
 			}
 		})
 	}
+}
+
+// helperClient connects a helper host process's client to the broker at
+// addr (timeout 0: the client's default).
+func helperClient(ctx context.Context, addr, id string, timeout time.Duration, log *slog.Logger) (*protocol.Client, error) {
+	c, err := protocol.New(ctx, protocol.Config{Servers: []string{addr}, ClientID: id, Logger: log, Timeout: timeout})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.AwaitConnection(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
 }

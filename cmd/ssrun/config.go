@@ -43,6 +43,7 @@ import (
 //	      duration: 30s     # and goes live only if it writes what the live one does
 //	      tolerance: 0.01   # numbers equal within this
 //	      ignore: [stats/*] # keys not compared
+//	    ownership: every-host  # with run --group: run on every host, not one
 type fileConfig struct {
 	Broker   connSettings              `yaml:"broker"`
 	Defaults ruleSettings              `yaml:"defaults"`
@@ -75,6 +76,8 @@ type ruleSettings struct {
 	Watch    *[]string       `yaml:"watch"`
 	Lock     *[]string       `yaml:"lock"`
 	Canary   *canarySettings `yaml:"canary"`
+	// Ownership is host.RuleConfig.Ownership: "every-host" or absent.
+	Ownership string `yaml:"ownership"`
 }
 
 // canarySettings is host.Canary as written in YAML.
@@ -113,6 +116,7 @@ func (s ruleSettings) toHost() host.RuleConfig {
 		Watch:         list(s.Watch),
 		Lock:          list(s.Lock),
 		Canary:        canary,
+		Ownership:     s.Ownership,
 	}
 }
 

@@ -143,9 +143,10 @@ type app struct {
 	logLevel       string
 	logFormat      string
 	log            *slog.Logger
-	pluginDir      string // --plugin-dir of dev and run; "" for the temporary directory
-	dryRun         bool   // --dry-run of dev and run
-	recordPath     string // --record of dev and run: the trace file
+	pluginDir      string     // --plugin-dir of dev and run; "" for the temporary directory
+	dryRun         bool       // --dry-run of dev and run
+	group          groupFlags // --group and --group-ttl of dev and run
+	recordPath     string     // --record of dev and run: the trace file
 	// lookupEnv reads the environment (os.LookupEnv; tests replace it).
 	lookupEnv func(string) (string, bool)
 	fromEnv   map[string]string // flags set from SSRUN_* variables, by name

@@ -128,6 +128,10 @@ func (a *app) serveRules(ctx context.Context, client *protocol.Client, dir strin
 		opts.Defaults = cfg.Defaults.toHost()
 		opts.Rules = cfg.hostRules()
 	}
+	if opts.Group, err = a.group.config(a.dryRun); err != nil {
+		a.closeRuntimesNow(rts)
+		return err
+	}
 	h, err := host.New(opts)
 	if err != nil {
 		a.closeRuntimesNow(rts)
@@ -298,6 +302,7 @@ func (a *app) rulesCmd(use, short, configHelp string, serve func(ctx context.Con
 	pluginDirFlag(cmd, &a.pluginDir)
 	dryRunFlag(cmd, &a.dryRun)
 	recordFlag(cmd, &a.recordPath)
+	a.group.register(cmd)
 	return cmd
 }
 

@@ -77,5 +77,8 @@ func printStatus(w io.Writer, doc admin.StatusDoc) error {
 	h := doc.Host
 	_, err := fmt.Fprintf(w, "\nhost: %d notifications, %d watched keys, %d loops damped, %d resyncs, %d stuck calls, %d timers\n",
 		h.Notifications, h.WatchedKeys, h.LoopsDamped, h.Resyncs, h.Stuck, h.Timers)
+	if err == nil && h.Owned+h.Standby > 0 {
+		_, err = fmt.Fprintf(w, "group: %d rule(s) owned here, %d on standby (run by another host)\n", h.Owned, h.Standby)
+	}
 	return err
 }

@@ -1,12 +1,13 @@
 // Package testnet holds network helpers for tests: a TCP proxy whose
-// connections a test can cut and heal, to play a network partition.
+// connections a test can cut and heal, to play a network partition, or
+// delay, to play a slow network or a held-up request.
 package testnet
 
 import (
-	"io"
 	"net"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Proxy forwards TCP connections from a loopback address to a target. Cut
@@ -19,6 +20,11 @@ type Proxy struct {
 	mu    sync.Mutex
 	down  bool
 	conns map[net.Conn]struct{}
+	// delay holds every byte for this long after it was read, in both
+	// directions; changed is closed (and replaced) when it changes, so
+	// bytes held under the old delay are sent by the new one.
+	delay   time.Duration
+	changed chan struct{}
 }
 
 // NewProxy starts a proxy to target on a random loopback port. It is closed,
@@ -29,7 +35,7 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}, changed: make(chan struct{})}
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(func() {
@@ -70,16 +76,80 @@ func (p *Proxy) accept() {
 	}
 }
 
-// pipe copies src to dst until either side ends, then closes both.
+// pipe copies src to dst, each chunk held for the delay, until either
+// side ends, then closes both.
 func (p *Proxy) pipe(dst, src net.Conn) {
 	defer p.wg.Done()
-	_, _ = io.Copy(dst, src)
+	type chunk struct {
+		b    []byte
+		read time.Time
+	}
+	q := make(chan chunk, 256)
+	sent := make(chan struct{})
+	go func() { // the writer: order kept, each chunk sent once its delay is over
+		defer close(sent)
+		failed := false
+		for c := range q {
+			if failed {
+				continue // drain: the reader stops at the closed connection
+			}
+			p.hold(c.read)
+			if _, err := dst.Write(c.b); err != nil {
+				failed = true
+				_ = src.Close()
+			}
+		}
+	}()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			q <- chunk{append([]byte(nil), buf[:n]...), time.Now()}
+		}
+		if err != nil {
+			break
+		}
+	}
+	close(q)
+	<-sent
 	_ = dst.Close()
 	_ = src.Close()
 	p.mu.Lock()
 	delete(p.conns, dst)
 	delete(p.conns, src)
 	p.mu.Unlock()
+}
+
+// hold waits until the delay after read is over (the delay in force, which
+// may change meanwhile), or the proxy is cut.
+func (p *Proxy) hold(read time.Time) {
+	for {
+		p.mu.Lock()
+		wait, changed, down := time.Until(read.Add(p.delay)), p.changed, p.down
+		p.mu.Unlock()
+		if wait <= 0 || down {
+			return
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-changed:
+		}
+		t.Stop()
+	}
+}
+
+// Delay holds every byte read from now on, in both directions, for d
+// before it is forwarded (bytes keep their order); Delay(0) ends it and
+// forwards at once what is held. A long delay holds a connection's
+// requests until the test releases them, as a network that delivers them
+// late.
+func (p *Proxy) Delay(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delay = d
+	close(p.changed)
+	p.changed = make(chan struct{})
 }
 
 // Cut closes every forwarded connection and refuses new ones until Heal.
@@ -90,6 +160,8 @@ func (p *Proxy) Cut() {
 	for c := range p.conns {
 		_ = c.Close()
 	}
+	close(p.changed) // held bytes are dropped
+	p.changed = make(chan struct{})
 }
 
 // Heal lets new connections through again.

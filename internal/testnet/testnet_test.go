@@ -98,3 +98,34 @@ func TestProxyCutAndHeal(t *testing.T) {
 		t.Fatalf("after heal: %v", err)
 	}
 }
+
+// Bytes sent while the proxy delays are held (here for an hour: a read
+// meanwhile finds nothing) and forwarded in order once the delay ends.
+func TestProxyDelayHoldsAndReleases(t *testing.T) {
+	p := NewProxy(t, echoServer(t))
+	c, err := roundTrip(t, p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(c)
+	p.Delay(time.Hour)
+	if _, err := c.Write([]byte("held\n")); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if line, err := r.ReadString('\n'); err == nil {
+		t.Fatalf("read %q while the proxy holds it for an hour", line)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	p.Delay(0)
+	if _, err := c.Write([]byte("after\n")); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"held\n", "after\n"} {
+		line, err := r.ReadString('\n')
+		notTimeout(t, err)
+		if err != nil || line != want {
+			t.Fatalf("read %q, %v; want %q", line, err, want)
+		}
+	}
+}

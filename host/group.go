@@ -1,0 +1,354 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/protocol"
+)
+
+// Group mode: several hosts run the same rule files, and each rule runs on
+// one of them at a time.
+//
+// Membership lives in documented keys under ReservedPrefix (the store has no
+// key listing):
+//
+//	$ssrun/group/NAME/member/ID  a lease (SET NEX PX ttl, renewed every
+//	                             ttl/3) held by the member whose client id
+//	                             is ID: present while it lives
+//	$ssrun/group/NAME/roster     the ids of the members, one a line, written
+//	                             under the roster lock and fenced with it;
+//	                             every member watches it
+//	$ssrun/group/NAME/roster.lock  the roster's lock (a lease)
+//	$ssrun/group/NAME/rule/H     the ownership lease of the rule whose file
+//	                             name hashes to H (ruleHash)
+//	$ssrun/group/NAME/seen/H     the versions of the watched keys the rule's
+//	                             owner handled last, for the next owner
+//
+// The live members are those of the roster whose member key is present.
+// Each host assigns the rules to them (assign: rendezvous hashing with
+// bounded loads), takes the ownership lease of each rule assigned to it
+// (the lease code locks use: same timing argument, same renewal), loads
+// those rules, and hands over the others: stops the rule, records what it
+// handled, releases the lease. Every write of an owned rule that names no
+// fence of its own carries the ownership lease's token, so a former owner
+// that was paused or cut off cannot write once the next owner has: the
+// store refuses it, and the host learns that it lost the rule.
+//
+// A new owner re-reads the rule's watched keys and delivers, as resync
+// events, those whose version differs from the one the previous owner
+// recorded as handled. The record is written every ttl/3 and at a hand-over,
+// so a crash re-delivers at most the events of the last ttl/3
+// (at-least-once); values superseded while no host owned the rule are not
+// delivered (the latest value of each key is: state, not a log). Timers are
+// kept in the store per rule file (timerstore.go): a rule loads them where it
+// starts, so they move with it. Locks are not moved: the next owner's
+// rule takes them again once the former holder's lease lapses.
+
+func (g *group) memberKey(id string) string { return g.key("member/" + id) }
+
+// run is the group's loop: a step at start, every renewal interval, when the
+// roster or a waited-for lease changes, and when a lease is lost.
+func (g *group) run(ctx context.Context) {
+	t := time.NewTicker(g.ttl / 3)
+	defer t.Stop()
+	for {
+		g.step(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-g.wake:
+		case <-g.ls.lostSignal:
+		}
+	}
+}
+
+// step brings this host's part in line with the store: its membership, the
+// live members, then the rules it should own.
+func (g *group) step(ctx context.Context) {
+	for _, name := range g.ls.takeLost() {
+		if rule, ok := g.ruleOfLease(name); ok {
+			g.drop(ctx, rule, "its ownership lease was lost")
+		}
+	}
+	if err := g.join(ctx); err != nil {
+		if ctx.Err() == nil {
+			g.svc.log.Warn("group: cannot join; this host runs none of the group's rules until it can", "group", g.name, "err", err)
+		}
+		return
+	}
+	live, err := g.live(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			g.svc.log.Warn("group: cannot read the members", "group", g.name, "err", err)
+		}
+		return
+	}
+	g.mu.Lock()
+	g.members = live
+	rules := make([]string, 0, len(g.paths))
+	for r := range g.paths {
+		rules = append(rules, r)
+	}
+	var gone []string
+	for r := range g.owned {
+		if _, ok := g.paths[r]; !ok {
+			gone = append(gone, r)
+		}
+	}
+	g.mu.Unlock()
+	for _, r := range gone { // removed from this host's folder
+		g.handOver(ctx, r)
+	}
+	owner := assign(rules, live)
+	sort.Strings(rules)
+	for _, r := range rules { // hand over first: the next owner waits for it
+		if owner[r] != g.id && g.isOwned(r) {
+			g.handOver(ctx, r)
+		}
+	}
+	for _, r := range rules {
+		if ctx.Err() != nil {
+			return
+		}
+		if owner[r] == g.id && !g.isOwned(r) {
+			g.take(ctx, r)
+		} else if owner[r] != g.id {
+			g.unwait(ctx, g.leaseKey(r))
+		}
+	}
+	g.flush(ctx)
+}
+
+// ruleOfLease returns the rule whose ownership lease is name.
+func (g *group) ruleOfLease(name string) (string, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for r := range g.owned {
+		if g.leaseKey(r) == name {
+			return r, true
+		}
+	}
+	return "", false
+}
+
+// join holds this host's member lease and keeps its id in the roster.
+func (g *group) join(ctx context.Context) error {
+	mk := g.memberKey(g.id)
+	if l := g.ls.get(mk); l == nil || l.isLost() {
+		if _, err := g.ls.lock(ctx, mk, g.ttl, 0); err != nil {
+			return fmt.Errorf("member lease %s: %w", mk, err)
+		}
+		if err := g.svc.reg.watch(ctx, g, g.key("roster")); err != nil {
+			return fmt.Errorf("watch roster: %w", err)
+		}
+	}
+	roster, err := g.roster(ctx)
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(roster, g.id) {
+		return g.editRoster(ctx, func(ids []string) []string { return append(ids, g.id) })
+	}
+	return nil
+}
+
+// roster reads the roster's ids.
+func (g *group) roster(ctx context.Context) ([]string, error) {
+	res, err := g.svc.client.Get(ctx, []byte(g.key("roster")), protocol.CallOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("read roster: %w", err)
+	}
+	return strings.Fields(string(res.Value)), nil
+}
+
+// editRoster changes the roster under its lock, the write fenced with the
+// lock's token.
+func (g *group) editRoster(ctx context.Context, edit func([]string) []string) error {
+	lk := g.key("roster.lock")
+	if _, err := g.ls.lock(ctx, lk, g.ttl, g.ttl); err != nil {
+		return fmt.Errorf("roster lock: %w", err)
+	}
+	defer func() { _ = g.ls.unlock(context.WithoutCancel(ctx), lk) }()
+	ids, err := g.roster(ctx)
+	if err != nil {
+		return err
+	}
+	ids = edit(ids)
+	sort.Strings(ids)
+	ids = slices.Compact(ids)
+	tok, err := g.ls.fenceToken("set", g.key("roster"), lk)
+	if err != nil {
+		return err
+	}
+	if _, err := g.svc.client.Set(ctx, []byte(g.key("roster")), []byte(strings.Join(ids, "\n")), protocol.SetOptions{FencingToken: tok}); err != nil {
+		return fmt.Errorf("write roster: %w", err)
+	}
+	return nil
+}
+
+// live returns the roster's members whose member key is present, sorted;
+// those whose key is gone are taken off the roster.
+func (g *group) live(ctx context.Context) ([]string, error) {
+	ids, err := g.roster(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var live, dead []string
+	for _, id := range ids {
+		if id == g.id {
+			live = append(live, id)
+			continue
+		}
+		res, err := g.svc.client.Get(ctx, []byte(g.memberKey(id)), protocol.CallOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("read member %s: %w", id, err)
+		}
+		if res.Found {
+			live = append(live, id)
+		} else {
+			dead = append(dead, id)
+		}
+	}
+	if len(dead) > 0 {
+		err := g.editRoster(ctx, func(ids []string) []string {
+			return slices.DeleteFunc(ids, func(id string) bool { return slices.Contains(dead, id) })
+		})
+		if err != nil {
+			g.svc.log.Warn("group: cannot take dead members off the roster", "group", g.name, "members", dead, "err", err)
+		}
+		g.svc.log.Info("group: members gone", "group", g.name, "members", dead)
+	}
+	sort.Strings(live)
+	return live, nil
+}
+
+// take tries to take the rule over: its ownership lease, then the rule
+// itself (loaded, its watched keys resynced). A lease another host still
+// holds is watched, so its release or expiry wakes the loop.
+func (g *group) take(ctx context.Context, rule string) {
+	lk := g.leaseKey(rule)
+	if _, err := g.ls.lock(ctx, lk, g.ttl, 0); err != nil {
+		if abi.StatusOf(err) == abi.StatusBusy {
+			g.await(ctx, lk)
+			return
+		}
+		g.svc.log.Warn("group: cannot take the rule's ownership lease", "group", g.name, "rule", rule, "err", err)
+		return
+	}
+	g.unwait(ctx, lk)
+	p, err := g.readSeen(ctx, rule)
+	if err != nil {
+		g.svc.log.Warn("group: cannot read what the rule's last owner handled; taking it over later", "group", g.name, "rule", rule, "err", err)
+		_ = g.ls.unlock(ctx, lk)
+		return
+	}
+	g.mu.Lock()
+	path := g.paths[rule]
+	g.owned[rule] = true
+	g.progress[rule] = p
+	g.mu.Unlock()
+	// Not cut short by the loop's end: a load stopped halfway (between its
+	// start and its install) would leave the rule's worker running; Close
+	// ends a load in progress through the host's own closing.
+	if err := g.h.loadOwned(context.WithoutCancel(ctx), path); err != nil {
+		g.svc.log.Error("group: rule not loaded; it stays owned here, as it would fail elsewhere too", "group", g.name, "rule", rule, "err", err)
+		return
+	}
+	g.takeovers.Add(1)
+	g.svc.log.Info("group: rule taken over", "group", g.name, "rule", rule)
+	g.resync(ctx, rule, p)
+}
+
+// await watches the ownership lease key lk, held by another host.
+func (g *group) await(ctx context.Context, lk string) {
+	g.mu.Lock()
+	was := g.waiting[lk]
+	g.waiting[lk] = true
+	g.mu.Unlock()
+	if !was {
+		if err := g.svc.reg.watch(ctx, g, lk); err != nil {
+			g.mu.Lock()
+			delete(g.waiting, lk)
+			g.mu.Unlock()
+		}
+	}
+}
+
+// unwait stops watching lk, if it was awaited.
+func (g *group) unwait(ctx context.Context, lk string) {
+	g.mu.Lock()
+	was := g.waiting[lk]
+	delete(g.waiting, lk)
+	g.mu.Unlock()
+	if was {
+		g.svc.reg.unwatch(ctx, g, lk)
+	}
+}
+
+// handOver gives the rule up for another host: stops it, records what it
+// handled, releases its ownership lease.
+func (g *group) handOver(ctx context.Context, rule string) {
+	g.stopOwned(ctx, rule)
+	g.flushRule(ctx, rule)
+	g.mu.Lock()
+	delete(g.progress, rule)
+	g.mu.Unlock()
+	if err := g.ls.unlock(ctx, g.leaseKey(rule)); err != nil && abi.StatusOf(err) != abi.StatusNotFound {
+		g.svc.log.Warn("group: releasing the rule's ownership lease failed; it expires", "group", g.name, "rule", rule, "err", err)
+	}
+	g.handovers.Add(1)
+	g.svc.log.Info("group: rule handed over", "group", g.name, "rule", rule)
+}
+
+// drop stops a rule whose ownership was lost: nothing more is written for
+// it.
+func (g *group) drop(ctx context.Context, rule, why string) {
+	g.stopOwned(ctx, rule)
+	g.mu.Lock()
+	delete(g.progress, rule)
+	g.mu.Unlock()
+	g.lost.Add(1)
+	g.svc.log.Warn("group: rule lost; another host runs it", "group", g.name, "rule", rule, "reason", why)
+}
+
+// stopOwned marks the rule not owned and stops it, keeping its timers.
+func (g *group) stopOwned(ctx context.Context, rule string) {
+	g.mu.Lock()
+	path := g.paths[rule]
+	delete(g.owned, rule)
+	g.mu.Unlock()
+	if path == "" {
+		return // removed from the folder: Remove stopped it
+	}
+	if err := g.h.unload(ctx, path); err != nil {
+		g.svc.log.Warn("group: stopping the rule", "group", g.name, "rule", rule, "err", err)
+	}
+}
+
+// close hands every owned rule over and leaves the group: its member lease
+// is released so the others take over at once. The rules were stopped by
+// the host.
+func (g *group) close(ctx context.Context) {
+	g.mu.Lock()
+	var owned []string
+	for r := range g.owned {
+		owned = append(owned, r)
+	}
+	clear(g.paths) // stopped already
+	g.mu.Unlock()
+	for _, r := range owned {
+		g.handOver(ctx, r)
+	}
+	for _, k := range lockedKeys(&g.mu, g.waiting) {
+		g.unwait(ctx, k)
+	}
+	g.svc.reg.unwatch(ctx, g, g.key("roster"))
+	g.ls.releaseAll(ctx)
+}

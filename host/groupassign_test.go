@@ -1,0 +1,76 @@
+package host
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// assign gives every rule one owner among the members, none more than
+// ceil(R/N), the same whatever the order of its inputs; a member joining
+// moves at most a bounded number of rules above the ideal R/(N+1).
+func TestAssignBoundedAndStable(t *testing.T) {
+	for _, tc := range []struct{ rules, members int }{{30, 3}, {30, 4}, {1, 2}, {7, 7}, {1000, 20}, {5, 8}} {
+		var rules, members []string
+		for i := range tc.rules {
+			rules = append(rules, fmt.Sprintf("r%04d.lua", i))
+		}
+		for i := range tc.members {
+			members = append(members, fmt.Sprintf("host-%d", i))
+		}
+		got := assign(rules, members)
+		per := map[string]int{}
+		for _, r := range rules {
+			if got[r] == "" {
+				t.Fatalf("%d/%d: rule %s has no owner", tc.rules, tc.members, r)
+			}
+			per[got[r]]++
+		}
+		bound := ceilDiv(tc.rules, tc.members)
+		for m, n := range per {
+			if n > bound {
+				t.Fatalf("%d/%d: %s owns %d, bound %d", tc.rules, tc.members, m, n, bound)
+			}
+		}
+		rev := append([]string(nil), members...)
+		for i, j := 0, len(rev)-1; i < j; i, j = i+1, j-1 {
+			rev[i], rev[j] = rev[j], rev[i]
+		}
+		again := assign(rules, rev)
+		for _, r := range rules {
+			if again[r] != got[r] {
+				t.Fatalf("%d/%d: rule %s owned by %s or %s depending on the members' order", tc.rules, tc.members, r, got[r], again[r])
+			}
+		}
+		joined := assign(rules, append(members, "host-new"))
+		moved := 0
+		for _, r := range rules {
+			if joined[r] != got[r] {
+				moved++
+			}
+		}
+		if ideal := tc.rules / (tc.members + 1); moved > 2*ideal+2 {
+			t.Fatalf("%d/%d: a join moved %d rules, ideal %d", tc.rules, tc.members, moved, ideal)
+		}
+	}
+}
+
+// Bad group settings are refused with what is wrong.
+func TestGroupConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  GroupConfig
+		want string
+	}{
+		{GroupConfig{}, "a name is required"},
+		{GroupConfig{Name: "a/b"}, `group "a/b": names hold only`},
+		{GroupConfig{Name: "ok", TTL: time.Millisecond}, "below the 300ms minimum"},
+	} {
+		if err := tc.cfg.validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want %q", tc.cfg, err, tc.want)
+		}
+	}
+	if err := (GroupConfig{Name: "line-1_a.b"}).validate(); err != nil {
+		t.Fatal(err)
+	}
+}

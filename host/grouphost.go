@@ -1,0 +1,56 @@
+package host
+
+import (
+	"context"
+	"fmt"
+)
+
+// The host's side of a group (group.go): the groupHost its group calls.
+
+// shares reports whether the group shares the rule file at path.
+func (h *Host) shares(path string) bool {
+	return ruleConfigFor(h.defaults, h.rules, path).Ownership != OwnershipEveryHost
+}
+
+// loadOwned loads the rule file at path, which this host has just taken
+// over in its group.
+func (h *Host) loadOwned(ctx context.Context, path string) error {
+	if err := h.lockLoads(ctx); err != nil {
+		return fmt.Errorf("load %s: %w", path, err)
+	}
+	defer h.unlockLoads()
+	return h.loadLocked(ctx, path)
+}
+
+// unload stops the rule loaded from path, which this host no longer owns in
+// its group, keeping its timers in the store for the next owner.
+func (h *Host) unload(ctx context.Context, path string) error {
+	if err := h.lockLoads(ctx); err != nil {
+		return fmt.Errorf("stop %s: %w", path, err)
+	}
+	defer h.unlockLoads()
+	h.mu.Lock()
+	r := h.slots[path]
+	delete(h.slots, path)
+	h.mu.Unlock()
+	if r == nil {
+		return nil
+	}
+	return h.stopRule(ctx, r, "hand-over")
+}
+
+// ruleAt returns the rule loaded from path, or nil.
+func (h *Host) ruleAt(path string) *rule {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.slots[path]
+}
+
+// Group returns the host's view of its group, and false when it is in none
+// (Config.Group unset).
+func (h *Host) Group() (GroupStatus, bool) {
+	if h.group == nil {
+		return GroupStatus{}, false
+	}
+	return h.group.status(), true
+}

@@ -1,0 +1,290 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/broker/brokertest"
+	"github.com/ssrun/ssrun/internal/testnet"
+	"github.com/ssrun/ssrun/internal/testutil"
+	"github.com/ssrun/ssrun/protocol"
+)
+
+// cluster is a harness for groups: N hosts, each a goroutine with its own
+// client reaching one embedded broker through its own proxy (so a test can
+// cut, delay or heal one host's connection), all running the same rule files
+// from one folder. Rule rNN watches in/rNN and writes its value to out/rNN;
+// each handling is recorded with the host that did it.
+type cluster struct {
+	t     *testing.T
+	addr  string
+	user  *protocol.Client
+	dir   string
+	group GroupConfig
+	rules []string
+
+	mu      sync.Mutex
+	changed *sync.Cond
+	members []*member
+	// handled[rule][value] lists the hosts (indexes) whose rule wrote value
+	// to the rule's output key: more than one entry is an event handled
+	// twice.
+	handled map[string]map[string][]int
+	writes  int // values written to the rules' input keys
+	// beforeWrite, when set, is called by a handler before its write.
+	beforeWrite func(host int, rule string)
+	// failed lists the errors of the handlers' writes, by host.
+	failed map[int][]error
+	// custom, when it has a rule's name, gives that rule's Go rule on
+	// host i instead of the handler below (set before start).
+	custom map[string]func(i int) goRule
+	// rulesCfg is every host's Config.Rules (set before start).
+	rulesCfg map[string]RuleConfig
+}
+
+// member is one host of a cluster.
+type member struct {
+	i      int
+	proxy  *testnet.Proxy
+	client *protocol.Client
+	host   *Host
+}
+
+// newCluster starts a broker and writes n rule files; no host yet. Options
+// (e.g. Config.Rules) apply to every host.
+func newCluster(t *testing.T, n int, ttl time.Duration) *cluster {
+	t.Helper()
+	b := brokertest.Start(t)
+	c := &cluster{t: t, addr: b.Addr(), dir: t.TempDir(), group: GroupConfig{Name: "g", TTL: ttl},
+		handled: map[string]map[string][]int{}, failed: map[int][]error{}}
+	c.changed = sync.NewCond(&c.mu)
+	c.user = newClient(t, c.addr)
+	for i := range n {
+		name := fmt.Sprintf("r%02d", i)
+		c.rules = append(c.rules, name)
+		if err := os.WriteFile(filepath.Join(c.dir, name+".gorule"), []byte(name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+// start adds a host to the cluster and loads the rules folder.
+func (c *cluster) start() *member {
+	c.t.Helper()
+	c.mu.Lock()
+	m := &member{i: len(c.members)}
+	c.members = append(c.members, m)
+	c.mu.Unlock()
+	m.proxy = testnet.NewProxy(c.t, c.addr)
+	m.client = newClient(c.t, m.proxy.Addr())
+	rt := &goRuntime{}
+	for _, name := range c.rules {
+		if f := c.custom[name]; f != nil {
+			rt.register(name, f(m.i))
+			continue
+		}
+		rt.register(name, goRule{init: watchInit("in/" + name), handle: c.handler(m.i, name)})
+	}
+	// A long call timeout: a store stalled for a second on a loaded machine
+	// must not fail a handler (a failed handler's event is not retried).
+	h, err := New(Config{Client: m.client, Runtimes: []abi.Runtime{rt}, Group: &c.group, Defaults: RuleConfig{Timeout: 20 * time.Second}, Rules: c.rulesCfg,
+		Logger: slog.New(slog.NewTextHandler(io.MultiWriter(testutil.LogWriter(c.t)), &slog.HandlerOptions{Level: slog.LevelInfo})).With("host", m.i)})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	m.host = h
+	testutil.CloseAtEnd(c.t, fmt.Sprintf("host %d", m.i), h.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := h.LoadDir(ctx, c.dir); err != nil {
+		c.t.Fatal(err)
+	}
+	return m
+}
+
+// handler is rule name's handler on host i: it writes the value of in/NAME,
+// with "@i", to out/NAME and records the handling once the write is
+// accepted.
+func (c *cluster) handler(i int, name string) func(context.Context, abi.Host, abi.Event) error {
+	return func(ctx context.Context, h abi.Host, ev abi.Event) error {
+		if ev.Op != abi.OpSet {
+			return nil
+		}
+		c.mu.Lock()
+		before := c.beforeWrite
+		c.mu.Unlock()
+		if before != nil {
+			before(i, name)
+		}
+		if _, err := h.Set(ctx, "out/"+name, fmt.Appendf(nil, "%s@%d", ev.Value, i), abi.SetOptions{}); err != nil {
+			c.mu.Lock()
+			c.failed[i] = append(c.failed[i], err)
+			c.changed.Broadcast()
+			c.mu.Unlock()
+			return err
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.handled[name] == nil {
+			c.handled[name] = map[string][]int{}
+		}
+		c.handled[name][string(ev.Value)] = append(c.handled[name][string(ev.Value)], i)
+		c.changed.Broadcast()
+		return nil
+	}
+}
+
+// waitHandled waits until rule handled value, for at most bound, and
+// reports whether it did.
+func (c *cluster) waitHandled(rule, value string, bound time.Duration) bool {
+	stop := time.AfterFunc(bound, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.changed.Broadcast()
+	})
+	defer stop.Stop()
+	deadline := time.Now().Add(bound)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for len(c.handled[rule][value]) == 0 {
+		if !time.Now().Before(deadline) {
+			return false
+		}
+		c.changed.Wait()
+	}
+	return true
+}
+
+// owners returns, per rule, the hosts that say they own it (live ones
+// only: a cut host's view is stale until it learns it lost its rules).
+func (c *cluster) owners(skip ...*member) map[string][]int {
+	out := map[string][]int{}
+	c.mu.Lock()
+	ms := append([]*member(nil), c.members...)
+	c.mu.Unlock()
+	for _, m := range ms {
+		if containsMember(skip, m) {
+			continue
+		}
+		gs, _ := m.host.Group()
+		for _, r := range gs.Owned {
+			r = strings.TrimSuffix(r, ".gorule")
+			out[r] = append(out[r], m.i)
+		}
+	}
+	return out
+}
+
+func containsMember(ms []*member, m *member) bool {
+	for _, x := range ms {
+		if x == m {
+			return true
+		}
+	}
+	return false
+}
+
+// settled reports whether the hosts not skipped all see each other as the
+// live members, every rule is owned by exactly one of them, and none owns
+// more than max.
+func (c *cluster) settled(max int, skip ...*member) bool {
+	c.mu.Lock()
+	ms := append([]*member(nil), c.members...)
+	c.mu.Unlock()
+	for _, m := range ms {
+		if gs, _ := m.host.Group(); !containsMember(skip, m) && len(gs.Members) != len(ms)-len(skip) {
+			return false
+		}
+	}
+	own := c.owners(skip...)
+	per := map[int]int{}
+	for _, r := range c.rules {
+		if len(own[r]) != 1 {
+			return false
+		}
+		per[own[r][0]]++
+	}
+	for _, n := range per {
+		if n > max {
+			return false
+		}
+	}
+	return true
+}
+
+// drive writes in/RULE = 1..rounds for every rule, each write only once the
+// previous value was handled (so no write supersedes one not yet handled),
+// calling between(round) after each round. A value not handled within
+// bound fails the test.
+func (c *cluster) drive(rounds int, bound time.Duration, between func(round int)) {
+	c.t.Helper()
+	for round := 1; round <= rounds; round++ {
+		var wg sync.WaitGroup
+		errs := make(chan string, len(c.rules))
+		for _, r := range c.rules {
+			wg.Go(func() {
+				v := strconv.Itoa(round)
+				ctx, cancel := context.WithTimeout(context.Background(), bound)
+				defer cancel()
+				if _, err := c.user.Set(ctx, []byte("in/"+r), []byte(v), protocol.SetOptions{}); err != nil {
+					errs <- fmt.Sprintf("set in/%s: %v", r, err)
+					return
+				}
+				c.mu.Lock()
+				c.writes++
+				c.mu.Unlock()
+				if !c.waitHandled(r, v, bound) {
+					errs <- fmt.Sprintf("rule %s did not handle %s within %v", r, v, bound)
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for e := range errs {
+			c.t.Error(e)
+		}
+		if c.t.Failed() {
+			c.t.FailNow()
+		}
+		if between != nil {
+			between(round)
+		}
+	}
+}
+
+// duplicates counts the values handled more than once, and checks that
+// every value written was handled.
+func (c *cluster) duplicates(rounds int) int {
+	c.t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	dup := 0
+	for _, r := range c.rules {
+		for round := 1; round <= rounds; round++ {
+			n := len(c.handled[r][strconv.Itoa(round)])
+			if n == 0 {
+				c.t.Errorf("rule %s never handled %d", r, round)
+			}
+			dup += max(n-1, 0)
+		}
+	}
+	return dup
+}
+
+// handledBy returns the hosts whose rule handled value.
+func (c *cluster) handledBy(rule, value string) []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]int(nil), c.handled[rule][value]...)
+}

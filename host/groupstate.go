@@ -1,0 +1,321 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/protocol"
+)
+
+// GroupConfig makes a host one member of a group of hosts that share the
+// rules (see the comment above).
+type GroupConfig struct {
+	// Name names the group; hosts with the same name on one store share the
+	// rules. It may hold letters, digits, '-', '_' and '.'.
+	Name string
+	// TTL is the membership and ownership lease time (DefaultGroupTTL when
+	// zero): a dead host's rules run elsewhere within TTL plus one renewal
+	// interval (TTL/3). At least 300 ms.
+	TTL time.Duration
+}
+
+// DefaultGroupTTL is the group lease time when GroupConfig.TTL is zero.
+const DefaultGroupTTL = 10 * time.Second
+
+// StateStandby is the state (RuleStatus.State) of a rule another host of
+// the group runs.
+const StateStandby = "standby: another host of the group owns it"
+
+// groupHolderRule is the rule name of the group's own leases: their holder
+// is "<client id>:" + this.
+const groupHolderRule = "$group"
+
+func (c GroupConfig) validate() error {
+	if c.Name == "" {
+		return errors.New("group: a name is required")
+	}
+	for _, ch := range c.Name {
+		if !(ch == '-' || ch == '_' || ch == '.' || ch >= '0' && ch <= '9' || ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z') {
+			return fmt.Errorf("group %q: names hold only letters, digits, '-', '_' and '.'", c.Name)
+		}
+	}
+	if c.TTL != 0 && c.TTL < 300*time.Millisecond {
+		return fmt.Errorf("group %q: ttl %v is below the 300ms minimum", c.Name, c.TTL)
+	}
+	return nil
+}
+
+func (g *group) seenKey(rule string) string { return g.key("seen/" + ruleHash(rule)) }
+
+// readSeen reads what the rule's last owner recorded.
+func (g *group) readSeen(ctx context.Context, rule string) (*progress, error) {
+	res, err := g.svc.client.Get(ctx, []byte(g.seenKey(rule)), protocol.CallOptions{})
+	if err != nil {
+		return nil, err
+	}
+	p := &progress{seen: map[string]string{}, fresh: !res.Found}
+	if res.Found {
+		if err := json.Unmarshal(res.Value, &p.seen); err != nil {
+			return nil, fmt.Errorf("%s: %w", g.seenKey(rule), err)
+		}
+	}
+	return p, nil
+}
+
+// resync re-reads the keys the rule, just taken over, watches, and delivers
+// as resync events those that changed since its last owner handled them. On
+// the rule's first run in the group it records their current versions
+// instead.
+func (g *group) resync(ctx context.Context, rule string, p *progress) {
+	g.mu.Lock()
+	path := g.paths[rule]
+	g.mu.Unlock()
+	r := g.h.ruleAt(path)
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	keys := make([]string, 0, len(r.watches))
+	for k := range r.watches {
+		keys = append(keys, k)
+	}
+	r.mu.Unlock()
+	for _, key := range keys {
+		res, err := g.svc.client.Get(ctx, []byte(key), protocol.CallOptions{})
+		if err != nil {
+			g.svc.log.Warn("group: re-reading a watched key of a rule taken over failed", "rule", rule, "key", key, "err", err)
+			continue
+		}
+		cur := ""
+		if res.Found {
+			cur = res.Version.String()
+		}
+		p.mu.Lock()
+		prev, had := p.seen[key]
+		if p.fresh || (had && prev == cur) || (!had && !res.Found) {
+			if !had || prev != cur {
+				p.seen[key], p.dirty = cur, true
+			}
+			p.mu.Unlock()
+			continue
+		}
+		p.mu.Unlock()
+		ev := abi.Event{Key: key, Op: abi.OpDelete, Resync: true}
+		if res.Found {
+			ev.Op, ev.Value, ev.Version = abi.OpSet, res.Value, cur
+		}
+		g.resyncs.Add(1)
+		r.enqueue(delivery{ev: ev, lin: lineageEntry{origin: &Origin{Key: key, Op: string(ev.Op), Version: ev.Version}}})
+	}
+	g.flushRule(ctx, rule)
+}
+
+// flush writes the progress of every owned rule that handled events since
+// its last write.
+func (g *group) flush(ctx context.Context) {
+	for _, r := range lockedKeys(&g.mu, g.progress) {
+		g.flushRule(ctx, r)
+	}
+}
+
+// lockedKeys returns the keys of m, read under mu.
+func lockedKeys[V any](mu *sync.Mutex, m map[string]V) []string {
+	mu.Lock()
+	defer mu.Unlock()
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// flushRule writes the rule's progress if it changed, fenced with its
+// ownership lease.
+func (g *group) flushRule(ctx context.Context, rule string) {
+	g.mu.Lock()
+	p := g.progress[rule]
+	g.mu.Unlock()
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	if !p.dirty {
+		p.mu.Unlock()
+		return
+	}
+	b, err := json.Marshal(p.seen)
+	p.dirty = false
+	p.mu.Unlock()
+	if err != nil {
+		return
+	}
+	key := g.seenKey(rule)
+	tok, err := g.ls.fenceToken("set", key, g.leaseKey(rule))
+	if err == nil {
+		_, err = g.svc.client.Set(ctx, []byte(key), b, protocol.SetOptions{FencingToken: tok})
+	}
+	if err != nil {
+		p.mu.Lock()
+		p.dirty = true
+		p.mu.Unlock()
+		if ctx.Err() == nil {
+			g.svc.log.Warn("group: recording what the rule handled failed", "group", g.name, "rule", rule, "err", err)
+		}
+	}
+}
+
+// group is the host's part in a group: its loop, membership and hand-overs.
+// What the rules use of it (fence, progress) is its ownership.
+type group struct {
+	*ownership
+	svc  *services
+	h    groupHost
+	ttl  time.Duration
+	id   string // this host's member id: its client id
+	wake chan struct{}
+
+	// Under ownership.mu:
+	owned   map[string]bool // rules this host owns and runs
+	waiting map[string]bool // ownership lease keys watched while another host holds them
+	members []string        // live members at the last step
+
+	takeovers, handovers, lost, resyncs atomic.Uint64
+}
+
+// groupHost is what a group needs of its host (grouphost.go).
+type groupHost interface {
+	// shares reports whether the group shares the rule file at path (not
+	// every-host).
+	shares(path string) bool
+	// loadOwned loads a rule file just taken over; unload stops one handed
+	// over or lost, keeping its timers.
+	loadOwned(ctx context.Context, path string) error
+	unload(ctx context.Context, path string) error
+	// ruleAt returns the rule loaded from path, or nil.
+	ruleAt(path string) *rule
+}
+
+func newGroup(svc *services, h groupHost, cfg GroupConfig) *group {
+	ttl := cfg.TTL
+	if ttl == 0 {
+		ttl = DefaultGroupTTL
+	}
+	return &group{
+		ownership: &ownership{name: cfg.Name,
+			ls:       &leases{svc: svc, rule: groupHolderRule, lostSignal: make(chan struct{}, 1), m: map[string]*lease{}},
+			paths:    map[string]string{},
+			progress: map[string]*progress{}},
+		svc: svc, h: h, ttl: ttl, id: svc.client.ClientID(),
+		wake:  make(chan struct{}, 1),
+		owned: map[string]bool{}, waiting: map[string]bool{},
+	}
+}
+
+// signal wakes the group's loop (without blocking).
+func (g *group) signal() {
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+}
+
+// enqueue makes the group a watcher (registry.go) of its roster and of the
+// leases it waits for: any change wakes its loop.
+func (g *group) enqueue(delivery) { g.signal() }
+
+// manages reports whether the rule at path is shared by the group (not
+// every-host).
+func (g *group) manages(path string) bool { return g.h.shares(path) }
+
+// standby records the rule file at path, about to be loaded, and reports
+// whether this host must not run it: the group shares it and another host
+// owns it (or none yet). Called with the loads lock held.
+func (g *group) standby(path string) bool {
+	if !g.manages(path) {
+		return false
+	}
+	name := filepath.Base(path)
+	g.mu.Lock()
+	_, known := g.paths[name]
+	g.paths[name] = path
+	owned := g.owned[name]
+	g.mu.Unlock()
+	if !known {
+		g.signal()
+	}
+	return !owned
+}
+
+// forget drops the rule file at path, removed from this host, and reports
+// whether the group shared it (then its timers stay in the store for the
+// host that takes it over).
+func (g *group) forget(path string) bool {
+	name := filepath.Base(path)
+	g.mu.Lock()
+	_, known := g.paths[name]
+	delete(g.paths, name)
+	g.mu.Unlock()
+	if known {
+		g.signal()
+	}
+	return known
+}
+
+// isOwned reports whether this host owns the rule name.
+func (g *group) isOwned(name string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.owned[name]
+}
+
+// GroupStatus is a host's view of its group.
+type GroupStatus struct {
+	Name    string
+	Member  string   // this host's id
+	Members []string // the live members at the last step
+	Owned   []string // rules this host runs
+	Standby []string // rules another host runs
+	// Takeovers, Handovers and Lost count the rules taken over, handed over
+	// (to another host, on a rebalance or shutdown) and lost (the ownership
+	// lease lapsed or was taken: the host was paused or cut off).
+	Takeovers, Handovers, Lost uint64
+}
+
+func (g *group) status() GroupStatus {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := GroupStatus{Name: g.name, Member: g.id, Members: slices.Clone(g.members),
+		Takeovers: g.takeovers.Load(), Handovers: g.handovers.Load(), Lost: g.lost.Load()}
+	for r := range g.paths {
+		if g.owned[r] {
+			s.Owned = append(s.Owned, r)
+		} else {
+			s.Standby = append(s.Standby, r)
+		}
+	}
+	sort.Strings(s.Owned)
+	sort.Strings(s.Standby)
+	return s
+}
+
+// standbyStatus lists the rules another host runs, for Status.
+func (g *group) standbyStatus() []RuleStatus {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []RuleStatus
+	for r, p := range g.paths {
+		if !g.owned[r] {
+			out = append(out, RuleStatus{Path: p, State: StateStandby})
+		}
+	}
+	return out
+}
