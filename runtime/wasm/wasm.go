@@ -85,6 +85,11 @@ type Config struct {
 	// compilations, output of load checks, replaced instances. Default
 	// slog.Default().
 	Logger *slog.Logger
+	// Keep is how many module binaries no rule uses any more stay compiled
+	// in memory with their load-check verdict (the most recently released),
+	// so that one seen before loads again at once. Default DefaultKeep;
+	// negative: none.
+	Keep int
 }
 
 // ErrClosed is returned by calls on a closed Runtime or Script.
@@ -99,9 +104,11 @@ type Runtime struct {
 	cache wazero.CompilationCache
 
 	mu      sync.Mutex
-	engines map[uint32]*engine // by memory limit in pages
-	codes   map[[sha256.Size]byte]*code
-	guards  map[*guard]struct{} // of live scripts and load checks
+	engines map[uint32]*engine          // by memory limit in pages
+	codes   map[[sha256.Size]byte]*code // in use, and kept (idle)
+	idle    []*code                     // kept: no Program uses them; oldest first
+	keep    int                         // Config.Keep
+	guards  map[*guard]struct{}         // of live scripts and load checks
 
 	// closed is set by Close. active counts the operations running wazero
 	// (Compile, Start, Handle); the engines are closed once Close was
@@ -130,6 +137,10 @@ func New(opts Config) (*Runtime, error) {
 		engines: map[uint32]*engine{},
 		codes:   map[[sha256.Size]byte]*code{},
 		guards:  map[*guard]struct{}{},
+		keep:    max(opts.Keep, 0),
+	}
+	if opts.Keep == 0 {
+		r.keep = DefaultKeep
 	}
 	if r.log == nil {
 		r.log = slog.Default()
@@ -322,29 +333,23 @@ func (r *Runtime) acquire(src []byte) (*code, error) {
 		c = &code{hash: h, src: append([]byte(nil), src...), sem: make(chan struct{}, 1), mods: map[*engine]wazero.CompiledModule{}}
 		r.codes[h] = c
 	}
+	r.reuseLocked(c)
 	c.refs++
 	return c, nil
 }
 
-// release drops one program's use of c; the last closes its compiled
-// modules.
+// release drops one program's use of c; after the last, c is kept (see
+// keep.go), and the kept code it pushes out is closed.
 func (r *Runtime) release(c *code) {
 	r.mu.Lock()
 	c.refs--
-	last := c.refs == 0 && r.codes[c.hash] == c
-	if last {
-		delete(r.codes, c.hash)
+	var drop []*code
+	if c.refs == 0 && r.codes[c.hash] == c {
+		drop = r.idleLocked(c)
 	}
 	r.mu.Unlock()
-	if !last || r.enter() != nil {
-		return
-	}
-	defer r.leave()
-	_ = c.lock(context.Background())
-	defer c.unlock()
-	for e, cm := range c.mods {
-		_ = cm.Close(context.Background())
-		delete(c.mods, e)
+	for _, old := range drop {
+		r.closeCode(old)
 	}
 }
 
