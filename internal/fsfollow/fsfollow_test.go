@@ -71,6 +71,23 @@ func (f *follower) waitReported(t *testing.T, p string) {
 	testutil.WaitFor(t, filepath.Base(p)+" reported", func() bool { return f.times(p) > 0 })
 }
 
+// create creates p and writes parts to it, one write each, leaving it
+// open (it is closed when the test ends, if not before).
+func create(t *testing.T, p string, parts ...string) *os.File {
+	t.Helper()
+	fd, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fd.Close() })
+	for _, s := range parts {
+		if _, err := fd.WriteString(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return fd
+}
+
 func needEndOfWrite(t *testing.T, w *fsfollow.Watcher) {
 	if !w.EndOfWrite() {
 		t.Skip("this platform does not report the end of a write")
@@ -84,14 +101,7 @@ func TestFollowWaitsForTheClose(t *testing.T) {
 	f := follow(t, dir, fsfollow.Options{OpenQuiet: time.Hour})
 	needEndOfWrite(t, f.w)
 	half := filepath.Join(dir, "half")
-	fd, err := os.Create(half)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fd.Close()
-	if _, err := fd.WriteString("part one;"); err != nil {
-		t.Fatal(err)
-	}
+	fd := create(t, half, "part one;")
 	// Events come in order: once a file written after it is reported, the
 	// open file's events were seen.
 	other := filepath.Join(dir, "other")
@@ -120,23 +130,13 @@ func TestFollowWaitsForTheClose(t *testing.T) {
 }
 
 // Many writes through one descriptor are one change; a write through a
-// temporary file renamed into place reports the final name. A burst that
-// goes on past the quiet period is reported anyway.
+// temporary file renamed into place reports the final name.
 func TestFollowCoalescesWritesAndRename(t *testing.T) {
 	dir := t.TempDir()
 	f := follow(t, dir, fsfollow.Options{OpenQuiet: time.Hour})
 	needEndOfWrite(t, f.w)
 	many := filepath.Join(dir, "many")
-	fd, err := os.Create(many)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 100 {
-		if _, err := fd.WriteString("line\n"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := fd.Close(); err != nil {
+	if err := create(t, many, slices.Repeat([]string{"line\n"}, 100)...).Close(); err != nil {
 		t.Fatal(err)
 	}
 	final := filepath.Join(dir, "final")
@@ -160,14 +160,7 @@ func TestFollowFallsBackToQuiet(t *testing.T) {
 	dir := t.TempDir()
 	f := follow(t, dir, fsfollow.Options{OpenQuiet: time.Millisecond})
 	p := filepath.Join(dir, "open")
-	fd, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fd.Close()
-	if _, err := fd.WriteString("kept open"); err != nil {
-		t.Fatal(err)
-	}
+	create(t, p, "kept open")
 	f.waitReported(t, p)
 }
 
