@@ -3,6 +3,7 @@ package wasm
 import (
 	"context"
 	"errors"
+	"hash/maphash"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -403,4 +404,24 @@ func TestReleasedCodeIsKept(t *testing.T) {
 	if got := r.compiles.Load(); got != n+1 {
 		t.Fatalf("a module pushed out of the kept ones: %d -> %d compilations, want one", n, got)
 	}
+}
+
+// TestCompileHashCollision: code is found by a fast hash and its bytes
+// compared, so other bytes under the same hash get code of their own, with
+// their own verdict.
+func TestCompileHashCollision(t *testing.T) {
+	r := newRuntime(t)
+	good := handGuest(nil).bytes()
+	bad := minimal(wImport{"ssrun", "nope", nil, sig(i32)}).bytes()
+	p := compile(t, r, "good.wasm", good)
+	// Make good's code the one found for bad's hash.
+	r.mu.Lock()
+	for _, c := range r.codes {
+		r.codes[maphash.Bytes(r.seed, bad)] = c
+	}
+	r.mu.Unlock()
+	if _, err := r.Compile(context.Background(), "bad.wasm", bad); err == nil || !strings.Contains(err.Error(), "ssrun.nope") {
+		t.Fatalf("bad module under the hash of a good one: %v, want its own verdict", err)
+	}
+	runtime.KeepAlive(p)
 }

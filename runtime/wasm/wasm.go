@@ -56,10 +56,11 @@
 package wasm
 
 import (
+	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -104,11 +105,12 @@ type Runtime struct {
 	cache wazero.CompilationCache
 
 	mu      sync.Mutex
-	engines map[uint32]*engine          // by memory limit in pages
-	codes   map[[sha256.Size]byte]*code // in use, and kept (idle)
-	idle    []*code                     // kept: no Program uses them; oldest first
-	keep    int                         // Config.Keep
-	guards  map[*guard]struct{}         // of live scripts and load checks
+	engines map[uint32]*engine // by memory limit in pages
+	seed    maphash.Seed
+	codes   map[uint64]*code    // by content hash: in use, and kept (idle)
+	idle    []*code             // kept: no Program uses them; oldest first
+	keep    int                 // Config.Keep
+	guards  map[*guard]struct{} // of live scripts and load checks
 
 	// closed is set by Close. active counts the operations running wazero
 	// (Compile, Start, Handle); the engines are closed once Close was
@@ -135,7 +137,8 @@ func New(opts Config) (*Runtime, error) {
 	r := &Runtime{
 		log:     opts.Logger,
 		engines: map[uint32]*engine{},
-		codes:   map[[sha256.Size]byte]*code{},
+		seed:    maphash.MakeSeed(),
+		codes:   map[uint64]*code{},
 		guards:  map[*guard]struct{}{},
 		keep:    max(opts.Keep, 0),
 	}
@@ -295,7 +298,7 @@ func (r *Runtime) callerOf(mod api.Module) *caller {
 // the same content share it; the last one to be garbage collected closes
 // its compiled modules (abi.Program has no Close).
 type code struct {
-	hash [sha256.Size]byte
+	hash uint64 // maphash of src under Runtime.seed
 	src  []byte
 	refs int // live programs; guarded by Runtime.mu
 
@@ -321,17 +324,23 @@ func (c *code) lock(ctx context.Context) error {
 func (c *code) unlock() { <-c.sem }
 
 // acquire returns the code for src, counting one more program using it.
+// The content is found by a fast hash (maphash; a cryptographic one costs
+// 2 ms on a 2.8 MB Go guest) and compared in full: on a collision, src gets
+// a code of its own, shared by none and closed with its program.
 func (r *Runtime) acquire(src []byte) (*code, error) {
-	h := sha256.Sum256(src)
+	h := maphash.Bytes(r.seed, src)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed.Load() {
 		return nil, ErrClosed
 	}
 	c := r.codes[h]
-	if c == nil {
-		c = &code{hash: h, src: append([]byte(nil), src...), sem: make(chan struct{}, 1), mods: map[*engine]wazero.CompiledModule{}}
-		r.codes[h] = c
+	if c == nil || !bytes.Equal(c.src, src) {
+		fresh := &code{hash: h, src: append([]byte(nil), src...), sem: make(chan struct{}, 1), mods: map[*engine]wazero.CompiledModule{}}
+		if c == nil {
+			r.codes[h] = fresh
+		}
+		c = fresh
 	}
 	r.reuseLocked(c)
 	c.refs++
@@ -344,8 +353,12 @@ func (r *Runtime) release(c *code) {
 	r.mu.Lock()
 	c.refs--
 	var drop []*code
-	if c.refs == 0 && r.codes[c.hash] == c {
+	switch {
+	case c.refs > 0:
+	case r.codes[c.hash] == c:
 		drop = r.idleLocked(c)
+	default: // a collision's code of its own
+		drop = []*code{c}
 	}
 	r.mu.Unlock()
 	for _, old := range drop {
