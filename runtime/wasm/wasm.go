@@ -6,7 +6,10 @@
 // (Config.CacheDir), so a rule compiles once per wazero version and CPU.
 // Each distinct memory limit gets its own wazero Runtime (the page limit is a
 // Runtime setting); all of them share one compilation cache, and a module
-// is compiled into each Runtime at most once, never on every Start.
+// is compiled into each Runtime at most once, never on every Start. A
+// binary no rule uses any more stays compiled and checked for a while
+// (Config.Keep), so a version seen before (a rollback, a file saved back)
+// loads again without compiling or checking.
 //
 // Load checks. Compile rejects, with an *abi.CompileError, a module that is
 // not valid WebAssembly, imports a function that is not exactly an ABI v1
