@@ -23,6 +23,8 @@ var reloadFollow fsfollow.Options
 // A file is (re)loaded as soon as its write is over (see package fsfollow:
 // closed after writing, renamed into place, a symlink swapped), never while
 // it is still open for writing; changes that come together load together.
+// A file removed or renamed away stops its rule once it has not come back
+// for fsfollow.DefaultQuiet (an editor may write the new version next).
 //
 // A rule file may be a symlink: its target is watched too, and any change
 // in the folder re-reads every linked rule, so a rule follows its target

@@ -4,8 +4,12 @@
 //
 //   - A file written through an open descriptor counts once it is closed
 //     (Linux reports the close of a file opened for writing; see Watcher).
-//   - A rename into place, a removal, a symlink or folder created (the
-//     "..data" swap of a Kubernetes ConfigMap volume) count at once.
+//   - A rename into place, a symlink or folder created (the "..data" swap
+//     of a Kubernetes ConfigMap volume) count at once.
+//   - A file removed or renamed away counts once Options.Quiet passed
+//     without it coming back: an editor that renames the old file to a
+//     backup and writes the new one (vim) changes the file, it does not
+//     remove it and add another.
 //   - Changes that arrive together (an editor's write and rename, many
 //     files copied at once) are reported together, once each: a report
 //     waits for a short gathering window (Options.Gather) without another
@@ -66,7 +70,8 @@ type op uint8
 
 const (
 	opWritten op = iota // content written through an open file: whole once closed
-	opWhole             // closed after writing, renamed in or away, removed, a link or folder made
+	opWhole             // closed after writing, renamed in, a link or folder made
+	opGone              // removed or renamed away: whole unless it comes back within Quiet
 	opAttr              // metadata changed: whole unless the file is being written
 )
 
@@ -85,11 +90,13 @@ func Follow(ctx context.Context, w *Watcher, o Options) {
 	if !w.closeEvents {
 		wait = o.Quiet
 	}
-	gather, quiet := stoppedTimer(), stoppedTimer()
+	gather, quiet, away := stoppedTimer(), stoppedTimer(), stoppedTimer()
 	defer gather.Stop()
 	defer quiet.Stop()
+	defer away.Stop()
 	open := map[string]bool{}  // written, not closed
 	whole := map[string]bool{} // whole, not reported yet
+	gone := map[string]bool{}  // removed or renamed away, not back yet
 	var since time.Time        // of the oldest change in whole
 	report := func() {
 		paths := make([]string, 0, len(whole))
@@ -107,6 +114,7 @@ func Follow(ctx context.Context, w *Watcher, o Options) {
 			if !ok {
 				return
 			}
+			delete(gone, ev.path) // any other event: it is back
 			switch {
 			case ev.op == opWritten || !w.closeEvents:
 				open[ev.path] = true
@@ -114,6 +122,11 @@ func Follow(ctx context.Context, w *Watcher, o Options) {
 				quiet.Reset(wait)
 			case ev.op == opAttr && open[ev.path]:
 				quiet.Reset(wait)
+			case ev.op == opGone:
+				delete(open, ev.path)
+				delete(whole, ev.path)
+				gone[ev.path] = true
+				away.Reset(o.Quiet)
 			default:
 				delete(open, ev.path)
 				if len(whole) == 0 {
@@ -135,6 +148,13 @@ func Follow(ctx context.Context, w *Watcher, o Options) {
 			if len(whole) > 0 {
 				report()
 			}
+		case <-away.C:
+			for p := range gone {
+				whole[p] = true
+			}
+			clear(gone)
+			gather.Stop()
+			report()
 		case <-quiet.C:
 			// No close came: the writer keeps its file open, or the
 			// platform does not say.

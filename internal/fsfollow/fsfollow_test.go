@@ -190,3 +190,48 @@ func TestFollowEndsWithTheWatcher(t *testing.T) {
 		t.Fatal("Add on a closed watcher did not fail")
 	}
 }
+
+// A file renamed away and written anew under its name (vim's save: the old
+// file becomes the backup) is one change of the file, not a removal and a
+// new file: a path gone waits up to Quiet for its return.
+func TestFollowWaitsForARemovedFileToReturn(t *testing.T) {
+	dir := t.TempDir()
+	f := follow(t, dir, fsfollow.Options{Quiet: time.Hour, OpenQuiet: time.Hour})
+	needEndOfWrite(t, f.w)
+	p := filepath.Join(dir, "rule")
+	if err := os.WriteFile(p, []byte("v1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.waitReported(t, p)
+	if err := os.Rename(p, p+"~"); err != nil {
+		t.Fatal(err)
+	}
+	// However long the editor takes to write the new file: once a file
+	// written after the rename is reported, the rename was seen.
+	marker := filepath.Join(dir, "marker")
+	if err := os.WriteFile(marker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.waitReported(t, marker)
+	if n := f.times(p); n != 1 {
+		t.Fatalf("the file renamed away was reported before it came back (%d reports)", n)
+	}
+	if err := os.WriteFile(p, []byte("v2"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the new file reported", func() bool { return f.times(p) == 2 })
+}
+
+// A removed file is reported once Quiet has passed without its return.
+func TestFollowReportsARemoval(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "gone")
+	if err := os.WriteFile(p, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := follow(t, dir, fsfollow.Options{Quiet: time.Millisecond})
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	f.waitReported(t, p)
+}

@@ -156,6 +156,8 @@ func opOf(m uint32, p string) op {
 		return opWhole
 	case m&unix.IN_ATTRIB != 0:
 		return opAttr
+	case m&(unix.IN_DELETE|unix.IN_MOVED_FROM|unix.IN_DELETE_SELF) != 0:
+		return opGone
 	default:
 		return opWhole
 	}
