@@ -95,3 +95,35 @@ func TestWatchDirLoadsABurstOnce(t *testing.T) {
 		}
 	}
 }
+
+// vim's save renames the old file to a backup and writes the new one: the
+// rule is reloaded, not stopped and started again, however long the editor
+// takes between the two.
+func TestWatchDirReloadsThroughRenameAway(t *testing.T) {
+	reloadFollow.Quiet = time.Hour
+	t.Cleanup(func() { reloadFollow.Quiet = 0 })
+	e := newEnv(t)
+	e.registerOut("w1", "w2")
+	e.watchDir()
+	p := filepath.Join(e.dir, "w.gorule")
+	if err := os.WriteFile(p, []byte("w1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.waitOut("w1")
+	if err := os.Rename(p, p+"~"); err != nil {
+		t.Fatal(err)
+	}
+	// Events come in order: once a rule written after the rename runs, the
+	// rename was seen.
+	if err := os.WriteFile(filepath.Join(e.dir, "marker.gorule"), []byte("w2"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "marker.gorule loaded", func() bool { ok, _ := e.loads("marker.gorule"); return ok > 0 })
+	if err := os.WriteFile(p, []byte("w2"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the new w.gorule loaded", func() bool { ok, _ := e.loads("w.gorule"); return ok == 2 })
+	if stops := e.logLines("rule stopped", "rule=w.gorule"); len(stops) != 0 {
+		t.Fatalf("the rule was stopped while its file was being saved:\n%s", stops)
+	}
+}
