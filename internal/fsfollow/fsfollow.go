@@ -98,7 +98,15 @@ func Follow(ctx context.Context, w *Watcher, o Options) {
 	whole := map[string]bool{} // whole, not reported yet
 	gone := map[string]bool{}  // removed or renamed away, not back yet
 	var since time.Time        // of the oldest change in whole
-	report := func() {
+	// report reports the whole paths and those of also (emptied), if any.
+	report := func(also map[string]bool) {
+		for p := range also {
+			whole[p] = true
+		}
+		clear(also)
+		if len(whole) == 0 {
+			return
+		}
 		paths := make([]string, 0, len(whole))
 		for p := range whole {
 			paths = append(paths, p)
@@ -145,25 +153,15 @@ func Follow(ctx context.Context, w *Watcher, o Options) {
 			}
 			o.OnError(err)
 		case <-gather.C:
-			if len(whole) > 0 {
-				report()
-			}
-		case <-away.C:
-			for p := range gone {
-				whole[p] = true
-			}
-			clear(gone)
+			report(nil)
+		case <-away.C: // not back
 			gather.Stop()
-			report()
+			report(gone)
 		case <-quiet.C:
 			// No close came: the writer keeps its file open, or the
 			// platform does not say.
-			for p := range open {
-				whole[p] = true
-			}
-			clear(open)
 			gather.Stop()
-			report()
+			report(open)
 		}
 	}
 }
