@@ -5,9 +5,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"time"
-
-	"github.com/fsnotify/fsnotify"
 
 	"github.com/ssrun/ssrun/internal/fsfollow"
 )
@@ -16,16 +13,11 @@ import (
 // connections: checks made from then on use the new ACL (acl.go says what
 // that means for subscriptions and registrations made before).
 
-// aclSettle is how long the ACL file's folder must be quiet before the file
-// is read again: editors write in several steps, and a Kubernetes ConfigMap
-// update swaps a `..data` symlink in the folder.
-const aclSettle = 100 * time.Millisecond
-
 // aclWatch follows one ACL file.
 type aclWatch struct {
 	a    *authz
 	file string
-	w    *fsnotify.Watcher
+	w    *fsfollow.Watcher
 	last []byte // content of the ACL in force
 	bad  string // last reload error logged, not to repeat it
 }
@@ -34,7 +26,7 @@ type aclWatch struct {
 // if elsewhere); loaded is the content of the ACL in force. Run it with
 // run.
 func (a *authz) watchACL(file string, loaded []byte) (*aclWatch, error) {
-	w, err := fsnotify.NewWatcher()
+	w, err := fsfollow.New()
 	if err != nil {
 		return nil, fmt.Errorf("watch ACL file: %w", err)
 	}
@@ -51,13 +43,15 @@ func (a *authz) watchACL(file string, loaded []byte) (*aclWatch, error) {
 	return &aclWatch{a: a, file: file, w: w, last: loaded}, nil
 }
 
-// run reloads the file after each burst of changes in its folder until ctx
-// ends, then closes the watcher.
+// run reloads the file after each change in its folders, once the change
+// is whole (an editor's write and rename, a ConfigMap's `..data` swap; see
+// package fsfollow), until ctx ends, then closes the watcher.
 func (aw *aclWatch) run(ctx context.Context) {
 	defer aw.w.Close()
-	fsfollow.Settle(ctx, aw.w, aclSettle, nil,
-		func(err error) { aw.a.log.Warn("watching the ACL file", "file", aw.file, "err", err) },
-		aw.reload)
+	fsfollow.Follow(ctx, aw.w, fsfollow.Options{
+		OnChange: func([]string) { aw.reload() },
+		OnError:  func(err error) { aw.a.log.Warn("watching the ACL file", "file", aw.file, "err", err) },
+	})
 }
 
 // reload reads the file and, if it changed and is valid, puts it in force.

@@ -5,16 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
-
-	"github.com/fsnotify/fsnotify"
 
 	"github.com/ssrun/ssrun/internal/fsfollow"
 )
 
-// settle is how long a file must be quiet before it is (re)loaded: editors
-// and `cp` write a file in several steps, and each step is an fsnotify event.
-const settle = 50 * time.Millisecond
+// reloadFollow tunes how WatchDir waits for a write to end (zero: the
+// fsfollow defaults); tests lengthen the wait for a file kept open.
+var reloadFollow fsfollow.Options
 
 // WatchDir loads every rule in dir, then keeps the running rules in step with
 // the folder, and with the rule files named in extra (e.g. plugins outside
@@ -23,12 +20,18 @@ const settle = 50 * time.Millisecond
 // stays), a removed file's rule is stopped. ready, when non-nil, is closed
 // once the initial load is done and the files are being watched.
 //
+// A file is (re)loaded as soon as its write is over (see package fsfollow:
+// closed after writing, renamed into place, a symlink swapped), never while
+// it is still open for writing; changes that come together load together.
+// A file removed or renamed away stops its rule once it has not come back
+// for fsfollow.DefaultQuiet (an editor may write the new version next).
+//
 // A rule file may be a symlink: its target is watched too, and any change
 // in the folder re-reads every linked rule, so a rule follows its target
 // being edited or replaced, and the atomic "..data" swap of a Kubernetes
 // ConfigMap or Secret volume (whose files are links through "..data").
 func (h *Host) WatchDir(ctx context.Context, dir string, ready chan<- struct{}, extra ...string) error {
-	w, err := fsnotify.NewWatcher()
+	w, err := fsfollow.New()
 	if err != nil {
 		return fmt.Errorf("watch rules folder: %w", err)
 	}
@@ -63,31 +66,32 @@ func (h *Host) WatchDir(ctx context.Context, dir string, ready chan<- struct{}, 
 		close(ready)
 	}
 	pending := map[string]bool{}
-	fsfollow.Settle(ctx, w, settle,
-		func(ev fsnotify.Event) {
-			p := filepath.Clean(ev.Name)
+	o := reloadFollow
+	o.OnError = func(err error) { h.log.Warn("watching rules folder", "dir", dir, "err", err) }
+	o.OnChange = func(paths []string) {
+		for _, p := range paths {
+			p = filepath.Clean(p)
 			for _, rule := range links[p] { // the target of a linked rule
 				pending[rule] = true
 			}
 			if filepath.Dir(p) == dir || named[p] {
 				pending[p] = true
 			}
-			// Any change in the folder may be a "..data" swap, and any in a
-			// target's folder a change of the target: re-read linked rules.
-		},
-		func(err error) { h.log.Warn("watching rules folder", "dir", dir, "err", err) },
-		func() {
-			for _, rules := range links {
-				for _, p := range rules {
-					pending[p] = true
-				}
+		}
+		// Any change in the folder may be a "..data" swap, and any in a
+		// target's folder a change of the target: re-read linked rules.
+		for _, rules := range links {
+			for _, p := range rules {
+				pending[p] = true
 			}
-			for p := range pending {
-				h.reconcile(ctx, p)
-			}
-			clear(pending)
-			links = h.followLinks(w, dir, named)
-		})
+		}
+		for p := range pending {
+			h.reconcile(ctx, p)
+		}
+		clear(pending)
+		links = h.followLinks(w, dir, named)
+	}
+	fsfollow.Follow(ctx, w, o)
 	return nil
 }
 
@@ -121,7 +125,7 @@ func (h *Host) reconcile(ctx context.Context, p string) {
 // followLinks finds the rule files in dir, and those named, that are
 // symlinks, and watches the folders of their targets. It returns the rules
 // by resolved target.
-func (h *Host) followLinks(w *fsnotify.Watcher, dir string, named map[string]bool) map[string][]string {
+func (h *Host) followLinks(w *fsfollow.Watcher, dir string, named map[string]bool) map[string][]string {
 	paths := make([]string, 0, len(named))
 	for p := range named {
 		paths = append(paths, p)

@@ -6,17 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"time"
-
-	"github.com/fsnotify/fsnotify"
 
 	"github.com/ssrun/ssrun/host"
 	"github.com/ssrun/ssrun/internal/fsfollow"
 )
-
-// configSettle is how long the config's folder must be quiet before the
-// file is read again (editors and kubelet write in several steps).
-const configSettle = 50 * time.Millisecond
 
 // configFollower keeps a host's rule settings in step with ssrun.yaml: any
 // change in the file's folder (an edit, a rename over it, the "..data"
@@ -33,7 +26,7 @@ type configFollower struct {
 	path  string // ssrun.yaml
 	last  []byte // content of the applied file; nil: none
 	cfg   *fileConfig
-	watch *fsnotify.Watcher
+	watch *fsfollow.Watcher
 }
 
 // followConfig starts following the config at cfg.path (DIR/ssrun.yaml
@@ -45,7 +38,7 @@ func (a *app) followConfig(ctx context.Context, h *host.Host, dir string, cfg *f
 		f.path, f.last = cfg.path, cfg.raw
 	}
 	f.warnUnmatched()
-	w, err := fsnotify.NewWatcher()
+	w, err := fsfollow.New()
 	if err == nil {
 		err = w.Add(filepath.Dir(f.path))
 	}
@@ -68,14 +61,16 @@ func (a *app) followConfig(ctx context.Context, h *host.Host, dir string, cfg *f
 	}
 }
 
-// run re-reads the file once its folders have been quiet for configSettle.
+// run re-reads the file after each change in its folders, once the change
+// is whole (see package fsfollow).
 func (f *configFollower) run(ctx context.Context) {
-	fsfollow.Settle(ctx, f.watch, configSettle, nil,
-		func(err error) { f.a.log.Warn("watching ssrun.yaml", "config", f.path, "err", err) },
-		func() {
+	fsfollow.Follow(ctx, f.watch, fsfollow.Options{
+		OnChange: func([]string) {
 			f.reread(ctx)
 			f.followTarget()
-		})
+		},
+		OnError: func(err error) { f.a.log.Warn("watching ssrun.yaml", "config", f.path, "err", err) },
+	})
 }
 
 // followTarget watches the folder of the file the config links to, if it

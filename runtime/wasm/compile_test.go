@@ -3,6 +3,7 @@ package wasm
 import (
 	"context"
 	"errors"
+	"hash/maphash"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -275,9 +276,13 @@ func TestStartDoesNotCompile(t *testing.T) {
 }
 
 // TestProgramRelease: compiled code is released once no Program (and so no
-// Script) uses it.
+// Script) uses it, at once when none is kept (Config.Keep < 0).
 func TestProgramRelease(t *testing.T) {
-	r := newRuntime(t)
+	r, err := New(Config{CacheDir: cacheDir(t), Logger: quietLogger(), Keep: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
 	src := handGuest(nil).bytes()
 	p := compile(t, r, "a.wasm", src)
 	s, err := p.Start(context.Background(), abitest.New(), abi.Limits{}) // not start(): its Cleanup would keep s
@@ -359,4 +364,64 @@ func TestNewDefaults(t *testing.T) {
 	if _, err := New(Config{CacheDir: file}); err == nil || !strings.Contains(err.Error(), file) {
 		t.Fatalf("New with a file as CacheDir: %v", err)
 	}
+}
+
+// TestReleasedCodeIsKept: a module binary no Program uses any more stays
+// compiled and checked, up to Config.Keep of them (the most recently
+// released), so that loading it again (a rollback, a file saved back)
+// neither compiles nor checks it; one pushed out compiles again.
+func TestReleasedCodeIsKept(t *testing.T) {
+	r, err := New(Config{CacheDir: cacheDir(t), Logger: quietLogger(), Keep: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	a, b := handGuest(nil).bytes(), handGuest(i32c(1)).bytes()
+	inUse := func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, c := range r.codes {
+			if c.refs > 0 {
+				return true
+			}
+		}
+		return false
+	}
+	release := func() {
+		t.Helper()
+		testutil.WaitFor(t, "the programs to be released", func() bool { runtime.GC(); return !inUse() })
+	}
+	compile(t, r, "a.wasm", a)
+	release() // a kept
+	compile(t, r, "b.wasm", b)
+	release() // b kept, a pushed out
+	n := r.compiles.Load()
+	compile(t, r, "b.wasm", b)
+	if got := r.compiles.Load(); got != n {
+		t.Fatalf("loading a released module again compiled it (%d -> %d compilations)", n, got)
+	}
+	compile(t, r, "a.wasm", a)
+	if got := r.compiles.Load(); got != n+1 {
+		t.Fatalf("a module pushed out of the kept ones: %d -> %d compilations, want one", n, got)
+	}
+}
+
+// TestCompileHashCollision: code is found by a fast hash and its bytes
+// compared, so other bytes under the same hash get code of their own, with
+// their own verdict.
+func TestCompileHashCollision(t *testing.T) {
+	r := newRuntime(t)
+	good := handGuest(nil).bytes()
+	bad := minimal(wImport{"ssrun", "nope", nil, sig(i32)}).bytes()
+	p := compile(t, r, "good.wasm", good)
+	// Make good's code the one found for bad's hash.
+	r.mu.Lock()
+	for _, c := range r.codes {
+		r.codes[maphash.Bytes(r.seed, bad)] = c
+	}
+	r.mu.Unlock()
+	if _, err := r.Compile(context.Background(), "bad.wasm", bad); err == nil || !strings.Contains(err.Error(), "ssrun.nope") {
+		t.Fatalf("bad module under the hash of a good one: %v, want its own verdict", err)
+	}
+	runtime.KeepAlive(p)
 }

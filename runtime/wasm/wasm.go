@@ -6,7 +6,10 @@
 // (Config.CacheDir), so a rule compiles once per wazero version and CPU.
 // Each distinct memory limit gets its own wazero Runtime (the page limit is a
 // Runtime setting); all of them share one compilation cache, and a module
-// is compiled into each Runtime at most once, never on every Start.
+// is compiled into each Runtime at most once, never on every Start. A
+// binary no rule uses any more stays compiled and checked for a while
+// (Config.Keep), so a version seen before (a rollback, a file saved back)
+// loads again without compiling or checking.
 //
 // Load checks. Compile rejects, with an *abi.CompileError, a module that is
 // not valid WebAssembly, imports a function that is not exactly an ABI v1
@@ -56,10 +59,11 @@
 package wasm
 
 import (
+	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -85,6 +89,11 @@ type Config struct {
 	// compilations, output of load checks, replaced instances. Default
 	// slog.Default().
 	Logger *slog.Logger
+	// Keep is how many module binaries no rule uses any more stay compiled
+	// in memory with their load-check verdict (the most recently released),
+	// so that one seen before loads again at once. Default DefaultKeep;
+	// negative: none.
+	Keep int
 }
 
 // ErrClosed is returned by calls on a closed Runtime or Script.
@@ -100,7 +109,10 @@ type Runtime struct {
 
 	mu      sync.Mutex
 	engines map[uint32]*engine // by memory limit in pages
-	codes   map[[sha256.Size]byte]*code
+	seed    maphash.Seed
+	codes   map[uint64]*code    // by content hash: in use, and kept (idle)
+	idle    []*code             // kept: no Program uses them; oldest first
+	keep    int                 // Config.Keep
 	guards  map[*guard]struct{} // of live scripts and load checks
 
 	// closed is set by Close. active counts the operations running wazero
@@ -128,8 +140,13 @@ func New(opts Config) (*Runtime, error) {
 	r := &Runtime{
 		log:     opts.Logger,
 		engines: map[uint32]*engine{},
-		codes:   map[[sha256.Size]byte]*code{},
+		seed:    maphash.MakeSeed(),
+		codes:   map[uint64]*code{},
 		guards:  map[*guard]struct{}{},
+		keep:    max(opts.Keep, 0),
+	}
+	if opts.Keep == 0 {
+		r.keep = DefaultKeep
 	}
 	if r.log == nil {
 		r.log = slog.Default()
@@ -284,7 +301,7 @@ func (r *Runtime) callerOf(mod api.Module) *caller {
 // the same content share it; the last one to be garbage collected closes
 // its compiled modules (abi.Program has no Close).
 type code struct {
-	hash [sha256.Size]byte
+	hash uint64 // maphash of src under Runtime.seed
 	src  []byte
 	refs int // live programs; guarded by Runtime.mu
 
@@ -310,41 +327,45 @@ func (c *code) lock(ctx context.Context) error {
 func (c *code) unlock() { <-c.sem }
 
 // acquire returns the code for src, counting one more program using it.
+// The content is found by a fast hash (maphash; a cryptographic one costs
+// 2 ms on a 2.8 MB Go guest) and compared in full: on a collision, src gets
+// a code of its own, shared by none and closed with its program.
 func (r *Runtime) acquire(src []byte) (*code, error) {
-	h := sha256.Sum256(src)
+	h := maphash.Bytes(r.seed, src)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed.Load() {
 		return nil, ErrClosed
 	}
 	c := r.codes[h]
-	if c == nil {
-		c = &code{hash: h, src: append([]byte(nil), src...), sem: make(chan struct{}, 1), mods: map[*engine]wazero.CompiledModule{}}
-		r.codes[h] = c
+	if c == nil || !bytes.Equal(c.src, src) {
+		fresh := &code{hash: h, src: append([]byte(nil), src...), sem: make(chan struct{}, 1), mods: map[*engine]wazero.CompiledModule{}}
+		if c == nil {
+			r.codes[h] = fresh
+		}
+		c = fresh
 	}
+	r.reuseLocked(c)
 	c.refs++
 	return c, nil
 }
 
-// release drops one program's use of c; the last closes its compiled
-// modules.
+// release drops one program's use of c; after the last, c is kept (see
+// keep.go), and the kept code it pushes out is closed.
 func (r *Runtime) release(c *code) {
 	r.mu.Lock()
 	c.refs--
-	last := c.refs == 0 && r.codes[c.hash] == c
-	if last {
-		delete(r.codes, c.hash)
+	var drop []*code
+	switch {
+	case c.refs > 0:
+	case r.codes[c.hash] == c:
+		drop = r.idleLocked(c)
+	default: // a collision's code of its own
+		drop = []*code{c}
 	}
 	r.mu.Unlock()
-	if !last || r.enter() != nil {
-		return
-	}
-	defer r.leave()
-	_ = c.lock(context.Background())
-	defer c.unlock()
-	for e, cm := range c.mods {
-		_ = cm.Close(context.Background())
-		delete(c.mods, e)
+	for _, old := range drop {
+		r.closeCode(old)
 	}
 }
 
