@@ -22,6 +22,14 @@ import (
 //     capped by mochi to Capabilities.MaximumInflight);
 //   - sessionEnds: server.go attachClient's expire test.
 //
+// A mochi trait clients see: processSubscribe refuses a SUBSCRIBE (reason
+// 0x91, packet identifier in use) whose packet id equals that of a QoS 1
+// message mochi or the store has in flight to the same client, although
+// MQTT 5 §2.2.1 numbers the two directions independently. A client that
+// subscribes while store responses or notifications to it are unacknowledged
+// may be refused once; protocol.Client retries its subscriptions, and a
+// retry with the next packet id goes through.
+//
 // One more mochi trait shapes code elsewhere: packets/codec.go decodeString
 // returns strings that alias the packet's buffer (unsafe, no copy). A topic,
 // user property or HLC node string kept past the request (the redelivery
