@@ -26,7 +26,7 @@ import (
 // from one folder. Rule rNN watches in/rNN and writes its value to out/rNN;
 // each handling is recorded with the host that did it.
 type cluster struct {
-	t     *testing.T
+	t     testing.TB
 	addr  string
 	user  *protocol.Client
 	dir   string
@@ -62,7 +62,7 @@ type member struct {
 
 // newCluster starts a broker and writes n rule files; no host yet. Options
 // (e.g. Config.Rules) apply to every host.
-func newCluster(t *testing.T, n int, ttl time.Duration) *cluster {
+func newCluster(t testing.TB, n int, ttl time.Duration) *cluster {
 	t.Helper()
 	b := brokertest.Start(t)
 	c := &cluster{t: t, addr: b.Addr(), dir: t.TempDir(), group: GroupConfig{Name: "g", TTL: ttl},

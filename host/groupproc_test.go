@@ -128,7 +128,7 @@ func (c *cluster) startGroupHelper() *procHost {
 }
 
 // line reads the next line the helper prints.
-func (p *procHost) line(t *testing.T) string {
+func (p *procHost) line(t testing.TB) string {
 	t.Helper()
 	line, err := p.lines.ReadString('\n')
 	if err != nil {
