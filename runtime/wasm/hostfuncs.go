@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -71,8 +70,8 @@ type caller struct {
 	rec       []byte
 	recStatus abi.Status
 	hasRec    bool
-	// lastErr is the message of the last call that failed.
-	lastErr string
+	// lastErr is the last call that failed, for `last_error`.
+	lastErr lastError
 }
 
 // instantiateHostModule adds the "ssrun" module to rt. Each function finds
@@ -149,9 +148,10 @@ func out(mem api.Memory, fn string, ptr, capacity, lenPtr uint64) outBuf {
 	return outBuf{buf: buf, lenPtr: api.DecodeU32(lenPtr), mem: mem}
 }
 
-// deliver writes rec's length at out_len and rec into the buffer if it fits
-// (else BUFFER_TOO_SMALL), returning st when it does.
-func (o outBuf) deliver(rec []byte, st abi.Status) abi.Status {
+// deliver writes rec's length at o's out_len and rec into its buffer if it
+// fits (else BUFFER_TOO_SMALL), returning st when it does. rec is a record
+// or a message, copied as it is.
+func deliver[T []byte | string](o outBuf, rec T, st abi.Status) abi.Status {
 	o.mem.WriteUint32Le(o.lenPtr, uint32(len(rec)))
 	if len(rec) > len(o.buf) {
 		return abi.StatusBufferTooSmall
@@ -161,17 +161,18 @@ func (o outBuf) deliver(rec []byte, st abi.Status) abi.Status {
 }
 
 // reply records a verb's outcome (last error, kept record) and returns the
-// status the guest sees. rec is kept when hasRec; o receives it.
+// status the guest sees. rec is kept when hasRec; o receives it. A failure
+// is kept as its error: its message is made only if the guest asks.
 func (c *caller) reply(err error, rec []byte, hasRec bool, o outBuf) abi.Status {
 	st := abi.StatusOf(err)
 	if err != nil {
-		c.lastErr = strings.ToValidUTF8(err.Error(), "\uFFFD")
+		c.lastErr.set(err)
 	}
 	c.rec, c.recStatus, c.hasRec = rec, st, hasRec
 	if !hasRec {
 		return st
 	}
-	return o.deliver(rec, st)
+	return deliver(o, rec, st)
 }
 
 // status is reply for verbs without results.
@@ -255,17 +256,18 @@ func hostLog(_ context.Context, c *caller, mem api.Memory, s []uint64) abi.Statu
 func hostResult(_ context.Context, c *caller, mem api.Memory, s []uint64) abi.Status {
 	o := out(mem, abi.FnResult, s[0], s[1], s[2])
 	if !c.hasRec {
-		c.lastErr = "result: no result record is kept (the last verb returned none)"
+		c.lastErr.set(errNoRecord)
 		return abi.StatusInvalid
 	}
-	return o.deliver(c.rec, c.recStatus)
+	return deliver(o, c.rec, c.recStatus)
 }
 
-// hostLastError copies the message of the last failed call; it changes
-// nothing, so it can be called again with a larger buffer.
+// hostLastError copies the message of the last failed call, built on the
+// first ask (lastError); it changes nothing the guest sees, so it can be
+// called again with a larger buffer.
 func hostLastError(_ context.Context, c *caller, mem api.Memory, s []uint64) abi.Status {
 	o := out(mem, abi.FnLastError, s[0], s[1], s[2])
-	return o.deliver([]byte(c.lastErr), abi.StatusOK)
+	return deliver(o, c.lastErr.message(), abi.StatusOK)
 }
 
 // maxMillis is the largest millisecond count a time.Duration holds.

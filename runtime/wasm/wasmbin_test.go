@@ -154,9 +154,13 @@ const handAllocAt = 60 << 10
 // function, exports "call_<name>" forwarding to each import, and the ABI
 // exports (version 1, a fixed-address ssrun_alloc, ssrun_on_event running
 // onEvent or returning 0).
-func handGuest(onEvent []byte) wModule {
+func handGuest(onEvent []byte) wModule { return handGuestOf(abi.HostFunctions(), onEvent) }
+
+// handGuestOf is handGuest importing only the host functions named (e.g.
+// those of an earlier revision), in that order.
+func handGuestOf(imports []string, onEvent []byte) wModule {
 	m := wModule{memPages: 1, memExport: "memory"}
-	for i, name := range abi.HostFunctions() {
+	for i, name := range imports {
 		params := handParams[name]
 		m.imports = append(m.imports, wImport{abi.ImportModule, name, params, []api.ValueType{i32}})
 		var body []byte
