@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -33,6 +34,18 @@ function on_event(ev)
 end
 `
 
+// recordingDev starts `ssrun dev --record` on the rules in dir and waits
+// until its n rules are loaded: the broker's address, the trace file,
+// dev's stderr and the function that stops dev (its exit status).
+func recordingDev(t *testing.T, dir string, n int) (addr, trace string, errw *testutil.Buffer, stop func() int) {
+	t.Helper()
+	trace = filepath.Join(t.TempDir(), "live.trace")
+	out, errw, stop := start(t, "dev", dir, "--listen", "127.0.0.1:0", "--record", trace)
+	addr = waitOutput(t, out, regexp.MustCompile(`ssrun dev: state store on (\S+),`))[1]
+	waitOutput(t, out, regexp.MustCompile(fmt.Sprintf(`%d rule\(s\)`, n)))
+	return addr, trace, errw, stop
+}
+
 // A live `ssrun dev --record` session, replayed: the writes ssrun replay prints
 // as applied are exactly the writes a watcher saw the host make, in order,
 // and the fenced write the store refused live (another client took the
@@ -43,11 +56,7 @@ func TestDevRecordReplaysLiveWrites(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "pump.lua"), []byte(fencedPump), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	trace := filepath.Join(t.TempDir(), "live.trace")
-	out, errw, stopDev := start(t, "dev", dir, "--listen", "127.0.0.1:0", "--record", trace)
-	addr := waitOutput(t, out, regexp.MustCompile(`ssrun dev: state store on (\S+),`))[1]
-	waitOutput(t, out, regexp.MustCompile(`2 rule\(s\)`))
-
+	addr, trace, errw, stopDev := recordingDev(t, dir, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	watcher := keyWatcher(ctx, t, addr, "record-watcher", "hvac1/target", "thermostat1/error", "thermostat1/setPoint",
@@ -192,11 +201,7 @@ end
 	if err := os.WriteFile(filepath.Join(dir, "dice.lua"), []byte(dice), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	trace := filepath.Join(t.TempDir(), "live.trace")
-	out, errw, stopDev := start(t, "dev", dir, "--listen", "127.0.0.1:0", "--record", trace)
-	addr := waitOutput(t, out, regexp.MustCompile(`ssrun dev: state store on (\S+),`))[1]
-	waitOutput(t, out, regexp.MustCompile(`1 rule\(s\)`))
-
+	addr, trace, errw, stopDev := recordingDev(t, dir, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	watcher := keyWatcher(ctx, t, addr, "dice-watcher", "dice/out")
