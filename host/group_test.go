@@ -234,3 +234,52 @@ func TestGroupRulesShareAnOutputKey(t *testing.T) {
 		})
 	}
 }
+
+// A rule handed over while its handler runs (the owner shuts down cleanly
+// mid-call) has that event delivered again by its next owner: the stopped
+// call did not handle it, so it is not recorded as handled. Before, the
+// host recorded every event whose call ended, even one cut short by the
+// stop, and the next owner's resync saw the key as handled: the event was
+// lost (found by TestGroupRebalanceOnJoin, 1 run in 3 under load).
+func TestGroupHandOverMidCallRedelivers(t *testing.T) {
+	c := newCluster(t, 1, groupTestTTL)
+	blocked := make(chan int, 1)
+	var once atomic.Bool
+	c.custom = map[string]func(i int) goRule{"r00": func(i int) goRule {
+		normal := c.handler(i, "r00")
+		return goRule{init: watchInit("in/r00"), handle: func(ctx context.Context, h abi.Host, ev abi.Event) error {
+			if ev.Op == abi.OpSet && string(ev.Value) == "2" && once.CompareAndSwap(false, true) {
+				blocked <- i
+				<-ctx.Done() // until the hand-over stops the rule
+				return ctx.Err()
+			}
+			return normal(ctx, h, ev)
+		}}
+	}}
+	ms := []*member{c.start(), c.start()}
+	waitFor(t, "the rule owned by one host", func() bool { return c.settled(1) })
+	c.drive(1, time.Minute, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := c.user.Set(ctx, []byte("in/r00"), []byte("2"), protocol.SetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var owner int
+	select {
+	case owner = <-blocked:
+	case <-ctx.Done():
+		t.Fatal("the owner's handler never got value 2")
+	}
+	if err := ms[owner].host.Close(ctx); err != nil {
+		t.Fatalf("closing the owner: %v", err)
+	}
+	if !c.waitHandled("r00", "2", time.Minute) {
+		t.Fatal("the event the rule was handling when it was handed over was not delivered to its next owner")
+	}
+	c.mu.Lock()
+	by := c.handled["r00"]["2"]
+	c.mu.Unlock()
+	if len(by) != 1 || by[0] == owner {
+		t.Fatalf("value 2 handled by hosts %v, want only the next owner (not %d)", by, owner)
+	}
+}

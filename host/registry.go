@@ -38,7 +38,12 @@ type keyState struct {
 	known   bool
 	present bool
 	version hlc.HLC
-	gen     uint64 // bumped by every notification
+	// read is set while the known state comes from a read at registration
+	// (baseline), not from a change delivered to the watchers: a
+	// notification of that version (a write made between the KEYNOTIFY and
+	// the read) has not been delivered yet, and is.
+	read bool
+	gen  uint64 // bumped by every notification
 }
 
 func newRegistry(client *protocol.Client, log *slog.Logger) *registry {
@@ -132,7 +137,7 @@ func (g *registry) baseline(ctx context.Context, key string, ks *keyState) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if ks.gen == gen && !ks.known {
-		ks.known, ks.present, ks.version = true, res.Found, res.Version
+		ks.known, ks.present, ks.version, ks.read = true, res.Found, res.Version, true
 	}
 }
 
@@ -168,11 +173,11 @@ func (g *registry) notify(ev protocol.Event, buf []watcher) []watcher {
 		return buf
 	}
 	present := ev.Op != string(abi.OpDelete)
-	if ks.known && ks.present == present && ks.version == ev.Version {
+	if ks.known && !ks.read && ks.present == present && ks.version == ev.Version {
 		return buf // already delivered by a resync that read this version
 	}
 	ks.gen++
-	ks.known, ks.present, ks.version = true, present, ev.Version
+	ks.known, ks.present, ks.version, ks.read = true, present, ev.Version, false
 	if !ks.present {
 		ks.signal()
 	}
@@ -247,6 +252,7 @@ func (g *registry) resync(ctx context.Context, all bool) []resyncEvent {
 			continue
 		}
 		ks.gen++
+		ks.read = false // delivered below
 		ev := abi.Event{Key: key, Op: abi.OpDelete, Resync: true}
 		if res.Found {
 			ev.Op, ev.Value, ev.Version = abi.OpSet, res.Value, res.Version.String()

@@ -335,6 +335,12 @@ func (r *rule) call(w *worker, d delivery) bool {
 	if r.svc.obs != nil {
 		r.svc.obs.ObserveHandle(r.name, time.Since(start), err != nil)
 	}
+	if err != nil && w.ctx.Err() != nil {
+		// Stopped mid-call (shutting down, or handed over to another host
+		// of a group): the event was not handled, so it is not recorded as
+		// handled, and a group's next owner delivers it again.
+		return true
+	}
 	if r.progress != nil {
 		r.progress.note(d.ev)
 	}
@@ -342,9 +348,6 @@ func (r *rule) call(w *worker, d delivery) bool {
 		r.handled.Add(1)
 		r.consecutive = 0
 		return true
-	}
-	if w.ctx.Err() != nil {
-		return true // shutting down
 	}
 	r.failed.Add(1)
 	r.consecutive++
