@@ -30,9 +30,16 @@ type result struct {
 	stdout, stderr string
 }
 
+// cliBound bounds one command run by runCLI: a guard against a hang, far
+// above any honest run. Commands that compile Go WebAssembly guests cold
+// (check, test of a built example) take 0.5 s each on an idle machine but
+// over 30 s under the race detector on 2 loaded cores (seen in CI).
+const cliBound = 5 * time.Minute
+
+// runCLI runs the command line in this process, bounded by cliBound.
 func runCLI(t *testing.T, stdin string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), cliBound)
 	defer cancel()
 	var out, errb bytes.Buffer
 	code := run(ctx, args, strings.NewReader(stdin), &out, &errb)

@@ -63,7 +63,9 @@ func Run(t *testing.T, dir string, runtimes ...abi.Runtime) {
 	b := brokertest.Start(t)
 	user := examplehost.Client(t, b.Addr(), "thermotest-user")
 	h := examplehost.Host(t, host.Config{Client: examplehost.Client(t, b.Addr(), "thermotest-host"), Runtimes: runtimes})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// A guard against a hang: a cold compile of a Go WebAssembly guest
+	// takes 0.5 s idle but past a minute under -race on 2 loaded cores.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if err := h.LoadDir(ctx, dir); err != nil {
 		t.Fatalf("loading %s: %v", dir, err)
