@@ -107,6 +107,12 @@
 // its handler calls are one message each way on the open session, over a
 // unix socket with TLS: cheaper than the RPC each was before, but still
 // tens of microseconds of CPU in both processes, as much as a state-store
-// request. Batch work per event rather than calling the host in tight
-// loops.
+// request. Each message is one HTTP/2 frame: both ends use static
+// flow-control windows (wire.Window), since gRPC's dynamic window adds a
+// window update, a BDP ping and its acknowledgement to almost every message
+// of a session. What a message costs is mostly waking the goroutines that
+// carry it (gRPC's writer and reader in the two processes, the session's
+// reader and the handler), each a thread wake-up when the process has an
+// idle processor. Batch work per event rather than calling the host in
+// tight loops.
 package plugin

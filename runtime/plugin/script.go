@@ -208,6 +208,7 @@ func (s *script) launch(ctx context.Context) (*proc, error) {
 		SyncStdout:       p.stdout,
 		SyncStderr:       p.stderr,
 		StartTimeout:     startTimeout,
+		GRPCDialOptions:  wire.DialOptions(), // static flow-control windows (wire.Window)
 	})
 	startErr := func(err error) error {
 		p.stop(nil)
@@ -228,6 +229,7 @@ func (s *script) launch(ctx context.Context) (*proc, error) {
 	srv := &hostServer{h: s.h, timeout: s.lim.CallTimeout}
 	p.serve.Go(func() {
 		conn.broker.AcceptAndServe(id, func(opts []grpc.ServerOption) *grpc.Server {
+			opts = append(opts, wire.ServerOptions()...)
 			g := grpc.NewServer(append(opts, grpc.MaxRecvMsgSize(math.MaxInt32))...)
 			pb.RegisterHostServer(g, srv)
 			return g

@@ -100,7 +100,9 @@ func Serve(r Rule) {
 		Plugins:         goplugin.PluginSet{wire.PluginName: guest.New(r.Init, r.Handle)},
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
 			// Events carry store values, which may exceed gRPC's default
-			// 4 MiB message limit.
+			// 4 MiB message limit; static flow-control windows spare every
+			// message of the session a BDP ping (wire.Window).
+			opts = append(opts, wire.ServerOptions()...)
 			return grpc.NewServer(append(opts, grpc.MaxRecvMsgSize(math.MaxInt32))...)
 		},
 	})

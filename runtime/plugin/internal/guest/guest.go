@@ -111,7 +111,7 @@ func (s *ruleServer) Init(ctx context.Context, req *pb.InitRequest) (*pb.Result,
 	if s.host != nil {
 		return wire.Result(abi.Errorf(abi.StatusInvalid, "init: already initialised")), nil
 	}
-	conn, err := s.broker.Dial(req.GetHostBrokerId())
+	conn, err := s.broker.DialWithOptions(req.GetHostBrokerId(), wire.DialOptions()...)
 	if err != nil {
 		return wire.Result(abi.Errorf(abi.StatusInternal, "init: connect to the host (broker id %d): %v", req.GetHostBrokerId(), err)), nil
 	}
