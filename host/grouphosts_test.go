@@ -166,8 +166,12 @@ func (c *cluster) waitHandled(rule, value string, bound time.Duration) bool {
 	return true
 }
 
-// owners returns, per rule, the hosts that say they own it (live ones
-// only: a cut host's view is stale until it learns it lost its rules).
+// owners returns, per rule, the hosts that say they own it and run it
+// (live ones only: a cut host's view is stale until it learns it lost its
+// rules). A host owns a rule a moment before it has loaded it: until then
+// the rule watches nothing, and a write made meanwhile to a rule's first
+// run in the group is not an event for it (it starts from the keys'
+// state, as a rule a host loads does), so tests wait for running rules.
 func (c *cluster) owners(skip ...*member) map[string][]int {
 	out := map[string][]int{}
 	c.mu.Lock()
@@ -177,8 +181,15 @@ func (c *cluster) owners(skip ...*member) map[string][]int {
 		if containsMember(skip, m) {
 			continue
 		}
+		running := map[string]bool{}
+		for _, st := range m.host.Status() {
+			running[filepath.Base(st.Path)] = st.State == StateRunning
+		}
 		gs, _ := m.host.Group()
 		for _, r := range gs.Owned {
+			if !running[r] {
+				continue
+			}
 			r = strings.TrimSuffix(r, ".gorule")
 			out[r] = append(out[r], m.i)
 		}
