@@ -13,7 +13,11 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/abi/abitest"
 	"github.com/ssrun/ssrun/internal/testutil"
+	"github.com/ssrun/ssrun/runtime/plugin/internal/guest"
+	"github.com/ssrun/ssrun/runtime/plugin/internal/plugintest"
 	"github.com/ssrun/ssrun/runtime/plugin/internal/wire"
 	pb "github.com/ssrun/ssrun/runtime/plugin/proto/ssrun/plugin/v1"
 )
@@ -107,5 +111,33 @@ func TestRawAcceptEnds(t *testing.T) {
 		}
 	case <-time.After(testutil.WaitBound):
 		t.Fatal("accept still waits after its ctx ended")
+	}
+}
+
+// TestRawFallback: a plugin that cannot reach the raw channel it was
+// offered (here the socket is gone before it dials) says so on its stderr
+// and keeps its session on the gRPC stream, where events and host calls
+// work as before; the host takes that SessionReady as it takes a plugin's
+// that predates the raw channel.
+func TestRawFallback(t *testing.T) {
+	h := abitest.New()
+	stderr := &testutil.Buffer{}
+	s, _, _ := inProcessScriptOf(t, func() inProcessRule {
+		rule := guest.New(plugintest.Init, plugintest.Handle)
+		rule.Stderr = stderr
+		return rule
+	}, h, abi.Limits{CallTimeout: 10 * time.Second}, func(r *Runtime) { r.rawOffered = (*rawListener).close })
+	s.mu.Lock()
+	ss := s.cur.sess
+	s.mu.Unlock()
+	if ss == nil {
+		t.Fatal("no session")
+	}
+	if _, raw := ss.stream.(*rawConn); raw {
+		t.Fatal("the session is on a raw channel whose socket was closed")
+	}
+	seqs(t, s, h, 1, 3)
+	if want := "session on its gRPC stream: raw session: dial unix"; !strings.Contains(stderr.String(), want) {
+		t.Errorf("the plugin's stderr lacks %q:\n%s", want, stderr)
 	}
 }

@@ -292,6 +292,9 @@ func (s *script) offerRaw(p *proc) *rawListener {
 		s.log.Warn("plugin session on its gRPC stream", "pid", p.pid, "error", err)
 		return nil
 	}
+	if s.rt.rawOffered != nil {
+		s.rt.rawOffered(raw)
+	}
 	return raw
 }
 
