@@ -94,29 +94,40 @@ func BenchmarkStart(b *testing.B) {
 	}
 }
 
-// BenchmarkSession compares the two ways an event reaches a plugin process
-// of the test plugin: down its session (events and host calls on one open
-// stream) and in a Handle call (one RPC per event and per host call, as
-// with a plugin that predates the session). The event is the end-to-end
-// benchmark rule's shape: two host calls (a set, then a get). The two
-// processes take turns in chunks of 100 events, so both see the same
-// machine load; one op is one event of each. Reports, per event,
-// session-us/ev and unary-us/ev (elapsed) and their ratio session-x-unary,
-// session-cpu-us/ev and unary-cpu-us/ev: the CPU time of the host process
-// and of the plugin process while each ran its chunks, and session-cs/ev
-// and unary-cs/ev: their threads' context switches (Linux; load on the
-// machine makes an event wait but not work or switch more, so these are
-// the steadier measures).
+// BenchmarkSession compares the three ways an event reaches a plugin
+// process of the test plugin: down its session on the raw channel (the
+// default), down its session on the gRPC Session stream (the raw channel
+// not offered), and in a Handle call (one RPC per event and per host call,
+// as with a plugin that predates the session). The event is the end-to-end
+// benchmark rule's shape: two host calls (a set, then a get). The three
+// processes take turns in chunks of 100 events, so all see the same
+// machine load; one op is one event of each. Reports, per event, for way
+// session, grpc and unary: <way>-us/ev (elapsed), <way>-cpu-us/ev (the CPU
+// time of the host process and of the plugin process while it ran its
+// chunks) and <way>-cs/ev (their threads' context switches; Linux; load on
+// the machine makes an event wait but not work or switch more, so these
+// are the steadier measures); and the ratios session-x-unary and
+// session-x-grpc of elapsed times.
 func BenchmarkSession(b *testing.B) {
 	const chunk = 100
 	h := abitest.New()
 	lim := abi.Limits{CallTimeout: time.Minute}
-	ra, _ := newRuntime(b, Config{Logger: quietLogger()})
-	ru, _ := newRuntime(b, Config{Logger: quietLogger()})
-	ru.unaryOnly = true
-	scripts := []*script{start(b, compile(b, ra, rulePlugin(b)), h, lim), start(b, compile(b, ru, rulePlugin(b)), h, lim)}
-	if scripts[0].cur.sess == nil || scripts[1].cur.sess != nil {
-		b.Fatal("want the first process on a session, the second on Handle calls")
+	ways := []string{"session", "grpc", "unary"}
+	scripts := make([]*script, len(ways))
+	for i, way := range ways {
+		r, _ := newRuntime(b, Config{Logger: quietLogger()})
+		r.grpcSession, r.unaryOnly = way == "grpc", way == "unary"
+		scripts[i] = start(b, compile(b, r, rulePlugin(b)), h, lim)
+		ss := scripts[i].cur.sess
+		if ss == nil {
+			if way != "unary" {
+				b.Fatalf("process %s: no session", way)
+			}
+			continue
+		}
+		if _, raw := ss.stream.(*rawConn); way == "unary" || raw != (way == "session") {
+			b.Fatalf("process %s: a session, on the raw channel: %t", way, raw)
+		}
 	}
 	ev := command("loop", abi.FnGet, "1")
 	ctx := context.Background()
@@ -140,15 +151,15 @@ func BenchmarkSession(b *testing.B) {
 	}
 	b.StopTimer()
 	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(b.N) }
-	b.ReportMetric(us(elapsed[0]), "session-us/ev")
-	b.ReportMetric(us(elapsed[1]), "unary-us/ev")
-	b.ReportMetric(float64(elapsed[0])/float64(elapsed[1]), "session-x-unary")
-	if cpu[0] > 0 {
-		b.ReportMetric(us(cpu[0]), "session-cpu-us/ev")
-		b.ReportMetric(us(cpu[1]), "unary-cpu-us/ev")
-		b.ReportMetric(float64(switches[0])/float64(b.N), "session-cs/ev")
-		b.ReportMetric(float64(switches[1])/float64(b.N), "unary-cs/ev")
+	for i, way := range ways {
+		b.ReportMetric(us(elapsed[i]), way+"-us/ev")
+		if cpu[0] > 0 {
+			b.ReportMetric(us(cpu[i]), way+"-cpu-us/ev")
+			b.ReportMetric(float64(switches[i])/float64(b.N), way+"-cs/ev")
+		}
 	}
+	b.ReportMetric(float64(elapsed[0])/float64(elapsed[2]), "session-x-unary")
+	b.ReportMetric(float64(elapsed[0])/float64(elapsed[1]), "session-x-grpc")
 }
 
 // cpuTime returns the time the threads of process pid have run on a CPU

@@ -43,8 +43,26 @@ func newRuntime(t testing.TB, opts Config) (*Runtime, *testutil.Buffer) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.grpcSession = grpcSessions
 	testutil.CloseAtEnd(t, "runtime", r.Close)
 	return r, logs
+}
+
+// grpcSessions makes newRuntime's runtimes offer no raw session channel,
+// so that sessions stay on their gRPC stream (see forTransports).
+var grpcSessions bool
+
+// forTransports runs test twice, as subtests: "raw", its runtimes carrying
+// sessions on the raw channel, and "grpc", on the Session stream.
+func forTransports(t *testing.T, test func(t *testing.T)) {
+	t.Helper()
+	for _, grpc := range []bool{false, true} {
+		t.Run(map[bool]string{false: "raw", true: "grpc"}[grpc], func(t *testing.T) {
+			grpcSessions = grpc
+			t.Cleanup(func() { grpcSessions = false })
+			test(t)
+		})
+	}
 }
 
 // slogTo returns a debug-level logger writing into w.

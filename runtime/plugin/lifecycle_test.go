@@ -112,123 +112,129 @@ func pidOf(t testing.TB, s *script, h *abitest.Host) int {
 // handles the following events. Exactly the one event in flight at the
 // first kill is lost and reported: handled + lost == sent.
 func TestKillMidStream(t *testing.T) {
-	h := abitest.New()
-	s, _, logs := ruleScript(t, h, abi.Limits{CallTimeout: 20 * time.Second})
-	ctx := context.Background()
-	sent, handled, lost := 0, 0, 0
-	send := func(ev abi.Event) error {
-		sent++
-		err := s.Handle(ctx, ev)
-		switch {
-		case err == nil:
-			handled++
-		case errors.Is(err, abi.ErrCrashed) && strings.Contains(err.Error(), "the event was lost"):
-			lost++
+	forTransports(t, func(t *testing.T) {
+		h := abitest.New()
+		s, _, logs := ruleScript(t, h, abi.Limits{CallTimeout: 20 * time.Second})
+		ctx := context.Background()
+		sent, handled, lost := 0, 0, 0
+		send := func(ev abi.Event) error {
+			sent++
+			err := s.Handle(ctx, ev)
+			switch {
+			case err == nil:
+				handled++
+			case errors.Is(err, abi.ErrCrashed) && strings.Contains(err.Error(), "the event was lost"):
+				lost++
+			}
+			return err
 		}
-		return err
-	}
-	seq := func(from, to int) {
-		t.Helper()
-		for i := from; i <= to; i++ {
-			if err := send(command("seq", strconv.Itoa(i))); err != nil {
-				t.Fatalf("event %d: %v", i, err)
+		seq := func(from, to int) {
+			t.Helper()
+			for i := from; i <= to; i++ {
+				if err := send(command("seq", strconv.Itoa(i))); err != nil {
+					t.Fatalf("event %d: %v", i, err)
+				}
 			}
 		}
-	}
-	seq(1, 5)
-	pid1 := s.stats().Pid
+		seq(1, 5)
+		pid1 := s.stats().Pid
 
-	// The plugin takes the event, records it holds it, and never answers.
-	errc := make(chan error, 1)
-	go func() { errc <- send(command("hold")) }()
-	testutil.WaitFor(t, "the plugin to hold the event", func() bool { _, ok := h.Value("inflight"); return ok })
-	if err := syscall.Kill(pid1, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	err := <-errc
-	if e := wantError(t, err, callHandle, abi.ErrCrashed); !strings.Contains(e.Msg, fmt.Sprintf("pid %d", pid1)) {
-		t.Errorf("error %q does not name the process", err)
-	}
-	seq(6, 10) // the first waits for the restart
-	processGone(t, pid1)
-
-	st := s.stats()
-	if handled+lost != sent || lost != 1 || handled != 10 {
-		t.Errorf("sent %d, handled %d, lost %d; want 11 = 10 + 1", sent, handled, lost)
-	}
-	if st.Lost != uint64(lost) || st.Starts != 2 || st.Exits != 1 || st.Pid == pid1 || st.Pid == 0 {
-		t.Errorf("stats %+v; want Lost 1, Starts 2, Exits 1, a new pid", st)
-	}
-	for i := 1; i <= 10; i++ {
-		if _, ok := h.Value("seen/" + strconv.Itoa(i)); !ok {
-			t.Errorf("event %d was reported handled but its write is missing", i)
+		// The plugin takes the event, records it holds it, and never answers.
+		errc := make(chan error, 1)
+		go func() { errc <- send(command("hold")) }()
+		testutil.WaitFor(t, "the plugin to hold the event", func() bool { _, ok := h.Value("inflight"); return ok })
+		if err := syscall.Kill(pid1, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if n := h.Calls(abi.FnWatch); n != 2 {
-		t.Errorf("init's watch ran %d times, want 2 (start and restart)", n)
-	}
-	for _, want := range []string{
-		fmt.Sprintf(`"plugin process exited; restarting" plugin=rule pid=%d exit="signal: killed"`, pid1),
-		`"plugin process died during a call; the event was lost" plugin=rule pid=` + strconv.Itoa(pid1) + ` key=hold op=SET lost_total=1`,
-		`"plugin restarted" plugin=rule pid=` + strconv.Itoa(st.Pid) + ` starts=2`,
-	} {
-		if !strings.Contains(logs.String(), want) {
-			t.Errorf("log lacks %s\nlog:\n%s", want, logs)
+		err := <-errc
+		if e := wantError(t, err, callHandle, abi.ErrCrashed); !strings.Contains(e.Msg, fmt.Sprintf("pid %d", pid1)) {
+			t.Errorf("error %q does not name the process", err)
 		}
-	}
+		seq(6, 10) // the first waits for the restart
+		processGone(t, pid1)
 
-	// Killed while idle: the exit is noticed without any event.
-	pid2 := st.Pid
-	if err := syscall.Kill(pid2, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	testutil.WaitFor(t, "the idle plugin to be restarted", func() bool { p := s.stats().Pid; return p != 0 && p != pid2 })
-	seq(11, 11)
-	if st := s.stats(); st.Lost != 1 || st.Starts != 3 || st.Exits != 2 {
-		t.Errorf("stats %+v; want Lost 1, Starts 3, Exits 2", st)
-	}
-	processGone(t, pid2)
+		st := s.stats()
+		if handled+lost != sent || lost != 1 || handled != 10 {
+			t.Errorf("sent %d, handled %d, lost %d; want 11 = 10 + 1", sent, handled, lost)
+		}
+		if st.Lost != uint64(lost) || st.Starts != 2 || st.Exits != 1 || st.Pid == pid1 || st.Pid == 0 {
+			t.Errorf("stats %+v; want Lost 1, Starts 2, Exits 1, a new pid", st)
+		}
+		for i := 1; i <= 10; i++ {
+			if _, ok := h.Value("seen/" + strconv.Itoa(i)); !ok {
+				t.Errorf("event %d was reported handled but its write is missing", i)
+			}
+		}
+		if n := h.Calls(abi.FnWatch); n != 2 {
+			t.Errorf("init's watch ran %d times, want 2 (start and restart)", n)
+		}
+		for _, want := range []string{
+			fmt.Sprintf(`"plugin process exited; restarting" plugin=rule pid=%d exit="signal: killed"`, pid1),
+			`"plugin process died during a call; the event was lost" plugin=rule pid=` + strconv.Itoa(pid1) + ` key=hold op=SET lost_total=1`,
+			`"plugin restarted" plugin=rule pid=` + strconv.Itoa(st.Pid) + ` starts=2`,
+		} {
+			if !strings.Contains(logs.String(), want) {
+				t.Errorf("log lacks %s\nlog:\n%s", want, logs)
+			}
+		}
+
+		// Killed while idle: the exit is noticed without any event.
+		pid2 := st.Pid
+		if err := syscall.Kill(pid2, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		testutil.WaitFor(t, "the idle plugin to be restarted", func() bool { p := s.stats().Pid; return p != 0 && p != pid2 })
+		seq(11, 11)
+		if st := s.stats(); st.Lost != 1 || st.Starts != 3 || st.Exits != 2 {
+			t.Errorf("stats %+v; want Lost 1, Starts 3, Exits 2", st)
+		}
+		processGone(t, pid2)
+	})
 }
 
 // TestHangTimeout: a handler that never returns fails with abi.ErrTimeout
 // at the call timeout; the process is killed and the next event is handled
 // by a new one.
 func TestHangTimeout(t *testing.T) {
-	h := abitest.New()
-	s, _, logs := ruleScript(t, h, abi.Limits{CallTimeout: 2 * time.Second})
-	pid1 := pidOf(t, s, h)
-	err := s.Handle(context.Background(), command("hang"))
-	if e := wantError(t, err, callHandle, abi.ErrTimeout); !strings.Contains(e.Msg, "no answer within 2s") || !strings.Contains(e.Msg, "killed") {
-		t.Errorf("timeout error %q", err)
-	}
-	processGone(t, pid1)
-	if pid2 := pidOf(t, s, h); pid2 == pid1 {
-		t.Errorf("the hung process %d still handles events", pid1)
-	}
-	if st := s.stats(); st.Timeouts != 1 || st.Exits != 1 || st.Lost != 0 || st.Starts != 2 {
-		t.Errorf("stats %+v; want Timeouts 1, Exits 1, Lost 0, Starts 2", st)
-	}
-	if want := `reason="handler timed out"`; !strings.Contains(logs.String(), want) {
-		t.Errorf("log lacks %s:\n%s", want, logs)
-	}
+	forTransports(t, func(t *testing.T) {
+		h := abitest.New()
+		s, _, logs := ruleScript(t, h, abi.Limits{CallTimeout: 2 * time.Second})
+		pid1 := pidOf(t, s, h)
+		err := s.Handle(context.Background(), command("hang"))
+		if e := wantError(t, err, callHandle, abi.ErrTimeout); !strings.Contains(e.Msg, "no answer within 2s") || !strings.Contains(e.Msg, "killed") {
+			t.Errorf("timeout error %q", err)
+		}
+		processGone(t, pid1)
+		if pid2 := pidOf(t, s, h); pid2 == pid1 {
+			t.Errorf("the hung process %d still handles events", pid1)
+		}
+		if st := s.stats(); st.Timeouts != 1 || st.Exits != 1 || st.Lost != 0 || st.Starts != 2 {
+			t.Errorf("stats %+v; want Timeouts 1, Exits 1, Lost 0, Starts 2", st)
+		}
+		if want := `reason="handler timed out"`; !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %s:\n%s", want, logs)
+		}
+	})
 }
 
 // TestExitDuringCall: a plugin that exits while handling an event loses
 // that event; the exit status is reported.
 func TestExitDuringCall(t *testing.T) {
-	h := abitest.New()
-	s, _, logs := ruleScript(t, h, abi.Limits{CallTimeout: 10 * time.Second})
-	pid1 := s.stats().Pid
-	wantError(t, s.Handle(context.Background(), command("exit")), callHandle, abi.ErrCrashed)
-	if st := s.stats(); st.Lost != 1 {
-		t.Errorf("lost %d, want 1", st.Lost)
-	}
-	if pid2 := pidOf(t, s, h); pid2 == pid1 {
-		t.Errorf("pid %d after the exit, want a new process", pid2)
-	}
-	if want := fmt.Sprintf(`pid=%d exit="exit status 3"`, pid1); !strings.Contains(logs.String(), want) {
-		t.Errorf("log lacks %s:\n%s", want, logs)
-	}
+	forTransports(t, func(t *testing.T) {
+		h := abitest.New()
+		s, _, logs := ruleScript(t, h, abi.Limits{CallTimeout: 10 * time.Second})
+		pid1 := s.stats().Pid
+		wantError(t, s.Handle(context.Background(), command("exit")), callHandle, abi.ErrCrashed)
+		if st := s.stats(); st.Lost != 1 {
+			t.Errorf("lost %d, want 1", st.Lost)
+		}
+		if pid2 := pidOf(t, s, h); pid2 == pid1 {
+			t.Errorf("pid %d after the exit, want a new process", pid2)
+		}
+		if want := fmt.Sprintf(`pid=%d exit="exit status 3"`, pid1); !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %s:\n%s", want, logs)
+		}
+	})
 }
 
 // TestHandlerErrors: errors returned by the handler (and panics) fail the

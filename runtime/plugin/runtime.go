@@ -64,8 +64,10 @@ type Runtime struct {
 	bins    map[string]*binary // by relative path under dir
 	dir     *workdir.Dir       // the working directory, made on first use
 
-	connect   connector // tests: serve plugins in-process; nil starts processes
-	unaryOnly bool      // tests: open no session, as with a plugin that predates it
+	connect     connector          // tests: serve plugins in-process; nil starts processes
+	unaryOnly   bool               // tests: open no session, as with a plugin that predates it
+	grpcSession bool               // tests and benchmarks: offer no raw session channel (sessions on their gRPC stream)
+	rawOffered  func(*rawListener) // tests: called with each raw session channel offered, before Init
 }
 
 var _ abi.Runtime = (*Runtime)(nil)

@@ -150,6 +150,7 @@ type proc struct {
 	rule    pb.RuleClient
 	sess    *session    // its session; nil for a plugin that predates it (Handle calls)
 	run     *procRunner // set by go-plugin's start
+	sockDir string      // go-plugin's socket directory for it, set with run
 	pid     int
 	exited  <-chan struct{} // closed when the process has exited
 	started time.Time
@@ -197,7 +198,7 @@ func (s *script) launch(ctx context.Context) (*proc, error) {
 		// Called once, by Client below; go-plugin prepared spec's environment.
 		RunnerFunc: func(_ hclog.Logger, spec *exec.Cmd, sockDir string) (runner.Runner, error) {
 			r, err := newRunner(spec, s.path, s.bin.path, []string{s.path}, s.bin.workDir, sockDir, p.raw)
-			p.run = r
+			p.run, p.sockDir = r, sockDir
 			return r, err
 		},
 		UnixSocketConfig: &goplugin.UnixSocketConfig{TempDir: s.bin.sockets},
@@ -236,9 +237,15 @@ func (s *script) launch(ctx context.Context) (*proc, error) {
 		})
 	})
 
+	req := &pb.InitRequest{HostBrokerId: id}
+	offer := s.offerRaw(p)
+	if offer != nil {
+		defer offer.close() // closed already if the plugin took it (closing twice is harmless)
+		req.SessionSocket, req.SessionToken = offer.path, offer.token
+	}
 	ictx, cancel := context.WithTimeout(ctx, s.lim.CallTimeout)
 	defer cancel()
-	res, err := p.rule.Init(ictx, &pb.InitRequest{HostBrokerId: id})
+	res, err := p.rule.Init(ictx, req)
 	if err != nil {
 		p.kill("init failed")
 		p.stop(nil)
@@ -257,7 +264,7 @@ func (s *script) launch(ctx context.Context) (*proc, error) {
 	if s.rt.unaryOnly {
 		return p, nil
 	}
-	if p.sess, err = openSession(ctx, p.rule, srv, &p.serve, s.lim.CallTimeout); err != nil {
+	if p.sess, err = openSession(ctx, p.rule, srv, &p.serve, s.lim.CallTimeout, offer); err != nil {
 		p.kill("session failed")
 		p.stop(nil)
 		return nil, &Error{Plugin: s.path, Call: callInit, Msg: err.Error(), Err: abi.ErrCrashed}
@@ -266,6 +273,29 @@ func (s *script) launch(ctx context.Context) (*proc, error) {
 		s.log.Info("plugin built before sessions: one call per event and per host call; rebuild it with the current SDK for the faster path", "pid", p.pid)
 	}
 	return p, nil
+}
+
+// offerRaw makes the raw session channel offered to process p (see
+// rawListener), or returns nil when the runtime opens no session or plain
+// gRPC sessions only, or the socket cannot be made (logged: the session
+// then runs on its stream).
+func (s *script) offerRaw(p *proc) *rawListener {
+	if s.rt.unaryOnly || s.rt.grpcSession {
+		return nil
+	}
+	dir := p.sockDir // go-plugin's, private to the process
+	if dir == "" {   // a plugin not started by go-plugin's runner (tests)
+		dir = s.bin.workDir
+	}
+	raw, err := listenRaw(dir, s.log)
+	if err != nil {
+		s.log.Warn("plugin session on its gRPC stream", "pid", p.pid, "error", err)
+		return nil
+	}
+	if s.rt.rawOffered != nil {
+		s.rt.rawOffered(raw)
+	}
+	return raw
 }
 
 // kill kills the process and every process it started now (SIGKILL),

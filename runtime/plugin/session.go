@@ -26,15 +26,22 @@ import (
 // concurrent RPCs, so a handler may have several calls in flight; it hands
 // the event's SessionDone to the exchange waiting for it. The call
 // goroutines are owned by the process's serve group, like receive.
+//
+// When the plugin takes the raw channel offered in its Init (rawListener),
+// the messages after SessionReady travel on it instead of the stream,
+// with the same semantics: its end (the process died, or close) is the
+// stream's.
 type session struct {
-	stream pb.Rule_SessionClient
-	srv    *hostServer
-	serve  *sync.WaitGroup    // owns receive and the call goroutines
-	ctx    context.Context    // the stream's; cancelled by close
-	cancel context.CancelFunc //
-	ready  chan struct{}      // closed when SessionReady came
-	dead   chan struct{}      // closed when the stream has ended
-	err    error              // why it ended, once dead is closed
+	stream  sessionStream
+	raw     *rawListener  // the raw channel offered, until accepted or refused
+	timeout time.Duration // for SessionReady and the raw channel's connection
+	srv     *hostServer
+	serve   *sync.WaitGroup    // owns receive and the call goroutines
+	ctx     context.Context    // the stream's; cancelled by close
+	cancel  context.CancelFunc //
+	ready   chan struct{}      // closed when SessionReady came
+	dead    chan struct{}      // closed when the stream has ended
+	err     error              // why it ended, once dead is closed
 
 	send sync.Mutex           // held by each Send
 	turn chan struct{}        // holds the exchange in progress (capacity 1)
@@ -46,19 +53,27 @@ type session struct {
 	evCtx context.Context // its context: the host calls' deadline
 }
 
+// sessionStream is what carries a session: the Session stream or the raw
+// channel.
+type sessionStream interface {
+	Send(*pb.ToPlugin) error
+	Recv() (*pb.FromPlugin, error)
+}
+
 // openSession opens the session of a process whose Init succeeded, its
-// calls served by srv; serve owns its goroutines. It returns nil, nil for
-// a plugin that answers UNIMPLEMENTED (one built before the session), and
-// fails if the plugin neither answers SessionReady nor refuses within
-// timeout.
-func openSession(ctx context.Context, rule pb.RuleClient, srv *hostServer, serve *sync.WaitGroup, timeout time.Duration) (*session, error) {
+// calls served by srv; serve owns its goroutines. raw, if not nil, is the
+// raw channel offered in Init (the caller closes it). It returns nil, nil
+// for a plugin that answers UNIMPLEMENTED (one built before the session),
+// and fails if the plugin neither answers SessionReady (and connects to raw
+// if it takes it) nor refuses within timeout.
+func openSession(ctx context.Context, rule pb.RuleClient, srv *hostServer, serve *sync.WaitGroup, timeout time.Duration, raw *rawListener) (*session, error) {
 	sctx, cancel := context.WithCancel(context.Background())
 	stream, err := rule.Session(sctx)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("open the session: %w", err)
 	}
-	ss := &session{stream: stream, srv: srv, serve: serve, ctx: sctx, cancel: cancel,
+	ss := &session{stream: stream, raw: raw, timeout: timeout, srv: srv, serve: serve, ctx: sctx, cancel: cancel,
 		ready: make(chan struct{}), dead: make(chan struct{}), turn: make(chan struct{}, 1), done: make(chan *pb.SessionDone, 1)}
 	serve.Go(ss.receive)
 	t := time.NewTimer(timeout)
@@ -94,9 +109,16 @@ func (ss *session) receive() {
 		case *pb.FromPlugin_Ready:
 			select {
 			case <-ss.ready:
+				continue
 			default:
-				close(ss.ready)
 			}
+			if m.Ready.GetRaw() {
+				if err := ss.takeRaw(); err != nil {
+					ss.err = err
+					return
+				}
+			}
+			close(ss.ready)
 		case *pb.FromPlugin_Call:
 			ss.mu.Lock()
 			current, ctx := m.Call.GetSeq() == ss.seq && ss.seq != 0, ss.evCtx
@@ -117,6 +139,22 @@ func (ss *session) receive() {
 			ss.mu.Unlock()
 		}
 	}
+}
+
+// takeRaw switches the session to the raw channel the plugin connects to.
+// receive calls it before the session is ready, when nothing else uses the
+// stream.
+func (ss *session) takeRaw() error {
+	if ss.raw == nil {
+		return errNoRaw
+	}
+	c, err := ss.raw.accept(ss.ctx, ss.timeout)
+	if err != nil {
+		return err
+	}
+	context.AfterFunc(ss.ctx, func() { _ = c.Close() })
+	ss.stream = c
+	return nil
 }
 
 // close ends the stream; receive returns.

@@ -27,6 +27,11 @@ func current(t testing.TB, s *script) (*proc, *session) {
 	if s.cur == nil {
 		t.Fatal("no process in service")
 	}
+	if ss := s.cur.sess; ss != nil {
+		if _, raw := ss.stream.(*rawConn); raw == s.rt.grpcSession {
+			t.Fatalf("session on the raw channel: %t, want %t", raw, !s.rt.grpcSession)
+		}
+	}
 	return s.cur, s.cur.sess
 }
 
@@ -55,28 +60,30 @@ func seqs(t testing.TB, s *script, h *abitest.Host, from, to int) {
 // and its events and their host calls go down it (not in Handle calls);
 // after the process is killed, the new process opens a session of its own.
 func TestSessionCarriesEvents(t *testing.T) {
-	h := abitest.New()
-	s, _, logs := ruleScript(t, h, abi.Limits{CallTimeout: 20 * time.Second})
-	p1, ss1 := current(t, s)
-	if ss1 == nil {
-		t.Fatal("the plugin opened no session")
-	}
-	if strings.Contains(logs.String(), "built before sessions") {
-		t.Errorf("a plugin with a session is logged as without:\n%s", logs)
-	}
-	seqs(t, s, h, 1, 3)
-	if n := ss1.sent(); n != 3 {
-		t.Errorf("%d events went down the session, want 3", n)
-	}
-	if err := syscall.Kill(p1.pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	testutil.WaitFor(t, "the killed plugin to be restarted", func() bool { p := s.stats().Pid; return p != 0 && p != p1.pid })
-	seqs(t, s, h, 4, 5)
-	_, ss2 := current(t, s)
-	if ss2 == nil || ss2 == ss1 || ss2.sent() != 2 {
-		t.Errorf("the restarted process's session %p (first %p) carried %d events, want a new one carrying 2", ss2, ss1, ss2.sent())
-	}
+	forTransports(t, func(t *testing.T) {
+		h := abitest.New()
+		s, _, logs := ruleScript(t, h, abi.Limits{CallTimeout: 20 * time.Second})
+		p1, ss1 := current(t, s)
+		if ss1 == nil {
+			t.Fatal("the plugin opened no session")
+		}
+		if strings.Contains(logs.String(), "built before sessions") {
+			t.Errorf("a plugin with a session is logged as without:\n%s", logs)
+		}
+		seqs(t, s, h, 1, 3)
+		if n := ss1.sent(); n != 3 {
+			t.Errorf("%d events went down the session, want 3", n)
+		}
+		if err := syscall.Kill(p1.pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		testutil.WaitFor(t, "the killed plugin to be restarted", func() bool { p := s.stats().Pid; return p != 0 && p != p1.pid })
+		seqs(t, s, h, 4, 5)
+		_, ss2 := current(t, s)
+		if ss2 == nil || ss2 == ss1 || ss2.sent() != 2 {
+			t.Errorf("the restarted process's session %p (first %p) carried %d events, want a new one carrying 2", ss2, ss1, ss2.sent())
+		}
+	})
 }
 
 // slowHost is an abi.Host whose Get of "slow" answers only when its
@@ -97,31 +104,33 @@ func (h slowHost) Get(ctx context.Context, key string) (abi.Value, error) {
 // first; in the second case the process is replaced), and the next event
 // runs on a session.
 func TestSessionSlowHostCall(t *testing.T) {
-	h := slowHost{abitest.New()}
-	s, _, _ := ruleScript(t, h, abi.Limits{CallTimeout: 2 * time.Second})
-	p1, ss1 := current(t, s)
-	if ss1 == nil {
-		t.Fatal("the plugin opened no session")
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- s.Handle(context.Background(), command("get", "slow")) }()
-	select {
-	case err := <-errc:
-		if err == nil { // the plugin's report of the call's TIMEOUT
-			if r := ruletest.Reports(h.Host); len(r) != 1 || !strings.HasPrefix(r[0], "get status=TIMEOUT ") {
-				t.Errorf("reports %v, want get status=TIMEOUT", r)
-			}
-		} else {
-			wantError(t, err, callHandle, abi.ErrTimeout)
+	forTransports(t, func(t *testing.T) {
+		h := slowHost{abitest.New()}
+		s, _, _ := ruleScript(t, h, abi.Limits{CallTimeout: 2 * time.Second})
+		p1, ss1 := current(t, s)
+		if ss1 == nil {
+			t.Fatal("the plugin opened no session")
 		}
-	case <-time.After(testutil.WaitBound):
-		t.Fatalf("Handle still waits for the host call %v after its 2s timeout", testutil.WaitBound)
-	}
-	seqs(t, s, h.Host, 1, 1)
-	p2, ss2 := current(t, s)
-	if ss2 == nil || (p2 == p1) != (ss2 == ss1) || ss2.sent() != map[bool]uint64{true: 2, false: 1}[p2 == p1] {
-		t.Errorf("after the timeout: process %d (was %d), session %p (was %p) carried %d events", p2.pid, p1.pid, ss2, ss1, ss2.sent())
-	}
+		errc := make(chan error, 1)
+		go func() { errc <- s.Handle(context.Background(), command("get", "slow")) }()
+		select {
+		case err := <-errc:
+			if err == nil { // the plugin's report of the call's TIMEOUT
+				if r := ruletest.Reports(h.Host); len(r) != 1 || !strings.HasPrefix(r[0], "get status=TIMEOUT ") {
+					t.Errorf("reports %v, want get status=TIMEOUT", r)
+				}
+			} else {
+				wantError(t, err, callHandle, abi.ErrTimeout)
+			}
+		case <-time.After(testutil.WaitBound):
+			t.Fatalf("Handle still waits for the host call %v after its 2s timeout", testutil.WaitBound)
+		}
+		seqs(t, s, h.Host, 1, 1)
+		p2, ss2 := current(t, s)
+		if ss2 == nil || (p2 == p1) != (ss2 == ss1) || ss2.sent() != map[bool]uint64{true: 2, false: 1}[p2 == p1] {
+			t.Errorf("after the timeout: process %d (was %d), session %p (was %p) carried %d events", p2.pid, p1.pid, ss2, ss1, ss2.sent())
+		}
+	})
 }
 
 // TestSessionCancel: when the caller's context ends while the plugin holds
@@ -129,31 +138,37 @@ func TestSessionSlowHostCall(t *testing.T) {
 // next events go down the same session, the held handler's end (it never
 // comes) being no answer to them.
 func TestSessionCancel(t *testing.T) {
-	h := abitest.New()
-	s, _, _ := ruleScript(t, h, abi.Limits{CallTimeout: time.Minute})
-	p1, ss := current(t, s)
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- s.Handle(ctx, command("hold")) }()
-	testutil.WaitFor(t, "the plugin to hold the event", func() bool { _, ok := h.Value("inflight"); return ok })
-	cancel()
-	err := <-errc
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("Handle after cancel: %v, want context.Canceled", err)
-	}
-	seqs(t, s, h, 1, 3)
-	if p2, ss2 := current(t, s); p2 != p1 || ss2 != ss || ss.sent() != 4 {
-		t.Errorf("process %d (was %d), %d events on the first session; want the same process and session, 4 events", p2.pid, p1.pid, ss.sent())
-	}
-	if st := s.stats(); st.Starts != 1 || st.Exits != 0 || st.Lost != 0 {
-		t.Errorf("stats %+v, want one start, no exit, nothing lost", st)
-	}
+	forTransports(t, func(t *testing.T) {
+		h := abitest.New()
+		s, _, _ := ruleScript(t, h, abi.Limits{CallTimeout: time.Minute})
+		p1, ss := current(t, s)
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- s.Handle(ctx, command("hold")) }()
+		testutil.WaitFor(t, "the plugin to hold the event", func() bool { _, ok := h.Value("inflight"); return ok })
+		cancel()
+		err := <-errc
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Handle after cancel: %v, want context.Canceled", err)
+		}
+		seqs(t, s, h, 1, 3)
+		if p2, ss2 := current(t, s); p2 != p1 || ss2 != ss || ss.sent() != 4 {
+			t.Errorf("process %d (was %d), %d events on the first session; want the same process and session, 4 events", p2.pid, p1.pid, ss.sent())
+		}
+		if st := s.stats(); st.Starts != 1 || st.Exits != 0 || st.Lost != 0 {
+			t.Errorf("stats %+v, want one start, no exit, nothing lost", st)
+		}
+	})
 }
 
 // TestSessionCallAfterEvent: a goroutine of the handler that calls the host
 // after its event ended reaches the Host service (outside the session), as
 // it did before sessions.
 func TestSessionCallAfterEvent(t *testing.T) {
+	forTransports(t, testSessionCallAfterEvent)
+}
+
+func testSessionCallAfterEvent(t *testing.T) {
 	for _, unary := range []bool{false, true} {
 		t.Run(map[bool]string{false: "session", true: "unary"}[unary], func(t *testing.T) {
 			h := abitest.New()

@@ -92,6 +92,9 @@ type ruleServer struct {
 	mu   sync.Mutex
 	conn *grpc.ClientConn // to the host's Host service, dialed by Init
 	host *remoteHost      // set by Init
+
+	rawSocket string // the raw session channel Init offered, if any
+	rawToken  []byte //
 }
 
 // close closes the connection to the host, if Init dialed it.
@@ -116,6 +119,7 @@ func (s *ruleServer) Init(ctx context.Context, req *pb.InitRequest) (*pb.Result,
 		return wire.Result(abi.Errorf(abi.StatusInternal, "init: connect to the host (broker id %d): %v", req.GetHostBrokerId(), err)), nil
 	}
 	s.conn, s.host = conn, &remoteHost{c: pb.NewHostClient(conn), stderr: s.stderr}
+	s.rawSocket, s.rawToken = req.GetSessionSocket(), req.GetSessionToken()
 	if s.rule.init == nil {
 		return wire.Result(nil), nil
 	}

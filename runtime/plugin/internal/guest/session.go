@@ -3,6 +3,7 @@ package guest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 	"time"
@@ -21,23 +22,50 @@ import (
 // that comes down the stream, with an abi.Host whose calls go up the same
 // stream while the event runs. It returns when the stream ends, once every
 // handler it started has returned.
+//
+// When Init offered a raw channel, the session travels there instead (it
+// answers SessionReady.raw once connected), and ends when the channel or
+// the stream does; if it cannot connect, it says so on stderr and stays on
+// the stream.
 func (s *ruleServer) Session(stream pb.Rule_SessionServer) error {
 	s.mu.Lock()
-	h := s.host
+	h, socket, token := s.host, s.rawSocket, s.rawToken
 	s.mu.Unlock()
 	if h == nil {
 		return status.Error(codes.FailedPrecondition, "session before init")
 	}
-	ss := &session{stream: stream, unary: h.c, stderr: s.stderr, dead: make(chan struct{}),
+	ss := &session{stream: stream, ctx: stream.Context(), unary: h.c, stderr: s.stderr, dead: make(chan struct{}),
 		calls: map[uint64]chan *pb.HostReply{}, events: map[uint64]context.CancelFunc{}}
+	ready := &pb.SessionReady{}
+	if socket != "" {
+		c, err := dialRaw(stream.Context(), socket, token)
+		if err != nil {
+			fmt.Fprintf(errOut(s.stderr), "ssrun plugin: session on its gRPC stream: %v\n", err)
+		} else {
+			defer c.Close()
+			defer context.AfterFunc(stream.Context(), func() { _ = c.Close() })()
+			ss.stream, ready.Raw = c, true
+		}
+	}
+	if err := stream.Send(&pb.FromPlugin{Msg: &pb.FromPlugin_Ready{Ready: ready}}); err != nil {
+		return err
+	}
 	return ss.run(s.rule.handle)
+}
+
+// sessionStream is what carries a session: the Session stream or the raw
+// channel.
+type sessionStream interface {
+	Send(*pb.FromPlugin) error
+	Recv() (*pb.ToPlugin, error)
 }
 
 // session is the plugin's end of one session.
 type session struct {
-	stream pb.Rule_SessionServer
-	unary  pb.HostClient // the Host service, for calls made outside an event
-	stderr io.Writer     // Plugin.Stderr
+	stream sessionStream
+	ctx    context.Context // the Session stream's
+	unary  pb.HostClient   // the Host service, for calls made outside an event
+	stderr io.Writer       // Plugin.Stderr
 
 	send sync.Mutex // held by each Send
 
@@ -57,9 +85,6 @@ func (ss *session) write(m *pb.FromPlugin) error {
 
 // run reads the stream until it ends.
 func (ss *session) run(handle func(ctx context.Context, h abi.Host, ev abi.Event) error) error {
-	if err := ss.write(&pb.FromPlugin{Msg: &pb.FromPlugin_Ready{Ready: &pb.SessionReady{}}}); err != nil {
-		return err
-	}
 	var handlers sync.WaitGroup
 	for {
 		m, err := ss.stream.Recv()
@@ -96,9 +121,9 @@ func (ss *session) run(handle func(ctx context.Context, h abi.Host, ev abi.Event
 // eventContext returns the context of event ev's handler, bounded by the
 // deadline the host sent, and records it as running.
 func (ss *session) eventContext(ev *pb.SessionEvent) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(ss.stream.Context())
+	ctx, cancel := context.WithCancel(ss.ctx)
 	if ms := ev.GetTimeoutMs(); ms > 0 {
-		ctx, cancel = context.WithTimeout(ss.stream.Context(), time.Duration(ms)*time.Millisecond)
+		ctx, cancel = context.WithTimeout(ss.ctx, time.Duration(ms)*time.Millisecond)
 	}
 	ss.mu.Lock()
 	ss.events[ev.GetSeq()] = cancel

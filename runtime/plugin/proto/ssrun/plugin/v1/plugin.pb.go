@@ -216,7 +216,12 @@ func (x *Result) GetMessage() []byte {
 type InitRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The go-plugin broker id on which the host serves Host.
-	HostBrokerId  uint32 `protobuf:"varint,1,opt,name=host_broker_id,json=hostBrokerId,proto3" json:"host_broker_id,omitempty"`
+	HostBrokerId uint32 `protobuf:"varint,1,opt,name=host_broker_id,json=hostBrokerId,proto3" json:"host_broker_id,omitempty"`
+	// An addition of this protocol alone (like the session): a unix socket the plugin may carry its session over instead
+	// of the Session stream (the raw channel, see SessionReady.raw), and the
+	// token it must send first on it (32 random bytes). Both empty: none.
+	SessionSocket string `protobuf:"bytes,2,opt,name=session_socket,json=sessionSocket,proto3" json:"session_socket,omitempty"`
+	SessionToken  []byte `protobuf:"bytes,3,opt,name=session_token,json=sessionToken,proto3" json:"session_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -256,6 +261,20 @@ func (x *InitRequest) GetHostBrokerId() uint32 {
 		return x.HostBrokerId
 	}
 	return 0
+}
+
+func (x *InitRequest) GetSessionSocket() string {
+	if x != nil {
+		return x.SessionSocket
+	}
+	return ""
+}
+
+func (x *InitRequest) GetSessionToken() []byte {
+	if x != nil {
+		return x.SessionToken
+	}
+	return nil
 }
 
 type Event struct {
@@ -1443,8 +1462,14 @@ func (*FromPlugin_Call) isFromPlugin_Msg() {}
 func (*FromPlugin_Done) isFromPlugin_Msg() {}
 
 // SessionReady is the plugin's first message: it takes events on the stream.
+// With raw (see InitRequest.session_socket), the plugin has dialled InitRequest.session_socket
+// and sent its token: the rest of the session travels there, the stream
+// carrying nothing more. On the raw channel the plugin sends session_token
+// (32 bytes), then both ends send ToPlugin and FromPlugin messages framed as
+// their length (uvarint) and bytes, each at most 64 MiB.
 type SessionReady struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
+	Raw           bool                   `protobuf:"varint,1,opt,name=raw,proto3" json:"raw,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1477,6 +1502,13 @@ func (x *SessionReady) ProtoReflect() protoreflect.Message {
 // Deprecated: Use SessionReady.ProtoReflect.Descriptor instead.
 func (*SessionReady) Descriptor() ([]byte, []int) {
 	return file_ssrun_plugin_v1_plugin_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *SessionReady) GetRaw() bool {
+	if x != nil {
+		return x.Raw
+	}
+	return false
 }
 
 // SessionEvent delivers one event, numbered by seq (1, 2, ... per session).
@@ -2047,9 +2079,11 @@ const file_ssrun_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x1cssrun/plugin/v1/plugin.proto\x12\x0fssrun.plugin.v1\":\n" +
 	"\x06Result\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\x05R\x06status\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\fR\amessage\"3\n" +
+	"\amessage\x18\x02 \x01(\fR\amessage\"\x7f\n" +
 	"\vInitRequest\x12$\n" +
-	"\x0ehost_broker_id\x18\x01 \x01(\rR\fhostBrokerId\"\xbb\x01\n" +
+	"\x0ehost_broker_id\x18\x01 \x01(\rR\fhostBrokerId\x12%\n" +
+	"\x0esession_socket\x18\x02 \x01(\tR\rsessionSocket\x12#\n" +
+	"\rsession_token\x18\x03 \x01(\fR\fsessionToken\"\xbb\x01\n" +
 	"\x05Event\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12#\n" +
 	"\x02op\x18\x02 \x01(\x0e2\x13.ssrun.plugin.v1.OpR\x02op\x12\x14\n" +
@@ -2126,8 +2160,9 @@ const file_ssrun_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x05ready\x18\x01 \x01(\v2\x1d.ssrun.plugin.v1.SessionReadyH\x00R\x05ready\x12/\n" +
 	"\x04call\x18\x02 \x01(\v2\x19.ssrun.plugin.v1.HostCallH\x00R\x04call\x122\n" +
 	"\x04done\x18\x03 \x01(\v2\x1c.ssrun.plugin.v1.SessionDoneH\x00R\x04doneB\x05\n" +
-	"\x03msg\"\x0e\n" +
-	"\fSessionReady\"m\n" +
+	"\x03msg\" \n" +
+	"\fSessionReady\x12\x10\n" +
+	"\x03raw\x18\x01 \x01(\bR\x03raw\"m\n" +
 	"\fSessionEvent\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12,\n" +
 	"\x05event\x18\x02 \x01(\v2\x16.ssrun.plugin.v1.EventR\x05event\x12\x1d\n" +
