@@ -9,8 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
-
+	"github.com/ssrun/ssrun/internal/fsfollow"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -20,41 +19,23 @@ import (
 // watched, not the file. The returned stop function ends the watch and waits
 // for it.
 func (a *app) watchToken(ctx context.Context, client *protocol.Client, file string) (stop func(), err error) {
-	w, err := fsnotify.NewWatcher()
+	w, err := fsfollow.New()
 	if err != nil {
 		return nil, fmt.Errorf("watch SAT file: %w", err)
 	}
 	if err := w.Add(filepath.Dir(file)); err != nil {
-		w.Close()
+		_ = w.Close()
 		return nil, fmt.Errorf("watch SAT file %s: %w", file, err)
 	}
 	last, _ := os.ReadFile(file)
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer w.Close()
-		settle := time.NewTimer(time.Hour)
-		settle.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case _, ok := <-w.Events:
-				if !ok {
-					return
-				}
-				settle.Reset(50 * time.Millisecond) // a rotation is several events
-			case err, ok := <-w.Errors:
-				if !ok {
-					return
-				}
-				a.log.Warn("watching the SAT file", "file", file, "err", err)
-			case <-settle.C:
+	wg.Go(func() {
+		fsfollow.Follow(ctx, w, fsfollow.Options{
+			OnChange: func([]string) { // a rotation is whole: re-read the token
 				tok, err := os.ReadFile(file)
 				if err != nil || bytes.Equal(tok, last) {
-					continue
+					return
 				}
 				last = tok
 				rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
@@ -64,12 +45,12 @@ func (a *app) watchToken(ctx context.Context, client *protocol.Client, file stri
 				case err == nil:
 					a.log.Info("service account token rotated: re-authenticated", "file", file)
 				case ctx.Err() != nil:
-					return
 				default:
 					a.log.Warn("re-authentication with the rotated token failed; the next connection uses it", "file", file, "err", err)
 				}
-			}
-		}
-	}()
-	return func() { cancel(); wg.Wait() }, nil
+			},
+			OnError: func(err error) { a.log.Warn("watching the SAT file", "file", file, "err", err) },
+		})
+	})
+	return func() { cancel(); wg.Wait(); _ = w.Close() }, nil
 }

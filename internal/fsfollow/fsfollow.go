@@ -1,5 +1,6 @@
 // Package fsfollow is the loop every file follower of ssrun runs (the rules
-// folder, ssrun.yaml, the broker's ACL file). It acts on a change as soon as
+// folder, ssrun.yaml, the broker's ACL file, the service account token of
+// `ssrun run`). It acts on a change as soon as
 // the change is whole, and never on a file that is still being written:
 //
 //   - A file written through an open descriptor counts once it is closed
