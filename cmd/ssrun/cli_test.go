@@ -275,6 +275,20 @@ func waitKV(t *testing.T, addr, key, want string) {
 	}
 }
 
+// waitSummary waits until the batch-summary plugin has summarised
+// sensor/1 = 10 (set by the test) in summary/sensors, i.e. the plugin runs;
+// if it does not, the test fails with log().
+func waitSummary(t *testing.T, addr string, log func() string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(runCLI(t, "", "kv", "--broker", addr, "get", "summary/sensors").stdout, `"sensor/1":10`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the plugin did not run; log:\n%s", log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func TestBrokerCommand(t *testing.T) {
 	out, _, stop := start(t, "broker", "--listen", "127.0.0.1:0", "--quota", "1")
 	m := waitOutput(t, out, regexp.MustCompile(`listening on (\S+)\n`))

@@ -3,9 +3,7 @@ package main
 import (
 	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
-	"time"
 )
 
 // pluginRules is a rules folder holding the batch-summary example plugin.
@@ -40,13 +38,7 @@ func TestPluginDirFlag(t *testing.T) {
 	out, errw, stop := start(t, "dev", rules, "--listen", "127.0.0.1:0", "--plugin-dir", work)
 	addr := waitOutput(t, out, regexp.MustCompile(`try: ssrun kv --broker (\S+) set`))[1]
 	runCLI(t, "", "kv", "--broker", addr, "set", "sensor/1", "10")
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(runCLI(t, "", "kv", "--broker", addr, "get", "summary/sensors").stdout, `"sensor/1":10`) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the plugin did not run; log:\n%s", errw.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitSummary(t, addr, errw.String)
 	dirs := workDirs(t, work)
 	if len(dirs) != 1 {
 		t.Fatalf("working directories under --plugin-dir %s: %v, want one", work, dirs)
