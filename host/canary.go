@@ -183,20 +183,15 @@ func shadowRuns(r *rule, hash [32]byte) bool {
 // settleCanary drops the shadow of r, if any, and its refusal: the file
 // is back to the live version. It runs in r's worker.
 func settleCanary(ctx context.Context, r *rule) error {
-	r.mu.Lock()
-	idle := r.shadow == nil && !r.canaryRefused
-	r.mu.Unlock()
 	w := r.worker()
-	if idle || w == nil {
+	if r.canaryIdle() || w == nil {
 		return nil
 	}
 	err := w.do(ctx, r.config().Grace, func() {
 		if sh := r.shadowing(); sh != nil {
 			sh.end(ctx, "the file is back to the live version")
 		}
-		r.mu.Lock()
-		r.canaryRefused = false
-		r.mu.Unlock()
+		r.setShadow(nil) // and forget a refusal
 	})
 	if err != nil && !errors.Is(err, errRuleStopped) {
 		return fmt.Errorf("drop the shadow of %s: %w", r.path, err)
@@ -222,9 +217,7 @@ func (c *canary) start(ctx, hostCtx context.Context) error {
 		if d := c.cfg.Duration; d > 0 {
 			c.timer = time.AfterFunc(d, r.mailbox.signal) // wakes the worker: due
 		}
-		r.mu.Lock()
-		r.shadow, r.canaryRefused = c, false
-		r.mu.Unlock()
+		r.setShadow(c)
 		r.svc.log.Info("canary: new version runs in shadow", "rule", r.name,
 			"events", c.cfg.Events, "duration", c.cfg.Duration)
 	})
@@ -275,11 +268,8 @@ func (c *canary) judge(ctx context.Context, ev abi.Event) {
 		"rule", r.name, "event", fmt.Sprintf("%s %s %q", ev.Op, ev.Key, ev.Value),
 		"live", writesOf(live), "shadow", writesOf(shadow), "after_events", c.n)
 	c.end(ctx, "")
-	r.mu.Lock()
-	r.noteErrorLocked(fmt.Sprintf("canary refused at event %s %q %q: live wrote %q, the new version %q",
+	r.refuseCanary(fmt.Sprintf("canary refused at event %s %q %q: live wrote %q, the new version %q",
 		ev.Op, ev.Key, ev.Value, writesOf(live), writesOf(shadow)))
-	r.canaryRefused = true
-	r.mu.Unlock()
 }
 
 // due implements shadowVersion: the shadow is swapped in as a reload's
@@ -301,12 +291,7 @@ func (c *canary) detach() {
 	if c.timer != nil {
 		c.timer.Stop()
 	}
-	r := c.r
-	r.mu.Lock()
-	if r.shadow == c {
-		r.shadow = nil
-	}
-	r.mu.Unlock()
+	c.r.dropShadow(c)
 }
 
 // end implements shadowVersion. It runs in the worker, or once the worker

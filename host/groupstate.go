@@ -83,13 +83,7 @@ func (g *group) resync(ctx context.Context, rule string, p *progress) {
 	if r == nil {
 		return
 	}
-	r.mu.Lock()
-	keys := make([]string, 0, len(r.watches))
-	for k := range r.watches {
-		keys = append(keys, k)
-	}
-	r.mu.Unlock()
-	for _, key := range keys {
+	for _, key := range r.watchedKeys() {
 		res, err := g.svc.client.Get(ctx, []byte(key), protocol.CallOptions{})
 		if err != nil {
 			g.svc.log.Warn("group: re-reading a watched key of a rule taken over failed", "rule", rule, "key", key, "err", err)

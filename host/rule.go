@@ -180,6 +180,51 @@ func (r *rule) shadowing() shadowVersion {
 	return r.shadow
 }
 
+// canaryIdle reports whether no version runs in shadow and none was
+// refused.
+func (r *rule) canaryIdle() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.shadow == nil && !r.canaryRefused
+}
+
+// setShadow makes sh the version in shadow (nil: none), clearing a
+// refusal.
+func (r *rule) setShadow(sh shadowVersion) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.shadow, r.canaryRefused = sh, false
+}
+
+// dropShadow ends sh's time in shadow, if it is still the one.
+func (r *rule) dropShadow(sh shadowVersion) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.shadow == sh {
+		r.shadow = nil
+	}
+}
+
+// refuseCanary records that a version in shadow was refused, why being
+// the rule's last error.
+func (r *rule) refuseCanary(why string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.noteErrorLocked(why)
+	r.canaryRefused = true
+}
+
+// watchedKeys returns the keys the running version watches.
+func (r *rule) watchedKeys() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	keys := make([]string, 0, len(r.watches))
+	for k := range r.watches {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
 // runs reports whether the running version has content hash.
 func (r *rule) runs(hash [32]byte) bool {
 	r.mu.Lock()
