@@ -207,15 +207,13 @@ func NewHostRecorder(w io.Writer, start time.Time) (*HostRecorder, error) {
 // Rand is the lua.Config Rand of a recording host: each rule's math.random
 // draws from a generator seeded with the trace's seed and the rule's file
 // name, as its replay does (the package's Rand), so a replay draws the same
-// numbers in the same order. name reports a script's rule (host.RuleOf).
-func (hr *HostRecorder) Rand(name func(abi.Host) (string, bool)) func(abi.Host) *rand.Rand {
-	return func(h abi.Host) *rand.Rand {
-		rule, ok := name(h)
-		if !ok {
-			return nil
-		}
-		return ruleRand(hr.seed, rule)
+// numbers in the same order.
+func (hr *HostRecorder) Rand(h abi.Host) *rand.Rand {
+	rule, ok := host.RuleOf(h)
+	if !ok {
+		return nil
 	}
+	return ruleRand(hr.seed, rule)
 }
 
 // write appends r at atMs.

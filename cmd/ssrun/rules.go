@@ -110,7 +110,7 @@ func (a *app) serveRules(ctx context.Context, client *protocol.Client, dir strin
 	}()
 	var lc lua.Config
 	if rec != nil { // math.random drawn as the replay will draw it
-		lc.Rand = rec.Rand(host.RuleOf)
+		lc.Rand = rec.Rand
 	}
 	rts, err := a.runtimesLua(cfg, lc)
 	if err != nil {
