@@ -44,8 +44,7 @@ func BenchmarkVerbsVsBaseline(b *testing.B) {
 		h.Put("bench/k", []byte("0123456789abcdef"))
 		subs[i] = start(b, compile(b, r, "rule"+strconv.Itoa(i)+".wasm", src), h, lim)
 	}
-	for _, verb := range []string{"get", "set", "set-literal", "set+del", "set+vdel", "watch", "watch+unwatch", "lock", "lock+unlock", "log",
-		"timer", "timer+cancel", "now", "del", "vdel"} {
+	for _, verb := range benchVerbs {
 		b.Run(verb, func(b *testing.B) {
 			for _, s := range subs { // warm up
 				benchLoop(b, s, "floor", verbChunk)

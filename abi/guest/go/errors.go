@@ -3,15 +3,9 @@ package ssrun
 import (
 	"errors"
 	"strconv"
-	"sync"
 
 	"github.com/ssrun/ssrun/abi"
 )
-
-// mu makes a host call and what the SDK does with its result one unit
-// (the shared result buffer, last_error, the failure count), and guards
-// the lazy text of verb errors.
-var mu sync.Mutex
 
 // verbError is the error of a failed verb: its Status at once, the host's
 // message only when asked for. Fetching the message costs a host call and
@@ -28,12 +22,17 @@ var mu sync.Mutex
 //
 // errors.As(err, &e) with e an *Error works: it sets e to an *Error with
 // the same Status and message (the same one each time).
+//
+// A routine failure that repeats the last one (same verb, key and status)
+// returns the same error value again instead of a new one (see
+// newFailure), so compare errors with StatusOf or errors.As, not with ==
+// against an error kept from an earlier call.
 type verbError struct {
 	status    Status
 	verb, key string
-	seq       uint64     // the failure's number (failures when it failed)
-	msg       string     // the message once known; guarded by mu
-	err       *abi.Error // what As hands out, once asked; guarded by mu
+	seq       uint64     // the failure's number (failures when it failed); guarded by the guard
+	msg       string     // the message once known; guarded by the guard
+	err       *abi.Error // what As hands out, once asked; guarded by the guard
 }
 
 // lazyText reports whether a failure with status st leaves its message to
@@ -42,13 +41,14 @@ type verbError struct {
 func lazyText(st Status) bool { return st == abi.StatusNotFound || st == abi.StatusNotApplied }
 
 func (e *verbError) Error() string {
-	mu.Lock()
-	defer mu.Unlock()
-	return e.text()
+	enter()
+	msg := e.text()
+	leave()
+	return msg
 }
 
 // text returns the message, fetching it from the host while that still
-// holds it. Call with mu held.
+// holds it. Call with the guard held.
 func (e *verbError) text() string {
 	if e.msg == "" && e.seq == failures {
 		e.msg = lastError()
@@ -65,18 +65,23 @@ func (e *verbError) As(target any) bool {
 	if !ok {
 		return false
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	enter()
 	if e.err == nil {
 		e.err = &abi.Error{Status: e.status, Msg: e.text()}
 	}
 	*p = e.err
+	leave()
 	return true
 }
 
 // failures counts the failed calls; the host's last_error holds the
-// message of failure number failures. Guarded by mu.
+// message of failure number failures. Guarded by the guard.
 var failures uint64
+
+// lastRoutine is the error of the last routine failure (lazyText), which
+// newFailure hands out again when the next failure repeats it. Guarded by
+// the guard.
+var lastRoutine *verbError
 
 // errChunk is how many verbErrors one allocation makes room for.
 const errChunk = 32
@@ -84,14 +89,25 @@ const errChunk = 32
 // errSlab is the unused rest of the last chunk of verbErrors. Handing out
 // one allocation's worth of errors errChunk times spares a loop of
 // failures (e.g. Del of absent keys) an allocation per call; an error the
-// rule keeps pins its chunk (about 2.5 KB). Guarded by mu.
+// rule keeps pins its chunk (about 2.5 KB). Guarded by the guard.
 var errSlab []verbError
 
 // newFailure counts a failure of verb on key with status st and returns
 // its error, with the host's message already fetched unless lazyText.
-// Call with mu held, right after the failed host call.
+// Call with the guard held, right after the failed host call.
+//
+// A routine failure that repeats the last routine one (same verb, key and
+// status: a loop deleting an absent key, a compare that keeps failing)
+// returns that error again: its message would be the same. If its text
+// was not fetched yet, it now comes from this failure.
 func newFailure(verb, key string, st Status) error {
 	failures++
+	if e := lastRoutine; e != nil && e.status == st && e.verb == verb && e.key == key {
+		if e.msg == "" {
+			e.seq = failures
+		}
+		return e
+	}
 	if len(errSlab) == 0 {
 		errSlab = make([]verbError, errChunk)
 	}
@@ -100,7 +116,9 @@ func newFailure(verb, key string, st Status) error {
 	*e = verbError{status: st, verb: verb, key: key, seq: failures}
 	if !lazyText(st) {
 		e.text()
+		return e
 	}
+	lastRoutine = e
 	return e
 }
 

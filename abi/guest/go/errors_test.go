@@ -10,8 +10,8 @@ import (
 
 // fail makes the error of a failed verb as the verbs do.
 func fail(verb, key string, st Status) error {
-	mu.Lock()
-	defer mu.Unlock()
+	enter()
+	defer leave()
 	return newFailure(verb, key, st)
 }
 

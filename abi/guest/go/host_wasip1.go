@@ -80,7 +80,7 @@ func hostNow(outPtr unsafe.Pointer) int32
 // BUFFER_TOO_SMALL path and a buffer of their own.
 const outCap = 16 << 10
 
-// out and outLen are the shared result buffer, guarded by mu.
+// out and outLen are the shared result buffer, guarded by the guard.
 var (
 	out    [outCap]byte
 	outLen uint32
@@ -91,31 +91,46 @@ func bytesPtr(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(
 func outPtr() unsafe.Pointer           { return unsafe.Pointer(&out[0]) }
 func lenPtr() unsafe.Pointer           { return unsafe.Pointer(&outLen) }
 
-// fetch returns the result record of a verb that returned st, and the
-// verb's real status. On BUFFER_TOO_SMALL it fetches the record with
-// `result` into a buffer of its own; otherwise the record is in out (and
-// only meaningful if the status carries one). Call with mu held.
-func fetch(st Status) ([]byte, Status) {
-	for st == abi.StatusBufferTooSmall {
+// The verbs below keep their success path in one function: on wasm a call
+// of a function that itself calls costs a Go guest about as much as a host
+// call (runtime/wasm BenchmarkGuestSteps), so the guard, the parse of the
+// result and the carving of its copy are inlined, and only the rare paths
+// (a failure, a result larger than the shared buffer, a new result block)
+// are calls of their own.
+
+// record returns the result record in the shared buffer. Call with the
+// guard held, after a verb that returned a record.
+func record() []byte { return out[:min(int(outLen), outCap)] }
+
+// fetch returns the result record of a verb that returned
+// BUFFER_TOO_SMALL, fetched with `result` into a buffer of its own, and
+// the verb's real status. Call with the guard held.
+func fetch() ([]byte, Status) {
+	for {
 		big := make([]byte, outLen)
-		st = Status(hostResult(bytesPtr(big), uint32(len(big)), lenPtr()))
+		st := Status(hostResult(bytesPtr(big), uint32(len(big)), lenPtr()))
 		if st != abi.StatusBufferTooSmall {
 			return big[:min(int(outLen), len(big))], st
 		}
 	}
-	return out[:min(int(outLen), outCap)], st
 }
 
-// failure is the error of a verb that returned st (see verbError). Call
-// with mu held.
-func failure(verb, key string, st Status) error { return newFailure(verb, key, st) }
+// failed returns the error of verb on key that returned st, and releases
+// the guard.
+//
+//go:noinline
+func failed(verb, key string, st Status) error {
+	err := newFailure(verb, key, st)
+	leave()
+	return err
+}
 
 // lastError returns the host's message of the last failed call, or "" if
-// it cannot be read. Call with mu held.
+// it cannot be read. Call with the guard held.
 func lastError() string {
 	switch Status(hostLastError(outPtr(), outCap, lenPtr())) {
 	case abi.StatusOK:
-		return string(out[:min(int(outLen), outCap)])
+		return string(record())
 	case abi.StatusBufferTooSmall:
 		big := make([]byte, outLen)
 		if Status(hostLastError(bytesPtr(big), uint32(len(big)), lenPtr())) == abi.StatusOK {
@@ -125,22 +140,34 @@ func lastError() string {
 	return ""
 }
 
-// status turns a verb's status into its error. Call with mu held.
-func status(verb, key string, st int32) error {
-	if Status(st) == abi.StatusOK {
-		return nil
+func get(key string) (Value, error) {
+	enter()
+	st := Status(hostGet(strPtr(key), uint32(len(key)), outPtr(), outCap, lenPtr()))
+	if st != abi.StatusOK {
+		return getSlow(key, st)
 	}
-	return failure(verb, key, Status(st))
+	v, err := parseValue(record()) // a copy: the shared buffer is reused
+	leave()
+	if err != nil {
+		return Value{}, badRecord(abi.FnGet, key, err)
+	}
+	return v, nil
 }
 
-func get(key string) (Value, error) {
-	mu.Lock()
-	defer mu.Unlock()
-	rec, st := fetch(Status(hostGet(strPtr(key), uint32(len(key)), outPtr(), outCap, lenPtr())))
-	if st != abi.StatusOK {
-		return Value{}, failure(abi.FnGet, key, st)
+// getSlow is get after a status other than OK: a failure, or a value
+// larger than the shared buffer. It releases the guard.
+//
+//go:noinline
+func getSlow(key string, st Status) (Value, error) {
+	var rec []byte
+	if st == abi.StatusBufferTooSmall {
+		rec, st = fetch()
 	}
-	v, err := parseValue(rec) // a copy: rec may be the shared buffer
+	if st != abi.StatusOK {
+		return Value{}, failed(abi.FnGet, key, st)
+	}
+	v, err := parseValue(rec)
+	leave()
 	if err != nil {
 		return Value{}, badRecord(abi.FnGet, key, err)
 	}
@@ -148,55 +175,89 @@ func get(key string) (Value, error) {
 }
 
 func set(key string, value []byte, cond int32, ttlMs int64, fence string) (string, error) {
-	mu.Lock()
-	defer mu.Unlock()
-	rec, st := fetch(Status(hostSet(strPtr(key), uint32(len(key)), bytesPtr(value), uint32(len(value)), cond, ttlMs,
-		strPtr(fence), uint32(len(fence)), outPtr(), outCap, lenPtr())))
-	if st != abi.StatusOK && st != abi.StatusNotApplied {
-		return "", failure(abi.FnSet, key, st)
+	enter()
+	st := Status(hostSet(strPtr(key), uint32(len(key)), bytesPtr(value), uint32(len(value)), cond, ttlMs,
+		strPtr(fence), uint32(len(fence)), outPtr(), outCap, lenPtr()))
+	if st != abi.StatusOK {
+		return textSlow(abi.FnSet, key, st, true)
 	}
-	version, err := parseText(rec)
+	version, err := parseText(record())
+	leave()
 	if err != nil {
 		return "", badRecord(abi.FnSet, key, err)
-	}
-	if st == abi.StatusNotApplied {
-		return version, failure(abi.FnSet, key, st)
 	}
 	return version, nil
 }
 
+// textSlow is set and lock after a status other than OK: a failure (set's
+// NOT_APPLIED with the stored version when withRec), or a result larger
+// than the shared buffer. It releases the guard.
+//
+//go:noinline
+func textSlow(verb, key string, st Status, notAppliedRec bool) (string, error) {
+	rec := record()
+	if st == abi.StatusBufferTooSmall {
+		rec, st = fetch()
+	}
+	if st != abi.StatusOK && !(notAppliedRec && st == abi.StatusNotApplied) {
+		return "", failed(verb, key, st)
+	}
+	text, err := parseText(rec)
+	if err != nil {
+		leave()
+		return "", badRecord(verb, key, err)
+	}
+	if st != abi.StatusOK {
+		return text, failed(verb, key, st)
+	}
+	leave()
+	return text, nil
+}
+
 func del(key, fence string) error {
-	mu.Lock()
-	defer mu.Unlock()
-	return status(abi.FnDel, key, hostDel(strPtr(key), uint32(len(key)), strPtr(fence), uint32(len(fence))))
+	enter()
+	if st := hostDel(strPtr(key), uint32(len(key)), strPtr(fence), uint32(len(fence))); st != 0 {
+		return failed(abi.FnDel, key, Status(st))
+	}
+	leave()
+	return nil
 }
 
 func vdel(key string, value []byte, fence string) error {
-	mu.Lock()
-	defer mu.Unlock()
-	return status(abi.FnVDel, key, hostVDel(strPtr(key), uint32(len(key)), bytesPtr(value), uint32(len(value)), strPtr(fence), uint32(len(fence))))
+	enter()
+	if st := hostVDel(strPtr(key), uint32(len(key)), bytesPtr(value), uint32(len(value)), strPtr(fence), uint32(len(fence))); st != 0 {
+		return failed(abi.FnVDel, key, Status(st))
+	}
+	leave()
+	return nil
 }
 
 func watch(key string, flags int32) error {
-	mu.Lock()
-	defer mu.Unlock()
-	return status(abi.FnWatch, key, hostWatch(strPtr(key), uint32(len(key)), flags))
+	enter()
+	if st := hostWatch(strPtr(key), uint32(len(key)), flags); st != 0 {
+		return failed(abi.FnWatch, key, Status(st))
+	}
+	leave()
+	return nil
 }
 
 func unwatch(key string) error {
-	mu.Lock()
-	defer mu.Unlock()
-	return status(abi.FnUnwatch, key, hostUnwatch(strPtr(key), uint32(len(key))))
+	enter()
+	if st := hostUnwatch(strPtr(key), uint32(len(key))); st != 0 {
+		return failed(abi.FnUnwatch, key, Status(st))
+	}
+	leave()
+	return nil
 }
 
 func lock(name string, ttlMs, waitMs int64) (string, error) {
-	mu.Lock()
-	defer mu.Unlock()
-	rec, st := fetch(Status(hostLock(strPtr(name), uint32(len(name)), ttlMs, waitMs, outPtr(), outCap, lenPtr())))
+	enter()
+	st := Status(hostLock(strPtr(name), uint32(len(name)), ttlMs, waitMs, outPtr(), outCap, lenPtr()))
 	if st != abi.StatusOK {
-		return "", failure(abi.FnLock, name, st)
+		return textSlow(abi.FnLock, name, st, false)
 	}
-	token, err := parseText(rec)
+	token, err := parseText(record())
+	leave()
 	if err != nil {
 		return "", badRecord(abi.FnLock, name, err)
 	}
@@ -204,41 +265,54 @@ func lock(name string, ttlMs, waitMs int64) (string, error) {
 }
 
 func unlock(name string) error {
-	mu.Lock()
-	defer mu.Unlock()
-	return status(abi.FnUnlock, name, hostUnlock(strPtr(name), uint32(len(name))))
+	enter()
+	if st := hostUnlock(strPtr(name), uint32(len(name))); st != 0 {
+		return failed(abi.FnUnlock, name, Status(st))
+	}
+	leave()
+	return nil
 }
 
 func logMsg(level int32, msg string) error {
-	mu.Lock()
-	defer mu.Unlock()
-	return status(abi.FnLog, "", hostLog(level, strPtr(msg), uint32(len(msg))))
+	enter()
+	if st := hostLog(level, strPtr(msg), uint32(len(msg))); st != 0 {
+		return failed(abi.FnLog, "", Status(st))
+	}
+	leave()
+	return nil
 }
 
 func logLine(level int32, msg string) { _ = logMsg(level, msg) }
 
 func timer(name string, delayMs, everyMs int64, payload []byte) error {
-	mu.Lock()
-	defer mu.Unlock()
-	return status(abi.FnTimer, name, hostTimer(strPtr(name), uint32(len(name)), delayMs, everyMs, bytesPtr(payload), uint32(len(payload))))
+	enter()
+	if st := hostTimer(strPtr(name), uint32(len(name)), delayMs, everyMs, bytesPtr(payload), uint32(len(payload))); st != 0 {
+		return failed(abi.FnTimer, name, Status(st))
+	}
+	leave()
+	return nil
 }
 
 func cancel(name string) error {
-	mu.Lock()
-	defer mu.Unlock()
-	return status(abi.FnCancel, name, hostCancel(strPtr(name), uint32(len(name))))
+	enter()
+	if st := hostCancel(strPtr(name), uint32(len(name))); st != 0 {
+		return failed(abi.FnCancel, name, Status(st))
+	}
+	leave()
+	return nil
 }
 
 // now reads the host's clock through the shared buffer. now cannot fail
 // with a buffer in memory; if the host says otherwise it broke the ABI,
 // and now panics with its message (failing the event).
 func now() int64 {
-	mu.Lock()
-	defer mu.Unlock()
+	enter()
 	if st := Status(hostNow(outPtr())); st != abi.StatusOK {
-		panic(failure(abi.FnNow, "", st))
+		panic(failed(abi.FnNow, "", st))
 	}
-	return int64(binary.LittleEndian.Uint64(out[:8]))
+	ms := int64(binary.LittleEndian.Uint64(out[:8]))
+	leave()
+	return ms
 }
 
 //go:wasmexport ssrun_abi_version

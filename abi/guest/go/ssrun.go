@@ -292,9 +292,10 @@ func failureCode(err error) int32 {
 }
 
 // parseValue parses get's result record (field value, field version) into
-// a Value that owns its memory and not rec: one allocation holds both, the
-// Data capped at its length so that appending to it never reaches the
-// Version. An empty value is a non-nil empty slice.
+// a Value that owns its memory and not rec: one carved block holds both
+// (see carve), the Data capped at its length so that appending to it never
+// reaches the Version. An empty value is a non-nil empty slice. Call with
+// the guard held.
 func parseValue(rec []byte) (Value, error) {
 	data, rest, ok1 := field(rec)
 	version, rest, ok2 := field(rest)
@@ -302,7 +303,7 @@ func parseValue(rec []byte) (Value, error) {
 		return Value{}, recordError(rec, 2)
 	}
 	n := len(data)
-	buf := make([]byte, n+len(version))
+	buf := carve(n + len(version))
 	copy(buf, data)
 	copy(buf[n:], version)
 	v := Value{Data: buf[:n:n]}
@@ -312,13 +313,14 @@ func parseValue(rec []byte) (Value, error) {
 	return v, nil
 }
 
-// parseText parses a one-field result record (set's version, lock's token).
+// parseText parses a one-field result record (set's version, lock's
+// token) into a carved string. Call with the guard held.
 func parseText(rec []byte) (string, error) {
 	f, rest, ok := field(rec)
 	if !ok || len(rest) != 0 {
 		return "", recordError(rec, 1)
 	}
-	return string(f), nil
+	return carveString(f), nil
 }
 
 // field is abi.ReadField for the SDK's hot path: small enough to inline,

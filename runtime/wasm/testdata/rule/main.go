@@ -85,6 +85,8 @@ func handle(ev ssrun.Event) error {
 
 	case "bench":
 		bench(a[0], ruletest.Number(a[1]))
+	case "step":
+		step(a[0], ruletest.Number(a[1]))
 	case "allocs":
 		allocs(a[0], ruletest.Number(a[1]))
 	case "errtext":
@@ -97,65 +99,121 @@ func handle(ev ssrun.Event) error {
 
 var hoard [][]byte
 
-// bench calls one verb n times (see bench_test.go).
+// bench calls one verb n times (see bench_test.go). It picks the verb once
+// and then runs a loop of that verb alone, so that a row's time is the
+// verb's and not the dispatch's.
 func bench(verb string, n int) {
 	value := []byte("0123456789abcdef")
 	var outLen uint32
-	must := func(err error) {
-		if err != nil {
-			panic(err)
-		}
-	}
-	for range n {
-		switch verb {
-		case "floor":
+	switch verb {
+	case "floor":
+		for range n {
 			rawLastError(nil, 0, unsafe.Pointer(&outLen))
-		case "raw-get", "raw-del":
-			rawVerb(verb)
-		case "get":
+		}
+	case "raw-get":
+		for range n {
+			rawGetOnce()
+		}
+	case "raw-del":
+		for range n {
+			rawDelOnce()
+		}
+	case "raw-set":
+		for range n {
+			rawSetOnce(value)
+		}
+	case "get":
+		for range n {
 			_, err := ssrun.Get("bench/k")
 			must(err)
-		case "set":
+		}
+	case "set":
+		for range n {
 			_, err := ssrun.Set("bench/k", value)
 			must(err)
-		case "set-literal": // a value built in the call, on the stack unless the SDK lets it escape
+		}
+	case "set-literal": // a value built in the call, on the stack unless the SDK lets it escape
+		for range n {
 			_, err := ssrun.Set("bench/k", []byte("0123456789abcdef"))
 			must(err)
-		case "set+del":
+		}
+	case "set+del":
+		for range n {
 			_, err := ssrun.Set("bench/d", value)
 			must(err)
 			must(ssrun.Del("bench/d"))
-		case "set+vdel":
+		}
+	case "set+vdel":
+		for range n {
 			_, err := ssrun.Set("bench/d", value)
 			must(err)
 			must(ssrun.VDel("bench/d", value))
-		case "watch":
+		}
+	case "watch":
+		for range n {
 			must(ssrun.Watch("bench/w"))
-		case "watch+unwatch":
+		}
+	case "watch+unwatch":
+		for range n {
 			must(ssrun.Watch("bench/u"))
 			must(ssrun.Unwatch("bench/u"))
-		case "lock":
+		}
+	case "unwatch": // NOT_FOUND
+		for range n {
+			expect(ssrun.Unwatch("bench/absent"), ssrun.StatusNotFound)
+		}
+	case "lock":
+		for range n {
 			_, err := ssrun.Lock("bench/l", time.Minute)
 			must(err)
-		case "lock+unlock":
+		}
+	case "lock+unlock":
+		for range n {
 			_, err := ssrun.Lock("bench/m", time.Minute)
 			must(err)
 			must(ssrun.Unlock("bench/m"))
-		case "log":
+		}
+	case "unlock": // NOT_FOUND
+		for range n {
+			expect(ssrun.Unlock("bench/absent"), ssrun.StatusNotFound)
+		}
+	case "log":
+		for range n {
 			must(ssrun.Log(ssrun.LevelDebug, "bench"))
-		case "timer":
+		}
+	case "timer":
+		for range n {
 			must(ssrun.Timer("bench/t", time.Minute, ssrun.TimerOptions{Payload: value}))
-		case "timer+cancel":
+		}
+	case "timer+cancel":
+		for range n {
 			must(ssrun.Timer("bench/c", time.Minute, ssrun.TimerOptions{Payload: value}))
 			must(ssrun.Cancel("bench/c"))
-		case "now":
-			ssrun.Now()
-		case "del": // NOT_FOUND
-			expect(ssrun.Del("absent"), ssrun.StatusNotFound)
-		case "vdel": // NOT_APPLIED
-			expect(ssrun.VDel("bench/k", other), ssrun.StatusNotApplied)
-		default:
-			panic("unknown bench verb " + verb)
 		}
+	case "cancel": // NOT_FOUND
+		for range n {
+			expect(ssrun.Cancel("bench/absent"), ssrun.StatusNotFound)
+		}
+	case "now":
+		for range n {
+			ssrun.Now()
+		}
+	case "del": // NOT_FOUND
+		for range n {
+			expect(ssrun.Del("absent"), ssrun.StatusNotFound)
+		}
+	case "vdel": // NOT_APPLIED
+		for range n {
+			expect(ssrun.VDel("bench/k", other), ssrun.StatusNotApplied)
+		}
+	default:
+		panic("unknown bench verb " + verb)
+	}
+}
+
+// must panics on err (the bench rows whose outcome is a success).
+func must(err error) {
+	if err != nil {
+		panic(err)
 	}
 }

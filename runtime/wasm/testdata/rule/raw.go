@@ -11,6 +11,10 @@ import (
 //go:wasmimport ssrun get
 func rawGet(keyPtr unsafe.Pointer, keyLen uint32, outPtr unsafe.Pointer, outCap uint32, outLenPtr unsafe.Pointer) int32
 
+//go:wasmimport ssrun set
+func rawSet(keyPtr unsafe.Pointer, keyLen uint32, valPtr unsafe.Pointer, valLen uint32, cond int32, ttlMs int64,
+	fencePtr unsafe.Pointer, fenceLen uint32, outPtr unsafe.Pointer, outCap uint32, outLenPtr unsafe.Pointer) int32
+
 //go:wasmimport ssrun del
 func rawDel(keyPtr unsafe.Pointer, keyLen uint32, fencePtr unsafe.Pointer, fenceLen uint32) int32
 
@@ -19,20 +23,29 @@ var (
 	rawOutLen uint32
 )
 
-// rawVerb makes the host call of a bench row without the SDK: "raw-get"
-// gets bench/k into a static buffer, "raw-del" deletes an absent key
-// (NOT_FOUND) and leaves the message with the host.
-func rawVerb(verb string) {
-	var st, want int32
-	switch verb {
-	case "raw-get":
-		key := "bench/k"
-		st = rawGet(unsafe.Pointer(unsafe.StringData(key)), uint32(len(key)), unsafe.Pointer(&rawOut[0]), uint32(len(rawOut)), unsafe.Pointer(&rawOutLen))
-	case "raw-del":
-		key := "absent"
-		st, want = rawDel(unsafe.Pointer(unsafe.StringData(key)), uint32(len(key)), nil, 0), int32(ssrun.StatusNotFound)
-	}
-	if st != want {
+// rawGetOnce gets bench/k into a static buffer without the SDK.
+func rawGetOnce() {
+	key := "bench/k"
+	rawCheck("raw-get", rawGet(unsafe.Pointer(unsafe.StringData(key)), uint32(len(key)), unsafe.Pointer(&rawOut[0]), uint32(len(rawOut)), unsafe.Pointer(&rawOutLen)), ssrun.StatusOK)
+}
+
+// rawSetOnce sets bench/k to value, its version into a static buffer,
+// without the SDK.
+func rawSetOnce(value []byte) {
+	key := "bench/k"
+	rawCheck("raw-set", rawSet(unsafe.Pointer(unsafe.StringData(key)), uint32(len(key)), unsafe.Pointer(unsafe.SliceData(value)), uint32(len(value)), 0, 0,
+		nil, 0, unsafe.Pointer(&rawOut[0]), uint32(len(rawOut)), unsafe.Pointer(&rawOutLen)), ssrun.StatusOK)
+}
+
+// rawDelOnce deletes an absent key (NOT_FOUND) without the SDK, leaving
+// the message with the host.
+func rawDelOnce() {
+	key := "absent"
+	rawCheck("raw-del", rawDel(unsafe.Pointer(unsafe.StringData(key)), uint32(len(key)), nil, 0), ssrun.StatusNotFound)
+}
+
+func rawCheck(verb string, st int32, want ssrun.Status) {
+	if ssrun.Status(st) != want {
 		panic(verb + ": status " + ssrun.Status(st).String())
 	}
 }
