@@ -146,20 +146,33 @@ func get(key string) (Value, error) {
 	if st != abi.StatusOK {
 		return getSlow(key, st)
 	}
-	v, err := parseValue(record()) // a copy: the shared buffer is reused
+	// parseValue by hand, into the current block: a call of it would cost
+	// about half a host call.
+	data, rest, ok1 := field(record())
+	version, rest, ok2 := field(rest)
+	n, size := len(data), len(data)+len(version)
+	if !ok1 || !ok2 || len(rest) != 0 || size > len(block) || size > maxCarve {
+		return getSlow(key, st)
+	}
+	buf := block[:size:size]
+	block = block[size:]
+	copy(buf, data)
+	copy(buf[n:], version)
 	leave()
-	if err != nil {
-		return Value{}, badRecord(abi.FnGet, key, err)
+	v := Value{Data: buf[:n:n]}
+	if n < size {
+		v.Version = unsafe.String(&buf[n], size-n) // never written again
 	}
 	return v, nil
 }
 
-// getSlow is get after a status other than OK: a failure, or a value
-// larger than the shared buffer. It releases the guard.
+// getSlow is get after a status other than OK (a failure, or a value
+// larger than the shared buffer) or a result get could not carve from
+// the current block. It releases the guard.
 //
 //go:noinline
 func getSlow(key string, st Status) (Value, error) {
-	var rec []byte
+	rec := record()
 	if st == abi.StatusBufferTooSmall {
 		rec, st = fetch()
 	}
@@ -181,17 +194,22 @@ func set(key string, value []byte, cond int32, ttlMs int64, fence string) (strin
 	if st != abi.StatusOK {
 		return textSlow(abi.FnSet, key, st, true)
 	}
-	version, err := parseText(record())
-	leave()
-	if err != nil {
-		return "", badRecord(abi.FnSet, key, err)
+	// parseText by hand (see get).
+	f, rest, ok := field(record())
+	if !ok || len(rest) != 0 || len(f) == 0 || len(f) > len(block) || len(f) > maxCarve {
+		return textSlow(abi.FnSet, key, st, true)
 	}
-	return version, nil
+	buf := block[:len(f):len(f)]
+	block = block[len(f):]
+	copy(buf, f)
+	leave()
+	return unsafe.String(&buf[0], len(buf)), nil // never written again
 }
 
-// textSlow is set and lock after a status other than OK: a failure (set's
-// NOT_APPLIED with the stored version when withRec), or a result larger
-// than the shared buffer. It releases the guard.
+// textSlow is set and lock after a status other than OK (a failure, set's
+// NOT_APPLIED with the stored version when notAppliedRec; a result larger
+// than the shared buffer) or a result the verb could not carve from the
+// current block. It releases the guard.
 //
 //go:noinline
 func textSlow(verb, key string, st Status, notAppliedRec bool) (string, error) {
@@ -256,12 +274,16 @@ func lock(name string, ttlMs, waitMs int64) (string, error) {
 	if st != abi.StatusOK {
 		return textSlow(abi.FnLock, name, st, false)
 	}
-	token, err := parseText(record())
-	leave()
-	if err != nil {
-		return "", badRecord(abi.FnLock, name, err)
+	// parseText by hand (see get).
+	f, rest, ok := field(record())
+	if !ok || len(rest) != 0 || len(f) == 0 || len(f) > len(block) || len(f) > maxCarve {
+		return textSlow(abi.FnLock, name, st, false)
 	}
-	return token, nil
+	buf := block[:len(f):len(f)]
+	block = block[len(f):]
+	copy(buf, f)
+	leave()
+	return unsafe.String(&buf[0], len(buf)), nil // never written again
 }
 
 func unlock(name string) error {
