@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
-	"github.com/ssrun/ssrun/abi/abitest"
 )
 
 // BenchmarkVerbsVsBaseline compares the Go guest SDK with a baseline SDK
@@ -40,7 +39,7 @@ func BenchmarkVerbsVsBaseline(b *testing.B) {
 	lim := abi.Limits{CallTimeout: time.Hour}
 	var subs [2]abi.Script // this build, the baseline
 	for i, src := range [][]byte{guest(b, "rule"), base} {
-		h := benchHost{abitest.New()}
+		h := newBenchHost()
 		h.Put("bench/k", []byte("0123456789abcdef"))
 		subs[i] = start(b, compile(b, r, "rule"+strconv.Itoa(i)+".wasm", src), h, lim)
 	}

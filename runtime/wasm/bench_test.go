@@ -11,14 +11,8 @@ import (
 	"github.com/ssrun/ssrun/abi/abitest"
 )
 
-// benchHost is abitest.Host with Log dropped: abitest keeps every line,
-// which would grow without bound over millions of calls.
-type benchHost struct{ *abitest.Host }
-
-func (benchHost) Log(int32, string) {}
-
 // BenchmarkVerbs: each verb called b.N times by the Go guest, in events
-// of 256 calls, against abitest.Host. The floor is the bare host call: the
+// of 256 calls, against benchHost (abitest.Host with a lean store). The floor is the bare host call: the
 // guest calls last_error with a zero-length buffer (a real ABI host
 // function that looks up the caller and writes 4 bytes, nothing else), in
 // an event of 256 calls just before each of the verb's (not timed in
@@ -33,7 +27,7 @@ func (benchHost) Log(int32, string) {}
 // verb). The rule picks the verb once per event, so no row pays a
 // per-call dispatch the floor does not.
 func BenchmarkVerbs(b *testing.B) {
-	h := benchHost{abitest.New()}
+	h := newBenchHost()
 	h.Put("bench/k", []byte("0123456789abcdef"))
 	s := start(b, compile(b, sharedRuntime(b), "rule.wasm", guest(b, "rule")), h, abi.Limits{CallTimeout: time.Hour})
 	for _, verb := range append([]string{"floor"}, benchVerbs...) {
@@ -207,15 +201,20 @@ func BenchmarkMemoryPerScript(b *testing.B) {
 
 // BenchmarkGuestSteps: what the Go guest's elementary steps cost, in
 // floors (the bare host call of BenchmarkVerbs): a call of a function
-// that is not inlined, sync.Mutex Lock+Unlock, a function that unlocks
-// with defer, a function with the SDK's flag guard, heap allocations of
-// 16 and 64 bytes, a 16-byte string conversion. Each row times events of
+// that calls nothing, sync.Mutex Lock+Unlock, a function that unlocks with
+// defer, a function with the SDK's flag guard (it calls on its slow path:
+// a function that calls costs far more than one that does not) and that
+// guard inline; the get host call inline, in a function of its own, and
+// in a function returning a Value as Get does; heap allocations of 16 and
+// 64 bytes, a 16-byte string conversion. Each row times events of
 // 256 steps, of 256 floor calls and of the empty loop, interleaved, and
 // takes the fastest of each; floors is (step - empty) / (floor - empty),
 // so the event's own cost (about 100 ns a step) is in neither.
 func BenchmarkGuestSteps(b *testing.B) {
-	s := start(b, compile(b, sharedRuntime(b), "rule.wasm", guest(b, "rule")), benchHost{abitest.New()}, abi.Limits{CallTimeout: time.Hour})
-	for _, name := range []string{"call", "call-arg", "mutex", "defer", "flag", "flag-inline", "flag-gosched", "alloc16", "alloc64", "string16"} {
+	h := newBenchHost()
+	h.Put("bench/k", []byte("0123456789abcdef"))
+	s := start(b, compile(b, sharedRuntime(b), "rule.wasm", guest(b, "rule")), h, abi.Limits{CallTimeout: time.Hour})
+	for _, name := range []string{"call", "mutex", "defer", "flag", "flag-inline", "rawget-inline", "rawget-fn", "rawget-ret", "alloc16", "alloc64", "string16"} {
 		b.Run(name, func(b *testing.B) {
 			var empty, floor, took fastest
 			for done := 0; done+verbChunk <= max(b.N, verbChunk); done += verbChunk {

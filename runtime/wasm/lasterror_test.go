@@ -98,7 +98,7 @@ func TestSDKFailuresFormatNoText(t *testing.T) {
 		{"raw-del", abi.FnDel},
 	} {
 		t.Run(tc.bench, func(t *testing.T) {
-			h := benchHost{abitest.New()}
+			h := abitest.New()
 			h.Put("bench/k", []byte("0123456789abcdef"))
 			st := abi.StatusNotFound
 			if tc.fn == abi.FnVDel {

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"errors"
 	"runtime"
 	"sync"
 	"unsafe"
+
+	ssrun "github.com/ssrun/ssrun/abi/guest/go"
 )
 
 // step runs one of the guest's elementary steps n times, for
@@ -38,7 +41,7 @@ func step(name string, n int) {
 		for range n {
 			stepFlag()
 		}
-	case "flag-inline":
+	case "flag-inline": // the flag guard inline
 		for range n {
 			if stepBusy {
 				panic("step: flag held")
@@ -47,13 +50,24 @@ func step(name string, n int) {
 			stepSink++
 			stepBusy = false
 		}
-	case "flag-gosched":
+	case "rawget-inline": // the get host call, no function of its own
+		key := "bench/k"
 		for range n {
-			stepFlagGosched()
+			if rawGet(unsafe.Pointer(unsafe.StringData(key)), uint32(len(key)), unsafe.Pointer(&rawOut[0]), uint32(len(rawOut)), unsafe.Pointer(&rawOutLen)) != 0 {
+				panic("rawget")
+			}
 		}
-	case "call-arg":
+	case "rawget-fn": // the get host call in a function of its own
 		for range n {
-			stepCallArg("bench/k")
+			rawGetOnce()
+		}
+	case "rawget-ret": // and a return of a Value
+		for range n {
+			v, err := stepGetRet()
+			if err != nil {
+				panic(err)
+			}
+			stepBytes = v.Data
 		}
 	case "alloc16": // a 16-byte heap allocation
 		for range n {
@@ -91,18 +105,11 @@ func stepDefer() {
 	stepSink++
 }
 
+// stepFlag is a function with the SDK's flag guard: it calls only on its
+// slow path, and so is a function that calls.
+//
 //go:noinline
 func stepFlag() {
-	for stepBusy {
-		panic("step: flag held")
-	}
-	stepBusy = true
-	stepSink++
-	stepBusy = false
-}
-
-//go:noinline
-func stepFlagGosched() {
 	for stepBusy {
 		runtime.Gosched()
 	}
@@ -111,5 +118,20 @@ func stepFlagGosched() {
 	stepBusy = false
 }
 
+var stepBlock [1 << 10]byte
+
+// stepGetRet is the get host call and the copy of its result, returned as
+// a Value (without parsing the record).
+//
 //go:noinline
-func stepCallArg(s string) int { return len(s) + stepSink }
+func stepGetRet() (ssrun.Value, error) {
+	key := "bench/k"
+	if st := rawGet(unsafe.Pointer(unsafe.StringData(key)), uint32(len(key)), unsafe.Pointer(&rawOut[0]), uint32(len(rawOut)), unsafe.Pointer(&rawOutLen)); st != 0 {
+		return ssrun.Value{}, errStep
+	}
+	n := copy(stepBlock[:], rawOut[:min(int(rawOutLen), len(rawOut))])
+	return ssrun.Value{Data: stepBlock[:n:n], Version: unsafe.String(&stepBlock[0], 4)}, nil
+}
+
+var errStep = errors.New("step failed")
+
