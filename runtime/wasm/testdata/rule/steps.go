@@ -134,4 +134,3 @@ func stepGetRet() (ssrun.Value, error) {
 }
 
 var errStep = errors.New("step failed")
-
