@@ -91,6 +91,12 @@ func handle(ev ssrun.Event) error {
 		allocs(a[0], ruletest.Number(a[1]))
 	case "errtext":
 		errText()
+	case "ownmem":
+		reportCheck("ownmem", ownMemory())
+	case "errreuse":
+		reportCheck("errreuse", errorReuse())
+	case "concurrent":
+		reportCheck("concurrent", concurrently())
 	default: // the verbs and noop
 		return ruletest.Dispatch(context.Background(), host{}, ev)
 	}
