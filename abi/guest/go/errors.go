@@ -102,12 +102,29 @@ var errSlab []verbError
 // was not fetched yet, it now comes from this failure.
 func newFailure(verb, key string, st Status) error {
 	failures++
-	if e := lastRoutine; e != nil && e.status == st && e.verb == verb && e.key == key {
-		if e.msg == "" {
-			e.seq = failures
-		}
+	if e := repeated(verb, key, st); e != nil {
 		return e
 	}
+	return freshFailure(verb, key, st)
+}
+
+// repeated returns the last routine failure's error if a failure of verb
+// on key with status st repeats it, with its lazy text now this failure's;
+// else nil. Call with the guard held, after counting the failure.
+func repeated(verb, key string, st Status) *verbError {
+	e := lastRoutine
+	if e == nil || e.status != st || e.key != key || e.verb != verb {
+		return nil
+	}
+	if e.msg == "" {
+		e.seq = failures
+	}
+	return e
+}
+
+// freshFailure is newFailure's error for a failure that repeats none.
+// Call with the guard held, after counting the failure.
+func freshFailure(verb, key string, st Status) error {
 	if len(errSlab) == 0 {
 		errSlab = make([]verbError, errChunk)
 	}
@@ -123,7 +140,7 @@ func newFailure(verb, key string, st Status) error {
 }
 
 // statusOf is StatusOf without the errors.As walk for the SDK's own
-// errors.
+// errors, small enough to be inlined in the rule.
 func statusOf(err error) Status {
 	if e, ok := err.(*verbError); ok {
 		return e.status

@@ -115,14 +115,37 @@ func fetch() ([]byte, Status) {
 	}
 }
 
-// failed returns the error of verb on key that returned st, and releases
-// the guard.
+// failed returns the error of verb on key that returned st (newFailure)
+// and releases the guard.
 //
 //go:noinline
 func failed(verb, key string, st Status) error {
 	err := newFailure(verb, key, st)
 	leave()
 	return err
+}
+
+// again is failed's common case, inlined in the verbs without result so
+// that a routine failure costs no call: if the failure of verb on key
+// with status st repeats the last one with the same key and verb strings
+// (a loop's usual case; repeated compares their text), it counts the
+// failure, releases the guard and returns the last error; else nil.
+func again(verb, key string, st int32) *verbError {
+	e := lastRoutine
+	if e == nil || int32(e.status) != st || !same(e.key, key) || !same(e.verb, verb) {
+		return nil
+	}
+	failures++
+	if e.msg == "" {
+		e.seq = failures
+	}
+	leave()
+	return e
+}
+
+// same reports whether a and b are the same string in memory.
+func same(a, b string) bool {
+	return unsafe.StringData(a) == unsafe.StringData(b) && len(a) == len(b)
 }
 
 // lastError returns the host's message of the last failed call, or "" if
@@ -235,6 +258,9 @@ func textSlow(verb, key string, st Status, notAppliedRec bool) (string, error) {
 func del(key, fence string) error {
 	enter()
 	if st := hostDel(strPtr(key), uint32(len(key)), strPtr(fence), uint32(len(fence))); st != 0 {
+		if e := again(abi.FnDel, key, st); e != nil {
+			return e
+		}
 		return failed(abi.FnDel, key, Status(st))
 	}
 	leave()
@@ -244,6 +270,9 @@ func del(key, fence string) error {
 func vdel(key string, value []byte, fence string) error {
 	enter()
 	if st := hostVDel(strPtr(key), uint32(len(key)), bytesPtr(value), uint32(len(value)), strPtr(fence), uint32(len(fence))); st != 0 {
+		if e := again(abi.FnVDel, key, st); e != nil {
+			return e
+		}
 		return failed(abi.FnVDel, key, Status(st))
 	}
 	leave()
@@ -262,6 +291,9 @@ func watch(key string, flags int32) error {
 func unwatch(key string) error {
 	enter()
 	if st := hostUnwatch(strPtr(key), uint32(len(key))); st != 0 {
+		if e := again(abi.FnUnwatch, key, st); e != nil {
+			return e
+		}
 		return failed(abi.FnUnwatch, key, Status(st))
 	}
 	leave()
@@ -289,6 +321,9 @@ func lock(name string, ttlMs, waitMs int64) (string, error) {
 func unlock(name string) error {
 	enter()
 	if st := hostUnlock(strPtr(name), uint32(len(name))); st != 0 {
+		if e := again(abi.FnUnlock, name, st); e != nil {
+			return e
+		}
 		return failed(abi.FnUnlock, name, Status(st))
 	}
 	leave()
@@ -318,6 +353,9 @@ func timer(name string, delayMs, everyMs int64, payload []byte) error {
 func cancel(name string) error {
 	enter()
 	if st := hostCancel(strPtr(name), uint32(len(name))); st != 0 {
+		if e := again(abi.FnCancel, name, st); e != nil {
+			return e
+		}
 		return failed(abi.FnCancel, name, Status(st))
 	}
 	leave()
