@@ -17,23 +17,55 @@ func notWasm(verb, key string) error {
 
 func get(key string) (Value, error) { return Value{}, notWasm(abi.FnGet, key) }
 
-func set(key string, _ []byte, _ int32, _ int64, _ string) (string, error) {
+func set(key string, _ []byte, opts []SetOptions) (string, error) {
+	if _, err := one(abi.FnSet, key, opts); err != nil {
+		return "", err
+	}
 	return "", notWasm(abi.FnSet, key)
 }
 
-func del(key, _ string) error                   { return notWasm(abi.FnDel, key) }
-func vdel(key string, _ []byte, _ string) error { return notWasm(abi.FnVDel, key) }
-func watch(key string, _ int32) error           { return notWasm(abi.FnWatch, key) }
-func unwatch(key string) error                  { return notWasm(abi.FnUnwatch, key) }
-func lock(name string, _, _ int64) (string, error) {
+func del(key string, opts []DelOptions) error {
+	if _, err := one(abi.FnDel, key, opts); err != nil {
+		return err
+	}
+	return notWasm(abi.FnDel, key)
+}
+
+func vdel(key string, _ []byte, opts []DelOptions) error {
+	if _, err := one(abi.FnVDel, key, opts); err != nil {
+		return err
+	}
+	return notWasm(abi.FnVDel, key)
+}
+
+func watch(key string, opts []WatchOptions) error {
+	if _, err := one(abi.FnWatch, key, opts); err != nil {
+		return err
+	}
+	return notWasm(abi.FnWatch, key)
+}
+
+func unwatch(key string) error { return notWasm(abi.FnUnwatch, key) }
+
+func lock(name string, _ time.Duration, opts []LockOptions) (string, error) {
+	if _, err := one(abi.FnLock, name, opts); err != nil {
+		return "", err
+	}
 	return "", notWasm(abi.FnLock, name)
 }
+
 func unlock(name string) error       { return notWasm(abi.FnUnlock, name) }
 func logMsg(_ int32, _ string) error { return notWasm(abi.FnLog, "") }
 
-func timer(name string, _, _ int64, _ []byte) error { return notWasm(abi.FnTimer, name) }
-func cancel(name string) error                      { return notWasm(abi.FnCancel, name) }
-func now() int64                                    { return time.Now().UnixMilli() }
+func timer(name string, _ time.Duration, opts []TimerOptions) error {
+	if _, err := one(abi.FnTimer, name, opts); err != nil {
+		return err
+	}
+	return notWasm(abi.FnTimer, name)
+}
+
+func cancel(name string) error { return notWasm(abi.FnCancel, name) }
+func now() int64               { return time.Now().UnixMilli() }
 
 // lastError: no host keeps a message.
 func lastError() string { return "" }

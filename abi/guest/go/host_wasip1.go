@@ -5,6 +5,7 @@ package ssrun
 import (
 	"encoding/binary"
 	"fmt"
+	"time"
 	"unsafe"
 
 	"github.com/ssrun/ssrun/abi"
@@ -210,10 +211,17 @@ func getSlow(key string, st Status) (Value, error) {
 	return v, nil
 }
 
-func set(key string, value []byte, cond int32, ttlMs int64, fence string) (string, error) {
+func set(key string, value []byte, opts []SetOptions) (string, error) {
+	var o SetOptions
+	if len(opts) != 0 {
+		var err error
+		if o, err = one(abi.FnSet, key, opts); err != nil {
+			return "", err
+		}
+	}
 	enter()
-	st := Status(hostSet(strPtr(key), uint32(len(key)), bytesPtr(value), uint32(len(value)), cond, ttlMs,
-		strPtr(fence), uint32(len(fence)), outPtr(), outCap, lenPtr()))
+	st := Status(hostSet(strPtr(key), uint32(len(key)), bytesPtr(value), uint32(len(value)), int32(o.Cond), millis(o.TTL),
+		strPtr(o.Fence), uint32(len(o.Fence)), outPtr(), outCap, lenPtr()))
 	if st != abi.StatusOK {
 		return textSlow(abi.FnSet, key, st, true)
 	}
@@ -255,9 +263,16 @@ func textSlow(verb, key string, st Status, notAppliedRec bool) (string, error) {
 	return text, nil
 }
 
-func del(key, fence string) error {
+func del(key string, opts []DelOptions) error {
+	var o DelOptions
+	if len(opts) != 0 {
+		var err error
+		if o, err = one(abi.FnDel, key, opts); err != nil {
+			return err
+		}
+	}
 	enter()
-	if st := hostDel(strPtr(key), uint32(len(key)), strPtr(fence), uint32(len(fence))); st != 0 {
+	if st := hostDel(strPtr(key), uint32(len(key)), strPtr(o.Fence), uint32(len(o.Fence))); st != 0 {
 		if e := again(abi.FnDel, key, st); e != nil {
 			return e
 		}
@@ -267,9 +282,16 @@ func del(key, fence string) error {
 	return nil
 }
 
-func vdel(key string, value []byte, fence string) error {
+func vdel(key string, value []byte, opts []DelOptions) error {
+	var o DelOptions
+	if len(opts) != 0 {
+		var err error
+		if o, err = one(abi.FnVDel, key, opts); err != nil {
+			return err
+		}
+	}
 	enter()
-	if st := hostVDel(strPtr(key), uint32(len(key)), bytesPtr(value), uint32(len(value)), strPtr(fence), uint32(len(fence))); st != 0 {
+	if st := hostVDel(strPtr(key), uint32(len(key)), bytesPtr(value), uint32(len(value)), strPtr(o.Fence), uint32(len(o.Fence))); st != 0 {
 		if e := again(abi.FnVDel, key, st); e != nil {
 			return e
 		}
@@ -279,7 +301,17 @@ func vdel(key string, value []byte, fence string) error {
 	return nil
 }
 
-func watch(key string, flags int32) error {
+func watch(key string, opts []WatchOptions) error {
+	var flags int32
+	if len(opts) != 0 {
+		o, err := one(abi.FnWatch, key, opts)
+		if err != nil {
+			return err
+		}
+		if o.Self {
+			flags |= 1
+		}
+	}
 	enter()
 	if st := hostWatch(strPtr(key), uint32(len(key)), flags); st != 0 {
 		return failed(abi.FnWatch, key, Status(st))
@@ -300,9 +332,16 @@ func unwatch(key string) error {
 	return nil
 }
 
-func lock(name string, ttlMs, waitMs int64) (string, error) {
+func lock(name string, ttl time.Duration, opts []LockOptions) (string, error) {
+	var o LockOptions
+	if len(opts) != 0 {
+		var err error
+		if o, err = one(abi.FnLock, name, opts); err != nil {
+			return "", err
+		}
+	}
 	enter()
-	st := Status(hostLock(strPtr(name), uint32(len(name)), ttlMs, waitMs, outPtr(), outCap, lenPtr()))
+	st := Status(hostLock(strPtr(name), uint32(len(name)), millis(ttl), millis(o.Wait), outPtr(), outCap, lenPtr()))
 	if st != abi.StatusOK {
 		return textSlow(abi.FnLock, name, st, false)
 	}
@@ -341,9 +380,16 @@ func logMsg(level int32, msg string) error {
 
 func logLine(level int32, msg string) { _ = logMsg(level, msg) }
 
-func timer(name string, delayMs, everyMs int64, payload []byte) error {
+func timer(name string, delay time.Duration, opts []TimerOptions) error {
+	var o TimerOptions
+	if len(opts) != 0 {
+		var err error
+		if o, err = one(abi.FnTimer, name, opts); err != nil {
+			return err
+		}
+	}
 	enter()
-	if st := hostTimer(strPtr(name), uint32(len(name)), delayMs, everyMs, bytesPtr(payload), uint32(len(payload))); st != 0 {
+	if st := hostTimer(strPtr(name), uint32(len(name)), millis(delay), millis(o.Every), bytesPtr(o.Payload), uint32(len(o.Payload))); st != 0 {
 		return failed(abi.FnTimer, name, Status(st))
 	}
 	leave()

@@ -140,45 +140,19 @@ func Get(key string) (Value, error) { return get(key) }
 // write it returns the stored version and an error with StatusNotApplied.
 // TTL is rounded up to whole milliseconds. At most one SetOptions.
 func Set(key string, value []byte, opts ...SetOptions) (version string, err error) {
-	o, err := one(abi.FnSet, key, opts)
-	if err != nil {
-		return "", err
-	}
-	return set(key, value, int32(o.Cond), millis(o.TTL), o.Fence)
+	return set(key, value, opts)
 }
 
 // Del removes key; StatusNotFound when it was absent.
-func Del(key string, opts ...DelOptions) error {
-	o, err := one(abi.FnDel, key, opts)
-	if err != nil {
-		return err
-	}
-	return del(key, o.Fence)
-}
+func Del(key string, opts ...DelOptions) error { return del(key, opts) }
 
 // VDel removes key if its value equals value; StatusNotFound when absent,
 // StatusNotApplied when the value differs.
-func VDel(key string, value []byte, opts ...DelOptions) error {
-	o, err := one(abi.FnVDel, key, opts)
-	if err != nil {
-		return err
-	}
-	return vdel(key, value, o.Fence)
-}
+func VDel(key string, value []byte, opts ...DelOptions) error { return vdel(key, value, opts) }
 
 // Watch delivers changes of key to the handler (not those made by this
 // rule, unless opts.Self).
-func Watch(key string, opts ...WatchOptions) error {
-	o, err := one(abi.FnWatch, key, opts)
-	if err != nil {
-		return err
-	}
-	var flags int32
-	if o.Self {
-		flags |= 1
-	}
-	return watch(key, flags)
-}
+func Watch(key string, opts ...WatchOptions) error { return watch(key, opts) }
 
 // Unwatch stops delivering changes of key; StatusNotFound when not watched.
 func Unwatch(key string) error { return unwatch(key) }
@@ -187,11 +161,7 @@ func Unwatch(key string) error { return unwatch(key) }
 // returns its fencing token; StatusBusy when another holder keeps it past
 // opts.Wait. Durations are rounded up to whole milliseconds.
 func Lock(name string, ttl time.Duration, opts ...LockOptions) (token string, err error) {
-	o, err := one(abi.FnLock, name, opts)
-	if err != nil {
-		return "", err
-	}
-	return lock(name, millis(ttl), millis(o.Wait))
+	return lock(name, ttl, opts)
 }
 
 // Unlock releases the lease; StatusNotFound when this rule does not hold it.
@@ -215,11 +185,7 @@ func Log(level int32, msg string) error { return logMsg(level, msg) }
 // A rule that never calls Timer, Cancel or Now does not import them, so it
 // also loads on a host of ABI revision 1.
 func Timer(name string, delay time.Duration, opts ...TimerOptions) error {
-	o, err := one(abi.FnTimer, name, opts)
-	if err != nil {
-		return err
-	}
-	return timer(name, millis(delay), millis(o.Every), o.Payload)
+	return timer(name, delay, opts)
 }
 
 // Cancel disarms the rule's timer name; StatusNotFound when none is armed.
@@ -230,6 +196,10 @@ func Cancel(name string) error { return cancel(name) }
 // Deadline of timer events (time.UnixMilli(ssrun.Now()) makes it a
 // time.Time). Outside a WebAssembly rule it is the local clock.
 func Now() int64 { return now() }
+
+// The exported verbs are forwarders small enough to be inlined in the
+// rule: a call of a function that calls costs a Go guest about half a
+// host call. The verbs check their options themselves (one).
 
 // one returns the single options value of a call, or the zero value.
 func one[T any](verb, key string, opts []T) (T, error) {
