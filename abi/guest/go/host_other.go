@@ -15,7 +15,7 @@ func notWasm(verb, key string) error {
 	return abi.Errorf(abi.StatusUnavailable, "%s %q: ssrun verbs work only inside a rule built with GOOS=wasip1 GOARCH=wasm", verb, key)
 }
 
-func get(key string) (Value, error) { return Value{}, notWasm(abi.FnGet, key) }
+func get(key string) ([]byte, string, error) { return nil, "", notWasm(abi.FnGet, key) }
 
 func set(key string, _ []byte, opts []SetOptions) (string, error) {
 	if _, err := one(abi.FnSet, key, opts); err != nil {

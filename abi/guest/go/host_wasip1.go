@@ -164,30 +164,35 @@ func lastError() string {
 	return ""
 }
 
-func get(key string) (Value, error) {
+// get returns the value's data and version, not a Value: on wasm the Go
+// compiler zeroes and copies a result of more than 32 bytes with bulk
+// memory instructions, each a call out of the guest in wazero (a Value is
+// 40), while Get, inlined in the rule, assembles the Value in registers.
+func get(key string) ([]byte, string, error) {
 	enter()
 	st := Status(hostGet(strPtr(key), uint32(len(key)), outPtr(), outCap, lenPtr()))
 	if st != abi.StatusOK {
 		return getSlow(key, st)
 	}
-	// parseValue by hand, into the current block: a call of it would cost
-	// about half a host call.
-	data, rest, ok1 := field(record())
+	// parseValue by hand: the whole record is copied into the current
+	// block at once (one copy; its two length prefixes are never read
+	// again), and data and version are sliced from the copy.
+	rec := record()
+	data, rest, ok1 := field(rec)
 	version, rest, ok2 := field(rest)
-	n, size := len(data), len(data)+len(version)
+	size := len(rec)
 	if !ok1 || !ok2 || len(rest) != 0 || size > len(block) || size > maxCarve {
 		return getSlow(key, st)
 	}
 	buf := block[:size:size]
 	block = block[size:]
-	copy(buf, data)
-	copy(buf[n:], version)
+	copy(buf, rec)
 	leave()
-	v := Value{Data: buf[:n:n]}
-	if n < size {
-		v.Version = unsafe.String(&buf[n], size-n) // never written again
+	n := len(data)
+	if len(version) == 0 {
+		return buf[4 : 4+n : 4+n], "", nil
 	}
-	return v, nil
+	return buf[4 : 4+n : 4+n], unsafe.String(&buf[8+n], len(version)), nil // never written again
 }
 
 // getSlow is get after a status other than OK (a failure, or a value
@@ -195,20 +200,20 @@ func get(key string) (Value, error) {
 // the current block. It releases the guard.
 //
 //go:noinline
-func getSlow(key string, st Status) (Value, error) {
+func getSlow(key string, st Status) ([]byte, string, error) {
 	rec := record()
 	if st == abi.StatusBufferTooSmall {
 		rec, st = fetch()
 	}
 	if st != abi.StatusOK {
-		return Value{}, failed(abi.FnGet, key, st)
+		return nil, "", failed(abi.FnGet, key, st)
 	}
 	v, err := parseValue(rec)
 	leave()
 	if err != nil {
-		return Value{}, badRecord(abi.FnGet, key, err)
+		return nil, "", badRecord(abi.FnGet, key, err)
 	}
-	return v, nil
+	return v.Data, v.Version, nil
 }
 
 func set(key string, value []byte, opts []SetOptions) (string, error) {

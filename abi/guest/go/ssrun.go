@@ -134,7 +134,10 @@ func Handle(fn func(Event) error) { handler = fn }
 
 // Get returns the value and version of key; StatusNotFound when absent. An
 // empty value is returned as a non-nil empty slice.
-func Get(key string) (Value, error) { return get(key) }
+func Get(key string) (Value, error) {
+	data, version, err := get(key)
+	return Value{Data: data, Version: version}, err
+}
 
 // Set writes key and returns the new version. When opts.Cond stops the
 // write it returns the stored version and an error with StatusNotApplied.
