@@ -27,7 +27,18 @@
 // routine outcomes NOT_FOUND and NOT_APPLIED cost almost nothing beyond
 // the host call: their message is fetched when first asked for, and if
 // another call failed before that (the host keeps the last message only)
-// it is the verb, key and status instead (`get "k": NOT_FOUND`). The SDK exports
+// it is the verb, key and status instead (`get "k": NOT_FOUND`). Such a
+// failure that repeats the last one (same verb, key and status) returns
+// the same error value again: compare errors with StatusOf or errors.As,
+// not with ==.
+//
+// Small results (at most 128 bytes: versions, tokens, short values) are
+// carved from shared 1 KiB blocks, not allocated one by one: each result
+// owns its bytes, but one that is kept keeps its block alive, so a rule
+// keeping many long-lived results should bytes.Clone or strings.Clone
+// them.
+//
+// The SDK exports
 // ssrun_abi_version, ssrun_alloc and ssrun_on_event and imports the host
 // functions from module "ssrun".
 //
