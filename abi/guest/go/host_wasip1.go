@@ -3,6 +3,7 @@
 package ssrun
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"time"
@@ -77,11 +78,13 @@ func hostCancel(namePtr unsafe.Pointer, nameLen uint32) int32
 //go:wasmimport ssrun now
 func hostNow(outPtr unsafe.Pointer) int32
 
-// outCap is the size of the shared result buffer; larger results take the
-// BUFFER_TOO_SMALL path and a buffer of their own.
+// outCap is the size of the shared buffer of last_error's message and
+// now's clock; a longer message takes the BUFFER_TOO_SMALL path and a
+// buffer of its own. (Verb results go to the result blocks.)
 const outCap = 16 << 10
 
-// out and outLen are the shared result buffer, guarded by the guard.
+// out is the shared buffer, outLen the length the host writes for every
+// call with an out buffer; guarded by the guard.
 var (
 	out    [outCap]byte
 	outLen uint32
@@ -164,45 +167,52 @@ func lastError() string {
 	return ""
 }
 
+// The verbs with a result (get, set, lock) have the host write it straight
+// into the current result block (see results.go), at least maxCarve bytes
+// long, and keep it there: the result is the record itself, its length
+// prefixes never read again. A record longer than the rest of the block
+// takes the BUFFER_TOO_SMALL path: fetched with `result` into a buffer of
+// its own.
+
 // get returns the value's data and version, not a Value: on wasm the Go
 // compiler zeroes and copies a result of more than 32 bytes with bulk
 // memory instructions, each a call out of the guest in wazero (a Value is
 // 40), while Get, inlined in the rule, assembles the Value in registers.
 func get(key string) ([]byte, string, error) {
 	enter()
-	st := Status(hostGet(strPtr(key), uint32(len(key)), outPtr(), outCap, lenPtr()))
+	if len(block) < maxCarve {
+		newBlock()
+	}
+	st := Status(hostGet(strPtr(key), uint32(len(key)), bytesPtr(block), uint32(len(block)), lenPtr()))
 	if st != abi.StatusOK {
 		return getSlow(key, st)
 	}
-	// parseValue by hand: the whole record is copied into the current
-	// block at once (one copy; its two length prefixes are never read
-	// again), and data and version are sliced from the copy.
-	rec := record()
+	// parseValue by hand, in place.
+	rec := block[:min(int(outLen), len(block))]
 	data, rest, ok1 := field(rec)
 	version, rest, ok2 := field(rest)
-	size := len(rec)
-	if !ok1 || !ok2 || len(rest) != 0 || size > len(block) || size > maxCarve {
+	if !ok1 || !ok2 || len(rest) != 0 {
 		return getSlow(key, st)
 	}
-	buf := block[:size:size]
-	block = block[size:]
-	copy(buf, rec)
+	block = block[len(rec):]
 	leave()
-	n := len(data)
 	if len(version) == 0 {
-		return buf[4 : 4+n : 4+n], "", nil
+		return data, "", nil
 	}
-	return buf[4 : 4+n : 4+n], unsafe.String(&buf[8+n], len(version)), nil // never written again
+	return data, unsafe.String(&version[0], len(version)), nil // never written again
 }
 
 // getSlow is get after a status other than OK (a failure, or a value
-// larger than the shared buffer) or a result get could not carve from
-// the current block. It releases the guard.
+// larger than the rest of the block) or a record get could not parse. It
+// releases the guard.
 //
 //go:noinline
 func getSlow(key string, st Status) ([]byte, string, error) {
-	rec := record()
-	if st == abi.StatusBufferTooSmall {
+	var rec []byte
+	switch st {
+	case abi.StatusOK: // malformed: parseValue says how
+		rec = bytes.Clone(block[:min(int(outLen), len(block))])
+	case abi.StatusBufferTooSmall:
 		rec, st = fetch()
 	}
 	if st != abi.StatusOK {
@@ -225,38 +235,46 @@ func set(key string, value []byte, opts []SetOptions) (string, error) {
 		}
 	}
 	enter()
+	if len(block) < maxCarve {
+		newBlock()
+	}
 	st := Status(hostSet(strPtr(key), uint32(len(key)), bytesPtr(value), uint32(len(value)), int32(o.Cond), millis(o.TTL),
-		strPtr(o.Fence), uint32(len(o.Fence)), outPtr(), outCap, lenPtr()))
+		strPtr(o.Fence), uint32(len(o.Fence)), bytesPtr(block), uint32(len(block)), lenPtr()))
 	if st != abi.StatusOK {
 		return textSlow(abi.FnSet, key, st, true)
 	}
-	// parseText by hand (see get).
-	f, rest, ok := field(record())
-	if !ok || len(rest) != 0 || len(f) == 0 || len(f) > len(block) || len(f) > maxCarve {
+	// parseText by hand, in place (see get).
+	rec := block[:min(int(outLen), len(block))]
+	f, rest, ok := field(rec)
+	if !ok || len(rest) != 0 || len(f) == 0 {
 		return textSlow(abi.FnSet, key, st, true)
 	}
-	buf := block[:len(f):len(f)]
-	block = block[len(f):]
-	copy(buf, f)
+	block = block[len(rec):]
 	leave()
-	return unsafe.String(&buf[0], len(buf)), nil // never written again
+	return unsafe.String(&f[0], len(f)), nil // never written again
 }
 
 // textSlow is set and lock after a status other than OK (a failure, set's
-// NOT_APPLIED with the stored version when notAppliedRec; a result larger
-// than the shared buffer) or a result the verb could not carve from the
-// current block. It releases the guard.
+// NOT_APPLIED with the stored version when notAppliedRec; a result longer
+// than the rest of the block) or a record they could not take as it is
+// (empty, or malformed). It releases the guard.
 //
 //go:noinline
 func textSlow(verb, key string, st Status, notAppliedRec bool) (string, error) {
-	rec := record()
-	if st == abi.StatusBufferTooSmall {
-		rec, st = fetch()
-	}
-	if st != abi.StatusOK && !(notAppliedRec && st == abi.StatusNotApplied) {
+	var text string
+	var err error
+	switch {
+	case st == abi.StatusBufferTooSmall:
+		var rec []byte
+		if rec, st = fetch(); st != abi.StatusOK && !(notAppliedRec && st == abi.StatusNotApplied) {
+			return "", failed(verb, key, st)
+		}
+		text, err = parseText(rec)
+	case st == abi.StatusOK || notAppliedRec && st == abi.StatusNotApplied:
+		text, err = takeText()
+	default:
 		return "", failed(verb, key, st)
 	}
-	text, err := parseText(rec)
 	if err != nil {
 		leave()
 		return "", badRecord(verb, key, err)
@@ -266,6 +284,22 @@ func textSlow(verb, key string, st Status, notAppliedRec bool) (string, error) {
 	}
 	leave()
 	return text, nil
+}
+
+// takeText returns the text of the one-field record the host wrote at the
+// start of block, in place, and moves block past it. Call with the guard
+// held.
+func takeText() (string, error) {
+	rec := block[:min(int(outLen), len(block))]
+	f, rest, ok := field(rec)
+	if !ok || len(rest) != 0 {
+		return "", recordError(rec, 1)
+	}
+	block = block[len(rec):]
+	if len(f) == 0 {
+		return "", nil
+	}
+	return unsafe.String(&f[0], len(f)), nil // never written again
 }
 
 func del(key string, opts []DelOptions) error {
@@ -346,20 +380,22 @@ func lock(name string, ttl time.Duration, opts []LockOptions) (string, error) {
 		}
 	}
 	enter()
-	st := Status(hostLock(strPtr(name), uint32(len(name)), millis(ttl), millis(o.Wait), outPtr(), outCap, lenPtr()))
+	if len(block) < maxCarve {
+		newBlock()
+	}
+	st := Status(hostLock(strPtr(name), uint32(len(name)), millis(ttl), millis(o.Wait), bytesPtr(block), uint32(len(block)), lenPtr()))
 	if st != abi.StatusOK {
 		return textSlow(abi.FnLock, name, st, false)
 	}
-	// parseText by hand (see get).
-	f, rest, ok := field(record())
-	if !ok || len(rest) != 0 || len(f) == 0 || len(f) > len(block) || len(f) > maxCarve {
+	// parseText by hand, in place (see get).
+	rec := block[:min(int(outLen), len(block))]
+	f, rest, ok := field(rec)
+	if !ok || len(rest) != 0 || len(f) == 0 {
 		return textSlow(abi.FnLock, name, st, false)
 	}
-	buf := block[:len(f):len(f)]
-	block = block[len(f):]
-	copy(buf, f)
+	block = block[len(rec):]
 	leave()
-	return unsafe.String(&buf[0], len(buf)), nil // never written again
+	return unsafe.String(&f[0], len(f)), nil // never written again
 }
 
 func unlock(name string) error {

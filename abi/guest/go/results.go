@@ -3,13 +3,16 @@ package ssrun
 import "unsafe"
 
 // Small results (get's value and version, set's version, lock's token)
-// are carved from shared blocks of blockSize bytes instead of one heap
-// allocation each: an allocation costs a Go guest about eight host calls
-// (runtime/wasm BenchmarkGuestSteps), a carve a few instructions. Each
-// result gets its own bytes, never written again, so results of different
-// calls do not alias; but one that is kept keeps its whole block alive (a
-// rule that keeps many long-lived results should bytes.Clone or
-// strings.Clone them). Larger results get an allocation of their own.
+// live in shared blocks of blockSize bytes instead of one heap allocation
+// each: an allocation costs a Go guest about eight host calls
+// (runtime/wasm BenchmarkGuestSteps). The verbs have the host write the
+// result record into the rest of the current block, at least maxCarve
+// bytes (so a result of at most maxCarve bytes always fits), and keep it
+// there; a longer record that does not fit is fetched into an allocation
+// of its own. Each result gets its own bytes, never written again, so
+// results of different calls do not alias; but one that is kept keeps its
+// whole block alive (a rule that keeps many long-lived results should
+// bytes.Clone or strings.Clone them).
 
 const (
 	// blockSize is the size of a shared result block.
@@ -22,8 +25,14 @@ const (
 // guard (enter, leave).
 var block []byte
 
+// newBlock starts a new result block. Call with the guard held.
+//
+//go:noinline
+func newBlock() { block = make([]byte, blockSize) }
+
 // carve returns n bytes of their own, from the current block when n is
-// at most maxCarve. Call with the guard held.
+// at most maxCarve (for a result fetched into a buffer of its own, to be
+// copied). Call with the guard held.
 func carve(n int) []byte {
 	if n <= len(block) {
 		b := block[:n:n]
