@@ -96,11 +96,12 @@ func outPtr() unsafe.Pointer           { return unsafe.Pointer(&out[0]) }
 func lenPtr() unsafe.Pointer           { return unsafe.Pointer(&outLen) }
 
 // The verbs below keep their success path in one function: on wasm a call
-// of a function that itself calls costs a Go guest about as much as a host
-// call (runtime/wasm BenchmarkGuestSteps), so the guard, the parse of the
-// result and the carving of its copy are inlined, and only the rare paths
-// (a failure, a result larger than the shared buffer, a new result block)
-// are calls of their own.
+// of a function that itself calls costs a Go guest most of a host call
+// (runtime/wasm BenchmarkGuestSteps: Go opens such a function with a loop,
+// and the runtime checks for termination at every loop header), so the
+// guard and the parse of the result are inlined, and only the rare paths
+// (a failure, a result longer than the rest of the block, a new result
+// block) are calls of their own.
 
 // record returns the result record in the shared buffer. Call with the
 // guard held, after a verb that returned a record.
