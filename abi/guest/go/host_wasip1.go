@@ -111,6 +111,9 @@ func record() []byte { return out[:min(int(outLen), outCap)] }
 // BUFFER_TOO_SMALL, fetched with `result` into a buffer of its own, and
 // the verb's real status. Call with the guard held.
 func fetch() ([]byte, Status) {
+	if yieldInVerb != nil {
+		yieldInVerb()
+	}
 	for {
 		big := make([]byte, outLen)
 		st := Status(hostResult(bytesPtr(big), uint32(len(big)), lenPtr()))
@@ -119,6 +122,12 @@ func fetch() ([]byte, Status) {
 		}
 	}
 }
+
+// yieldInVerb, when set, is called by fetch with the guard held: the test
+// rule of runtime/wasm sets it (through go:linkname) to runtime.Gosched,
+// so that other goroutines try verbs while one is inside a verb, between
+// its host call and its `result` (TestVerbsConcurrently).
+var yieldInVerb func()
 
 // failed returns the error of verb on key that returned st (newFailure)
 // and releases the guard.
