@@ -51,7 +51,7 @@ func closeShared() error {
 }
 
 // program compiles the test rule once per test binary.
-func program(t *testing.T) abi.Program {
+func program(t testing.TB) abi.Program {
 	t.Helper()
 	shared.once.Do(func() {
 		path := filepath.Join("testdata", "verbs.wasm")
