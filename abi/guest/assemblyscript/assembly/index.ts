@@ -199,15 +199,25 @@ export function handle(fn: Handler): void {
   handler = fn;
 }
 
-/** The host's message for the most recent call; "" when it succeeded. */
+/**
+ * The host's message for the most recent call; "" when it succeeded. A
+ * failed call leaves its message with the host, and the first lastError()
+ * after it fetches it (so a failure branched on by its status costs no
+ * message).
+ */
 export function lastError(): string {
-  return lastErr;
+  if (errState == ERR_HOST) {
+    errText = fetchLastError();
+    if (errText.length == 0) errText = errVerb + ' "' + errKey + '": ' + statusName(errStatus);
+    errState = ERR_TEXT;
+  }
+  return errState == ERR_NONE ? "" : errText;
 }
 
 /** Returns the value and version of key; Status.NotFound when absent. */
 export function get(key: string): GetResult {
-  const k = utf8(key);
-  const st = begin(host_get(ptr(k), k.byteLength, out, OUT_CAP, outLen));
+  const k = arg(key, 0), kn = argLen;
+  const st = begin(host_get(k, kn, out, OUT_CAP, outLen));
   if (st != Status.OK) return new GetResult(fail("get", key, st), new Uint8Array(0), "");
   const r = new Reader(recPtr, recLen);
   if (!r.next()) return new GetResult(badRecord("get", key), new Uint8Array(0), "");
@@ -218,8 +228,9 @@ export function get(key: string): GetResult {
 
 /** Writes key with a UTF-8 value and returns the new version (see setBytes). */
 export function set(key: string, value: string, opts: SetOptions | null = null): SetResult {
-  const v = utf8(value);
-  return setRaw(key, ptr(v), v.byteLength, opts);
+  const k = arg(key, 0), kn = argLen;
+  const v = arg(value, 1), vn = argLen;
+  return setRaw(key, k, kn, v, vn, opts);
 }
 
 /**
@@ -227,20 +238,22 @@ export function set(key: string, value: string, opts: SetOptions | null = null):
  * the status is Status.NotApplied and the version is the stored one.
  */
 export function setBytes(key: string, value: Uint8Array, opts: SetOptions | null = null): SetResult {
-  return setRaw(key, value.dataStart, value.byteLength, opts);
+  const k = arg(key, 0), kn = argLen;
+  return setRaw(key, k, kn, value.dataStart, value.byteLength, opts);
 }
 
 /** Removes key; Status.NotFound when it was absent. */
 export function del(key: string, opts: DelOptions | null = null): Status {
-  const k = utf8(key);
-  const f = utf8(opts ? opts.fence : "");
-  return status("del", key, host_del(ptr(k), k.byteLength, ptr(f), f.byteLength));
+  const k = arg(key, 0), kn = argLen;
+  const f = arg(opts ? opts.fence : "", 2), fn = argLen;
+  return status("del", key, host_del(k, kn, f, fn));
 }
 
 /** Removes key if its value equals value (UTF-8); see vdelBytes. */
 export function vdel(key: string, value: string, opts: DelOptions | null = null): Status {
-  const v = utf8(value);
-  return vdelRaw(key, ptr(v), v.byteLength, opts);
+  const k = arg(key, 0), kn = argLen;
+  const v = arg(value, 1), vn = argLen;
+  return vdelRaw(key, k, kn, v, vn, opts);
 }
 
 /**
@@ -248,20 +261,21 @@ export function vdel(key: string, value: string, opts: DelOptions | null = null)
  * Status.NotApplied when the value differs.
  */
 export function vdelBytes(key: string, value: Uint8Array, opts: DelOptions | null = null): Status {
-  return vdelRaw(key, value.dataStart, value.byteLength, opts);
+  const k = arg(key, 0), kn = argLen;
+  return vdelRaw(key, k, kn, value.dataStart, value.byteLength, opts);
 }
 
 /** Delivers changes of key to the handler (not this rule's own writes, unless opts.self). */
 export function watch(key: string, opts: WatchOptions | null = null): Status {
-  const k = utf8(key);
+  const k = arg(key, 0), kn = argLen;
   const flags: i32 = opts && opts.self ? 1 : 0;
-  return status("watch", key, host_watch(ptr(k), k.byteLength, flags));
+  return status("watch", key, host_watch(k, kn, flags));
 }
 
 /** Stops delivering changes of key; Status.NotFound when not watched. */
 export function unwatch(key: string): Status {
-  const k = utf8(key);
-  return status("unwatch", key, host_unwatch(ptr(k), k.byteLength));
+  const k = arg(key, 0), kn = argLen;
+  return status("unwatch", key, host_unwatch(k, kn));
 }
 
 /**
@@ -270,8 +284,8 @@ export function unwatch(key: string): Status {
  * keeps it past opts.wait.
  */
 export function lock(name: string, ttl: i64, opts: LockOptions | null = null): LockResult {
-  const n = utf8(name);
-  const st = begin(host_lock(ptr(n), n.byteLength, ttl, opts ? opts.wait : 0, out, OUT_CAP, outLen));
+  const n = arg(name, 0), nn = argLen;
+  const st = begin(host_lock(n, nn, ttl, opts ? opts.wait : 0, out, OUT_CAP, outLen));
   if (st != Status.OK) return new LockResult(fail("lock", name, st), "");
   const r = new Reader(recPtr, recLen);
   if (!r.next() || !r.done()) return new LockResult(badRecord("lock", name), "");
@@ -280,14 +294,14 @@ export function lock(name: string, ttl: i64, opts: LockOptions | null = null): L
 
 /** Releases the lease; Status.NotFound when this rule does not hold it. */
 export function unlock(name: string): Status {
-  const n = utf8(name);
-  return status("unlock", name, host_unlock(ptr(n), n.byteLength));
+  const n = arg(name, 0), nn = argLen;
+  return status("unlock", name, host_unlock(n, nn));
 }
 
 /** Writes a log line tagged with the rule. */
 export function log(level: Level, msg: string): Status {
-  const m = utf8(msg);
-  return status("log", "", host_log(level, ptr(m), m.byteLength));
+  const m = arg(msg, 0), mn = argLen;
+  return status("log", "", host_log(level, m, mn));
 }
 
 /**
@@ -295,8 +309,9 @@ export function log(level: Level, msg: string): Status {
  * with a UTF-8 payload (opts.payload); see timerBytes.
  */
 export function timer(name: string, delay: i64, opts: TimerOptions | null = null): Status {
-  const p = utf8(opts ? opts.payload : "");
-  return timerRaw(name, delay, opts ? opts.every : 0, ptr(p), p.byteLength);
+  const n = arg(name, 0), nn = argLen;
+  const p = arg(opts ? opts.payload : "", 1), pn = argLen;
+  return timerRaw(name, n, nn, delay, opts ? opts.every : 0, p, pn);
 }
 
 /**
@@ -313,13 +328,14 @@ export function timer(name: string, delay: i64, opts: TimerOptions | null = null
  * calls timer, cancel or now does not import them.)
  */
 export function timerBytes(name: string, delay: i64, payload: Uint8Array, opts: TimerOptions | null = null): Status {
-  return timerRaw(name, delay, opts ? opts.every : 0, payload.dataStart, payload.byteLength);
+  const n = arg(name, 0), nn = argLen;
+  return timerRaw(name, n, nn, delay, opts ? opts.every : 0, payload.dataStart, payload.byteLength);
 }
 
 /** Disarms the rule's timer name; Status.NotFound when none is armed. */
 export function cancel(name: string): Status {
-  const n = utf8(name);
-  return status("cancel", name, host_cancel(ptr(n), n.byteLength));
+  const n = arg(name, 0), nn = argLen;
+  return status("cancel", name, host_cancel(n, nn));
 }
 
 /**
@@ -329,7 +345,7 @@ export function cancel(name: string): Status {
 export function now(): i64 {
   const st = host_now(out);
   if (st != Status.OK) throw new Error("now: " + statusName(<Status>st)); // a host breaking the ABI
-  lastErr = "";
+  errState = ERR_NONE;
   return load<i64>(out);
 }
 
@@ -391,6 +407,8 @@ export function ssrunAbort(message: string | null, fileName: string | null, line
 // ---------------------------------------------------------------------------
 // Internals
 
+import { asciiDecode, asciiEncode } from "./ascii";
+
 @external("ssrun", "get")
 declare function host_get(keyPtr: usize, keyLen: i32, outPtr: usize, outCap: i32, outLenPtr: usize): i32;
 
@@ -443,8 +461,58 @@ const OUT_CAP: i32 = 16 << 10;
 const out: usize = memory.data(OUT_CAP);
 const outLen: usize = memory.data(4);
 
-let lastErr: string = "";
+// The most recent call's failure: none, left with the host (its verb, key
+// and status kept for the message should the host have none), or its
+// message in errText.
+const ERR_NONE = 0;
+const ERR_HOST = 1;
+const ERR_TEXT = 2;
+let errState = ERR_NONE;
+let errText: string = "";
+let errVerb: string = "";
+let errKey: string = "";
+let errStatus: Status = Status.OK;
+
 let aborting = false;
+
+// Call arguments (keys, names, text values and payloads, fences, log
+// messages) are encoded as UTF-8 one after the other into a static area,
+// outside the collector's reach, so that a call allocates nothing for
+// them; an argument that does not fit gets a buffer of its own (spill0-2,
+// kept reachable until the next call). ARG_CAP plus 16 bytes of slack for
+// the whole-vector stores of asciiEncode.
+const ARG_CAP: i32 = 4 << 10;
+const args: usize = memory.data(ARG_CAP + 16, 16);
+let argUsed: i32 = 0;
+let argLen: i32 = 0;
+let spill0: ArrayBuffer | null = null;
+let spill1: ArrayBuffer | null = null;
+let spill2: ArrayBuffer | null = null;
+
+// arg encodes s as argument number slot (0 first: it starts a call's
+// arguments) and returns its address; argLen is its length in bytes.
+// Unpaired surrogates become U+FFFD.
+function arg(s: string, slot: i32): usize {
+  if (slot == 0) argUsed = 0;
+  const n = s.length;
+  const p = args + <usize>argUsed;
+  if (n <= ARG_CAP - argUsed && asciiEncode(changetype<usize>(s), n, p)) {
+    argLen = n;
+    argUsed += n;
+    return p;
+  }
+  if (n <= (ARG_CAP - argUsed) / 3) { // at most 3 bytes per unit
+    argLen = <i32>String.UTF8.encodeUnsafe(changetype<usize>(s), n, p, false, String.UTF8.ErrorMode.REPLACE);
+    argUsed += argLen;
+    return p;
+  }
+  const b = utf8(s);
+  if (slot == 0) spill0 = b;
+  else if (slot == 1) spill1 = b;
+  else spill2 = b;
+  argLen = b.byteLength;
+  return changetype<usize>(b);
+}
 
 // The result record of the last verb: in `out` or in recBuf (kept
 // reachable while it is read).
@@ -462,6 +530,8 @@ function utf8(s: string): ArrayBuffer {
 // large, truncated) becomes U+FFFD. (String.UTF8.decode garbles invalid
 // input.)
 function decodeUTF8(p: usize, n: i32): string {
+  const a = asciiDecode(p, n);
+  if (a !== null) return a;
   const buf = new ArrayBuffer(n << 1); // at most one UTF-16 unit per byte
   const start = changetype<usize>(buf);
   let o = start;
@@ -519,7 +589,7 @@ function copyBytes(p: usize, n: i32): Uint8Array {
 // verb's result record, fetching it with `result` into a buffer of its own
 // when `out` was too small. It returns the verb's real status.
 function begin(st: i32): Status {
-  lastErr = "";
+  errState = ERR_NONE;
   recBuf = null;
   while (st == Status.BufferTooSmall) {
     const n = <i32>load<u32>(outLen);
@@ -537,41 +607,49 @@ function begin(st: i32): Status {
   return <Status>st;
 }
 
-// fail records the host's message for a verb that returned st and returns st.
+// fail records that a verb (on key) returned st, its message left with the
+// host, and returns st.
 function fail(verb: string, key: string, st: Status): Status {
-  let msg = "";
+  errState = ERR_HOST;
+  errVerb = verb;
+  errKey = key;
+  errStatus = st;
+  return st;
+}
+
+// fetchLastError returns the host's message of the last failed call; ""
+// if it has none.
+function fetchLastError(): string {
   const s = host_last_error(out, OUT_CAP, outLen);
-  if (s == Status.OK) {
-    msg = decodeUTF8(out, min(<i32>load<u32>(outLen), OUT_CAP));
-  } else if (s == Status.BufferTooSmall) {
+  if (s == Status.OK) return decodeUTF8(out, min(<i32>load<u32>(outLen), OUT_CAP));
+  if (s == Status.BufferTooSmall) {
     const n = <i32>load<u32>(outLen);
     const big = new ArrayBuffer(n);
     if (host_last_error(changetype<usize>(big), n, outLen) == Status.OK) {
-      msg = decodeUTF8(changetype<usize>(big), min(<i32>load<u32>(outLen), n));
+      return decodeUTF8(changetype<usize>(big), min(<i32>load<u32>(outLen), n));
     }
   }
-  if (msg.length == 0) msg = verb + ' "' + key + '": ' + statusName(st);
-  lastErr = msg;
-  return st;
+  return "";
 }
 
 // status is begin and fail for verbs without results.
 function status(verb: string, key: string, st: i32): Status {
-  lastErr = "";
+  errState = ERR_NONE;
   if (st == Status.OK) return Status.OK;
   return fail(verb, key, <Status>st);
 }
 
 function badRecord(verb: string, key: string): Status {
-  lastErr = verb + ' "' + key + '": malformed result record';
+  errText = verb + ' "' + key + '": malformed result record';
+  errState = ERR_TEXT;
   return Status.Internal;
 }
 
-function setRaw(key: string, vp: usize, vn: i32, opts: SetOptions | null): SetResult {
-  const k = utf8(key);
-  const o = opts ? opts : new SetOptions();
-  const f = utf8(o.fence);
-  const st = begin(host_set(ptr(k), k.byteLength, vp, vn, o.cond, o.ttl, ptr(f), f.byteLength, out, OUT_CAP, outLen));
+// setRaw, vdelRaw and timerRaw make the call of their verb with the key
+// (name) and value (payload) encoded by the caller, in this order.
+function setRaw(key: string, k: usize, kn: i32, vp: usize, vn: i32, opts: SetOptions | null): SetResult {
+  const f = arg(opts ? opts.fence : "", 2), fn = argLen;
+  const st = begin(host_set(k, kn, vp, vn, opts ? opts.cond : Condition.None, opts ? opts.ttl : 0, f, fn, out, OUT_CAP, outLen));
   if (st != Status.OK && st != Status.NotApplied) return new SetResult(fail("set", key, st), "");
   const r = new Reader(recPtr, recLen);
   if (!r.next() || !r.done()) return new SetResult(badRecord("set", key), "");
@@ -580,15 +658,13 @@ function setRaw(key: string, vp: usize, vn: i32, opts: SetOptions | null): SetRe
   return new SetResult(st, version);
 }
 
-function timerRaw(name: string, delay: i64, every: i64, pp: usize, pn: i32): Status {
-  const n = utf8(name);
-  return status("timer", name, host_timer(ptr(n), n.byteLength, delay, every, pp, pn));
+function timerRaw(name: string, n: usize, nn: i32, delay: i64, every: i64, pp: usize, pn: i32): Status {
+  return status("timer", name, host_timer(n, nn, delay, every, pp, pn));
 }
 
-function vdelRaw(key: string, vp: usize, vn: i32, opts: DelOptions | null): Status {
-  const k = utf8(key);
-  const f = utf8(opts ? opts.fence : "");
-  return status("vdel", key, host_vdel(ptr(k), k.byteLength, vp, vn, ptr(f), f.byteLength));
+function vdelRaw(key: string, k: usize, kn: i32, vp: usize, vn: i32, opts: DelOptions | null): Status {
+  const f = arg(opts ? opts.fence : "", 2), fn = argLen;
+  return status("vdel", key, host_vdel(k, kn, vp, vn, f, fn));
 }
 
 // Reader walks the fields of a record (u32 little-endian length, bytes).
@@ -680,7 +756,8 @@ function dispatch(buf: ArrayBuffer, len: i32): i32 {
         const st = h(ev);
         if (st != Status.OK) {
           let msg = "handler: " + statusName(st);
-          if (lastErr.length > 0) msg += ": " + lastErr;
+          const le = lastError();
+          if (le.length > 0) msg += ": " + le;
           logLine(Level.Error, msg);
         }
         return st;
