@@ -27,7 +27,7 @@ const benchChunk = 256
 // benchVerbs are the rows of BenchmarkVerbs: the loops of package bench's
 // BenchmarkVerbs (testdata/bench.ts), with their outcomes there (del,
 // vdel, unwatch, unlock and cancel fail with NOT_FOUND or NOT_APPLIED).
-var benchVerbs = []string{"get", "set", "del", "vdel", "watch", "unwatch", "lock", "unlock", "log", "timer", "cancel", "now"}
+var benchVerbs = []string{"get", "set", "del", "vdel", "watch", "unwatch", "lock", "unlock", "log", "timer", "cancel", "now", "raw-get", "alloc", "text"}
 
 // BenchmarkVerbs times each verb of the AssemblyScript SDK as package
 // bench's BenchmarkVerbs does (the test rule's "verb" command, events of

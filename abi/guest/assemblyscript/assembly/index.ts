@@ -219,7 +219,7 @@ export function get(key: string): GetResult {
   const k = arg(key, 0), kn = argLen;
   const st = begin(host_get(k, kn, out, OUT_CAP, outLen));
   if (st != Status.OK) return new GetResult(fail("get", key, st), new Uint8Array(0), "");
-  const r = new Reader(recPtr, recLen);
+  const r = result.reset(recPtr, recLen);
   if (!r.next()) return new GetResult(badRecord("get", key), new Uint8Array(0), "");
   const value = copyBytes(r.start, r.len);
   if (!r.next() || !r.done()) return new GetResult(badRecord("get", key), new Uint8Array(0), "");
@@ -287,7 +287,7 @@ export function lock(name: string, ttl: i64, opts: LockOptions | null = null): L
   const n = arg(name, 0), nn = argLen;
   const st = begin(host_lock(n, nn, ttl, opts ? opts.wait : 0, out, OUT_CAP, outLen));
   if (st != Status.OK) return new LockResult(fail("lock", name, st), "");
-  const r = new Reader(recPtr, recLen);
+  const r = result.reset(recPtr, recLen);
   if (!r.next() || !r.done()) return new LockResult(badRecord("lock", name), "");
   return new LockResult(Status.OK, r.text());
 }
@@ -651,7 +651,7 @@ function setRaw(key: string, k: usize, kn: i32, vp: usize, vn: i32, opts: SetOpt
   const f = arg(opts ? opts.fence : "", 2), fn = argLen;
   const st = begin(host_set(k, kn, vp, vn, opts ? opts.cond : Condition.None, opts ? opts.ttl : 0, f, fn, out, OUT_CAP, outLen));
   if (st != Status.OK && st != Status.NotApplied) return new SetResult(fail("set", key, st), "");
-  const r = new Reader(recPtr, recLen);
+  const r = result.reset(recPtr, recLen);
   if (!r.next() || !r.done()) return new SetResult(badRecord("set", key), "");
   const version = r.text();
   if (st == Status.NotApplied) fail("set", key, st);
@@ -673,6 +673,16 @@ class Reader {
   len: i32 = 0;
   word: i64 = 0;
   constructor(private p: usize, public left: i32) {}
+
+  // reset starts reading the record of len bytes at p.
+  reset(p: usize, len: i32): Reader {
+    this.p = p;
+    this.left = len;
+    this.start = 0;
+    this.len = 0;
+    this.word = 0;
+    return this;
+  }
 
   // next steps to the next field; false when the record is malformed.
   next(): bool {
@@ -705,6 +715,11 @@ class Reader {
   }
 }
 
+// The readers of verb results and of event records, allocated once (a
+// class instance is a heap object in AssemblyScript).
+const result = new Reader(0, 0);
+const event = new Reader(0, 0);
+
 function logLine(level: Level, msg: string): void {
   const m = utf8(msg);
   host_log(level, ptr(m), m.byteLength);
@@ -713,7 +728,7 @@ function logLine(level: Level, msg: string): void {
 // dispatch decodes an event record (abi.AppendEvent) and runs the handler.
 function dispatch(buf: ArrayBuffer, len: i32): i32 {
   const p = changetype<usize>(buf);
-  const r = new Reader(p + 4, len - 4);
+  const r = event.reset(p + 4, len - 4);
   let problem = "";
   if (len < 4) {
     problem = "event header needs 4 bytes, have " + len.toString();

@@ -13,7 +13,15 @@ declare function rawLastError(outPtr: usize, outCap: u32, outLenPtr: usize): i32
 
 const rawLen = memory.data(4);
 
-const verbs = ["floor", "get", "set", "del", "vdel", "watch", "unwatch", "lock", "unlock", "log", "timer", "cancel", "now"];
+@external("ssrun", "get")
+declare function rawGet(keyPtr: usize, keyLen: i32, outPtr: usize, outCap: i32, outLenPtr: usize): i32;
+
+const rawOut = memory.data(64);
+
+const verbs = ["floor", "get", "set", "del", "vdel", "watch", "unwatch", "lock", "unlock", "log", "timer", "cancel", "now",
+  // Where a get's time goes: the bare host call, an allocation (a
+  // Uint8Array is two), the decoding of a version.
+  "raw-get", "alloc", "text"];
 
 // benchLoop calls verb n times: Status.OK when every call had its expected
 // outcome, else the first other status (Status.Invalid for an unknown
@@ -36,6 +44,17 @@ export function benchLoop(verb: string, n: i32): ss.Status {
     case 10: for (; i < n && st == ss.Status.OK; i++) st = ss.timer("bench/t", 60000); break;
     case 11: for (; i < n && st == ss.Status.OK; i++) st = expect(ss.cancel("bench/c"), ss.Status.NotFound); break;
     case 12: for (; i < n; i++) ss.now(); break;
+    case 13: {
+      const k = String.UTF8.encode("bench/k");
+      for (; i < n && st == ss.Status.OK; i++) st = <ss.Status>rawGet(changetype<usize>(k), k.byteLength, rawOut, 64, rawLen);
+      break;
+    }
+    case 14: for (; i < n; i++) new Uint8Array(16); break;
+    case 15: {
+      const r = new ss.GetResult(ss.Status.OK, Uint8Array.wrap(String.UTF8.encode("000000000000001:00000:abitest")), "");
+      for (; i < n; i++) r.text();
+      break;
+    }
     default: return ss.Status.Invalid;
   }
   return st;
