@@ -160,14 +160,36 @@ export class Event {
   }
 }
 
+// Results keep the UTF-8 bytes of their version (token) and decode them
+// when it is first read: most rules branch on the status and never read
+// it. _raw[_off:_off+_len] are the bytes while not decoded; the SDK sets
+// them (they are not part of the API).
+
 /** Result of get. */
 export class GetResult {
+  _raw: ArrayBuffer | null = null;
+  _off: i32 = 0;
+  _len: i32 = 0;
+  private ver: string;
+
   constructor(
     public status: Status,
     /** The value (empty unless status is OK). */
     public value: Uint8Array,
-    public version: string,
-  ) {}
+    version: string,
+  ) {
+    this.ver = version;
+  }
+
+  /** The version of the value (HLC text); "" unless status is OK. */
+  get version(): string {
+    const raw = this._raw;
+    if (raw) {
+      this.ver = decodeUTF8(changetype<usize>(raw) + <usize>this._off, this._len);
+      this._raw = null;
+    }
+    return this.ver;
+  }
 
   get ok(): bool { return this.status == Status.OK; }
 
@@ -179,13 +201,45 @@ export class GetResult {
 
 /** Result of set: the new version, or the stored one with Status.NotApplied. */
 export class SetResult {
-  constructor(public status: Status, public version: string) {}
+  _raw: ArrayBuffer | null = null;
+  private ver: string;
+
+  constructor(public status: Status, version: string) {
+    this.ver = version;
+  }
+
+  /** The version written (HLC text), or the stored one with Status.NotApplied; "" otherwise. */
+  get version(): string {
+    const raw = this._raw;
+    if (raw) {
+      this.ver = decodeUTF8(changetype<usize>(raw), raw.byteLength);
+      this._raw = null;
+    }
+    return this.ver;
+  }
+
   get ok(): bool { return this.status == Status.OK; }
 }
 
 /** Result of lock: the fencing token. */
 export class LockResult {
-  constructor(public status: Status, public token: string) {}
+  _raw: ArrayBuffer | null = null;
+  private tok: string;
+
+  constructor(public status: Status, token: string) {
+    this.tok = token;
+  }
+
+  /** The fencing token (its version); "" unless status is OK. */
+  get token(): string {
+    const raw = this._raw;
+    if (raw) {
+      this.tok = decodeUTF8(changetype<usize>(raw), raw.byteLength);
+      this._raw = null;
+    }
+    return this.tok;
+  }
+
   get ok(): bool { return this.status == Status.OK; }
 }
 
@@ -221,9 +275,17 @@ export function get(key: string): GetResult {
   if (st != Status.OK) return new GetResult(fail("get", key, st), new Uint8Array(0), "");
   const r = result.reset(recPtr, recLen);
   if (!r.next()) return new GetResult(badRecord("get", key), new Uint8Array(0), "");
-  const value = copyBytes(r.start, r.len);
+  const vp = r.start, vn = r.len;
   if (!r.next() || !r.done()) return new GetResult(badRecord("get", key), new Uint8Array(0), "");
-  return new GetResult(Status.OK, value, r.text());
+  // One buffer: the value, then the version's bytes.
+  const buf = new ArrayBuffer(vn + r.len);
+  memory.copy(changetype<usize>(buf), vp, <usize>vn);
+  memory.copy(changetype<usize>(buf) + <usize>vn, r.start, <usize>r.len);
+  const res = new GetResult(Status.OK, Uint8Array.wrap(buf, 0, vn), "");
+  res._raw = buf;
+  res._off = vn;
+  res._len = r.len;
+  return res;
 }
 
 /** Writes key with a UTF-8 value and returns the new version (see setBytes). */
@@ -289,7 +351,9 @@ export function lock(name: string, ttl: i64, opts: LockOptions | null = null): L
   if (st != Status.OK) return new LockResult(fail("lock", name, st), "");
   const r = result.reset(recPtr, recLen);
   if (!r.next() || !r.done()) return new LockResult(badRecord("lock", name), "");
-  return new LockResult(Status.OK, r.text());
+  const res = new LockResult(Status.OK, "");
+  res._raw = copyBuffer(r.start, r.len);
+  return res;
 }
 
 /** Releases the lease; Status.NotFound when this rule does not hold it. */
@@ -579,9 +643,9 @@ function ptr(b: ArrayBuffer): usize {
   return changetype<usize>(b);
 }
 
-function copyBytes(p: usize, n: i32): Uint8Array {
-  const b = new Uint8Array(n);
-  memory.copy(b.dataStart, p, <usize>n);
+function copyBuffer(p: usize, n: i32): ArrayBuffer {
+  const b = new ArrayBuffer(n);
+  memory.copy(changetype<usize>(b), p, <usize>n);
   return b;
 }
 
@@ -653,9 +717,10 @@ function setRaw(key: string, k: usize, kn: i32, vp: usize, vn: i32, opts: SetOpt
   if (st != Status.OK && st != Status.NotApplied) return new SetResult(fail("set", key, st), "");
   const r = result.reset(recPtr, recLen);
   if (!r.next() || !r.done()) return new SetResult(badRecord("set", key), "");
-  const version = r.text();
+  const res = new SetResult(st, "");
+  res._raw = copyBuffer(r.start, r.len);
   if (st == Status.NotApplied) fail("set", key, st);
-  return new SetResult(st, version);
+  return res;
 }
 
 function timerRaw(name: string, n: usize, nn: i32, delay: i64, every: i64, pp: usize, pn: i32): Status {
