@@ -655,19 +655,25 @@ function copyBuffer(p: usize, n: i32): ArrayBuffer {
 function begin(st: i32): Status {
   errState = ERR_NONE;
   recBuf = null;
-  while (st == Status.BufferTooSmall) {
+  if (st == Status.BufferTooSmall) return fetchResult();
+  recPtr = out;
+  recLen = min(<i32>load<u32>(outLen), OUT_CAP);
+  return <Status>st;
+}
+
+// fetchResult is begin's BUFFER_TOO_SMALL path, apart so that the common
+// path has no loop (each loop entered costs a check of the call's
+// deadline).
+function fetchResult(): Status {
+  let st: i32;
+  do {
     const n = <i32>load<u32>(outLen);
     const big = new ArrayBuffer(n);
     recBuf = big;
     st = host_result(changetype<usize>(big), n, outLen);
-    if (st != Status.BufferTooSmall) {
-      recPtr = changetype<usize>(big);
-      recLen = min(<i32>load<u32>(outLen), n);
-      return <Status>st;
-    }
-  }
-  recPtr = out;
-  recLen = min(<i32>load<u32>(outLen), OUT_CAP);
+    recPtr = changetype<usize>(big);
+    recLen = min(<i32>load<u32>(outLen), n);
+  } while (st == Status.BufferTooSmall);
   return <Status>st;
 }
 
