@@ -93,3 +93,27 @@ func TestTextBoundaries(t *testing.T) {
 		}
 	})
 }
+
+// FuzzSetText: any valid UTF-8 text set as a value (a string, encoded by
+// the SDK) reaches the host byte for byte, and get decodes it back.
+func FuzzSetText(f *testing.F) {
+	for _, text := range boundaryTexts() {
+		if len(text) <= 100 {
+			f.Add(text)
+		}
+	}
+	h := abitest.New()
+	s := start(f, h, abi.Limits{})
+	f.Fuzz(func(t *testing.T, text string) {
+		text = strings.ToValidUTF8(text, "\uFFFD")
+		got := ruletest.Run(t, s, h, ruletest.Command("set", "k", text, "0", "0", ""))
+		if !strings.HasPrefix(got, "set status=OK msg= version=") {
+			t.Fatalf("set %q: %.200q", text, got)
+		}
+		wantValue(t, h, "k", text)
+		got = ruletest.Run(t, s, h, ruletest.Command("get", "k"))
+		if want := "get status=OK msg= value=" + show([]byte(text)) + " text=" + text + " version="; !strings.HasPrefix(got, want) {
+			t.Errorf("got %.200q\nwant %.200q...", got, want)
+		}
+	})
+}

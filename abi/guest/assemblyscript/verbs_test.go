@@ -80,7 +80,7 @@ func program(t testing.TB) abi.Program {
 	return shared.prog
 }
 
-func start(t *testing.T, h abi.Host, lim abi.Limits) abi.Script {
+func start(t testing.TB, h abi.Host, lim abi.Limits) abi.Script {
 	t.Helper()
 	s, err := program(t).Start(context.Background(), h, lim)
 	if err != nil {
