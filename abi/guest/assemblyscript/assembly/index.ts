@@ -174,7 +174,10 @@ export class GetResult {
 
   constructor(
     public status: Status,
-    /** The value (empty unless status is OK). */
+    /**
+     * The value (empty unless status is OK). Its buffer (value.buffer)
+     * also holds the version's bytes, after the value.
+     */
     public value: Uint8Array,
     version: string,
   ) {
@@ -543,7 +546,7 @@ let aborting = false;
 // messages) are encoded as UTF-8 one after the other into a static area,
 // outside the collector's reach, so that a call allocates nothing for
 // them; an argument that does not fit gets a buffer of its own (spill0-2,
-// kept reachable until the next call). ARG_CAP plus 16 bytes of slack for
+// kept reachable until the next call, which drops them). ARG_CAP plus 16 bytes of slack for
 // the whole-vector stores of asciiEncode.
 const ARG_CAP: i32 = 4 << 10;
 const args: usize = memory.data(ARG_CAP + 16, 16);
@@ -552,12 +555,19 @@ let argLen: i32 = 0;
 let spill0: ArrayBuffer | null = null;
 let spill1: ArrayBuffer | null = null;
 let spill2: ArrayBuffer | null = null;
+let spilled = false;
 
 // arg encodes s as argument number slot (0 first: it starts a call's
 // arguments) and returns its address; argLen is its length in bytes.
 // Unpaired surrogates become U+FFFD.
 function arg(s: string, slot: i32): usize {
-  if (slot == 0) argUsed = 0;
+  if (slot == 0) {
+    argUsed = 0;
+    if (spilled) {
+      spill0 = spill1 = spill2 = null;
+      spilled = false;
+    }
+  }
   const n = s.length;
   const p = args + <usize>argUsed;
   if (n <= ARG_CAP - argUsed && asciiEncode(changetype<usize>(s), n, p)) {
@@ -571,6 +581,7 @@ function arg(s: string, slot: i32): usize {
     return p;
   }
   const b = utf8(s);
+  spilled = true;
   if (slot == 0) spill0 = b;
   else if (slot == 1) spill1 = b;
   else spill2 = b;
