@@ -546,8 +546,8 @@ let aborting = false;
 // messages) are encoded as UTF-8 one after the other into a static area,
 // outside the collector's reach, so that a call allocates nothing for
 // them; an argument that does not fit gets a buffer of its own (spill0-2,
-// kept reachable until the next call, which drops them). ARG_CAP plus 16 bytes of slack for
-// the whole-vector stores of asciiEncode.
+// kept reachable until the next call, which drops them). ARG_CAP plus 16
+// bytes of slack for the whole-vector stores of asciiEncode.
 const ARG_CAP: i32 = 4 << 10;
 const args: usize = memory.data(ARG_CAP + 16, 16);
 let argUsed: i32 = 0;
