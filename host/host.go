@@ -423,8 +423,7 @@ func (h *Host) loadLocked(ctx context.Context, path string) (err error) {
 	if err != nil {
 		next.closed.Store(true)
 		if fresh {
-			r.cancel()
-			r.release(ctx)
+			r.discard(ctx)
 		} else {
 			r.timers.goLive(nil) // what the failed version armed fires in the running one
 		}
@@ -441,12 +440,11 @@ func (h *Host) loadLocked(ctx context.Context, path string) (err error) {
 	if err := h.install(ctx, r, next); err != nil {
 		r.closeInstance(ctx, next, "new version")
 		if fresh {
-			r.cancel()
-			r.release(ctx)
+			r.discard(ctx)
 		} else {
 			r.timers.goLive(nil)
 		}
-		return fmt.Errorf("start %s: %w", path, err)
+		return fmt.Errorf("install %s: %w", path, err)
 	}
 	if fresh {
 		h.mu.Lock()
@@ -461,8 +459,12 @@ func (h *Host) loadLocked(ctx context.Context, path string) (err error) {
 
 // install makes next the running version of r, between two events. A
 // version stuck in a call is abandoned once the call is overdue, and a
-// fresh worker installs next in its place.
+// fresh worker installs next in its place. A load whose ctx has ended
+// installs nothing (and starts no worker for a fresh rule).
 func (h *Host) install(ctx context.Context, r *rule, next *instance) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	w := r.worker()
 	if w == nil {
 		w = r.startWorker()

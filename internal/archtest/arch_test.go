@@ -1,5 +1,6 @@
 // Package archtest keeps the package layout of architecture.md §2: imports
-// point down the list, never up.
+// point down the list, never up; and host/doc.go's word that only
+// host/rule.go takes a rule's lock (rulelock_test.go).
 package archtest
 
 import (

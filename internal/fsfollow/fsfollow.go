@@ -15,6 +15,9 @@
 //     files copied at once) are reported together, once each: a report
 //     waits for a short gathering window (Options.Gather) without another
 //     completed change.
+//   - When the kernel's event queue overflows (ErrOverflow), the folders
+//     are read again and what changed since they were last seen is
+//     reported as if its events had come (see rescan.go).
 //   - Where the end of a write is not reported (other platforms), and for a
 //     file written but not closed (a writer keeping its descriptor open), a
 //     quiet period without events (Options.Quiet, Options.OpenQuiet) stands
@@ -23,6 +26,8 @@ package fsfollow
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 )
 
@@ -50,7 +55,7 @@ type Options struct {
 	// by then: it was removed or renamed away), once per burst. Required.
 	OnChange func(paths []string)
 	// OnError receives the watcher's errors (e.g. ErrOverflow: events were
-	// lost). Required.
+	// lost, and the folders were rescanned). Required.
 	OnError func(error)
 }
 
@@ -113,7 +118,35 @@ func Follow(ctx context.Context, w *Watcher, o Options) {
 			paths = append(paths, p)
 		}
 		clear(whole)
+		w.snap.note(paths) // their change is known: a rescan compares with it
 		o.OnChange(paths)
+	}
+	handle := func(ev event) {
+		delete(gone, ev.path) // any other event: it is back
+		switch {
+		case ev.op == opWritten || !w.closeEvents:
+			open[ev.path] = true
+			delete(whole, ev.path) // reported when closed
+			quiet.Reset(wait)
+		case ev.op == opAttr && open[ev.path]:
+			quiet.Reset(wait)
+		case ev.op == opGone:
+			delete(open, ev.path)
+			delete(whole, ev.path)
+			gone[ev.path] = true
+			away.Reset(o.Quiet)
+		default:
+			delete(open, ev.path)
+			if len(whole) == 0 {
+				since = time.Now()
+			}
+			whole[ev.path] = true
+			// A burst that goes on is reported after Quiet anyway.
+			gather.Reset(min(o.Gather, max(0, o.Quiet-time.Since(since))))
+		}
+		if len(open) == 0 {
+			quiet.Stop()
+		}
 	}
 	for {
 		select {
@@ -123,34 +156,17 @@ func Follow(ctx context.Context, w *Watcher, o Options) {
 			if !ok {
 				return
 			}
-			delete(gone, ev.path) // any other event: it is back
-			switch {
-			case ev.op == opWritten || !w.closeEvents:
-				open[ev.path] = true
-				delete(whole, ev.path) // reported when closed
-				quiet.Reset(wait)
-			case ev.op == opAttr && open[ev.path]:
-				quiet.Reset(wait)
-			case ev.op == opGone:
-				delete(open, ev.path)
-				delete(whole, ev.path)
-				gone[ev.path] = true
-				away.Reset(o.Quiet)
-			default:
-				delete(open, ev.path)
-				if len(whole) == 0 {
-					since = time.Now()
-				}
-				whole[ev.path] = true
-				// A burst that goes on is reported after Quiet anyway.
-				gather.Reset(min(o.Gather, max(0, o.Quiet-time.Since(since))))
-			}
-			if len(open) == 0 {
-				quiet.Stop()
-			}
+			handle(ev)
 		case err, ok := <-w.errors:
 			if !ok {
 				return
+			}
+			if errors.Is(err, ErrOverflow) { // what the lost events said
+				evs := w.snap.rescan()
+				for _, ev := range evs {
+					handle(ev)
+				}
+				err = fmt.Errorf("%w; the folders were rescanned: %d changes found", err, len(evs))
 			}
 			o.OnError(err)
 		case <-gather.C:

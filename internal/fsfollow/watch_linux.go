@@ -15,9 +15,9 @@ import (
 // keeps the close-write event it can ask inotify for unexported, and the
 // close of a file opened for writing is what says a write is over.
 
-// ErrOverflow is reported when the kernel's event queue overflowed: changes
-// were lost.
-var ErrOverflow = errors.New("fsfollow: inotify queue overflow, changes were lost")
+// ErrOverflow is reported when the kernel's event queue overflowed: events
+// were lost (Follow rescans the folders: see rescan.go).
+var ErrOverflow = errors.New("fsfollow: inotify queue overflow, events were lost")
 
 // mask is what a watched folder reports.
 const mask = unix.IN_CREATE | unix.IN_MODIFY | unix.IN_CLOSE_WRITE | unix.IN_ATTRIB |
@@ -29,6 +29,7 @@ type Watcher struct {
 	closeEvents bool // the end of a write is reported
 	events      chan event
 	errors      chan error
+	snap        *snapshot // what the folders held, for a rescan
 
 	f    *os.File // the inotify instance, read through the runtime poller
 	mu   sync.Mutex
@@ -48,6 +49,7 @@ func New() (*Watcher, error) {
 		closeEvents: true,
 		events:      make(chan event, 64),
 		errors:      make(chan error),
+		snap:        newSnapshot(),
 		f:           os.NewFile(uintptr(fd), "inotify"),
 		dirs:        map[int32]string{},
 		done:        make(chan struct{}),
@@ -56,10 +58,19 @@ func New() (*Watcher, error) {
 	return w, nil
 }
 
-// Add watches the folder dir (not its subfolders). Adding a folder twice
-// is harmless.
+// Add watches the folder dir (not its subfolders), and records what it
+// holds for a rescan. Adding a folder twice is harmless.
 func (w *Watcher) Add(dir string) error {
 	dir = filepath.Clean(dir)
+	if err := w.watch(dir); err != nil {
+		return err
+	}
+	w.snap.add(dir) // once watched: a change from now on is seen either way
+	return nil
+}
+
+// watch adds the inotify watch of dir.
+func (w *Watcher) watch(dir string) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var wd int
@@ -128,6 +139,9 @@ func (w *Watcher) read() {
 				delete(w.dirs, wd)
 			}
 			w.mu.Unlock()
+			if ok && m&unix.IN_IGNORED != 0 {
+				w.snap.drop(dir)
+			}
 			if !ok || m&unix.IN_IGNORED != 0 {
 				continue
 			}

@@ -3,6 +3,7 @@
 package fsfollow
 
 import (
+	"path/filepath"
 	"sync"
 
 	"github.com/fsnotify/fsnotify"
@@ -12,7 +13,8 @@ import (
 // which does not report the end of a write there: every change waits for
 // Options.Quiet.
 
-// ErrOverflow is reported when events were lost.
+// ErrOverflow is reported when events were lost (Follow rescans the
+// folders: see rescan.go).
 var ErrOverflow = fsnotify.ErrEventOverflow
 
 // Watcher reports the changes in the folders added to it. Its events end
@@ -21,6 +23,7 @@ type Watcher struct {
 	closeEvents bool // the end of a write is reported
 	events      chan event
 	errors      chan error
+	snap        *snapshot // what the folders held, for a rescan
 
 	w    *fsnotify.Watcher
 	done chan struct{}
@@ -34,14 +37,21 @@ func New() (*Watcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Watcher{events: make(chan event, 64), errors: make(chan error), w: fw, done: make(chan struct{})}
+	w := &Watcher{events: make(chan event, 64), errors: make(chan error), snap: newSnapshot(), w: fw, done: make(chan struct{})}
 	w.wg.Go(w.read)
 	return w, nil
 }
 
-// Add watches the folder dir (not its subfolders). Adding a folder twice
-// is harmless.
-func (w *Watcher) Add(dir string) error { return w.w.Add(dir) }
+// Add watches the folder dir (not its subfolders), and records what it
+// holds for a rescan. Adding a folder twice is harmless.
+func (w *Watcher) Add(dir string) error {
+	dir = filepath.Clean(dir)
+	if err := w.w.Add(dir); err != nil {
+		return err
+	}
+	w.snap.add(dir)
+	return nil
+}
 
 // Close stops the watcher and waits for its reader.
 func (w *Watcher) Close() error {

@@ -51,7 +51,7 @@ func closeShared() error {
 }
 
 // program compiles the test rule once per test binary.
-func program(t *testing.T) abi.Program {
+func program(t testing.TB) abi.Program {
 	t.Helper()
 	shared.once.Do(func() {
 		path := filepath.Join("testdata", "verbs.wasm")
@@ -80,7 +80,7 @@ func program(t *testing.T) abi.Program {
 	return shared.prog
 }
 
-func start(t *testing.T, h abi.Host, lim abi.Limits) abi.Script {
+func start(t testing.TB, h abi.Host, lim abi.Limits) abi.Script {
 	t.Helper()
 	s, err := program(t).Start(context.Background(), h, lim)
 	if err != nil {

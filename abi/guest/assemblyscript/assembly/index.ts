@@ -160,14 +160,39 @@ export class Event {
   }
 }
 
+// Results keep the UTF-8 bytes of their version (token) and decode them
+// when it is first read: most rules branch on the status and never read
+// it. _raw[_off:_off+_len] are the bytes while not decoded; the SDK sets
+// them (they are not part of the API).
+
 /** Result of get. */
 export class GetResult {
+  _raw: ArrayBuffer | null = null;
+  _off: i32 = 0;
+  _len: i32 = 0;
+  private ver: string;
+
   constructor(
     public status: Status,
-    /** The value (empty unless status is OK). */
+    /**
+     * The value (empty unless status is OK). Its buffer (value.buffer)
+     * also holds the version's bytes, after the value.
+     */
     public value: Uint8Array,
-    public version: string,
-  ) {}
+    version: string,
+  ) {
+    this.ver = version;
+  }
+
+  /** The version of the value (HLC text); "" unless status is OK. */
+  get version(): string {
+    const raw = this._raw;
+    if (raw) {
+      this.ver = decodeUTF8(changetype<usize>(raw) + <usize>this._off, this._len);
+      this._raw = null;
+    }
+    return this.ver;
+  }
 
   get ok(): bool { return this.status == Status.OK; }
 
@@ -179,13 +204,45 @@ export class GetResult {
 
 /** Result of set: the new version, or the stored one with Status.NotApplied. */
 export class SetResult {
-  constructor(public status: Status, public version: string) {}
+  _raw: ArrayBuffer | null = null;
+  private ver: string;
+
+  constructor(public status: Status, version: string) {
+    this.ver = version;
+  }
+
+  /** The version written (HLC text), or the stored one with Status.NotApplied; "" otherwise. */
+  get version(): string {
+    const raw = this._raw;
+    if (raw) {
+      this.ver = decodeUTF8(changetype<usize>(raw), raw.byteLength);
+      this._raw = null;
+    }
+    return this.ver;
+  }
+
   get ok(): bool { return this.status == Status.OK; }
 }
 
 /** Result of lock: the fencing token. */
 export class LockResult {
-  constructor(public status: Status, public token: string) {}
+  _raw: ArrayBuffer | null = null;
+  private tok: string;
+
+  constructor(public status: Status, token: string) {
+    this.tok = token;
+  }
+
+  /** The fencing token (its version); "" unless status is OK. */
+  get token(): string {
+    const raw = this._raw;
+    if (raw) {
+      this.tok = decodeUTF8(changetype<usize>(raw), raw.byteLength);
+      this._raw = null;
+    }
+    return this.tok;
+  }
+
   get ok(): bool { return this.status == Status.OK; }
 }
 
@@ -199,27 +256,46 @@ export function handle(fn: Handler): void {
   handler = fn;
 }
 
-/** The host's message for the most recent call; "" when it succeeded. */
+/**
+ * The host's message for the most recent call; "" when it succeeded. A
+ * failed call leaves its message with the host, and the first lastError()
+ * after it fetches it (so a failure branched on by its status costs no
+ * message).
+ */
 export function lastError(): string {
-  return lastErr;
+  if (errState == ERR_HOST) {
+    errText = fetchLastError();
+    if (errText.length == 0) errText = errVerb + ' "' + errKey + '": ' + statusName(errStatus);
+    errState = ERR_TEXT;
+  }
+  return errState == ERR_NONE ? "" : errText;
 }
 
 /** Returns the value and version of key; Status.NotFound when absent. */
 export function get(key: string): GetResult {
-  const k = utf8(key);
-  const st = begin(host_get(ptr(k), k.byteLength, out, OUT_CAP, outLen));
+  const k = arg(key, 0), kn = argLen;
+  const st = begin(host_get(k, kn, out, OUT_CAP, outLen));
   if (st != Status.OK) return new GetResult(fail("get", key, st), new Uint8Array(0), "");
-  const r = new Reader(recPtr, recLen);
+  const r = result.reset(recPtr, recLen);
   if (!r.next()) return new GetResult(badRecord("get", key), new Uint8Array(0), "");
-  const value = copyBytes(r.start, r.len);
+  const vp = r.start, vn = r.len;
   if (!r.next() || !r.done()) return new GetResult(badRecord("get", key), new Uint8Array(0), "");
-  return new GetResult(Status.OK, value, r.text());
+  // One buffer: the value, then the version's bytes.
+  const buf = new ArrayBuffer(vn + r.len);
+  memory.copy(changetype<usize>(buf), vp, <usize>vn);
+  memory.copy(changetype<usize>(buf) + <usize>vn, r.start, <usize>r.len);
+  const res = new GetResult(Status.OK, Uint8Array.wrap(buf, 0, vn), "");
+  res._raw = buf;
+  res._off = vn;
+  res._len = r.len;
+  return res;
 }
 
 /** Writes key with a UTF-8 value and returns the new version (see setBytes). */
 export function set(key: string, value: string, opts: SetOptions | null = null): SetResult {
-  const v = utf8(value);
-  return setRaw(key, ptr(v), v.byteLength, opts);
+  const k = arg(key, 0), kn = argLen;
+  const v = arg(value, 1), vn = argLen;
+  return setRaw(key, k, kn, v, vn, opts);
 }
 
 /**
@@ -227,20 +303,22 @@ export function set(key: string, value: string, opts: SetOptions | null = null):
  * the status is Status.NotApplied and the version is the stored one.
  */
 export function setBytes(key: string, value: Uint8Array, opts: SetOptions | null = null): SetResult {
-  return setRaw(key, value.dataStart, value.byteLength, opts);
+  const k = arg(key, 0), kn = argLen;
+  return setRaw(key, k, kn, value.dataStart, value.byteLength, opts);
 }
 
 /** Removes key; Status.NotFound when it was absent. */
 export function del(key: string, opts: DelOptions | null = null): Status {
-  const k = utf8(key);
-  const f = utf8(opts ? opts.fence : "");
-  return status("del", key, host_del(ptr(k), k.byteLength, ptr(f), f.byteLength));
+  const k = arg(key, 0), kn = argLen;
+  const f = arg(opts ? opts.fence : "", 2), fn = argLen;
+  return status("del", key, host_del(k, kn, f, fn));
 }
 
 /** Removes key if its value equals value (UTF-8); see vdelBytes. */
 export function vdel(key: string, value: string, opts: DelOptions | null = null): Status {
-  const v = utf8(value);
-  return vdelRaw(key, ptr(v), v.byteLength, opts);
+  const k = arg(key, 0), kn = argLen;
+  const v = arg(value, 1), vn = argLen;
+  return vdelRaw(key, k, kn, v, vn, opts);
 }
 
 /**
@@ -248,20 +326,21 @@ export function vdel(key: string, value: string, opts: DelOptions | null = null)
  * Status.NotApplied when the value differs.
  */
 export function vdelBytes(key: string, value: Uint8Array, opts: DelOptions | null = null): Status {
-  return vdelRaw(key, value.dataStart, value.byteLength, opts);
+  const k = arg(key, 0), kn = argLen;
+  return vdelRaw(key, k, kn, value.dataStart, value.byteLength, opts);
 }
 
 /** Delivers changes of key to the handler (not this rule's own writes, unless opts.self). */
 export function watch(key: string, opts: WatchOptions | null = null): Status {
-  const k = utf8(key);
+  const k = arg(key, 0), kn = argLen;
   const flags: i32 = opts && opts.self ? 1 : 0;
-  return status("watch", key, host_watch(ptr(k), k.byteLength, flags));
+  return status("watch", key, host_watch(k, kn, flags));
 }
 
 /** Stops delivering changes of key; Status.NotFound when not watched. */
 export function unwatch(key: string): Status {
-  const k = utf8(key);
-  return status("unwatch", key, host_unwatch(ptr(k), k.byteLength));
+  const k = arg(key, 0), kn = argLen;
+  return status("unwatch", key, host_unwatch(k, kn));
 }
 
 /**
@@ -270,24 +349,26 @@ export function unwatch(key: string): Status {
  * keeps it past opts.wait.
  */
 export function lock(name: string, ttl: i64, opts: LockOptions | null = null): LockResult {
-  const n = utf8(name);
-  const st = begin(host_lock(ptr(n), n.byteLength, ttl, opts ? opts.wait : 0, out, OUT_CAP, outLen));
+  const n = arg(name, 0), nn = argLen;
+  const st = begin(host_lock(n, nn, ttl, opts ? opts.wait : 0, out, OUT_CAP, outLen));
   if (st != Status.OK) return new LockResult(fail("lock", name, st), "");
-  const r = new Reader(recPtr, recLen);
+  const r = result.reset(recPtr, recLen);
   if (!r.next() || !r.done()) return new LockResult(badRecord("lock", name), "");
-  return new LockResult(Status.OK, r.text());
+  const res = new LockResult(Status.OK, "");
+  res._raw = copyBuffer(r.start, r.len);
+  return res;
 }
 
 /** Releases the lease; Status.NotFound when this rule does not hold it. */
 export function unlock(name: string): Status {
-  const n = utf8(name);
-  return status("unlock", name, host_unlock(ptr(n), n.byteLength));
+  const n = arg(name, 0), nn = argLen;
+  return status("unlock", name, host_unlock(n, nn));
 }
 
 /** Writes a log line tagged with the rule. */
 export function log(level: Level, msg: string): Status {
-  const m = utf8(msg);
-  return status("log", "", host_log(level, ptr(m), m.byteLength));
+  const m = arg(msg, 0), mn = argLen;
+  return status("log", "", host_log(level, m, mn));
 }
 
 /**
@@ -295,8 +376,9 @@ export function log(level: Level, msg: string): Status {
  * with a UTF-8 payload (opts.payload); see timerBytes.
  */
 export function timer(name: string, delay: i64, opts: TimerOptions | null = null): Status {
-  const p = utf8(opts ? opts.payload : "");
-  return timerRaw(name, delay, opts ? opts.every : 0, ptr(p), p.byteLength);
+  const n = arg(name, 0), nn = argLen;
+  const p = arg(opts ? opts.payload : "", 1), pn = argLen;
+  return timerRaw(name, n, nn, delay, opts ? opts.every : 0, p, pn);
 }
 
 /**
@@ -313,13 +395,14 @@ export function timer(name: string, delay: i64, opts: TimerOptions | null = null
  * calls timer, cancel or now does not import them.)
  */
 export function timerBytes(name: string, delay: i64, payload: Uint8Array, opts: TimerOptions | null = null): Status {
-  return timerRaw(name, delay, opts ? opts.every : 0, payload.dataStart, payload.byteLength);
+  const n = arg(name, 0), nn = argLen;
+  return timerRaw(name, n, nn, delay, opts ? opts.every : 0, payload.dataStart, payload.byteLength);
 }
 
 /** Disarms the rule's timer name; Status.NotFound when none is armed. */
 export function cancel(name: string): Status {
-  const n = utf8(name);
-  return status("cancel", name, host_cancel(ptr(n), n.byteLength));
+  const n = arg(name, 0), nn = argLen;
+  return status("cancel", name, host_cancel(n, nn));
 }
 
 /**
@@ -329,7 +412,7 @@ export function cancel(name: string): Status {
 export function now(): i64 {
   const st = host_now(out);
   if (st != Status.OK) throw new Error("now: " + statusName(<Status>st)); // a host breaking the ABI
-  lastErr = "";
+  errState = ERR_NONE;
   return load<i64>(out);
 }
 
@@ -391,6 +474,8 @@ export function ssrunAbort(message: string | null, fileName: string | null, line
 // ---------------------------------------------------------------------------
 // Internals
 
+import { asciiDecode, asciiEncode } from "./ascii";
+
 @external("ssrun", "get")
 declare function host_get(keyPtr: usize, keyLen: i32, outPtr: usize, outCap: i32, outLenPtr: usize): i32;
 
@@ -443,8 +528,66 @@ const OUT_CAP: i32 = 16 << 10;
 const out: usize = memory.data(OUT_CAP);
 const outLen: usize = memory.data(4);
 
-let lastErr: string = "";
+// The most recent call's failure: none, left with the host (its verb, key
+// and status kept for the message should the host have none), or its
+// message in errText.
+const ERR_NONE = 0;
+const ERR_HOST = 1;
+const ERR_TEXT = 2;
+let errState = ERR_NONE;
+let errText: string = "";
+let errVerb: string = "";
+let errKey: string = "";
+let errStatus: Status = Status.OK;
+
 let aborting = false;
+
+// Call arguments (keys, names, text values and payloads, fences, log
+// messages) are encoded as UTF-8 one after the other into a static area,
+// outside the collector's reach, so that a call allocates nothing for
+// them; an argument that does not fit gets a buffer of its own (spill0-2,
+// kept reachable until the next call, which drops them). ARG_CAP plus 16
+// bytes of slack for the whole-vector stores of asciiEncode.
+const ARG_CAP: i32 = 4 << 10;
+const args: usize = memory.data(ARG_CAP + 16, 16);
+let argUsed: i32 = 0;
+let argLen: i32 = 0;
+let spill0: ArrayBuffer | null = null;
+let spill1: ArrayBuffer | null = null;
+let spill2: ArrayBuffer | null = null;
+let spilled = false;
+
+// arg encodes s as argument number slot (0 first: it starts a call's
+// arguments) and returns its address; argLen is its length in bytes.
+// Unpaired surrogates become U+FFFD.
+function arg(s: string, slot: i32): usize {
+  if (slot == 0) {
+    argUsed = 0;
+    if (spilled) {
+      spill0 = spill1 = spill2 = null;
+      spilled = false;
+    }
+  }
+  const n = s.length;
+  const p = args + <usize>argUsed;
+  if (n <= ARG_CAP - argUsed && asciiEncode(changetype<usize>(s), n, p)) {
+    argLen = n;
+    argUsed += n;
+    return p;
+  }
+  if (n <= (ARG_CAP - argUsed) / 3) { // at most 3 bytes per unit
+    argLen = <i32>String.UTF8.encodeUnsafe(changetype<usize>(s), n, p, false, String.UTF8.ErrorMode.REPLACE);
+    argUsed += argLen;
+    return p;
+  }
+  const b = utf8(s);
+  spilled = true;
+  if (slot == 0) spill0 = b;
+  else if (slot == 1) spill1 = b;
+  else spill2 = b;
+  argLen = b.byteLength;
+  return changetype<usize>(b);
+}
 
 // The result record of the last verb: in `out` or in recBuf (kept
 // reachable while it is read).
@@ -462,6 +605,8 @@ function utf8(s: string): ArrayBuffer {
 // large, truncated) becomes U+FFFD. (String.UTF8.decode garbles invalid
 // input.)
 function decodeUTF8(p: usize, n: i32): string {
+  const a = asciiDecode(p, n);
+  if (a !== null) return a;
   const buf = new ArrayBuffer(n << 1); // at most one UTF-16 unit per byte
   const start = changetype<usize>(buf);
   let o = start;
@@ -509,9 +654,9 @@ function ptr(b: ArrayBuffer): usize {
   return changetype<usize>(b);
 }
 
-function copyBytes(p: usize, n: i32): Uint8Array {
-  const b = new Uint8Array(n);
-  memory.copy(b.dataStart, p, <usize>n);
+function copyBuffer(p: usize, n: i32): ArrayBuffer {
+  const b = new ArrayBuffer(n);
+  memory.copy(changetype<usize>(b), p, <usize>n);
   return b;
 }
 
@@ -519,76 +664,89 @@ function copyBytes(p: usize, n: i32): Uint8Array {
 // verb's result record, fetching it with `result` into a buffer of its own
 // when `out` was too small. It returns the verb's real status.
 function begin(st: i32): Status {
-  lastErr = "";
+  errState = ERR_NONE;
   recBuf = null;
-  while (st == Status.BufferTooSmall) {
-    const n = <i32>load<u32>(outLen);
-    const big = new ArrayBuffer(n);
-    recBuf = big;
-    st = host_result(changetype<usize>(big), n, outLen);
-    if (st != Status.BufferTooSmall) {
-      recPtr = changetype<usize>(big);
-      recLen = min(<i32>load<u32>(outLen), n);
-      return <Status>st;
-    }
-  }
+  if (st == Status.BufferTooSmall) return fetchResult();
   recPtr = out;
   recLen = min(<i32>load<u32>(outLen), OUT_CAP);
   return <Status>st;
 }
 
-// fail records the host's message for a verb that returned st and returns st.
+// fetchResult is begin's BUFFER_TOO_SMALL path, apart so that the common
+// path has no loop (each loop entered costs a check of the call's
+// deadline).
+function fetchResult(): Status {
+  let st: i32;
+  do {
+    const n = <i32>load<u32>(outLen);
+    const big = new ArrayBuffer(n);
+    recBuf = big;
+    st = host_result(changetype<usize>(big), n, outLen);
+    recPtr = changetype<usize>(big);
+    recLen = min(<i32>load<u32>(outLen), n);
+  } while (st == Status.BufferTooSmall);
+  return <Status>st;
+}
+
+// fail records that a verb (on key) returned st, its message left with the
+// host, and returns st.
 function fail(verb: string, key: string, st: Status): Status {
-  let msg = "";
+  errState = ERR_HOST;
+  errVerb = verb;
+  errKey = key;
+  errStatus = st;
+  return st;
+}
+
+// fetchLastError returns the host's message of the last failed call; ""
+// if it has none.
+function fetchLastError(): string {
   const s = host_last_error(out, OUT_CAP, outLen);
-  if (s == Status.OK) {
-    msg = decodeUTF8(out, min(<i32>load<u32>(outLen), OUT_CAP));
-  } else if (s == Status.BufferTooSmall) {
+  if (s == Status.OK) return decodeUTF8(out, min(<i32>load<u32>(outLen), OUT_CAP));
+  if (s == Status.BufferTooSmall) {
     const n = <i32>load<u32>(outLen);
     const big = new ArrayBuffer(n);
     if (host_last_error(changetype<usize>(big), n, outLen) == Status.OK) {
-      msg = decodeUTF8(changetype<usize>(big), min(<i32>load<u32>(outLen), n));
+      return decodeUTF8(changetype<usize>(big), min(<i32>load<u32>(outLen), n));
     }
   }
-  if (msg.length == 0) msg = verb + ' "' + key + '": ' + statusName(st);
-  lastErr = msg;
-  return st;
+  return "";
 }
 
 // status is begin and fail for verbs without results.
 function status(verb: string, key: string, st: i32): Status {
-  lastErr = "";
+  errState = ERR_NONE;
   if (st == Status.OK) return Status.OK;
   return fail(verb, key, <Status>st);
 }
 
 function badRecord(verb: string, key: string): Status {
-  lastErr = verb + ' "' + key + '": malformed result record';
+  errText = verb + ' "' + key + '": malformed result record';
+  errState = ERR_TEXT;
   return Status.Internal;
 }
 
-function setRaw(key: string, vp: usize, vn: i32, opts: SetOptions | null): SetResult {
-  const k = utf8(key);
-  const o = opts ? opts : new SetOptions();
-  const f = utf8(o.fence);
-  const st = begin(host_set(ptr(k), k.byteLength, vp, vn, o.cond, o.ttl, ptr(f), f.byteLength, out, OUT_CAP, outLen));
+// setRaw, vdelRaw and timerRaw make the call of their verb with the key
+// (name) and value (payload) encoded by the caller, in this order.
+function setRaw(key: string, k: usize, kn: i32, vp: usize, vn: i32, opts: SetOptions | null): SetResult {
+  const f = arg(opts ? opts.fence : "", 2), fn = argLen;
+  const st = begin(host_set(k, kn, vp, vn, opts ? opts.cond : Condition.None, opts ? opts.ttl : 0, f, fn, out, OUT_CAP, outLen));
   if (st != Status.OK && st != Status.NotApplied) return new SetResult(fail("set", key, st), "");
-  const r = new Reader(recPtr, recLen);
+  const r = result.reset(recPtr, recLen);
   if (!r.next() || !r.done()) return new SetResult(badRecord("set", key), "");
-  const version = r.text();
+  const res = new SetResult(st, "");
+  res._raw = copyBuffer(r.start, r.len);
   if (st == Status.NotApplied) fail("set", key, st);
-  return new SetResult(st, version);
+  return res;
 }
 
-function timerRaw(name: string, delay: i64, every: i64, pp: usize, pn: i32): Status {
-  const n = utf8(name);
-  return status("timer", name, host_timer(ptr(n), n.byteLength, delay, every, pp, pn));
+function timerRaw(name: string, n: usize, nn: i32, delay: i64, every: i64, pp: usize, pn: i32): Status {
+  return status("timer", name, host_timer(n, nn, delay, every, pp, pn));
 }
 
-function vdelRaw(key: string, vp: usize, vn: i32, opts: DelOptions | null): Status {
-  const k = utf8(key);
-  const f = utf8(opts ? opts.fence : "");
-  return status("vdel", key, host_vdel(ptr(k), k.byteLength, vp, vn, ptr(f), f.byteLength));
+function vdelRaw(key: string, k: usize, kn: i32, vp: usize, vn: i32, opts: DelOptions | null): Status {
+  const f = arg(opts ? opts.fence : "", 2), fn = argLen;
+  return status("vdel", key, host_vdel(k, kn, vp, vn, f, fn));
 }
 
 // Reader walks the fields of a record (u32 little-endian length, bytes).
@@ -597,6 +755,16 @@ class Reader {
   len: i32 = 0;
   word: i64 = 0;
   constructor(private p: usize, public left: i32) {}
+
+  // reset starts reading the record of len bytes at p.
+  reset(p: usize, len: i32): Reader {
+    this.p = p;
+    this.left = len;
+    this.start = 0;
+    this.len = 0;
+    this.word = 0;
+    return this;
+  }
 
   // next steps to the next field; false when the record is malformed.
   next(): bool {
@@ -629,6 +797,11 @@ class Reader {
   }
 }
 
+// The readers of verb results and of event records, allocated once (a
+// class instance is a heap object in AssemblyScript).
+const result = new Reader(0, 0);
+const event = new Reader(0, 0);
+
 function logLine(level: Level, msg: string): void {
   const m = utf8(msg);
   host_log(level, ptr(m), m.byteLength);
@@ -637,7 +810,7 @@ function logLine(level: Level, msg: string): void {
 // dispatch decodes an event record (abi.AppendEvent) and runs the handler.
 function dispatch(buf: ArrayBuffer, len: i32): i32 {
   const p = changetype<usize>(buf);
-  const r = new Reader(p + 4, len - 4);
+  const r = event.reset(p + 4, len - 4);
   let problem = "";
   if (len < 4) {
     problem = "event header needs 4 bytes, have " + len.toString();
@@ -680,7 +853,8 @@ function dispatch(buf: ArrayBuffer, len: i32): i32 {
         const st = h(ev);
         if (st != Status.OK) {
           let msg = "handler: " + statusName(st);
-          if (lastErr.length > 0) msg += ": " + lastErr;
+          const le = lastError();
+          if (le.length > 0) msg += ": " + le;
           logLine(Level.Error, msg);
         }
         return st;
