@@ -133,7 +133,7 @@ func TestRawFallback(t *testing.T) {
 	if ss == nil {
 		t.Fatal("no session")
 	}
-	if _, raw := ss.stream.(*rawConn); raw {
+	if raw := ss.rawc != nil; raw {
 		t.Fatal("the session is on a raw channel whose socket was closed")
 	}
 	seqs(t, s, h, 1, 3)

@@ -28,7 +28,7 @@ func current(t testing.TB, s *script) (*proc, *session) {
 		t.Fatal("no process in service")
 	}
 	if ss := s.cur.sess; ss != nil {
-		if _, raw := ss.stream.(*rawConn); raw == s.rt.grpcSession {
+		if raw := ss.rawc != nil; raw == s.rt.grpcSession {
 			t.Fatalf("session on the raw channel: %t, want %t", raw, !s.rt.grpcSession)
 		}
 	}
