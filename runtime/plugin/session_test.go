@@ -220,3 +220,47 @@ func TestSessionCoversHost(t *testing.T) {
 		t.Errorf("a call without a verb: reply %v", r)
 	}
 }
+
+// TestSessionConcurrentCalls: a handler whose goroutines call the host all
+// at once gets every call answered, each with its own reply (on the raw
+// channel they share the reading of the socket), and the next event runs
+// as usual.
+func TestSessionConcurrentCalls(t *testing.T) {
+	forAllTransports(t, func(t *testing.T) {
+		h := abitest.New()
+		s, _, _ := ruleScript(t, h, abi.Limits{CallTimeout: 20 * time.Second})
+		for range 3 {
+			if got, want := run(t, s, h, command("concurrent", "16")), `concurrent status=OK msg="" ok=16`; got != want {
+				t.Fatalf("report %s, want %s", got, want)
+			}
+		}
+		seqs(t, s, h, 1, 2)
+	})
+}
+
+// TestSessionCancelReachesHandler: when the caller stops waiting for an
+// event whose handler makes no host call (so, on the raw channel, nobody
+// in the plugin reads the socket), the handler's ctx still ends, and the
+// events after it are handled by the same process.
+func TestSessionCancelReachesHandler(t *testing.T) {
+	forAllTransports(t, func(t *testing.T) {
+		h := abitest.New()
+		s, _, _ := ruleScript(t, h, abi.Limits{CallTimeout: time.Minute})
+		p1 := s.stats().Pid
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- s.Handle(ctx, command("waitcancel")) }()
+		testutil.WaitFor(t, "the plugin to hold the event", func() bool { _, ok := h.Value("inflight"); return ok })
+		cancel()
+		if err := <-errc; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Handle after cancel: %v, want context.Canceled", err)
+		}
+		testutil.WaitFor(t, "the handler to see its ctx end", func() bool {
+			return slices.Contains(h.Logs(), abitest.LogLine{Level: abi.LevelInfo, Msg: "waitcancel context canceled"})
+		})
+		seqs(t, s, h, 1, 3)
+		if st := s.stats(); st.Pid != p1 || st.Starts != 1 || st.Lost != 0 {
+			t.Errorf("stats %+v, want the first process (pid %d) still, nothing lost", st, p1)
+		}
+	})
+}
