@@ -54,3 +54,11 @@ func startFloor(tb testing.TB) goplugin.ClientProtocol {
 	}
 	return rpc
 }
+
+// pluginAtEndFlow is the plugin rule's copy whose SET is sdk.SetAtEnd:
+// the GET waits for its answer, the SET travels with the event's end
+// (testdata/pluginrule, plugin/atend/in). handled is the plugin rule's
+// count, which it shares with the plugin flow.
+func pluginAtEndFlow(handled func() uint64) flow {
+	return flow{"plugin-atend", "plugin/atend/in", "plugin/atend/out", handled}
+}
