@@ -278,6 +278,8 @@ func (ss *session) await(ctx context.Context) (*pb.SessionDone, error) {
 // awaitRaw reads the raw channel until the SessionDone of event seq comes,
 // serving the host calls it meets (those of an event whose exchange has
 // ended get no response, see call) and skipping the ends of such events.
+// A call of the event that the plugin sent alone (HostCall.alone) it
+// serves itself, before reading on: no goroutine is started for it.
 func (ss *session) awaitRaw(ctx context.Context, seq uint64) (*pb.SessionDone, error) {
 	for {
 		m, err := ss.rawc.RecvContext(ctx)
@@ -289,6 +291,10 @@ func (ss *session) awaitRaw(ctx context.Context, seq uint64) (*pb.SessionDone, e
 		}
 		switch m := m.GetMsg().(type) {
 		case *pb.FromPlugin_Call:
+			if m.Call.GetAlone() && m.Call.GetSeq() == seq { // the plugin sends other calls on the stream meanwhile
+				_ = ss.write(&pb.ToPlugin{Msg: &pb.ToPlugin_Reply{Reply: ss.srv.serve(ctx, m.Call)}})
+				continue
+			}
 			ss.call(m.Call)
 		case *pb.FromPlugin_Done:
 			if m.Done.GetSeq() == seq {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -261,6 +262,66 @@ func TestSessionCancelReachesHandler(t *testing.T) {
 		seqs(t, s, h, 1, 3)
 		if st := s.stats(); st.Pid != p1 || st.Starts != 1 || st.Lost != 0 {
 			t.Errorf("stats %+v, want the first process (pid %d) still, nothing lost", st, p1)
+		}
+	})
+}
+
+// gateHost is an abi.Host whose Get of "gate" answers only once "open" is
+// set (or its ctx ends), and whose Get of "gate/waiting" finds a value
+// once a Get of "gate" waits.
+type gateHost struct {
+	*abitest.Host
+	waiting, open chan struct{}
+	once          *sync.Once
+}
+
+func newGateHost() gateHost {
+	return gateHost{Host: abitest.New(), waiting: make(chan struct{}), open: make(chan struct{}), once: &sync.Once{}}
+}
+
+func (h gateHost) Get(ctx context.Context, key string) (abi.Value, error) {
+	switch key {
+	case "gate":
+		select {
+		case <-h.waiting:
+		default:
+			close(h.waiting)
+		}
+		select {
+		case <-h.open:
+			return abi.Value{Data: []byte("opened")}, nil
+		case <-ctx.Done():
+			return abi.Value{}, abi.Errorf(abi.StatusTimeout, "gate: %v", ctx.Err())
+		}
+	case "gate/waiting":
+		select {
+		case <-h.waiting:
+			return abi.Value{Data: []byte("yes")}, nil
+		default:
+		}
+	}
+	return h.Host.Get(ctx, key)
+}
+
+func (h gateHost) Set(ctx context.Context, key string, value []byte, opts abi.SetOptions) (string, error) {
+	if key == "open" {
+		h.once.Do(func() { close(h.open) })
+	}
+	return h.Host.Set(ctx, key, value, opts)
+}
+
+// TestSessionCallBehindBlockedCall: while a handler's call waits in the
+// host (here, until another call of the same handler opens it), the
+// handler's other calls are still served. On the raw channel the first
+// call goes alone (HostCall.alone) and the host serves it before reading
+// on; the others must then travel on the stream, or they would wait behind
+// it until the event's deadline.
+func TestSessionCallBehindBlockedCall(t *testing.T) {
+	forAllTransports(t, func(t *testing.T) {
+		h := newGateHost()
+		s, _, _ := ruleScript(t, h, abi.Limits{CallTimeout: 20 * time.Second})
+		if got, want := run(t, s, h.Host, command("gate")), `gate status=OK msg=""`; got != want {
+			t.Fatalf("report %s, want %s", got, want)
 		}
 	})
 }

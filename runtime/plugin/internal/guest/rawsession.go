@@ -164,6 +164,9 @@ func (ss *session) dispatch(m *pb.ToPlugin) {
 		ss.mu.Lock()
 		ch, ok := ss.calls[m.Reply.GetId()]
 		delete(ss.calls, m.Reply.GetId())
+		if ss.alone == m.Reply.GetId() { // the host reads the channel again
+			ss.alone = 0
+		}
 		ss.mu.Unlock()
 		if ok {
 			ch <- m.Reply // buffered: never blocks

@@ -46,7 +46,7 @@ func (s *ruleServer) Session(stream pb.Rule_SessionServer) error {
 			defer context.AfterFunc(stream.Context(), func() { _ = c.Close() })()
 			ss.stream, ready.Raw = c, true
 			if wake { // read by its waiters (rawsession.go)
-				ss.raw, ready.Wake = c, true
+				ss.raw, ss.grpc, ready.Wake = c, stream, true
 				ss.role, ss.evNote = make(chan struct{}, 1), make(chan struct{}, 1)
 			}
 		}
@@ -80,11 +80,14 @@ type session struct {
 
 	// On a raw channel read by whoever waits (rawsession.go): raw, and the
 	// right to read it, held by the goroutine whose value role holds.
-	raw     *rawConn
-	role    chan struct{}      // capacity 1
-	evNote  chan struct{}      // capacity 1: an event was put in pending
-	loop    loopState          // under mu
-	pending []*pb.SessionEvent // under mu: events read by a call's waiter, for the loop
+	raw      *rawConn
+	grpc     sessionStream      // the Session stream, for calls while an alone call is in flight
+	grpcSend sync.Mutex         // held by each Send on grpc
+	alone    uint64             // under mu: the call sent with HostCall.alone that has no reply yet, 0 if none
+	role     chan struct{}      // capacity 1
+	evNote   chan struct{}      // capacity 1: an event was put in pending
+	loop     loopState          // under mu
+	pending  []*pb.SessionEvent // under mu: events read by a call's waiter, for the loop
 
 	mu      sync.Mutex
 	nextID  uint64
@@ -217,22 +220,34 @@ func (ss *session) call(ctx, event context.Context, seq uint64, c *pb.HostCall) 
 	ss.mu.Lock()
 	ss.nextID++
 	id := ss.nextID
+	via, lock := ss.stream, &ss.send
+	if ss.raw != nil { // see HostCall.alone
+		switch {
+		case ss.alone != 0:
+			via, lock = ss.grpc, &ss.grpcSend
+		case len(ss.calls) == 0:
+			c.Alone, ss.alone = true, id
+		}
+	}
 	ss.calls[id] = ch
 	ss.mu.Unlock()
 	forget := func() {
 		ss.mu.Lock()
 		delete(ss.calls, id)
+		if ss.alone == id {
+			ss.alone = 0
+		}
 		ss.mu.Unlock()
 	}
 	c.Id, c.Seq = id, seq
-	ss.send.Lock()
+	lock.Lock()
 	if event.Err() != nil {
-		ss.send.Unlock()
+		lock.Unlock()
 		forget()
 		return nil, errEnded
 	}
-	err := ss.stream.Send(&pb.FromPlugin{Msg: &pb.FromPlugin_Call{Call: c}})
-	ss.send.Unlock()
+	err := via.Send(&pb.FromPlugin{Msg: &pb.FromPlugin_Call{Call: c}})
+	lock.Unlock()
 	if err != nil {
 		forget()
 		return nil, err

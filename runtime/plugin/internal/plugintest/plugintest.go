@@ -48,6 +48,10 @@ func Init(ctx context.Context, h abi.Host) error {
 //	concurrent <n>      n goroutines at once each set conc/<i> to i and get it
 //	                    back; report "concurrent" with the first error and
 //	                    "ok" (how many read their own value back)
+//	gate                one goroutine gets gate (a host that answers once
+//	                    open is set, see the runtime's gateHost), another,
+//	                    once the first is about to call, gets gate/waiting
+//	                    until it is found, then sets open; report "gate"
 //	waitcancel          set inflight, wait for the event's ctx to end (no
 //	                    host call meanwhile), then log "waitcancel <ctx error>"
 //	                    and fail with it
@@ -76,6 +80,31 @@ func Handle(ctx context.Context, h abi.Host, ev abi.Event) error {
 		return loop(ctx, h, a[0], ruletest.Number(a[1]))
 	case "concurrent":
 		return concurrent(ctx, h, ruletest.Number(a[0]))
+	case "gate":
+		ready := make(chan struct{})
+		var wg sync.WaitGroup
+		var gateErr, openErr error
+		wg.Go(func() {
+			close(ready)
+			_, gateErr = h.Get(ctx, "gate")
+		})
+		wg.Go(func() {
+			<-ready
+			for {
+				_, err := h.Get(ctx, "gate/waiting")
+				if err == nil {
+					break
+				}
+				if abi.StatusOf(err) != abi.StatusNotFound {
+					openErr = err
+					return
+				}
+			}
+			_, openErr = h.Set(ctx, "open", []byte("1"), abi.SetOptions{})
+		})
+		wg.Wait()
+		ruletest.Report(h, "gate", errors.Join(gateErr, openErr))
+		return nil
 	case "waitcancel":
 		if _, err := h.Set(ctx, "inflight", []byte("1"), abi.SetOptions{}); err != nil {
 			return err

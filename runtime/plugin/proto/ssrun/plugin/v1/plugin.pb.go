@@ -1736,7 +1736,13 @@ type HostCall struct {
 	//	*HostCall_Timer
 	//	*HostCall_Cancel
 	//	*HostCall_Now
-	Verb          isHostCall_Verb `protobuf_oneof:"verb"`
+	Verb isHostCall_Verb `protobuf_oneof:"verb"`
+	// On the raw channel of a plugin that answered SessionReady.wake: no
+	// other call of the session is in flight, so the host may serve this one
+	// before it reads on. While such a call is in flight, the plugin sends
+	// its other calls on the Session stream, which the host always reads;
+	// every reply comes on the raw channel.
+	Alone         bool `protobuf:"varint,15,opt,name=alone,proto3" json:"alone,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1898,6 +1904,13 @@ func (x *HostCall) GetNow() *NowRequest {
 		}
 	}
 	return nil
+}
+
+func (x *HostCall) GetAlone() bool {
+	if x != nil {
+		return x.Alone
+	}
+	return false
 }
 
 type isHostCall_Verb interface {
@@ -2222,7 +2235,7 @@ const file_ssrun_plugin_v1_plugin_proto_rawDesc = "" +
 	"\vSessionDone\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12/\n" +
 	"\x06result\x18\x02 \x01(\v2\x17.ssrun.plugin.v1.ResultR\x06result\x123\n" +
-	"\x06writes\x18\x03 \x03(\v2\x1b.ssrun.plugin.v1.SetRequestR\x06writes\"\xb0\x05\n" +
+	"\x06writes\x18\x03 \x03(\v2\x1b.ssrun.plugin.v1.SetRequestR\x06writes\"\xc6\x05\n" +
 	"\bHostCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12/\n" +
@@ -2238,7 +2251,8 @@ const file_ssrun_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x03log\x18\v \x01(\v2\x1b.ssrun.plugin.v1.LogRequestH\x00R\x03log\x125\n" +
 	"\x05timer\x18\f \x01(\v2\x1d.ssrun.plugin.v1.TimerRequestH\x00R\x05timer\x128\n" +
 	"\x06cancel\x18\r \x01(\v2\x1e.ssrun.plugin.v1.CancelRequestH\x00R\x06cancel\x12/\n" +
-	"\x03now\x18\x0e \x01(\v2\x1b.ssrun.plugin.v1.NowRequestH\x00R\x03nowB\x06\n" +
+	"\x03now\x18\x0e \x01(\v2\x1b.ssrun.plugin.v1.NowRequestH\x00R\x03now\x12\x14\n" +
+	"\x05alone\x18\x0f \x01(\bR\x05aloneB\x06\n" +
 	"\x04verb\"\xa5\x02\n" +
 	"\tHostReply\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x121\n" +
