@@ -61,17 +61,20 @@ type flow struct {
 }
 
 // hostFlows loads the copy rule of each runtime into e (native Go rule,
-// Lua, Go WebAssembly guest, plugin) and returns their flows.
+// Lua, Go WebAssembly guest, plugin, and the plugin's copy whose SET goes
+// with the event's end) and returns their flows.
 func (e *env) hostFlows() []flow {
 	e.tb.Helper()
 	handled := func(path string) func() uint64 {
 		return func() uint64 { return e.status(path).Handled }
 	}
+	plugin := handled(e.load("pluginrule", readFile(e.tb, pluginRule(e.tb)), true))
 	return []flow{
 		{"host-native", "native/in", "native/out", handled(e.load("rule.native", []byte("A"), false))},
 		{"lua", "lua/in", "lua/out", handled(e.load("rule.lua", luaRule(e.tb, "A"), false))},
 		{"wasm", "wasm/in", "wasm/out", handled(e.load("rule.wasm", wasmGuest(e.tb, "A"), false))},
-		{"plugin", "plugin/in", "plugin/out", handled(e.load("pluginrule", readFile(e.tb, pluginRule(e.tb)), true))},
+		{"plugin", "plugin/in", "plugin/out", plugin},
+		pluginAtEndFlow(plugin),
 	}
 }
 

@@ -2,12 +2,21 @@ package bench
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	goplugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
+
+	"github.com/ssrun/ssrun/host"
+	"github.com/ssrun/ssrun/internal/testutil"
 )
 
 // floorHandshake is testdata/grpcfloor's handshake.
@@ -53,4 +62,86 @@ func startFloor(tb testing.TB) goplugin.ClientProtocol {
 		tb.Fatalf("dispense grpc floor plugin: %v", err)
 	}
 	return rpc
+}
+
+// pluginAtEndFlow is the plugin rule's copy whose SET is sdk.SetAtEnd:
+// the GET waits for its answer, the SET travels with the event's end
+// (testdata/pluginrule, plugin/atend/in). handled is the plugin rule's
+// count, which it shares with the plugin flow.
+func pluginAtEndFlow(handled func() uint64) flow {
+	return flow{"plugin-atend", "plugin/atend/in", "plugin/atend/out", handled}
+}
+
+// BenchmarkRuleCPU runs BenchmarkRuleThroughput's subjects the same way
+// (chunks of 500 events, 64 SETs in flight, the order rotating each round)
+// and reports what each costs rather than its rate alone, since on a
+// loaded machine the rates, the baseline's too, follow the load: per
+// event, the CPU time of this process (host, broker, clients) and of the
+// plugin process while the subject's chunks ran, <subject>-cpu-us/ev, and
+// their threads' context switches, <subject>-cs/ev (Linux), with
+// <subject>-cpu-x-base = the baseline's CPU per event over the subject's
+// (the rate it would reach against the baseline were the CPUs the
+// bottleneck). The plugin process's CPU counts for every subject (it idles
+// during the others'), and so does the broker's and the user client's.
+func BenchmarkRuleCPU(b *testing.B) {
+	const chunk, inflight = 500, 64
+	prebuild(b, "A")
+	e := newEnv(b, host.RuleConfig{Mailbox: 1 << 16})
+	native := startNativeClient(b, e.addr, e.log)
+	flows := append([]flow{{"baseline", "go/in", "go/out", native.handled.Load}}, e.hostFlows()...)
+	for _, f := range flows {
+		e.drive(f, 50, inflight)
+	}
+	var pid int
+	for _, st := range e.plugin.Stats() {
+		pid = st.Pid
+	}
+	if pid == 0 {
+		b.Fatal("no plugin process")
+	}
+	elapsed, cpu, switches := make([]time.Duration, len(flows)), make([]time.Duration, len(flows)), make([]int64, len(flows))
+	b.ResetTimer()
+	for round, done := 0, 0; done < b.N; round, done = round+1, done+chunk {
+		n := min(chunk, b.N-done)
+		for k := range flows {
+			i := (round + k) % len(flows)
+			c0, s0 := taskSum(os.Getpid(), 0)+taskSum(pid, 0), taskSum(os.Getpid(), 2)+taskSum(pid, 2)
+			elapsed[i] += e.drive(flows[i], n, inflight)
+			cpu[i] += time.Duration(taskSum(os.Getpid(), 0) + taskSum(pid, 0) - c0)
+			switches[i] += taskSum(os.Getpid(), 2) + taskSum(pid, 2) - s0
+		}
+	}
+	b.StopTimer()
+	testutil.ReportRates(b, elapsed, func(i int) string { return flows[i].name }, "-ev/s", "-x-base")
+	if cpu[0] == 0 {
+		return // no /proc
+	}
+	for i, f := range flows {
+		b.ReportMetric(float64(cpu[i].Nanoseconds())/1e3/float64(b.N), f.name+"-cpu-us/ev")
+		b.ReportMetric(float64(switches[i])/float64(b.N), f.name+"-cs/ev")
+		if i > 0 {
+			b.ReportMetric(float64(cpu[0])/float64(cpu[i]), f.name+"-cpu-x-base")
+		}
+	}
+	e.checkClean()
+}
+
+// taskSum sums field k of /proc/<pid>/task/*/schedstat over the threads of
+// process pid: 0, the time they ran on a CPU (ns); 2, how often they ran
+// (one more than their context switches). 0 where there is no such file.
+func taskSum(pid, k int) int64 {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	var sum int64
+	for _, f := range tasks {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // the thread ended
+		}
+		if fs := strings.Fields(string(b)); len(fs) == 3 {
+			if n, err := strconv.ParseInt(fs[k], 10, 64); err == nil {
+				sum += n
+			}
+		}
+	}
+	return sum
 }

@@ -125,7 +125,7 @@ func BenchmarkSession(b *testing.B) {
 			}
 			continue
 		}
-		if _, raw := ss.stream.(*rawConn); way == "unary" || raw != (way == "session") {
+		if raw := ss.rawc != nil; way == "unary" || raw != (way == "session") {
 			b.Fatalf("process %s: a session, on the raw channel: %t", way, raw)
 		}
 	}

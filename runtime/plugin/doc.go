@@ -119,17 +119,42 @@
 // and its session stays on the stream; one that cannot dial says so on
 // stderr and stays there too.
 //
+// Who reads the raw channel. No goroutine of either end reads it on its
+// own (with a plugin built with this SDK; one built before keeps a reader
+// goroutine of its own, which the host's side serves just the same): the
+// goroutine that waits for a message reads the socket itself
+// (wire.Conn.RecvContext, which a context interrupts without losing a
+// partly read frame), and hands the messages that are someone else's to
+// them. In the host, that is the exchange waiting for its event's
+// SessionDone; it serves the calls it reads in goroutines, except a call
+// the plugin marked alone (HostCall.alone: no other call of the session in
+// flight), which it serves itself before reading on; while such a call is
+// in flight the plugin sends its other calls on the gRPC stream, which the
+// host always reads, so a call never waits behind another. In the plugin,
+// the session's loop reads events and runs each handler itself, and a host
+// call waiting for its reply reads until it comes. SessionCancel travels
+// on the gRPC stream (InitRequest.session_wake, SessionReady.wake), which
+// a goroutine of the plugin always reads: a handler that makes no host
+// call learns of its cancellation, and the loop, held by a cancelled
+// handler, passes to a new goroutine.
+//
+// Writes at the end. sdk.SetAtEnd keeps a write for the event's
+// SessionDone (SessionDone.writes, to a host that offers
+// InitRequest.done_writes); Handle applies them, in order, before it
+// returns. The first that fails fails the event with its status (as the
+// handler returning that set's error would) and the rest are not applied;
+// the process died before SessionDone: they are lost with the event.
+//
 // Costs (see bench_test.go, BenchmarkSession): an event and each ABI verb
 // its handler calls are one message each way on the open session: on the
 // raw channel, one write and one read of the socket, with no TLS, no HTTP/2
-// framing and no writer goroutine (the sending goroutine writes itself);
-// about a fifth less time per event than on the gRPC stream, but still
-// tens of microseconds per message in both processes, mostly waking the
-// goroutines that carry it (the session's reader and the handler or the
-// host call), each a thread wake-up when the process has an idle
-// processor. On the gRPC stream (a plugin built before the raw channel),
+// framing and no goroutine hand-off in ssrun's code for an event whose
+// handler calls the host one call at a time; what is left is the wake-up
+// of a thread in the process each message reaches, tens of microseconds on
+// a loaded machine. On the gRPC stream (a plugin built before the raw channel),
 // each message is one HTTP/2 frame: both ends use static flow-control
 // windows (wire.Window), since gRPC's dynamic window adds a window update,
 // a BDP ping and its acknowledgement to almost every message of a session.
-// Batch work per event rather than calling the host in tight loops.
+// Batch work per event rather than calling the host in tight loops, and
+// make a handler's last writes with sdk.SetAtEnd.
 package plugin

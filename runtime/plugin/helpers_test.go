@@ -43,7 +43,7 @@ func newRuntime(t testing.TB, opts Config) (*Runtime, *testutil.Buffer) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.grpcSession = grpcSessions
+	r.grpcSession, r.unaryOnly = grpcSessions, unaryOnly
 	testutil.CloseAtEnd(t, "runtime", r.Close)
 	return r, logs
 }
@@ -63,6 +63,23 @@ func forTransports(t *testing.T, test func(t *testing.T)) {
 			test(t)
 		})
 	}
+}
+
+// unaryOnly makes newRuntime's runtimes open no session: one Handle call
+// per event (see forAllTransports).
+var unaryOnly bool
+
+// forAllTransports runs test as forTransports does, and a third time as
+// "unary", its runtimes opening no session (one Handle RPC per event and
+// one RPC per host call, as for a plugin built before sessions).
+func forAllTransports(t *testing.T, test func(t *testing.T)) {
+	t.Helper()
+	forTransports(t, test)
+	t.Run("unary", func(t *testing.T) {
+		unaryOnly = true
+		t.Cleanup(func() { unaryOnly = false })
+		test(t)
+	})
 }
 
 // slogTo returns a debug-level logger writing into w.

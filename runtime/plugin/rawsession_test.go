@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -133,11 +134,47 @@ func TestRawFallback(t *testing.T) {
 	if ss == nil {
 		t.Fatal("no session")
 	}
-	if _, raw := ss.stream.(*rawConn); raw {
+	if raw := ss.rawc != nil; raw {
 		t.Fatal("the session is on a raw channel whose socket was closed")
 	}
 	seqs(t, s, h, 1, 3)
 	if want := "session on its gRPC stream: raw session: dial unix"; !strings.Contains(stderr.String(), want) {
 		t.Errorf("the plugin's stderr lacks %q:\n%s", want, stderr)
 	}
+}
+
+// TestRawWithoutWake: a plugin that reads the raw channel with a goroutine
+// of its own (one built before InitRequest.session_wake; here, the SDK
+// not offered it) works with a host that reads the channel only while an
+// event waits: events, concurrent calls, a cancellation sent on the raw
+// channel, and writes at the end.
+func TestRawWithoutWake(t *testing.T) {
+	h := abitest.New()
+	s, _, _ := inProcessScript(t, h, abi.Limits{CallTimeout: 20 * time.Second}, func(r *Runtime) { r.noWake = true })
+	_, ss := current(t, s)
+	if ss == nil || ss.rawc == nil || ss.wake {
+		t.Fatalf("session %p: want one on the raw channel, without wake", ss)
+	}
+	seqs(t, s, h, 1, 2)
+	if got, want := run(t, s, h, command("concurrent", "8")), `concurrent status=OK msg="" ok=8`; got != want {
+		t.Errorf("report %s, want %s", got, want)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- s.Handle(ctx, command("waitcancel")) }()
+	testutil.WaitFor(t, "the plugin to hold the event", func() bool { _, ok := h.Value("inflight"); return ok })
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Handle after cancel: %v, want context.Canceled", err)
+	}
+	testutil.WaitFor(t, "the handler to see its ctx end", func() bool {
+		return slices.Contains(h.Logs(), abitest.LogLine{Level: abi.LevelInfo, Msg: "waitcancel context canceled"})
+	})
+	if err := s.Handle(context.Background(), command("atend", "a", "1", "-")); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := h.Value("a"); string(v) != "1" {
+		t.Errorf("a = %q, want 1", v)
+	}
+	seqs(t, s, h, 3, 4)
 }

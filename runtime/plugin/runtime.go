@@ -67,6 +67,7 @@ type Runtime struct {
 	connect     connector          // tests: serve plugins in-process; nil starts processes
 	unaryOnly   bool               // tests: open no session, as with a plugin that predates it
 	grpcSession bool               // tests and benchmarks: offer no raw session channel (sessions on their gRPC stream)
+	noWake      bool               // tests: offer no InitRequest.session_wake (the plugin reads the raw channel with a goroutine of its own, as one built before it)
 	rawOffered  func(*rawListener) // tests: called with each raw session channel offered, before Init
 }
 

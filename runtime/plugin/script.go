@@ -237,7 +237,7 @@ func (s *script) launch(ctx context.Context) (*proc, error) {
 		})
 	})
 
-	req := &pb.InitRequest{HostBrokerId: id}
+	req := &pb.InitRequest{HostBrokerId: id, SessionWake: !s.rt.noWake, DoneWrites: true}
 	offer := s.offerRaw(p)
 	if offer != nil {
 		defer offer.close() // closed already if the plugin took it (closing twice is harmless)

@@ -21,19 +21,27 @@ import (
 // call. A process whose plugin predates the session has none and gets
 // Handle calls.
 //
-// One goroutine (receive) reads the stream. It serves each host call of the
-// event in flight in a goroutine of its own, as the Host service serves
-// concurrent RPCs, so a handler may have several calls in flight; it hands
-// the event's SessionDone to the exchange waiting for it. The call
-// goroutines are owned by the process's serve group, like receive.
+// On the gRPC stream, one goroutine (receive) reads the stream. It serves
+// each host call of the event in flight in a goroutine of its own, as the
+// Host service serves concurrent RPCs, so a handler may have several calls
+// in flight; it hands the event's SessionDone to the exchange waiting for
+// it. The call goroutines are owned by the process's serve group, like
+// receive.
 //
 // When the plugin takes the raw channel offered in its Init (rawListener),
-// the messages after SessionReady travel on it instead of the stream,
-// with the same semantics: its end (the process died, or close) is the
-// stream's.
+// the messages after SessionReady travel on it instead of the stream, with
+// the same semantics, and nobody reads it between events: the exchange
+// waiting for an event's SessionDone reads the channel itself, serving the
+// calls it meets on the way as receive does, so the common path has no
+// hand-off between goroutines. receive then reads the stream only to see
+// it end (the process died, or close), which closes the channel; and, to a
+// plugin that asks for it (SessionReady.wake), SessionCancel goes down the
+// stream, which the plugin always reads.
 type session struct {
 	stream  sessionStream
 	raw     *rawListener  // the raw channel offered, until accepted or refused
+	rawc    *rawConn      // the raw channel taken, set before ready is closed; nil on the stream
+	wake    bool          // send SessionCancel on the stream (a raw plugin's SessionReady.wake)
 	timeout time.Duration // for SessionReady and the raw channel's connection
 	srv     *hostServer
 	serve   *sync.WaitGroup    // owns receive and the call goroutines
@@ -96,9 +104,11 @@ func openSession(ctx context.Context, rule pb.RuleClient, srv *hostServer, serve
 	}
 }
 
-// receive reads the stream until it ends or close.
+// receive reads the stream until it ends or close. On a raw session, its
+// end closes the raw channel.
 func (ss *session) receive() {
 	defer close(ss.dead)
+	defer ss.cancel() // closes the raw channel, if any
 	for {
 		m, err := ss.stream.Recv()
 		if err != nil {
@@ -117,19 +127,11 @@ func (ss *session) receive() {
 					ss.err = err
 					return
 				}
+				ss.wake = m.Ready.GetWake()
 			}
 			close(ss.ready)
 		case *pb.FromPlugin_Call:
-			ss.mu.Lock()
-			current, ctx := m.Call.GetSeq() == ss.seq && ss.seq != 0, ss.evCtx
-			ss.mu.Unlock()
-			if !current { // no response: the event's exchange has ended
-				_ = ss.write(&pb.ToPlugin{Msg: &pb.ToPlugin_Reply{Reply: &pb.HostReply{Id: m.Call.GetId()}}})
-				continue
-			}
-			ss.serve.Go(func() {
-				_ = ss.write(&pb.ToPlugin{Msg: &pb.ToPlugin_Reply{Reply: ss.srv.serve(ctx, m.Call)}})
-			})
+			ss.call(m.Call)
 		case *pb.FromPlugin_Done:
 			ss.mu.Lock()
 			if m.Done.GetSeq() == ss.seq && ss.seq != 0 {
@@ -153,15 +155,43 @@ func (ss *session) takeRaw() error {
 		return err
 	}
 	context.AfterFunc(ss.ctx, func() { _ = c.Close() })
-	ss.stream = c
+	ss.rawc = c
 	return nil
+}
+
+// call serves host call c of the event in flight in a goroutine of its
+// own (under the event's context), or answers it with no response when
+// its event's exchange has ended.
+func (ss *session) call(c *pb.HostCall) {
+	ss.mu.Lock()
+	current, ctx := c.GetSeq() == ss.seq && ss.seq != 0, ss.evCtx
+	ss.mu.Unlock()
+	if !current { // no response: the event's exchange has ended
+		_ = ss.write(&pb.ToPlugin{Msg: &pb.ToPlugin_Reply{Reply: &pb.HostReply{Id: c.GetId()}}})
+		return
+	}
+	ss.serve.Go(func() {
+		_ = ss.write(&pb.ToPlugin{Msg: &pb.ToPlugin_Reply{Reply: ss.srv.serve(ctx, c)}})
+	})
 }
 
 // close ends the stream; receive returns.
 func (ss *session) close() { ss.cancel() }
 
-// write sends m down the stream; a failure is the stream's end.
+// write sends m down the session (the raw channel, once taken); a failure
+// is the session's end.
 func (ss *session) write(m *pb.ToPlugin) error {
+	if ss.rawc != nil {
+		if err := ss.rawc.Send(m); err != nil {
+			return status.Errorf(codes.Unavailable, "the session ended: %v", err)
+		}
+		return nil
+	}
+	return ss.writeStream(m)
+}
+
+// writeStream sends m down the Session stream.
+func (ss *session) writeStream(m *pb.ToPlugin) error {
 	ss.send.Lock()
 	defer ss.send.Unlock()
 	if err := ss.stream.Send(m); err != nil {
@@ -170,12 +200,26 @@ func (ss *session) write(m *pb.ToPlugin) error {
 	return nil
 }
 
+// cancelEvent tells the plugin to cancel the handler of event seq: on the
+// stream to a raw plugin that asked for it (SessionReady.wake), as it may
+// not be reading the raw channel.
+func (ss *session) cancelEvent(seq uint64) {
+	m := &pb.ToPlugin{Msg: &pb.ToPlugin_Cancel{Cancel: &pb.SessionCancel{Seq: seq}}}
+	if ss.wake {
+		_ = ss.writeStream(m)
+		return
+	}
+	_ = ss.write(m)
+}
+
 // exchange sends ev down the session and returns the handler's result when
-// its SessionDone comes; its host calls are served meanwhile (receive) under
-// ctx. Its errors are those of a Handle RPC: a status with gRPC's
-// DeadlineExceeded or Canceled when ctx ended (the plugin is told to cancel
-// the handler; its calls from then on get no response and its SessionDone
-// is ignored), Unavailable when the stream ended.
+// its SessionDone comes, once the writes it carries are applied (see
+// applyWrites); its host calls are served meanwhile (receive, or on the raw
+// channel the exchange itself) under ctx. Its errors are those of a Handle
+// RPC: a status with gRPC's DeadlineExceeded or Canceled when ctx ended
+// (the plugin is told to cancel the handler; its calls from then on get no
+// response and its SessionDone is ignored), Unavailable when the stream
+// ended.
 func (ss *session) exchange(ctx context.Context, ev *pb.Event) (*pb.Result, error) {
 	select {
 	case ss.turn <- struct{}{}:
@@ -194,13 +238,17 @@ func (ss *session) exchange(ctx context.Context, ev *pb.Event) (*pb.Result, erro
 	}
 	err := ss.write(&pb.ToPlugin{Msg: &pb.ToPlugin_Event{Event: &pb.SessionEvent{Seq: seq, Event: ev, TimeoutMs: timeout}}})
 	if err == nil {
-		select {
-		case d := <-ss.done:
-			return d.GetResult(), nil
-		case <-ss.dead:
-			err = status.Errorf(codes.Unavailable, "the session ended: %v", ss.err)
-		case <-ctx.Done():
-			_ = ss.write(&pb.ToPlugin{Msg: &pb.ToPlugin_Cancel{Cancel: &pb.SessionCancel{Seq: seq}}})
+		var d *pb.SessionDone
+		if ss.rawc != nil {
+			d, err = ss.awaitRaw(ctx, seq)
+		} else {
+			d, err = ss.await(ctx)
+		}
+		if err == nil {
+			return ss.applyWrites(ctx, d), nil
+		}
+		if ctx.Err() != nil {
+			ss.cancelEvent(seq)
 			err = status.FromContextError(ctx.Err()).Err()
 		}
 	}
@@ -212,6 +260,70 @@ func (ss *session) exchange(ctx context.Context, ev *pb.Event) (*pb.Result, erro
 	}
 	ss.mu.Unlock()
 	return nil, err
+}
+
+// await waits for the SessionDone of the event in flight that receive
+// hands over.
+func (ss *session) await(ctx context.Context) (*pb.SessionDone, error) {
+	select {
+	case d := <-ss.done:
+		return d, nil
+	case <-ss.dead:
+		return nil, status.Errorf(codes.Unavailable, "the session ended: %v", ss.err)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// awaitRaw reads the raw channel until the SessionDone of event seq comes,
+// serving the host calls it meets (those of an event whose exchange has
+// ended get no response, see call) and skipping the ends of such events.
+// A call of the event that the plugin sent alone (HostCall.alone) it
+// serves itself, before reading on: no goroutine is started for it.
+func (ss *session) awaitRaw(ctx context.Context, seq uint64) (*pb.SessionDone, error) {
+	for {
+		m, err := ss.rawc.RecvContext(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, status.Errorf(codes.Unavailable, "the session ended: %v", err)
+		}
+		switch m := m.GetMsg().(type) {
+		case *pb.FromPlugin_Call:
+			if m.Call.GetAlone() && m.Call.GetSeq() == seq { // the plugin sends other calls on the stream meanwhile
+				_ = ss.write(&pb.ToPlugin{Msg: &pb.ToPlugin_Reply{Reply: ss.srv.serve(ctx, m.Call)}})
+				continue
+			}
+			ss.call(m.Call)
+		case *pb.FromPlugin_Done:
+			if m.Done.GetSeq() == seq {
+				ss.mu.Lock()
+				ss.seq, ss.evCtx = 0, nil
+				ss.mu.Unlock()
+				return m.Done, nil
+			}
+		}
+	}
+}
+
+// applyWrites applies the writes d carries (SessionDone.writes), in order,
+// under ctx, and returns the event's result: the handler's, or, when that
+// is OK, the first write's failure (the writes after it are not applied).
+func (ss *session) applyWrites(ctx context.Context, d *pb.SessionDone) *pb.Result {
+	res := d.GetResult()
+	for i, w := range d.GetWrites() {
+		r, _ := ss.srv.Set(ctx, w)
+		if r.GetResult().GetStatus() == int32(abi.StatusOK) {
+			continue
+		}
+		if res.GetStatus() == int32(abi.StatusOK) {
+			res = &pb.Result{Status: r.GetResult().GetStatus(),
+				Message: fmt.Appendf(nil, "write %d of %d at the end of the event: %s", i+1, len(d.GetWrites()), r.GetResult().GetMessage())}
+		}
+		break
+	}
+	return res
 }
 
 // serve runs host call c with the Host service's own methods and returns

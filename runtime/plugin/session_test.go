@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,7 +29,7 @@ func current(t testing.TB, s *script) (*proc, *session) {
 		t.Fatal("no process in service")
 	}
 	if ss := s.cur.sess; ss != nil {
-		if _, raw := ss.stream.(*rawConn); raw == s.rt.grpcSession {
+		if raw := ss.rawc != nil; raw == s.rt.grpcSession {
 			t.Fatalf("session on the raw channel: %t, want %t", raw, !s.rt.grpcSession)
 		}
 	}
@@ -219,4 +220,108 @@ func TestSessionCoversHost(t *testing.T) {
 	if r := srv.serve(context.Background(), &pb.HostCall{Id: 8}); !strings.Contains(string(r.GetResult().GetMessage()), "unknown verb") {
 		t.Errorf("a call without a verb: reply %v", r)
 	}
+}
+
+// TestSessionConcurrentCalls: a handler whose goroutines call the host all
+// at once gets every call answered, each with its own reply (on the raw
+// channel they share the reading of the socket), and the next event runs
+// as usual.
+func TestSessionConcurrentCalls(t *testing.T) {
+	forAllTransports(t, func(t *testing.T) {
+		h := abitest.New()
+		s, _, _ := ruleScript(t, h, abi.Limits{CallTimeout: 20 * time.Second})
+		for range 3 {
+			if got, want := run(t, s, h, command("concurrent", "16")), `concurrent status=OK msg="" ok=16`; got != want {
+				t.Fatalf("report %s, want %s", got, want)
+			}
+		}
+		seqs(t, s, h, 1, 2)
+	})
+}
+
+// TestSessionCancelReachesHandler: when the caller stops waiting for an
+// event whose handler makes no host call (so, on the raw channel, nobody
+// in the plugin reads the socket), the handler's ctx still ends, and the
+// events after it are handled by the same process.
+func TestSessionCancelReachesHandler(t *testing.T) {
+	forAllTransports(t, func(t *testing.T) {
+		h := abitest.New()
+		s, _, _ := ruleScript(t, h, abi.Limits{CallTimeout: time.Minute})
+		p1 := s.stats().Pid
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- s.Handle(ctx, command("waitcancel")) }()
+		testutil.WaitFor(t, "the plugin to hold the event", func() bool { _, ok := h.Value("inflight"); return ok })
+		cancel()
+		if err := <-errc; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Handle after cancel: %v, want context.Canceled", err)
+		}
+		testutil.WaitFor(t, "the handler to see its ctx end", func() bool {
+			return slices.Contains(h.Logs(), abitest.LogLine{Level: abi.LevelInfo, Msg: "waitcancel context canceled"})
+		})
+		seqs(t, s, h, 1, 3)
+		if st := s.stats(); st.Pid != p1 || st.Starts != 1 || st.Lost != 0 {
+			t.Errorf("stats %+v, want the first process (pid %d) still, nothing lost", st, p1)
+		}
+	})
+}
+
+// gateHost is an abi.Host whose Get of "gate" answers only once "open" is
+// set (or its ctx ends), and whose Get of "gate/waiting" finds a value
+// once a Get of "gate" waits.
+type gateHost struct {
+	*abitest.Host
+	waiting, open chan struct{}
+	once          *sync.Once
+}
+
+func newGateHost() gateHost {
+	return gateHost{Host: abitest.New(), waiting: make(chan struct{}), open: make(chan struct{}), once: &sync.Once{}}
+}
+
+func (h gateHost) Get(ctx context.Context, key string) (abi.Value, error) {
+	switch key {
+	case "gate":
+		select {
+		case <-h.waiting:
+		default:
+			close(h.waiting)
+		}
+		select {
+		case <-h.open:
+			return abi.Value{Data: []byte("opened")}, nil
+		case <-ctx.Done():
+			return abi.Value{}, abi.Errorf(abi.StatusTimeout, "gate: %v", ctx.Err())
+		}
+	case "gate/waiting":
+		select {
+		case <-h.waiting:
+			return abi.Value{Data: []byte("yes")}, nil
+		default:
+		}
+	}
+	return h.Host.Get(ctx, key)
+}
+
+func (h gateHost) Set(ctx context.Context, key string, value []byte, opts abi.SetOptions) (string, error) {
+	if key == "open" {
+		h.once.Do(func() { close(h.open) })
+	}
+	return h.Host.Set(ctx, key, value, opts)
+}
+
+// TestSessionCallBehindBlockedCall: while a handler's call waits in the
+// host (here, until another call of the same handler opens it), the
+// handler's other calls are still served. On the raw channel the first
+// call goes alone (HostCall.alone) and the host serves it before reading
+// on; the others must then travel on the stream, or they would wait behind
+// it until the event's deadline.
+func TestSessionCallBehindBlockedCall(t *testing.T) {
+	forAllTransports(t, func(t *testing.T) {
+		h := newGateHost()
+		s, _, _ := ruleScript(t, h, abi.Limits{CallTimeout: 20 * time.Second})
+		if got, want := run(t, s, h.Host, command("gate")), `gate status=OK msg=""`; got != want {
+			t.Fatalf("report %s, want %s", got, want)
+		}
+	})
 }

@@ -1,10 +1,12 @@
 // Command pluginrule is the native plugin rule of the benchmarks in package
 // bench, built with the plugin SDK (go build -o <rules>/pluginrule
-// ./bench/testdata/pluginrule). It watches plugin/in and plugin/trigger.
-// Events:
+// ./bench/testdata/pluginrule). It watches plugin/in, plugin/atend/in and
+// plugin/trigger. Events:
 //
 //   - plugin/in: GET plugin/in, then SET plugin/out to its value (the
 //     end-to-end throughput rule);
+//   - plugin/atend/in: the same into plugin/atend/out, the SET made with
+//     sdk.SetAtEnd (it goes with the event's end);
 //   - plugin/trigger: SET plugin/tagged to "A:<value>";
 //   - noop: nothing (the event round trip);
 //   - verb, value "<verb> <n>": call one ABI verb n times, with the same
@@ -27,7 +29,7 @@ func main() {
 }
 
 func initRule(ctx context.Context, h sdk.Host) error {
-	for _, k := range []string{"plugin/in", "plugin/trigger"} {
+	for _, k := range []string{"plugin/in", "plugin/atend/in", "plugin/trigger"} {
 		if err := h.Watch(ctx, k, abi.WatchOptions{}); err != nil {
 			return err
 		}
@@ -44,6 +46,12 @@ func handle(ctx context.Context, h sdk.Host, ev abi.Event) error {
 		}
 		_, err = h.Set(ctx, "plugin/out", v.Data, abi.SetOptions{})
 		return err
+	case "plugin/atend/in":
+		v, err := h.Get(ctx, "plugin/atend/in")
+		if err != nil {
+			return err
+		}
+		return sdk.SetAtEnd(ctx, h, "plugin/atend/out", v.Data, abi.SetOptions{})
 	case "plugin/trigger":
 		_, err := h.Set(ctx, "plugin/tagged", append([]byte("A:"), ev.Value...), abi.SetOptions{})
 		return err

@@ -33,6 +33,9 @@
 // from Init, or from a goroutine after Handle returned, are separate RPCs.
 // The Host passed to Handle may be used from several goroutines at once.
 //
+// SetAtEnd is a set whose answer the handler does not wait for: see its
+// doc.
+//
 // Errors from Host calls are *abi.Error values carrying an abi.Status (see
 // abi.StatusOf), exactly as the other runtimes return them. An error
 // returned by Handle fails the event; its status and message reach the
@@ -106,4 +109,29 @@ func Serve(r Rule) {
 			return grpc.NewServer(append(opts, grpc.MaxRecvMsgSize(math.MaxInt32))...)
 		},
 	})
+}
+
+// SetAtEnd sets key to value like h.Set, but without waiting for the
+// answer when h is the Host given to Handle and its event still runs: the
+// write then travels with the event's end, and the host applies it, after
+// every other call of the event and with the event's other SetAtEnd writes
+// in the order they were made, before the event counts as handled. It
+// returns nil at once (value is copied); the first of these writes that
+// fails fails the event, with that write's status and message (the host
+// logs it as any failed event), and the writes after it are not applied.
+// Should the plugin process die before its handler returns, they are lost
+// with the event. Anywhere else (in Init, in a goroutine after its event
+// ended, on an ssrun older than SetAtEnd, or with a Host that is not the
+// plugin's, e.g. in a unit test) it is h.Set, now, and returns its error.
+//
+// Use it for a handler's last writes, whose versions and errors it does
+// not need: each saves a round trip to the host per event.
+func SetAtEnd(ctx context.Context, h Host, key string, value []byte, opts abi.SetOptions) error {
+	if a, ok := h.(interface {
+		SetAtEnd(ctx context.Context, key string, value []byte, opts abi.SetOptions) error
+	}); ok {
+		return a.SetAtEnd(ctx, key, value, opts)
+	}
+	_, err := h.Set(ctx, key, value, opts)
+	return err
 }

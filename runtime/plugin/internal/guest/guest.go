@@ -8,6 +8,7 @@
 package guest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -93,8 +94,10 @@ type ruleServer struct {
 	conn *grpc.ClientConn // to the host's Host service, dialed by Init
 	host *remoteHost      // set by Init
 
-	rawSocket string // the raw session channel Init offered, if any
-	rawToken  []byte //
+	rawSocket   string // the raw session channel Init offered, if any
+	rawToken    []byte //
+	sessionWake bool   // what the host does (InitRequest): SessionCancel on the stream on request
+	doneWrites  bool   // and applies SessionDone.writes
 }
 
 // close closes the connection to the host, if Init dialed it.
@@ -120,6 +123,7 @@ func (s *ruleServer) Init(ctx context.Context, req *pb.InitRequest) (*pb.Result,
 	}
 	s.conn, s.host = conn, &remoteHost{c: pb.NewHostClient(conn), stderr: s.stderr}
 	s.rawSocket, s.rawToken = req.GetSessionSocket(), req.GetSessionToken()
+	s.sessionWake, s.doneWrites = req.GetSessionWake(), req.GetDoneWrites()
 	if s.rule.init == nil {
 		return wire.Result(nil), nil
 	}
@@ -201,6 +205,22 @@ func (h *remoteHost) Set(ctx context.Context, key string, value []byte, opts abi
 		return "", callErr(abi.FnSet, key, err)
 	}
 	return string(res.GetVersion()), wire.Err(res.GetResult())
+}
+
+// SetAtEnd sets key like Set, without waiting for the answer when it can:
+// called by a handler on a session whose host applies SessionDone.writes,
+// while its event runs, it keeps the write for the event's SessionDone
+// (value is copied) and returns nil; otherwise it is Set, now.
+func (h *remoteHost) SetAtEnd(ctx context.Context, key string, value []byte, opts abi.SetOptions) error {
+	if c, ok := h.c.(*streamClient); ok {
+		w := &pb.SetRequest{Key: []byte(key), Value: wire.NonNil(bytes.Clone(value)), Cond: pb.Condition(opts.Cond),
+			TtlMs: wire.Millis(opts.TTL), Fence: []byte(opts.Fence)}
+		if c.addWrite(w) {
+			return nil
+		}
+	}
+	_, err := h.Set(ctx, key, value, opts)
+	return err
 }
 
 // Del implements abi.Host.

@@ -29,13 +29,13 @@ import (
 // the stream.
 func (s *ruleServer) Session(stream pb.Rule_SessionServer) error {
 	s.mu.Lock()
-	h, socket, token := s.host, s.rawSocket, s.rawToken
+	h, socket, token, wake, writes := s.host, s.rawSocket, s.rawToken, s.sessionWake, s.doneWrites
 	s.mu.Unlock()
 	if h == nil {
 		return status.Error(codes.FailedPrecondition, "session before init")
 	}
 	ss := &session{stream: stream, ctx: stream.Context(), unary: h.c, stderr: s.stderr, dead: make(chan struct{}),
-		calls: map[uint64]chan *pb.HostReply{}, events: map[uint64]context.CancelFunc{}}
+		calls: map[uint64]chan *pb.HostReply{}, events: map[uint64]context.CancelFunc{}, doneWrites: writes}
 	ready := &pb.SessionReady{}
 	if socket != "" {
 		c, err := dialRaw(stream.Context(), socket, token)
@@ -45,10 +45,17 @@ func (s *ruleServer) Session(stream pb.Rule_SessionServer) error {
 			defer c.Close()
 			defer context.AfterFunc(stream.Context(), func() { _ = c.Close() })()
 			ss.stream, ready.Raw = c, true
+			if wake { // read by its waiters (rawsession.go)
+				ss.raw, ss.grpc, ready.Wake = c, stream, true
+				ss.role, ss.evNote = make(chan struct{}, 1), make(chan struct{}, 1)
+			}
 		}
 	}
 	if err := stream.Send(&pb.FromPlugin{Msg: &pb.FromPlugin_Ready{Ready: ready}}); err != nil {
 		return err
+	}
+	if ss.raw != nil {
+		return ss.runRaw(stream, s.rule.handle)
 	}
 	return ss.run(s.rule.handle)
 }
@@ -69,11 +76,26 @@ type session struct {
 
 	send sync.Mutex // held by each Send
 
-	mu     sync.Mutex
-	nextID uint64
-	calls  map[uint64]chan *pb.HostReply // host calls waiting for their reply, by id
-	events map[uint64]context.CancelFunc // handlers running, by seq
-	dead   chan struct{}                 // closed when the stream has ended
+	doneWrites bool // the host applies SessionDone.writes (InitRequest.done_writes)
+
+	// On a raw channel read by whoever waits (rawsession.go): raw, and the
+	// right to read it, held by the goroutine whose value role holds.
+	raw      *rawConn
+	grpc     sessionStream      // the Session stream, for calls while an alone call is in flight
+	grpcSend sync.Mutex         // held by each Send on grpc
+	alone    uint64             // under mu: the call sent with HostCall.alone that has no reply yet, 0 if none
+	role     chan struct{}      // capacity 1
+	evNote   chan struct{}      // capacity 1: an event was put in pending
+	loop     loopState          // under mu
+	pending  []*pb.SessionEvent // under mu: events read by a call's waiter, for the loop
+
+	mu      sync.Mutex
+	nextID  uint64
+	calls   map[uint64]chan *pb.HostReply // host calls waiting for their reply, by id
+	events  map[uint64]context.CancelFunc // handlers running, by seq
+	started uint64                        // the last event whose handler started
+	early   map[uint64]bool               // events cancelled before they started
+	dead    chan struct{}                 // closed when the stream has ended
 }
 
 // write sends m up the stream.
@@ -98,7 +120,7 @@ func (ss *session) run(handle func(ctx context.Context, h abi.Host, ev abi.Event
 		}
 		switch m := m.GetMsg().(type) {
 		case *pb.ToPlugin_Event:
-			ctx, cancel := ss.eventContext(m.Event)
+			ctx, cancel := ss.eventContext(m.Event, false)
 			handlers.Go(func() { ss.handle(ctx, cancel, m.Event.GetSeq(), m.Event.GetEvent(), handle) })
 		case *pb.ToPlugin_Reply:
 			ss.mu.Lock()
@@ -109,25 +131,36 @@ func (ss *session) run(handle func(ctx context.Context, h abi.Host, ev abi.Event
 				ch <- m.Reply // buffered: never blocks
 			}
 		case *pb.ToPlugin_Cancel:
-			ss.mu.Lock()
-			if cancel, ok := ss.events[m.Cancel.GetSeq()]; ok {
-				cancel()
-			}
-			ss.mu.Unlock()
+			ss.cancelEvent(m.Cancel.GetSeq())
 		}
 	}
 }
 
 // eventContext returns the context of event ev's handler, bounded by the
-// deadline the host sent, and records it as running.
-func (ss *session) eventContext(ev *pb.SessionEvent) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(ss.ctx)
+// deadline the host sent, and records it as running (on the raw loop, if
+// loop). A cancellation that came before the event (the stream can
+// overtake the raw channel) cancels it at once.
+func (ss *session) eventContext(ev *pb.SessionEvent, loop bool) (context.Context, context.CancelFunc) {
+	var ctx context.Context
+	var cancel context.CancelFunc
 	if ms := ev.GetTimeoutMs(); ms > 0 {
 		ctx, cancel = context.WithTimeout(ss.ctx, time.Duration(ms)*time.Millisecond)
+	} else {
+		ctx, cancel = context.WithCancel(ss.ctx)
 	}
+	seq := ev.GetSeq()
 	ss.mu.Lock()
-	ss.events[ev.GetSeq()] = cancel
-	ss.mu.Unlock()
+	defer ss.mu.Unlock()
+	ss.events[seq] = cancel
+	ss.started = max(ss.started, seq)
+	if loop {
+		ss.loop.seq = seq
+	}
+	if ss.early[seq] {
+		delete(ss.early, seq)
+		cancel()
+		ss.replaceLoopLocked(seq)
+	}
 	return ctx, cancel
 }
 
@@ -137,14 +170,30 @@ func (ss *session) eventContext(ev *pb.SessionEvent) (context.Context, context.C
 // event before the event's end.
 func (ss *session) handle(ctx context.Context, cancel context.CancelFunc, seq uint64, ev *pb.Event,
 	handle func(ctx context.Context, h abi.Host, ev abi.Event) error) {
-	h := &remoteHost{c: &streamClient{ss: ss, seq: seq, event: ctx}, stderr: ss.stderr}
+	c := &streamClient{ss: ss, seq: seq, event: ctx}
+	h := &remoteHost{c: c, stderr: ss.stderr}
 	err := protect("handle", ss.stderr, func() error { return handle(ctx, h, wire.EventFromPB(ev)) })
 	cancel()
 	ss.mu.Lock()
 	delete(ss.events, seq)
 	ss.mu.Unlock()
-	done := &pb.FromPlugin{Msg: &pb.FromPlugin_Done{Done: &pb.SessionDone{Seq: seq, Result: wire.Result(err)}}}
+	done := &pb.FromPlugin{Msg: &pb.FromPlugin_Done{Done: &pb.SessionDone{Seq: seq, Result: wire.Result(err), Writes: c.endWrites()}}}
 	_ = ss.write(done) // fails only when the stream ended, which the host sees itself
+}
+
+// cancelEvent cancels the handler of event seq, if it runs.
+func (ss *session) cancelEvent(seq uint64) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if cancel, ok := ss.events[seq]; ok {
+		cancel()
+		ss.replaceLoopLocked(seq)
+	} else if seq > ss.started { // its event is yet to be read
+		if ss.early == nil {
+			ss.early = map[uint64]bool{}
+		}
+		ss.early[seq] = true
+	}
 }
 
 // end marks the stream ended: every handler's context is cancelled, and
@@ -171,25 +220,44 @@ func (ss *session) call(ctx, event context.Context, seq uint64, c *pb.HostCall) 
 	ss.mu.Lock()
 	ss.nextID++
 	id := ss.nextID
+	via, lock := ss.stream, &ss.send
+	if ss.raw != nil { // see HostCall.alone
+		switch {
+		case ss.alone != 0:
+			via, lock = ss.grpc, &ss.grpcSend
+		case len(ss.calls) == 0:
+			c.Alone, ss.alone = true, id
+		}
+	}
 	ss.calls[id] = ch
 	ss.mu.Unlock()
 	forget := func() {
 		ss.mu.Lock()
 		delete(ss.calls, id)
+		if ss.alone == id {
+			ss.alone = 0
+		}
 		ss.mu.Unlock()
 	}
 	c.Id, c.Seq = id, seq
-	ss.send.Lock()
+	lock.Lock()
 	if event.Err() != nil {
-		ss.send.Unlock()
+		lock.Unlock()
 		forget()
 		return nil, errEnded
 	}
-	err := ss.stream.Send(&pb.FromPlugin{Msg: &pb.FromPlugin_Call{Call: c}})
-	ss.send.Unlock()
+	err := via.Send(&pb.FromPlugin{Msg: &pb.FromPlugin_Call{Call: c}})
+	lock.Unlock()
 	if err != nil {
 		forget()
 		return nil, err
+	}
+	if ss.raw != nil {
+		r, err := ss.awaitReply(ctx, ch)
+		if err != nil {
+			forget()
+		}
+		return r, err
 	}
 	select {
 	case r := <-ch:
@@ -212,6 +280,34 @@ type streamClient struct {
 	ss    *session
 	seq   uint64
 	event context.Context // the handler's context
+
+	mu     sync.Mutex
+	writes []*pb.SetRequest // SetAtEnd's, for the event's SessionDone
+	ended  bool             // the SessionDone is made: writes go as sets
+}
+
+// addWrite keeps w for the event's SessionDone; false when it cannot go
+// there (the host does not apply such writes, or the event has ended).
+func (c *streamClient) addWrite(w *pb.SetRequest) bool {
+	if !c.ss.doneWrites {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ended || c.event.Err() != nil {
+		return false
+	}
+	c.writes = append(c.writes, w)
+	return true
+}
+
+// endWrites returns the writes for the event's SessionDone; later ones go
+// as sets.
+func (c *streamClient) endWrites() []*pb.SetRequest {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ended = true
+	return c.writes
 }
 
 var _ pb.HostClient = (*streamClient)(nil)

@@ -14,10 +14,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/internal/ruletest"
+	"github.com/ssrun/ssrun/runtime/plugin/sdk"
 )
 
 // Init refuses to start when the key "init/fail" exists, hangs when
@@ -42,6 +45,19 @@ func Init(ctx context.Context, h abi.Host) error {
 //	loop <verb> <n>     call verb n times with arguments that succeed (benchmarks)
 //	late <key>          return; then, from a goroutine, once the event's ctx
 //	                    ended, set key to "late" and log "late <status>"
+//	concurrent <n>      n goroutines at once each set conc/<i> to i and get it
+//	                    back; report "concurrent" with the first error and
+//	                    "ok" (how many read their own value back)
+//	gate                one goroutine gets gate (a host that answers once
+//	                    open is set, see the runtime's gateHost), another,
+//	                    once the first is about to call, gets gate/waiting
+//	                    until it is found, then sets open; report "gate"
+//	waitcancel          set inflight, wait for the event's ctx to end (no
+//	                    host call meanwhile), then log "waitcancel <ctx error>"
+//	                    and fail with it
+//	atend (<key> <value> <nx|->)...  sdk.SetAtEnd each (nx: CONDITION_NX), from
+//	                    one buffer overwritten after each; then get the first
+//	                    key and report it as "atend" (found=false: not yet set)
 //
 // and the commands of ruletest.Dispatch (the verbs and noop).
 func Handle(ctx context.Context, h abi.Host, ev abi.Event) error {
@@ -62,6 +78,56 @@ func Handle(ctx context.Context, h abi.Host, ev abi.Event) error {
 		panic("boom")
 	case "loop":
 		return loop(ctx, h, a[0], ruletest.Number(a[1]))
+	case "concurrent":
+		return concurrent(ctx, h, ruletest.Number(a[0]))
+	case "gate":
+		ready := make(chan struct{})
+		var wg sync.WaitGroup
+		var gateErr, openErr error
+		wg.Go(func() {
+			close(ready)
+			_, gateErr = h.Get(ctx, "gate")
+		})
+		wg.Go(func() {
+			<-ready
+			for {
+				_, err := h.Get(ctx, "gate/waiting")
+				if err == nil {
+					break
+				}
+				if abi.StatusOf(err) != abi.StatusNotFound {
+					openErr = err
+					return
+				}
+			}
+			_, openErr = h.Set(ctx, "open", []byte("1"), abi.SetOptions{})
+		})
+		wg.Wait()
+		ruletest.Report(h, "gate", errors.Join(gateErr, openErr))
+		return nil
+	case "waitcancel":
+		if _, err := h.Set(ctx, "inflight", []byte("1"), abi.SetOptions{}); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		h.Log(abi.LevelInfo, "waitcancel "+ctx.Err().Error())
+		return ctx.Err()
+	case "atend":
+		var buf []byte
+		for i := 0; i+2 < len(a); i += 3 {
+			buf = append(buf[:0], a[i+1]...)
+			var opts abi.SetOptions
+			if a[i+2] == "nx" {
+				opts.Cond = abi.CondNX
+			}
+			if err := sdk.SetAtEnd(ctx, h, a[i], buf, opts); err != nil {
+				return err
+			}
+			copy(buf, "XXXXXXXXXXXXXXXX") // the write must not see this
+		}
+		_, err := h.Get(ctx, a[0])
+		ruletest.Report(h, "atend", nil, "found", err == nil)
+		return nil
 	case "late":
 		go func() {
 			<-ctx.Done()
@@ -72,6 +138,39 @@ func Handle(ctx context.Context, h abi.Host, ev abi.Event) error {
 	default:
 		return ruletest.Dispatch(ctx, h, ev)
 	}
+}
+
+// concurrent runs n goroutines that each set conc/<i> and get it back, at
+// once, and reports how many read their own value.
+func concurrent(ctx context.Context, h abi.Host, n int) error {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	ok := 0
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			k, v := fmt.Sprintf("conc/%d", i), strconv.Itoa(i)
+			_, err := h.Set(ctx, k, []byte(v), abi.SetOptions{})
+			var got abi.Value
+			if err == nil {
+				got, err = h.Get(ctx, k)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil && first == nil {
+				first = err
+			}
+			if err == nil && string(got.Data) == v {
+				ok++
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	ruletest.Report(h, "concurrent", first, "ok", ok)
+	return nil
 }
 
 // loop calls verb n times with arguments that succeed.

@@ -1,13 +1,15 @@
 package wire
 
 import (
-	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 )
@@ -17,9 +19,10 @@ import (
 // and ends the channel.
 const MaxFrame = 64 << 20
 
-// smallFrame is the length up to which ReadFrame allocates a frame at
-// once.
-const smallFrame = 64 << 10
+// readChunk is how much room Recv makes for a read at least, and how much
+// its buffer grows by at most beyond the bytes received while a long frame
+// comes (it does not trust a long frame's length).
+const readChunk = 64 << 10
 
 // TokenSize is the length of the token a plugin sends first on the raw
 // channel.
@@ -32,20 +35,23 @@ var ErrFrameTooLarge = errors.New("frame too large")
 // Conn is one end of a raw session channel (see SessionReady in
 // plugin.proto): protobuf messages framed as their length (uvarint) and
 // bytes on a stream connection. Send writes on the connection itself, under
-// a mutex; Recv is called by one goroutine at a time. Send is of message
-// type S, Recv of R (ToPlugin and FromPlugin).
+// a mutex; Recv and RecvContext are called by one goroutine at a time (the
+// one waiting for a message: whoever reads hands the messages that are not
+// its own over). Send is of message type S, Recv of R (ToPlugin and
+// FromPlugin).
 type Conn[S, R proto.Message] struct {
 	c   net.Conn
-	r   *bufio.Reader
 	new func() R
-
 	mu  sync.Mutex // held by Send
 	buf []byte     // Send's buffer
+
+	in  []byte // received bytes; in[off:] not yet returned as a frame
+	off int
 }
 
 // NewConn returns the channel over c, whose received messages newR makes.
 func NewConn[S, R proto.Message](c net.Conn, newR func() R) *Conn[S, R] {
-	return &Conn[S, R]{c: c, r: bufio.NewReader(c), new: newR}
+	return &Conn[S, R]{c: c, new: newR}
 }
 
 // Send writes m as one frame.
@@ -61,7 +67,7 @@ func (c *Conn[S, R]) Send(m S) error {
 	if err != nil {
 		return fmt.Errorf("send: %w", err)
 	}
-	if cap(b) <= 64<<10 {
+	if cap(b) <= readChunk {
 		c.buf = b // keep small buffers only
 	}
 	if _, err := c.c.Write(b); err != nil {
@@ -70,52 +76,101 @@ func (c *Conn[S, R]) Send(m S) error {
 	return nil
 }
 
-// Recv reads the next frame. It returns io.EOF when the peer closed the
+// Recv reads the next message. It returns io.EOF when the peer closed the
 // channel between frames.
-func (c *Conn[S, R]) Recv() (R, error) {
+func (c *Conn[S, R]) Recv() (R, error) { return c.RecvContext(context.Background()) }
+
+// RecvContext reads the next message, or returns ctx's error once ctx
+// ends. A frame that was partly read when ctx ended is not lost: the next
+// RecvContext (of any goroutine) finishes it. It returns io.EOF when the
+// peer closed the channel between frames.
+func (c *Conn[S, R]) RecvContext(ctx context.Context) (R, error) {
 	var zero R
-	b, err := ReadFrame(c.r)
-	if err != nil {
-		return zero, err
+	for {
+		frame, size, err := CutFrame(c.in[c.off:])
+		if err != nil {
+			return zero, fmt.Errorf("receive: %w", err)
+		}
+		if size > 0 {
+			c.off += size
+			m := c.new()
+			if err := proto.Unmarshal(frame, m); err != nil { // copies: c.in may be reused
+				return zero, fmt.Errorf("receive: %w", err)
+			}
+			return m, nil
+		}
+		if err := c.fill(ctx); err != nil {
+			if errors.Is(err, io.EOF) && len(c.in) > c.off {
+				err = fmt.Errorf("receive: the channel ended inside a frame: %w", io.ErrUnexpectedEOF)
+			}
+			return zero, err
+		}
 	}
-	m := c.new()
-	if err := proto.Unmarshal(b, m); err != nil {
-		return zero, fmt.Errorf("receive: %w", err)
+}
+
+// past is a read deadline that has passed: it wakes a read in progress.
+var past = time.Unix(1, 0)
+
+// fill reads what the connection has into c.in, after the bytes not yet
+// returned, waiting until something comes or ctx ends.
+func (c *Conn[S, R]) fill(ctx context.Context) error {
+	if c.off > 0 { // keep the unreturned bytes only, at the start
+		c.in = c.in[:copy(c.in, c.in[c.off:])]
+		c.off = 0
 	}
-	return m, nil
+	want := len(c.in) + readChunk
+	if n, k := binary.Uvarint(c.in); k > 0 && n <= MaxFrame { // a long frame: room for it, at most a chunk beyond what came
+		want = min(max(want, k+int(n)), 2*len(c.in)+readChunk)
+	}
+	if cap(c.in) < want {
+		c.in = append(make([]byte, 0, want), c.in...)
+	}
+	if ctx.Done() == nil {
+		n, err := c.c.Read(c.in[len(c.in):cap(c.in)])
+		c.in = c.in[:len(c.in)+n]
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	fired := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		_ = c.c.SetReadDeadline(past)
+		close(fired)
+	})
+	n, err := c.c.Read(c.in[len(c.in):cap(c.in)])
+	c.in = c.in[:len(c.in)+n]
+	if !stop() { // ctx ended: the deadline is set, or being set
+		<-fired
+		_ = c.c.SetReadDeadline(time.Time{})
+		if n > 0 {
+			return nil // use what came; the next read sees ctx
+		}
+		if err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			return ctx.Err()
+		}
+	}
+	return err
 }
 
 // Close closes the connection; a Recv in progress returns.
 func (c *Conn[S, R]) Close() error { return c.c.Close() }
 
-// ReadFrame reads one frame's bytes from r: io.EOF when r ends before it,
-// io.ErrUnexpectedEOF when r ends inside it, ErrFrameTooLarge (wrapped) for
-// a length above MaxFrame, which it does not read.
-func ReadFrame(r *bufio.Reader) ([]byte, error) {
-	n, err := binary.ReadUvarint(r)
+// CutFrame returns the frame at the start of b: its bytes and its length
+// with the header, size; size 0 when b holds only part of it (nothing is
+// returned until it is whole). The error is for a length above MaxFrame
+// (ErrFrameTooLarge, wrapped) or a length that is no uvarint.
+func CutFrame(b []byte) (frame []byte, size int, err error) {
+	n, k := binary.Uvarint(b)
 	switch {
-	case errors.Is(err, io.EOF):
-		return nil, io.EOF
-	case err != nil:
-		return nil, fmt.Errorf("receive a frame's length: %w", err)
+	case k == 0:
+		return nil, 0, nil
+	case k < 0:
+		return nil, 0, errors.New("a frame's length overflows 64 bits")
 	case n > MaxFrame:
-		return nil, fmt.Errorf("receive a frame of %d bytes: %w (at most %d)", n, ErrFrameTooLarge, MaxFrame)
+		return nil, 0, fmt.Errorf("a frame of %d bytes: %w (at most %d)", n, ErrFrameTooLarge, MaxFrame)
+	case uint64(len(b)-k) < n:
+		return nil, 0, nil
 	}
-	var b []byte
-	if n <= smallFrame {
-		b = make([]byte, n)
-		_, err = io.ReadFull(r, b)
-	} else { // grow with what comes rather than trust a large length
-		b, err = io.ReadAll(io.LimitReader(r, int64(n)))
-		if err == nil && uint64(len(b)) < n {
-			err = io.ErrUnexpectedEOF
-		}
-	}
-	if err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
-		return nil, fmt.Errorf("receive a frame of %d bytes: %w", n, err)
-	}
-	return b, nil
+	return b[k : k+int(n)], k + int(n), nil
 }

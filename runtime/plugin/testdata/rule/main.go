@@ -58,6 +58,11 @@ func handle(ctx context.Context, h sdk.Host, ev abi.Event) error {
 		select {}
 	case "exit":
 		os.Exit(3)
+	case "atendexit": // a write at the end, then die before the end
+		if err := sdk.SetAtEnd(ctx, h, ruletest.Args(ev)[0], []byte("x"), abi.SetOptions{}); err != nil {
+			return err
+		}
+		os.Exit(3)
 	default: // plugintest's commands
 		return plugintest.Handle(ctx, h, ev)
 	}

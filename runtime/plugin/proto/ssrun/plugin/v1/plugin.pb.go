@@ -222,6 +222,14 @@ type InitRequest struct {
 	// token it must send first on it (32 random bytes). Both empty: none.
 	SessionSocket string `protobuf:"bytes,2,opt,name=session_socket,json=sessionSocket,proto3" json:"session_socket,omitempty"`
 	SessionToken  []byte `protobuf:"bytes,3,opt,name=session_token,json=sessionToken,proto3" json:"session_token,omitempty"`
+	// Additions of this protocol alone, what the host does (false: a host that
+	// predates them). session_wake: the host sends SessionCancel on the Session
+	// stream, not on the raw channel, to a plugin that answers
+	// SessionReady.wake (so that a plugin reading the raw channel only while it
+	// waits for something there still learns of a cancellation). done_writes:
+	// the host applies SessionDone.writes.
+	SessionWake   bool `protobuf:"varint,4,opt,name=session_wake,json=sessionWake,proto3" json:"session_wake,omitempty"`
+	DoneWrites    bool `protobuf:"varint,5,opt,name=done_writes,json=doneWrites,proto3" json:"done_writes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -275,6 +283,20 @@ func (x *InitRequest) GetSessionToken() []byte {
 		return x.SessionToken
 	}
 	return nil
+}
+
+func (x *InitRequest) GetSessionWake() bool {
+	if x != nil {
+		return x.SessionWake
+	}
+	return false
+}
+
+func (x *InitRequest) GetDoneWrites() bool {
+	if x != nil {
+		return x.DoneWrites
+	}
+	return false
 }
 
 type Event struct {
@@ -1468,8 +1490,11 @@ func (*FromPlugin_Done) isFromPlugin_Msg() {}
 // (32 bytes), then both ends send ToPlugin and FromPlugin messages framed as
 // their length (uvarint) and bytes, each at most 64 MiB.
 type SessionReady struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Raw           bool                   `protobuf:"varint,1,opt,name=raw,proto3" json:"raw,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Raw   bool                   `protobuf:"varint,1,opt,name=raw,proto3" json:"raw,omitempty"`
+	// With raw, on a host that offered InitRequest.session_wake: send
+	// SessionCancel on the Session stream, which the plugin always reads.
+	Wake          bool `protobuf:"varint,2,opt,name=wake,proto3" json:"wake,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1507,6 +1532,13 @@ func (*SessionReady) Descriptor() ([]byte, []int) {
 func (x *SessionReady) GetRaw() bool {
 	if x != nil {
 		return x.Raw
+	}
+	return false
+}
+
+func (x *SessionReady) GetWake() bool {
+	if x != nil {
+		return x.Wake
 	}
 	return false
 }
@@ -1618,11 +1650,17 @@ func (x *SessionCancel) GetSeq() uint64 {
 	return 0
 }
 
-// SessionDone ends event seq with the handler's result.
+// SessionDone ends event seq with the handler's result. writes (only to a
+// host that offered InitRequest.done_writes) are sets the handler made
+// without waiting for their answers: the host applies them in order before
+// the event counts as handled, whatever the result; the first that fails
+// fails the event (its Result replaces an OK result) and the rest are not
+// applied.
 type SessionDone struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
 	Result        *Result                `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
+	Writes        []*SetRequest          `protobuf:"bytes,3,rep,name=writes,proto3" json:"writes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1671,6 +1709,13 @@ func (x *SessionDone) GetResult() *Result {
 	return nil
 }
 
+func (x *SessionDone) GetWrites() []*SetRequest {
+	if x != nil {
+		return x.Writes
+	}
+	return nil
+}
+
 // HostCall is a Host verb called by the handler of event seq; the reply
 // carries the same id, unique among the session's calls in flight.
 type HostCall struct {
@@ -1691,7 +1736,13 @@ type HostCall struct {
 	//	*HostCall_Timer
 	//	*HostCall_Cancel
 	//	*HostCall_Now
-	Verb          isHostCall_Verb `protobuf_oneof:"verb"`
+	Verb isHostCall_Verb `protobuf_oneof:"verb"`
+	// On the raw channel of a plugin that answered SessionReady.wake: no
+	// other call of the session is in flight, so the host may serve this one
+	// before it reads on. While such a call is in flight, the plugin sends
+	// its other calls on the Session stream, which the host always reads;
+	// every reply comes on the raw channel.
+	Alone         bool `protobuf:"varint,15,opt,name=alone,proto3" json:"alone,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1853,6 +1904,13 @@ func (x *HostCall) GetNow() *NowRequest {
 		}
 	}
 	return nil
+}
+
+func (x *HostCall) GetAlone() bool {
+	if x != nil {
+		return x.Alone
+	}
+	return false
 }
 
 type isHostCall_Verb interface {
@@ -2079,11 +2137,14 @@ const file_ssrun_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x1cssrun/plugin/v1/plugin.proto\x12\x0fssrun.plugin.v1\":\n" +
 	"\x06Result\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\x05R\x06status\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\fR\amessage\"\x7f\n" +
+	"\amessage\x18\x02 \x01(\fR\amessage\"\xc3\x01\n" +
 	"\vInitRequest\x12$\n" +
 	"\x0ehost_broker_id\x18\x01 \x01(\rR\fhostBrokerId\x12%\n" +
 	"\x0esession_socket\x18\x02 \x01(\tR\rsessionSocket\x12#\n" +
-	"\rsession_token\x18\x03 \x01(\fR\fsessionToken\"\xbb\x01\n" +
+	"\rsession_token\x18\x03 \x01(\fR\fsessionToken\x12!\n" +
+	"\fsession_wake\x18\x04 \x01(\bR\vsessionWake\x12\x1f\n" +
+	"\vdone_writes\x18\x05 \x01(\bR\n" +
+	"doneWrites\"\xbb\x01\n" +
 	"\x05Event\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12#\n" +
 	"\x02op\x18\x02 \x01(\x0e2\x13.ssrun.plugin.v1.OpR\x02op\x12\x14\n" +
@@ -2160,19 +2221,21 @@ const file_ssrun_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x05ready\x18\x01 \x01(\v2\x1d.ssrun.plugin.v1.SessionReadyH\x00R\x05ready\x12/\n" +
 	"\x04call\x18\x02 \x01(\v2\x19.ssrun.plugin.v1.HostCallH\x00R\x04call\x122\n" +
 	"\x04done\x18\x03 \x01(\v2\x1c.ssrun.plugin.v1.SessionDoneH\x00R\x04doneB\x05\n" +
-	"\x03msg\" \n" +
+	"\x03msg\"4\n" +
 	"\fSessionReady\x12\x10\n" +
-	"\x03raw\x18\x01 \x01(\bR\x03raw\"m\n" +
+	"\x03raw\x18\x01 \x01(\bR\x03raw\x12\x12\n" +
+	"\x04wake\x18\x02 \x01(\bR\x04wake\"m\n" +
 	"\fSessionEvent\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12,\n" +
 	"\x05event\x18\x02 \x01(\v2\x16.ssrun.plugin.v1.EventR\x05event\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\"!\n" +
 	"\rSessionCancel\x12\x10\n" +
-	"\x03seq\x18\x01 \x01(\x04R\x03seq\"P\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\"\x85\x01\n" +
 	"\vSessionDone\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12/\n" +
-	"\x06result\x18\x02 \x01(\v2\x17.ssrun.plugin.v1.ResultR\x06result\"\xb0\x05\n" +
+	"\x06result\x18\x02 \x01(\v2\x17.ssrun.plugin.v1.ResultR\x06result\x123\n" +
+	"\x06writes\x18\x03 \x03(\v2\x1b.ssrun.plugin.v1.SetRequestR\x06writes\"\xc6\x05\n" +
 	"\bHostCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12/\n" +
@@ -2188,7 +2251,8 @@ const file_ssrun_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x03log\x18\v \x01(\v2\x1b.ssrun.plugin.v1.LogRequestH\x00R\x03log\x125\n" +
 	"\x05timer\x18\f \x01(\v2\x1d.ssrun.plugin.v1.TimerRequestH\x00R\x05timer\x128\n" +
 	"\x06cancel\x18\r \x01(\v2\x1e.ssrun.plugin.v1.CancelRequestH\x00R\x06cancel\x12/\n" +
-	"\x03now\x18\x0e \x01(\v2\x1b.ssrun.plugin.v1.NowRequestH\x00R\x03nowB\x06\n" +
+	"\x03now\x18\x0e \x01(\v2\x1b.ssrun.plugin.v1.NowRequestH\x00R\x03now\x12\x14\n" +
+	"\x05alone\x18\x0f \x01(\bR\x05aloneB\x06\n" +
 	"\x04verb\"\xa5\x02\n" +
 	"\tHostReply\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x121\n" +
@@ -2290,58 +2354,59 @@ var file_ssrun_plugin_v1_plugin_proto_depIdxs = []int32{
 	27, // 12: ssrun.plugin.v1.FromPlugin.done:type_name -> ssrun.plugin.v1.SessionDone
 	4,  // 13: ssrun.plugin.v1.SessionEvent.event:type_name -> ssrun.plugin.v1.Event
 	2,  // 14: ssrun.plugin.v1.SessionDone.result:type_name -> ssrun.plugin.v1.Result
-	6,  // 15: ssrun.plugin.v1.HostCall.get:type_name -> ssrun.plugin.v1.GetRequest
-	8,  // 16: ssrun.plugin.v1.HostCall.set:type_name -> ssrun.plugin.v1.SetRequest
-	10, // 17: ssrun.plugin.v1.HostCall.del:type_name -> ssrun.plugin.v1.DelRequest
-	11, // 18: ssrun.plugin.v1.HostCall.vdel:type_name -> ssrun.plugin.v1.VDelRequest
-	12, // 19: ssrun.plugin.v1.HostCall.watch:type_name -> ssrun.plugin.v1.WatchRequest
-	13, // 20: ssrun.plugin.v1.HostCall.unwatch:type_name -> ssrun.plugin.v1.UnwatchRequest
-	14, // 21: ssrun.plugin.v1.HostCall.lock:type_name -> ssrun.plugin.v1.LockRequest
-	16, // 22: ssrun.plugin.v1.HostCall.unlock:type_name -> ssrun.plugin.v1.UnlockRequest
-	17, // 23: ssrun.plugin.v1.HostCall.log:type_name -> ssrun.plugin.v1.LogRequest
-	18, // 24: ssrun.plugin.v1.HostCall.timer:type_name -> ssrun.plugin.v1.TimerRequest
-	19, // 25: ssrun.plugin.v1.HostCall.cancel:type_name -> ssrun.plugin.v1.CancelRequest
-	20, // 26: ssrun.plugin.v1.HostCall.now:type_name -> ssrun.plugin.v1.NowRequest
-	2,  // 27: ssrun.plugin.v1.HostReply.result:type_name -> ssrun.plugin.v1.Result
-	7,  // 28: ssrun.plugin.v1.HostReply.get:type_name -> ssrun.plugin.v1.GetResponse
-	9,  // 29: ssrun.plugin.v1.HostReply.set:type_name -> ssrun.plugin.v1.SetResponse
-	15, // 30: ssrun.plugin.v1.HostReply.lock:type_name -> ssrun.plugin.v1.LockResponse
-	21, // 31: ssrun.plugin.v1.HostReply.now:type_name -> ssrun.plugin.v1.NowResponse
-	3,  // 32: ssrun.plugin.v1.Rule.Init:input_type -> ssrun.plugin.v1.InitRequest
-	5,  // 33: ssrun.plugin.v1.Rule.Handle:input_type -> ssrun.plugin.v1.HandleRequest
-	22, // 34: ssrun.plugin.v1.Rule.Session:input_type -> ssrun.plugin.v1.ToPlugin
-	6,  // 35: ssrun.plugin.v1.Host.Get:input_type -> ssrun.plugin.v1.GetRequest
-	8,  // 36: ssrun.plugin.v1.Host.Set:input_type -> ssrun.plugin.v1.SetRequest
-	10, // 37: ssrun.plugin.v1.Host.Del:input_type -> ssrun.plugin.v1.DelRequest
-	11, // 38: ssrun.plugin.v1.Host.VDel:input_type -> ssrun.plugin.v1.VDelRequest
-	12, // 39: ssrun.plugin.v1.Host.Watch:input_type -> ssrun.plugin.v1.WatchRequest
-	13, // 40: ssrun.plugin.v1.Host.Unwatch:input_type -> ssrun.plugin.v1.UnwatchRequest
-	14, // 41: ssrun.plugin.v1.Host.Lock:input_type -> ssrun.plugin.v1.LockRequest
-	16, // 42: ssrun.plugin.v1.Host.Unlock:input_type -> ssrun.plugin.v1.UnlockRequest
-	17, // 43: ssrun.plugin.v1.Host.Log:input_type -> ssrun.plugin.v1.LogRequest
-	18, // 44: ssrun.plugin.v1.Host.Timer:input_type -> ssrun.plugin.v1.TimerRequest
-	19, // 45: ssrun.plugin.v1.Host.Cancel:input_type -> ssrun.plugin.v1.CancelRequest
-	20, // 46: ssrun.plugin.v1.Host.Now:input_type -> ssrun.plugin.v1.NowRequest
-	2,  // 47: ssrun.plugin.v1.Rule.Init:output_type -> ssrun.plugin.v1.Result
-	2,  // 48: ssrun.plugin.v1.Rule.Handle:output_type -> ssrun.plugin.v1.Result
-	23, // 49: ssrun.plugin.v1.Rule.Session:output_type -> ssrun.plugin.v1.FromPlugin
-	7,  // 50: ssrun.plugin.v1.Host.Get:output_type -> ssrun.plugin.v1.GetResponse
-	9,  // 51: ssrun.plugin.v1.Host.Set:output_type -> ssrun.plugin.v1.SetResponse
-	2,  // 52: ssrun.plugin.v1.Host.Del:output_type -> ssrun.plugin.v1.Result
-	2,  // 53: ssrun.plugin.v1.Host.VDel:output_type -> ssrun.plugin.v1.Result
-	2,  // 54: ssrun.plugin.v1.Host.Watch:output_type -> ssrun.plugin.v1.Result
-	2,  // 55: ssrun.plugin.v1.Host.Unwatch:output_type -> ssrun.plugin.v1.Result
-	15, // 56: ssrun.plugin.v1.Host.Lock:output_type -> ssrun.plugin.v1.LockResponse
-	2,  // 57: ssrun.plugin.v1.Host.Unlock:output_type -> ssrun.plugin.v1.Result
-	2,  // 58: ssrun.plugin.v1.Host.Log:output_type -> ssrun.plugin.v1.Result
-	2,  // 59: ssrun.plugin.v1.Host.Timer:output_type -> ssrun.plugin.v1.Result
-	2,  // 60: ssrun.plugin.v1.Host.Cancel:output_type -> ssrun.plugin.v1.Result
-	21, // 61: ssrun.plugin.v1.Host.Now:output_type -> ssrun.plugin.v1.NowResponse
-	47, // [47:62] is the sub-list for method output_type
-	32, // [32:47] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	8,  // 15: ssrun.plugin.v1.SessionDone.writes:type_name -> ssrun.plugin.v1.SetRequest
+	6,  // 16: ssrun.plugin.v1.HostCall.get:type_name -> ssrun.plugin.v1.GetRequest
+	8,  // 17: ssrun.plugin.v1.HostCall.set:type_name -> ssrun.plugin.v1.SetRequest
+	10, // 18: ssrun.plugin.v1.HostCall.del:type_name -> ssrun.plugin.v1.DelRequest
+	11, // 19: ssrun.plugin.v1.HostCall.vdel:type_name -> ssrun.plugin.v1.VDelRequest
+	12, // 20: ssrun.plugin.v1.HostCall.watch:type_name -> ssrun.plugin.v1.WatchRequest
+	13, // 21: ssrun.plugin.v1.HostCall.unwatch:type_name -> ssrun.plugin.v1.UnwatchRequest
+	14, // 22: ssrun.plugin.v1.HostCall.lock:type_name -> ssrun.plugin.v1.LockRequest
+	16, // 23: ssrun.plugin.v1.HostCall.unlock:type_name -> ssrun.plugin.v1.UnlockRequest
+	17, // 24: ssrun.plugin.v1.HostCall.log:type_name -> ssrun.plugin.v1.LogRequest
+	18, // 25: ssrun.plugin.v1.HostCall.timer:type_name -> ssrun.plugin.v1.TimerRequest
+	19, // 26: ssrun.plugin.v1.HostCall.cancel:type_name -> ssrun.plugin.v1.CancelRequest
+	20, // 27: ssrun.plugin.v1.HostCall.now:type_name -> ssrun.plugin.v1.NowRequest
+	2,  // 28: ssrun.plugin.v1.HostReply.result:type_name -> ssrun.plugin.v1.Result
+	7,  // 29: ssrun.plugin.v1.HostReply.get:type_name -> ssrun.plugin.v1.GetResponse
+	9,  // 30: ssrun.plugin.v1.HostReply.set:type_name -> ssrun.plugin.v1.SetResponse
+	15, // 31: ssrun.plugin.v1.HostReply.lock:type_name -> ssrun.plugin.v1.LockResponse
+	21, // 32: ssrun.plugin.v1.HostReply.now:type_name -> ssrun.plugin.v1.NowResponse
+	3,  // 33: ssrun.plugin.v1.Rule.Init:input_type -> ssrun.plugin.v1.InitRequest
+	5,  // 34: ssrun.plugin.v1.Rule.Handle:input_type -> ssrun.plugin.v1.HandleRequest
+	22, // 35: ssrun.plugin.v1.Rule.Session:input_type -> ssrun.plugin.v1.ToPlugin
+	6,  // 36: ssrun.plugin.v1.Host.Get:input_type -> ssrun.plugin.v1.GetRequest
+	8,  // 37: ssrun.plugin.v1.Host.Set:input_type -> ssrun.plugin.v1.SetRequest
+	10, // 38: ssrun.plugin.v1.Host.Del:input_type -> ssrun.plugin.v1.DelRequest
+	11, // 39: ssrun.plugin.v1.Host.VDel:input_type -> ssrun.plugin.v1.VDelRequest
+	12, // 40: ssrun.plugin.v1.Host.Watch:input_type -> ssrun.plugin.v1.WatchRequest
+	13, // 41: ssrun.plugin.v1.Host.Unwatch:input_type -> ssrun.plugin.v1.UnwatchRequest
+	14, // 42: ssrun.plugin.v1.Host.Lock:input_type -> ssrun.plugin.v1.LockRequest
+	16, // 43: ssrun.plugin.v1.Host.Unlock:input_type -> ssrun.plugin.v1.UnlockRequest
+	17, // 44: ssrun.plugin.v1.Host.Log:input_type -> ssrun.plugin.v1.LogRequest
+	18, // 45: ssrun.plugin.v1.Host.Timer:input_type -> ssrun.plugin.v1.TimerRequest
+	19, // 46: ssrun.plugin.v1.Host.Cancel:input_type -> ssrun.plugin.v1.CancelRequest
+	20, // 47: ssrun.plugin.v1.Host.Now:input_type -> ssrun.plugin.v1.NowRequest
+	2,  // 48: ssrun.plugin.v1.Rule.Init:output_type -> ssrun.plugin.v1.Result
+	2,  // 49: ssrun.plugin.v1.Rule.Handle:output_type -> ssrun.plugin.v1.Result
+	23, // 50: ssrun.plugin.v1.Rule.Session:output_type -> ssrun.plugin.v1.FromPlugin
+	7,  // 51: ssrun.plugin.v1.Host.Get:output_type -> ssrun.plugin.v1.GetResponse
+	9,  // 52: ssrun.plugin.v1.Host.Set:output_type -> ssrun.plugin.v1.SetResponse
+	2,  // 53: ssrun.plugin.v1.Host.Del:output_type -> ssrun.plugin.v1.Result
+	2,  // 54: ssrun.plugin.v1.Host.VDel:output_type -> ssrun.plugin.v1.Result
+	2,  // 55: ssrun.plugin.v1.Host.Watch:output_type -> ssrun.plugin.v1.Result
+	2,  // 56: ssrun.plugin.v1.Host.Unwatch:output_type -> ssrun.plugin.v1.Result
+	15, // 57: ssrun.plugin.v1.Host.Lock:output_type -> ssrun.plugin.v1.LockResponse
+	2,  // 58: ssrun.plugin.v1.Host.Unlock:output_type -> ssrun.plugin.v1.Result
+	2,  // 59: ssrun.plugin.v1.Host.Log:output_type -> ssrun.plugin.v1.Result
+	2,  // 60: ssrun.plugin.v1.Host.Timer:output_type -> ssrun.plugin.v1.Result
+	2,  // 61: ssrun.plugin.v1.Host.Cancel:output_type -> ssrun.plugin.v1.Result
+	21, // 62: ssrun.plugin.v1.Host.Now:output_type -> ssrun.plugin.v1.NowResponse
+	48, // [48:63] is the sub-list for method output_type
+	33, // [33:48] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_ssrun_plugin_v1_plugin_proto_init() }
