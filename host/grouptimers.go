@@ -1,0 +1,57 @@
+package host
+
+import (
+	"context"
+	"errors"
+
+	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/protocol"
+	"github.com/ssrun/ssrun/protocol/hlc"
+)
+
+// The writes of a rule's timer bookkeeping (its records, index shards and
+// directory: timerstore.go). In a group (group.go) a shared rule's timers
+// move with it, so they are written like its other keys: fenced with its
+// ownership lease. A host that lost the rule (paused, cut off) cannot write
+// them once it knows, and the store refuses its late writes once the next
+// owner has written them.
+
+// timerFence returns the token a write of the rule's timer key carries: the
+// zero token outside a group or for a rule the group does not share, or
+// LOCK_LOST when this host no longer owns the rule for certain.
+func (rt *ruleTimers) timerFence(verb, key string) (hlc.HLC, error) {
+	if rt.svc.group == nil {
+		return hlc.HLC{}, nil
+	}
+	return rt.svc.group.fence(rt.rule, verb, key)
+}
+
+// set writes a timer key, fenced.
+func (rt *ruleTimers) set(ctx context.Context, key string, value []byte) error {
+	tok, err := rt.timerFence("set", key)
+	if err != nil {
+		return err
+	}
+	_, err = rt.svc.kv.Set(ctx, []byte(key), value, protocol.SetOptions{FencingToken: tok})
+	return err
+}
+
+// del deletes a timer key, fenced.
+func (rt *ruleTimers) del(ctx context.Context, key string) error {
+	tok, err := rt.timerFence("del", key)
+	if err != nil {
+		return err
+	}
+	_, err = rt.svc.kv.Del(ctx, []byte(key), protocol.DelOptions{FencingToken: tok})
+	return err
+}
+
+// fenceRefused reports whether err refused a write for its fence: this
+// host's own check found the rule's ownership lost, or the store holds the
+// key under a later owner's token (or a token this write lacks). Such a
+// write is not retried: it could only be refused again.
+func fenceRefused(err error) bool {
+	return abi.StatusOf(err) == abi.StatusLockLost ||
+		errors.Is(err, protocol.ErrFencingTokenLowerVersion) ||
+		errors.Is(err, protocol.ErrMissingFencingToken)
+}
