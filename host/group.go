@@ -80,7 +80,7 @@ func (g *group) step(ctx context.Context) {
 			g.drop(ctx, rule, "its ownership lease was lost")
 		}
 	}
-	mine, err := g.join(ctx)
+	mine, digest, err := g.join(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			g.svc.log.Warn("group: cannot join; this host runs none of the group's rules until it can", "group", g.name, "err", err)
@@ -90,7 +90,7 @@ func (g *group) step(ctx context.Context) {
 	live, err := g.live(ctx)
 	var sets map[string]ruleSet
 	if err == nil {
-		sets, err = g.memberSets(ctx, live, mine)
+		sets, err = g.memberSets(ctx, live, mine, digest)
 	}
 	if err != nil {
 		if ctx.Err() == nil {
@@ -98,7 +98,7 @@ func (g *group) step(ctx context.Context) {
 		}
 		return
 	}
-	g.warnDiffering(sets)
+	g.warnDiffering(live, sets)
 	g.mu.Lock()
 	g.members = g.members[:0]
 	for _, e := range live {
@@ -151,31 +151,31 @@ func (g *group) ruleOfLease(name string) (string, bool) {
 }
 
 // join holds this host's member lease and keeps its line in the roster,
-// naming its rule set as it is now; it returns that set.
-func (g *group) join(ctx context.Context) (ruleSet, error) {
+// naming its rule set as it is now; it returns that set and its digest.
+func (g *group) join(ctx context.Context) (ruleSet, string, error) {
 	mk := g.memberKey(g.id)
 	if l := g.ls.get(mk); l == nil || l.isLost() {
 		if _, err := g.ls.lock(ctx, mk, g.ttl, 0); err != nil {
-			return nil, fmt.Errorf("member lease %s: %w", mk, err)
+			return nil, "", fmt.Errorf("member lease %s: %w", mk, err)
 		}
 		if err := g.svc.reg.watch(ctx, g, g.key("roster")); err != nil {
-			return nil, fmt.Errorf("watch roster: %w", err)
+			return nil, "", fmt.Errorf("watch roster: %w", err)
 		}
 	}
 	mine, digest, value := g.ownSet()
 	roster, err := g.roster(ctx)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if e, ok := entryOf(roster, g.id); !ok || e.digest != digest {
 		me := rosterEntry{id: g.id, digest: digest}
 		err := g.editRoster(ctx, func(es []rosterEntry) []rosterEntry { return withEntry(es, me) },
 			&storedSet{digest: digest, value: value})
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 	}
-	return mine, nil
+	return mine, digest, nil
 }
 
 // roster reads the roster's members (its lines that name none are

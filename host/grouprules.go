@@ -125,9 +125,25 @@ func (g *group) warnBadLines(bad []badLine) {
 }
 
 // warnDiffering reports, once per rule and set of versions, a rule whose
-// content differs between live members: each runs its own version when it
-// owns the rule.
-func (g *group) warnDiffering(sets map[string]ruleSet) {
+// content differs between the live members (of sets): each runs its own
+// version when it owns the rule. The sets are compared again only when
+// the members' digests changed.
+func (g *group) warnDiffering(live []rosterEntry, sets map[string]ruleSet) {
+	var key strings.Builder
+	for _, e := range live {
+		key.WriteString(e.digest)
+		if sets[e.id] == nil {
+			key.WriteByte('-')
+		}
+		key.WriteByte(' ')
+	}
+	g.mu.Lock()
+	same := g.compared == key.String()
+	g.compared = key.String()
+	g.mu.Unlock()
+	if same {
+		return
+	}
 	hosts := map[string]map[string][]string{} // rule -> content hash -> members
 	for id, s := range sets {
 		for name, h := range s {

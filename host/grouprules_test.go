@@ -127,8 +127,9 @@ func TestGroupWarnsOnceOfDifferingRule(t *testing.T) {
 	var buf bytes.Buffer
 	g := &group{ownership: &ownership{name: "g"}, svc: &services{log: slog.New(slog.NewTextHandler(&buf, nil))}, warned: map[string]bool{}}
 	sets := map[string]ruleSet{"a": {"r.lua": "1111", "s.lua": "5"}, "b": {"r.lua": "2222", "s.lua": "5"}, "c": {"r.lua": "1111"}}
+	live := []rosterEntry{{"a", "d1"}, {"b", "d2"}, {"c", "d3"}}
 	for range 3 {
-		g.warnDiffering(sets)
+		g.warnDiffering(live, sets)
 	}
 	out := buf.String()
 	if n := strings.Count(out, "different versions"); n != 1 {
@@ -138,7 +139,8 @@ func TestGroupWarnsOnceOfDifferingRule(t *testing.T) {
 		t.Fatalf("warning does not name the rule and its versions: %s", out)
 	}
 	sets["b"]["r.lua"] = "3333" // a new version: reported again
-	g.warnDiffering(sets)
+	live[1].digest = "d4"
+	g.warnDiffering(live, sets)
 	if n := strings.Count(buf.String(), "different versions"); n != 2 {
 		t.Fatalf("%d warnings after a new version, want 2", n)
 	}

@@ -162,13 +162,13 @@ func (g *group) setOf(ctx context.Context, digest string) (ruleSet, error) {
 }
 
 // memberSets returns the rule set of each live member (nil for one whose
-// set is unreadable), this host's being mine, and forgets the sets no live
-// member has.
-func (g *group) memberSets(ctx context.Context, live []rosterEntry, mine ruleSet) (map[string]ruleSet, error) {
+// set is unreadable), this host's (and any with the same digest) being
+// mine, and forgets the sets no live member has.
+func (g *group) memberSets(ctx context.Context, live []rosterEntry, mine ruleSet, digest string) (map[string]ruleSet, error) {
 	out := make(map[string]ruleSet, len(live))
 	used := map[string]bool{}
 	for _, e := range live {
-		if e.id == g.id {
+		if e.id == g.id || e.digest == digest {
 			out[e.id] = mine
 			continue
 		}

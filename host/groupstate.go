@@ -178,13 +178,14 @@ type group struct {
 	wake chan struct{}
 
 	// Under ownership.mu:
-	owned   map[string]bool    // rules this host owns and runs
-	waiting map[string]bool    // ownership lease keys watched while another host holds them
-	members []string           // live members at the last step
-	hashes  map[string]string  // rule name -> content hash: this host's shared rule files
-	mine    *storedSet         // this host's rule set (nil: to be made from hashes)
-	sets    map[string]ruleSet // digest -> the rule sets of other members, read once
-	warned  map[string]bool    // what was warned about once (warnOnce)
+	owned    map[string]bool    // rules this host owns and runs
+	waiting  map[string]bool    // ownership lease keys watched while another host holds them
+	members  []string           // live members at the last step
+	hashes   map[string]string  // rule name -> content hash: this host's shared rule files
+	mine     *storedSet         // this host's rule set (nil: to be made from hashes)
+	sets     map[string]ruleSet // digest -> the rule sets of other members, read once
+	warned   map[string]bool    // what was warned about once (warnOnce)
+	compared string             // the members' digests warnDiffering last compared
 
 	takeovers, handovers, lost, resyncs atomic.Uint64
 }
