@@ -184,7 +184,7 @@ func TestDecodeRuleSet(t *testing.T) {
 	if _, err := decodeRuleSet(strings.Repeat("0", digestLen), v); err == nil {
 		t.Fatal("accepted under another digest")
 	}
-	for _, bad := range []string{`[1]`, `{"../x":"1"}`, `{"":"1"}`, `{"a":1}`} {
+	for _, bad := range []string{`[1]`, `{"../x":"1"}`, `{"/":"1"}`, `{"..":"1"}`, `{"":"1"}`, `{"a":1}`} {
 		if _, err := decodeRuleSet(setDigest([]byte(bad)), []byte(bad)); err == nil {
 			t.Fatalf("accepted %s", bad)
 		}

@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
+	"strings"
 
 	"github.com/ssrun/ssrun/protocol"
 )
@@ -82,7 +82,7 @@ func decodeRuleSet(digest string, value []byte) (ruleSet, error) {
 		return nil, fmt.Errorf("not a rule set: %w", err)
 	}
 	for name := range m {
-		if name == "" || filepath.Base(name) != name {
+		if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\\\x00") {
 			return nil, fmt.Errorf("not a rule file name: %q", name)
 		}
 	}
