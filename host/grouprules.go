@@ -1,115 +1,113 @@
 package host
 
 import (
+	"context"
+	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/ssrun/ssrun/protocol"
 )
 
-// The roster's lines (group.go): "ID DIGEST", one member a line, where ID
-// is the member's client id and DIGEST names the set of shared rule files
-// it has (groupsets.go). Hosts of a group may differ in their rule files:
-// a rule is assigned only among the live members whose set has it
-// (assignAmong), and a rule whose content differs between hosts runs, on
-// whichever host owns it, in that host's version.
-//
-// The roster is a key any client of the store may write: a line that does
-// not parse (an older ssrun's "ID" alone, or anything else) is ignored,
-// with a warning once per line, and dropped at the next edit of the roster.
+// Which rules each member of a group has (groupsets.go has the stored
+// forms): this host's set, kept as its shared rule files change; the
+// other members' sets, read once per digest; and what is warned about
+// once (roster lines that name no member, rules whose versions differ).
 
-// rosterEntry is one member's line.
-type rosterEntry struct{ id, digest string }
+func (g *group) setKey(digest string) string { return g.key("rules/" + digest) }
 
-// maxMemberID bounds a member id (an MQTT client id) in the roster.
-const maxMemberID = 1024
-
-// parseRoster returns the roster's members, sorted by id, and its lines
-// that are not members, each with why. A member listed twice keeps its
-// first line.
-func parseRoster(b []byte) (entries []rosterEntry, bad []badLine) {
-	seen := map[string]bool{}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 {
-			continue
+// ownSet returns this host's set, with its digest and stored form: the
+// shared rule files it has now.
+func (g *group) ownSet() (ruleSet, string, []byte) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.mine == nil {
+		s := make(ruleSet, len(g.hashes))
+		for name, h := range g.hashes {
+			s[name] = h
 		}
-		why := ""
-		switch {
-		case len(f) == 1:
-			why = "no rule set digest (a host of an older ssrun? every host of a group must run the same version)"
-		case len(f) != 2:
-			why = "want \"ID DIGEST\""
-		case !validMemberID(f[0]):
-			why = "not a member id"
-		case !validDigest(f[1]):
-			why = fmt.Sprintf("not a rule set digest (%d hex digits)", digestLen)
-		case seen[f[0]]:
-			why = "the member is listed twice"
-		}
-		if why != "" {
-			bad = append(bad, badLine{line: line, why: why})
-			continue
-		}
-		seen[f[0]] = true
-		entries = append(entries, rosterEntry{id: f[0], digest: f[1]})
+		d, v := s.encode()
+		g.mine = &storedSet{set: s, digest: d, value: v}
 	}
-	sort.Slice(entries, func(i, j int) bool { return entries[i].id < entries[j].id })
-	return entries, bad
+	return g.mine.set, g.mine.digest, g.mine.value
 }
 
-// badLine is a roster line that names no member, and why.
-type badLine struct{ line, why string }
-
-// validMemberID reports whether id can be a member's: printable UTF-8, at
-// most maxMemberID bytes (no white space: the fields are split on it).
-func validMemberID(id string) bool {
-	if id == "" || len(id) > maxMemberID || !utf8.ValidString(id) {
-		return false
+// setOf returns the set named digest: from memory, or read from the store
+// (once: a set's content cannot change under its digest). A set missing or
+// unreadable is reported (once per digest) and returned as nil: its
+// members are given no rule until it is readable. Only a failed read is an
+// error.
+func (g *group) setOf(ctx context.Context, digest string) (ruleSet, error) {
+	g.mu.Lock()
+	s, ok := g.sets[digest]
+	g.mu.Unlock()
+	if ok {
+		return s, nil
 	}
-	for _, r := range id {
-		if !unicode.IsPrint(r) {
-			return false
+	res, err := g.svc.client.Get(ctx, []byte(g.setKey(digest)), protocol.CallOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("read rule set %s: %w", digest, err)
+	}
+	if !res.Found {
+		err = errors.New("no such key")
+	} else if s, err = decodeRuleSet(digest, res.Value); err == nil {
+		g.mu.Lock()
+		g.sets[digest] = s
+		g.mu.Unlock()
+		return s, nil
+	}
+	if g.warnOnce("set " + digest) {
+		g.svc.log.Warn("group: a member's rule set is unreadable; it is given no rule until it is", "group", g.name,
+			"key", g.setKey(digest), "err", err)
+	}
+	return nil, nil
+}
+
+// memberSets returns the rule set of each live member (nil for one whose
+// set is unreadable), this host's (and any with the same digest) being
+// mine, and forgets the sets no live member has.
+func (g *group) memberSets(ctx context.Context, live []rosterEntry, mine ruleSet, digest string) (map[string]ruleSet, error) {
+	out := make(map[string]ruleSet, len(live))
+	used := map[string]bool{}
+	for _, e := range live {
+		if e.id == g.id || e.digest == digest {
+			out[e.id] = mine
+			continue
+		}
+		s, err := g.setOf(ctx, e.digest)
+		if err != nil {
+			return nil, err
+		}
+		out[e.id] = s
+		used[e.digest] = true
+	}
+	g.mu.Lock()
+	for d := range g.sets {
+		if !used[d] {
+			delete(g.sets, d)
 		}
 	}
+	g.mu.Unlock()
+	return out, nil
+}
+
+// warnOnce reports whether what was not warned about yet, and notes it.
+// The notes are bounded: past maxWarned they start over.
+func (g *group) warnOnce(what string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.warned[what] {
+		return false
+	}
+	if len(g.warned) >= maxWarned {
+		clear(g.warned)
+	}
+	g.warned[what] = true
 	return true
 }
 
-// formatRoster writes entries (sorted, one line per member) as the
-// roster's value.
-func formatRoster(entries []rosterEntry) []byte {
-	var b strings.Builder
-	for i, e := range entries {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(e.id)
-		b.WriteByte(' ')
-		b.WriteString(e.digest)
-	}
-	return []byte(b.String())
-}
-
-// withEntry returns entries with id's line replaced by (or, if absent,
-// added as) e, sorted.
-func withEntry(entries []rosterEntry, e rosterEntry) []rosterEntry {
-	out := slices.DeleteFunc(slices.Clone(entries), func(x rosterEntry) bool { return x.id == e.id })
-	out = append(out, e)
-	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
-	return out
-}
-
-// entryOf returns id's line in entries.
-func entryOf(entries []rosterEntry, id string) (rosterEntry, bool) {
-	for _, e := range entries {
-		if e.id == id {
-			return e, true
-		}
-	}
-	return rosterEntry{}, false
-}
+const maxWarned = 1024
 
 // warnBadLines reports each roster line that names no member, once.
 func (g *group) warnBadLines(bad []badLine) {

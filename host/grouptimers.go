@@ -16,33 +16,33 @@ import (
 // them once it knows, and the store refuses its late writes once the next
 // owner has written them.
 
-// timerFence returns the token a write of the rule's timer key carries: the
+// timerFence returns the token a write of rule's timer key carries: the
 // zero token outside a group or for a rule the group does not share, or
 // LOCK_LOST when this host no longer owns the rule for certain.
-func (rt *ruleTimers) timerFence(verb, key string) (hlc.HLC, error) {
-	if rt.svc.group == nil {
+func timerFence(svc *services, rule, verb, key string) (hlc.HLC, error) {
+	if svc.group == nil {
 		return hlc.HLC{}, nil
 	}
-	return rt.svc.group.fence(rt.rule, verb, key)
+	return svc.group.fence(rule, verb, key)
 }
 
-// set writes a timer key, fenced.
-func (rt *ruleTimers) set(ctx context.Context, key string, value []byte) error {
-	tok, err := rt.timerFence("set", key)
+// setTimerKey writes a timer key of rule, fenced.
+func setTimerKey(ctx context.Context, svc *services, rule, key string, value []byte) error {
+	tok, err := timerFence(svc, rule, "set", key)
 	if err != nil {
 		return err
 	}
-	_, err = rt.svc.kv.Set(ctx, []byte(key), value, protocol.SetOptions{FencingToken: tok})
+	_, err = svc.kv.Set(ctx, []byte(key), value, protocol.SetOptions{FencingToken: tok})
 	return err
 }
 
-// del deletes a timer key, fenced.
-func (rt *ruleTimers) del(ctx context.Context, key string) error {
-	tok, err := rt.timerFence("del", key)
+// delTimerKey deletes a timer key of rule, fenced.
+func delTimerKey(ctx context.Context, svc *services, rule, key string) error {
+	tok, err := timerFence(svc, rule, "del", key)
 	if err != nil {
 		return err
 	}
-	_, err = rt.svc.kv.Del(ctx, []byte(key), protocol.DelOptions{FencingToken: tok})
+	_, err = svc.kv.Del(ctx, []byte(key), protocol.DelOptions{FencingToken: tok})
 	return err
 }
 

@@ -94,7 +94,7 @@ func (rt *ruleTimers) arm(ctx context.Context, version any, name string, delay, 
 		rt.indexed(shard, name)
 	}
 	rec := encodeTimerRecord(deadline, every.Milliseconds(), payload)
-	if err := rt.set(ctx, timerKey(rt.rule, name), rec); err != nil {
+	if err := setTimerKey(ctx, rt.svc, rt.rule, timerKey(rt.rule, name), rec); err != nil {
 		return storeError(err)
 	}
 	rt.install(version, shard, &timer{owner: rt, name: name, payload: bytes.Clone(payload), deadline: deadline, every: every.Milliseconds(), index: -1})
@@ -153,7 +153,7 @@ func (rt *ruleTimers) cancel(ctx context.Context, name string) error {
 	if t == nil {
 		return abi.Errorf(abi.StatusNotFound, "cancel %q: no timer of that name is armed", name)
 	}
-	if err := rt.del(ctx, timerKey(rt.rule, name)); err != nil {
+	if err := delTimerKey(ctx, rt.svc, rt.rule, timerKey(rt.rule, name)); err != nil {
 		return storeError(err)
 	}
 	names := rt.forget(t, shard)
@@ -195,9 +195,9 @@ func (rt *ruleTimers) writeIndex(ctx context.Context, shard int, names []string)
 	key := timerShardKey(rt.rule, shard)
 	var err error
 	if len(names) == 0 {
-		err = rt.del(ctx, key)
+		err = delTimerKey(ctx, rt.svc, rt.rule, key)
 	} else {
-		err = rt.set(ctx, key, encodeTimerShard(names))
+		err = setTimerKey(ctx, rt.svc, rt.rule, key, encodeTimerShard(names))
 	}
 	if err != nil {
 		return err
@@ -210,9 +210,9 @@ func (rt *ruleTimers) writeIndex(ctx context.Context, shard int, names []string)
 	}
 	dir.put(shard, len(names) > 0)
 	if dir.empty() {
-		err = rt.del(ctx, timerDirKey(rt.rule))
+		err = delTimerKey(ctx, rt.svc, rt.rule, timerDirKey(rt.rule))
 	} else {
-		err = rt.set(ctx, timerDirKey(rt.rule), dir.encode())
+		err = setTimerKey(ctx, rt.svc, rt.rule, timerDirKey(rt.rule), dir.encode())
 	}
 	if err != nil {
 		return err
@@ -368,7 +368,7 @@ func (rt *ruleTimers) fired(t *timer) {
 	key := timerKey(rt.rule, t.name)
 	if every == 0 {
 		rt.retry(ctx, "delete the record of a fired timer", t.name, func(ctx context.Context) error {
-			return rt.del(ctx, key)
+			return delTimerKey(ctx, rt.svc, rt.rule, key)
 		})
 		shard := timerShard(t.name)
 		names := rt.forget(t, shard)
@@ -383,7 +383,7 @@ func (rt *ruleTimers) fired(t *timer) {
 	}
 	rec := encodeTimerRecord(next, every, t.payload)
 	rt.retry(ctx, "move a periodic timer to its next deadline", t.name, func(ctx context.Context) error {
-		return rt.set(ctx, key, rec)
+		return setTimerKey(ctx, rt.svc, rt.rule, key, rec)
 	})
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
@@ -570,7 +570,7 @@ func (rt *ruleTimers) drop(ctx context.Context) {
 	del := func(keys []string) int {
 		var failed atomic.Int64
 		_ = parallel(ctx, len(keys), func(ctx context.Context, i int) error {
-			if err := rt.del(ctx, keys[i]); err != nil {
+			if err := delTimerKey(ctx, rt.svc, rt.rule, keys[i]); err != nil {
 				if failed.Add(1) == 1 {
 					rt.svc.log.Error("timer of a removed rule not deleted", "rule", rt.rule, "key", keys[i], "err", err)
 				}
