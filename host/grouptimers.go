@@ -46,12 +46,12 @@ func delTimerKey(ctx context.Context, svc *services, rule, key string) error {
 	return err
 }
 
-// fenceRefused reports whether err refused a write for its fence: this
-// host's own check found the rule's ownership lost, or the store holds the
-// key under a later owner's token (or a token this write lacks). Such a
-// write is not retried: it could only be refused again.
+// fenceRefused reports whether err refused a shared rule's write for its
+// fence: this host's own check found the rule's ownership lost, or the
+// store holds the key under a later owner's token. Such a write is not
+// retried: it could only be refused again. (A write without a token to a
+// key a group fenced, "a fencing token is required", is no lost ownership:
+// it is retried and logged as any failed write.)
 func fenceRefused(err error) bool {
-	return abi.StatusOf(err) == abi.StatusLockLost ||
-		errors.Is(err, protocol.ErrFencingTokenLowerVersion) ||
-		errors.Is(err, protocol.ErrMissingFencingToken)
+	return abi.StatusOf(err) == abi.StatusLockLost || errors.Is(err, protocol.ErrFencingTokenLowerVersion)
 }
