@@ -31,6 +31,8 @@
 //	                       compared write by write, swapped in or refused
 //	group.go               a group of hosts sharing the rules: its loop,
 //	                       membership, takeover and hand-over
+//	grouprules.go          which rules each member has: this host's rule
+//	                       set, the others' read once per digest; warnings
 //	groupstate.go          the group's state, and what an owned rule handled:
 //	                       recorded for, and resynced by, the next owner
 //	rule.go                a rule: its state, under a lock only this file takes;
@@ -42,6 +44,7 @@
 //	                       a rule's goroutine and call state; its leases; its
 //	                       own writes awaiting their echo; its log budget;
 //	                       its timers (arm, fire, record, load, drop)
+//	grouptimers.go         a rule's timer writes, fenced in a group
 //	services.go            what rules use of the host
 //	dryrun.go              a dry run's overlay of staged writes, and the
 //	                       memory it keeps timers in
@@ -57,8 +60,10 @@
 //	                       rule handled
 //	observer.go recorder.go
 //	                       the metrics observer; the trace recorder
-//	timers.go chain.go     the timer scheduler: one heap, one goroutine; the
-//	                       path of rule writes that led to an event
+//	timers.go chain.go groupsets.go
+//	                       the timer scheduler: one heap, one goroutine; the
+//	                       path of rule writes that led to an event; a
+//	                       group's roster lines and rule sets, stored
 //
 // A rule and its leases share the host's services (client, logger,
 // registry, damper, call tracker, lease clock, lifetime: services in

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
@@ -21,9 +20,13 @@ import (
 //	$ssrun/group/NAME/member/ID  a lease (SET NEX PX ttl, renewed every
 //	                             ttl/3) held by the member whose client id
 //	                             is ID: present while it lives
-//	$ssrun/group/NAME/roster     the ids of the members, one a line, written
-//	                             under the roster lock and fenced with it;
-//	                             every member watches it
+//	$ssrun/group/NAME/roster     the members, one a line: "ID DIGEST", the
+//	                             member's id and the digest of its rule set
+//	                             (grouprules.go), written under the roster
+//	                             lock and fenced with it; every member
+//	                             watches it
+//	$ssrun/group/NAME/rules/D    the rule set whose digest is D: the shared
+//	                             rule files a member has (groupsets.go)
 //	$ssrun/group/NAME/roster.lock  the roster's lock (a lease)
 //	$ssrun/group/NAME/rule/H     the ownership lease of the rule whose file
 //	                             name hashes to H (ruleHash)
@@ -31,11 +34,12 @@ import (
 //	                             owner handled last, for the next owner
 //
 // The live members are those of the roster whose member key is present.
-// Each host assigns the rules to them (assign: rendezvous hashing with
-// bounded loads), takes the ownership lease of each rule assigned to it
-// (the lease code locks use: same timing argument, same renewal), loads
-// those rules, and hands over the others: stops the rule, records what it
-// handled, releases the lease. Every write of an owned rule that names no
+// Each host assigns the rules to them, each rule among the members that
+// have its file (assignAmong: rendezvous hashing with bounded loads),
+// takes the ownership lease of each rule assigned to it (the lease code
+// locks use: same timing argument, same renewal), loads those rules, and
+// hands over the others: stops the rule, records what it handled,
+// releases the lease. Every write of an owned rule that names no
 // fence of its own carries the ownership lease's token, so a former owner
 // that was paused or cut off cannot write once the next owner has: the
 // store refuses it, and the host learns that it lost the rule.
@@ -77,21 +81,30 @@ func (g *group) step(ctx context.Context) {
 			g.drop(ctx, rule, "its ownership lease was lost")
 		}
 	}
-	if err := g.join(ctx); err != nil {
+	mine, digest, err := g.join(ctx)
+	if err != nil {
 		if ctx.Err() == nil {
 			g.svc.log.Warn("group: cannot join; this host runs none of the group's rules until it can", "group", g.name, "err", err)
 		}
 		return
 	}
 	live, err := g.live(ctx)
+	var sets map[string]ruleSet
+	if err == nil {
+		sets, err = g.memberSets(ctx, live, mine, digest)
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			g.svc.log.Warn("group: cannot read the members", "group", g.name, "err", err)
 		}
 		return
 	}
+	g.warnDiffering(live, sets)
 	g.mu.Lock()
-	g.members = live
+	g.members = g.members[:0]
+	for _, e := range live {
+		g.members = append(g.members, e.id)
+	}
 	rules := make([]string, 0, len(g.paths))
 	for r := range g.paths {
 		rules = append(rules, r)
@@ -106,7 +119,7 @@ func (g *group) step(ctx context.Context) {
 	for _, r := range gone { // removed from this host's folder
 		g.handOver(ctx, r)
 	}
-	owner := assign(rules, live)
+	owner := assignAmong(sets)
 	sort.Strings(rules)
 	for _, r := range rules { // hand over first: the next owner waits for it
 		if owner[r] != g.id && g.isOwned(r) {
@@ -138,94 +151,122 @@ func (g *group) ruleOfLease(name string) (string, bool) {
 	return "", false
 }
 
-// join holds this host's member lease and keeps its id in the roster.
-func (g *group) join(ctx context.Context) error {
+// join holds this host's member lease and keeps its line in the roster,
+// naming its rule set as it is now; it returns that set and its digest.
+func (g *group) join(ctx context.Context) (ruleSet, string, error) {
 	mk := g.memberKey(g.id)
 	if l := g.ls.get(mk); l == nil || l.isLost() {
 		if _, err := g.ls.lock(ctx, mk, g.ttl, 0); err != nil {
-			return fmt.Errorf("member lease %s: %w", mk, err)
+			return nil, "", fmt.Errorf("member lease %s: %w", mk, err)
 		}
 		if err := g.svc.reg.watch(ctx, g, g.key("roster")); err != nil {
-			return fmt.Errorf("watch roster: %w", err)
+			return nil, "", fmt.Errorf("watch roster: %w", err)
 		}
 	}
+	mine, digest, value := g.ownSet()
 	roster, err := g.roster(ctx)
 	if err != nil {
-		return err
+		return nil, "", err
 	}
-	if !slices.Contains(roster, g.id) {
-		return g.editRoster(ctx, func(ids []string) []string { return append(ids, g.id) })
+	if e, ok := entryOf(roster, g.id); !ok || e.digest != digest {
+		me := rosterEntry{id: g.id, digest: digest}
+		err := g.editRoster(ctx, func(es []rosterEntry) []rosterEntry { return withEntry(es, me) },
+			&storedSet{digest: digest, value: value})
+		if err != nil {
+			return nil, "", err
+		}
 	}
-	return nil
+	return mine, digest, nil
 }
 
-// roster reads the roster's ids.
-func (g *group) roster(ctx context.Context) ([]string, error) {
+// roster reads the roster's members (its lines that name none are
+// reported, once each).
+func (g *group) roster(ctx context.Context) ([]rosterEntry, error) {
 	res, err := g.svc.client.Get(ctx, []byte(g.key("roster")), protocol.CallOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("read roster: %w", err)
 	}
-	return strings.Fields(string(res.Value)), nil
+	entries, bad := parseRoster(res.Value)
+	g.warnBadLines(bad)
+	return entries, nil
 }
 
-// editRoster changes the roster under its lock, the write fenced with the
-// lock's token.
-func (g *group) editRoster(ctx context.Context, edit func([]string) []string) error {
+// editRoster changes the roster under its lock, its writes fenced with the
+// lock's token: put, when not nil, is a rule set a line of the edited
+// roster names, stored first; the sets no line names any more are deleted
+// after.
+func (g *group) editRoster(ctx context.Context, edit func([]rosterEntry) []rosterEntry, put *storedSet) error {
 	lk := g.key("roster.lock")
 	if _, err := g.ls.lock(ctx, lk, g.ttl, g.ttl); err != nil {
 		return fmt.Errorf("roster lock: %w", err)
 	}
 	defer func() { _ = g.ls.unlock(context.WithoutCancel(ctx), lk) }()
-	ids, err := g.roster(ctx)
+	before, err := g.roster(ctx)
 	if err != nil {
 		return err
 	}
-	ids = edit(ids)
-	sort.Strings(ids)
-	ids = slices.Compact(ids)
+	after := edit(before)
 	tok, err := g.ls.fenceToken("set", g.key("roster"), lk)
 	if err != nil {
 		return err
 	}
-	if _, err := g.svc.client.Set(ctx, []byte(g.key("roster")), []byte(strings.Join(ids, "\n")), protocol.SetOptions{FencingToken: tok}); err != nil {
+	if put != nil {
+		if _, err := g.svc.client.Set(ctx, []byte(g.setKey(put.digest)), put.value, protocol.SetOptions{FencingToken: tok}); err != nil {
+			return fmt.Errorf("write rule set: %w", err)
+		}
+	}
+	if _, err := g.svc.client.Set(ctx, []byte(g.key("roster")), formatRoster(after), protocol.SetOptions{FencingToken: tok}); err != nil {
 		return fmt.Errorf("write roster: %w", err)
+	}
+	named := map[string]bool{}
+	for _, e := range after {
+		named[e.digest] = true
+	}
+	for _, e := range before {
+		if named[e.digest] {
+			continue
+		}
+		named[e.digest] = true // deleted once
+		if _, err := g.svc.client.Del(ctx, []byte(g.setKey(e.digest)), protocol.DelOptions{FencingToken: tok}); err != nil {
+			g.svc.log.Debug("group: a rule set no member has stays in the store", "group", g.name, "key", g.setKey(e.digest), "err", err)
+		}
 	}
 	return nil
 }
 
-// live returns the roster's members whose member key is present, sorted;
-// those whose key is gone are taken off the roster.
-func (g *group) live(ctx context.Context) ([]string, error) {
-	ids, err := g.roster(ctx)
+// live returns the roster's members whose member key is present, sorted by
+// id; those whose key is gone are taken off the roster.
+func (g *group) live(ctx context.Context) ([]rosterEntry, error) {
+	entries, err := g.roster(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var live, dead []string
-	for _, id := range ids {
-		if id == g.id {
-			live = append(live, id)
+	var live []rosterEntry
+	var dead []string
+	for _, e := range entries {
+		if e.id == g.id {
+			live = append(live, e)
 			continue
 		}
-		res, err := g.svc.client.Get(ctx, []byte(g.memberKey(id)), protocol.CallOptions{})
+		res, err := g.svc.client.Get(ctx, []byte(g.memberKey(e.id)), protocol.CallOptions{})
 		if err != nil {
-			return nil, fmt.Errorf("read member %s: %w", id, err)
+			return nil, fmt.Errorf("read member %s: %w", e.id, err)
 		}
 		if res.Found {
-			live = append(live, id)
+			live = append(live, e)
 		} else {
-			dead = append(dead, id)
+			dead = append(dead, e.id)
 		}
 	}
 	if len(dead) > 0 {
-		err := g.editRoster(ctx, func(ids []string) []string {
-			return slices.DeleteFunc(ids, func(id string) bool { return slices.Contains(dead, id) })
-		})
+		err := g.editRoster(ctx, func(es []rosterEntry) []rosterEntry {
+			return slices.DeleteFunc(slices.Clone(es), func(e rosterEntry) bool { return slices.Contains(dead, e.id) })
+		}, nil)
 		if err != nil {
 			g.svc.log.Warn("group: cannot take dead members off the roster", "group", g.name, "members", dead, "err", err)
 		}
 		g.svc.log.Info("group: members gone", "group", g.name, "members", dead)
 	}
-	sort.Strings(live)
 	return live, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,8 +47,14 @@ type cluster struct {
 	// failed lists the errors of the handlers' writes, by host.
 	failed map[int][]error
 	// custom, when it has a rule's name, gives that rule's Go rule on
-	// host i instead of the handler below (set before start).
+	// host i instead of the handler below (set before start). A name
+	// that is not one of rules is a rule file's content (a version of a
+	// rule, see files).
 	custom map[string]func(i int) goRule
+	// files, when set, gives host i's rule folder: file name -> content
+	// (a rule's name, or a name custom has), instead of the shared one
+	// (set before start).
+	files func(i int) map[string]string
 	// rulesCfg is every host's Config.Rules (set before start).
 	rulesCfg map[string]RuleConfig
 }
@@ -96,6 +103,20 @@ func (c *cluster) start() *member {
 		}
 		rt.register(name, goRule{init: watchInit("in/" + name), handle: c.handler(m.i, name)})
 	}
+	for name, f := range c.custom {
+		if !slices.Contains(c.rules, name) {
+			rt.register(name, f(m.i))
+		}
+	}
+	dir := c.dir
+	if c.files != nil {
+		dir = c.t.TempDir()
+		for name, content := range c.files(m.i) {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+				c.t.Fatal(err)
+			}
+		}
+	}
 	// A long call timeout: a store stalled for a second on a loaded machine
 	// must not fail a handler (a failed handler's event is not retried).
 	h, err := New(Config{Client: m.client, Runtimes: []abi.Runtime{rt}, Group: &c.group, Defaults: RuleConfig{Timeout: 20 * time.Second}, Rules: c.rulesCfg,
@@ -107,7 +128,7 @@ func (c *cluster) start() *member {
 	testutil.CloseAtEnd(c.t, fmt.Sprintf("host %d", m.i), h.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := h.LoadDir(ctx, c.dir); err != nil {
+	if err := h.LoadDir(ctx, dir); err != nil {
 		c.t.Fatal(err)
 	}
 	return m

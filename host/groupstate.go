@@ -178,9 +178,14 @@ type group struct {
 	wake chan struct{}
 
 	// Under ownership.mu:
-	owned   map[string]bool // rules this host owns and runs
-	waiting map[string]bool // ownership lease keys watched while another host holds them
-	members []string        // live members at the last step
+	owned    map[string]bool    // rules this host owns and runs
+	waiting  map[string]bool    // ownership lease keys watched while another host holds them
+	members  []string           // live members at the last step
+	hashes   map[string]string  // rule name -> content hash: this host's shared rule files
+	mine     *storedSet         // this host's rule set (nil: to be made from hashes)
+	sets     map[string]ruleSet // digest -> the rule sets of other members, read once
+	warned   map[string]bool    // what was warned about once (warnOnce)
+	compared string             // the members' digests warnDiffering last compared
 
 	takeovers, handovers, lost, resyncs atomic.Uint64
 }
@@ -211,6 +216,7 @@ func newGroup(svc *services, h groupHost, cfg GroupConfig) *group {
 		svc: svc, h: h, ttl: ttl, id: svc.client.ClientID(),
 		wake:  make(chan struct{}, 1),
 		owned: map[string]bool{}, waiting: map[string]bool{},
+		hashes: map[string]string{}, sets: map[string]ruleSet{}, warned: map[string]bool{},
 	}
 }
 
@@ -238,12 +244,18 @@ func (g *group) standby(path string) bool {
 		return false
 	}
 	name := filepath.Base(path)
+	hash := contentHash(path)
 	g.mu.Lock()
 	_, known := g.paths[name]
 	g.paths[name] = path
 	owned := g.owned[name]
+	changed := !known || g.hashes[name] != hash
+	if changed {
+		g.hashes[name] = hash
+		g.mine = nil // the set changed: the roster line names the new one
+	}
 	g.mu.Unlock()
-	if !known {
+	if changed {
 		g.signal()
 	}
 	return !owned
@@ -257,6 +269,10 @@ func (g *group) forget(path string) bool {
 	g.mu.Lock()
 	_, known := g.paths[name]
 	delete(g.paths, name)
+	if _, had := g.hashes[name]; had {
+		delete(g.hashes, name)
+		g.mine = nil
+	}
 	g.mu.Unlock()
 	if known {
 		g.signal()

@@ -94,7 +94,7 @@ func (rt *ruleTimers) arm(ctx context.Context, version any, name string, delay, 
 		rt.indexed(shard, name)
 	}
 	rec := encodeTimerRecord(deadline, every.Milliseconds(), payload)
-	if _, err := rt.svc.kv.Set(ctx, []byte(timerKey(rt.rule, name)), rec, protocol.SetOptions{}); err != nil {
+	if err := setTimerKey(ctx, rt.svc, rt.rule, timerKey(rt.rule, name), rec); err != nil {
 		return storeError(err)
 	}
 	rt.install(version, shard, &timer{owner: rt, name: name, payload: bytes.Clone(payload), deadline: deadline, every: every.Milliseconds(), index: -1})
@@ -153,7 +153,7 @@ func (rt *ruleTimers) cancel(ctx context.Context, name string) error {
 	if t == nil {
 		return abi.Errorf(abi.StatusNotFound, "cancel %q: no timer of that name is armed", name)
 	}
-	if _, err := rt.svc.kv.Del(ctx, []byte(timerKey(rt.rule, name)), protocol.DelOptions{}); err != nil {
+	if err := delTimerKey(ctx, rt.svc, rt.rule, timerKey(rt.rule, name)); err != nil {
 		return storeError(err)
 	}
 	names := rt.forget(t, shard)
@@ -192,13 +192,12 @@ func (rt *ruleTimers) namesLocked(shard int, add, drop string) []string {
 // writeIndex stores shard as names (deleting it when empty), then the
 // directory if the shard's presence in it changed.
 func (rt *ruleTimers) writeIndex(ctx context.Context, shard int, names []string) error {
-	c := rt.svc.kv
-	key := []byte(timerShardKey(rt.rule, shard))
+	key := timerShardKey(rt.rule, shard)
 	var err error
 	if len(names) == 0 {
-		_, err = c.Del(ctx, key, protocol.DelOptions{})
+		err = delTimerKey(ctx, rt.svc, rt.rule, key)
 	} else {
-		_, err = c.Set(ctx, key, encodeTimerShard(names), protocol.SetOptions{})
+		err = setTimerKey(ctx, rt.svc, rt.rule, key, encodeTimerShard(names))
 	}
 	if err != nil {
 		return err
@@ -211,9 +210,9 @@ func (rt *ruleTimers) writeIndex(ctx context.Context, shard int, names []string)
 	}
 	dir.put(shard, len(names) > 0)
 	if dir.empty() {
-		_, err = c.Del(ctx, []byte(timerDirKey(rt.rule)), protocol.DelOptions{})
+		err = delTimerKey(ctx, rt.svc, rt.rule, timerDirKey(rt.rule))
 	} else {
-		_, err = c.Set(ctx, []byte(timerDirKey(rt.rule)), dir.encode(), protocol.SetOptions{})
+		err = setTimerKey(ctx, rt.svc, rt.rule, timerDirKey(rt.rule), dir.encode())
 	}
 	if err != nil {
 		return err
@@ -366,11 +365,10 @@ func (rt *ruleTimers) fired(t *timer) {
 	deadline, every := t.deadline, t.every
 	rt.mu.Unlock()
 	ctx := rt.svc.ctx
-	key := []byte(timerKey(rt.rule, t.name))
+	key := timerKey(rt.rule, t.name)
 	if every == 0 {
 		rt.retry(ctx, "delete the record of a fired timer", t.name, func(ctx context.Context) error {
-			_, err := rt.svc.kv.Del(ctx, key, protocol.DelOptions{})
-			return err
+			return delTimerKey(ctx, rt.svc, rt.rule, key)
 		})
 		shard := timerShard(t.name)
 		names := rt.forget(t, shard)
@@ -385,8 +383,7 @@ func (rt *ruleTimers) fired(t *timer) {
 	}
 	rec := encodeTimerRecord(next, every, t.payload)
 	rt.retry(ctx, "move a periodic timer to its next deadline", t.name, func(ctx context.Context) error {
-		_, err := rt.svc.kv.Set(ctx, key, rec, protocol.SetOptions{})
-		return err
+		return setTimerKey(ctx, rt.svc, rt.rule, key, rec)
 	})
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
@@ -399,6 +396,11 @@ func (rt *ruleTimers) retry(ctx context.Context, what, name string, f func(ctx c
 	for attempt := 1; ; attempt++ {
 		err := f(ctx)
 		if err == nil {
+			return
+		}
+		if fenceRefused(err) { // the rule is not this host's any more: its next owner records the timer
+			rt.svc.log.Debug("timer: "+what+" refused: the rule's ownership was lost; not retried",
+				"rule", rt.rule, "timer", name, "err", err)
 			return
 		}
 		if attempt == timerWriteAttempts || ctx.Err() != nil {
@@ -568,7 +570,7 @@ func (rt *ruleTimers) drop(ctx context.Context) {
 	del := func(keys []string) int {
 		var failed atomic.Int64
 		_ = parallel(ctx, len(keys), func(ctx context.Context, i int) error {
-			if _, err := rt.svc.kv.Del(ctx, []byte(keys[i]), protocol.DelOptions{}); err != nil {
+			if err := delTimerKey(ctx, rt.svc, rt.rule, keys[i]); err != nil {
 				if failed.Add(1) == 1 {
 					rt.svc.log.Error("timer of a removed rule not deleted", "rule", rt.rule, "key", keys[i], "err", err)
 				}

@@ -1,0 +1,177 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/ssrun/ssrun/protocol"
+)
+
+// Which rules each member of a group has (groupsets.go has the stored
+// forms): this host's set, kept as its shared rule files change; the
+// other members' sets, read once per digest; and what is warned about
+// once (roster lines that name no member, rules whose versions differ).
+
+func (g *group) setKey(digest string) string { return g.key("rules/" + digest) }
+
+// ownSet returns this host's set, with its digest and stored form: the
+// shared rule files it has now.
+func (g *group) ownSet() (ruleSet, string, []byte) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.mine == nil {
+		s := make(ruleSet, len(g.hashes))
+		for name, h := range g.hashes {
+			s[name] = h
+		}
+		d, v := s.encode()
+		g.mine = &storedSet{set: s, digest: d, value: v}
+	}
+	return g.mine.set, g.mine.digest, g.mine.value
+}
+
+// setOf returns the set named digest: from memory, or read from the store
+// (once: a set's content cannot change under its digest). A set missing or
+// unreadable is reported (once per digest) and returned as nil: its
+// members are given no rule until it is readable. Only a failed read is an
+// error.
+func (g *group) setOf(ctx context.Context, digest string) (ruleSet, error) {
+	g.mu.Lock()
+	s, ok := g.sets[digest]
+	g.mu.Unlock()
+	if ok {
+		return s, nil
+	}
+	res, err := g.svc.client.Get(ctx, []byte(g.setKey(digest)), protocol.CallOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("read rule set %s: %w", digest, err)
+	}
+	if !res.Found {
+		err = errors.New("no such key")
+	} else if s, err = decodeRuleSet(digest, res.Value); err == nil {
+		g.mu.Lock()
+		g.sets[digest] = s
+		g.mu.Unlock()
+		return s, nil
+	}
+	if g.warnOnce("set " + digest) {
+		g.svc.log.Warn("group: a member's rule set is unreadable; it is given no rule until it is", "group", g.name,
+			"key", g.setKey(digest), "err", err)
+	}
+	return nil, nil
+}
+
+// memberSets returns the rule set of each live member (nil for one whose
+// set is unreadable), this host's (and any with the same digest) being
+// mine, and forgets the sets no live member has.
+func (g *group) memberSets(ctx context.Context, live []rosterEntry, mine ruleSet, digest string) (map[string]ruleSet, error) {
+	out := make(map[string]ruleSet, len(live))
+	used := map[string]bool{}
+	for _, e := range live {
+		if e.id == g.id || e.digest == digest {
+			out[e.id] = mine
+			continue
+		}
+		s, err := g.setOf(ctx, e.digest)
+		if err != nil {
+			return nil, err
+		}
+		out[e.id] = s
+		used[e.digest] = true
+	}
+	g.mu.Lock()
+	for d := range g.sets {
+		if !used[d] {
+			delete(g.sets, d)
+		}
+	}
+	g.mu.Unlock()
+	return out, nil
+}
+
+// warnOnce reports whether what was not warned about yet, and notes it.
+// The notes are bounded: past maxWarned they start over.
+func (g *group) warnOnce(what string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.warned[what] {
+		return false
+	}
+	if len(g.warned) >= maxWarned {
+		clear(g.warned)
+	}
+	g.warned[what] = true
+	return true
+}
+
+const maxWarned = 1024
+
+// warnBadLines reports each roster line that names no member, once.
+func (g *group) warnBadLines(bad []badLine) {
+	for _, b := range bad {
+		if g.warnOnce("line " + b.line) {
+			line := b.line
+			if len(line) > 200 {
+				line = line[:200] + "..."
+			}
+			g.svc.log.Warn("group: roster line ignored", "group", g.name, "line", line, "why", b.why)
+		}
+	}
+}
+
+// warnDiffering reports, once per rule and set of versions, a rule whose
+// content differs between the live members (of sets): each runs its own
+// version when it owns the rule. The sets are compared again only when
+// the members' digests changed.
+func (g *group) warnDiffering(live []rosterEntry, sets map[string]ruleSet) {
+	var key strings.Builder
+	for _, e := range live {
+		key.WriteString(e.digest)
+		if sets[e.id] == nil {
+			key.WriteByte('-')
+		}
+		key.WriteByte(' ')
+	}
+	g.mu.Lock()
+	same := g.compared == key.String()
+	g.compared = key.String()
+	g.mu.Unlock()
+	if same {
+		return
+	}
+	hosts := map[string]map[string][]string{} // rule -> content hash -> members
+	for id, s := range sets {
+		for name, h := range s {
+			if h == "" {
+				continue
+			}
+			if hosts[name] == nil {
+				hosts[name] = map[string][]string{}
+			}
+			hosts[name][h] = append(hosts[name][h], id)
+		}
+	}
+	for name, byHash := range hosts {
+		if len(byHash) < 2 {
+			continue
+		}
+		hashes := make([]string, 0, len(byHash))
+		for h := range byHash {
+			hashes = append(hashes, h)
+			sort.Strings(byHash[h])
+		}
+		sort.Strings(hashes)
+		if !g.warnOnce("differs " + name + " " + strings.Join(hashes, " ")) {
+			continue
+		}
+		versions := make([]string, 0, len(hashes))
+		for _, h := range hashes {
+			versions = append(versions, h+": "+strings.Join(byHash[h], ","))
+		}
+		g.svc.log.Warn("group: the hosts have different versions of a rule; the one that owns it runs its own",
+			"group", g.name, "rule", name, "versions", strings.Join(versions, "; "))
+	}
+}
