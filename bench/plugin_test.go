@@ -2,12 +2,8 @@ package bench
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -105,10 +101,10 @@ func BenchmarkRuleCPU(b *testing.B) {
 		n := min(chunk, b.N-done)
 		for k := range flows {
 			i := (round + k) % len(flows)
-			c0, s0 := taskSum(os.Getpid(), 0)+taskSum(pid, 0), taskSum(os.Getpid(), 2)+taskSum(pid, 2)
+			c0, s0 := testutil.CPUTime(os.Getpid())+testutil.CPUTime(pid), testutil.ContextSwitches(os.Getpid())+testutil.ContextSwitches(pid)
 			elapsed[i] += e.drive(flows[i], n, inflight)
-			cpu[i] += time.Duration(taskSum(os.Getpid(), 0) + taskSum(pid, 0) - c0)
-			switches[i] += taskSum(os.Getpid(), 2) + taskSum(pid, 2) - s0
+			cpu[i] += testutil.CPUTime(os.Getpid()) + testutil.CPUTime(pid) - c0
+			switches[i] += testutil.ContextSwitches(os.Getpid()) + testutil.ContextSwitches(pid) - s0
 		}
 	}
 	b.StopTimer()
@@ -124,24 +120,4 @@ func BenchmarkRuleCPU(b *testing.B) {
 		}
 	}
 	e.checkClean()
-}
-
-// taskSum sums field k of /proc/<pid>/task/*/schedstat over the threads of
-// process pid: 0, the time they ran on a CPU (ns); 2, how often they ran
-// (one more than their context switches). 0 where there is no such file.
-func taskSum(pid, k int) int64 {
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
-	var sum int64
-	for _, f := range tasks {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue // the thread ended
-		}
-		if fs := strings.Fields(string(b)); len(fs) == 3 {
-			if n, err := strconv.ParseInt(fs[k], 10, 64); err == nil {
-				sum += n
-			}
-		}
-	}
-	return sum
 }

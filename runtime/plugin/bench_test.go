@@ -2,16 +2,14 @@ package plugin
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/abi/abitest"
+	"github.com/ssrun/ssrun/internal/testutil"
 )
 
 // BenchmarkPlugin measures, on one plugin process over AutoMTLS unix
@@ -138,15 +136,15 @@ func BenchmarkSession(b *testing.B) {
 		for k := range scripts {
 			i := (round + k) % len(scripts)
 			pid := int(scripts[i].pid.Load())
-			t0, c0, s0 := time.Now(), cpuTime(os.Getpid())+cpuTime(pid), contextSwitches(os.Getpid())+contextSwitches(pid)
+			t0, c0, s0 := time.Now(), testutil.CPUTime(os.Getpid())+testutil.CPUTime(pid), testutil.ContextSwitches(os.Getpid())+testutil.ContextSwitches(pid)
 			for range n {
 				if err := scripts[i].Handle(ctx, ev); err != nil {
 					b.Fatal(err)
 				}
 			}
 			elapsed[i] += time.Since(t0)
-			cpu[i] += cpuTime(os.Getpid()) + cpuTime(pid) - c0
-			switches[i] += contextSwitches(os.Getpid()) + contextSwitches(pid) - s0
+			cpu[i] += testutil.CPUTime(os.Getpid()) + testutil.CPUTime(pid) - c0
+			switches[i] += testutil.ContextSwitches(os.Getpid()) + testutil.ContextSwitches(pid) - s0
 		}
 	}
 	b.StopTimer()
@@ -160,37 +158,4 @@ func BenchmarkSession(b *testing.B) {
 	}
 	b.ReportMetric(float64(elapsed[0])/float64(elapsed[2]), "session-x-unary")
 	b.ReportMetric(float64(elapsed[0])/float64(elapsed[1]), "session-x-grpc")
-}
-
-// cpuTime returns the time the threads of process pid have run on a CPU
-// (the first field of each /proc/<pid>/task/*/schedstat); 0 where there is
-// no such file.
-func cpuTime(pid int) time.Duration {
-	return time.Duration(sumTasks(pid, "schedstat", func(f []string) string { return f[0] }))
-}
-
-// contextSwitches returns how often the threads of process pid were
-// switched out (the third field of each /proc/<pid>/task/*/schedstat: the
-// times each ran, one more than its switches).
-func contextSwitches(pid int) int64 {
-	return sumTasks(pid, "schedstat", func(f []string) string { return f[2] })
-}
-
-// sumTasks sums the number field picks from /proc/<pid>/task/*/<file> over
-// the threads of process pid.
-func sumTasks(pid int, file string, field func([]string) string) int64 {
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/%s", pid, file))
-	var sum int64
-	for _, f := range tasks {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue // the thread ended
-		}
-		if fs := strings.Fields(string(b)); len(fs) == 3 {
-			if n, err := strconv.ParseInt(field(fs), 10, 64); err == nil {
-				sum += n
-			}
-		}
-	}
-	return sum
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -159,17 +158,7 @@ func TestRawWithoutWake(t *testing.T) {
 	if got, want := run(t, s, h, command("concurrent", "8")), `concurrent status=OK msg="" ok=8`; got != want {
 		t.Errorf("report %s, want %s", got, want)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- s.Handle(ctx, command("waitcancel")) }()
-	testutil.WaitFor(t, "the plugin to hold the event", func() bool { _, ok := h.Value("inflight"); return ok })
-	cancel()
-	if err := <-errc; !errors.Is(err, context.Canceled) {
-		t.Fatalf("Handle after cancel: %v, want context.Canceled", err)
-	}
-	testutil.WaitFor(t, "the handler to see its ctx end", func() bool {
-		return slices.Contains(h.Logs(), abitest.LogLine{Level: abi.LevelInfo, Msg: "waitcancel context canceled"})
-	})
+	cancelHeldEvent(t, s, h)
 	if err := s.Handle(context.Background(), command("atend", "a", "1", "-")); err != nil {
 		t.Fatal(err)
 	}

@@ -248,17 +248,7 @@ func TestSessionCancelReachesHandler(t *testing.T) {
 		h := abitest.New()
 		s, _, _ := ruleScript(t, h, abi.Limits{CallTimeout: time.Minute})
 		p1 := s.stats().Pid
-		ctx, cancel := context.WithCancel(context.Background())
-		errc := make(chan error, 1)
-		go func() { errc <- s.Handle(ctx, command("waitcancel")) }()
-		testutil.WaitFor(t, "the plugin to hold the event", func() bool { _, ok := h.Value("inflight"); return ok })
-		cancel()
-		if err := <-errc; !errors.Is(err, context.Canceled) {
-			t.Fatalf("Handle after cancel: %v, want context.Canceled", err)
-		}
-		testutil.WaitFor(t, "the handler to see its ctx end", func() bool {
-			return slices.Contains(h.Logs(), abitest.LogLine{Level: abi.LevelInfo, Msg: "waitcancel context canceled"})
-		})
+		cancelHeldEvent(t, s, h)
 		seqs(t, s, h, 1, 3)
 		if st := s.stats(); st.Pid != p1 || st.Starts != 1 || st.Lost != 0 {
 			t.Errorf("stats %+v, want the first process (pid %d) still, nothing lost", st, p1)
@@ -323,5 +313,23 @@ func TestSessionCallBehindBlockedCall(t *testing.T) {
 		if got, want := run(t, s, h.Host, command("gate")), `gate status=OK msg=""`; got != want {
 			t.Fatalf("report %s, want %s", got, want)
 		}
+	})
+}
+
+// cancelHeldEvent sends a "waitcancel" event, cancels its Handle once the
+// plugin holds it, and waits for Handle to return context.Canceled and for
+// the handler to log that its ctx ended.
+func cancelHeldEvent(t *testing.T, s *script, h *abitest.Host) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- s.Handle(ctx, command("waitcancel")) }()
+	testutil.WaitFor(t, "the plugin to hold the event", func() bool { _, ok := h.Value("inflight"); return ok })
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Handle after cancel: %v, want context.Canceled", err)
+	}
+	testutil.WaitFor(t, "the handler to see its ctx end", func() bool {
+		return slices.Contains(h.Logs(), abitest.LogLine{Level: abi.LevelInfo, Msg: "waitcancel context canceled"})
 	})
 }
