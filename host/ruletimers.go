@@ -60,6 +60,12 @@ type ruleTimers struct {
 	waiting []*timer // due, but the mailbox was full: queued as it drains (refill)
 	parked  atomic.Bool
 	stopped bool
+	// Until a version of the rule is first live, prior holds, for each
+	// timer name that version's start armed or cancelled, the store's
+	// record as it was before (see timerundo.go); discarded once the
+	// failed load was undone: no arm or cancel goes through after it.
+	prior     map[string]priorRecord
+	discarded bool
 }
 
 func newRuleTimers(s *services, rule string, box *mailbox) *ruleTimers {
@@ -72,6 +78,9 @@ func (rt *ruleTimers) arm(ctx context.Context, version any, name string, delay, 
 	rt.io.Lock()
 	defer rt.io.Unlock()
 	if err := rt.loadLocked(ctx); err != nil {
+		return err
+	}
+	if err := rt.notePrior(ctx, "timer", name); err != nil {
 		return err
 	}
 	deadline := rt.svc.timers.clock.nowMs() + delay.Milliseconds()
@@ -152,6 +161,9 @@ func (rt *ruleTimers) cancel(ctx context.Context, name string) error {
 	rt.mu.Unlock()
 	if t == nil {
 		return abi.Errorf(abi.StatusNotFound, "cancel %q: no timer of that name is armed", name)
+	}
+	if err := rt.notePrior(ctx, "cancel", name); err != nil {
+		return err
 	}
 	if err := delTimerKey(ctx, rt.svc, rt.rule, timerKey(rt.rule, name)); err != nil {
 		return storeError(err)
@@ -247,6 +259,7 @@ func (rt *ruleTimers) goLive(version any) {
 	defer rt.mu.Unlock()
 	if version != nil {
 		rt.live = version
+		rt.prior = nil // the load succeeded: its timer calls stand
 	}
 	if rt.live == nil || rt.stopped {
 		return

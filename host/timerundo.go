@@ -1,0 +1,187 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/protocol"
+)
+
+// A rule's first load that fails is undone in the store too (rule.discard):
+// the timer calls its starting version made are reverted, and nothing else.
+// Precisely: until a version of the rule is first live, the first arm or
+// cancel of each timer name notes the record the store held for it then
+// (loaded with the rule's timers: armed by an earlier run of the host, or
+// another host). If the load fails, each such name gets that record back (a
+// re-armed timer its earlier deadline, period and payload; a cancelled one
+// its record and index entry), and a name that had no record is deleted,
+// record and index entry. Timers the failed load did not touch stay as they
+// are. So a failed first load after a restart loses none of the timers an
+// earlier version armed, and one that armed new timers leaves none behind.
+// Once a version is live the notes are dropped: a failed reload of a
+// running rule keeps what it armed (the timers belong to the rule, and fire
+// in the version that runs).
+
+// priorRecord is a timer's record in the store before a first load
+// changed it: found false when there was none.
+type priorRecord struct {
+	found bool
+	value []byte
+}
+
+// notePrior records, once per name until a version is first live, the
+// stored record of the timer name, before verb ("timer", "cancel") changes
+// it. It refuses the call once the failed load was undone (a start that
+// was given up on may still call). io is held and the timers are loaded.
+func (rt *ruleTimers) notePrior(ctx context.Context, verb, name string) error {
+	rt.mu.Lock()
+	if rt.discarded {
+		rt.mu.Unlock()
+		return abi.Errorf(abi.StatusUnavailable, "%s %q: rule %s failed to load", verb, name, rt.rule)
+	}
+	if _, noted := rt.prior[name]; noted || rt.live != nil {
+		rt.mu.Unlock()
+		return nil
+	}
+	old, indexed := rt.idx[timerShard(name)][name]
+	rt.mu.Unlock()
+	var p priorRecord
+	switch {
+	case old != nil: // loaded from the store, untouched since
+		p = priorRecord{found: true, value: encodeTimerRecord(old.deadline, old.every, old.payload)}
+	case indexed: // a record that did not decode: kept as it is
+		key := timerKey(rt.rule, name)
+		res, err := rt.svc.kv.Get(ctx, []byte(key), protocol.CallOptions{})
+		if err != nil {
+			return storeError(fmt.Errorf("%s %q: read the stored record %s: %w", verb, name, key, err))
+		}
+		p = priorRecord{found: res.Found, value: res.Value}
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.prior == nil {
+		rt.prior = map[string]priorRecord{}
+	}
+	rt.prior[name] = p
+	return nil
+}
+
+// undo reverts the timer calls of the rule's first load, which failed (see
+// above), and refuses any later one. The index first gains the names whose
+// record comes back, then the records are written or deleted, then the
+// index loses the names deleted: it stays a superset of the records if
+// this stops half way. What cannot be written is logged and stays.
+func (rt *ruleTimers) undo(ctx context.Context) {
+	rt.io.Lock()
+	defer rt.io.Unlock()
+	rt.mu.Lock()
+	rt.discarded = true
+	prior := rt.prior
+	rt.prior = nil
+	if rt.live != nil { // it ran: what it armed stands
+		prior = nil
+	}
+	type change struct {
+		name string
+		priorRecord
+	}
+	var changes []change
+	shards := map[int]bool{}
+	for name, p := range prior {
+		changes = append(changes, change{name, p})
+		shards[timerShard(name)] = true
+	}
+	// The index as it was before, plus the names that come back.
+	grow := map[int][]string{}
+	for shard := range shards {
+		add := false
+		for _, c := range changes {
+			if timerShard(c.name) != shard || !c.found {
+				continue
+			}
+			t, ok := rt.idx[shard][c.name]
+			if !ok {
+				add = true
+			} else if t != nil {
+				rt.svc.timers.unschedule(t)
+			}
+			rt.shardLocked(shard)[c.name] = nil // indexed; the rule runs no version
+		}
+		if add {
+			grow[shard] = rt.namesLocked(shard, "", "")
+		}
+	}
+	rt.mu.Unlock()
+	if len(changes) == 0 {
+		return
+	}
+	for shard, names := range grow {
+		if err := rt.writeIndex(ctx, shard, names); err != nil {
+			rt.svc.log.Error("the timers a failed first load armed or cancelled were not restored", "rule", rt.rule, "err", err)
+			return
+		}
+	}
+	gone := make([]bool, len(changes))
+	var failed atomic.Int64
+	_ = parallel(ctx, len(changes), func(ctx context.Context, i int) error {
+		c := changes[i]
+		key := timerKey(rt.rule, c.name)
+		var err error
+		if c.found {
+			err = setTimerKey(ctx, rt.svc, rt.rule, key, c.value)
+		} else {
+			err = delTimerKey(ctx, rt.svc, rt.rule, key)
+		}
+		if err != nil {
+			if failed.Add(1) == 1 {
+				rt.svc.log.Error("timer of a failed first load not restored", "rule", rt.rule, "key", key, "err", err)
+			}
+			return nil
+		}
+		gone[i] = !c.found
+		return nil
+	})
+	// The index without the names deleted.
+	rt.mu.Lock()
+	shrink := map[int]bool{}
+	restored, deleted := 0, 0
+	for i, c := range changes {
+		switch {
+		case gone[i]:
+			if t := rt.idx[timerShard(c.name)][c.name]; t != nil {
+				rt.svc.timers.unschedule(t)
+			}
+			delete(rt.idx[timerShard(c.name)], c.name)
+			shrink[timerShard(c.name)] = true
+			deleted++
+		case c.found:
+			restored++
+		}
+	}
+	rt.armed = 0
+	for _, m := range rt.idx {
+		for _, t := range m {
+			if t != nil {
+				rt.armed++
+			}
+		}
+	}
+	names := map[int][]string{}
+	for shard := range shrink {
+		names[shard] = rt.namesLocked(shard, "", "")
+	}
+	rt.mu.Unlock()
+	for shard, ns := range names {
+		if err := rt.writeIndex(ctx, shard, ns); err != nil {
+			// Names left in the index without a record are dropped when
+			// the rule loads next.
+			rt.svc.log.Warn("timer index not updated after a failed first load", "rule", rt.rule, "err", err)
+		}
+	}
+	if n := failed.Load(); n > 0 {
+		rt.svc.log.Error("timers of a failed first load stay in the store as it left them", "rule", rt.rule, "not_restored", n)
+	}
+	rt.svc.log.Info("timer calls of a failed first load undone", "rule", rt.rule, "deleted", deleted, "restored", restored)
+}
