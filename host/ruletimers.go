@@ -110,6 +110,50 @@ func (rt *ruleTimers) arm(ctx context.Context, version any, name string, delay, 
 	return nil
 }
 
+// priorRecord is a timer's record in the store before a first load
+// changed it: found false when there was none.
+type priorRecord struct {
+	found bool
+	value []byte
+}
+
+// notePrior records, once per name until a version is first live, the
+// stored record of the timer name, before verb ("timer", "cancel") changes
+// it. It refuses the call once the failed load was undone (a start that
+// was given up on may still call). io is held and the timers are loaded.
+func (rt *ruleTimers) notePrior(ctx context.Context, verb, name string) error {
+	rt.mu.Lock()
+	if rt.discarded {
+		rt.mu.Unlock()
+		return abi.Errorf(abi.StatusUnavailable, "%s %q: rule %s failed to load", verb, name, rt.rule)
+	}
+	if _, noted := rt.prior[name]; noted || rt.live != nil {
+		rt.mu.Unlock()
+		return nil
+	}
+	old, indexed := rt.idx[timerShard(name)][name]
+	rt.mu.Unlock()
+	var p priorRecord
+	switch {
+	case old != nil: // loaded from the store, untouched since
+		p = priorRecord{found: true, value: encodeTimerRecord(old.deadline, old.every, old.payload)}
+	case indexed: // a record that did not decode: kept as it is
+		key := timerKey(rt.rule, name)
+		res, err := rt.svc.kv.Get(ctx, []byte(key), protocol.CallOptions{})
+		if err != nil {
+			return storeError(fmt.Errorf("%s %q: read the stored record %s: %w", verb, name, key, err))
+		}
+		p = priorRecord{found: res.Found, value: res.Value}
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.prior == nil {
+		rt.prior = map[string]priorRecord{}
+	}
+	rt.prior[name] = p
+	return nil
+}
+
 // indexed notes that the store's index lists name in shard.
 func (rt *ruleTimers) indexed(shard int, name string) {
 	rt.mu.Lock()
@@ -429,7 +473,8 @@ func (rt *ruleTimers) retry(ctx context.Context, what, name string, f func(ctx c
 }
 
 // stop unschedules every timer: the rule is stopped (removed, shut down, or
-// it failed to load). The store keeps them.
+// it failed to load). The store keeps them (but see undo, for a failed
+// first load).
 func (rt *ruleTimers) stop() {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()

@@ -2,11 +2,7 @@ package host
 
 import (
 	"context"
-	"fmt"
 	"sync/atomic"
-
-	"github.com/ssrun/ssrun/abi"
-	"github.com/ssrun/ssrun/protocol"
 )
 
 // A rule's first load that fails is undone in the store too (rule.discard):
@@ -23,50 +19,6 @@ import (
 // Once a version is live the notes are dropped: a failed reload of a
 // running rule keeps what it armed (the timers belong to the rule, and fire
 // in the version that runs).
-
-// priorRecord is a timer's record in the store before a first load
-// changed it: found false when there was none.
-type priorRecord struct {
-	found bool
-	value []byte
-}
-
-// notePrior records, once per name until a version is first live, the
-// stored record of the timer name, before verb ("timer", "cancel") changes
-// it. It refuses the call once the failed load was undone (a start that
-// was given up on may still call). io is held and the timers are loaded.
-func (rt *ruleTimers) notePrior(ctx context.Context, verb, name string) error {
-	rt.mu.Lock()
-	if rt.discarded {
-		rt.mu.Unlock()
-		return abi.Errorf(abi.StatusUnavailable, "%s %q: rule %s failed to load", verb, name, rt.rule)
-	}
-	if _, noted := rt.prior[name]; noted || rt.live != nil {
-		rt.mu.Unlock()
-		return nil
-	}
-	old, indexed := rt.idx[timerShard(name)][name]
-	rt.mu.Unlock()
-	var p priorRecord
-	switch {
-	case old != nil: // loaded from the store, untouched since
-		p = priorRecord{found: true, value: encodeTimerRecord(old.deadline, old.every, old.payload)}
-	case indexed: // a record that did not decode: kept as it is
-		key := timerKey(rt.rule, name)
-		res, err := rt.svc.kv.Get(ctx, []byte(key), protocol.CallOptions{})
-		if err != nil {
-			return storeError(fmt.Errorf("%s %q: read the stored record %s: %w", verb, name, key, err))
-		}
-		p = priorRecord{found: res.Found, value: res.Value}
-	}
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if rt.prior == nil {
-		rt.prior = map[string]priorRecord{}
-	}
-	rt.prior[name] = p
-	return nil
-}
 
 // undo reverts the timer calls of the rule's first load, which failed (see
 // above), and refuses any later one. The index first gains the names whose
