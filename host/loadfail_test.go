@@ -250,3 +250,35 @@ func TestFailedFirstLoadAfterRestartKeepsTimers(t *testing.T) {
 		t.Errorf("stored after the rule loaded = %q, want %q", got, before)
 	}
 }
+
+// TestTimerCallAfterUndoRefused: a start the host gave up on may still
+// call timer or cancel once its failed load was undone (the binding's
+// check that its version was stopped can pass just before the undo); the
+// call is refused (UNAVAILABLE) and writes nothing.
+func TestTimerCallAfterUndoRefused(t *testing.T) {
+	e := newEnv(t)
+	const rule = "late.gorule"
+	r := newRule(&e.host.services, filepath.Join(e.dir, rule), "gorule", e.host.defaults)
+	t.Cleanup(r.cancel)
+	version := newInstance([32]byte{})
+	if err := r.timers.arm(e.ctx(), version, "a", time.Hour, 0, nil, 10); err != nil {
+		t.Fatal(err)
+	}
+	r.timers.undo(e.ctx())
+	if got := e.storedTimers(rule, "a"); len(got) != 0 {
+		t.Fatalf("stored after the undo: %q", got)
+	}
+	err := r.timers.arm(e.ctx(), version, "b", time.Hour, 0, nil, 10)
+	if abi.StatusOf(err) != abi.StatusUnavailable {
+		t.Errorf("arm after the undo: %v, want UNAVAILABLE", err)
+	}
+	if got := e.storedTimers(rule, "b"); len(got) != 0 {
+		t.Errorf("stored after an arm refused: %q", got)
+	}
+	if names := e.indexed(rule); len(names) != 0 {
+		t.Errorf("index after an arm refused: %q", names)
+	}
+	if n := e.host.timers.pending(); n != 0 {
+		t.Errorf("%d timers scheduled", n)
+	}
+}

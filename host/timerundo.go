@@ -40,30 +40,25 @@ func (rt *ruleTimers) undo(ctx context.Context) {
 		priorRecord
 	}
 	var changes []change
-	shards := map[int]bool{}
+	added := map[int]bool{} // shards that regain a name
 	for name, p := range prior {
 		changes = append(changes, change{name, p})
-		shards[timerShard(name)] = true
+		if !p.found {
+			continue
+		}
+		shard := timerShard(name)
+		t, ok := rt.idx[shard][name]
+		if !ok {
+			added[shard] = true
+		} else if t != nil {
+			rt.svc.timers.unschedule(t)
+		}
+		rt.shardLocked(shard)[name] = nil // indexed; the rule runs no version
 	}
-	// The index as it was before, plus the names that come back.
+	// The index as it was before the load, plus the names that come back.
 	grow := map[int][]string{}
-	for shard := range shards {
-		add := false
-		for _, c := range changes {
-			if timerShard(c.name) != shard || !c.found {
-				continue
-			}
-			t, ok := rt.idx[shard][c.name]
-			if !ok {
-				add = true
-			} else if t != nil {
-				rt.svc.timers.unschedule(t)
-			}
-			rt.shardLocked(shard)[c.name] = nil // indexed; the rule runs no version
-		}
-		if add {
-			grow[shard] = rt.namesLocked(shard, "", "")
-		}
+	for shard := range added {
+		grow[shard] = rt.namesLocked(shard, "", "")
 	}
 	rt.mu.Unlock()
 	if len(changes) == 0 {
