@@ -120,11 +120,12 @@ type manyHost struct {
 // process's resident set). The WebAssembly guest is read first, so its
 // build is not counted; its compilation (a hit in the shared compilation
 // cache after the first run of the test binary) is.
-func startMany(tb testing.TB, name string, rules, n int) *manyHost {
+func startMany(tb testing.TB, name string, rules, n int, mods ...func(*host.Config)) *manyHost {
 	tb.Helper()
 	count := &handledCounter{}
+	mods = append([]func(*host.Config){func(c *host.Config) { c.Observer = count }}, mods...)
 	m := &manyHost{
-		env:  newEnv(tb, host.RuleConfig{Mailbox: 1 << 16}, func(c *host.Config) { c.Observer = count }),
+		env:  newEnv(tb, host.RuleConfig{Mailbox: 1 << 16}, mods...),
 		name: name, rules: rules, n: n, count: count, watchers: map[int]int{},
 	}
 	var guest []byte
@@ -392,3 +393,52 @@ func probesWrites(s *manyHost, n int) int {
 }
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// BenchmarkManyRulesLoad is the load of BenchmarkManyRules alone: one
+// LoadDir of the 1,000 rules (700 Lua, 300 Go WebAssembly) into a fresh
+// host, load-ms, and the store requests it made. The BASELINE is the same
+// load one file after the other (host.Config.LoadConcurrency 1); the
+// subject, default (host.DefaultLoadConcurrency loads at once), alternates
+// with it op by op. It reports each one's load-ms and default-x-serial,
+// the default's load time over the serial one's. The WebAssembly guest is
+// compiled into the shared compilation cache first (a load of 10 rules).
+func BenchmarkManyRulesLoad(b *testing.B) {
+	const rules = 1000
+	manyGuest(b)
+	// Compile the guest into the shared compilation cache first, so that
+	// neither subject pays the cold compile.
+	startMany(b, "warm-up", 10, 20).closeNow()
+	subjects := []struct {
+		name string
+		conc int
+	}{{"serial", 1}, {"default", host.DefaultLoadConcurrency()}}
+	load := make([]time.Duration, len(subjects))
+	reqs := make([]uint64, len(subjects))
+	for i := 0; i < b.N; i++ {
+		for k := range subjects {
+			s := subjects[(i+k)%len(subjects)]
+			m := startMany(b, s.name, rules, 2*rules, func(c *host.Config) { c.LoadConcurrency = s.conc })
+			load[(i+k)%len(subjects)] += m.load
+			reqs[(i+k)%len(subjects)] += m.loadRequests
+			m.closeNow()
+		}
+	}
+	for k, s := range subjects {
+		b.ReportMetric(ms(load[k])/float64(b.N), s.name+"-load-ms")
+		b.ReportMetric(float64(reqs[k])/float64(b.N), s.name+"-load-requests")
+		if k > 0 {
+			b.ReportMetric(float64(load[k])/float64(load[0]), s.name+"-x-serial")
+		}
+	}
+}
+
+// closeNow closes m's host (its rules and their memory) before the end of
+// the benchmark; the cleanup's Close then does nothing.
+func (m *manyHost) closeNow() {
+	m.tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitBound)
+	defer cancel()
+	if err := m.host.Close(ctx); err != nil {
+		m.tb.Fatalf("%s: close: %v", m.name, err)
+	}
+}

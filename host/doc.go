@@ -22,8 +22,10 @@
 //	                       WatchDir, on Load and Remove; Checker (ssrun check);
 //	                       SetRuleConfig, rule settings applied to loaded rules;
 //	                       the host's side of a group
+//	loaddir.go             LoadDir: a folder's rules, several loading at once
 //	host.go                Host: loads, event routing, resync, Close
 //	loadstatus.go          the files that failed to load, for Status
+//	contenthash.go         the SHA-256 of rule files, remembered by content
 //	record.go              a version's abi.Host wrapped to report its calls
 //	                       and replies to the Recorder
 //	binding.go             the abi.Host one version of a rule calls

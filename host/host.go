@@ -2,12 +2,12 @@ package host
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -65,6 +65,10 @@ type Config struct {
 	// event whose rule would exceed it waits in the rule's mailbox, and
 	// its call's deadline starts when it gets its place.
 	MaxConcurrentCalls int
+	// LoadConcurrency bounds the rule files that LoadDir compiles and
+	// starts at once (DefaultLoadConcurrency when zero; 1 loads them one
+	// after the other).
+	LoadConcurrency int
 	// Group, when set, makes the host a member of a group of hosts that
 	// share the rules, each rule running on one of them (see group.go).
 	Group *GroupConfig
@@ -87,6 +91,13 @@ const DefaultMaxHops = 16
 // 10 s to start.
 const DefaultLoadTimeout = 2 * time.Minute
 
+// DefaultLoadConcurrency is how many rule files LoadDir loads at once by
+// default: 4 per core (GOMAXPROCS). Loading a rule is part CPU (compiling,
+// instantiating a WebAssembly guest) and part waiting on the store (a
+// KEYNOTIFY and a read per newly watched key, the rule's timers), so more
+// loads than cores keep both busy.
+func DefaultLoadConcurrency() int { return 4 * runtime.GOMAXPROCS(0) }
+
 // ErrClosed is returned by loads after Close.
 var ErrClosed = errors.New("host closed")
 
@@ -101,6 +112,7 @@ type Host struct {
 	rules       map[string]RuleConfig
 	maxHops     int
 	loadTimeout time.Duration
+	loadConc    int
 
 	cancel context.CancelFunc // ends ctx
 	wg     sync.WaitGroup     // dispatcher and resync loop
@@ -114,6 +126,7 @@ type Host struct {
 	mu           sync.Mutex
 	slots        map[string]*rule // by path
 	outcomes     loadOutcomes     // files that failed to load, not in slots
+	hashes       *contentHashes   // SHA-256 of rule files, by content
 
 	events, damped, resyncs atomic.Uint64
 	lastDampLog             atomic.Int64
@@ -161,9 +174,11 @@ func New(opts Config) (*Host, error) {
 		rules:       opts.Rules,
 		maxHops:     opts.MaxHops,
 		loadTimeout: opts.LoadTimeout,
+		loadConc:    opts.LoadConcurrency,
 		resync:      make(chan struct{}, 1),
 		loads:       make(chan struct{}, 1),
 		slots:       map[string]*rule{},
+		hashes:      newContentHashes(),
 	}
 	if h.log == nil {
 		h.log = slog.Default()
@@ -176,6 +191,9 @@ func New(opts Config) (*Host, error) {
 	}
 	if h.loadTimeout <= 0 {
 		h.loadTimeout = DefaultLoadTimeout
+	}
+	if h.loadConc <= 0 {
+		h.loadConc = DefaultLoadConcurrency()
 	}
 	if opts.clock == nil {
 		opts.clock = hostClock{client: opts.Client}
@@ -377,7 +395,7 @@ func (h *Host) loadLocked(ctx context.Context, path string) (err error) {
 	if err != nil {
 		return fmt.Errorf("load %s: %w", path, err)
 	}
-	hash = sha256.Sum256(src)
+	hash = h.hashes.sum(src)
 	h.mu.Lock()
 	r := h.slots[path]
 	h.mu.Unlock()
@@ -537,26 +555,6 @@ func (h *Host) stopRule(ctx context.Context, r *rule, why string) error {
 	}
 	h.log.Info("rule stopped", "rule", r.name)
 	return nil
-}
-
-// LoadDir loads every rule file in dir. A file that fails is reported and
-// skipped; the others load. The returned error joins every failure.
-func (h *Host) LoadDir(ctx context.Context, dir string) error {
-	files, err := ruleFiles(dir, h.runtimes, func(p string, info os.FileInfo) { warnNotRule(h.log, p, info) })
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, p := range files {
-		if err := ctx.Err(); err != nil {
-			return errors.Join(append(errs, err)...)
-		}
-		if err := h.Load(ctx, p); err != nil {
-			h.log.Error("rule not loaded", "rule", filepath.Base(p), "err", err)
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // Status lists the loaded rules and the rule files that failed to load

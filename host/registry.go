@@ -18,10 +18,22 @@ type registry struct {
 	client *protocol.Client
 	log    *slog.Logger
 
-	opMu sync.Mutex // serialises KEYNOTIFY / STOP round trips
+	// opMu is read-held by acquire and release, which serialise the
+	// round trips (KEYNOTIFY, its baseline read, STOP) of one key on that
+	// key's op lock, so that registrations of different keys overlap (many
+	// rules loading at once); resync holds it, alone.
+	opMu sync.RWMutex
 
 	mu   sync.Mutex
 	keys map[string]*keyState
+	ops  map[string]*keyOp // by key, while an acquire or release of it runs
+}
+
+// keyOp serialises acquire and release of one key: a second watcher of a
+// key waits until the first one's KEYNOTIFY is answered.
+type keyOp struct {
+	mu   sync.Mutex
+	refs int // goroutines holding or waiting for mu; guarded by registry.mu
 }
 
 // watcher is what the registry hands a key's changes to: a rule.
@@ -47,7 +59,31 @@ type keyState struct {
 }
 
 func newRegistry(client *protocol.Client, log *slog.Logger) *registry {
-	return &registry{client: client, log: log, keys: map[string]*keyState{}}
+	return &registry{client: client, log: log, keys: map[string]*keyState{}, ops: map[string]*keyOp{}}
+}
+
+// lockKey takes opMu for reading and key's op lock, and returns the
+// function that releases both.
+func (g *registry) lockKey(key string) (unlock func()) {
+	g.opMu.RLock()
+	g.mu.Lock()
+	op := g.ops[key]
+	if op == nil {
+		op = &keyOp{}
+		g.ops[key] = op
+	}
+	op.refs++
+	g.mu.Unlock()
+	op.mu.Lock()
+	return func() {
+		op.mu.Unlock()
+		g.mu.Lock()
+		if op.refs--; op.refs == 0 {
+			delete(g.ops, key)
+		}
+		g.mu.Unlock()
+		g.opMu.RUnlock()
+	}
 }
 
 func (ks *keyState) users() int { return len(ks.watchers) + ks.waiters }
@@ -91,8 +127,7 @@ func (g *registry) waitDelete(ctx context.Context, key string) (<-chan struct{},
 }
 
 func (g *registry) acquire(ctx context.Context, key string, add func(*keyState)) error {
-	g.opMu.Lock()
-	defer g.opMu.Unlock()
+	defer g.lockKey(key)()
 	g.mu.Lock()
 	ks := g.keys[key]
 	if ks == nil {
@@ -142,8 +177,7 @@ func (g *registry) baseline(ctx context.Context, key string, ks *keyState) {
 }
 
 func (g *registry) release(ctx context.Context, key string, remove func(*keyState)) {
-	g.opMu.Lock()
-	defer g.opMu.Unlock()
+	defer g.lockKey(key)()
 	g.mu.Lock()
 	ks := g.keys[key]
 	if ks == nil {

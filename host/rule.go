@@ -504,11 +504,8 @@ func (r *rule) swap(ctx context.Context, next *instance) {
 		}
 	}
 	r.mu.Unlock()
-	for _, k := range add {
-		if err := r.svc.reg.watch(ctx, r, k); err != nil {
-			r.svc.log.Error("watch failed", "rule", r.name, "key", k, "err", err)
-			delete(want, k)
-		}
+	for _, k := range r.watchAll(ctx, add) {
+		delete(want, k)
 	}
 	for _, k := range drop {
 		r.svc.reg.unwatch(ctx, r, k)
@@ -528,6 +525,33 @@ func (r *rule) swap(ctx context.Context, next *instance) {
 	if old != nil {
 		r.closeInstance(ctx, old, "previous version")
 	}
+}
+
+// swapWatchers bounds the keys one swap registers at once.
+const swapWatchers = 16
+
+// watchAll adds r as a watcher of keys, registering those no rule watched
+// yet with the store, up to swapWatchers at once (each a KEYNOTIFY and a
+// read: a rule's watches wait for one round trip, not one per key). It
+// returns the keys whose watch failed, logged.
+func (r *rule) watchAll(ctx context.Context, keys []string) (failed []string) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, swapWatchers)
+	for _, k := range keys {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := r.svc.reg.watch(ctx, r, k); err != nil {
+				r.svc.log.Error("watch failed", "rule", r.name, "key", k, "err", err)
+				mu.Lock()
+				failed = append(failed, k)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return failed
 }
 
 // closeInstance closes a version that no longer runs. The runtime's Close
