@@ -40,8 +40,10 @@
 //	rule.go                a rule: its state, under a lock only this file takes;
 //	                       its worker's loop, its writes (one bracket: fence,
 //	                       damper, echo), reloads, stop
-//	groupfence.go          a group's ownership leases, fencing owned rules'
-//	                       writes
+//	groupfence.go timerundo.go
+//	                       a group's ownership leases, fencing owned rules'
+//	                       writes; undoing the timer calls of a failed first
+//	                       load
 //	worker.go locks.go echo.go logbudget.go ruletimers.go
 //	                       a rule's goroutine and call state; its leases; its
 //	                       own writes awaiting their echo; its log budget;

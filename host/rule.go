@@ -610,15 +610,17 @@ func (r *rule) stop(ctx context.Context, why string) error {
 // discard undoes the first load of r, which failed: the rule never ran
 // and the host never listed it, so nothing of it may stay. Its context is
 // cancelled, the worker an install started is stopped, and its watches,
-// the locks its starting version took and its timers are released (the
-// store keeps the timers' records). The release is bounded by the grace,
-// not by ctx: ctx ending is often why the load failed, and an unlock sent
-// under it would leave the lock in the store until its lease expires.
+// the locks its starting version took and its timers are released; the
+// timers its start armed or cancelled get their earlier records back, or
+// none (see timerundo.go). The release is bounded by the grace, not by
+// ctx: ctx ending is often why the load failed, and an unlock sent under
+// it would leave the lock in the store until its lease expires.
 func (r *rule) discard(ctx context.Context) {
 	r.cancel()
 	grace := r.config().Grace
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
 	defer cancel()
+	defer r.timers.undo(ctx)
 	if r.worker() != nil {
 		if err := r.stop(ctx, "failed load"); err != nil { // the worker releases the rule as it stops
 			r.svc.log.Warn("stopping the worker of a rule that failed to load", "rule", r.name, "err", err)

@@ -60,6 +60,12 @@ type ruleTimers struct {
 	waiting []*timer // due, but the mailbox was full: queued as it drains (refill)
 	parked  atomic.Bool
 	stopped bool
+	// Until a version of the rule is first live, prior holds, for each
+	// timer name that version's start armed or cancelled, the store's
+	// record as it was before (see timerundo.go); discarded once the
+	// failed load was undone: no arm or cancel goes through after it.
+	prior     map[string]priorRecord
+	discarded bool
 }
 
 func newRuleTimers(s *services, rule string, box *mailbox) *ruleTimers {
@@ -72,6 +78,9 @@ func (rt *ruleTimers) arm(ctx context.Context, version any, name string, delay, 
 	rt.io.Lock()
 	defer rt.io.Unlock()
 	if err := rt.loadLocked(ctx); err != nil {
+		return err
+	}
+	if err := rt.notePrior(ctx, "timer", name); err != nil {
 		return err
 	}
 	deadline := rt.svc.timers.clock.nowMs() + delay.Milliseconds()
@@ -98,6 +107,50 @@ func (rt *ruleTimers) arm(ctx context.Context, version any, name string, delay, 
 		return storeError(err)
 	}
 	rt.install(version, shard, &timer{owner: rt, name: name, payload: bytes.Clone(payload), deadline: deadline, every: every.Milliseconds(), index: -1})
+	return nil
+}
+
+// priorRecord is a timer's record in the store before a first load
+// changed it: found false when there was none.
+type priorRecord struct {
+	found bool
+	value []byte
+}
+
+// notePrior records, once per name until a version is first live, the
+// stored record of the timer name, before verb ("timer", "cancel") changes
+// it. It refuses the call once the failed load was undone (a start that
+// was given up on may still call). io is held and the timers are loaded.
+func (rt *ruleTimers) notePrior(ctx context.Context, verb, name string) error {
+	rt.mu.Lock()
+	if rt.discarded {
+		rt.mu.Unlock()
+		return abi.Errorf(abi.StatusUnavailable, "%s %q: rule %s failed to load", verb, name, rt.rule)
+	}
+	if _, noted := rt.prior[name]; noted || rt.live != nil {
+		rt.mu.Unlock()
+		return nil
+	}
+	old, indexed := rt.idx[timerShard(name)][name]
+	rt.mu.Unlock()
+	var p priorRecord
+	switch {
+	case old != nil: // loaded from the store, untouched since
+		p = priorRecord{found: true, value: encodeTimerRecord(old.deadline, old.every, old.payload)}
+	case indexed: // a record that did not decode: kept as it is
+		key := timerKey(rt.rule, name)
+		res, err := rt.svc.kv.Get(ctx, []byte(key), protocol.CallOptions{})
+		if err != nil {
+			return storeError(fmt.Errorf("%s %q: read the stored record %s: %w", verb, name, key, err))
+		}
+		p = priorRecord{found: res.Found, value: res.Value}
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.prior == nil {
+		rt.prior = map[string]priorRecord{}
+	}
+	rt.prior[name] = p
 	return nil
 }
 
@@ -152,6 +205,9 @@ func (rt *ruleTimers) cancel(ctx context.Context, name string) error {
 	rt.mu.Unlock()
 	if t == nil {
 		return abi.Errorf(abi.StatusNotFound, "cancel %q: no timer of that name is armed", name)
+	}
+	if err := rt.notePrior(ctx, "cancel", name); err != nil {
+		return err
 	}
 	if err := delTimerKey(ctx, rt.svc, rt.rule, timerKey(rt.rule, name)); err != nil {
 		return storeError(err)
@@ -247,6 +303,7 @@ func (rt *ruleTimers) goLive(version any) {
 	defer rt.mu.Unlock()
 	if version != nil {
 		rt.live = version
+		rt.prior = nil // the load succeeded: its timer calls stand
 	}
 	if rt.live == nil || rt.stopped {
 		return
@@ -416,7 +473,8 @@ func (rt *ruleTimers) retry(ctx context.Context, what, name string, f func(ctx c
 }
 
 // stop unschedules every timer: the rule is stopped (removed, shut down, or
-// it failed to load). The store keeps them.
+// it failed to load). The store keeps them (but see undo, for a failed
+// first load).
 func (rt *ruleTimers) stop() {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
