@@ -162,7 +162,7 @@ keep = {}
 function on_event(ev)
   keep[#keep + 1] = string.rep(ev.value, 1048576)
   print(#keep)
-end`, h, abi.Limits{MemoryBytes: limit})
+end`, h, abi.Limits{MemoryBytes: limit, CallTimeout: time.Minute})
 	var err error
 	calls := 0
 	for ; calls < 20 && err == nil; calls++ {
@@ -221,7 +221,7 @@ func TestTableGrowthAcrossShortCalls(t *testing.T) {
 keep = {}
 function on_event(ev)
   for i = 1, 100 do keep[#keep + 1] = {i} end
-end`, abitest.New(), abi.Limits{MemoryBytes: limit})
+end`, abitest.New(), abi.Limits{MemoryBytes: limit, CallTimeout: time.Minute})
 	var err error
 	calls := 0
 	for ; calls < 5000 && err == nil; calls++ { // 500,000 tables: several times the limit
