@@ -282,7 +282,7 @@ func (ss *session) await(ctx context.Context) (*pb.SessionDone, error) {
 // serves itself, before reading on: no goroutine is started for it.
 func (ss *session) awaitRaw(ctx context.Context, seq uint64) (*pb.SessionDone, error) {
 	for {
-		m, err := ss.rawc.RecvContext(ctx)
+		m, err := ss.rawc.RecvSpin(ctx, wire.Spin)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()

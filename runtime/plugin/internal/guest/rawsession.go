@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/runtime/plugin/internal/wire"
 	pb "github.com/ssrun/ssrun/runtime/plugin/proto/ssrun/plugin/v1"
 )
 
@@ -142,7 +143,7 @@ func (ss *session) awaitReply(ctx context.Context, ch chan *pb.HostReply) (*pb.H
 				return r, nil
 			default:
 			}
-			m, err := ss.raw.RecvContext(ctx)
+			m, err := ss.raw.RecvSpin(ctx, wire.Spin)
 			if err != nil {
 				<-ss.role
 				if ctx.Err() != nil {
