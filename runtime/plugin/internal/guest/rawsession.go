@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/ssrun/ssrun/abi"
-	"github.com/ssrun/ssrun/runtime/plugin/internal/wire"
 	pb "github.com/ssrun/ssrun/runtime/plugin/proto/ssrun/plugin/v1"
 )
 
@@ -143,7 +142,11 @@ func (ss *session) awaitReply(ctx context.Context, ch chan *pb.HostReply) (*pb.H
 				return r, nil
 			default:
 			}
-			m, err := ss.raw.RecvSpin(ctx, wire.Spin)
+			// No spin (wire.Conn.RecvSpin) here: a reply mostly takes a
+			// state-store round trip through the broker (~120 µs; a 30 µs
+			// spin caught 7 of 9,000), so spinning only burns a core the
+			// host needs (BENCHMARKS 13.3).
+			m, err := ss.raw.RecvContext(ctx)
 			if err != nil {
 				<-ss.role
 				if ctx.Err() != nil {
