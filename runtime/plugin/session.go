@@ -279,10 +279,13 @@ func (ss *session) await(ctx context.Context) (*pb.SessionDone, error) {
 // serving the host calls it meets (those of an event whose exchange has
 // ended get no response, see call) and skipping the ends of such events.
 // A call of the event that the plugin sent alone (HostCall.alone) it
-// serves itself, before reading on: no goroutine is started for it.
+// serves itself, before reading on: no goroutine is started for it. Each
+// read spins for up to wire.Spin before it parks: the plugin's next
+// message (a call, or the event's end) mostly comes within it, and a
+// thread woken from the poller costs more than the spin.
 func (ss *session) awaitRaw(ctx context.Context, seq uint64) (*pb.SessionDone, error) {
 	for {
-		m, err := ss.rawc.RecvContext(ctx)
+		m, err := ss.rawc.RecvSpin(ctx, wire.Spin)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
