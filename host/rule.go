@@ -394,13 +394,15 @@ func (r *rule) call(w *worker, d delivery) bool {
 		r.consecutive = 0
 		return true
 	}
-	r.failed.Add(1)
 	r.consecutive++
 	r.svc.log.Error("rule failed", "rule", r.name, "key", d.ev.Key, "op", string(d.ev.Op), "kind", failureKind(err), "err", err)
 	r.mu.Lock()
 	r.noteErrorLocked(fmt.Sprintf("%s %s %q: %v", failureKind(err), d.ev.Op, d.ev.Key, err))
 	r.disabled = r.disabled || r.consecutive >= maxConsecutiveFailures
 	r.mu.Unlock()
+	// Counted after its error is noted: status loads the count, then reads
+	// the error under r.mu, so a status that counts a failure shows it.
+	r.failed.Add(1)
 	if r.consecutive >= maxConsecutiveFailures {
 		r.svc.log.Error("rule disabled after repeated failures; save a fixed version of the file to restart it",
 			"rule", r.name, "failures", r.consecutive)
@@ -637,7 +639,6 @@ func (r *rule) discard(ctx context.Context) {
 func (r *rule) abandoned(w *worker, why string) {
 	w.release(r.svc.gate)
 	r.abandons.Add(1)
-	r.failed.Add(1)
 	if in := r.cur; in != nil {
 		in.closed.Store(true)
 	}
@@ -655,6 +656,7 @@ func (r *rule) abandoned(w *worker, why string) {
 	r.mu.Lock()
 	r.noteErrorLocked(fmt.Sprintf("abandoned %s %q: the handler did not return within its deadline plus the grace", op, key))
 	r.mu.Unlock()
+	r.failed.Add(1) // after its error is noted, as in the handled path
 	if op == abi.OpTimer { // its firing was not recorded: the next version gets it again, late
 		r.timers.again(key)
 	}

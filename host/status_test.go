@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -107,6 +108,44 @@ func TestRuleLastHandlerError(t *testing.T) {
 	waitFor(t, "disabled", func() bool { return e.statusOf(p).Disabled })
 	if s := e.statusOf(p); s.State != StateDisabled || !strings.Contains(s.LastError, "boom "+strconv.Itoa(maxConsecutiveFailures-1)) {
 		t.Fatalf("disabled: %+v", s)
+	}
+}
+
+// A status that counts a failure shows its error: the count and the last
+// error are read in that order, so the count must be written after the
+// error (CI once caught a status with Failed 1 and no LastError).
+func TestStatusCountsOnlyNotedFailures(t *testing.T) {
+	e := newEnv(t)
+	p := e.load("bad", goRule{init: watchInit("k"), handle: func(_ context.Context, _ abi.Host, ev abi.Event) error {
+		return fmt.Errorf("boom %s", ev.Value)
+	}})
+	const events = 5 // fewer than disable the rule
+	done := make(chan struct{})
+	seen := make(chan string, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if s := e.statusOf(p); s.Failed > 0 && s.LastError == "" {
+				seen <- fmt.Sprintf("%+v", s)
+				return
+			}
+		}
+	})
+	for i := range events {
+		e.set("k", strconv.Itoa(i))
+		waitFor(t, "the failure counted", func() bool { return e.statusOf(p).Failed == uint64(i+1) })
+	}
+	close(done)
+	wg.Wait()
+	select {
+	case s := <-seen:
+		t.Fatalf("a status counted a failure without its error: %s", s)
+	default:
 	}
 }
 
