@@ -656,7 +656,7 @@ func (r *rule) abandoned(w *worker, why string) {
 	r.mu.Lock()
 	r.noteErrorLocked(fmt.Sprintf("abandoned %s %q: the handler did not return within its deadline plus the grace", op, key))
 	r.mu.Unlock()
-	r.failed.Add(1) // after its error is noted, as in the handled path
+	r.failed.Add(1)        // after its error is noted, as in the handled path
 	if op == abi.OpTimer { // its firing was not recorded: the next version gets it again, late
 		r.timers.again(key)
 	}
