@@ -2,7 +2,9 @@ package host
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
+	"os"
 )
 
 // The host's side of a group (group.go): the groupHost its group calls.
@@ -10,6 +12,19 @@ import (
 // shares reports whether the group shares the rule file at path.
 func (h *Host) shares(path string) bool {
 	return ruleConfigFor(h.defaults, h.rules, path).Ownership != OwnershipEveryHost
+}
+
+// contentHash names a rule file's content in a group's rule set: the first
+// 16 hex digits of its SHA-256 ("" when it cannot be read: its load reports
+// why). The sum goes through the host's memo (contenthash.go), as the load's
+// own does, so a big module shared by many files is hashed once.
+func (h *Host) contentHash(path string) string {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	sum := h.hashes.sum(src)
+	return hex.EncodeToString(sum[:8])
 }
 
 // loadOwned loads the rule file at path, which this host has just taken

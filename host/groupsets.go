@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -193,22 +191,6 @@ func decodeRuleSet(digest string, value []byte) (ruleSet, error) {
 		}
 	}
 	return ruleSet(m), nil
-}
-
-// contentHash names a rule file's content in a set: the first 16 hex
-// digits of its SHA-256 ("" when it cannot be read: the host's load of it
-// reports why).
-func contentHash(path string) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return ""
-	}
-	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
 // storedSet is a set with its digest and stored form.

@@ -201,6 +201,9 @@ type groupHost interface {
 	unload(ctx context.Context, path string) error
 	// ruleAt returns the rule loaded from path, or nil.
 	ruleAt(path string) *rule
+	// contentHash names the content of the rule file at path in a rule set
+	// ("" when it cannot be read).
+	contentHash(path string) string
 }
 
 func newGroup(svc *services, h groupHost, cfg GroupConfig) *group {
@@ -244,7 +247,7 @@ func (g *group) standby(path string) bool {
 		return false
 	}
 	name := filepath.Base(path)
-	hash := contentHash(path)
+	hash := g.h.contentHash(path)
 	g.mu.Lock()
 	_, known := g.paths[name]
 	g.paths[name] = path
