@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -69,13 +72,33 @@ func (e *env) hostFlows() []flow {
 		return func() uint64 { return e.status(path).Handled }
 	}
 	plugin := handled(e.load("pluginrule", readFile(e.tb, pluginRule(e.tb)), true))
-	return []flow{
+	return onlyFlows(e.tb, os.Getenv("SSRUN_BENCH_FLOWS"), []flow{
 		{"host-native", "native/in", "native/out", handled(e.load("rule.native", []byte("A"), false))},
 		{"lua", "lua/in", "lua/out", handled(e.load("rule.lua", luaRule(e.tb, "A"), false))},
 		{"wasm", "wasm/in", "wasm/out", handled(e.load("rule.wasm", wasmGuest(e.tb, "A"), false))},
 		{"plugin", "plugin/in", "plugin/out", plugin},
 		pluginAtEndFlow(plugin),
+	})
+}
+
+// onlyFlows returns the flows named in names (comma-separated; all when
+// empty): SSRUN_BENCH_FLOWS=plugin-atend keeps a benchmark to the baseline
+// and that subject, to profile one (e.g. perf record -p of the plugin
+// process) with nothing else running. An unknown name is an error.
+func onlyFlows(tb testing.TB, names string, all []flow) []flow {
+	tb.Helper()
+	if names == "" {
+		return all
 	}
+	var out []flow
+	for name := range strings.SplitSeq(names, ",") {
+		i := slices.IndexFunc(all, func(f flow) bool { return f.name == name })
+		if i < 0 {
+			tb.Fatalf("SSRUN_BENCH_FLOWS: no flow %q", name)
+		}
+		out = append(out, all[i])
+	}
+	return out
 }
 
 // drive SETs f.in n times from the user client with up to inflight
