@@ -3,14 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -166,14 +164,6 @@ func (e *env) status() host.RuleStatus {
 	return host.RuleStatus{}
 }
 
-// processGone waits (up to 10 s) until no process has pid.
-func processGone(t *testing.T, pid int) {
-	t.Helper()
-	if pid <= 0 {
-		t.Fatalf("bad pid %d", pid)
-	}
-	testutil.WaitFor(t, fmt.Sprintf("process %d to exit", pid), func() bool { return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) })
-}
 
 func values(s summary) string {
 	b, _ := json.Marshal(s.Values)
@@ -223,12 +213,16 @@ func TestKillMidStream(t *testing.T) {
 	for i := 1; i <= n; i++ {
 		e.set("sensor/1", strconv.Itoa(i))
 		if i == 20 {
-			if err := syscall.Kill(pid1, syscall.SIGKILL); err != nil {
+			p, err := os.FindProcess(pid1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Kill(); err != nil { // SIGKILL on unix
 				t.Fatal(err)
 			}
 		}
 	}
-	processGone(t, pid1)
+	testutil.ProcessGone(t, pid1)
 	var st host.RuleStatus
 	testutil.WaitFor(t, "every change to be handled, failed or dropped", func() bool {
 		st = e.status()
@@ -258,7 +252,7 @@ func TestHotReload(t *testing.T) {
 
 	e.install(binary(t, "v2"))
 	e.waitSummary("the new version", func(s summary) bool { return s.Version == "v2" && s.Count == 1 })
-	processGone(t, pid1)
+	testutil.ProcessGone(t, pid1)
 	if pid2 := e.stats().Pid; pid2 == pid1 {
 		t.Fatalf("still pid %d after the reload", pid1)
 	}
@@ -279,7 +273,7 @@ func TestHostCloseStopsPlugin(t *testing.T) {
 	if err := e.host.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	processGone(t, pid)
+	testutil.ProcessGone(t, pid)
 	if st := e.rt.Stats(); len(st) != 0 {
 		t.Errorf("scripts still running after the host closed: %+v", st)
 	}

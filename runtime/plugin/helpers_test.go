@@ -3,11 +3,9 @@ package plugin
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"syscall"
 	"testing"
 	"time"
 
@@ -127,17 +125,6 @@ var (
 	command = ruletest.Command
 	run     = ruletest.Run
 )
-
-// processGone waits (up to 10 s) until no process has pid.
-func processGone(t testing.TB, pid int) {
-	t.Helper()
-	if pid <= 0 {
-		t.Fatalf("bad pid %d", pid)
-	}
-	testutil.WaitFor(t, fmt.Sprintf("process %d to be gone", pid), func() bool {
-		return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
-	})
-}
 
 // wantError checks that err is an *Error of call unwrapping to sentinel.
 func wantError(t testing.TB, err error, call string, sentinel error) *Error {

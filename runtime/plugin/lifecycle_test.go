@@ -68,7 +68,7 @@ func procStat(pid int) (procInfo, bool) {
 // alive reports whether a process with pid runs; a zombie (dead, not yet
 // reaped by its parent) does not count.
 func alive(pid int) bool {
-	if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+	if testutil.NoProcess(pid) {
 		return false
 	}
 	info, ok := procStat(pid)
@@ -143,7 +143,7 @@ func TestKillMidStream(t *testing.T) {
 		errc := make(chan error, 1)
 		go func() { errc <- send(command("hold")) }()
 		testutil.WaitFor(t, "the plugin to hold the event", func() bool { _, ok := h.Value("inflight"); return ok })
-		if err := syscall.Kill(pid1, syscall.SIGKILL); err != nil {
+		if err := testutil.Kill(pid1); err != nil {
 			t.Fatal(err)
 		}
 		err := <-errc
@@ -151,7 +151,7 @@ func TestKillMidStream(t *testing.T) {
 			t.Errorf("error %q does not name the process", err)
 		}
 		seq(6, 10) // the first waits for the restart
-		processGone(t, pid1)
+		testutil.ProcessGone(t, pid1)
 
 		st := s.stats()
 		if handled+lost != sent || lost != 1 || handled != 10 {
@@ -180,7 +180,7 @@ func TestKillMidStream(t *testing.T) {
 
 		// Killed while idle: the exit is noticed without any event.
 		pid2 := st.Pid
-		if err := syscall.Kill(pid2, syscall.SIGKILL); err != nil {
+		if err := testutil.Kill(pid2); err != nil {
 			t.Fatal(err)
 		}
 		testutil.WaitFor(t, "the idle plugin to be restarted", func() bool { p := s.stats().Pid; return p != 0 && p != pid2 })
@@ -188,7 +188,7 @@ func TestKillMidStream(t *testing.T) {
 		if st := s.stats(); st.Lost != 1 || st.Starts != 3 || st.Exits != 2 {
 			t.Errorf("stats %+v; want Lost 1, Starts 3, Exits 2", st)
 		}
-		processGone(t, pid2)
+		testutil.ProcessGone(t, pid2)
 	})
 }
 
@@ -204,7 +204,7 @@ func TestHangTimeout(t *testing.T) {
 		if e := wantError(t, err, callHandle, abi.ErrTimeout); !strings.Contains(e.Msg, "no answer within 2s") || !strings.Contains(e.Msg, "killed") {
 			t.Errorf("timeout error %q", err)
 		}
-		processGone(t, pid1)
+		testutil.ProcessGone(t, pid1)
 		if pid2 := pidOf(t, s, h); pid2 == pid1 {
 			t.Errorf("the hung process %d still handles events", pid1)
 		}
@@ -290,7 +290,7 @@ func TestRestartFailure(t *testing.T) {
 	s, _, logs := ruleScript(t, h, abi.Limits{CallTimeout: 10 * time.Second})
 	pid1 := s.stats().Pid
 	h.Put("init/fail", []byte("down for maintenance"))
-	if err := syscall.Kill(pid1, syscall.SIGKILL); err != nil {
+	if err := testutil.Kill(pid1); err != nil {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, "the exit to be noticed", func() bool { return s.stats().Pid == 0 })
@@ -380,7 +380,7 @@ func TestClose(t *testing.T) {
 	if err := s1.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	processGone(t, pids[0])
+	testutil.ProcessGone(t, pids[0])
 	if !errors.Is(s1.Handle(context.Background(), command("noop")), ErrClosed) {
 		t.Error("Handle after Close did not fail with ErrClosed")
 	}
@@ -394,7 +394,7 @@ func TestClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, pid := range pids[1:] {
-		processGone(t, pid)
+		testutil.ProcessGone(t, pid)
 	}
 	noChildren(t)
 	if _, err := os.Stat(s2.bin.path); !errors.Is(err, os.ErrNotExist) {
@@ -467,7 +467,7 @@ func killAtEnd(t testing.TB, pids []int) {
 	t.Cleanup(func() {
 		for _, pid := range pids {
 			if alive(pid) {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
+				_ = testutil.Kill(pid)
 			}
 		}
 	})

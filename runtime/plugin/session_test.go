@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -75,7 +74,7 @@ func TestSessionCarriesEvents(t *testing.T) {
 		if n := ss1.sent(); n != 3 {
 			t.Errorf("%d events went down the session, want 3", n)
 		}
-		if err := syscall.Kill(p1.pid, syscall.SIGKILL); err != nil {
+		if err := testutil.Kill(p1.pid); err != nil {
 			t.Fatal(err)
 		}
 		testutil.WaitFor(t, "the killed plugin to be restarted", func() bool { p := s.stats().Pid; return p != 0 && p != p1.pid })

@@ -232,7 +232,7 @@ func TestStaleWorkDirs(t *testing.T) {
 	}
 	<-hp.done
 	for _, p := range tree {
-		processGone(t, p)
+		testutil.ProcessGone(t, p)
 	}
 	var dead []string
 	for _, d := range workDirs() {
