@@ -148,9 +148,7 @@ func (e *env) storedTimers(rule string, names ...string) map[string]string {
 // re-armed one whose record does not decode, and armed a new one. The
 // failed load undoes exactly those calls: the earlier records are back as
 // they were (index included), the new timer is gone, nothing is
-// scheduled; the next load that succeeds gets the earlier timers. Then the
-// file is deleted while the rule is not loaded: the timers stay in the
-// store (the host deletes the timers of rules it runs; see README).
+// scheduled; the next load that succeeds gets the earlier timers.
 func TestFailedFirstLoadAfterRestartKeepsTimers(t *testing.T) {
 	b := brokertest.Start(t)
 	const rule = "keep.gorule"
@@ -218,19 +216,6 @@ func TestFailedFirstLoadAfterRestartKeepsTimers(t *testing.T) {
 		t.Errorf("%d timers scheduled after the failed load", n)
 	}
 
-	// The file is deleted while the rule is not loaded: the host forgets
-	// the failure; the timers stay in the store.
-	if err := os.Remove(p); err != nil {
-		t.Fatal(err)
-	}
-	e.host.reconcile(e.ctx(), p)
-	if st := e.host.Status(); len(st) != 0 {
-		t.Fatalf("status after the file was deleted = %+v, want nothing", st)
-	}
-	if got := e.storedTimers(rule, names...); !maps.Equal(got, before) {
-		t.Errorf("stored after the file was deleted = %q, want %q", got, before)
-	}
-
 	// A version that loads gets the earlier timers (junk is skipped: it
 	// does not decode).
 	e.rt.register("keep", goRule{})
@@ -280,5 +265,70 @@ func TestTimerCallAfterUndoRefused(t *testing.T) {
 	}
 	if n := e.host.timers.pending(); n != 0 {
 		t.Errorf("%d timers scheduled", n)
+	}
+}
+
+// TestDeletedFailedRuleDropsTimers: the file of a rule whose load failed
+// is deleted; the timers an earlier run armed are deleted from the store
+// (records and index), as a running rule's are, so that a rule of that
+// name added later does not find them (they failed to be dropped before:
+// they stayed in the store and the new rule fired them).
+func TestDeletedFailedRuleDropsTimers(t *testing.T) {
+	b := brokertest.Start(t)
+	const rule = "gone.gorule"
+	names := []string{"a", "b"}
+	first := newEnvAt(t, b.Addr())
+	first.load("gone", goRule{init: func(ctx context.Context, h abi.Host) error {
+		for _, n := range names {
+			if err := h.Timer(ctx, n, time.Hour, abi.TimerOptions{}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}})
+	if err := first.host.Close(first.ctx()); err != nil {
+		t.Fatal(err)
+	}
+	if got := first.storedTimers(rule, names...); len(got) != 2 {
+		t.Fatalf("stored before the restart: %q", got)
+	}
+
+	e := newEnvAt(t, b.Addr())
+	boom := errors.New("boom")
+	e.rt.register("gone", goRule{init: func(context.Context, abi.Host) error { return boom }})
+	p := filepath.Join(e.dir, rule)
+	if err := os.WriteFile(p, []byte("gone"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.host.Load(e.ctx(), p); !errors.Is(err, boom) {
+		t.Fatalf("load error = %v, want %v", err, boom)
+	}
+	if got := e.storedTimers(rule, names...); len(got) != 2 {
+		t.Fatalf("stored after the failed load: %q, want both kept", got)
+	}
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	e.host.reconcile(e.ctx(), p)
+	if st := e.host.Status(); len(st) != 0 {
+		t.Fatalf("status after the file was deleted = %+v, want nothing", st)
+	}
+	if got := e.storedTimers(rule, names...); len(got) != 0 {
+		t.Errorf("stored after the file was deleted: %q, want none", got)
+	}
+	if got := e.indexed(rule); len(got) != 0 {
+		t.Errorf("index after the file was deleted: %q, want none", got)
+	}
+
+	// A rule of that name added later starts with no timer.
+	e.rt.register("gone", goRule{})
+	if err := os.WriteFile(p, []byte("gone"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.host.Load(e.ctx(), p); err != nil {
+		t.Fatal(err)
+	}
+	if s := e.status("gone"); s.Timers != 0 {
+		t.Errorf("timers of the new rule = %d, want 0", s.Timers)
 	}
 }

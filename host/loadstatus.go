@@ -43,6 +43,15 @@ func (o *loadOutcomes) note(r *rule, path, kind string, hash [32]byte, err error
 	o.failed[path] = loadFailure{kind: kind, hash: hash, err: clip(err.Error()), at: time.Now()}
 }
 
+// failedAt reports whether the file at path failed to load (and has not
+// loaded since).
+func (o *loadOutcomes) failedAt(path string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, ok := o.failed[path]
+	return ok
+}
+
 // forget drops what note recorded of the file at path (it is gone).
 func (o *loadOutcomes) forget(path string) {
 	o.mu.Lock()

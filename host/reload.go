@@ -105,10 +105,17 @@ func (h *Host) reconcile(ctx context.Context, p string) {
 		if err == nil {
 			warnNotRule(h.log, p, info)
 		}
-		if loaded {
+		switch {
+		case loaded:
 			if err := h.Remove(ctx, p); err != nil {
 				h.log.Warn("stopping removed rule", "rule", filepath.Base(p), "err", err)
 			}
+		case h.group != nil && h.group.forget(p):
+			// A rule file of the group this host does not run (another
+			// runs it, or its load failed here): it leaves this host's
+			// rule set, so it is not assigned here any more.
+		case h.outcomes.failedAt(p):
+			h.dropTimersOf(ctx, p)
 		}
 		h.outcomes.forget(p)
 		return
