@@ -129,6 +129,24 @@ func (h *Host) reconcile(ctx context.Context, p string) {
 	}
 }
 
+// dropTimersOf deletes from the store the timers of the rule file at path,
+// which is gone and was not running (its load failed): an earlier run may
+// have armed some, and a rule of that name added later must not find them.
+// Under the loads lock, so that a load of a new file of that name waits.
+func (h *Host) dropTimersOf(ctx context.Context, path string) {
+	if err := h.lockLoads(ctx); err != nil {
+		return // closing: the timers stay, as for a file deleted while no ssrun runs
+	}
+	defer h.unlockLoads()
+	h.mu.Lock()
+	_, loaded := h.slots[path]
+	h.mu.Unlock()
+	if loaded {
+		return // loaded again meanwhile: the timers are its
+	}
+	newRuleTimers(&h.services, filepath.Base(path), nil).drop(ctx)
+}
+
 // followLinks finds the rule files in dir, and those named, that are
 // symlinks, and watches the folders of their targets. It returns the rules
 // by resolved target.

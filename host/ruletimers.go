@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -601,21 +600,6 @@ func (rt *ruleTimers) loadLocked(ctx context.Context) error {
 
 func (rt *ruleTimers) loadError(err error) error {
 	return storeError(fmt.Errorf("the timers of rule %s could not be read from the store: %w", rt.rule, err))
-}
-
-// dropTimersOf deletes from the store the timers of the rule file at path,
-// which is gone and was not running (its load failed): an earlier run may
-// have armed some, and a rule of that name added later must not find them.
-// Under the loads lock, so that a load of a new file of that name waits.
-func (h *Host) dropTimersOf(ctx context.Context, path string) {
-	if err := h.lockLoads(ctx); err != nil {
-		return // closing: the timers stay, as for a file deleted while no ssrun runs
-	}
-	defer h.unlockLoads()
-	if h.ruleAt(path) != nil {
-		return // loaded again meanwhile: the timers are its
-	}
-	newRuleTimers(&h.services, filepath.Base(path), nil).drop(ctx)
 }
 
 // drop deletes the rule's timers from the store (its file was deleted):
