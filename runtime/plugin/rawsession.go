@@ -57,10 +57,16 @@ func (l *rawListener) close() { _ = l.ln.Close() }
 // and closes the listener before it returns.
 func (l *rawListener) accept(ctx context.Context, timeout time.Duration) (*rawConn, error) {
 	defer l.close()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("raw session: %w", err)
+	}
 	stop := context.AfterFunc(ctx, l.close)
 	defer stop()
 	deadline := time.Now().Add(timeout)
 	if err := l.ln.SetDeadline(deadline); err != nil {
+		if ctx.Err() != nil { // ended before the wait began: the listener is closed
+			err = ctx.Err()
+		}
 		return nil, fmt.Errorf("raw session: %w", err)
 	}
 	for {

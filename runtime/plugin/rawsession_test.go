@@ -112,6 +112,17 @@ func TestRawAcceptEnds(t *testing.T) {
 	case <-time.After(testutil.WaitBound):
 		t.Fatal("accept still waits after its ctx ended")
 	}
+
+	// A ctx that ended before accept began (its listener closed at once):
+	// the same error. It said "use of closed network connection" before,
+	// which the case above met when its goroutine started late.
+	l, err = listenRaw(t.TempDir(), quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.accept(ctx, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Errorf("accept with its ctx already ended: %v, want context.Canceled", err)
+	}
 }
 
 // TestRawFallback: a plugin that cannot reach the raw channel it was
