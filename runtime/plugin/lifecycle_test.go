@@ -369,9 +369,10 @@ func TestClose(t *testing.T) {
 	r, logs := newRuntime(t, Config{ExecDir: filepath.Join(t.TempDir(), "exec")})
 	p := compile(t, r, rulePlugin(t))
 	h1, h2, h3 := abitest.New(), abitest.New(), abitest.New()
-	s1 := start(t, p, h1, abi.Limits{})
-	s2 := start(t, p, h2, abi.Limits{})
-	s3 := start(t, p, h3, abi.Limits{})
+	lim := abi.Limits{CallTimeout: 20 * time.Second} // a loaded machine may take over the 1 s default to answer Init
+	s1 := start(t, p, h1, lim)
+	s2 := start(t, p, h2, lim)
+	s3 := start(t, p, h3, lim)
 	pids := []int{s1.stats().Pid, s2.stats().Pid, s3.stats().Pid}
 	if got := len(r.Stats()); got != 3 {
 		t.Fatalf("%d scripts in Stats, want 3", got)
