@@ -50,16 +50,20 @@ type ruleTimers struct {
 	// shard of the index.
 	io sync.Mutex
 
-	mu      sync.Mutex
-	loaded  bool
-	idx     map[int]map[string]*timer // shard -> the names in the store's index; nil: indexed, not armed
-	dir     timerDir                  // the directory as stored
-	armed   int
-	live    any      // the version that runs (an *instance); nil before the first
-	held    []*timer // waiting for a version to be live
-	waiting []*timer // due, but the mailbox was full: queued as it drains (refill)
-	parked  atomic.Bool
-	stopped bool
+	mu     sync.Mutex
+	loaded bool
+	idx    map[int]map[string]*timer // shard -> the names in the store's index; nil: indexed, not armed
+	dir    timerDir                  // the directory as stored
+	// unreadable: the index values that did not decode when loaded (shard
+	// numbers; -1 the directory), which are never overwritten: they may be
+	// another format version's, listing timers this host cannot see.
+	unreadable map[int]bool
+	armed      int
+	live       any      // the version that runs (an *instance); nil before the first
+	held       []*timer // waiting for a version to be live
+	waiting    []*timer // due, but the mailbox was full: queued as it drains (refill)
+	parked     atomic.Bool
+	stopped    bool
 	// Until a version of the rule is first live, prior holds, for each
 	// timer name that version's start armed or cancelled, the store's
 	// record as it was before (see timerundo.go); discarded once the
@@ -245,10 +249,19 @@ func (rt *ruleTimers) namesLocked(shard int, add, drop string) []string {
 	return names
 }
 
+// unreadableDir is the directory's entry in ruleTimers.unreadable.
+const unreadableDir = -1
+
 // writeIndex stores shard as names (deleting it when empty), then the
 // directory if the shard's presence in it changed.
 func (rt *ruleTimers) writeIndex(ctx context.Context, shard int, names []string) error {
 	key := timerShardKey(rt.rule, shard)
+	rt.mu.Lock()
+	bad, badDir := rt.unreadable[shard], rt.unreadable[unreadableDir]
+	rt.mu.Unlock()
+	if bad {
+		return abi.Errorf(abi.StatusStoreError, "the timer index %s does not decode (another format version, or damage): not overwritten; delete that key to use its timer names again", key)
+	}
 	var err error
 	if len(names) == 0 {
 		err = delTimerKey(ctx, rt.svc, rt.rule, key)
@@ -263,6 +276,9 @@ func (rt *ruleTimers) writeIndex(ctx context.Context, shard int, names []string)
 	rt.mu.Unlock()
 	if dir.has(shard) == (len(names) > 0) {
 		return nil
+	}
+	if badDir {
+		return nil // it counts as listing every shard: kept as it is
 	}
 	dir.put(shard, len(names) > 0)
 	if dir.empty() {
@@ -523,10 +539,12 @@ func (rt *ruleTimers) loadLocked(ctx context.Context) error {
 		return rt.loadError(err)
 	}
 	var dir timerDir
+	unreadable := map[int]bool{}
 	if res.Found {
 		if dir, err = decodeTimerDir(res.Value); err != nil {
 			rt.svc.log.Warn("timer directory unreadable: reading every shard", "rule", rt.rule, "key", timerDirKey(rt.rule), "err", err)
 			dir = allTimerShards()
+			unreadable[unreadableDir] = true
 		}
 	}
 	var shards []int
@@ -536,6 +554,7 @@ func (rt *ruleTimers) loadLocked(ctx context.Context) error {
 		}
 	}
 	names := make([][]string, len(shards))
+	bad := make([]bool, len(shards))
 	err = parallel(ctx, len(shards), func(ctx context.Context, i int) error {
 		key := timerShardKey(rt.rule, shards[i])
 		res, err := c.Get(ctx, []byte(key), protocol.CallOptions{})
@@ -543,10 +562,17 @@ func (rt *ruleTimers) loadLocked(ctx context.Context) error {
 			return err
 		}
 		if names[i], err = decodeTimerShard(res.Value); err != nil {
-			rt.svc.log.Warn("timer index shard unreadable: skipped", "rule", rt.rule, "key", key, "err", err)
+			rt.svc.log.Warn("timer index shard unreadable: skipped, and kept as it is", "rule", rt.rule, "key", key, "err", err)
+			names[i] = nil
+			bad[i] = true
 		}
 		return nil
 	})
+	for i, b := range bad {
+		if b {
+			unreadable[shards[i]] = true
+		}
+	}
 	if err != nil {
 		return rt.loadError(err)
 	}
@@ -594,6 +620,7 @@ func (rt *ruleTimers) loadLocked(ctx context.Context) error {
 		}
 	}
 	rt.dir = dir
+	rt.unreadable = unreadable
 	rt.loaded = true
 	return nil
 }

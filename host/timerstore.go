@@ -33,9 +33,12 @@ import (
 // leaves it after its record is deleted; a name whose record is absent is
 // dropped when the rule loads. A record, shard or directory that does not
 // decode (another format version, or damage) is skipped with a log line
-// naming its key: an unreadable directory counts as listing every shard, an
-// unreadable record is left in the store and in the index, an unreadable
-// shard is left in the store until one of its names is armed again.
+// naming its key, and never overwritten (it may list another version's
+// timers): an unreadable directory counts as listing every shard and is
+// not rewritten; an unreadable record is left in the store and in the index
+// (arming its name again replaces it); an unreadable shard is left in the
+// store, and arming a timer whose name falls in it fails with STORE_ERROR
+// naming the key, until that key is deleted.
 
 // ReservedPrefix starts every key the host keeps for itself (timers). A
 // rule's get, set, del, vdel, watch, unwatch, lock and unlock of such a key
