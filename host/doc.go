@@ -59,6 +59,8 @@
 //	                       runtime calls that may not return; the keys and
 //	                       encodings of timers in the store; the bound on
 //	                       handler calls running at once
+//	groupfailed.go         the versions of rules a group member withdrew, as
+//	                       they fail to load there
 //	mailbox.go clock.go config.go errors.go rulefile.go groupassign.go groupseen.go
 //	                       ...; which member owns which rule; what an owned
 //	                       rule handled

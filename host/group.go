@@ -53,6 +53,15 @@ import (
 // kept in the store per rule file (timerstore.go): a rule loads them where it
 // starts, so they move with it. Locks are not moved: the next owner's
 // rule takes them again once the former holder's lease lapses.
+//
+// A rule whose load fails on its owner stays owned there, its failure in
+// Status, while every live member that has the rule has the same content:
+// it would fail on any of them. When another live member has another
+// version (members may differ: groupsets.go), the owner withdraws its own
+// from the rule set its roster line names and hands the rule over, so the
+// rule moves to a member that offers it; the version is offered again when
+// its file or the other members' versions change (groupfailed.go has the
+// rules, and why they cannot loop).
 
 func (g *group) memberKey(id string) string { return g.key("member/" + id) }
 
@@ -76,6 +85,7 @@ func (g *group) run(ctx context.Context) {
 // step brings this host's part in line with the store: its membership, the
 // live members, then the rules it should own.
 func (g *group) step(ctx context.Context) {
+	defer g.steps.Add(1)
 	for _, name := range g.ls.takeLost() {
 		if rule, ok := g.ruleOfLease(name); ok {
 			g.drop(ctx, rule, "its ownership lease was lost")
@@ -100,6 +110,10 @@ func (g *group) step(ctx context.Context) {
 		return
 	}
 	g.warnDiffering(live, sets)
+	if g.reviewFailed(sets) {
+		g.signal() // the next step publishes the new set, then hands over
+		return
+	}
 	g.mu.Lock()
 	g.members = g.members[:0]
 	for _, e := range live {
@@ -299,12 +313,57 @@ func (g *group) take(ctx context.Context, rule string) {
 	// start and its install) would leave the rule's worker running; Close
 	// ends a load in progress through the host's own closing.
 	if err := g.h.loadOwned(context.WithoutCancel(ctx), path); err != nil {
-		g.svc.log.Error("group: rule not loaded; it stays owned here, as it would fail elsewhere too", "group", g.name, "rule", rule, "err", err)
+		g.svc.log.Error("group: rule not loaded; it stays owned here unless another member has another version", "group", g.name, "rule", rule, "err", err)
 		return
 	}
 	g.takeovers.Add(1)
 	g.svc.log.Info("group: rule taken over", "group", g.name, "rule", rule)
 	g.resync(ctx, rule, p)
+}
+
+// reviewFailed withdraws from this host's set the owned rules whose
+// version failed to load while another live member (of sets) has another
+// version, and offers again those withdrawn whose reason no longer holds
+// (groupfailed.go). It reports whether this host's set changed.
+func (g *group) reviewFailed(sets map[string]ruleSet) bool {
+	g.mu.Lock()
+	owned := make(map[string]string, len(g.owned)) // rule -> path
+	for r := range g.owned {
+		if p := g.paths[r]; p != "" {
+			owned[r] = p
+		}
+	}
+	none := len(owned) == 0 && len(g.withdrawn) == 0
+	g.mu.Unlock()
+	if none {
+		return false
+	}
+	var failed []failedLoad
+	for _, r := range sortedKeys(owned) {
+		p := owned[r]
+		if g.h.ruleAt(p) != nil {
+			continue
+		}
+		if hash, why, ok := g.h.loadFailure(p); ok {
+			failed = append(failed, failedLoad{rule: r, hash: hash, err: why})
+		}
+	}
+	g.mu.Lock()
+	changes := g.withdrawn.review(g.id, sets, g.hashes, failed)
+	if len(changes) > 0 {
+		g.mine = nil
+	}
+	g.mu.Unlock()
+	for _, c := range changes {
+		if c.withdrawn {
+			g.withdrawals.Add(1)
+			g.svc.log.Warn("group: this host's version of the rule fails to load here; another member has another version: withdrawn, the rule moves to a member that has it",
+				"group", g.name, "rule", c.rule, "version", c.hash, "why", c.why, "err", c.err)
+		} else {
+			g.svc.log.Info("group: this host's version of the rule is offered again", "group", g.name, "rule", c.rule, "version", c.hash, "why", c.why)
+		}
+	}
+	return len(changes) > 0
 }
 
 // await watches the ownership lease key lk, held by another host.

@@ -27,6 +27,27 @@ func (h *Host) contentHash(path string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
+// loadFailure returns the content hash (as contentHash names it) and the
+// error of the last load of the rule file at path, when it failed and no
+// version of the rule runs (loadstatus.go).
+func (h *Host) loadFailure(path string) (hash, err string, ok bool) {
+	h.outcomes.mu.Lock()
+	defer h.outcomes.mu.Unlock()
+	f, ok := h.outcomes.failed[path]
+	if !ok {
+		return "", "", false
+	}
+	if f.hash == ([32]byte{}) { // it failed before its content was read
+		return h.contentHash(path), f.err, true
+	}
+	return hex.EncodeToString(f.hash[:8]), f.err, true
+}
+
+// forgetFailure drops the failed load of the rule file at path: its
+// content changed while another host of the group runs the rule, and the
+// new content has not been loaded yet.
+func (h *Host) forgetFailure(path string) { h.outcomes.forget(path) }
+
 // loadOwned loads the rule file at path, which this host has just taken
 // over in its group.
 func (h *Host) loadOwned(ctx context.Context, path string) error {

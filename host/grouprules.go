@@ -18,14 +18,17 @@ import (
 func (g *group) setKey(digest string) string { return g.key("rules/" + digest) }
 
 // ownSet returns this host's set, with its digest and stored form: the
-// shared rule files it has now.
+// shared rule files it has now, but for the versions it withdrew
+// (groupfailed.go).
 func (g *group) ownSet() (ruleSet, string, []byte) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.mine == nil {
 		s := make(ruleSet, len(g.hashes))
 		for name, h := range g.hashes {
-			s[name] = h
+			if g.withdrawn.offers(name, h) {
+				s[name] = h
+			}
 		}
 		d, v := s.encode()
 		g.mine = &storedSet{set: s, digest: d, value: v}

@@ -21,7 +21,9 @@ import (
 // (below). Hosts of a group may differ in their rule files: a rule is
 // assigned only among the live members whose set has it (assignAmong), and
 // a rule whose content differs between hosts runs, on whichever host owns
-// it, in that host's version.
+// it, in that host's version. A version that fails to load on its owner is
+// left out of that host's set while another member has another version
+// (groupfailed.go).
 //
 // The roster is a key any client of the store may write: a line that does
 // not parse (an older ssrun's "ID" alone, or anything else) is ignored,

@@ -186,8 +186,15 @@ type group struct {
 	sets     map[string]ruleSet // digest -> the rule sets of other members, read once
 	warned   map[string]bool    // what was warned about once (warnOnce)
 	compared string             // the members' digests warnDiffering last compared
+	// withdrawn holds this host's versions that failed to load while
+	// another member has another version, left out of mine
+	// (groupfailed.go).
+	withdrawn withdrawals
 
-	takeovers, handovers, lost, resyncs atomic.Uint64
+	takeovers, handovers, lost, resyncs, withdrawals atomic.Uint64
+	// steps counts the loop's steps (the tests bound a count of takeovers
+	// by steps, not by time).
+	steps atomic.Uint64
 }
 
 // groupHost is what a group needs of its host (grouphost.go).
@@ -204,6 +211,13 @@ type groupHost interface {
 	// contentHash names the content of the rule file at path in a rule set
 	// ("" when it cannot be read).
 	contentHash(path string) string
+	// loadFailure returns the content hash (as contentHash names it) and
+	// the error of the last load of the rule file at path, when it failed
+	// and no version of the rule runs; forgetFailure drops it (the file
+	// changed while another host runs the rule: its new content has not
+	// failed).
+	loadFailure(path string) (hash, err string, ok bool)
+	forgetFailure(path string)
 }
 
 func newGroup(svc *services, h groupHost, cfg GroupConfig) *group {
@@ -220,6 +234,7 @@ func newGroup(svc *services, h groupHost, cfg GroupConfig) *group {
 		wake:  make(chan struct{}, 1),
 		owned: map[string]bool{}, waiting: map[string]bool{},
 		hashes: map[string]string{}, sets: map[string]ruleSet{}, warned: map[string]bool{},
+		withdrawn: withdrawals{},
 	}
 }
 
@@ -255,10 +270,14 @@ func (g *group) standby(path string) bool {
 	changed := !known || g.hashes[name] != hash
 	if changed {
 		g.hashes[name] = hash
-		g.mine = nil // the set changed: the roster line names the new one
+		delete(g.withdrawn, name) // another version: offered until it fails
+		g.mine = nil              // the set changed: the roster line names the new one
 	}
 	g.mu.Unlock()
 	if changed {
+		if known && !owned {
+			g.h.forgetFailure(path)
+		}
 		g.signal()
 	}
 	return !owned
@@ -274,6 +293,7 @@ func (g *group) forget(path string) bool {
 	delete(g.paths, name)
 	if _, had := g.hashes[name]; had {
 		delete(g.hashes, name)
+		delete(g.withdrawn, name)
 		g.mine = nil
 	}
 	g.mu.Unlock()
@@ -295,29 +315,50 @@ type GroupStatus struct {
 	Name    string
 	Member  string   // this host's id
 	Members []string // the live members at the last step
-	Owned   []string // rules this host runs
-	Standby []string // rules another host runs
+	Owned   []string // rules this host owns (Status tells whether they run)
+	// Standby lists the rules another host runs: not those this host owns,
+	// nor those whose load here failed (Status lists them as failed to
+	// load, with the error).
+	Standby []string
+	// Withdrawn lists the rules whose version here failed to load while
+	// another member has another version: this host offers them no more
+	// until its file or the other versions change (groupfailed.go).
+	Withdrawn []string
 	// Takeovers, Handovers and Lost count the rules taken over, handed over
 	// (to another host, on a rebalance or shutdown) and lost (the ownership
-	// lease lapsed or was taken: the host was paused or cut off).
-	Takeovers, Handovers, Lost uint64
+	// lease lapsed or was taken: the host was paused or cut off);
+	// Withdrawals the versions withdrawn.
+	Takeovers, Handovers, Lost, Withdrawals uint64
 }
 
 func (g *group) status() GroupStatus {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	s := GroupStatus{Name: g.name, Member: g.id, Members: slices.Clone(g.members),
-		Takeovers: g.takeovers.Load(), Handovers: g.handovers.Load(), Lost: g.lost.Load()}
-	for r := range g.paths {
-		if g.owned[r] {
+		Takeovers: g.takeovers.Load(), Handovers: g.handovers.Load(), Lost: g.lost.Load(), Withdrawals: g.withdrawals.Load()}
+	for r, p := range g.paths {
+		switch {
+		case g.owned[r]:
 			s.Owned = append(s.Owned, r)
-		} else {
+		case !g.failedHere(p):
 			s.Standby = append(s.Standby, r)
+		}
+		if _, ok := g.withdrawn[r]; ok {
+			s.Withdrawn = append(s.Withdrawn, r)
 		}
 	}
 	sort.Strings(s.Owned)
 	sort.Strings(s.Standby)
+	sort.Strings(s.Withdrawn)
 	return s
+}
+
+// failedHere reports whether the last load of the rule file at path failed
+// here, with no version of it running: Status lists it as failed to load,
+// not as standby.
+func (g *group) failedHere(path string) bool {
+	_, _, ok := g.h.loadFailure(path)
+	return ok
 }
 
 // standbyStatus lists the rules another host runs, for Status.
@@ -326,7 +367,7 @@ func (g *group) standbyStatus() []RuleStatus {
 	defer g.mu.Unlock()
 	var out []RuleStatus
 	for r, p := range g.paths {
-		if !g.owned[r] {
+		if !g.owned[r] && !g.failedHere(p) {
 			out = append(out, RuleStatus{Path: p, State: StateStandby})
 		}
 	}
