@@ -16,17 +16,26 @@ import (
 // load: the host withdraws its own version from the set it publishes (its
 // roster line names the new set), hands the rule over, and the assignment
 // moves the rule to a member that still offers it. The withdrawal holds
-// while the reason for it holds: it ends, and the host offers its version
-// again, when its file changes (another hash), or when the other members'
-// versions of the rule change (one with another version leaves, withdraws
-// its own, or changes it). So a host withdraws a version at most once per
-// set of other versions, and a rule is never withdrawn everywhere: a host
+// while its reason holds, that some other live member offers another
+// version: it ends, and the host offers its version again, when its file
+// changes (another hash), or when no other member offers another version
+// any more (those that had one left, withdrew theirs, or now have this
+// host's content). So a rule is never withdrawn everywhere: a host
 // withdraws only while another member offers another version, and when
-// that member withdraws too, the first one's reason no longer holds. When
-// every version fails, the rule comes to rest owned by a host that sees no
-// other version offered: it runs nowhere, that host's Status shows its
-// load error, and the others' list their own failure and the withdrawal
-// (GroupStatus.Withdrawn).
+// that member stops offering it, the first one's reason no longer holds.
+// When every version fails, the rule comes to rest owned by a host that
+// sees no other version offered: it runs nowhere, that host's Status shows
+// its load error, and the others' list their own failure and the
+// withdrawal (GroupStatus.Withdrawn).
+//
+// A withdrawal does not end merely because the other versions changed
+// (one of several withdrawn, or replaced by a third): with three or more
+// versions that all fail, ending it then lets the members withdraw and
+// offer again in turn, each withdrawal changing the others' versions,
+// without end (TestWithdrawalsSettle finds such runs). As it is, a member
+// offers its version again only when no other is offered, so each
+// withdrawal removes a version for good until the members or files change,
+// and the ownership settles.
 
 // withdrawals maps the name of each rule whose version this host withdrew
 // to the withdrawal.
@@ -34,9 +43,8 @@ type withdrawals map[string]withdrawal
 
 // withdrawal is one version withdrawn, and why.
 type withdrawal struct {
-	hash   string // the content hash of this host's version
-	others string // the other members' versions then (otherVersions)
-	err    string // the error of its load
+	hash string // the content hash of this host's version
+	err  string // the error of its load
 }
 
 // failedLoad is a rule this host owns whose version (content hash) failed
@@ -64,8 +72,8 @@ func (w withdrawals) offers(rule, hash string) bool {
 // (sets, by member id; self is this host), this host's content hashes
 // (hashes: rule name -> hash, as its files are now) and the owned rules
 // whose version failed to load (failed). It ends the withdrawals whose
-// reason no longer holds, then withdraws each failed rule some other
-// member has in another version, and returns what changed.
+// reason no longer holds, then withdraws each failed rule another member
+// offers in another version, and returns what changed.
 func (w withdrawals) review(self string, sets map[string]ruleSet, hashes map[string]string, failed []failedLoad) []versionChange {
 	var out []versionChange
 	for _, rule := range sortedKeys(w) {
@@ -75,9 +83,9 @@ func (w withdrawals) review(self string, sets map[string]ruleSet, hashes map[str
 		case !ok || h != x.hash:
 			delete(w, rule)
 			out = append(out, versionChange{rule: rule, hash: x.hash, why: "its file changed"})
-		case otherVersions(self, rule, x.hash, sets) != x.others:
+		case !otherVersion(self, rule, x.hash, sets):
 			delete(w, rule)
-			out = append(out, versionChange{rule: rule, hash: x.hash, why: "the other members' versions changed"})
+			out = append(out, versionChange{rule: rule, hash: x.hash, why: "no other member offers another version"})
 		}
 	}
 	for _, f := range failed {
@@ -87,34 +95,25 @@ func (w withdrawals) review(self string, sets map[string]ruleSet, hashes map[str
 		if _, ok := w[f.rule]; ok {
 			continue
 		}
-		others := otherVersions(self, f.rule, f.hash, sets)
-		if others == "" {
+		if !otherVersion(self, f.rule, f.hash, sets) {
 			continue // it would fail on any member that has it
 		}
-		w[f.rule] = withdrawal{hash: f.hash, others: others, err: f.err}
+		w[f.rule] = withdrawal{hash: f.hash, err: f.err}
 		out = append(out, versionChange{rule: f.rule, hash: f.hash, withdrawn: true, err: f.err,
 			why: "members " + strings.Join(holders(self, f.rule, f.hash, sets), ",") + " have another version"})
 	}
 	return out
 }
 
-// otherVersions returns the versions (content hashes) of rule other than
-// own that the members other than self offer, sorted and joined by spaces:
-// "" when there is none. A version whose file could not be read ("") is
-// none: it cannot load either.
-func otherVersions(self, rule, own string, sets map[string]ruleSet) string {
-	var vs []string
-	for id, s := range sets {
-		if h, ok := s[rule]; ok && id != self && h != "" && h != own && !slices.Contains(vs, h) {
-			vs = append(vs, h)
-		}
-	}
-	slices.Sort(vs)
-	return strings.Join(vs, " ")
+// otherVersion reports whether a member other than self offers a version
+// (content hash) of rule other than own. A version whose file could not be
+// read ("") is none: it cannot load either.
+func otherVersion(self, rule, own string, sets map[string]ruleSet) bool {
+	return len(holders(self, rule, own, sets)) > 0
 }
 
 // holders returns the members other than self that offer a version of
-// rule other than own, sorted.
+// rule other than own (not ""), sorted.
 func holders(self, rule, own string, sets map[string]ruleSet) []string {
 	var ids []string
 	for id, s := range sets {

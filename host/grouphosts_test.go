@@ -65,6 +65,7 @@ type member struct {
 	proxy  *testnet.Proxy
 	client *protocol.Client
 	host   *Host
+	dir    string // its rule folder
 }
 
 // newCluster starts a broker and writes n rule files; no host yet. Options
@@ -117,6 +118,7 @@ func (c *cluster) start() *member {
 			}
 		}
 	}
+	m.dir = dir
 	// A long call timeout: a store stalled for a second on a loaded machine
 	// must not fail a handler (a failed handler's event is not retried).
 	h, err := New(Config{Client: m.client, Runtimes: []abi.Runtime{rt}, Group: &c.group, Defaults: RuleConfig{Timeout: 20 * time.Second}, Rules: c.rulesCfg,

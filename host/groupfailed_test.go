@@ -1,0 +1,502 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ssrun/ssrun/protocol"
+)
+
+// versionsCluster starts two hosts of a group with no shared rule, whose
+// rule "good" and "good2" (two contents that load) watch in/x and write
+// its value to out/x; any other content is a version that fails to load
+// (the runtime knows no rule by that name). It returns the cluster, its
+// hosts, and a rule file name that the assignment gives host 0 when both
+// offer it.
+func versionsCluster(t *testing.T) (*cluster, []*member, string) {
+	t.Helper()
+	c, ms := versionsHosts(t)
+	return c, ms, preferred(ms, 0)
+}
+
+// versionsHosts is versionsCluster without the choice of a name.
+func versionsHosts(t *testing.T) (*cluster, []*member) {
+	t.Helper()
+	c := newCluster(t, 0, groupTestTTL)
+	rule := func(i int) goRule { return goRule{init: watchInit("in/x"), handle: c.handler(i, "x")} }
+	c.custom = map[string]func(int) goRule{"good": rule, "good2": rule}
+	c.files = func(int) map[string]string { return nil }
+	ms := []*member{c.start(), c.start()}
+	waitFor(t, "both hosts members", func() bool {
+		for _, m := range ms {
+			if gs, _ := m.host.Group(); len(gs.Members) != 2 {
+				return false
+			}
+		}
+		return true
+	})
+	return c, ms
+}
+
+// preferred returns a rule file name that the assignment gives host i of
+// ms when both offer it.
+func preferred(ms []*member, i int) string {
+	id, other := ms[i].client.ClientID(), ms[1-i].client.ClientID()
+	for k := 0; ; k++ {
+		n := fmt.Sprintf("v%d.gorule", k)
+		if assignAmong(map[string]ruleSet{id: {n: "a"}, other: {n: "b"}})[n] == id {
+			return n
+		}
+	}
+}
+
+// put writes content to the rule file name of m's folder and loads it.
+func (m *member) put(t *testing.T, name, content string) {
+	t.Helper()
+	p := filepath.Join(m.dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := m.host.Load(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ruleStatus returns m's Status entries for the rule file name.
+func (m *member) ruleStatus(name string) []RuleStatus {
+	var out []RuleStatus
+	for _, st := range m.host.Status() {
+		if filepath.Base(st.Path) == name {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// ownsFailed reports whether m owns the rule file name and lists it, once,
+// as failed to load.
+func (m *member) ownsFailed(name string) bool {
+	gs, _ := m.host.Group()
+	st := m.ruleStatus(name)
+	return slices.Contains(gs.Owned, name) && len(st) == 1 && st[0].State == StateLoadFailed
+}
+
+// runsOn waits until the rule file name is owned and running on host i
+// only.
+func runsOn(t *testing.T, c *cluster, name string, i int) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%s running on host %d only", name, i), func() bool {
+		return slices.Equal(c.owners()[strings.TrimSuffix(name, ".gorule")], []int{i})
+	})
+}
+
+// handles writes value to in/x and checks that the rule on host i, only,
+// handled it: out/x holds its write.
+func handles(t *testing.T, c *cluster, value string, i int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := c.user.Set(ctx, []byte("in/x"), []byte(value), protocol.SetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !c.waitHandled("x", value, time.Minute) {
+		t.Fatalf("the rule did not handle %s", value)
+	}
+	if by := c.handledBy("x", value); !slices.Equal(by, []int{i}) {
+		t.Fatalf("%s handled by hosts %v, want %d", value, by, i)
+	}
+	res, err := c.user.Get(ctx, []byte("out/x"), protocol.CallOptions{})
+	if want := fmt.Sprintf("%s@%d", value, i); err != nil || string(res.Value) != want {
+		t.Fatalf("out/x = %q (%v), want %q", res.Value, err, want)
+	}
+}
+
+// withdrawnOnHost0 brings the rule name to host 0 in a version that fails
+// to load there, then offers another version, which loads, on host 1: host
+// 0, which the assignment prefers, withdraws its version and the rule runs
+// on host 1.
+func withdrawnOnHost0(t *testing.T, c *cluster, ms []*member, name string) {
+	t.Helper()
+	ms[0].put(t, name, "broken")
+	waitFor(t, "host 0 owns the rule, failed to load", func() bool { return ms[0].ownsFailed(name) })
+	ms[1].put(t, name, "good")
+	runsOn(t, c, name, 1)
+}
+
+// Two hosts have different versions of a rule: the one on host 0, to
+// which the assignment gives the rule, fails to load; host 1's loads. Host
+// 0 withdraws its version (its roster line names a set without the rule),
+// the rule moves to host 1 and handles an event there. Host 0's status
+// shows its load error once (not also as standby) and the withdrawal.
+// Before, host 0 kept the rule, "as it would fail elsewhere too": it ran
+// nowhere.
+func TestGroupMovesRuleWhoseVersionFailsToLoad(t *testing.T) {
+	c, ms, name := versionsCluster(t)
+	withdrawnOnHost0(t, c, ms, name)
+	handles(t, c, "1", 1)
+
+	gs, _ := ms[0].host.Group()
+	if !slices.Equal(gs.Withdrawn, []string{name}) || gs.Withdrawals != 1 || len(gs.Standby) != 0 {
+		t.Fatalf("host 0's group status %+v, want %s withdrawn once, no standby", gs, name)
+	}
+	st := ms[0].ruleStatus(name)
+	if len(st) != 1 || st[0].State != StateLoadFailed || !strings.Contains(st[0].LastError, `no rule named "broken"`) {
+		t.Fatalf("host 0's status of %s: %+v", name, st)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	d := c.rosterDigests(ctx)[ms[0].client.ClientID()]
+	res, err := c.user.Get(ctx, []byte("$ssrun/group/g/rules/"+d), protocol.CallOptions{})
+	if err != nil || !res.Found {
+		t.Fatalf("host 0's rule set %s: %v %v", d, res.Found, err)
+	}
+	if s, err := decodeRuleSet(d, res.Value); err != nil || s.has(name) {
+		t.Fatalf("host 0's published set %v (%v) still offers %s", s, err, name)
+	}
+}
+
+// The withdrawn version's file is fixed on host 0 (new content): host 0
+// offers it again, the assignment gives the rule back to host 0, and it
+// runs there in the new version.
+func TestGroupOffersFixedVersionAgain(t *testing.T) {
+	c, ms, name := versionsCluster(t)
+	withdrawnOnHost0(t, c, ms, name)
+	ms[0].put(t, name, "good2")
+	runsOn(t, c, name, 0)
+	handles(t, c, "2", 0)
+	gs, _ := ms[0].host.Group()
+	if len(gs.Withdrawn) != 0 || len(ms[0].ruleStatus(name)) != 1 {
+		t.Fatalf("host 0: group status %+v, status %+v", gs, ms[0].ruleStatus(name))
+	}
+}
+
+// Host 0's version fails to load; host 1, which the assignment prefers,
+// offers another: the rule runs on host 1, and host 0 lists its own
+// version as failed to load (once, not also as standby). Host 0's file is
+// fixed while host 1 runs the rule: its new content has not failed, so
+// host 0 lists the rule as standby and counts no failed load. Before, the
+// first failure stayed in host 0's status and Stats.LoadFailed (the host
+// not ready) for content it no longer had.
+func TestGroupFixedStandbyVersionIsNotFailed(t *testing.T) {
+	c, ms := versionsHosts(t)
+	name := preferred(ms, 1)
+	ms[0].put(t, name, "broken")
+	waitFor(t, "host 0 owns the rule, failed to load", func() bool { return ms[0].ownsFailed(name) })
+	ms[1].put(t, name, "good")
+	runsOn(t, c, name, 1)
+	if st := ms[0].ruleStatus(name); len(st) != 1 || st[0].State != StateLoadFailed {
+		t.Fatalf("host 0's status: %+v", st)
+	}
+	ms[0].put(t, name, "good2")
+	waitFor(t, "host 0's version offered again", func() bool {
+		gs, _ := ms[0].host.Group()
+		return len(gs.Withdrawn) == 0
+	})
+	if st := ms[0].ruleStatus(name); len(st) != 1 || st[0].State != StateStandby || ms[0].host.Stats().LoadFailed != 0 {
+		t.Fatalf("host 0's status: %+v; %d failed loads", st, ms[0].host.Stats().LoadFailed)
+	}
+	runsOn(t, c, name, 1)
+	handles(t, c, "1", 1)
+}
+
+// steps makes each host run its group's loop n more times (woken, and
+// counted by the loop itself: no time bound is measured).
+func steps(t *testing.T, ms []*member, n int) {
+	t.Helper()
+	for range n {
+		for _, m := range ms {
+			g := m.host.group
+			was := g.steps.Load()
+			g.signal()
+			waitFor(t, "a group step", func() bool { return g.steps.Load() > was })
+		}
+	}
+}
+
+// groupCounts sums the hosts' takeovers, hand-overs and withdrawals.
+func groupCounts(ms []*member) [3]uint64 {
+	var n [3]uint64
+	for _, m := range ms {
+		gs, _ := m.host.Group()
+		n[0] += gs.Takeovers
+		n[1] += gs.Handovers
+		n[2] += gs.Withdrawals
+	}
+	return n
+}
+
+// owner returns the hosts that own the rule name.
+func owner(ms []*member, name string) []int {
+	var out []int
+	for _, m := range ms {
+		if gs, _ := m.host.Group(); slices.Contains(gs.Owned, name) {
+			out = append(out, m.i)
+		}
+	}
+	return out
+}
+
+// The same content fails to load on both hosts: the rule stays owned by
+// one of them, which shows the load error; nothing is withdrawn, and over
+// 20 more steps of each host the rule is not taken over or handed over
+// again.
+func TestGroupKeepsRuleThatFailsEverywhere(t *testing.T) {
+	_, ms, name := versionsCluster(t)
+	ms[0].put(t, name, "broken")
+	ms[1].put(t, name, "broken")
+	steps(t, ms, 3) // both have seen both sets
+	var own []int
+	waitFor(t, "one host owns the rule, failed to load", func() bool {
+		own = owner(ms, name)
+		return len(own) == 1 && ms[own[0]].ownsFailed(name)
+	})
+	before := groupCounts(ms)
+	steps(t, ms, 20)
+	if after := groupCounts(ms); after != before || !slices.Equal(owner(ms, name), own) {
+		t.Fatalf("takeovers, handovers, withdrawals went from %v to %v; owner from %v to %v", before, after, own, owner(ms, name))
+	}
+	if before[2] != 0 {
+		t.Fatalf("%d withdrawals of a version every member has", before[2])
+	}
+	if st := ms[own[0]].ruleStatus(name); !strings.Contains(st[0].LastError, `no rule named "broken"`) {
+		t.Fatalf("the owner's status: %+v", st)
+	}
+	if st := ms[1-own[0]].ruleStatus(name); len(st) != 1 || st[0].State != StateStandby {
+		t.Fatalf("the other host's status: %+v", st)
+	}
+}
+
+// Both versions fail: host 0 withdraws its own once, host 1 then owns the
+// rule and keeps it (no other version is offered), and over 20 more steps
+// nothing moves. Each host's status shows its own load error, and host 0
+// the withdrawal.
+func TestGroupSettlesWhenEveryVersionFails(t *testing.T) {
+	_, ms, name := versionsCluster(t)
+	ms[0].put(t, name, "broken")
+	waitFor(t, "host 0 owns the rule, failed to load", func() bool { return ms[0].ownsFailed(name) })
+	ms[1].put(t, name, "broken2")
+	waitFor(t, "host 1 owns the rule, failed to load", func() bool {
+		return ms[1].ownsFailed(name) && slices.Equal(owner(ms, name), []int{1})
+	})
+	steps(t, ms, 3)
+	before := groupCounts(ms)
+	steps(t, ms, 20)
+	if after := groupCounts(ms); after != before || !slices.Equal(owner(ms, name), []int{1}) {
+		t.Fatalf("takeovers, handovers, withdrawals went from %v to %v; owner %v", before, after, owner(ms, name))
+	}
+	if before[2] != 1 {
+		t.Fatalf("%d withdrawals, want 1 (host 0's)", before[2])
+	}
+	for i, want := range []string{`"broken"`, `"broken2"`} {
+		st := ms[i].ruleStatus(name)
+		if len(st) != 1 || st[0].State != StateLoadFailed || !strings.Contains(st[0].LastError, want) {
+			t.Fatalf("host %d's status: %+v", i, st)
+		}
+	}
+	if gs, _ := ms[0].host.Group(); !slices.Equal(gs.Withdrawn, []string{name}) {
+		t.Fatalf("host 0 withdrew %v", gs.Withdrawn)
+	}
+	if gs, _ := ms[1].host.Group(); len(gs.Withdrawn) != 0 {
+		t.Fatalf("host 1 withdrew %v", gs.Withdrawn)
+	}
+}
+
+// The rules of withdrawal, one step at a time: a failed version is
+// withdrawn only while another member offers another (readable) version,
+// once; the withdrawal holds while any other version is offered (though
+// they change), and ends when none is any more (its members left, withdrew
+// theirs, or now have this content) or when this host's file changes. A
+// failure of content the file no longer has is no reason.
+func TestWithdrawalsReview(t *testing.T) {
+	w := withdrawals{}
+	hashes := map[string]string{"r": "1"}
+	failed := []failedLoad{{rule: "r", hash: "1", err: "boom"}}
+	review := func(sets map[string]ruleSet, failed []failedLoad) []versionChange {
+		return w.review("me", sets, hashes, failed)
+	}
+	if ch := review(map[string]ruleSet{"me": {"r": "1"}, "b": {"r": "1"}, "c": {"r": ""}}, failed); len(ch) != 0 {
+		t.Fatalf("withdrawn with no other readable version: %+v", ch)
+	}
+	if ch := review(map[string]ruleSet{"me": {"r": "1"}, "b": {"r": "2"}}, []failedLoad{{rule: "r", hash: "0"}}); len(ch) != 0 {
+		t.Fatalf("withdrawn for a failure of older content: %+v", ch)
+	}
+	sets := map[string]ruleSet{"me": {"r": "1"}, "b": {"r": "2"}, "c": {"r": "3"}, "d": {"r": "2"}}
+	ch := review(sets, failed)
+	if len(ch) != 1 || !ch[0].withdrawn || ch[0].why != "members b,c,d have another version" || ch[0].err != "boom" || w.offers("r", "1") {
+		t.Fatalf("not withdrawn: %+v, %+v", ch, w)
+	}
+	if !w.offers("r", "9") {
+		t.Fatal("another version of the file counts as withdrawn")
+	}
+	sets["me"] = ruleSet{}
+	if ch := review(sets, failed); len(ch) != 0 {
+		t.Fatalf("a second change for the same versions: %+v", ch)
+	}
+	delete(sets, "d")
+	sets["c"] = ruleSet{}         // c withdrew its version
+	sets["b"] = ruleSet{"r": "4"} // b's changed
+	if ch := review(sets, failed); len(ch) != 0 {
+		t.Fatalf("changed while another version is still offered: %+v", ch)
+	}
+	sets["b"] = ruleSet{"r": "1"} // b now has this host's content
+	if ch := review(sets, nil); len(ch) != 1 || ch[0].withdrawn || ch[0].why != "no other member offers another version" || !w.offers("r", "1") {
+		t.Fatalf("not offered again when no other version is: %+v", ch)
+	}
+	sets["b"] = ruleSet{"r": "2"}
+	review(sets, failed)
+	delete(sets, "b") // b left
+	if ch := review(sets, nil); len(ch) != 1 || ch[0].withdrawn {
+		t.Fatalf("not offered again when the other member left: %+v", ch)
+	}
+	sets["b"] = ruleSet{"r": "2"}
+	review(sets, failed)
+	hashes["r"] = "5" // the file changed
+	if ch := review(sets, nil); len(ch) != 1 || ch[0].why != "its file changed" || len(w) != 0 {
+		t.Fatalf("not offered again when the file changed: %+v", ch)
+	}
+}
+
+// A model of a group's steps, over every assignment of versions (a, b, c)
+// to 1-4 members and every choice of the versions that load, each member
+// stepping in a random order: the ownership settles (no step changes
+// anything once it has), a version that loads runs when any member has
+// one, some member always offers the rule, and no member withdraws its
+// version more than once (the versions offered change only through
+// withdrawals here). Ending a withdrawal whenever the other versions
+// changed fails it: versions a, b, c that all fail were withdrawn and
+// offered again in turn, one member 5 times.
+func TestWithdrawalsSettle(t *testing.T) {
+	versions := []string{"a", "b", "c"}
+	for n := 1; n <= 4; n++ {
+		for combo := 0; combo < pow(3, n); combo++ {
+			for loads := 0; loads < 8; loads++ {
+				for seed := range 3 {
+					have := make([]string, n)
+					for i, x := 0, combo; i < n; i, x = i+1, x/3 {
+						have[i] = versions[x%3]
+					}
+					m := groupModel(have, func(v string) bool { return loads&(1<<(v[0]-'a')) != 0 }, uint64(seed))
+					if err := m.run(); err != "" {
+						t.Fatalf("versions %v, loading %03b, seed %d: %s", have, loads, seed, err)
+					}
+				}
+			}
+		}
+	}
+}
+
+func pow(a, b int) int {
+	out := 1
+	for range b {
+		out *= a
+	}
+	return out
+}
+
+// model is a group of members with one rule, each with its version, stepping
+// as group.step does: publish its set (join), review, assign, hand over or
+// take.
+type model struct {
+	ids       []string
+	have      []string // each member's version
+	loads     func(string) bool
+	w         []withdrawals
+	published []ruleSet
+	owner     int // -1: none
+	withdrew  []int
+	rnd       uint64
+}
+
+func groupModel(have []string, loads func(string) bool, seed uint64) *model {
+	m := &model{have: have, loads: loads, owner: -1, rnd: seed*2654435761 + 1, withdrew: make([]int, len(have))}
+	for i := range have {
+		m.ids = append(m.ids, fmt.Sprintf("m%d", i))
+		m.w = append(m.w, withdrawals{})
+		m.published = append(m.published, ruleSet{"r": have[i]})
+	}
+	return m
+}
+
+// step runs member i's step and reports whether anything changed.
+func (m *model) step(i int) bool {
+	pub := ruleSet{}
+	if m.w[i].offers("r", m.have[i]) {
+		pub["r"] = m.have[i]
+	}
+	changed := len(pub) != len(m.published[i])
+	m.published[i] = pub
+	sets := map[string]ruleSet{}
+	for j, id := range m.ids {
+		sets[id] = m.published[j]
+	}
+	var failed []failedLoad
+	if m.owner == i && !m.loads(m.have[i]) {
+		failed = append(failed, failedLoad{rule: "r", hash: m.have[i]})
+	}
+	if ch := m.w[i].review(m.ids[i], sets, map[string]string{"r": m.have[i]}, failed); len(ch) > 0 {
+		for _, c := range ch {
+			if c.withdrawn {
+				m.withdrew[i]++
+			}
+		}
+		return true
+	}
+	to := assignAmong(sets)["r"]
+	switch {
+	case m.owner == i && to != m.ids[i]:
+		m.owner = -1
+		return true
+	case m.owner == -1 && to == m.ids[i]:
+		m.owner = i
+		return true
+	}
+	return changed
+}
+
+// run steps the members in a random order until a round changes nothing,
+// then checks the outcome: "" when it is right.
+func (m *model) run() string {
+	for round := 0; ; round++ {
+		if round == 100 {
+			return "no settling in 100 rounds"
+		}
+		changed := false
+		for range 2 * len(m.ids) {
+			m.rnd ^= m.rnd << 13
+			m.rnd ^= m.rnd >> 7
+			m.rnd ^= m.rnd << 17
+			changed = m.step(int(m.rnd%uint64(len(m.ids)))) || changed
+		}
+		for i := range m.ids { // every member once more
+			changed = m.step(i) || changed
+		}
+		if !changed {
+			break
+		}
+	}
+	anyLoads, offered := false, false
+	for i, v := range m.have {
+		anyLoads = anyLoads || m.loads(v)
+		offered = offered || m.published[i].has("r")
+		if m.withdrew[i] > 1 {
+			return fmt.Sprintf("member %d withdrew %d times", i, m.withdrew[i])
+		}
+	}
+	switch {
+	case m.owner == -1:
+		return "no owner"
+	case !offered:
+		return "withdrawn everywhere"
+	case anyLoads && !m.loads(m.have[m.owner]):
+		return fmt.Sprintf("owner %d runs version %s, which fails, while another loads", m.owner, m.have[m.owner])
+	}
+	return ""
+}
