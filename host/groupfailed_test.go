@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -207,6 +208,24 @@ func TestGroupFixedStandbyVersionIsNotFailed(t *testing.T) {
 	handles(t, c, "1", 1)
 }
 
+// Host 1, whose version runs while host 0's is withdrawn, leaves the
+// group: no other version is offered any more, so host 0 offers its own
+// again, owns the rule and shows its load error (the rule is not left
+// withdrawn everywhere).
+func TestGroupOffersWithdrawnVersionWhenOtherLeaves(t *testing.T) {
+	c, ms, name := versionsCluster(t)
+	withdrawnOnHost0(t, c, ms, name)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := ms[1].host.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "host 0 owns the rule again, failed to load", func() bool {
+		gs, _ := ms[0].host.Group()
+		return len(gs.Withdrawn) == 0 && ms[0].ownsFailed(name)
+	})
+}
+
 // steps makes each host run its group's loop n more times (woken, and
 // counted by the loop itself: no time bound is measured).
 func steps(t *testing.T, ms []*member, n int) {
@@ -366,13 +385,15 @@ func TestWithdrawalsReview(t *testing.T) {
 
 // A model of a group's steps, over every assignment of versions (a, b, c)
 // to 1-4 members and every choice of the versions that load, each member
-// stepping in a random order: the ownership settles (no step changes
-// anything once it has), a version that loads runs when any member has
-// one, some member always offers the rule, and no member withdraws its
-// version more than once (the versions offered change only through
-// withdrawals here). Ending a withdrawal whenever the other versions
-// changed fails it: versions a, b, c that all fail were withdrawn and
-// offered again in turn, one member 5 times.
+// stepping in a random order, then after each of 6 random changes (a
+// member leaves, comes back as a new process, or its file changes to
+// another version): the ownership settles (no step changes anything once
+// it has), a version that loads runs when a live member has one, some live
+// member always offers the rule, and between two changes no member
+// withdraws its version more than once. Ending a withdrawal whenever the
+// other versions changed (not only when none is offered) fails it:
+// versions a, b, c that all fail were withdrawn and offered again in turn,
+// one member 5 times.
 func TestWithdrawalsSettle(t *testing.T) {
 	versions := []string{"a", "b", "c"}
 	for n := 1; n <= 4; n++ {
@@ -386,6 +407,12 @@ func TestWithdrawalsSettle(t *testing.T) {
 					m := groupModel(have, func(v string) bool { return loads&(1<<(v[0]-'a')) != 0 }, uint64(seed))
 					if err := m.run(); err != "" {
 						t.Fatalf("versions %v, loading %03b, seed %d: %s", have, loads, seed, err)
+					}
+					for e := range 6 {
+						what := m.churn(versions)
+						if err := m.run(); err != "" {
+							t.Fatalf("versions %v, loading %03b, seed %d, change %d (%s): %s", have, loads, seed, e, what, err)
+						}
 					}
 				}
 			}
@@ -403,20 +430,23 @@ func pow(a, b int) int {
 
 // model is a group of members with one rule, each with its version, stepping
 // as group.step does: publish its set (join), review, assign, hand over or
-// take.
+// take. A member's load of its version fails or not by the version alone.
 type model struct {
 	ids       []string
 	have      []string // each member's version
+	gone      []bool   // members not live
 	loads     func(string) bool
 	w         []withdrawals
 	published []ruleSet
-	owner     int // -1: none
-	withdrew  []int
+	owner     int   // -1: none
+	withdrew  []int // withdrawals by member since the last change
 	rnd       uint64
 }
 
 func groupModel(have []string, loads func(string) bool, seed uint64) *model {
-	m := &model{have: have, loads: loads, owner: -1, rnd: seed*2654435761 + 1, withdrew: make([]int, len(have))}
+	have = slices.Clone(have)
+	m := &model{have: have, loads: loads, owner: -1, rnd: seed*2654435761 + 1,
+		withdrew: make([]int, len(have)), gone: make([]bool, len(have))}
 	for i := range have {
 		m.ids = append(m.ids, fmt.Sprintf("m%d", i))
 		m.w = append(m.w, withdrawals{})
@@ -425,17 +455,53 @@ func groupModel(have []string, loads func(string) bool, seed uint64) *model {
 	return m
 }
 
+func (m *model) rand(n int) int {
+	m.rnd ^= m.rnd << 13
+	m.rnd ^= m.rnd >> 7
+	m.rnd ^= m.rnd << 17
+	return int(m.rnd % uint64(n))
+}
+
+// churn makes a random change and says which.
+func (m *model) churn(versions []string) string {
+	clear(m.withdrew)
+	i := m.rand(len(m.ids))
+	live := 0
+	for _, g := range m.gone {
+		if !g {
+			live++
+		}
+	}
+	switch {
+	case m.gone[i]: // a new process: nothing withdrawn yet
+		m.gone[i], m.w[i] = false, withdrawals{}
+		return fmt.Sprintf("member %d back", i)
+	case live > 1 && m.rand(2) == 0: // its lease lapses
+		m.gone[i] = true
+		if m.owner == i {
+			m.owner = -1
+		}
+		return fmt.Sprintf("member %d gone", i)
+	default: // standby() ends a withdrawal of the old content
+		m.have[i] = versions[(slices.Index(versions, m.have[i])+1+m.rand(len(versions)-1))%len(versions)]
+		delete(m.w[i], "r")
+		return fmt.Sprintf("member %d now has %s", i, m.have[i])
+	}
+}
+
 // step runs member i's step and reports whether anything changed.
 func (m *model) step(i int) bool {
 	pub := ruleSet{}
 	if m.w[i].offers("r", m.have[i]) {
 		pub["r"] = m.have[i]
 	}
-	changed := len(pub) != len(m.published[i])
+	changed := !maps.Equal(pub, m.published[i])
 	m.published[i] = pub
 	sets := map[string]ruleSet{}
 	for j, id := range m.ids {
-		sets[id] = m.published[j]
+		if !m.gone[j] {
+			sets[id] = m.published[j]
+		}
 	}
 	var failed []failedLoad
 	if m.owner == i && !m.loads(m.have[i]) {
@@ -461,21 +527,24 @@ func (m *model) step(i int) bool {
 	return changed
 }
 
-// run steps the members in a random order until a round changes nothing,
-// then checks the outcome: "" when it is right.
+// run steps the live members in a random order until a round changes
+// nothing, then checks the outcome: "" when it is right.
 func (m *model) run() string {
+	var live []int
+	for i, g := range m.gone {
+		if !g {
+			live = append(live, i)
+		}
+	}
 	for round := 0; ; round++ {
 		if round == 100 {
 			return "no settling in 100 rounds"
 		}
 		changed := false
-		for range 2 * len(m.ids) {
-			m.rnd ^= m.rnd << 13
-			m.rnd ^= m.rnd >> 7
-			m.rnd ^= m.rnd << 17
-			changed = m.step(int(m.rnd%uint64(len(m.ids)))) || changed
+		for range 2 * len(live) {
+			changed = m.step(live[m.rand(len(live))]) || changed
 		}
-		for i := range m.ids { // every member once more
+		for _, i := range live { // every member once more
 			changed = m.step(i) || changed
 		}
 		if !changed {
@@ -483,8 +552,8 @@ func (m *model) run() string {
 		}
 	}
 	anyLoads, offered := false, false
-	for i, v := range m.have {
-		anyLoads = anyLoads || m.loads(v)
+	for _, i := range live {
+		anyLoads = anyLoads || m.loads(m.have[i])
 		offered = offered || m.published[i].has("r")
 		if m.withdrew[i] > 1 {
 			return fmt.Sprintf("member %d withdrew %d times", i, m.withdrew[i])

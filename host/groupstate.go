@@ -333,19 +333,19 @@ type GroupStatus struct {
 
 func (g *group) status() GroupStatus {
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	s := GroupStatus{Name: g.name, Member: g.id, Members: slices.Clone(g.members),
 		Takeovers: g.takeovers.Load(), Handovers: g.handovers.Load(), Lost: g.lost.Load(), Withdrawals: g.withdrawals.Load()}
-	for r, p := range g.paths {
-		switch {
-		case g.owned[r]:
+	for r := range g.paths {
+		if g.owned[r] {
 			s.Owned = append(s.Owned, r)
-		case !g.failedHere(p):
-			s.Standby = append(s.Standby, r)
 		}
 		if _, ok := g.withdrawn[r]; ok {
 			s.Withdrawn = append(s.Withdrawn, r)
 		}
+	}
+	g.mu.Unlock()
+	for _, st := range g.standbyStatus() {
+		s.Standby = append(s.Standby, filepath.Base(st.Path))
 	}
 	sort.Strings(s.Owned)
 	sort.Strings(s.Standby)
@@ -353,21 +353,21 @@ func (g *group) status() GroupStatus {
 	return s
 }
 
-// failedHere reports whether the last load of the rule file at path failed
-// here, with no version of it running: Status lists it as failed to load,
-// not as standby.
-func (g *group) failedHere(path string) bool {
-	_, _, ok := g.h.loadFailure(path)
-	return ok
-}
-
-// standbyStatus lists the rules another host runs, for Status.
+// standbyStatus lists the rules another host runs, for Status: those this
+// host does not own, but for those whose load here failed (Status lists
+// them as failed to load, with the error).
 func (g *group) standbyStatus() []RuleStatus {
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	var out []RuleStatus
+	var paths []string
 	for r, p := range g.paths {
-		if !g.owned[r] && !g.failedHere(p) {
+		if !g.owned[r] {
+			paths = append(paths, p)
+		}
+	}
+	g.mu.Unlock()
+	var out []RuleStatus
+	for _, p := range paths { // outside g.mu: the host's failures are its own
+		if _, _, failed := g.h.loadFailure(p); !failed {
 			out = append(out, RuleStatus{Path: p, State: StateStandby})
 		}
 	}
