@@ -26,7 +26,8 @@ import (
 //	                             lock and fenced with it; every member
 //	                             watches it
 //	$ssrun/group/NAME/rules/D    the rule set whose digest is D: the shared
-//	                             rule files a member has (groupsets.go)
+//	                             rule files a member has and offers (not
+//	                             those withdrawn: groupfailed.go)
 //	$ssrun/group/NAME/roster.lock  the roster's lock (a lease)
 //	$ssrun/group/NAME/rule/H     the ownership lease of the rule whose file
 //	                             name hashes to H (ruleHash)
@@ -60,8 +61,8 @@ import (
 // version (members may differ: groupsets.go), the owner withdraws its own
 // from the rule set its roster line names and hands the rule over, so the
 // rule moves to a member that offers it; the version is offered again when
-// its file or the other members' versions change (groupfailed.go has the
-// rules, and why they cannot loop).
+// its file changes or no other member offers another version any more
+// (groupfailed.go has the rules, and why they cannot loop).
 
 func (g *group) memberKey(id string) string { return g.key("member/" + id) }
 

@@ -32,8 +32,8 @@ func (h *Host) contentHash(path string) string {
 // version of the rule runs (loadstatus.go).
 func (h *Host) loadFailure(path string) (hash, err string, ok bool) {
 	h.outcomes.mu.Lock()
-	defer h.outcomes.mu.Unlock()
 	f, ok := h.outcomes.failed[path]
+	h.outcomes.mu.Unlock()
 	if !ok {
 		return "", "", false
 	}
