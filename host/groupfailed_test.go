@@ -270,8 +270,9 @@ func owner(ms []*member, name string) []int {
 func TestGroupKeepsRuleThatFailsEverywhere(t *testing.T) {
 	_, ms, name := versionsCluster(t)
 	ms[0].put(t, name, "broken")
-	ms[1].put(t, name, "broken")
-	steps(t, ms, 3) // both have seen both sets
+	waitFor(t, "host 0 owns the rule, failed to load", func() bool { return ms[0].ownsFailed(name) })
+	ms[1].put(t, name, "broken") // host 1 never loads it: the assignment prefers host 0
+	steps(t, ms, 3)              // both have seen both sets
 	var own []int
 	waitFor(t, "one host owns the rule, failed to load", func() bool {
 		own = owner(ms, name)
