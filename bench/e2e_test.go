@@ -81,6 +81,20 @@ func (e *env) hostFlows() []flow {
 	})
 }
 
+// roundTrip returns the mean time of 100 GETs on c, one at a time.
+func roundTrip(tb testing.TB, c *protocol.Client) time.Duration {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	t0 := time.Now()
+	for range 100 {
+		if _, err := c.Get(ctx, []byte("go/in"), protocol.CallOptions{}); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return time.Since(t0) / 100
+}
+
 // onlyFlows returns the flows named in names (comma-separated; all when
 // empty): SSRUN_BENCH_FLOWS=plugin-atend keeps a benchmark to the baseline
 // and that subject, to profile one (e.g. perf record -p of the plugin
@@ -177,14 +191,31 @@ func TestRulesEndToEnd(t *testing.T) {
 // event of each subject. Reports <subject>-ev/s and <subject>-x-base
 // (target for lua and wasm: >= 0.8). Mailboxes hold every event, and the
 // benchmark fails if any event was dropped or failed.
-func BenchmarkRuleThroughput(b *testing.B) {
+func BenchmarkRuleThroughput(b *testing.B) { ruleThroughput(b, 0) }
+
+// BenchmarkRuleThroughputLink is BenchmarkRuleThroughput with every
+// connection to the broker through a link that holds each byte for at
+// least 250 µs each way (testnet.Proxy; an idle Go process's timers wake
+// in whole milliseconds, so it is more): each store call costs more, as
+// with a broker on another node, while a plugin's messages on its own
+// machine do not. Reports also get-us, a GET's round trip through the link
+// (the baseline's client, before the chunks; about 185 µs without it).
+func BenchmarkRuleThroughputLink(b *testing.B) { ruleThroughput(b, 250*time.Microsecond) }
+
+// ruleThroughput runs BenchmarkRuleThroughput with every connection to the
+// broker delayed by link each way (none when 0).
+func ruleThroughput(b *testing.B, link time.Duration) {
 	const chunk, inflight = 500, 64
 	prebuild(b, "A")
-	e := newEnv(b, host.RuleConfig{Mailbox: 1 << 16})
+	e := newEnvLink(b, host.RuleConfig{Mailbox: 1 << 16}, sharedWasmCache(b), link)
 	native := startNativeClient(b, e.addr, e.log)
 	flows := append([]flow{{"baseline", "go/in", "go/out", native.handled.Load}}, e.hostFlows()...)
 	for _, f := range flows { // warm up: connections, caches, first instances
 		e.drive(f, 50, inflight)
+	}
+	var rtt time.Duration
+	if link > 0 {
+		rtt = roundTrip(b, native.c)
 	}
 	elapsed := make([]time.Duration, len(flows))
 	b.ResetTimer()
@@ -197,6 +228,9 @@ func BenchmarkRuleThroughput(b *testing.B) {
 	}
 	b.StopTimer()
 	testutil.ReportRates(b, elapsed, func(i int) string { return flows[i].name }, "-ev/s", "-x-base")
+	if link > 0 {
+		b.ReportMetric(float64(rtt.Microseconds()), "get-us")
+	}
 	for _, f := range flows {
 		e.checkCopied(f)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/ssrun/ssrun/broker/brokertest"
 	"github.com/ssrun/ssrun/host"
 	"github.com/ssrun/ssrun/internal/gobuild"
+	"github.com/ssrun/ssrun/internal/testnet"
 	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/runtime/lua"
@@ -319,9 +320,22 @@ func newEnv(tb testing.TB, defaults host.RuleConfig, mods ...func(*host.Config))
 // newEnvCache is newEnv with the WebAssembly compilation cache in wasmCache.
 func newEnvCache(tb testing.TB, defaults host.RuleConfig, wasmCache string, mods ...func(*host.Config)) *env {
 	tb.Helper()
+	return newEnvLink(tb, defaults, wasmCache, 0, mods...)
+}
+
+// newEnvLink is newEnvCache with every client's connection to the broker
+// (the host's, the user's, and those dialed to e.addr) through a link that
+// holds each byte for link each way (testnet.Proxy; none when 0).
+func newEnvLink(tb testing.TB, defaults host.RuleConfig, wasmCache string, link time.Duration, mods ...func(*host.Config)) *env {
+	tb.Helper()
 	log := newLogger(tb)
 	b := brokertest.Start(tb, func(c *broker.Config) { c.Logger = log })
 	e := &env{tb: tb, log: log, broker: b, addr: b.Addr(), dir: tb.TempDir()}
+	if link > 0 {
+		p := testnet.NewProxy(tb, b.Addr())
+		p.Delay(link)
+		e.addr = p.Addr()
+	}
 	e.user = dial(tb, e.addr, "user", log)
 	e.hostC = dial(tb, e.addr, "host", log)
 	var err error
