@@ -38,13 +38,20 @@ func Client(t testing.TB, addr, id string, opts ...func(*protocol.Config)) *prot
 }
 
 // Host returns a host with opts, closed when the test ends: a Close that
-// fails fails the test (testutil.CloseAtEnd). Without a Logger it logs to t.Log.
+// fails fails the test (testutil.CloseAtEnd). Without a Logger it logs to t.Log;
+// without Defaults.Timeout a handler gets 30 s.
 // Runtimes closed in a cleanup registered before Host are closed after the
 // host.
 func Host(t testing.TB, opts host.Config) *host.Host {
 	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(testutil.LogWriter(t), nil))
+	}
+	if opts.Defaults.Timeout == 0 {
+		// The tests check what a rule does, not how fast: a handler may
+		// take over the 1 s default on a loaded machine (a thermostat's
+		// first event did, in a CI run with -race beside other work).
+		opts.Defaults.Timeout = 30 * time.Second
 	}
 	h, err := host.New(opts)
 	if err != nil {
