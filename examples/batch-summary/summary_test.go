@@ -164,7 +164,6 @@ func (e *env) status() host.RuleStatus {
 	return host.RuleStatus{}
 }
 
-
 func values(s summary) string {
 	b, _ := json.Marshal(s.Values)
 	return string(b)
