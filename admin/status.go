@@ -59,6 +59,10 @@ type HostDoc struct {
 	// "standby: ...").
 	Owned   int `json:"owned,omitempty"`
 	Standby int `json:"standby,omitempty"`
+	// Withdrawn counts the shared rules whose version here failed to load
+	// and which this host no longer offers, another member having another
+	// version (they run there; their state here is the load failure).
+	Withdrawn int `json:"withdrawn,omitempty"`
 }
 
 // NewStatusDoc builds the status document of src.
@@ -82,7 +86,7 @@ func NewStatusDoc(src StatusSource) StatusDoc {
 	}
 	st := src.Stats()
 	doc.Host = HostDoc{Notifications: st.Notifications, LoopsDamped: st.LoopsDamped, Resyncs: st.Resyncs,
-		WatchedKeys: st.WatchedKeys, Stuck: st.Stuck, Timers: st.Timers, Owned: st.Owned, Standby: st.Standby}
+		WatchedKeys: st.WatchedKeys, Stuck: st.Stuck, Timers: st.Timers, Owned: st.Owned, Standby: st.Standby, Withdrawn: st.Withdrawn}
 	return doc
 }
 

@@ -97,9 +97,9 @@ func TestOnlyGet(t *testing.T) {
 // A host in a group reports how many shared rules it owns and how many
 // another host runs; a host in none leaves both out.
 func TestStatusDocumentGroupCounts(t *testing.T) {
-	doc := admin.NewStatusDoc(fakeHost{stats: host.Stats{Owned: 3, Standby: 7},
+	doc := admin.NewStatusDoc(fakeHost{stats: host.Stats{Owned: 3, Standby: 7, Withdrawn: 2},
 		rules: []host.RuleStatus{{Path: "/r/a.lua", State: host.StateStandby}}})
-	if doc.Host.Owned != 3 || doc.Host.Standby != 7 || doc.Rules[0].State != host.StateStandby {
+	if doc.Host.Owned != 3 || doc.Host.Standby != 7 || doc.Host.Withdrawn != 2 || doc.Rules[0].State != host.StateStandby {
 		t.Fatalf("group counts: %+v, rule %+v", doc.Host, doc.Rules[0])
 	}
 	b, err := json.Marshal(admin.NewStatusDoc(fakeHost{}))
@@ -110,7 +110,9 @@ func TestStatusDocumentGroupCounts(t *testing.T) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := m.Host["owned"]; ok {
-		t.Fatalf("a host in no group reports owned: %s", b)
+	for _, k := range []string{"owned", "standby", "withdrawn"} {
+		if _, ok := m.Host[k]; ok {
+			t.Fatalf("a host in no group reports %s: %s", k, b)
+		}
 	}
 }

@@ -148,6 +148,9 @@ func TestGroupMovesRuleWhoseVersionFailsToLoad(t *testing.T) {
 	if !slices.Equal(gs.Withdrawn, []string{name}) || gs.Withdrawals != 1 || len(gs.Standby) != 0 {
 		t.Fatalf("host 0's group status %+v, want %s withdrawn once, no standby", gs, name)
 	}
+	if hs := ms[0].host.Stats(); hs.Withdrawn != 1 || hs.Standby != 0 {
+		t.Fatalf("host 0's stats count %d withdrawn, %d standby; want 1, 0", hs.Withdrawn, hs.Standby)
+	}
 	st := ms[0].ruleStatus(name)
 	if len(st) != 1 || st[0].State != StateLoadFailed || !strings.Contains(st[0].LastError, `no rule named "broken"`) {
 		t.Fatalf("host 0's status of %s: %+v", name, st)

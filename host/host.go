@@ -591,8 +591,10 @@ type Stats struct {
 	// and is not counted).
 	LoadFailed int
 	// Owned and Standby count, in a group (Config.Group), the shared rules
-	// this host runs and those another host runs.
-	Owned, Standby int
+	// this host runs and those another host runs; Withdrawn those whose
+	// version here failed to load and which this host no longer offers,
+	// another member having another version (GroupStatus.Withdrawn).
+	Owned, Standby, Withdrawn int
 }
 
 // Stats returns host-wide counters.
@@ -604,7 +606,7 @@ func (h *Host) Stats() Stats {
 	}
 	if h.group != nil {
 		gs := h.group.status()
-		s.Owned, s.Standby = len(gs.Owned), len(gs.Standby)
+		s.Owned, s.Standby, s.Withdrawn = len(gs.Owned), len(gs.Standby), len(gs.Withdrawn)
 		s.Resyncs += h.group.resyncs.Load()
 	}
 	return s

@@ -77,8 +77,11 @@ func printStatus(w io.Writer, doc admin.StatusDoc) error {
 	h := doc.Host
 	_, err := fmt.Fprintf(w, "\nhost: %d notifications, %d watched keys, %d loops damped, %d resyncs, %d stuck calls, %d timers\n",
 		h.Notifications, h.WatchedKeys, h.LoopsDamped, h.Resyncs, h.Stuck, h.Timers)
-	if err == nil && h.Owned+h.Standby > 0 {
+	if err == nil && h.Owned+h.Standby+h.Withdrawn > 0 {
 		_, err = fmt.Fprintf(w, "group: %d rule(s) owned here, %d on standby (run by another host)\n", h.Owned, h.Standby)
+		if err == nil && h.Withdrawn > 0 {
+			_, err = fmt.Fprintf(w, "group: %d rule(s) withdrawn: their version here fails to load, another host has another version\n", h.Withdrawn)
+		}
 	}
 	return err
 }
