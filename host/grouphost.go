@@ -31,9 +31,7 @@ func (h *Host) contentHash(path string) string {
 // error of the last load of the rule file at path, when it failed and no
 // version of the rule runs (loadstatus.go).
 func (h *Host) loadFailure(path string) (hash, err string, ok bool) {
-	h.outcomes.mu.Lock()
-	f, ok := h.outcomes.failed[path]
-	h.outcomes.mu.Unlock()
+	f, ok := h.outcomes.failure(path)
 	if !ok {
 		return "", "", false
 	}

@@ -322,7 +322,8 @@ type GroupStatus struct {
 	Standby []string
 	// Withdrawn lists the rules whose version here failed to load while
 	// another member has another version: this host offers them no more
-	// until its file or the other versions change (groupfailed.go).
+	// until its file changes or no other member offers another version
+	// (groupfailed.go).
 	Withdrawn []string
 	// Takeovers, Handovers and Lost count the rules taken over, handed over
 	// (to another host, on a rebalance or shutdown) and lost (the ownership

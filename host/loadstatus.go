@@ -46,10 +46,17 @@ func (o *loadOutcomes) note(r *rule, path, kind string, hash [32]byte, err error
 // failedAt reports whether the file at path failed to load (and has not
 // loaded since).
 func (o *loadOutcomes) failedAt(path string) bool {
+	_, ok := o.failure(path)
+	return ok
+}
+
+// failure returns the last load of the file at path, when it failed (and
+// it has not loaded since).
+func (o *loadOutcomes) failure(path string) (loadFailure, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	_, ok := o.failed[path]
-	return ok
+	f, ok := o.failed[path]
+	return f, ok
 }
 
 // forget drops what note recorded of the file at path (it is gone).
