@@ -213,3 +213,92 @@ func BenchmarkInstrument(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(out))/float64(len(src)), "x-size")
 }
+
+// FuzzInstrument: instrument never panics, and whatever wazero compiles it
+// instruments into a module wazero compiles, with one check per insertion
+// point it reports.
+func FuzzInstrument(f *testing.F) {
+	for _, p := range asGuests {
+		src, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(src)
+	}
+	m := handGuest(nil)
+	fib := len(m.imports) + len(m.funcs)
+	f.Add(withHelper(func(fib int) []byte { return ops(i32c(60), call(fib), opDrop, i32c(0)) },
+		ops(localGet(0), i32c(2), []byte{0x48, 0x04, 0x7f}, localGet(0), []byte{0x05}, localGet(0), i32c(1), []byte{0x6b}, call(fib), []byte{0x0b})))
+	f.Add(withHelper(func(typ int) []byte {
+		return ops(i32c(5), []byte{0x03}, sleb(int64(typ)), i32c(1), []byte{0x6a, 0x0c, 0x00, 0x0b}, opDrop, i32c(0))
+	}, localGet(0)))
+	f.Add(handGuest(ops(opSpin, []byte{0x03, 0x7f, 0x41, 0x01, 0x0b}, opDrop, i32c(0))).bytes())
+	f.Add(handGuest(ops(i32c(0), []byte{0xfd, 0x11, 0xfd, 0x15, 0x03, 0xfd, 0x0c}, bytes.Repeat([]byte{7}, 16), []byte{0x1a, 0x1a, 0xfc, 0x00, 0x1a}, i32c(0))).bytes())
+	f.Add(module())
+	f.Add([]byte("\x00asm\x01\x00\x00\x00\x01\x04\x01\x60\x00\x00\x03\x02\x01\x00\x0a\x04\x01\x02\x00\x0b"))
+
+	ctx := context.Background()
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
+	f.Cleanup(func() { _ = rt.Close(ctx) })
+	f.Fuzz(func(t *testing.T, src []byte) {
+		out, checks, err := instrumentCount(src)
+		cm, cerr := rt.CompileModule(ctx, src)
+		if cerr != nil {
+			return
+		}
+		_ = cm.Close(ctx)
+		if err != nil {
+			t.Fatalf("wazero compiles the module, instrument fails: %v", err)
+		}
+		cm, err = rt.CompileModule(ctx, out)
+		if err != nil {
+			t.Fatalf("the instrumented module does not compile: %v", err)
+		}
+		_ = cm.Close(ctx)
+		if n := countChecks(t, out) - countChecks(t, src); n != checks {
+			t.Fatalf("%d more checks in the code; instrument reports %d", n, checks)
+		}
+		if _, _, err := instrumentCount(out); err == nil || !strings.Contains(err.Error(), interruptExport) {
+			t.Fatalf("instrumenting twice: %v; want the reserved name refused", err)
+		}
+	})
+}
+
+// countChecks counts the checks in the code section of a module: the
+// sequences "global.get c; i32.const 1; i32.sub; global.set c; global.get
+// c; i32.eqz; if; call t; end" for any c and t.
+func countChecks(t *testing.T, mod []byte) int {
+	secs, err := readSections(mod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var code []byte
+	for _, s := range secs {
+		if s.id == 10 {
+			code = s.payload
+		}
+	}
+	n := 0
+	for i := 0; i < len(code); i++ {
+		r := reader{p: code, off: i}
+		ok := func(b byte) bool { v, err := r.byte(""); return err == nil && v == b }
+		if !ok(0x23) {
+			continue
+		}
+		c, err := r.u32("")
+		if err != nil || !ok(0x41) || !ok(0x01) || !ok(0x6b) || !ok(0x24) {
+			continue
+		}
+		if c2, err := r.u32(""); err != nil || c2 != c || !ok(0x23) {
+			continue
+		}
+		if c3, err := r.u32(""); err != nil || c3 != c || !ok(0x45) || !ok(0x04) || !ok(0x40) || !ok(0x10) {
+			continue
+		}
+		if _, err := r.u32(""); err != nil || !ok(0x0b) {
+			continue
+		}
+		n++
+	}
+	return n
+}
