@@ -23,7 +23,7 @@ func (s section) payloadOffset() int { return s.end - len(s.payload) }
 var errNotWasm = errors.New("not a WebAssembly binary (no \\0asm version 1 header)")
 
 // readSections splits a module binary into its sections. It checks only
-// the header and that each section's size fits the binary.
+// the header, that each section's size fits the binary, and plausibleCount.
 func readSections(src []byte) ([]section, error) {
 	if len(src) < 8 || string(src[:8]) != "\x00asm\x01\x00\x00\x00" {
 		return nil, errNotWasm
@@ -38,6 +38,9 @@ func readSections(src []byte) ([]section, error) {
 		}
 		i += 1 + n
 		secs = append(secs, section{id: id, start: start, end: i + int(size), payload: src[i : i+int(size)]})
+		if err := plausibleCount(&secs[len(secs)-1]); err != nil {
+			return nil, err
+		}
 		i += int(size)
 	}
 	return secs, nil
@@ -68,4 +71,29 @@ func sectionRank(id byte) int {
 		return int(id) * 2
 	}
 	return -1
+}
+
+// errImplausible is a vector section with more entries than bytes.
+var errImplausible = errors.New("more entries than bytes")
+
+// plausibleCount checks that a vector section (all but custom, start and
+// data count) has no more entries than bytes, each taking one at least.
+// wazero allocates its vectors by their count before it reads them: a
+// count of a billion in a few bytes would make it exhaust the host's
+// memory (FuzzInstrument found this with the import section). readSections
+// refuses such a section before any later one can fail differently, so
+// that instrument, which runs first, keeps such a module from wazero.
+func plausibleCount(s *section) error {
+	if s.id == 0 || s.id == 8 || s.id == 12 {
+		return nil
+	}
+	r := reader{p: s.payload, base: s.payloadOffset()}
+	n, err := r.u32(fmt.Sprintf("section %d count", s.id))
+	if err != nil {
+		return err
+	}
+	if uint64(n) > uint64(len(r.rest())) {
+		return fmt.Errorf("section %d at offset %d claims %d entries in %d bytes: %w", s.id, s.start, n, len(r.rest()), errImplausible)
+	}
+	return nil
 }
