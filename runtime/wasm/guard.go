@@ -10,8 +10,8 @@ import (
 // or a load check, without waiting for it: Script.Close and Runtime.Close
 // never wait on a guest. Every call into a guest gets its context from
 // begin; stop cancels that context, which ends the call at once (the
-// instance's interrupt flag stops the guest at its next loop iteration or
-// call, see instance.call, and sleeper ends a WASI sleep).
+// instance's interrupt flag stops the guest within a few thousand loop
+// iterations or calls, see instance.call, and sleeper ends a WASI sleep).
 type guard struct {
 	mu      sync.Mutex
 	stopped bool

@@ -89,8 +89,8 @@ type instance struct {
 	sleep          *sleeper
 
 	// interrupt is the module's interrupt flag (see instrument): set, the
-	// guest traps at its next loop iteration or call. raise sets it and
-	// marks raised done; call arms it on each call's context.
+	// guest traps within tickEvery loop iterations and calls. raise sets
+	// it and marks raised done; call arms it on each call's context.
 	interrupt api.MutableGlobal
 	raise     func()
 	raised    sync.WaitGroup
