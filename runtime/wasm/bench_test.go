@@ -211,9 +211,11 @@ func BenchmarkMemoryPerScript(b *testing.B) {
 // takes the fastest of each; floors is (step - empty) / (floor - empty),
 // so the event's own cost (about 100 ns a step) is in neither.
 //
-// A function that calls costs far more than one that does not because Go's
-// wasm port opens it with a loop (its resume points) and wazero, with
-// WithCloseOnContextDone, calls a termination check at every loop header.
+// A function that calls costs more than one that does not because Go's
+// wasm port opens it with a loop (its resume points), and every loop header
+// has an interrupt check (see instrument; with wazero's
+// WithCloseOnContextDone, used before, that check was a return to Go and
+// cost far more).
 func BenchmarkGuestSteps(b *testing.B) {
 	h := newBenchHost()
 	h.Put("bench/k", []byte("0123456789abcdef"))

@@ -39,29 +39,22 @@ type dataSegment struct {
 }
 
 func mergeDataErr(src []byte) ([]byte, error) {
-	if len(src) < 8 || string(src[:4]) != "\x00asm" {
+	secs, err := readSections(src)
+	if err != nil {
 		return nil, errNoMerge
 	}
-	var dataStart, dataEnd int // the data section, its id byte to its end
+	var data section // the data section
 	var payload []byte
-	for i := 8; i < len(src); {
-		start := i
-		id := src[i]
-		size, n := binary.Uvarint(src[i+1:])
-		if n <= 0 || n > 5 || size > uint64(len(src)-(i+1+n)) {
-			return nil, errNoMerge
-		}
-		i += 1 + n
-		switch id {
+	for _, s := range secs {
+		switch s.id {
 		case 12: // data count: instructions may name segments
 			return nil, errNoMerge
 		case 11:
 			if payload != nil {
 				return nil, errNoMerge
 			}
-			dataStart, dataEnd, payload = start, i+int(size), src[i:i+int(size)]
+			data, payload = s, s.payload
 		}
-		i += int(size)
 	}
 	if payload == nil {
 		return nil, errNoMerge
@@ -101,11 +94,9 @@ func mergeDataErr(src []byte) ([]byte, error) {
 		sec = append(sec, s.data...)
 	}
 	out := make([]byte, 0, len(src)-len(payload)+len(sec)+5)
-	out = append(out, src[:dataStart]...)
-	out = append(out, 11)
-	out = binary.AppendUvarint(out, uint64(len(sec)))
-	out = append(out, sec...)
-	out = append(out, src[dataEnd:]...)
+	out = append(out, src[:data.start]...)
+	out = appendSection(out, 11, sec)
+	out = append(out, src[data.end:]...)
 	return out, nil
 }
 

@@ -9,9 +9,9 @@ import (
 // guard lets another goroutine stop the guest call in progress on a script
 // or a load check, without waiting for it: Script.Close and Runtime.Close
 // never wait on a guest. Every call into a guest gets its context from
-// begin; stop cancels that context, which ends the call at once (wazero
-// closes the instance at the next loop header, and sleeper ends a WASI
-// sleep).
+// begin; stop cancels that context, which ends the call at once (the
+// instance's interrupt flag stops the guest within a few thousand loop
+// iterations or calls, see instance.call, and sleeper ends a WASI sleep).
 type guard struct {
 	mu      sync.Mutex
 	stopped bool

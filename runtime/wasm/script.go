@@ -87,15 +87,40 @@ type instance struct {
 	alloc, onEvent api.Function
 	stack          []uint64
 	sleep          *sleeper
+
+	// interrupt is the module's interrupt flag (see instrument): set, the
+	// guest traps within tickEvery loop iterations and calls. raise sets
+	// it and marks raised done; call arms it on each call's context.
+	interrupt api.MutableGlobal
+	raise     func()
+	raised    sync.WaitGroup
 }
 
 // call calls fn of the instance under ctx, the call's context (from
-// guard.begin), which also bounds the guest's sleeps.
+// guard.begin), which also bounds the guest's sleeps. When ctx ends during
+// the call, the interrupt flag stops the guest, and the call fails with
+// the *sys.ExitError wazero's WithCloseOnContextDone would give (see
+// exitError; classify maps it). A call that returns before it sees the
+// flag succeeds, and the flag is cleared.
 func (in *instance) call(ctx context.Context, fn api.Function, stack []uint64) error {
 	in.sleep.ctx = ctx
+	in.raised.Add(1)
+	stop := context.AfterFunc(ctx, in.raise)
 	err := fn.CallWithStack(ctx, stack)
+	if stop() {
+		in.raised.Done()
+	} else {
+		in.raised.Wait() // raise is running or ran: let it finish first
+	}
 	in.sleep.ctx = nil
-	return err
+	if in.interrupt.Get() == 0 {
+		return err
+	}
+	if err == nil {
+		in.interrupt.Set(0)
+		return nil
+	}
+	return fmt.Errorf("interrupted (%v): %w", firstLine(err.Error()), exitError(ctx.Err()))
 }
 
 // atLimit reports whether the instance's memory reached the engine's limit.
@@ -115,12 +140,22 @@ func (r *Runtime) instantiate(ctx context.Context, e *engine, cm wazero.Compiled
 	if err != nil {
 		return nil, err
 	}
+	flag, ok := mod.ExportedGlobal(interruptExport).(api.MutableGlobal)
+	if !ok { // instrument adds it to every module
+		_ = mod.Close(context.Background())
+		return nil, fmt.Errorf("wasm: the module has no mutable global %q", interruptExport)
+	}
 	in := &instance{
-		mod:     mod,
-		alloc:   mod.ExportedFunction(abi.ExportAlloc),
-		onEvent: mod.ExportedFunction(abi.ExportOnEvent),
-		stack:   make([]uint64, 2),
-		sleep:   sl,
+		mod:       mod,
+		alloc:     mod.ExportedFunction(abi.ExportAlloc),
+		onEvent:   mod.ExportedFunction(abi.ExportOnEvent),
+		stack:     make([]uint64, 2),
+		sleep:     sl,
+		interrupt: flag,
+	}
+	in.raise = func() {
+		flag.Set(1)
+		in.raised.Done()
 	}
 	// Register before _initialize: the rule calls watch from there.
 	r.callers.Store(mod, c)

@@ -28,7 +28,7 @@ type sleeper struct {
 var errSleepOutsideCall = errors.New("wasm: WASI sleep outside a call")
 
 // nanosleep implements sys.Nanosleep. When the call's context ends first,
-// it stops the call as wazero stops a loop at a deadline, with a
+// it stops the call as instance.call reports an interrupted one, with a
 // *sys.ExitError whose code says why (classify turns it into abi.ErrTimeout
 // or a cancellation): returning early would let the guest go on past its
 // deadline, or sleep again.

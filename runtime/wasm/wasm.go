@@ -28,8 +28,11 @@
 //
 // Instances. A Script owns one instance and runs one call at a time. Each
 // call (initialisation, event) runs under abi.Limits.CallTimeout and the
-// caller's context, and nothing a guest can reach outlives them: wazero
-// stops a call even in a tight loop (it checks at every loop header), a
+// caller's context, and nothing a guest can reach outlives them: a call
+// is stopped even in a tight loop or a loop-free recursion (the module is
+// compiled with an interrupt check at every loop header and at the entry
+// of every function that calls, see instrument; a module that cannot be
+// instrumented is refused), a
 // WASI sleep (poll_oneoff on a clock: what time.Sleep and every language's
 // sleep compile to) ends with the call (see sleeper), stdin is empty, the
 // threads proposal (memory.atomic.wait) is not enabled, and the host verbs
@@ -269,7 +272,7 @@ func (r *Runtime) engine(ctx context.Context, pages uint32) (*engine, error) {
 	}
 	cfg := wazero.NewRuntimeConfig().
 		WithCompilationCache(r.cache).
-		WithCloseOnContextDone(true).
+		WithCloseOnContextDone(false). // instrument's flag stops a call instead
 		WithMemoryLimitPages(pages)
 	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
@@ -384,7 +387,11 @@ func (r *Runtime) compiledLocked(ctx context.Context, c *code, e *engine) (wazer
 	}
 	r.compiles.Add(1)
 	ctx = experimental.WithCompilationWorkers(ctx, min(runtime.GOMAXPROCS(0), 4))
-	cm, err := e.rt.CompileModule(ctx, mergeData(c.src)) // fewer data segments: a faster instantiation
+	bin, err := instrument(mergeData(c.src)) // fewer data segments: a faster instantiation
+	if err != nil {
+		return nil, fmt.Errorf("cannot add the interrupt checks: %w", err)
+	}
+	cm, err := e.rt.CompileModule(ctx, bin)
 	if err != nil {
 		return nil, err
 	}
