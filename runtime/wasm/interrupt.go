@@ -7,8 +7,13 @@ import (
 )
 
 // interruptExport is the name under which instrument exports the interrupt
-// flag. A module that exports it itself is refused.
-const interruptExport = "ssrun.interrupt"
+// flag, and startExport the one under which it exports the module's start
+// function (its start section removed: instantiate calls it, under the
+// flag). A module that exports either name itself is refused.
+const (
+	interruptExport = "ssrun.interrupt"
+	startExport     = "ssrun.start"
+)
 
 // tickEvery is how many checks (see instrument) a guest runs between two
 // visits to Go: the number of loop iterations and calls for which it may
@@ -138,7 +143,19 @@ func instrumentCount(src []byte) ([]byte, int, error) {
 			return nil, 0, err
 		}
 	}
-	changed[7] = vec(nExports, exports, export)
+	adds := [][]byte{export}
+	if s := known[8]; s != nil { // the start function: exported, its section dropped
+		r := reader{p: s.payload, base: s.payloadOffset()}
+		fn, err := r.u32("start function")
+		if err != nil {
+			return nil, 0, err
+		}
+		if uint64(fn) >= tick {
+			return nil, 0, fmt.Errorf("start function %d at offset %d: the module has %d functions", fn, s.payloadOffset(), tick)
+		}
+		adds = append(adds, binary.AppendUvarint(append(wasmName(nil, startExport), 0x00), uint64(fn)))
+	}
+	changed[7] = vec(nExports, exports, adds...)
 
 	// The check, and $tick's body.
 	check := binary.AppendUvarint([]byte{0x23}, count)
@@ -160,7 +177,7 @@ func instrumentCount(src []byte) ([]byte, int, error) {
 	tickCode := append(binary.AppendUvarint(nil, uint64(len(body))), body...)
 	checks := 0
 	if s := known[10]; s != nil {
-		if changed[10], checks, err = instrumentCode(s, check, tickCode); err != nil {
+		if changed[10], checks, err = instrumentCode(s, check, tickCode, bounds{globals: flag, funcs: tick}); err != nil {
 			return nil, 0, err
 		}
 	} else {
@@ -187,6 +204,8 @@ func instrumentCount(src []byte) ([]byte, int, error) {
 		}
 		if p, ok := changed[s.id]; ok {
 			out = appendSection(out, s.id, p)
+		} else if s.id == 8 {
+			// the start section: its function is exported as startExport
 		} else {
 			out = append(out, src[s.start:s.end]...)
 		}
@@ -198,7 +217,7 @@ func instrumentCount(src []byte) ([]byte, int, error) {
 // instrumentCode returns the code section s's payload with check inserted
 // (see instrument) and the body tick appended, and the number of checks
 // inserted.
-func instrumentCode(s *section, check, tick []byte) ([]byte, int, error) {
+func instrumentCode(s *section, check, tick []byte, b bounds) ([]byte, int, error) {
 	r := reader{p: s.payload, base: s.payloadOffset()}
 	n, err := r.u32("function count")
 	if err != nil {
@@ -217,7 +236,7 @@ func instrumentCode(s *section, check, tick []byte) ([]byte, int, error) {
 		if err != nil {
 			return nil, 0, fmt.Errorf("function %d: %w", i, err)
 		}
-		at, err = checkPoints(reader{p: body, base: r.base + r.off - len(body)}, at[:0])
+		at, err = checkPoints(reader{p: body, base: r.base + r.off - len(body)}, at[:0], b)
 		if err != nil {
 			return nil, 0, fmt.Errorf("code of defined function %d: %w", i, err)
 		}
@@ -240,7 +259,7 @@ func instrumentCode(s *section, check, tick []byte) ([]byte, int, error) {
 // go: after each loop instruction, and after the locals if the body calls
 // and does not start with a loop. It fails on an opcode it does not know
 // or a body that does not end with its final end.
-func checkPoints(r reader, at []int) ([]int, error) {
+func checkPoints(r reader, at []int, b bounds) ([]int, error) {
 	groups, err := r.u32("local declaration count")
 	if err != nil {
 		return nil, err
@@ -289,8 +308,12 @@ func checkPoints(r reader, at []int) ([]int, error) {
 			if op == 0x11 {
 				err = r.skipU32s(2, "call_indirect")
 			} else {
-				err = r.skipU32s(1, "call")
+				err = r.index(b.funcs, "function", pos)
 			}
+		case op == 0x23 || op == 0x24: // global.get, global.set
+			err = r.index(b.globals, "global", pos)
+		case op == 0xd2: // ref.func
+			err = r.index(b.funcs, "function", pos)
 		default:
 			err = r.skipImmediates(op, pos)
 		}
@@ -298,6 +321,26 @@ func checkPoints(r reader, at []int) ([]int, error) {
 			return nil, err
 		}
 	}
+}
+
+// bounds are the numbers of functions and globals of the module before
+// instrument added its own: the code it decodes may name only those. A
+// module naming one of the added ones was invalid, and would become valid:
+// a guest that wrote the check's counter or the flag could never be
+// stopped.
+type bounds struct{ globals, funcs uint64 }
+
+// index reads the index of the instruction at pos (of a what), which must
+// be below n.
+func (r *reader) index(n uint64, what string, pos int) error {
+	i, err := r.u32(what + " index")
+	if err != nil {
+		return err
+	}
+	if uint64(i) >= n {
+		return fmt.Errorf("%s %d named at offset %d: the module has %d", what, i, r.base+pos, n)
+	}
+	return nil
 }
 
 // skipImmediates reads the immediates of an instruction whose opcode op,
@@ -561,8 +604,8 @@ func exportEntries(s *section) (uint32, []byte, error) {
 		if err != nil {
 			return 0, nil, err
 		}
-		if string(name) == interruptExport {
-			return 0, nil, fmt.Errorf("exports %q, a name the host reserves for itself", interruptExport)
+		if string(name) == interruptExport || string(name) == startExport {
+			return 0, nil, fmt.Errorf("exports %q, a name the host reserves for itself", name)
 		}
 		if _, err := r.byte("export kind"); err != nil {
 			return 0, nil, err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -328,4 +329,87 @@ func bigNumbers(src []byte) bool {
 		}
 	}
 	return false
+}
+
+// withStart returns src with a start section naming function fn, placed
+// before the first section that must follow it.
+func withStart(t *testing.T, src []byte, fn int) []byte {
+	t.Helper()
+	secs, err := readSections(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := appendSection(nil, 8, uleb(uint64(fn)))
+	for _, s := range secs {
+		if rank := sectionRank(s.id); rank > sectionRank(8) {
+			return ops(src[:s.start], start, src[s.start:])
+		}
+	}
+	return ops(src, start)
+}
+
+// TestInterruptStartFunction: a module's start function (its start
+// section) that never ends is stopped at the load check's deadline, as
+// _initialize is: instrument moves it out of the instantiation (where no
+// flag could stop it, and the load hung) into a call under the flag. One
+// that ends runs once per instance, before _initialize, and may call the
+// host.
+func TestInterruptStartFunction(t *testing.T) {
+	r := newRuntime(t)
+	m := minimal()
+	spin := len(m.imports) + len(m.funcs)
+	m.funcs = append(m.funcs, wFunc{body: opSpin})
+	err := returns(t, "Compile of a module whose start function spins", func() error {
+		_, err := r.Compile(context.Background(), "start.wasm", withStart(t, m.bytes(), spin))
+		return err
+	})
+	if err == nil || !strings.Contains(err.Error(), "exceeded its deadline") {
+		t.Fatalf("Compile: %v; want the load check's deadline", err)
+	}
+
+	// A start function that ends runs once per instance, before
+	// _initialize: it adds 1 to a byte of memory, which _initialize
+	// doubles (1 + 1 = 2 the other way round).
+	const at = 64
+	g := handGuest(nil)
+	incr := ops(i32c(at), i32c(at), []byte{0x2d, 0x00, 0x00}, i32c(1), []byte{0x6a, 0x3a, 0x00, 0x00})   // mem[at] += 1
+	double := ops(i32c(at), i32c(at), []byte{0x2d, 0x00, 0x00}, i32c(2), []byte{0x6c, 0x3a, 0x00, 0x00}) // mem[at] *= 2
+	startFn := len(g.imports) + len(g.funcs)
+	g.funcs = append(g.funcs, wFunc{body: incr}, wFunc{export: exportInitialize, body: double})
+	s := startBare(t, compile(t, r, "started.wasm", withStart(t, g.bytes(), startFn)), abitest.New(), abi.Limits{CallTimeout: time.Minute})
+	defer closeScript(t, s)
+	if b, ok := s.in.mod.Memory().ReadByte(at); !ok || b != 2 {
+		t.Fatalf("memory[%d] = %d after start and _initialize, want 2 (start, then _initialize, once each)", at, b)
+	}
+}
+
+// TestInstrumentRefusesAddedIndices: code naming a global or function
+// past the module's own (those instrument adds: the check's counter, the
+// flag, $tick) is refused, naming the index and its offset: such a module
+// was invalid, and instrumented it would have been valid, its guest able
+// to keep the check from ever looking at the flag.
+func TestInstrumentRefusesAddedIndices(t *testing.T) {
+	r := newRuntime(t)
+	g := handGuest(nil)
+	funcs := len(g.imports) + len(g.funcs) + 1 // handGuest's, and the one added below
+	for _, tc := range []struct {
+		name string
+		body []byte
+		want string
+	}{
+		{"global.set of the counter", ops(i32c(0), []byte{0x24, 0x01}, i32c(0)), "global 1 named at offset "},
+		{"global.set of the flag", ops(i32c(0), []byte{0x24, 0x00}, i32c(0)), "global 0 named at offset "},
+		{"global.get", ops([]byte{0x23, 0x01}), "global 1 named at offset "},
+		{"call of $tick", ops(call(funcs), i32c(0)), fmt.Sprintf("function %d named at offset ", funcs)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := handGuest(nil)
+			m.funcs = append(m.funcs, wFunc{export: "bad", results: []api.ValueType{i32}, body: tc.body})
+			_, err := r.Compile(context.Background(), "bad.wasm", m.bytes())
+			var ce *abi.CompileError
+			if !errors.As(err, &ce) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "the module has") {
+				t.Fatalf("Compile: %v; want a compile error with %q", err, tc.want)
+			}
+		})
+	}
 }

@@ -132,8 +132,10 @@ func (in *instance) atLimit(e *engine) bool {
 }
 
 // instantiate creates an instance of cm whose host calls work on c, and runs
-// _initialize under timeout, stopped by g. On an initialisation error it
-// returns the (already discarded) instance too, for classification.
+// the module's start function (startExport: instrument moved it out of the
+// instantiation, where no flag could stop it) and then _initialize, each
+// under timeout, stopped by g. On an initialisation error it returns the
+// (already discarded) instance too, for classification.
 func (r *Runtime) instantiate(ctx context.Context, e *engine, cm wazero.CompiledModule, cfg wazero.ModuleConfig, c *caller, g *guard, timeout time.Duration) (*instance, error) {
 	sl := &sleeper{}
 	mod, err := e.rt.InstantiateModule(ctx, cm, cfg.WithNanosleep(sl.nanosleep))
@@ -157,12 +159,17 @@ func (r *Runtime) instantiate(ctx context.Context, e *engine, cm wazero.Compiled
 		flag.Set(1)
 		in.raised.Done()
 	}
-	// Register before _initialize: the rule calls watch from there.
+	// Register before the start function and _initialize: the rule calls
+	// watch from there.
 	r.callers.Store(mod, c)
-	if init := mod.ExportedFunction(exportInitialize); init != nil {
+	for _, name := range []string{startExport, exportInitialize} {
+		fn := mod.ExportedFunction(name)
+		if fn == nil {
+			continue
+		}
 		callCtx, cancel, err := g.begin(ctx, timeout)
 		if err == nil {
-			err = in.call(callCtx, init, nil)
+			err = in.call(callCtx, fn, nil)
 			g.end(cancel)
 		}
 		if err != nil {
