@@ -97,8 +97,8 @@ func lenPtr() unsafe.Pointer           { return unsafe.Pointer(&outLen) }
 
 // The verbs below keep their success path in one function: on wasm a call
 // of a function that itself calls costs a Go guest most of a host call
-// (runtime/wasm BenchmarkGuestSteps: Go opens such a function with a loop,
-// and the runtime checks for termination at every loop header), so the
+// (runtime/wasm BenchmarkGuestSteps: Go opens such a function with a loop
+// and a stack check, and the runtime adds an interrupt check to it), so the
 // guard and the parse of the result are inlined, and only the rare paths
 // (a failure, a result longer than the rest of the block, a new result
 // block) are calls of their own.
