@@ -73,6 +73,9 @@ func instrumentCount(src []byte) ([]byte, int, error) {
 	if err != nil {
 		return nil, 0, err
 	}
+	if err := checkVectors(secs); err != nil {
+		return nil, 0, err
+	}
 	var known [14]*section // by id
 	for i := range secs {
 		s := &secs[i]
@@ -264,9 +267,15 @@ func checkPoints(r reader, at []int, b bounds) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
+	locals := uint64(0)
 	for range groups {
-		if _, err := r.u32("local count"); err != nil {
+		pos := r.off
+		n, err := r.u32("local count")
+		if err != nil {
 			return nil, err
+		}
+		if locals += uint64(n); locals > maxLocals {
+			return nil, fmt.Errorf("local declaration at offset %d: more than %d locals: %w", r.base+pos, maxLocals, errLimit)
 		}
 		if _, err := r.byte("local type"); err != nil {
 			return nil, err

@@ -256,8 +256,8 @@ func FuzzInstrument(f *testing.F) {
 	f.Cleanup(func() { _ = rt.Close(ctx) })
 	f.Fuzz(func(t *testing.T, src []byte) {
 		out, checks, err := instrumentCount(src)
-		if errors.Is(err, errImplausible) || bigNumbers(src) {
-			return // wazero may allocate by a count it has not checked yet
+		if errors.Is(err, errImplausible) || errors.Is(err, errLimit) || bigNumbers(src) {
+			return // wazero may allocate by a count it has not checked yet, or take what ssrun refuses
 		}
 		cm, cerr := rt.CompileModule(ctx, src)
 		if cerr != nil {
@@ -408,6 +408,37 @@ func TestInstrumentRefusesAddedIndices(t *testing.T) {
 			_, err := r.Compile(context.Background(), "bad.wasm", m.bytes())
 			var ce *abi.CompileError
 			if !errors.As(err, &ce) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "the module has") {
+				t.Fatalf("Compile: %v; want a compile error with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestInstrumentRefusesHugeVectors: modules declaring, in a few bytes,
+// vectors of hundreds of millions of entries where wazero allocates by the
+// count before it reads (a body's locals, the name section's maps, an
+// element segment) are refused with a compile error naming the place.
+// Each crashed the process before (wazero panicked, "Too large variable",
+// or exhausted the memory).
+func TestInstrumentRefusesHugeVectors(t *testing.T) {
+	big := []byte{0x80, 0x80, 0x80, 0x80, 0x01}                                                           // 2^28
+	sec := func(id byte, payload ...[]byte) []byte { return ops(append([]byte{id}, ops(payload...)...)) } // for module
+	typ, fn := sec(1, []byte{1, 0x60, 0, 0}), sec(3, []byte{1, 0})
+	r := newRuntime(t)
+	for _, tc := range []struct {
+		name string
+		mod  []byte
+		want string
+	}{
+		{"locals", module(typ, fn, sec(10, []byte{1, 8, 1, 0x80, 0x80, 0x80, 0x80, 0x04, 0x7f, 0x0b})), "more than 50000 locals"},
+		{"function names", module(sec(0, []byte{4, 'n', 'a', 'm', 'e', 1, 5}, big)), "function names at offset 17 claims 268435456 entries in 0 bytes"},
+		{"local names", module(sec(0, []byte{4, 'n', 'a', 'm', 'e', 2, 5}, big)), "local names at offset 17 claims 268435456 entries in 0 bytes"},
+		{"element segment", module(sec(9, []byte{1, 0, 0x41, 0, 0x0b}, big)), "element count at offset 15 claims 268435456 entries in 0 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := r.Compile(context.Background(), "huge.wasm", tc.mod)
+			var ce *abi.CompileError
+			if !errors.As(err, &ce) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Compile: %v; want a compile error with %q", err, tc.want)
 			}
 		})
