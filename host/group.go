@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -340,7 +341,7 @@ func (g *group) reviewFailed(sets map[string]ruleSet) bool {
 		return false
 	}
 	var failed []failedLoad
-	for _, r := range sortedKeys(owned) {
+	for _, r := range slices.Sorted(maps.Keys(owned)) {
 		p := owned[r]
 		if g.h.ruleAt(p) != nil {
 			continue

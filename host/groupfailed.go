@@ -1,6 +1,7 @@
 package host
 
 import (
+	"maps"
 	"slices"
 	"strings"
 )
@@ -78,7 +79,7 @@ func (w withdrawals) offers(rule, hash string) bool {
 // offers in another version, and returns what changed.
 func (w withdrawals) review(self string, sets map[string]ruleSet, hashes map[string]string, failed []failedLoad) []versionChange {
 	var out []versionChange
-	for _, rule := range sortedKeys(w) {
+	for _, rule := range slices.Sorted(maps.Keys(w)) {
 		x := w[rule]
 		h, ok := hashes[rule]
 		switch {
@@ -125,14 +126,4 @@ func holders(self, rule, own string, sets map[string]ruleSet) []string {
 	}
 	slices.Sort(ids)
 	return ids
-}
-
-// sortedKeys returns the keys of m, sorted.
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
