@@ -444,3 +444,24 @@ func TestInstrumentRefusesHugeVectors(t *testing.T) {
 		})
 	}
 }
+
+// FuzzCompile: Runtime.Compile of any bytes, a hostile rule file, returns
+// a program or an error and never crashes the process (a panic, or a
+// memory exhaustion in wazero from a count it trusted, fails the run).
+// Seeds: small hand-made modules, valid and not, and the huge vectors
+// TestInstrumentRefusesHugeVectors refuses.
+func FuzzCompile(f *testing.F) {
+	big := []byte{0x80, 0x80, 0x80, 0x80, 0x01}
+	sec := func(id byte, payload ...[]byte) []byte { return ops(append([]byte{id}, ops(payload...)...)) }
+	f.Add(handGuest(nil).bytes())
+	f.Add(minimal().withFunc(wFunc{export: exportInitialize, body: opSpin}).bytes())
+	f.Add(module(sec(0, []byte{4, 'n', 'a', 'm', 'e', 1, 5}, big)))
+	f.Add(module(sec(9, []byte{1, 0, 0x41, 0, 0x0b}, big)))
+	f.Add(module(sec(1, []byte{1, 0x60, 0, 0}), sec(3, []byte{1, 0}), sec(10, []byte{1, 8, 1, 0x80, 0x80, 0x80, 0x80, 0x04, 0x7f, 0x0b})))
+	r := newRuntime(f)
+	f.Fuzz(func(t *testing.T, src []byte) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, _ = r.Compile(ctx, "fuzz.wasm", src) // a program or an error, as long as it returns
+	})
+}
