@@ -212,11 +212,7 @@ func TestKillMidStream(t *testing.T) {
 	for i := 1; i <= n; i++ {
 		e.set("sensor/1", strconv.Itoa(i))
 		if i == 20 {
-			p, err := os.FindProcess(pid1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := p.Kill(); err != nil { // SIGKILL on unix
+			if err := testutil.Kill(pid1); err != nil {
 				t.Fatal(err)
 			}
 		}

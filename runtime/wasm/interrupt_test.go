@@ -414,27 +414,35 @@ func TestInstrumentRefusesAddedIndices(t *testing.T) {
 	}
 }
 
-// TestInstrumentRefusesHugeVectors: modules declaring, in a few bytes,
-// vectors of hundreds of millions of entries where wazero allocates by the
-// count before it reads (a body's locals, the name section's maps, an
-// element segment) are refused with a compile error naming the place.
-// Each crashed the process before (wazero panicked, "Too large variable",
-// or exhausted the memory).
-func TestInstrumentRefusesHugeVectors(t *testing.T) {
+// hugeVector is a module declaring, in a few bytes, a vector of hundreds
+// of millions of entries where wazero allocates by the count before it
+// reads, and the compile error that names it.
+type hugeVector struct {
+	name string
+	mod  []byte
+	want string
+}
+
+// hugeVectors: a body's locals, the name section's maps, an element
+// segment.
+func hugeVectors() []hugeVector {
 	big := []byte{0x80, 0x80, 0x80, 0x80, 0x01}                                                           // 2^28
 	sec := func(id byte, payload ...[]byte) []byte { return ops(append([]byte{id}, ops(payload...)...)) } // for module
 	typ, fn := sec(1, []byte{1, 0x60, 0, 0}), sec(3, []byte{1, 0})
-	r := newRuntime(t)
-	for _, tc := range []struct {
-		name string
-		mod  []byte
-		want string
-	}{
+	return []hugeVector{
 		{"locals", module(typ, fn, sec(10, []byte{1, 8, 1, 0x80, 0x80, 0x80, 0x80, 0x04, 0x7f, 0x0b})), "more than 50000 locals"},
 		{"function names", module(sec(0, []byte{4, 'n', 'a', 'm', 'e', 1, 5}, big)), "function names at offset 17 claims 268435456 entries in 0 bytes"},
 		{"local names", module(sec(0, []byte{4, 'n', 'a', 'm', 'e', 2, 5}, big)), "local names at offset 17 claims 268435456 entries in 0 bytes"},
 		{"element segment", module(sec(9, []byte{1, 0, 0x41, 0, 0x0b}, big)), "element count at offset 15 claims 268435456 entries in 0 bytes"},
-	} {
+	}
+}
+
+// TestInstrumentRefusesHugeVectors: the hugeVectors are refused with a
+// compile error naming the place. Each crashed the process before (wazero
+// panicked, "Too large variable", or exhausted the memory).
+func TestInstrumentRefusesHugeVectors(t *testing.T) {
+	r := newRuntime(t)
+	for _, tc := range hugeVectors() {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := r.Compile(context.Background(), "huge.wasm", tc.mod)
 			var ce *abi.CompileError
@@ -448,16 +456,13 @@ func TestInstrumentRefusesHugeVectors(t *testing.T) {
 // FuzzCompile: Runtime.Compile of any bytes, a hostile rule file, returns
 // a program or an error and never crashes the process (a panic, or a
 // memory exhaustion in wazero from a count it trusted, fails the run).
-// Seeds: small hand-made modules, valid and not, and the huge vectors
-// TestInstrumentRefusesHugeVectors refuses.
+// Seeds: small hand-made modules, valid and not, and the hugeVectors.
 func FuzzCompile(f *testing.F) {
-	big := []byte{0x80, 0x80, 0x80, 0x80, 0x01}
-	sec := func(id byte, payload ...[]byte) []byte { return ops(append([]byte{id}, ops(payload...)...)) }
 	f.Add(handGuest(nil).bytes())
 	f.Add(minimal().withFunc(wFunc{export: exportInitialize, body: opSpin}).bytes())
-	f.Add(module(sec(0, []byte{4, 'n', 'a', 'm', 'e', 1, 5}, big)))
-	f.Add(module(sec(9, []byte{1, 0, 0x41, 0, 0x0b}, big)))
-	f.Add(module(sec(1, []byte{1, 0x60, 0, 0}), sec(3, []byte{1, 0}), sec(10, []byte{1, 8, 1, 0x80, 0x80, 0x80, 0x80, 0x04, 0x7f, 0x0b})))
+	for _, h := range hugeVectors() {
+		f.Add(h.mod)
+	}
 	r := newRuntime(f)
 	f.Fuzz(func(t *testing.T, src []byte) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
