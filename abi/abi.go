@@ -241,6 +241,12 @@ const (
 // implementation to each rule (permissions, limits, locks and echo
 // suppression are per rule). Every method is safe for concurrent use; errors
 // are *Error values (see StatusOf).
+//
+// The value Set and VDel are given is lent for the call, as io.Writer's p:
+// a runtime may pass a view of its sandbox's memory (the WASM runtime
+// does, saving a copy per write), so a Host must not modify it, nor keep
+// or read it after the method returns; it copies what it keeps. Keys and
+// other strings are the Host's.
 type Host interface {
 	// Get returns the value and version of key; StatusNotFound when absent.
 	Get(ctx context.Context, key string) (Value, error)

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"strings"
@@ -295,5 +296,6 @@ func (b *binding) Now() int64 { return b.r.svc.timers.clock.nowMs() }
 // staged is the StagedWrite of op on key by the rule, in the event it is
 // handling, for a dry run (see dryrun.go).
 func (b *binding) staged(op, key string, value []byte) StagedWrite {
-	return StagedWrite{Rule: b.r.name, Op: op, Key: key, Value: value, Cause: b.r.handling()}
+	// A copy: the overlay keeps it, and value is only lent (abi.Host).
+	return StagedWrite{Rule: b.r.name, Op: op, Key: key, Value: bytes.Clone(value), Cause: b.r.handling()}
 }

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"time"
 
@@ -62,7 +63,7 @@ func (h recorded) Get(ctx context.Context, key string) (abi.Value, error) {
 
 func (h recorded) Set(ctx context.Context, key string, value []byte, opts abi.SetOptions) (string, error) {
 	version, err := h.b.Set(ctx, key, value, opts)
-	h.done(Call{Verb: "set", Key: key, Value: value, Cond: opts.Cond, TTL: opts.TTL, Fence: opts.Fence, Version: version}, err)
+	h.done(Call{Verb: "set", Key: key, Value: bytes.Clone(value), Cond: opts.Cond, TTL: opts.TTL, Fence: opts.Fence, Version: version}, err)
 	return version, err
 }
 
@@ -74,7 +75,7 @@ func (h recorded) Del(ctx context.Context, key string, opts abi.DelOptions) erro
 
 func (h recorded) VDel(ctx context.Context, key string, value []byte, opts abi.DelOptions) error {
 	err := h.b.VDel(ctx, key, value, opts)
-	h.done(Call{Verb: "vdel", Key: key, Value: value, Fence: opts.Fence}, err)
+	h.done(Call{Verb: "vdel", Key: key, Value: bytes.Clone(value), Fence: opts.Fence}, err)
 	return err
 }
 
