@@ -25,7 +25,7 @@ type benchHost struct {
 }
 
 func newBenchHost() benchHost {
-	return benchHost{abitest.New(), &benchStore{data: map[string]abitestEntry{}}}
+	return benchHost{abitest.New(), &benchStore{data: map[string]*abitestEntry{}}}
 }
 
 func (benchHost) Log(int32, string) {}
@@ -33,7 +33,7 @@ func (benchHost) Log(int32, string) {}
 // benchStore is benchHost's store.
 type benchStore struct {
 	mu      sync.Mutex
-	data    map[string]abitestEntry
+	data    map[string]*abitestEntry
 	version int64
 	buf     []byte // scratch for versions
 }
@@ -72,10 +72,16 @@ func (h benchHost) Set(_ context.Context, key string, value []byte, opts abi.Set
 	defer s.mu.Unlock()
 	s.version++
 	s.buf = append(strconv.AppendInt(s.buf[:0], s.version, 10), ":0:bench"...)
-	v := string(s.buf)
 	e := s.data[key]
-	s.data[key] = abitestEntry{value: append(e.value[:0:0], value...), version: v}
-	return v, nil
+	if e == nil { // one lookup for a key written before, as a store's
+		e = &abitestEntry{}
+		s.data[key] = e
+	}
+	// A new array each time: Get hands out the old one, which the runtime
+	// copies into the guest after the lock is released.
+	e.value = append(e.value[:0:0], value...)
+	e.version = string(s.buf)
+	return e.version, nil
 }
 
 // Del implements abi.Host.

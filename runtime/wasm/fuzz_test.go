@@ -58,10 +58,26 @@ func FuzzOptionArgs(f *testing.F) {
 			t.Fatalf("lockArgs(%d, %d) = %v, %v", ttl, wait, d, lo.Wait)
 		}
 
-		if got := inRange(uint32(ttl), uint32(wait), uint32(cond)); got != (uint64(uint32(wait))+uint64(uint32(cond)) <= uint64(uint32(ttl))) {
-			t.Fatalf("inRange(%d, %d, %d) = %t", uint32(ttl), uint32(wait), uint32(cond), got)
-		}
+		checkView(t, make(guestMem, uint32(ttl)%4096), uint64(uint32(wait)), uint64(uint32(cond)))
 	})
+}
+
+// checkView checks m.view(ptr, n): a range past m's end traps with a
+// *misuseError, any other is m's bytes there, capped so that an append
+// cannot write past it.
+func checkView(t *testing.T, m guestMem, ptr, n uint64) {
+	t.Helper()
+	inside := ptr+n <= uint64(len(m))
+	defer func() {
+		r := recover()
+		if _, misuse := r.(*misuseError); (r != nil) != !inside || (r != nil && !misuse) {
+			t.Fatalf("view [%d, %d+%d) of %d bytes: recovered %v", ptr, ptr, n, len(m), r)
+		}
+	}()
+	v := m.view("get", "key", ptr, n)
+	if uint64(len(v)) != n || uint64(cap(v)) != n || (n > 0 && &v[0] != &m[ptr]) {
+		t.Fatalf("view [%d, %d+%d) of %d bytes: len %d cap %d", ptr, ptr, n, len(m), len(v), cap(v))
+	}
 }
 
 // FuzzHostCall calls each host function of a live instance with arbitrary

@@ -2,6 +2,7 @@ package wasm
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"time"
@@ -22,7 +23,7 @@ type hostFunc struct {
 	name   string
 	params []api.ValueType
 	names  []string
-	call   func(ctx context.Context, c *caller, mem api.Memory, stack []uint64) abi.Status
+	call   func(ctx context.Context, c *caller, mem guestMem, stack []uint64) abi.Status
 }
 
 // hostFuncs is ABI v1 (revision 2) as the guest sees it (abi/doc.go), in
@@ -72,6 +73,8 @@ type caller struct {
 	hasRec    bool
 	// lastErr is the last call that failed, for `last_error`.
 	lastErr lastError
+	// keys are the strings of the keys and names last named (keys.go).
+	keys keyCache
 }
 
 // instantiateHostModule adds the "ssrun" module to rt. Each function finds
@@ -82,7 +85,7 @@ func instantiateHostModule(ctx context.Context, rt wazero.Runtime, callers func(
 		call := f.call
 		b.NewFunctionBuilder().
 			WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
-				stack[0] = api.EncodeI32(int32(call(ctx, callers(mod), mod.Memory(), stack)))
+				stack[0] = api.EncodeI32(int32(call(ctx, callers(mod), memoryOf(mod), stack)))
 			}), f.params, []api.ValueType{i32}).
 			WithParameterNames(f.names...).
 			WithResultNames("status").
@@ -98,61 +101,74 @@ func instantiateHostModule(ctx context.Context, rt wazero.Runtime, callers func(
 type misuseError struct {
 	fn, arg  string
 	ptr, n   uint32
-	memBytes uint32
+	memBytes uint64
 }
 
 func (e *misuseError) Error() string {
 	return fmt.Sprintf("ssrun.%s: %s [%d, %d+%d) is outside guest memory (%d bytes)", e.fn, e.arg, e.ptr, e.ptr, e.n, e.memBytes)
 }
 
-// inRange reports whether [ptr, ptr+n) lies inside a memory of size bytes.
-func inRange(size, ptr, n uint32) bool { return uint64(ptr)+uint64(n) <= uint64(size) }
+// guestMem is the calling instance's linear memory during one host call
+// (all of it, aliased: nil for a module without memory). It stays valid
+// for the call, since the guest cannot grow its memory meanwhile; taken
+// once per call, it spares each argument two calls through api.Memory.
+type guestMem []byte
 
-// view returns guest memory [ptr, ptr+n), trapping the call if it is out of
-// range. The view aliases memory; it stays valid during the host call (the
-// guest cannot grow its memory meanwhile).
-func view(mem api.Memory, fn, arg string, ptr, n uint64) []byte {
-	p, l := api.DecodeU32(ptr), api.DecodeU32(n)
-	var size uint32
-	if mem != nil {
-		size = mem.Size()
+// memoryOf returns mod's memory as a guestMem.
+func memoryOf(mod api.Module) guestMem {
+	m := mod.Memory()
+	if m == nil {
+		return nil
 	}
-	if !inRange(size, p, l) {
-		panic(&misuseError{fn: fn, arg: arg, ptr: p, n: l, memBytes: size})
-	}
-	b, _ := mem.Read(p, l)
+	b, _ := m.Read(0, m.Size())
 	return b
 }
 
+// view returns guest memory [ptr, ptr+n), trapping the call if it is out of
+// range. The view aliases memory (its capacity ends with it, so an append
+// copies).
+func (m guestMem) view(fn, arg string, ptr, n uint64) []byte {
+	p, l := api.DecodeU32(ptr), api.DecodeU32(n)
+	end := uint64(p) + uint64(l)
+	if end > uint64(len(m)) {
+		panic(&misuseError{fn: fn, arg: arg, ptr: p, n: l, memBytes: uint64(len(m))})
+	}
+	return m[p:end:end]
+}
+
 // str copies a guest string argument.
-func str(mem api.Memory, fn, arg string, ptr, n uint64) string {
-	return string(view(mem, fn, arg, ptr, n))
+func (m guestMem) str(fn, arg string, ptr, n uint64) string {
+	return string(m.view(fn, arg, ptr, n))
 }
 
 // cloneArg copies a guest byte argument (the Host may keep it).
-func cloneArg(mem api.Memory, fn, arg string, ptr, n uint64) []byte {
-	return append([]byte{}, view(mem, fn, arg, ptr, n)...)
+func (m guestMem) cloneArg(fn, arg string, ptr, n uint64) []byte {
+	return append([]byte{}, m.view(fn, arg, ptr, n)...)
+}
+
+// lent is a guest byte argument the Host only borrows for the call (set's
+// and vdel's value: abi.Host), a view of guest memory.
+func (m guestMem) lent(fn, arg string, ptr, n uint64) []byte {
+	return m.view(fn, arg, ptr, n)
 }
 
 // outBuf is a verb's result destination, checked before the verb runs so
 // that misuse traps before any store operation.
 type outBuf struct {
-	buf    []byte
-	lenPtr uint32
-	mem    api.Memory
+	buf   []byte
+	lenAt []byte // the 4 bytes of out_len
 }
 
-func out(mem api.Memory, fn string, ptr, capacity, lenPtr uint64) outBuf {
-	buf := view(mem, fn, "out buffer", ptr, capacity)
-	view(mem, fn, "out_len", lenPtr, 4)
-	return outBuf{buf: buf, lenPtr: api.DecodeU32(lenPtr), mem: mem}
+func (m guestMem) out(fn string, ptr, capacity, lenPtr uint64) outBuf {
+	buf := m.view(fn, "out buffer", ptr, capacity)
+	return outBuf{buf: buf, lenAt: m.view(fn, "out_len", lenPtr, 4)}
 }
 
 // deliver writes rec's length at o's out_len and rec into its buffer if it
 // fits (else BUFFER_TOO_SMALL), returning st when it does. rec is a record
 // or a message, copied as it is.
 func deliver[T []byte | string](o outBuf, rec T, st abi.Status) abi.Status {
-	o.mem.WriteUint32Le(o.lenPtr, uint32(len(rec)))
+	binary.LittleEndian.PutUint32(o.lenAt, uint32(len(rec)))
 	if len(rec) > len(o.buf) {
 		return abi.StatusBufferTooSmall
 	}
@@ -178,9 +194,9 @@ func (c *caller) reply(err error, rec []byte, hasRec bool, o outBuf) abi.Status 
 // status is reply for verbs without results.
 func (c *caller) status(err error) abi.Status { return c.reply(err, c.rec[:0], false, outBuf{}) }
 
-func hostGet(ctx context.Context, c *caller, mem api.Memory, s []uint64) abi.Status {
-	key := str(mem, abi.FnGet, "key", s[0], s[1])
-	o := out(mem, abi.FnGet, s[2], s[3], s[4])
+func hostGet(ctx context.Context, c *caller, mem guestMem, s []uint64) abi.Status {
+	key := c.key(mem, abi.FnGet, "key", s[0], s[1])
+	o := mem.out(abi.FnGet, s[2], s[3], s[4])
 	v, err := c.host.Get(ctx, key)
 	rec := c.rec[:0]
 	if err == nil {
@@ -189,11 +205,11 @@ func hostGet(ctx context.Context, c *caller, mem api.Memory, s []uint64) abi.Sta
 	return c.reply(err, rec, err == nil, o)
 }
 
-func hostSet(ctx context.Context, c *caller, mem api.Memory, s []uint64) abi.Status {
-	key := str(mem, abi.FnSet, "key", s[0], s[1])
-	val := cloneArg(mem, abi.FnSet, "value", s[2], s[3])
-	fence := str(mem, abi.FnSet, "fence", s[6], s[7])
-	o := out(mem, abi.FnSet, s[8], s[9], s[10])
+func hostSet(ctx context.Context, c *caller, mem guestMem, s []uint64) abi.Status {
+	key := c.key(mem, abi.FnSet, "key", s[0], s[1])
+	val := mem.lent(abi.FnSet, "value", s[2], s[3])
+	fence := mem.str(abi.FnSet, "fence", s[6], s[7])
+	o := mem.out(abi.FnSet, s[8], s[9], s[10])
 	opts, err := setOptions(key, api.DecodeI32(s[4]), int64(s[5]), fence)
 	var version string
 	if err == nil {
@@ -204,21 +220,21 @@ func hostSet(ctx context.Context, c *caller, mem api.Memory, s []uint64) abi.Sta
 	return c.reply(err, abi.AppendField(c.rec[:0], []byte(version)), hasRec, o)
 }
 
-func hostDel(ctx context.Context, c *caller, mem api.Memory, s []uint64) abi.Status {
-	key := str(mem, abi.FnDel, "key", s[0], s[1])
-	fence := str(mem, abi.FnDel, "fence", s[2], s[3])
+func hostDel(ctx context.Context, c *caller, mem guestMem, s []uint64) abi.Status {
+	key := c.key(mem, abi.FnDel, "key", s[0], s[1])
+	fence := mem.str(abi.FnDel, "fence", s[2], s[3])
 	return c.status(c.host.Del(ctx, key, abi.DelOptions{Fence: fence}))
 }
 
-func hostVDel(ctx context.Context, c *caller, mem api.Memory, s []uint64) abi.Status {
-	key := str(mem, abi.FnVDel, "key", s[0], s[1])
-	val := cloneArg(mem, abi.FnVDel, "value", s[2], s[3])
-	fence := str(mem, abi.FnVDel, "fence", s[4], s[5])
+func hostVDel(ctx context.Context, c *caller, mem guestMem, s []uint64) abi.Status {
+	key := c.key(mem, abi.FnVDel, "key", s[0], s[1])
+	val := mem.lent(abi.FnVDel, "value", s[2], s[3])
+	fence := mem.str(abi.FnVDel, "fence", s[4], s[5])
 	return c.status(c.host.VDel(ctx, key, val, abi.DelOptions{Fence: fence}))
 }
 
-func hostWatch(ctx context.Context, c *caller, mem api.Memory, s []uint64) abi.Status {
-	key := str(mem, abi.FnWatch, "key", s[0], s[1])
+func hostWatch(ctx context.Context, c *caller, mem guestMem, s []uint64) abi.Status {
+	key := c.key(mem, abi.FnWatch, "key", s[0], s[1])
 	opts, err := watchOptions(key, api.DecodeI32(s[2]))
 	if err == nil {
 		err = c.host.Watch(ctx, key, opts)
@@ -226,13 +242,13 @@ func hostWatch(ctx context.Context, c *caller, mem api.Memory, s []uint64) abi.S
 	return c.status(err)
 }
 
-func hostUnwatch(ctx context.Context, c *caller, mem api.Memory, s []uint64) abi.Status {
-	return c.status(c.host.Unwatch(ctx, str(mem, abi.FnUnwatch, "key", s[0], s[1])))
+func hostUnwatch(ctx context.Context, c *caller, mem guestMem, s []uint64) abi.Status {
+	return c.status(c.host.Unwatch(ctx, c.key(mem, abi.FnUnwatch, "key", s[0], s[1])))
 }
 
-func hostLock(ctx context.Context, c *caller, mem api.Memory, s []uint64) abi.Status {
-	name := str(mem, abi.FnLock, "name", s[0], s[1])
-	o := out(mem, abi.FnLock, s[4], s[5], s[6])
+func hostLock(ctx context.Context, c *caller, mem guestMem, s []uint64) abi.Status {
+	name := c.key(mem, abi.FnLock, "name", s[0], s[1])
+	o := mem.out(abi.FnLock, s[4], s[5], s[6])
 	ttl, opts, err := lockArgs(name, int64(s[2]), int64(s[3]))
 	var token string
 	if err == nil {
@@ -241,20 +257,20 @@ func hostLock(ctx context.Context, c *caller, mem api.Memory, s []uint64) abi.St
 	return c.reply(err, abi.AppendField(c.rec[:0], []byte(token)), err == nil, o)
 }
 
-func hostUnlock(ctx context.Context, c *caller, mem api.Memory, s []uint64) abi.Status {
-	return c.status(c.host.Unlock(ctx, str(mem, abi.FnUnlock, "name", s[0], s[1])))
+func hostUnlock(ctx context.Context, c *caller, mem guestMem, s []uint64) abi.Status {
+	return c.status(c.host.Unlock(ctx, c.key(mem, abi.FnUnlock, "name", s[0], s[1])))
 }
 
-func hostLog(_ context.Context, c *caller, mem api.Memory, s []uint64) abi.Status {
-	msg := str(mem, abi.FnLog, "message", s[1], s[2])
+func hostLog(_ context.Context, c *caller, mem guestMem, s []uint64) abi.Status {
+	msg := mem.str(abi.FnLog, "message", s[1], s[2])
 	c.host.Log(api.DecodeI32(s[0]), msg)
 	return c.status(nil)
 }
 
 // hostResult copies the record kept from the last verb. It leaves the
 // record and the last error in place, so it can be called again.
-func hostResult(_ context.Context, c *caller, mem api.Memory, s []uint64) abi.Status {
-	o := out(mem, abi.FnResult, s[0], s[1], s[2])
+func hostResult(_ context.Context, c *caller, mem guestMem, s []uint64) abi.Status {
+	o := mem.out(abi.FnResult, s[0], s[1], s[2])
 	if !c.hasRec {
 		c.lastErr.set(errNoRecord)
 		return abi.StatusInvalid
@@ -265,8 +281,8 @@ func hostResult(_ context.Context, c *caller, mem api.Memory, s []uint64) abi.St
 // hostLastError copies the message of the last failed call, built on the
 // first ask (lastError); it changes nothing the guest sees, so it can be
 // called again with a larger buffer.
-func hostLastError(_ context.Context, c *caller, mem api.Memory, s []uint64) abi.Status {
-	o := out(mem, abi.FnLastError, s[0], s[1], s[2])
+func hostLastError(_ context.Context, c *caller, mem guestMem, s []uint64) abi.Status {
+	o := mem.out(abi.FnLastError, s[0], s[1], s[2])
 	return deliver(o, c.lastErr.message(), abi.StatusOK)
 }
 

@@ -2,9 +2,8 @@ package wasm
 
 import (
 	"context"
+	"encoding/binary"
 	"time"
-
-	"github.com/tetratelabs/wazero/api"
 
 	"github.com/ssrun/ssrun/abi"
 )
@@ -19,9 +18,9 @@ import (
 // Host may keep it, and the Host decides whether it is too large (TOO_LARGE).
 // Negative durations go to the Host, which refuses them with INVALID; only a
 // count of milliseconds no time.Duration holds is refused here.
-func hostTimer(ctx context.Context, c *caller, mem api.Memory, s []uint64) abi.Status {
-	name := str(mem, abi.FnTimer, "name", s[0], s[1])
-	payload := cloneArg(mem, abi.FnTimer, "payload", s[4], s[5])
+func hostTimer(ctx context.Context, c *caller, mem guestMem, s []uint64) abi.Status {
+	name := c.key(mem, abi.FnTimer, "name", s[0], s[1])
+	payload := mem.cloneArg(abi.FnTimer, "payload", s[4], s[5])
 	delay, every, err := timerArgs(name, int64(s[2]), int64(s[3]))
 	if err == nil {
 		err = c.host.Timer(ctx, name, delay, abi.TimerOptions{Every: every, Payload: payload})
@@ -29,15 +28,14 @@ func hostTimer(ctx context.Context, c *caller, mem api.Memory, s []uint64) abi.S
 	return c.status(err)
 }
 
-func hostCancel(ctx context.Context, c *caller, mem api.Memory, s []uint64) abi.Status {
-	return c.status(c.host.Cancel(ctx, str(mem, abi.FnCancel, "name", s[0], s[1])))
+func hostCancel(ctx context.Context, c *caller, mem guestMem, s []uint64) abi.Status {
+	return c.status(c.host.Cancel(ctx, c.key(mem, abi.FnCancel, "name", s[0], s[1])))
 }
 
 // hostNow writes the host's clock, u64 little-endian Unix milliseconds, at
 // out_ptr.
-func hostNow(_ context.Context, c *caller, mem api.Memory, s []uint64) abi.Status {
-	view(mem, abi.FnNow, "out", s[0], 8)
-	mem.WriteUint64Le(api.DecodeU32(s[0]), uint64(c.host.Now()))
+func hostNow(_ context.Context, c *caller, mem guestMem, s []uint64) abi.Status {
+	binary.LittleEndian.PutUint64(mem.view(abi.FnNow, "out", s[0], 8), uint64(c.host.Now()))
 	return c.status(nil)
 }
 
