@@ -588,7 +588,11 @@ type Stats struct {
 	Timers        int    // timers armed by the loaded rules
 	// LoadFailed counts the rule files whose last load failed and of which
 	// no version runs (a failed reload keeps the previous version running,
-	// and is not counted).
+	// and is not counted). In a group, a shared rule counts only on its
+	// owner, unless the owner withdrew its version: one withdrawn, or
+	// handed over to a member with the same content, is listed in Status
+	// but not counted, the rule being another member's to run
+	// (groupready.go).
 	LoadFailed int
 	// Owned and Standby count, in a group (Config.Group), the shared rules
 	// this host runs and those another host runs; Withdrawn those whose
@@ -600,7 +604,12 @@ type Stats struct {
 // Stats returns host-wide counters.
 func (h *Host) Stats() Stats {
 	s := Stats{Notifications: h.events.Load(), LoopsDamped: h.damped.Load(), Resyncs: h.resyncs.Load(),
-		WatchedKeys: h.reg.watchedKeys(), Stuck: h.calls.stuck(), LoadFailed: h.outcomes.count()}
+		WatchedKeys: h.reg.watchedKeys(), Stuck: h.calls.stuck()}
+	if h.group != nil {
+		s.LoadFailed = h.outcomes.count(h.group.excuses)
+	} else {
+		s.LoadFailed = h.outcomes.count(nil)
+	}
 	for _, r := range h.loaded() {
 		s.Timers += r.timers.count()
 	}
