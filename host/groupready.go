@@ -14,10 +14,11 @@ import "path/filepath"
 //     version, to which the rule moves: what the group arranged, not a
 //     fault of this host. Stats.Withdrawn counts it instead, and Status
 //     lists it, failed to load, with its error.
-//   - A failed version the host handed over without withdrawing it (a
-//     member the assignment prefers offers the same content) fails on the
-//     new owner too, which counts it: one member reporting the rule is
-//     enough, and the rule may as well run there in another version.
+//   - A failed version the host handed over without withdrawing it, the
+//     assignment preferring a member with the same content, is that
+//     member's to run: it fails there too, and the new owner counts it
+//     (one member reporting the rule is enough); should the rule move on
+//     to a member whose version loads, there is nothing left to report.
 //     Status lists it here too.
 //
 // A rule whose every version fails still makes a member not ready: it comes

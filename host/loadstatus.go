@@ -1,6 +1,8 @@
 package host
 
 import (
+	"maps"
+	"slices"
 	"sync"
 	"time"
 )
@@ -67,24 +69,17 @@ func (o *loadOutcomes) forget(path string) {
 	o.mu.Unlock()
 }
 
-// count returns how many files failed to load, but for those that excused
-// (when not nil) reports are not this host's to run: in a group, a rule
-// another member runs or owns (groupready.go). excused is called without
-// o's lock held: it may take the group's.
+// count returns how many files failed to load, leaving out those that
+// excused (when not nil) reports: in a group, the shared rules another
+// member is to run (groupready.go). excused is called without o's lock
+// held: it takes the group's.
 func (o *loadOutcomes) count(excused func(path string) bool) int {
 	o.mu.Lock()
-	if excused == nil {
-		defer o.mu.Unlock()
-		return len(o.failed)
-	}
-	paths := make([]string, 0, len(o.failed))
-	for p := range o.failed {
-		paths = append(paths, p)
-	}
+	paths := slices.Collect(maps.Keys(o.failed))
 	o.mu.Unlock()
 	n := 0
 	for _, p := range paths {
-		if !excused(p) {
+		if excused == nil || !excused(p) {
 			n++
 		}
 	}
