@@ -1,12 +1,20 @@
 package admin_test
 
 import (
+	"context"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/admin"
+	"github.com/ssrun/ssrun/broker/brokertest"
+	"github.com/ssrun/ssrun/host"
+	"github.com/ssrun/ssrun/internal/testutil"
+	"github.com/ssrun/ssrun/runtime/lua"
 )
 
 var okRule = map[string]string{"ok.lua": metricRules["ok.lua"]}
@@ -80,4 +88,77 @@ func TestReadyzFailedRules(t *testing.T) {
 	if err := r.Check(); err == nil || !strings.Contains(err.Error(), "not loaded yet") {
 		t.Fatalf("before the first load: %v", err)
 	}
+}
+
+// groupMember starts a host of the group "g" on the broker at addr whose
+// rules folder holds r.lua with src, loads it, and returns the host and
+// its readiness check.
+func groupMember(t *testing.T, addr, src string) (*host.Host, *admin.RulesReady) {
+	t.Helper()
+	rt := lua.New(lua.Config{})
+	h, err := host.New(host.Config{Client: connect(t, addr, nil), Runtimes: []abi.Runtime{rt}, Logger: quiet,
+		Group: &host.GroupConfig{Name: "g", TTL: 2 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.CloseAtEnd(t, "host", func(ctx context.Context) error {
+		err := h.Close(ctx)
+		_ = rt.Close(ctx)
+		return err
+	})
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "r.lua"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_ = h.LoadDir(ctx, dir) // the group loads r.lua on the member it assigns it to
+	r := &admin.RulesReady{}
+	r.Loaded(h)
+	return h, r
+}
+
+// waitCheck waits until check's verdict is want ("" for ready, else a part
+// of its error).
+func waitCheck(t *testing.T, what string, check func() error, want string) {
+	t.Helper()
+	testutil.WaitFor(t, what, func() bool {
+		err := check()
+		if want == "" {
+			return err == nil
+		}
+		return err != nil && strings.Contains(err.Error(), want)
+	})
+}
+
+// In a group, a member whose version of a rule fails to load is not ready
+// while it owns the rule, and ready once it has withdrawn that version
+// because another member offers another, which runs the rule; when that
+// member leaves, the rule runs nowhere and the first is not ready again.
+// Before, the withdrawn version kept the first member not ready ("1 rule
+// file(s) failed to load") while the rule ran on the other.
+func TestReadyzGroupWithdrawnVersion(t *testing.T) {
+	b := brokertest.Start(t)
+	h0, r0 := groupMember(t, b.Addr(), brokenRule)
+	waitCheck(t, "member 0 not ready, its version owned and failed", r0.Check, "1 rule file(s) failed to load")
+
+	h1, r1 := groupMember(t, b.Addr(), okRule["ok.lua"])
+	testutil.WaitFor(t, "r.lua running on member 1", func() bool {
+		st := h1.Status()
+		return len(st) == 1 && st[0].State == host.StateRunning
+	})
+	waitCheck(t, "member 0 ready, its version withdrawn", r0.Check, "")
+	if err := r1.Check(); err != nil {
+		t.Fatalf("member 1, which runs the rule: %v", err)
+	}
+	if st := h0.Stats(); st.Withdrawn != 1 || st.LoadFailed != 0 {
+		t.Fatalf("member 0 counts %d withdrawn, %d failed; want 1, 0", st.Withdrawn, st.LoadFailed)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := h1.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitCheck(t, "member 0 not ready again, the rule running nowhere", r0.Check, "1 rule file(s) failed to load")
 }

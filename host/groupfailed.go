@@ -39,6 +39,23 @@ import (
 // two changes of the members or their files, each member withdraws at most
 // once, and the ownership settles (the model checks both, over every
 // assignment of three versions to up to four members).
+//
+// Nor does it end when the version it gave way to is replaced: say host A
+// withdrew v1 for host B's v2, and B's file changes to v3, which fails
+// too. Offering v1 again is no way to make the rule run: v1 failed on A,
+// and the host holds a failed load to be its content's (a file that
+// failed is loaded again when it changes, in a group or not, and here
+// that ends the withdrawal anyway); the version a withdrawal names is one
+// known to fail. It can stop the rule, though: B, whose reload of
+// v3 failed, goes on running v2, and v1 offered again lets the assignment
+// move the rule to A, which fails, withdraws v1 again, and hands the rule
+// back to B, which now loads v3 and runs nothing
+// (TestWithdrawalHoldsWhileOwnerRunsPrevious). Ending a withdrawal once no
+// version offered when it was made is offered any more also lets a member
+// withdraw twice with nothing changed (TestWithdrawalsSettle finds it).
+// At rest, a rule that runs nowhere is owned by a member that sees no
+// other version offered, so has not withdrawn its own: it counts the
+// failure (not ready: groupready.go; the model checks this too).
 
 // withdrawals maps the name of each rule whose version this host withdrew
 // to the withdrawal.

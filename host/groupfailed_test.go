@@ -391,10 +391,13 @@ func TestWithdrawalsReview(t *testing.T) {
 // to 1-4 members and every choice of the versions that load, each member
 // stepping in a random order, then after each of 6 random changes (a
 // member leaves, comes back as a new process, or its file changes to
-// another version): the ownership settles (no step changes anything once
-// it has), a version that loads runs when a live member has one, some live
-// member always offers the rule, and between two changes no member
-// withdraws its version more than once. Ending a withdrawal whenever the
+// another version, the owner's reload leaving its previous version running
+// when the new one fails): the ownership settles (no step changes anything
+// once it has), a version runs when a live member has one that loads, some
+// live member always offers the rule, a rule that runs nowhere is owned by
+// a member that did not withdraw its version (so it counts the failure:
+// groupready.go), and between two changes no member withdraws its version
+// more than once. Ending a withdrawal whenever the
 // other versions changed (not only when none is offered) fails it:
 // versions a, b, c that all fail were withdrawn and offered again in turn,
 // one member 5 times.
@@ -435,6 +438,9 @@ func pow(a, b int) int {
 // model is a group of members with one rule, each with its version, stepping
 // as group.step does: publish its set (join), review, assign, hand over or
 // take. A member's load of its version fails or not by the version alone.
+// The owner whose file changes reloads it: a version that fails leaves the
+// previous one running, if one ran (the host's failed reload), and is no
+// failed load the owner would withdraw.
 type model struct {
 	ids       []string
 	have      []string // each member's version
@@ -442,10 +448,14 @@ type model struct {
 	loads     func(string) bool
 	w         []withdrawals
 	published []ruleSet
-	owner     int   // -1: none
-	withdrew  []int // withdrawals by member since the last change
+	owner     int    // -1: none
+	running   string // the version the owner runs; "": none (its load failed)
+	withdrew  []int  // withdrawals by member since the last change
 	rnd       uint64
 }
+
+// withdrawnBy reports whether member i withdrew its version.
+func (m *model) withdrawnBy(i int) bool { return !m.w[i].offers("r", m.have[i]) }
 
 func groupModel(have []string, loads func(string) bool, seed uint64) *model {
 	have = slices.Clone(have)
@@ -483,13 +493,24 @@ func (m *model) churn(versions []string) string {
 	case live > 1 && m.rand(2) == 0: // its lease lapses
 		m.gone[i] = true
 		if m.owner == i {
-			m.owner = -1
+			m.owner, m.running = -1, ""
 		}
 		return fmt.Sprintf("member %d gone", i)
-	default: // standby() ends a withdrawal of the old content
-		m.have[i] = versions[(slices.Index(versions, m.have[i])+1+m.rand(len(versions)-1))%len(versions)]
-		delete(m.w[i], "r")
+	default:
+		m.change(i, versions[(slices.Index(versions, m.have[i])+1+m.rand(len(versions)-1))%len(versions)])
 		return fmt.Sprintf("member %d now has %s", i, m.have[i])
+	}
+}
+
+// change gives member i version v of the rule's file. Its withdrawal of
+// the old content ends (standby()); the owner reloads: a version that
+// fails leaves the previous one running, if one ran.
+func (m *model) change(i int, v string) {
+	clear(m.withdrew)
+	m.have[i] = v
+	delete(m.w[i], "r")
+	if m.owner == i && m.loads(v) {
+		m.running = v
 	}
 }
 
@@ -508,7 +529,7 @@ func (m *model) step(i int) bool {
 		}
 	}
 	var failed []failedLoad
-	if m.owner == i && !m.loads(m.have[i]) {
+	if m.owner == i && m.running == "" {
 		failed = append(failed, failedLoad{rule: "r", hash: m.have[i]})
 	}
 	if ch := m.w[i].review(m.ids[i], sets, map[string]string{"r": m.have[i]}, failed); len(ch) > 0 {
@@ -522,10 +543,13 @@ func (m *model) step(i int) bool {
 	to := assignAmong(sets)["r"]
 	switch {
 	case m.owner == i && to != m.ids[i]:
-		m.owner = -1
+		m.owner, m.running = -1, ""
 		return true
 	case m.owner == -1 && to == m.ids[i]:
 		m.owner = i
+		if m.loads(m.have[i]) {
+			m.running = m.have[i]
+		}
 		return true
 	}
 	return changed
@@ -568,8 +592,48 @@ func (m *model) run() string {
 		return "no owner"
 	case !offered:
 		return "withdrawn everywhere"
-	case anyLoads && !m.loads(m.have[m.owner]):
-		return fmt.Sprintf("owner %d runs version %s, which fails, while another loads", m.owner, m.have[m.owner])
+	case anyLoads && m.running == "":
+		return fmt.Sprintf("owner %d runs nothing (its version %s fails) while another version loads", m.owner, m.have[m.owner])
+	case m.running == "" && m.withdrawnBy(m.owner):
+		return fmt.Sprintf("the rule runs nowhere and its owner %d withdrew its version: no member counts the failure (groupready.go)", m.owner)
 	}
 	return ""
+}
+
+// Member p's version a fails and is withdrawn, member q's version b runs;
+// q's file then changes to c, which fails too: q goes on running b (a
+// failed reload), and p's withdrawal holds. Offering a again because b is
+// no longer offered would let the assignment, when it prefers p, take the
+// rule from q, which runs it, to p, where a fails again; p would withdraw
+// a again and q, taking the rule back, would load c, which fails: the rule
+// would run nowhere. (That variant, ending a withdrawal once no version
+// offered when it was made is offered any more, also fails
+// TestWithdrawalsSettle: versions [a a a] that all fail, member 0
+// withdrew twice with no change in between.) Both members take each role,
+// so the assignment prefers either.
+func TestWithdrawalHoldsWhileOwnerRunsPrevious(t *testing.T) {
+	withdrawn := 0
+	for p := range 2 {
+		q := 1 - p
+		for seed := range 10 {
+			have := make([]string, 2)
+			have[p], have[q] = "a", "b"
+			m := groupModel(have, func(v string) bool { return v == "b" }, uint64(seed))
+			if err := m.run(); err != "" || m.owner != q || m.running != "b" {
+				t.Fatalf("member %d with a, seed %d: %s; owner %d runs %q", p, seed, err, m.owner, m.running)
+			}
+			w := m.withdrawnBy(p) // when the assignment prefers p
+			if w {
+				withdrawn++
+			}
+			m.change(q, "c")
+			if err := m.run(); err != "" || m.owner != q || m.running != "b" || m.withdrawnBy(p) != w {
+				t.Fatalf("member %d with a, seed %d, member %d now has c: %s; owner %d runs %q, member %d withdrawn: %v (was %v)",
+					p, seed, q, err, m.owner, m.running, p, m.withdrawnBy(p), w)
+			}
+		}
+	}
+	if withdrawn == 0 {
+		t.Fatal("no case withdrew a: the assignment never preferred the member that has it")
+	}
 }

@@ -588,7 +588,10 @@ type Stats struct {
 	Timers        int    // timers armed by the loaded rules
 	// LoadFailed counts the rule files whose last load failed and of which
 	// no version runs (a failed reload keeps the previous version running,
-	// and is not counted).
+	// and is not counted). In a group, a shared rule counts only on its
+	// owner, and not once the owner withdrew its version (Withdrawn counts
+	// that): a failure of a rule another member is to run is listed in
+	// Status but not counted here (groupready.go).
 	LoadFailed int
 	// Owned and Standby count, in a group (Config.Group), the shared rules
 	// this host runs and those another host runs; Withdrawn those whose
@@ -600,7 +603,12 @@ type Stats struct {
 // Stats returns host-wide counters.
 func (h *Host) Stats() Stats {
 	s := Stats{Notifications: h.events.Load(), LoopsDamped: h.damped.Load(), Resyncs: h.resyncs.Load(),
-		WatchedKeys: h.reg.watchedKeys(), Stuck: h.calls.stuck(), LoadFailed: h.outcomes.count()}
+		WatchedKeys: h.reg.watchedKeys(), Stuck: h.calls.stuck()}
+	var excused func(path string) bool // in a group, the shared rules another member is to run
+	if h.group != nil {
+		excused = h.group.excuses
+	}
+	s.LoadFailed = h.outcomes.count(excused)
 	for _, r := range h.loaded() {
 		s.Timers += r.timers.count()
 	}

@@ -1,14 +1,17 @@
 package host
 
 import (
+	"maps"
+	"slices"
 	"sync"
 	"time"
 )
 
 // loadOutcomes keeps the rule files that failed to load while no version
-// of them runs: Status lists them, in StateLoadFailed, and Stats counts
-// them (Stats.LoadFailed, readiness in package admin), until they load or
-// are removed.
+// of them runs: Status lists them, in StateLoadFailed, until they load or
+// are removed, and Stats counts those this host is to run (Stats.LoadFailed,
+// readiness in package admin): in a group, not a version withdrawn nor a
+// rule another member owns (groupready.go).
 type loadOutcomes struct {
 	mu     sync.Mutex
 	failed map[string]loadFailure // by path
@@ -66,11 +69,21 @@ func (o *loadOutcomes) forget(path string) {
 	o.mu.Unlock()
 }
 
-// count returns how many files failed to load.
-func (o *loadOutcomes) count() int {
+// count returns how many files failed to load, leaving out those that
+// excused (when not nil) reports: in a group, the shared rules another
+// member is to run (groupready.go). excused is called without o's lock
+// held: it takes the group's.
+func (o *loadOutcomes) count(excused func(path string) bool) int {
 	o.mu.Lock()
-	defer o.mu.Unlock()
-	return len(o.failed)
+	paths := slices.Collect(maps.Keys(o.failed))
+	o.mu.Unlock()
+	n := 0
+	for _, p := range paths {
+		if excused == nil || !excused(p) {
+			n++
+		}
+	}
+	return n
 }
 
 // list returns the status of the files that failed to load.
