@@ -84,7 +84,7 @@ type hostSnapshot struct {
 var hostStats = stats[hostSnapshot]{
 	newStat("ssrun_host_rules_loaded", "Rules running.", gauge, nil,
 		func(h hostSnapshot) float64 { return float64(h.rules) }),
-	newStat("ssrun_host_rules_load_failed", "Rule files whose load failed and of which no version runs.", gauge, nil,
+	newStat("ssrun_host_rules_load_failed", "Rule files whose load failed and of which no version runs (in a group, counted on the shared rule's owner only).", gauge, nil,
 		func(h hostSnapshot) float64 { return float64(h.st.LoadFailed) }),
 	newStat("ssrun_host_notifications_total", "Key change notifications the host routed to rules.", counter, nil,
 		func(h hostSnapshot) float64 { return float64(h.st.Notifications) }),
