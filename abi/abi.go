@@ -242,10 +242,11 @@ const (
 // suppression are per rule). Every method is safe for concurrent use; errors
 // are *Error values (see StatusOf).
 //
-// The value Set and VDel are given is lent for the call, as io.Writer's p:
-// a runtime may pass a view of its sandbox's memory (the WASM runtime
-// does, saving a copy per write), so a Host must not modify it, nor keep
-// or read it after the method returns; it copies what it keeps. Keys and
+// The value Set and VDel are given, and Timer's payload, are lent for the
+// call, as io.Writer's p: a runtime may pass a view of its sandbox's memory
+// (the WASM runtime does, saving a copy per write), so a Host must not
+// modify them, nor keep or read them after the method returns; it copies
+// what it keeps. Keys and
 // other strings are the Host's.
 type Host interface {
 	// Get returns the value and version of key; StatusNotFound when absent.

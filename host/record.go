@@ -107,7 +107,7 @@ func (h recorded) Log(level int32, msg string) { h.b.Log(level, msg) }
 
 func (h recorded) Timer(ctx context.Context, name string, delay time.Duration, opts abi.TimerOptions) error {
 	err := h.b.Timer(ctx, name, delay, opts)
-	h.done(Call{Verb: "timer", Key: name, TTL: delay, Every: opts.Every, Value: opts.Payload}, err)
+	h.done(Call{Verb: "timer", Key: name, TTL: delay, Every: opts.Every, Value: bytes.Clone(opts.Payload)}, err)
 	return err
 }
 

@@ -141,13 +141,8 @@ func (m guestMem) str(fn, arg string, ptr, n uint64) string {
 	return string(m.view(fn, arg, ptr, n))
 }
 
-// cloneArg copies a guest byte argument (the Host may keep it).
-func (m guestMem) cloneArg(fn, arg string, ptr, n uint64) []byte {
-	return append([]byte{}, m.view(fn, arg, ptr, n)...)
-}
-
 // lent is a guest byte argument the Host only borrows for the call (set's
-// and vdel's value: abi.Host), a view of guest memory.
+// and vdel's value, timer's payload: abi.Host), a view of guest memory.
 func (m guestMem) lent(fn, arg string, ptr, n uint64) []byte {
 	return m.view(fn, arg, ptr, n)
 }

@@ -12,15 +12,14 @@ import (
 // now. A module built for revision 1 imports none of them and loads as
 // before; hostFuncs lists them after the revision-1 functions.
 
-// hostTimer arms the rule's timer. The payload's range is checked before it
-// is copied (a range outside memory traps), so a guest cannot make the host
-// copy more than its own, limited, memory; it is copied once because the
-// Host may keep it, and the Host decides whether it is too large (TOO_LARGE).
+// hostTimer arms the rule's timer. The payload is lent to the Host (a view
+// of guest memory, its range checked: outside memory traps), which copies
+// what it keeps and decides whether it is too large (TOO_LARGE).
 // Negative durations go to the Host, which refuses them with INVALID; only a
 // count of milliseconds no time.Duration holds is refused here.
 func hostTimer(ctx context.Context, c *caller, mem guestMem, s []uint64) abi.Status {
 	name := c.key(mem, abi.FnTimer, "name", s[0], s[1])
-	payload := mem.cloneArg(abi.FnTimer, "payload", s[4], s[5])
+	payload := mem.lent(abi.FnTimer, "payload", s[4], s[5])
 	delay, every, err := timerArgs(name, int64(s[2]), int64(s[3]))
 	if err == nil {
 		err = c.host.Timer(ctx, name, delay, abi.TimerOptions{Every: every, Payload: payload})
