@@ -5,6 +5,7 @@ import (
 	"context"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/abi/abitest"
@@ -12,20 +13,22 @@ import (
 
 // benchHost is the Host of the verb benchmarks: abitest.Host with Log
 // dropped (abitest keeps every line, which would grow without bound over
-// millions of calls) and the store verbs (Get, Set, Del, VDel) on a lean
-// map of its own. abitest records every call's arguments (a copy of the
-// value, a map write of the whole Call) and makes each version with
-// fmt.Sprintf, which made the host's share of a set (raw-set) about 3.6
-// floors, much of it the test double's bookkeeping. The lean store copies
-// what a store must (the value it keeps) and fails as abitest does, with
-// the same messages (abi.Errorf, as the real binding).
+// millions of calls) and the store verbs (Get, Set, Del, VDel) and the
+// timer verbs (Timer, Cancel) on lean maps of their own. abitest records
+// every call's arguments (a copy of the value, a map write of the whole
+// Call) and makes each version with fmt.Sprintf, which made the host's
+// share of a set (raw-set) about 3.6 floors, much of it the test double's
+// bookkeeping. The lean store copies what a store must (the value or
+// payload it keeps), reads the clock for a timer's deadline as the host
+// does, and fails as abitest does, with the same messages (abi.Errorf, as
+// the real binding).
 type benchHost struct {
 	*abitest.Host
 	store *benchStore
 }
 
 func newBenchHost() benchHost {
-	return benchHost{abitest.New(), &benchStore{data: map[string]*abitestEntry{}}}
+	return benchHost{abitest.New(), &benchStore{data: map[string]*abitestEntry{}, timers: map[string]*benchTimer{}}}
 }
 
 func (benchHost) Log(int32, string) {}
@@ -34,8 +37,15 @@ func (benchHost) Log(int32, string) {}
 type benchStore struct {
 	mu      sync.Mutex
 	data    map[string]*abitestEntry
+	timers  map[string]*benchTimer
 	version int64
 	buf     []byte // scratch for versions
+}
+
+type benchTimer struct {
+	deadline int64 // Unix ms
+	every    time.Duration
+	payload  []byte
 }
 
 type abitestEntry struct {
@@ -109,5 +119,36 @@ func (h benchHost) VDel(_ context.Context, key string, value []byte, _ abi.DelOp
 		return abi.Errorf(abi.StatusNotApplied, "vdel %q: value differs", key)
 	}
 	delete(s.data, key)
+	return nil
+}
+
+// Timer implements abi.Host. The payload is lent (abi.Host): it is copied
+// into the timer's own array, which no one else holds.
+func (h benchHost) Timer(_ context.Context, name string, delay time.Duration, opts abi.TimerOptions) error {
+	if delay < 0 || opts.Every < 0 {
+		return abi.Errorf(abi.StatusInvalid, "timer %q: negative delay or period", name)
+	}
+	deadline := time.Now().Add(delay).UnixMilli()
+	s := h.store
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.timers[name]
+	if t == nil {
+		t = &benchTimer{}
+		s.timers[name] = t
+	}
+	t.deadline, t.every, t.payload = deadline, opts.Every, append(t.payload[:0], opts.Payload...)
+	return nil
+}
+
+// Cancel implements abi.Host.
+func (h benchHost) Cancel(_ context.Context, name string) error {
+	s := h.store
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.timers[name]; !ok {
+		return abi.Errorf(abi.StatusNotFound, "cancel %q: no such timer", name)
+	}
+	delete(s.timers, name)
 	return nil
 }
