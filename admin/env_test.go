@@ -65,8 +65,21 @@ func newEnv(t *testing.T, rules map[string]string, cfg map[string]host.RuleConfi
 	testutil.CloseAtEnd(t, "admin server", srv.Close)
 	e.srv, e.base = srv, "http://"+srv.Addr()
 
+	h := luaHost(t, host.Config{Client: e.client, Rules: cfg, Observer: m})
+	e.host = h
+	loadRules(t, h, rules) // failures are what some tests look at
+	e.ready.Loaded(h)
+	m.WatchHost(h)
+	return e
+}
+
+// luaHost starts a host of cfg with a Lua runtime of its own and a quiet
+// logger; both are closed when the test ends.
+func luaHost(t *testing.T, cfg host.Config) *host.Host {
+	t.Helper()
 	rt := lua.New(lua.Config{})
-	h, err := host.New(host.Config{Client: e.client, Runtimes: []abi.Runtime{rt}, Logger: quiet, Rules: cfg, Observer: m})
+	cfg.Runtimes, cfg.Logger = []abi.Runtime{rt}, quiet
+	h, err := host.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +88,13 @@ func newEnv(t *testing.T, rules map[string]string, cfg map[string]host.RuleConfi
 		_ = rt.Close(ctx)
 		return err
 	})
-	e.host = h
+	return h
+}
+
+// loadRules writes rules (file name -> source) into a new folder and loads
+// it into h, ignoring the load's errors (Status and Stats show them).
+func loadRules(t *testing.T, h *host.Host, rules map[string]string) {
+	t.Helper()
 	dir := t.TempDir()
 	for name, src := range rules {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
@@ -84,10 +103,7 @@ func newEnv(t *testing.T, rules map[string]string, cfg map[string]host.RuleConfi
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_ = h.LoadDir(ctx, dir) // failures are what some tests look at
-	e.ready.Loaded(h)
-	m.WatchHost(h)
-	return e
+	_ = h.LoadDir(ctx, dir)
 }
 
 func connect(t *testing.T, addr string, obs protocol.Observer) *protocol.Client {

@@ -3,18 +3,14 @@ package admin_test
 import (
 	"context"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/admin"
 	"github.com/ssrun/ssrun/broker/brokertest"
 	"github.com/ssrun/ssrun/host"
 	"github.com/ssrun/ssrun/internal/testutil"
-	"github.com/ssrun/ssrun/runtime/lua"
 )
 
 var okRule = map[string]string{"ok.lua": metricRules["ok.lua"]}
@@ -95,24 +91,8 @@ func TestReadyzFailedRules(t *testing.T) {
 // its readiness check.
 func groupMember(t *testing.T, addr, src string) (*host.Host, *admin.RulesReady) {
 	t.Helper()
-	rt := lua.New(lua.Config{})
-	h, err := host.New(host.Config{Client: connect(t, addr, nil), Runtimes: []abi.Runtime{rt}, Logger: quiet,
-		Group: &host.GroupConfig{Name: "g", TTL: 2 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	testutil.CloseAtEnd(t, "host", func(ctx context.Context) error {
-		err := h.Close(ctx)
-		_ = rt.Close(ctx)
-		return err
-	})
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "r.lua"), []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	_ = h.LoadDir(ctx, dir) // the group loads r.lua on the member it assigns it to
+	h := luaHost(t, host.Config{Client: connect(t, addr, nil), Group: &host.GroupConfig{Name: "g", TTL: 2 * time.Second}})
+	loadRules(t, h, map[string]string{"r.lua": src}) // the group loads r.lua on the member it assigns it to
 	r := &admin.RulesReady{}
 	r.Loaded(h)
 	return h, r

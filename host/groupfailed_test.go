@@ -72,6 +72,16 @@ func (m *member) put(t *testing.T, name, content string) {
 }
 
 // ruleStatus returns m's Status entries for the rule file name.
+// leave closes m's host: it leaves the group (its leases released).
+func (m *member) leave(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := m.host.Close(ctx); err != nil {
+		t.Fatalf("close host %d: %v", m.i, err)
+	}
+}
+
 func (m *member) ruleStatus(name string) []RuleStatus {
 	var out []RuleStatus
 	for _, st := range m.host.Status() {
@@ -218,11 +228,7 @@ func TestGroupFixedStandbyVersionIsNotFailed(t *testing.T) {
 func TestGroupOffersWithdrawnVersionWhenOtherLeaves(t *testing.T) {
 	c, ms, name := versionsCluster(t)
 	withdrawnOnHost0(t, c, ms, name)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := ms[1].host.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ms[1].leave(t)
 	waitFor(t, "host 0 owns the rule again, failed to load", func() bool {
 		gs, _ := ms[0].host.Group()
 		return len(gs.Withdrawn) == 0 && ms[0].ownsFailed(name)

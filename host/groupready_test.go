@@ -44,11 +44,7 @@ func TestGroupWithdrawnVersionIsReady(t *testing.T) {
 		t.Fatalf("host 1, which runs the rule, counts %d failed loads", n)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := ms[1].host.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ms[1].leave(t)
 	waitFor(t, "host 0 owns the rule again, failed to load, and counts it", func() bool {
 		return ms[0].ownsFailed(name) && ms[0].loadFailed() == 1
 	})
@@ -143,11 +139,7 @@ func TestGroupWithdrawalHoldsWhenOtherVersionChanges(t *testing.T) {
 func TestGroupEveryVersionFailingMakesOneHostNotReady(t *testing.T) {
 	c, ms, name := versionsCluster(t)
 	withdrawnOnHost0(t, c, ms, name)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := ms[1].host.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ms[1].leave(t)
 	c.files = func(int) map[string]string { return map[string]string{name: "broken2"} }
 	ms = []*member{ms[0], c.start()}
 	waitFor(t, "one host owns the rule, failed to load, and the other withdrew its version", func() bool {
