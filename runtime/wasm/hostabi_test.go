@@ -416,4 +416,11 @@ func TestStartLimits(t *testing.T) {
 	if got := s.in.mod.Memory().Size(); got != 20*pageSize {
 		t.Fatalf("memory %d bytes", got)
 	}
+	// wasm32's whole 4 GiB, or more, gets a page less: wazero's Size of a
+	// 4 GiB memory is 0 (a uint32 of bytes).
+	for _, b := range []int64{4 << 30, 1 << 40} {
+		if got, err := memoryPages(b); err != nil || got != 1<<16-1 {
+			t.Errorf("memoryPages(%d) = %d, %v; want %d pages", b, got, err, 1<<16-1)
+		}
+	}
 }

@@ -24,13 +24,20 @@ type program struct {
 	name string
 }
 
-// memoryPages converts a memory limit to whole wasm pages.
+// maxPages is the most memory a guest gets: one page short of wasm32's
+// 4 GiB, since wazero's api.Memory measures a memory in a uint32 of bytes
+// (a 4 GiB memory's Size is 0, which would make every host call's
+// arguments look out of range, and the memory never at its limit).
+const maxPages = 1<<16 - 1
+
+// memoryPages converts a memory limit to whole wasm pages, at most
+// maxPages.
 func memoryPages(bytes int64) (uint32, error) {
 	pages := bytes / pageSize
 	if pages < 1 {
 		return 0, fmt.Errorf("memory limit %d bytes is below one 64 KiB page", bytes)
 	}
-	return uint32(min(pages, 1<<16)), nil
+	return uint32(min(pages, maxPages)), nil
 }
 
 // Start implements abi.Program: it instantiates the rule bound to h and
