@@ -58,6 +58,10 @@ type cluster struct {
 	files func(i int) map[string]string
 	// rulesCfg is every host's Config.Rules (set before start).
 	rulesCfg map[string]RuleConfig
+	// settledAt is when settled last found the group settled: just after
+	// its first look, before the steps that confirm it (the test's
+	// goroutine's).
+	settledAt time.Time
 }
 
 // member is one host of a cluster.
@@ -249,9 +253,14 @@ func (c *cluster) settled(max int, skip ...*member) bool {
 	if !ok {
 		return false
 	}
+	at := time.Now()
 	steps(c.t, live, 2) // the second begun after this check (the first may have been under way)
 	again, _, ok := c.settledNow(max, skip...)
-	return ok && maps.EqualFunc(own, again, slices.Equal[[]int])
+	if !ok || !maps.EqualFunc(own, again, slices.Equal[[]int]) {
+		return false
+	}
+	c.settledAt = at
+	return true
 }
 
 // settledNow is settled without the steps: it returns the owners and the
