@@ -237,7 +237,7 @@ func TestGroupOffersWithdrawnVersionWhenOtherLeaves(t *testing.T) {
 
 // steps makes each host run its group's loop n more times (woken, and
 // counted by the loop itself: no time bound is measured).
-func steps(t *testing.T, ms []*member, n int) {
+func steps(t testing.TB, ms []*member, n int) {
 	t.Helper()
 	for range n {
 		for _, m := range ms {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -57,6 +58,10 @@ type cluster struct {
 	files func(i int) map[string]string
 	// rulesCfg is every host's Config.Rules (set before start).
 	rulesCfg map[string]RuleConfig
+	// settledAt is when settled last found the group settled: just after
+	// its first look, before the steps that confirm it (the test's
+	// goroutine's).
+	settledAt time.Time
 }
 
 // member is one host of a cluster.
@@ -229,28 +234,86 @@ func containsMember(ms []*member, m *member) bool {
 	return false
 }
 
-// settled reports whether the hosts not skipped all see each other as the
-// live members, every rule is owned by exactly one of them, and none owns
-// more than max.
+// settled reports whether the group has settled: the hosts not skipped all
+// see each other as the live members, each one's roster line names its rule
+// set as it is now, every rule is owned by exactly one of them, none owns
+// more than max, and all of that still holds, the owners unchanged, once
+// each of them has run a step of its loop begun after it was seen.
+//
+// Seeing each other is not enough: a host joins the group (New starts its
+// loop) before its LoadDir has recorded its rules, so for a moment its
+// roster line offers none, and the others, seeing it live, keep every rule
+// and report it as a member; once its set is published, the assignment may
+// move a rule to it. A step begun once every set is published assigns the
+// rules from those sets, so an owner that kept its rules through one keeps
+// them (the sets stay as they are until a test changes a host's files).
 func (c *cluster) settled(max int, skip ...*member) bool {
+	c.t.Helper()
+	own, live, ok := c.settledNow(max, skip...)
+	if !ok {
+		return false
+	}
+	at := time.Now()
+	steps(c.t, live, 2) // the second begun after this check (the first may have been under way)
+	again, _, ok := c.settledNow(max, skip...)
+	if !ok || !maps.EqualFunc(own, again, slices.Equal[[]int]) {
+		return false
+	}
+	c.settledAt = at
+	return true
+}
+
+// settledNow is settled without the steps: it returns the owners and the
+// hosts not skipped.
+func (c *cluster) settledNow(max int, skip ...*member) (map[string][]int, []*member, bool) {
 	c.mu.Lock()
 	ms := append([]*member(nil), c.members...)
 	c.mu.Unlock()
+	var live []*member
 	for _, m := range ms {
-		if gs, _ := m.host.Group(); !containsMember(skip, m) && len(gs.Members) != len(ms)-len(skip) {
-			return false
+		if containsMember(skip, m) {
+			continue
 		}
+		live = append(live, m)
+		if gs, _ := m.host.Group(); len(gs.Members) != len(ms)-len(skip) {
+			return nil, nil, false
+		}
+	}
+	if !c.published(live) {
+		return nil, nil, false
 	}
 	own := c.owners(skip...)
 	per := map[int]int{}
 	for _, r := range c.rules {
 		if len(own[r]) != 1 {
-			return false
+			return nil, nil, false
 		}
 		per[own[r][0]]++
 	}
 	for _, n := range per {
 		if n > max {
+			return nil, nil, false
+		}
+	}
+	return own, live, true
+}
+
+// published reports whether the roster names, for each of ms, its rule set
+// as it is now.
+func (c *cluster) published(ms []*member) bool {
+	if len(ms) == 0 {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := c.user.Get(ctx, []byte(ms[0].host.group.key("roster")), protocol.CallOptions{})
+	if err != nil {
+		return false
+	}
+	entries, _ := parseRoster(res.Value)
+	for _, m := range ms {
+		e, ok := entryOf(entries, m.host.group.id)
+		if _, digest, _ := m.host.group.ownSet(); !ok || e.digest != digest {
 			return false
 		}
 	}

@@ -73,6 +73,8 @@ func lateTimerWrite(t *testing.T, every time.Duration) {
 	}
 	select {
 	case <-held:
+	case i := <-firedOn: // the rule moved after the group settled
+		t.Fatalf("the timer fired on host %d before it fired on its owner %d", i, old.i)
 	case <-ctx.Done():
 		t.Fatal("the timer never fired on its owner")
 	}
