@@ -246,8 +246,7 @@ const (
 // call, as io.Writer's p: a runtime may pass a view of its sandbox's memory
 // (the WASM runtime does, saving a copy per write), so a Host must not
 // modify them, nor keep or read them after the method returns; it copies
-// what it keeps. Keys and
-// other strings are the Host's.
+// what it keeps. Keys and other strings are the Host's.
 type Host interface {
 	// Get returns the value and version of key; StatusNotFound when absent.
 	Get(ctx context.Context, key string) (Value, error)

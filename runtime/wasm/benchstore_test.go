@@ -28,7 +28,7 @@ type benchHost struct {
 }
 
 func newBenchHost() benchHost {
-	return benchHost{abitest.New(), &benchStore{data: map[string]*abitestEntry{}, timers: map[string]*benchTimer{}}}
+	return benchHost{abitest.New(), &benchStore{data: map[string]*benchEntry{}, timers: map[string]*benchTimer{}}}
 }
 
 func (benchHost) Log(int32, string) {}
@@ -36,19 +36,21 @@ func (benchHost) Log(int32, string) {}
 // benchStore is benchHost's store.
 type benchStore struct {
 	mu      sync.Mutex
-	data    map[string]*abitestEntry
+	data    map[string]*benchEntry
 	timers  map[string]*benchTimer
 	version int64
 	buf     []byte // scratch for versions
 }
 
+// benchTimer is an armed timer, kept as a host keeps it (nothing fires it
+// here: the benchmarks time the arming).
 type benchTimer struct {
 	deadline int64 // Unix ms
 	every    time.Duration
 	payload  []byte
 }
 
-type abitestEntry struct {
+type benchEntry struct {
 	value   []byte
 	version string
 }
@@ -84,7 +86,7 @@ func (h benchHost) Set(_ context.Context, key string, value []byte, opts abi.Set
 	s.buf = append(strconv.AppendInt(s.buf[:0], s.version, 10), ":0:bench"...)
 	e := s.data[key]
 	if e == nil { // one lookup for a key written before, as a store's
-		e = &abitestEntry{}
+		e = &benchEntry{}
 		s.data[key] = e
 	}
 	// A new array each time: Get hands out the old one, which the runtime
