@@ -98,7 +98,7 @@ var hostStats = stats[hostSnapshot]{
 		func(h hostSnapshot) float64 { return float64(h.st.Owned) }),
 	newStat("ssrun_host_rules_standby", "In a group: shared rules another host runs.", gauge, nil,
 		func(h hostSnapshot) float64 { return float64(h.st.Standby) }),
-	newStat("ssrun_host_rules_withdrawn", "In a group: shared rules whose version here failed to load, no longer offered while another member has another version.", gauge, nil,
+	newStat("ssrun_host_rules_withdrawn", "In a group: shared rules whose version here failed to load, no longer offered while another member offers them.", gauge, nil,
 		func(h hostSnapshot) float64 { return float64(h.st.Withdrawn) }),
 	newStat("ssrun_host_stuck_calls", "Runtime calls abandoned as stuck and still running.", gauge, nil,
 		func(h hostSnapshot) float64 { return float64(h.st.Stuck) }),

@@ -25,8 +25,8 @@ func StoreReady(c *protocol.Client) func() error {
 // ready unless a rule file failed to load (no version of it runs) and
 // AllowFailed is false. In a group of hosts, a shared rule whose load
 // failed makes only its owner not ready: a member whose version was
-// withdrawn, the rule running on another member in another version, is
-// ready (host.Stats.LoadFailed).
+// withdrawn, the rule moved to another member that offers it, is ready
+// (host.Stats.LoadFailed).
 type RulesReady struct {
 	// AllowFailed makes a process whose rules did not all load ready anyway
 	// (ssrun --ready-allow-failed-rules): the rules that loaded run.

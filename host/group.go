@@ -56,14 +56,14 @@ import (
 // starts, so they move with it. Locks are not moved: the next owner's
 // rule takes them again once the former holder's lease lapses.
 //
-// A rule whose load fails on its owner stays owned there, its failure in
-// Status, while every live member that has the rule has the same content:
-// it would fail on any of them. When another live member has another
-// version (members may differ: groupsets.go), the owner withdraws its own
-// from the rule set its roster line names and hands the rule over, so the
-// rule moves to a member that offers it; the version is offered again when
-// its file changes or no other member offers another version any more
-// (groupfailed.go has the rules, and why they cannot loop).
+// A rule whose load fails on its owner moves to another live member that
+// offers it, in any version (members may differ: groupsets.go; a load may
+// fail on one host only): the owner withdraws its own version from the
+// rule set its roster line names and hands the rule over. The version is
+// offered again when its file changes or no other member offers the rule
+// any more; a rule no other member offers stays owned where it failed, its
+// failure in Status (groupfailed.go has the rules, and why they cannot
+// loop).
 
 func (g *group) memberKey(id string) string { return g.key("member/" + id) }
 
@@ -315,7 +315,7 @@ func (g *group) take(ctx context.Context, rule string) {
 	// start and its install) would leave the rule's worker running; Close
 	// ends a load in progress through the host's own closing.
 	if err := g.h.loadOwned(context.WithoutCancel(ctx), path); err != nil {
-		g.svc.log.Error("group: rule not loaded; it stays owned here unless another member has another version", "group", g.name, "rule", rule, "err", err)
+		g.svc.log.Error("group: rule not loaded; it stays owned here unless another member offers it", "group", g.name, "rule", rule, "err", err)
 		return
 	}
 	g.takeovers.Add(1)
@@ -324,8 +324,8 @@ func (g *group) take(ctx context.Context, rule string) {
 }
 
 // reviewFailed withdraws from this host's set the owned rules whose
-// version failed to load while another live member (of sets) has another
-// version, and offers again those withdrawn whose reason no longer holds
+// version failed to load while another live member (of sets) offers the
+// rule, and offers again those withdrawn whose reason no longer holds
 // (groupfailed.go). It reports whether this host's set changed.
 func (g *group) reviewFailed(sets map[string]ruleSet) bool {
 	g.mu.Lock()
@@ -359,7 +359,7 @@ func (g *group) reviewFailed(sets map[string]ruleSet) bool {
 	for _, c := range changes {
 		if c.withdrawn {
 			g.withdrawals.Add(1)
-			g.svc.log.Warn("group: this host's version of the rule fails to load here; another member has another version: withdrawn, the rule moves to a member that has it",
+			g.svc.log.Warn("group: this host's version of the rule fails to load here; another member offers the rule: withdrawn, the rule moves to a member that offers it",
 				"group", g.name, "rule", c.rule, "version", c.hash, "why", c.why, "err", c.err)
 		} else {
 			g.svc.log.Info("group: this host's version of the rule is offered again", "group", g.name, "rule", c.rule, "version", c.hash, "why", c.why)

@@ -8,37 +8,45 @@ import (
 
 // The versions of shared rules a host of a group withdrew from the set it
 // offers (group.go) because they fail to load there while another member
-// has another version.
+// offers the rule.
 //
-// An owned rule whose load failed stays owned by the host that failed to
-// load it, its failure in Status, when every live member that has the rule
-// has the same content: it would fail on any of them. When another live
-// member has another version (another content hash), that version may
-// load: the host withdraws its own version from the set it publishes (its
-// roster line names the new set), hands the rule over, and the assignment
-// moves the rule to a member that still offers it. The withdrawal holds
-// while its reason holds, that some other live member offers another
-// version: it ends, and the host offers its version again, when its file
-// changes (another hash), or when no other member offers another version
-// any more (those that had one left, withdrew theirs, or now have this
-// host's content). So a rule is never withdrawn everywhere: a host
-// withdraws only while another member offers another version, and when
-// that member stops offering it, the first one's reason no longer holds.
-// When every version fails, the rule comes to rest owned by a host that
-// sees no other version offered: it runs nowhere, that host's Status shows
-// its load error, and the others' list their own failure and the
-// withdrawal (GroupStatus.Withdrawn).
+// A load may fail on one host and not on another with the same content: a
+// plugin whose binary needs what that host lacks, an initialisation that
+// runs past its deadline on a slower or busier host, or a store call of
+// the initialisation refused there. So an owned rule whose load failed is
+// not kept where it failed while another live member offers the rule, in
+// any version (another content hash, or the same): the host withdraws its
+// own version from the set it publishes (its roster line names the new
+// set), hands the rule over, and the assignment moves the rule to a member
+// that still offers it. The withdrawal holds while its reason holds, that
+// some other live member offers the rule: it ends, and the host offers its
+// version again, when its file changes (another hash), or when no other
+// member offers the rule any more (those that had it left or withdrew
+// theirs). So a rule is never withdrawn everywhere: a host withdraws only
+// while another member offers the rule, and when that member stops
+// offering it, the first one's reason no longer holds. A rule that fails
+// on every member comes to rest owned by the member that sees no other
+// offer (each member that had it tried it once, and withdrew): it runs
+// nowhere, that host's Status shows its load error, and the others list
+// their own failure and the withdrawal (GroupStatus.Withdrawn). The cost
+// of a content that fails everywhere (a syntax error) is one load on each
+// member that has it, once per change of the members or their files.
+// Before, a member withdrew only while another offered another version,
+// and a rule whose same content failed on its owner alone stayed there,
+// running nowhere, though another member could run it
+// (TestGroupMovesRuleThatFailsOnlyOnItsOwner).
 //
-// A withdrawal does not end merely because the other versions changed
-// (one of several withdrawn, or replaced by a third): with three or more
+// A withdrawal does not end merely because the other offers changed (one of
+// several withdrawn, or replaced by another version): with three or more
 // versions that all fail, ending it then lets the members withdraw and
-// offer again in turn, each withdrawal changing the others' versions
+// offer again in turn, each withdrawal changing the others' offers
 // (TestWithdrawalsSettle, a model of the members' steps, found a member
 // withdrawing 5 times with no change of members or files). As it is, a
-// member offers its version again only when no other is offered: between
-// two changes of the members or their files, each member withdraws at most
-// once, and the ownership settles (the model checks both, over every
-// assignment of three versions to up to four members).
+// member offers its version again only when no other member offers the
+// rule: between two changes of the members or their files, each member
+// withdraws at most once, and the ownership settles (the model checks
+// both, over every assignment of three versions to up to four members and
+// every member on which they all fail).
 //
 // Nor does it end when the version it gave way to is replaced: say host A
 // withdrew v1 for host B's v2, and B's file changes to v3, which fails
@@ -54,8 +62,8 @@ import (
 // version offered when it was made is offered any more also lets a member
 // withdraw twice with nothing changed (TestWithdrawalsSettle finds it).
 // At rest, a rule that runs nowhere is owned by a member that sees no
-// other version offered, so has not withdrawn its own: it counts the
-// failure (not ready: groupready.go; the model checks this too).
+// other offer, so has not withdrawn its own: it counts the failure (not
+// ready: groupready.go; the model checks this too).
 
 // withdrawals maps the name of each rule whose version this host withdrew
 // to the withdrawal.
@@ -93,7 +101,7 @@ func (w withdrawals) offers(rule, hash string) bool {
 // (hashes: rule name -> hash, as its files are now) and the owned rules
 // whose version failed to load (failed). It ends the withdrawals whose
 // reason no longer holds, then withdraws each failed rule another member
-// offers in another version, and returns what changed.
+// offers, in any version, and returns what changed.
 func (w withdrawals) review(self string, sets map[string]ruleSet, hashes map[string]string, failed []failedLoad) []versionChange {
 	var out []versionChange
 	for _, rule := range slices.Sorted(maps.Keys(w)) {
@@ -103,9 +111,9 @@ func (w withdrawals) review(self string, sets map[string]ruleSet, hashes map[str
 		case !ok || h != x.hash:
 			delete(w, rule)
 			out = append(out, versionChange{rule: rule, hash: x.hash, why: "its file changed"})
-		case !otherVersion(self, rule, x.hash, sets):
+		case !offeredElsewhere(self, rule, sets):
 			delete(w, rule)
-			out = append(out, versionChange{rule: rule, hash: x.hash, why: "no other member offers another version"})
+			out = append(out, versionChange{rule: rule, hash: x.hash, why: "no other member offers the rule"})
 		}
 	}
 	for _, f := range failed {
@@ -115,29 +123,30 @@ func (w withdrawals) review(self string, sets map[string]ruleSet, hashes map[str
 		if _, ok := w[f.rule]; ok {
 			continue
 		}
-		if !otherVersion(self, f.rule, f.hash, sets) {
-			continue // it would fail on any member that has it
+		offer := holders(self, f.rule, sets)
+		if len(offer) == 0 {
+			continue // no other member to try it: it stays here, its failure shown
 		}
 		w[f.rule] = withdrawal{hash: f.hash, err: f.err}
 		out = append(out, versionChange{rule: f.rule, hash: f.hash, withdrawn: true, err: f.err,
-			why: "members " + strings.Join(holders(self, f.rule, f.hash, sets), ",") + " have another version"})
+			why: "members " + strings.Join(offer, ",") + " offer the rule"})
 	}
 	return out
 }
 
-// otherVersion reports whether a member other than self offers a version
-// (content hash) of rule other than own. A version whose file could not be
-// read ("") is none: it cannot load either.
-func otherVersion(self, rule, own string, sets map[string]ruleSet) bool {
-	return len(holders(self, rule, own, sets)) > 0
+// offeredElsewhere reports whether a member other than self offers a
+// version of rule, whichever (its own content hash or another). A version
+// whose file could not be read ("") is none: it cannot load.
+func offeredElsewhere(self, rule string, sets map[string]ruleSet) bool {
+	return len(holders(self, rule, sets)) > 0
 }
 
 // holders returns the members other than self that offer a version of
-// rule other than own (not ""), sorted.
-func holders(self, rule, own string, sets map[string]ruleSet) []string {
+// rule (not ""), sorted.
+func holders(self, rule string, sets map[string]ruleSet) []string {
 	var ids []string
 	for id, s := range sets {
-		if h, ok := s[rule]; ok && id != self && h != "" && h != own {
+		if h, ok := s[rule]; ok && id != self && h != "" {
 			ids = append(ids, id)
 		}
 	}

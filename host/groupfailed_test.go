@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -11,13 +12,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/protocol"
 )
 
 // versionsCluster starts two hosts of a group with no shared rule, whose
 // rule "good" and "good2" (two contents that load) watch in/x and write
-// its value to out/x; any other content is a version that fails to load
-// (the runtime knows no rule by that name). It returns the cluster, its
+// its value to out/x; "hostbound" is that rule too, but its initialisation
+// fails on host 0 (as a plugin needing what that host lacks would); any
+// other content is a version that fails to load (the runtime knows no
+// rule by that name). It returns the cluster, its
 // hosts, and a rule file name that the assignment gives host 0 when both
 // offer it.
 func versionsCluster(t *testing.T) (*cluster, []*member, string) {
@@ -31,7 +35,14 @@ func versionsHosts(t *testing.T) (*cluster, []*member) {
 	t.Helper()
 	c := newCluster(t, 0, groupTestTTL)
 	rule := func(i int) goRule { return goRule{init: watchInit("in/x"), handle: c.handler(i, "x")} }
-	c.custom = map[string]func(int) goRule{"good": rule, "good2": rule}
+	hostbound := func(i int) goRule {
+		r := rule(i)
+		if i == 0 {
+			r.init = func(context.Context, abi.Host) error { return errors.New("needs what host 0 lacks") }
+		}
+		return r
+	}
+	c.custom = map[string]func(int) goRule{"good": rule, "good2": rule, "hostbound": hostbound}
 	c.files = func(int) map[string]string { return nil }
 	ms := []*member{c.start(), c.start()}
 	waitFor(t, "both hosts members", func() bool {
@@ -272,34 +283,63 @@ func owner(ms []*member, name string) []int {
 	return out
 }
 
-// The same content fails to load on both hosts: the rule stays owned by
-// one of them, which shows the load error; nothing is withdrawn, and over
-// 20 more steps of each host the rule is not taken over or handed over
-// again.
-func TestGroupKeepsRuleThatFailsEverywhere(t *testing.T) {
+// The same content fails to load on host 0 only (the initialisation of
+// "hostbound" needs what host 0 lacks), which the assignment prefers: host
+// 0 withdraws its version, as the other host offers the rule, and the rule
+// runs on host 1 and handles an event there. Host 0 lists its failure and
+// the withdrawal, and counts no failed load (the rule runs). Before, a
+// member withdrew only for another version: the rule stayed on host 0,
+// failed, and ran nowhere though host 1 could run it.
+func TestGroupMovesRuleThatFailsOnlyOnItsOwner(t *testing.T) {
+	c, ms, name := versionsCluster(t)
+	ms[0].put(t, name, "hostbound")
+	waitFor(t, "host 0 owns the rule, failed to load", func() bool { return ms[0].ownsFailed(name) })
+	ms[1].put(t, name, "hostbound")
+	runsOn(t, c, name, 1)
+	handles(t, c, "1", 1)
+	gs, _ := ms[0].host.Group()
+	if !slices.Equal(gs.Withdrawn, []string{name}) || gs.Withdrawals != 1 {
+		t.Fatalf("host 0's group status %+v, want %s withdrawn once", gs, name)
+	}
+	st := ms[0].ruleStatus(name)
+	if len(st) != 1 || st[0].State != StateLoadFailed || !strings.Contains(st[0].LastError, "needs what host 0 lacks") {
+		t.Fatalf("host 0's status of %s: %+v", name, st)
+	}
+	if n0, n1 := ms[0].host.Stats().LoadFailed, ms[1].host.Stats().LoadFailed; n0 != 0 || n1 != 0 {
+		t.Fatalf("failed loads counted by hosts 0, 1: %d, %d; want none (the rule runs)", n0, n1)
+	}
+}
+
+// The same content fails to load on both hosts: host 0, which owned it
+// first, withdraws its version once host 1 offers the rule; host 1 takes
+// it over, fails too, and keeps it (no other member offers it), its load
+// error in its status. Over 20 more steps of each host nothing is taken
+// over, handed over or withdrawn again.
+func TestGroupTriesRuleThatFailsEverywhereOnEachHostOnce(t *testing.T) {
 	_, ms, name := versionsCluster(t)
 	ms[0].put(t, name, "broken")
 	waitFor(t, "host 0 owns the rule, failed to load", func() bool { return ms[0].ownsFailed(name) })
-	ms[1].put(t, name, "broken") // host 1 never loads it: the assignment prefers host 0
-	steps(t, ms, 3)              // both have seen both sets
-	var own []int
-	waitFor(t, "one host owns the rule, failed to load", func() bool {
-		own = owner(ms, name)
-		return len(own) == 1 && ms[own[0]].ownsFailed(name)
+	ms[1].put(t, name, "broken")
+	waitFor(t, "host 1 owns the rule, failed to load", func() bool {
+		return ms[1].ownsFailed(name) && slices.Equal(owner(ms, name), []int{1})
 	})
+	steps(t, ms, 3) // both have seen the hand-over
 	before := groupCounts(ms)
 	steps(t, ms, 20)
-	if after := groupCounts(ms); after != before || !slices.Equal(owner(ms, name), own) {
-		t.Fatalf("takeovers, handovers, withdrawals went from %v to %v; owner from %v to %v", before, after, own, owner(ms, name))
+	if after := groupCounts(ms); after != before || !slices.Equal(owner(ms, name), []int{1}) {
+		t.Fatalf("takeovers, handovers, withdrawals went from %v to %v; owner %v", before, after, owner(ms, name))
 	}
-	if before[2] != 0 {
-		t.Fatalf("%d withdrawals of a version every member has", before[2])
+	if before[2] != 1 {
+		t.Fatalf("%d withdrawals, want 1 (host 0's)", before[2])
 	}
-	if st := ms[own[0]].ruleStatus(name); !strings.Contains(st[0].LastError, `no rule named "broken"`) {
-		t.Fatalf("the owner's status: %+v", st)
+	for i := range ms {
+		st := ms[i].ruleStatus(name)
+		if len(st) != 1 || st[0].State != StateLoadFailed || !strings.Contains(st[0].LastError, `no rule named "broken"`) {
+			t.Fatalf("host %d's status: %+v", i, st)
+		}
 	}
-	if st := ms[1-own[0]].ruleStatus(name); len(st) != 1 || st[0].State != StateStandby {
-		t.Fatalf("the other host's status: %+v", st)
+	if gs, _ := ms[1].host.Group(); len(gs.Withdrawn) != 0 {
+		t.Fatalf("host 1, the owner, withdrew %v", gs.Withdrawn)
 	}
 }
 
@@ -339,11 +379,11 @@ func TestGroupSettlesWhenEveryVersionFails(t *testing.T) {
 }
 
 // The rules of withdrawal, one step at a time: a failed version is
-// withdrawn only while another member offers another (readable) version,
-// once; the withdrawal holds while any other version is offered (though
-// they change), and ends when none is any more (its members left, withdrew
-// theirs, or now have this content) or when this host's file changes. A
-// failure of content the file no longer has is no reason.
+// withdrawn only while another member offers a readable version (its own
+// content or another), once; the withdrawal holds while any other member
+// offers the rule (though the versions change), and ends when none does any
+// more (its members left or withdrew theirs) or when this host's file
+// changes. A failure of content the file no longer has is no reason.
 func TestWithdrawalsReview(t *testing.T) {
 	w := withdrawals{}
 	hashes := map[string]string{"r": "1"}
@@ -351,15 +391,26 @@ func TestWithdrawalsReview(t *testing.T) {
 	review := func(sets map[string]ruleSet, failed []failedLoad) []versionChange {
 		return w.review("me", sets, hashes, failed)
 	}
-	if ch := review(map[string]ruleSet{"me": {"r": "1"}, "b": {"r": "1"}, "c": {"r": ""}}, failed); len(ch) != 0 {
+	if ch := review(map[string]ruleSet{"me": {"r": "1"}, "b": {"x": "1"}, "c": {"r": ""}}, failed); len(ch) != 0 {
 		t.Fatalf("withdrawn with no other readable version: %+v", ch)
+	}
+	same := map[string]ruleSet{"me": {"r": "1"}, "b": {"r": "1"}}
+	if ch := review(same, failed); len(ch) != 1 || !ch[0].withdrawn || ch[0].why != "members b offer the rule" {
+		t.Fatalf("not withdrawn while another member offers the same content: %+v", ch)
+	}
+	if ch := review(same, failed); len(ch) != 0 {
+		t.Fatalf("a second change for the same offers: %+v", ch)
+	}
+	delete(same, "b") // b left
+	if ch := review(same, nil); len(ch) != 1 || ch[0].withdrawn || ch[0].why != "no other member offers the rule" || !w.offers("r", "1") {
+		t.Fatalf("not offered again when the other member left: %+v", ch)
 	}
 	if ch := review(map[string]ruleSet{"me": {"r": "1"}, "b": {"r": "2"}}, []failedLoad{{rule: "r", hash: "0"}}); len(ch) != 0 {
 		t.Fatalf("withdrawn for a failure of older content: %+v", ch)
 	}
 	sets := map[string]ruleSet{"me": {"r": "1"}, "b": {"r": "2"}, "c": {"r": "3"}, "d": {"r": "2"}}
 	ch := review(sets, failed)
-	if len(ch) != 1 || !ch[0].withdrawn || ch[0].why != "members b,c,d have another version" || ch[0].err != "boom" || w.offers("r", "1") {
+	if len(ch) != 1 || !ch[0].withdrawn || ch[0].why != "members b,c,d offer the rule" || ch[0].err != "boom" || w.offers("r", "1") {
 		t.Fatalf("not withdrawn: %+v, %+v", ch, w)
 	}
 	if !w.offers("r", "9") {
@@ -376,8 +427,12 @@ func TestWithdrawalsReview(t *testing.T) {
 		t.Fatalf("changed while another version is still offered: %+v", ch)
 	}
 	sets["b"] = ruleSet{"r": "1"} // b now has this host's content
-	if ch := review(sets, nil); len(ch) != 1 || ch[0].withdrawn || ch[0].why != "no other member offers another version" || !w.offers("r", "1") {
-		t.Fatalf("not offered again when no other version is: %+v", ch)
+	if ch := review(sets, nil); len(ch) != 0 {
+		t.Fatalf("changed while another member offers this host's content: %+v", ch)
+	}
+	sets["b"] = ruleSet{"r": ""} // b's file cannot be read
+	if ch := review(sets, nil); len(ch) != 1 || ch[0].withdrawn || ch[0].why != "no other member offers the rule" || !w.offers("r", "1") {
+		t.Fatalf("not offered again when no other member offers the rule: %+v", ch)
 	}
 	sets["b"] = ruleSet{"r": "2"}
 	review(sets, failed)
@@ -394,8 +449,9 @@ func TestWithdrawalsReview(t *testing.T) {
 }
 
 // A model of a group's steps, over every assignment of versions (a, b, c)
-// to 1-4 members and every choice of the versions that load, each member
-// stepping in a random order, then after each of 6 random changes (a
+// to 1-4 members, every choice of the versions that load and of a member
+// on which none loads (or none such), each member stepping in a random
+// order, then after each of 6 random changes (a
 // member leaves, comes back as a new process, or its file changes to
 // another version, the owner's reload leaving its previous version running
 // when the new one fails): the ownership settles (no step changes anything
@@ -406,25 +462,29 @@ func TestWithdrawalsReview(t *testing.T) {
 // more than once. Ending a withdrawal whenever the
 // other versions changed (not only when none is offered) fails it:
 // versions a, b, c that all fail were withdrawn and offered again in turn,
-// one member 5 times.
+// one member 5 times. Withdrawing only for another version (as before)
+// fails it too: with [a a] where a fails on member 1 only, member 1 owned
+// the rule and ran nothing.
 func TestWithdrawalsSettle(t *testing.T) {
 	versions := []string{"a", "b", "c"}
 	for n := 1; n <= 4; n++ {
 		for combo := 0; combo < pow(3, n); combo++ {
 			for loads := 0; loads < 8; loads++ {
-				for seed := range 3 {
-					have := make([]string, n)
-					for i, x := 0, combo; i < n; i, x = i+1, x/3 {
-						have[i] = versions[x%3]
-					}
-					m := groupModel(have, func(v string) bool { return loads&(1<<(v[0]-'a')) != 0 }, uint64(seed))
-					if err := m.run(); err != "" {
-						t.Fatalf("versions %v, loading %03b, seed %d: %s", have, loads, seed, err)
-					}
-					for e := range 6 {
-						what := m.churn(versions)
+				for bad := -1; bad < n; bad++ { // the member on which nothing loads
+					for seed := range 3 {
+						have := make([]string, n)
+						for i, x := 0, combo; i < n; i, x = i+1, x/3 {
+							have[i] = versions[x%3]
+						}
+						m := groupModel(have, func(i int, v string) bool { return i != bad && loads&(1<<(v[0]-'a')) != 0 }, uint64(seed))
 						if err := m.run(); err != "" {
-							t.Fatalf("versions %v, loading %03b, seed %d, change %d (%s): %s", have, loads, seed, e, what, err)
+							t.Fatalf("versions %v, loading %03b, failing on member %d, seed %d: %s", have, loads, bad, seed, err)
+						}
+						for e := range 6 {
+							what := m.churn(versions)
+							if err := m.run(); err != "" {
+								t.Fatalf("versions %v, loading %03b, failing on member %d, seed %d, change %d (%s): %s", have, loads, bad, seed, e, what, err)
+							}
 						}
 					}
 				}
@@ -443,7 +503,8 @@ func pow(a, b int) int {
 
 // model is a group of members with one rule, each with its version, stepping
 // as group.step does: publish its set (join), review, assign, hand over or
-// take. A member's load of its version fails or not by the version alone.
+// take. Whether a member's load of its version fails depends on the version
+// and the member (loads).
 // The owner whose file changes reloads it: a version that fails leaves the
 // previous one running, if one ran (the host's failed reload), and is no
 // failed load the owner would withdraw.
@@ -451,7 +512,7 @@ type model struct {
 	ids       []string
 	have      []string // each member's version
 	gone      []bool   // members not live
-	loads     func(string) bool
+	loads     func(member int, version string) bool
 	w         []withdrawals
 	published []ruleSet
 	owner     int    // -1: none
@@ -463,7 +524,7 @@ type model struct {
 // withdrawnBy reports whether member i withdrew its version.
 func (m *model) withdrawnBy(i int) bool { return !m.w[i].offers("r", m.have[i]) }
 
-func groupModel(have []string, loads func(string) bool, seed uint64) *model {
+func groupModel(have []string, loads func(int, string) bool, seed uint64) *model {
 	have = slices.Clone(have)
 	m := &model{have: have, loads: loads, owner: -1, rnd: seed*2654435761 + 1,
 		withdrew: make([]int, len(have)), gone: make([]bool, len(have))}
@@ -515,7 +576,7 @@ func (m *model) change(i int, v string) {
 	clear(m.withdrew)
 	m.have[i] = v
 	delete(m.w[i], "r")
-	if m.owner == i && m.loads(v) {
+	if m.owner == i && m.loads(i, v) {
 		m.running = v
 	}
 }
@@ -553,7 +614,7 @@ func (m *model) step(i int) bool {
 		return true
 	case m.owner == -1 && to == m.ids[i]:
 		m.owner = i
-		if m.loads(m.have[i]) {
+		if m.loads(i, m.have[i]) {
 			m.running = m.have[i]
 		}
 		return true
@@ -587,7 +648,7 @@ func (m *model) run() string {
 	}
 	anyLoads, offered := false, false
 	for _, i := range live {
-		anyLoads = anyLoads || m.loads(m.have[i])
+		anyLoads = anyLoads || m.loads(i, m.have[i])
 		offered = offered || m.published[i].has("r")
 		if m.withdrew[i] > 1 {
 			return fmt.Sprintf("member %d withdrew %d times", i, m.withdrew[i])
@@ -599,7 +660,7 @@ func (m *model) run() string {
 	case !offered:
 		return "withdrawn everywhere"
 	case anyLoads && m.running == "":
-		return fmt.Sprintf("owner %d runs nothing (its version %s fails) while another version loads", m.owner, m.have[m.owner])
+		return fmt.Sprintf("owner %d runs nothing (its version %s fails there) while a member's version loads on it", m.owner, m.have[m.owner])
 	case m.running == "" && m.withdrawnBy(m.owner):
 		return fmt.Sprintf("the rule runs nowhere and its owner %d withdrew its version: no member counts the failure (groupready.go)", m.owner)
 	}
@@ -624,7 +685,7 @@ func TestWithdrawalHoldsWhileOwnerRunsPrevious(t *testing.T) {
 		for seed := range 10 {
 			have := make([]string, 2)
 			have[p], have[q] = "a", "b"
-			m := groupModel(have, func(v string) bool { return v == "b" }, uint64(seed))
+			m := groupModel(have, func(_ int, v string) bool { return v == "b" }, uint64(seed))
 			if err := m.run(); err != "" || m.owner != q || m.running != "b" {
 				t.Fatalf("member %d with a, seed %d: %s; owner %d runs %q", p, seed, err, m.owner, m.running)
 			}

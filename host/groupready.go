@@ -10,20 +10,19 @@ import "path/filepath"
 // member counts the failed load of a shared rule only while it owns the
 // rule and has not withdrawn its version (groupfailed.go):
 //
-//   - A version withdrawn fails here while another member offers another
-//     version, to which the rule moves: what the group arranged, not a
-//     fault of this host. Stats.Withdrawn counts it instead, and Status
-//     lists it, failed to load, with its error.
-//   - A failed version the host handed over without withdrawing it, the
-//     assignment preferring a member with the same content, is that
-//     member's to run: it fails there too, and the new owner counts it
-//     (one member reporting the rule is enough); should the rule move on
-//     to a member whose version loads, there is nothing left to report.
-//     Status lists it here too.
+//   - A version withdrawn fails here while another member offers the rule,
+//     to which the rule moves: what the group arranged, not a fault of
+//     this host. Stats.Withdrawn counts it instead, and Status lists it,
+//     failed to load, with its error.
+//   - A failed version the host handed over before it could withdraw it
+//     (the assignment preferring a member that offers the rule too) is
+//     that member's to run: should it fail there too, the new owner counts
+//     it (one member reporting the rule is enough); should it load there,
+//     there is nothing left to report. Status lists it here too.
 //
-// A rule whose every version fails still makes a member not ready: it comes
-// to rest owned by a member that sees no other version offered, which does
-// not withdraw its own (groupfailed.go), and counts it. Nothing is lost
+// A rule that fails on every member still makes a member not ready: it
+// comes to rest owned by a member that sees no other offer, which does not
+// withdraw its own (groupfailed.go), and counts it. Nothing is lost
 // either: every failure stays in its host's Status, with its error, until
 // the file changes or loads.
 

@@ -50,15 +50,16 @@ func TestGroupWithdrawnVersionIsReady(t *testing.T) {
 	})
 }
 
-// A version that fails and is not withdrawn, every member having the same
-// content, leaves the rule running nowhere: its owner is not ready. Host 0
-// loads it first (alone in offering it) and fails; host 1, which the
-// assignment prefers, then offers the same content, takes the rule over and
-// fails too. The owner, host 1, counts the failed load; host 0, which
-// handed the rule over, lists its own failure in Status but does not count
-// it: the rule is its owner's to run, and one member reporting it is
-// enough. Before, host 0 counted it too, and went on counting it when a
-// third version that loads ran on another member.
+// Content that fails on every member leaves the rule running nowhere: its
+// owner is not ready. Host 0 loads it first (alone in offering it) and
+// fails; host 1, which the assignment prefers, then offers the same
+// content: host 0 withdraws its version (the load might fail on host 0
+// only), host 1 takes the rule over, fails too, and keeps it (no other
+// member offers it). The owner, host 1, counts the failed load; host 0
+// lists its own failure in Status but does not count it: the rule is its
+// owner's to run, and one member reporting it is enough. Before, host 0
+// counted it too, and went on counting it when a third version that loads
+// ran on another member.
 func TestGroupFailedEverywhereMakesOwnerNotReady(t *testing.T) {
 	c, ms := versionsHosts(t)
 	name := preferred(ms, 1)
@@ -75,8 +76,8 @@ func TestGroupFailedEverywhereMakesOwnerNotReady(t *testing.T) {
 	if st := ms[0].ruleStatus(name); len(st) != 1 || st[0].State != StateLoadFailed {
 		t.Fatalf("host 0's status hides its failure: %+v", st)
 	}
-	if gs, _ := ms[0].host.Group(); len(gs.Withdrawn) != 0 {
-		t.Fatalf("host 0 withdrew %v: every member has its content", gs.Withdrawn)
+	if gs, _ := ms[1].host.Group(); len(gs.Withdrawn) != 0 {
+		t.Fatalf("host 1, the owner, withdrew %v: no other member offers the rule", gs.Withdrawn)
 	}
 
 	// A third host brings a version that loads: host 1 withdraws its own

@@ -22,7 +22,7 @@ import (
 // assigned only among the live members whose set has it (assignAmong), and
 // a rule whose content differs between hosts runs, on whichever host owns
 // it, in that host's version. A version that fails to load on its owner is
-// left out of that host's set while another member has another version
+// left out of that host's set while another member offers the rule
 // (groupfailed.go).
 //
 // The roster is a key any client of the store may write: a line that does

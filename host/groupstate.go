@@ -187,7 +187,7 @@ type group struct {
 	warned   map[string]bool    // what was warned about once (warnOnce)
 	compared string             // the members' digests warnDiffering last compared
 	// withdrawn holds this host's versions that failed to load while
-	// another member has another version, left out of mine
+	// another member offers the rule, left out of mine
 	// (groupfailed.go).
 	withdrawn withdrawals
 
@@ -321,8 +321,8 @@ type GroupStatus struct {
 	// load, with the error).
 	Standby []string
 	// Withdrawn lists the rules whose version here failed to load while
-	// another member has another version: this host offers them no more
-	// until its file changes or no other member offers another version
+	// another member offers the rule: this host offers them no more
+	// until its file changes or no other member offers the rule
 	// (groupfailed.go).
 	Withdrawn []string
 	// Takeovers, Handovers and Lost count the rules taken over, handed over

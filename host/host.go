@@ -596,7 +596,7 @@ type Stats struct {
 	// Owned and Standby count, in a group (Config.Group), the shared rules
 	// this host runs and those another host runs; Withdrawn those whose
 	// version here failed to load and which this host no longer offers,
-	// another member having another version (GroupStatus.Withdrawn).
+	// another member offering the rule (GroupStatus.Withdrawn).
 	Owned, Standby, Withdrawn int
 }
 

@@ -80,7 +80,7 @@ func printStatus(w io.Writer, doc admin.StatusDoc) error {
 	if err == nil && h.Owned+h.Standby+h.Withdrawn > 0 {
 		_, err = fmt.Fprintf(w, "group: %d rule(s) owned here, %d on standby (run by another host)\n", h.Owned, h.Standby)
 		if err == nil && h.Withdrawn > 0 {
-			_, err = fmt.Fprintf(w, "group: %d rule(s) withdrawn: their version here fails to load, another host has another version\n", h.Withdrawn)
+			_, err = fmt.Fprintf(w, "group: %d rule(s) withdrawn: their version here fails to load, another host offers them\n", h.Withdrawn)
 		}
 	}
 	return err
