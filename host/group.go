@@ -93,14 +93,14 @@ func (g *group) step(ctx context.Context) {
 			g.drop(ctx, rule, "its ownership lease was lost")
 		}
 	}
-	mine, digest, err := g.join(ctx)
+	mine, digest, roster, err := g.join(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			g.svc.log.Warn("group: cannot join; this host runs none of the group's rules until it can", "group", g.name, "err", err)
 		}
 		return
 	}
-	live, err := g.live(ctx)
+	live, err := g.live(ctx, roster)
 	var sets map[string]ruleSet
 	if err == nil {
 		sets, err = g.memberSets(ctx, live, mine, digest)
@@ -168,31 +168,32 @@ func (g *group) ruleOfLease(name string) (string, bool) {
 }
 
 // join holds this host's member lease and keeps its line in the roster,
-// naming its rule set as it is now; it returns that set and its digest.
-func (g *group) join(ctx context.Context) (ruleSet, string, error) {
+// naming its rule set as it is now; it returns that set, its digest, and
+// the roster as read or as written (with this host's line).
+func (g *group) join(ctx context.Context) (ruleSet, string, []rosterEntry, error) {
 	mk := g.memberKey(g.id)
 	if l := g.ls.get(mk); l == nil || l.isLost() {
 		if _, err := g.ls.lock(ctx, mk, g.ttl, 0); err != nil {
-			return nil, "", fmt.Errorf("member lease %s: %w", mk, err)
+			return nil, "", nil, fmt.Errorf("member lease %s: %w", mk, err)
 		}
 		if err := g.svc.reg.watch(ctx, g, g.key("roster")); err != nil {
-			return nil, "", fmt.Errorf("watch roster: %w", err)
+			return nil, "", nil, fmt.Errorf("watch roster: %w", err)
 		}
 	}
 	mine, digest, value := g.ownSet()
 	roster, err := g.roster(ctx)
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
 	if e, ok := entryOf(roster, g.id); !ok || e.digest != digest {
 		me := rosterEntry{id: g.id, digest: digest}
-		err := g.editRoster(ctx, func(es []rosterEntry) []rosterEntry { return withEntry(es, me) },
+		roster, err = g.editRoster(ctx, func(es []rosterEntry) []rosterEntry { return withEntry(es, me) },
 			&storedSet{digest: digest, value: value})
 		if err != nil {
-			return nil, "", err
+			return nil, "", nil, err
 		}
 	}
-	return mine, digest, nil
+	return mine, digest, roster, nil
 }
 
 // roster reads the roster's members (its lines that name none are
@@ -208,31 +209,31 @@ func (g *group) roster(ctx context.Context) ([]rosterEntry, error) {
 }
 
 // editRoster changes the roster under its lock, its writes fenced with the
-// lock's token: put, when not nil, is a rule set a line of the edited
-// roster names, stored first; the sets no line names any more are deleted
-// after.
-func (g *group) editRoster(ctx context.Context, edit func([]rosterEntry) []rosterEntry, put *storedSet) error {
+// lock's token, and returns the roster written: put, when not nil, is a
+// rule set a line of the edited roster names, stored first; the sets no
+// line names any more are deleted after.
+func (g *group) editRoster(ctx context.Context, edit func([]rosterEntry) []rosterEntry, put *storedSet) ([]rosterEntry, error) {
 	lk := g.key("roster.lock")
 	if _, err := g.ls.lock(ctx, lk, g.ttl, g.ttl); err != nil {
-		return fmt.Errorf("roster lock: %w", err)
+		return nil, fmt.Errorf("roster lock: %w", err)
 	}
 	defer func() { _ = g.ls.unlock(context.WithoutCancel(ctx), lk) }()
 	before, err := g.roster(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	after := edit(before)
 	tok, err := g.ls.fenceToken("set", g.key("roster"), lk)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if put != nil {
 		if _, err := g.svc.client.Set(ctx, []byte(g.setKey(put.digest)), put.value, protocol.SetOptions{FencingToken: tok}); err != nil {
-			return fmt.Errorf("write rule set: %w", err)
+			return nil, fmt.Errorf("write rule set: %w", err)
 		}
 	}
 	if _, err := g.svc.client.Set(ctx, []byte(g.key("roster")), formatRoster(after), protocol.SetOptions{FencingToken: tok}); err != nil {
-		return fmt.Errorf("write roster: %w", err)
+		return nil, fmt.Errorf("write roster: %w", err)
 	}
 	named := map[string]bool{}
 	for _, e := range after {
@@ -247,16 +248,13 @@ func (g *group) editRoster(ctx context.Context, edit func([]rosterEntry) []roste
 			g.svc.log.Debug("group: a rule set no member has stays in the store", "group", g.name, "key", g.setKey(e.digest), "err", err)
 		}
 	}
-	return nil
+	return after, nil
 }
 
-// live returns the roster's members whose member key is present, sorted by
-// id; those whose key is gone are taken off the roster.
-func (g *group) live(ctx context.Context) ([]rosterEntry, error) {
-	entries, err := g.roster(ctx)
-	if err != nil {
-		return nil, err
-	}
+// live returns the members of entries (the roster join read or wrote)
+// whose member key is present, sorted by id; those whose key is gone are
+// taken off the roster.
+func (g *group) live(ctx context.Context, entries []rosterEntry) ([]rosterEntry, error) {
 	var live []rosterEntry
 	var dead []string
 	for _, e := range entries {
@@ -275,7 +273,7 @@ func (g *group) live(ctx context.Context) ([]rosterEntry, error) {
 		}
 	}
 	if len(dead) > 0 {
-		err := g.editRoster(ctx, func(es []rosterEntry) []rosterEntry {
+		_, err := g.editRoster(ctx, func(es []rosterEntry) []rosterEntry {
 			return slices.DeleteFunc(slices.Clone(es), func(e rosterEntry) bool { return slices.Contains(dead, e.id) })
 		}, nil)
 		if err != nil {

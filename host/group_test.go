@@ -283,3 +283,33 @@ func TestGroupHandOverMidCallRedelivers(t *testing.T) {
 		t.Fatalf("value 2 handled by hosts %v, want only the next owner (not %d)", by, owner)
 	}
 }
+
+// A step at rest reads the store once per member: the roster once (join's
+// read serves the live members too) and each other member's key. Three
+// members, no rule, a TTL of a minute (no lease renewal is due): each of
+// 20 steps of a member costs it 3 requests. Before, join and live each
+// read the roster: 4.
+func TestGroupStepReadsRosterOnce(t *testing.T) {
+	c := newCluster(t, 0, time.Minute)
+	ms := []*member{c.start(), c.start(), c.start()}
+	waitFor(t, "three members", func() bool {
+		for _, m := range ms {
+			if gs, _ := m.host.Group(); len(gs.Members) != 3 {
+				return false
+			}
+		}
+		return true
+	})
+	steps(t, ms, 2) // every member has seen the others' lines
+	m := ms[0]
+	g := m.host.group
+	steps0, req0 := g.steps.Load(), m.client.Stats().Requests
+	steps(t, []*member{m}, 20)
+	n, req := g.steps.Load()-steps0, m.client.Stats().Requests-req0
+	if req > 3*n {
+		t.Fatalf("%d requests in %d steps: more than 3 a step (the roster and 2 members)", req, n)
+	}
+	if req < 3*n-3 { // the count itself is checked: a step reads each member
+		t.Fatalf("%d requests in %d steps: fewer than the 3 a step should read", req, n)
+	}
+}
