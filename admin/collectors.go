@@ -92,6 +92,8 @@ var hostStats = stats[hostSnapshot]{
 		func(h hostSnapshot) float64 { return float64(h.st.LoopsDamped) }),
 	newStat("ssrun_host_resyncs_total", "Resync events delivered after reconnections.", counter, nil,
 		func(h hostSnapshot) float64 { return float64(h.st.Resyncs) }),
+	newStat("ssrun_host_load_retries_total", "Rule files started on a retry after their start failed.", counter, nil,
+		func(h hostSnapshot) float64 { return float64(h.st.LoadRetries) }),
 	newStat("ssrun_host_watched_keys", "Keys registered for notifications with the store.", gauge, nil,
 		func(h hostSnapshot) float64 { return float64(h.st.WatchedKeys) }),
 	newStat("ssrun_host_rules_owned", "In a group: shared rules this host owns and runs.", gauge, nil,

@@ -32,11 +32,14 @@ type RuleDoc struct {
 	// LastError and LastErrorAt: the last handler or load failure.
 	LastError   string     `json:"last_error,omitempty"`
 	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
-	Handled     uint64     `json:"handled"`
-	Failed      uint64     `json:"failed"`
-	Dropped     uint64     `json:"dropped"`
-	Echoes      uint64     `json:"echoes"`
-	Abandoned   uint64     `json:"abandoned"`
+	// NextRetry, for a rule file whose start failed, is when the host
+	// loads it again (host.RuleStatus.NextRetry).
+	NextRetry *time.Time `json:"next_retry,omitempty"`
+	Handled   uint64     `json:"handled"`
+	Failed    uint64     `json:"failed"`
+	Dropped   uint64     `json:"dropped"`
+	Echoes    uint64     `json:"echoes"`
+	Abandoned uint64     `json:"abandoned"`
 	// Queued is the mailbox depth (absent for a file that failed to load).
 	Queued             *int     `json:"queued,omitempty"`
 	Watches            []string `json:"watches"`
@@ -51,6 +54,7 @@ type HostDoc struct {
 	Notifications uint64 `json:"notifications"`
 	LoopsDamped   uint64 `json:"loops_damped"`
 	Resyncs       uint64 `json:"resyncs"`
+	LoadRetries   uint64 `json:"load_retries"`
 	WatchedKeys   int    `json:"watched_keys"`
 	Stuck         int    `json:"stuck"`
 	Timers        int    `json:"timers"`
@@ -60,8 +64,8 @@ type HostDoc struct {
 	Owned   int `json:"owned,omitempty"`
 	Standby int `json:"standby,omitempty"`
 	// Withdrawn counts the shared rules whose version here failed to load
-	// and which this host no longer offers, another member having another
-	// version (they run there; their state here is the load failure).
+	// and which this host no longer offers, another member offering them
+	// (they run there; their state here is the load failure).
 	Withdrawn int `json:"withdrawn,omitempty"`
 }
 
@@ -82,10 +86,14 @@ func NewStatusDoc(src StatusSource) StatusDoc {
 			at := s.LastErrorAt.UTC()
 			d.LastErrorAt = &at
 		}
+		if !s.NextRetry.IsZero() {
+			at := s.NextRetry.UTC()
+			d.NextRetry = &at
+		}
 		doc.Rules = append(doc.Rules, d)
 	}
 	st := src.Stats()
-	doc.Host = HostDoc{Notifications: st.Notifications, LoopsDamped: st.LoopsDamped, Resyncs: st.Resyncs,
+	doc.Host = HostDoc{Notifications: st.Notifications, LoopsDamped: st.LoopsDamped, Resyncs: st.Resyncs, LoadRetries: st.LoadRetries,
 		WatchedKeys: st.WatchedKeys, Stuck: st.Stuck, Timers: st.Timers, Owned: st.Owned, Standby: st.Standby, Withdrawn: st.Withdrawn}
 	return doc
 }

@@ -45,9 +45,10 @@ func TestStatusDocument(t *testing.T) {
 		rules: []host.RuleStatus{
 			{Path: "/rules/a.lua", Kind: "lua", Hash: "0123456789ab", State: host.StateRunning, Handled: 7, Failed: 2, Dropped: 1,
 				Echoes: 3, Watches: []string{"k"}, Locks: []string{"l"}, Timers: 4, Queued: 5, LastError: "error SET \"k\": boom", LastErrorAt: at},
-			{Path: "/rules/b.wasm", Kind: "wasm", Hash: "ba9876543210", State: host.StateLoadFailed, LastError: "b.wasm: bad magic", LastErrorAt: at},
+			{Path: "/rules/b.wasm", Kind: "wasm", Hash: "ba9876543210", State: host.StateLoadFailed, LastError: "start b.wasm: not ready", LastErrorAt: at,
+				NextRetry: at.Add(2 * time.Second)},
 		},
-		stats: host.Stats{Notifications: 11, LoopsDamped: 1, WatchedKeys: 1, Timers: 4},
+		stats: host.Stats{Notifications: 11, LoopsDamped: 1, WatchedKeys: 1, Timers: 4, LoadRetries: 6},
 	}
 	var doc map[string]any
 	if code := get(t, admin.StatusHandler(src), "/status", &doc); code != http.StatusOK {
@@ -62,11 +63,11 @@ func TestStatusDocument(t *testing.T) {
 	if !reflect.DeepEqual(a, want) {
 		t.Errorf("rule a:\n got %v\nwant %v", a, want)
 	}
-	if b["state"] != "failed to load" || b["hash"] != "ba9876543210" || b["last_error"] != "b.wasm: bad magic" ||
+	if b["state"] != "failed to load" || b["hash"] != "ba9876543210" || b["last_error"] != "start b.wasm: not ready" || b["next_retry"] != "2026-11-23T14:04:07Z" ||
 		!reflect.DeepEqual(b["watches"], []any{}) || !reflect.DeepEqual(b["locks"], []any{}) || b["queued"] != nil {
 		t.Errorf("rule b: %v", b)
 	}
-	if h := doc["host"].(map[string]any); h["notifications"] != 11.0 || h["loops_damped"] != 1.0 || h["watched_keys"] != 1.0 || h["timers"] != 4.0 {
+	if h := doc["host"].(map[string]any); h["notifications"] != 11.0 || h["loops_damped"] != 1.0 || h["watched_keys"] != 1.0 || h["timers"] != 4.0 || h["load_retries"] != 6.0 {
 		t.Errorf("host: %v", h)
 	}
 

@@ -25,6 +25,7 @@
 //	loaddir.go             LoadDir: a folder's rules, several loading at once
 //	host.go                Host: loads, event routing, resync, Close
 //	loadstatus.go          the files that failed to load, for Status
+//	loadretry.go           loading again the files whose start failed
 //	groupready.go          which failed loads of a group's shared rules
 //	                       make a member not ready
 //	contenthash.go         the SHA-256 of rule files, remembered by content

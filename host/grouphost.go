@@ -73,13 +73,6 @@ func (h *Host) unload(ctx context.Context, path string) error {
 	return h.stopRule(ctx, r, "hand-over")
 }
 
-// ruleAt returns the rule loaded from path, or nil.
-func (h *Host) ruleAt(path string) *rule {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.slots[path]
-}
-
 // Group returns the host's view of its group, and false when it is in none
 // (Config.Group unset).
 func (h *Host) Group() (GroupStatus, bool) {

@@ -72,6 +72,13 @@ type Config struct {
 	// Group, when set, makes the host a member of a group of hosts that
 	// share the rules, each rule running on one of them (see group.go).
 	Group *GroupConfig
+	// LoadRetry is the first wait before a rule file whose start failed
+	// (its initialisation raised an error, ran too long, its plugin did
+	// not start) while no version of it runs is loaded again
+	// (DefaultLoadRetry when zero; never when negative). It doubles after
+	// each failure of the same content, up to MaxLoadRetry, and every
+	// reconnection to the store retries at once (see loadretry.go).
+	LoadRetry time.Duration
 
 	// now is the monotonic clock that times leases (locks.go); time.Now
 	// when nil. Tests inject one.
@@ -128,8 +135,8 @@ type Host struct {
 	outcomes     loadOutcomes     // files that failed to load, not in slots
 	hashes       *contentHashes   // SHA-256 of rule files, by content
 
-	events, damped, resyncs atomic.Uint64
-	lastDampLog             atomic.Int64
+	events, damped, resyncs, loadRetries atomic.Uint64
+	lastDampLog                          atomic.Int64
 
 	// group is the host's part in a group (nil: none); groupStop ends its
 	// loop, which closes groupDone.
@@ -179,6 +186,7 @@ func New(opts Config) (*Host, error) {
 		loads:       make(chan struct{}, 1),
 		slots:       map[string]*rule{},
 		hashes:      newContentHashes(),
+		outcomes:    loadOutcomes{retries: newRetries(opts.LoadRetry)},
 	}
 	if h.log == nil {
 		h.log = slog.Default()
@@ -209,9 +217,10 @@ func New(opts Config) (*Host, error) {
 	}
 	h.reg = newRegistry(h.client, h.log)
 	h.ctx, h.cancel = context.WithCancel(context.Background())
-	h.wg.Add(3)
+	h.wg.Add(4)
 	go h.dispatch()
 	go h.resyncLoop()
+	go func() { defer h.wg.Done(); h.outcomes.retries.run(h.ctx, h.retryLoad) }()
 	go func() { defer h.wg.Done(); h.timers.run(h.ctx) }()
 	if opts.Group != nil { // its loop ends before the rules stop (Close)
 		h.group = newGroup(&h.services, h, *opts.Group)
@@ -299,6 +308,7 @@ func (h *Host) resyncLoop() {
 			return
 		case <-h.resync:
 		}
+		h.outcomes.retries.now() // a start that failed while the store was away
 		for _, re := range h.reg.resync(h.ctx, h.all.Swap(false)) {
 			h.resyncs.Add(1)
 			d := delivery{ev: re.ev, lin: lineageEntry{origin: &Origin{Key: re.ev.Key, Op: string(re.ev.Op), Version: re.ev.Version}}}
@@ -308,6 +318,32 @@ func (h *Host) resyncLoop() {
 		}
 		h.loadTimers()
 	}
+}
+
+// retryLoad loads again the rule file at path, whose start failed
+// (loadretry.go), and logs the outcome.
+func (h *Host) retryLoad(path string) {
+	name := filepath.Base(path)
+	err := h.Load(h.ctx, path)
+	switch {
+	case errors.Is(err, ErrClosed) || h.ctx.Err() != nil:
+	case err != nil:
+		if at := h.outcomes.retries.at(path); !at.IsZero() {
+			h.log.Warn("rule failed to start again; tried again later", "rule", name, "in", time.Until(at).Round(time.Millisecond), "err", err)
+		} else {
+			h.log.Error("rule failed to load again; loaded when its file changes", "rule", name, "err", err)
+		}
+	case h.ruleAt(path) != nil:
+		h.loadRetries.Add(1)
+		h.log.Info("rule started on a retry", "rule", name)
+	}
+}
+
+// ruleAt returns the rule loaded from path, or nil.
+func (h *Host) ruleAt(path string) *rule {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.slots[path]
 }
 
 // loadTimers reads the timers of rules whose timers could not be read when
@@ -370,8 +406,9 @@ func (h *Host) Load(ctx context.Context, path string) error {
 // loadLocked is Load, the loads lock held.
 func (h *Host) loadLocked(ctx context.Context, path string) (err error) {
 	var (
-		kind string
-		hash [32]byte
+		kind  string
+		hash  [32]byte
+		retry bool // a failure from here on may pass: loadretry.go
 	)
 	defer func() {
 		h.mu.Lock()
@@ -379,7 +416,7 @@ func (h *Host) loadLocked(ctx context.Context, path string) (err error) {
 		h.mu.Unlock()
 		// for Status and Stats; a load cut short by Close is no failure of the file
 		if err == nil || (!errors.Is(err, ErrClosed) && h.closing.Err() == nil) {
-			h.outcomes.note(r, path, kind, hash, err)
+			h.outcomes.note(r, path, kind, hash, err, retry)
 		}
 	}()
 	info, err := os.Stat(path)
@@ -435,6 +472,7 @@ func (h *Host) loadLocked(ctx context.Context, path string) (err error) {
 		shadow = newCanary(r, next, cfg.Canary)
 		b.shadow = shadow
 	}
+	retry = true
 	script, err := aside(h.calls, lctx, name, "start", cfg.Grace, func(ctx context.Context) (abi.Script, error) {
 		return prog.Start(ctx, h.hostFor(b), cfg.limits())
 	}, func(late abi.Script) { _ = late.Close(context.Background()) })
@@ -583,6 +621,7 @@ type Stats struct {
 	Notifications uint64 // notifications received
 	LoopsDamped   uint64 // events dropped by the feedback-loop damper
 	Resyncs       uint64 // resync events produced after reconnects
+	LoadRetries   uint64 // rule files started on a retry after their start failed (loadretry.go)
 	WatchedKeys   int    // keys registered with the store
 	Stuck         int    // runtime calls abandoned as stuck and still running
 	Timers        int    // timers armed by the loaded rules
@@ -603,7 +642,7 @@ type Stats struct {
 // Stats returns host-wide counters.
 func (h *Host) Stats() Stats {
 	s := Stats{Notifications: h.events.Load(), LoopsDamped: h.damped.Load(), Resyncs: h.resyncs.Load(),
-		WatchedKeys: h.reg.watchedKeys(), Stuck: h.calls.stuck()}
+		LoadRetries: h.loadRetries.Load(), WatchedKeys: h.reg.watchedKeys(), Stuck: h.calls.stuck()}
 	var excused func(path string) bool // in a group, the shared rules another member is to run
 	if h.group != nil {
 		excused = h.group.excuses

@@ -15,6 +15,8 @@ import (
 type loadOutcomes struct {
 	mu     sync.Mutex
 	failed map[string]loadFailure // by path
+	// retries loads again the files whose start failed (loadretry.go).
+	retries *retries
 }
 
 // loadFailure is a rule file that failed to load.
@@ -29,8 +31,9 @@ type loadFailure struct {
 // with content hash, whose slot is r (nil when none is loaded): err is nil
 // when the file's content runs. A failure is the rule's last error: a
 // loaded rule goes on with its previous version, in StateReloadFailed; a
-// file not loaded is listed in StateLoadFailed.
-func (o *loadOutcomes) note(r *rule, path, kind string, hash [32]byte, err error) {
+// file not loaded is listed in StateLoadFailed, and loaded again later when
+// retry is set (its start failed: loadretry.go).
+func (o *loadOutcomes) note(r *rule, path, kind string, hash [32]byte, err error, retry bool) {
 	if r != nil {
 		r.loaded(err)
 	}
@@ -38,12 +41,19 @@ func (o *loadOutcomes) note(r *rule, path, kind string, hash [32]byte, err error
 	defer o.mu.Unlock()
 	if err == nil || r != nil {
 		delete(o.failed, path)
+		o.retries.drop(path)
 		return
 	}
 	if o.failed == nil {
 		o.failed = map[string]loadFailure{}
 	}
-	o.failed[path] = loadFailure{kind: kind, hash: hash, err: clip(err.Error()), at: time.Now()}
+	now := time.Now()
+	o.failed[path] = loadFailure{kind: kind, hash: hash, err: clip(err.Error()), at: now}
+	if retry {
+		o.retries.failed(path, hash, now)
+	} else {
+		o.retries.drop(path)
+	}
 }
 
 // failedAt reports whether the file at path failed to load (and has not
@@ -66,6 +76,7 @@ func (o *loadOutcomes) failure(path string) (loadFailure, bool) {
 func (o *loadOutcomes) forget(path string) {
 	o.mu.Lock()
 	delete(o.failed, path)
+	o.retries.drop(path)
 	o.mu.Unlock()
 }
 
@@ -93,7 +104,7 @@ func (o *loadOutcomes) list() []RuleStatus {
 	out := make([]RuleStatus, 0, len(o.failed))
 	for p, f := range o.failed {
 		out = append(out, RuleStatus{Path: p, Kind: f.kind, Hash: shortHash(f.hash), State: StateLoadFailed,
-			LastError: f.err, LastErrorAt: f.at})
+			LastError: f.err, LastErrorAt: f.at, NextRetry: o.retries.at(p)})
 	}
 	return out
 }

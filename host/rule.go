@@ -778,15 +778,19 @@ type RuleStatus struct {
 	// LastErrorAt when it happened; empty and zero if there was none.
 	LastError   string
 	LastErrorAt time.Time
-	Watches     []string
-	Locks       []string
-	Handled     uint64 // events handled successfully
-	Failed      uint64 // handler calls that failed (timeout, memory, crash, error)
-	Dropped     uint64 // events dropped: mailbox full, or rule disabled
-	Echoes      uint64 // events skipped as echoes of the rule's own writes
-	Timers      int    // timers armed (pending or firing)
-	Queued      int    // events waiting in the mailbox now
-	Disabled    bool
+	// NextRetry, for StateLoadFailed, is when the host loads the file
+	// again (its start failed: see DefaultLoadRetry); zero when it waits
+	// for the file to change.
+	NextRetry time.Time
+	Watches   []string
+	Locks     []string
+	Handled   uint64 // events handled successfully
+	Failed    uint64 // handler calls that failed (timeout, memory, crash, error)
+	Dropped   uint64 // events dropped: mailbox full, or rule disabled
+	Echoes    uint64 // events skipped as echoes of the rule's own writes
+	Timers    int    // timers armed (pending or firing)
+	Queued    int    // events waiting in the mailbox now
+	Disabled  bool
 	// Stuck is set while a handler call runs past its deadline plus the
 	// grace; Abandoned counts the calls the host gave up on (see
 	// RuleConfig.Grace), each also counted in Failed.

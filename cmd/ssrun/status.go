@@ -70,6 +70,9 @@ func printStatus(w io.Writer, doc admin.StatusDoc) error {
 			}
 			lines = append(lines, fmt.Sprintf("last error at %s: %s", at, r.LastError))
 		}
+		if r.NextRetry != nil {
+			lines = append(lines, "loaded again at "+r.NextRetry.UTC().Format(time.RFC3339Nano)+" (its start failed)")
+		}
 		if len(lines) > 0 {
 			fmt.Fprintf(w, "\n%s (%s)\n  %s\n", r.Name, r.Path, strings.Join(lines, "\n  "))
 		}

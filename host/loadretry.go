@@ -1,0 +1,168 @@
+package host
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Rule files whose start failed are loaded again, later.
+//
+// A load fails for good when the file is no rule (no runtime runs it),
+// cannot be read, or does not compile: only new content changes that, and a
+// change of the file loads it again. A start may fail for a while only: the
+// rule's initialisation raised an error because a store call was refused or
+// timed out while the store was unreachable, it ran past its deadline on a
+// busy host, a plugin's process did not come up. Left alone, such a rule
+// would run nowhere until someone touched its file or restarted the host.
+// So a file whose start failed while no version of it runs is loaded again
+// after Config.LoadRetry (DefaultLoadRetry), the wait doubling after each
+// failure of the same content up to MaxLoadRetry, and at once after every
+// reconnection to the store, until it starts, its content changes (a new
+// content's failure starts again from the first wait), or it is removed.
+// A failed reload is not retried: the previous version runs, and the new
+// one's failure is in Status until the file changes.
+//
+// A retry is a Load: in a group it loads only a rule this host owns (the
+// group's hand-over and the retry are serialised by the loads lock), so a
+// withdrawn version or a rule another member runs is left to the group
+// (groupfailed.go).
+
+// DefaultLoadRetry is the first wait before a rule file whose start failed
+// is loaded again.
+const DefaultLoadRetry = time.Second
+
+// MaxLoadRetry is the longest wait between two retries of a rule file.
+const MaxLoadRetry = 5 * time.Minute
+
+// retries schedules the loads of rule files whose start failed.
+type retries struct {
+	first time.Duration // the first wait; none when negative
+	wake  chan struct{} // cap 1: a retry was scheduled or made due
+	mu    sync.Mutex
+	due   map[string]retry // by path
+}
+
+// retry is one file's next load.
+type retry struct {
+	hash [32]byte      // the content whose start failed
+	wait time.Duration // the wait before at
+	at   time.Time     // zero: taken by run, not yet failed again
+}
+
+func newRetries(first time.Duration) *retries {
+	if first == 0 {
+		first = DefaultLoadRetry
+	}
+	return &retries{first: min(first, MaxLoadRetry), wake: make(chan struct{}, 1), due: map[string]retry{}}
+}
+
+// failed schedules the load of the file at path, whose content hash failed
+// to start at now, and returns when: after the first wait, or twice the
+// last wait when that content failed before (up to MaxLoadRetry). The
+// zero time when q schedules nothing.
+func (q *retries) failed(path string, hash [32]byte, now time.Time) time.Time {
+	if q.first < 0 {
+		return time.Time{}
+	}
+	q.mu.Lock()
+	wait := q.first
+	if was, ok := q.due[path]; ok && was.hash == hash {
+		wait = min(2*was.wait, MaxLoadRetry)
+	}
+	r := retry{hash: hash, wait: wait, at: now.Add(wait)}
+	q.due[path] = r
+	q.mu.Unlock()
+	q.signal()
+	return r.at
+}
+
+// drop cancels the file's retry: it loaded, failed for good, or is gone.
+func (q *retries) drop(path string) {
+	q.mu.Lock()
+	delete(q.due, path)
+	q.mu.Unlock()
+}
+
+// at returns when the file at path is loaded again (zero: not scheduled).
+func (q *retries) at(path string) time.Time {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.due[path].at
+}
+
+// now makes every scheduled retry due now (the store is back).
+func (q *retries) now() {
+	q.mu.Lock()
+	t := time.Now()
+	for p, r := range q.due {
+		if !r.at.IsZero() && r.at.After(t) {
+			r.at = t
+			q.due[p] = r
+		}
+	}
+	q.mu.Unlock()
+	q.signal()
+}
+
+func (q *retries) signal() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// next returns when the earliest scheduled retry is due.
+func (q *retries) next() (time.Time, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var at time.Time
+	for _, r := range q.due {
+		if !r.at.IsZero() && (at.IsZero() || r.at.Before(at)) {
+			at = r.at
+		}
+	}
+	return at, !at.IsZero()
+}
+
+// take returns the files whose retry is due at t, sorted, and marks them
+// taken: the outcome of each load schedules its next retry or drops it.
+func (q *retries) take(t time.Time) []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []string
+	for p, r := range q.due {
+		if !r.at.IsZero() && !r.at.After(t) {
+			r.at = time.Time{}
+			q.due[p] = r
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// run calls load for each file whose retry is due, until ctx ends.
+func (q *retries) run(ctx context.Context, load func(path string)) {
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		t.Stop()
+		if at, ok := q.next(); ok {
+			t.Reset(time.Until(at))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-q.wake:
+		case <-t.C:
+		}
+		for _, p := range q.take(time.Now()) {
+			if ctx.Err() != nil {
+				return
+			}
+			load(p)
+		}
+	}
+}
