@@ -485,6 +485,7 @@ func (h *Host) loadLocked(ctx context.Context, path string) (err error) {
 		}
 		var se *StuckError
 		if errors.As(err, &se) {
+			retry = false // the runtime ignored its deadline: another try may stick too
 			return err
 		}
 		return fmt.Errorf("start %s: %w", path, err)

@@ -22,7 +22,9 @@ import (
 // reconnection to the store, until it starts, its content changes (a new
 // content's failure starts again from the first wait), or it is removed.
 // A failed reload is not retried: the previous version runs, and the new
-// one's failure is in Status until the file changes.
+// one's failure is in Status until the file changes. Nor is a start stuck
+// past its deadline and grace (a *StuckError): its runtime ignored the
+// deadline, and each try could leave another call running.
 //
 // A retry is a Load: in a group it loads only a rule this host owns (the
 // group's hand-over and the retry are serialised by the loads lock), so a

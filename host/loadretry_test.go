@@ -239,3 +239,20 @@ func TestGroupRetriesOwnedRuleWhoseStartFailed(t *testing.T) {
 		t.Fatalf("%d retries, %d starts; want 1, 2", n, starts.Load())
 	}
 }
+
+// A start stuck past its deadline and grace (the runtime ignores it) is not
+// retried: each try could leave another call blocked.
+func TestRetryNotForStuckStart(t *testing.T) {
+	e, rt := stuckEnv(t, func(c *Config) { c.LoadRetry = time.Millisecond })
+	p := e.writeStuck("s", "start")
+	var err error
+	within(t, stuckBound, "Load", func() { err = e.host.Load(e.ctx(), p) })
+	var se *StuckError
+	if !errors.As(err, &se) {
+		t.Fatalf("load: %v, want a *StuckError", err)
+	}
+	rt.waitBlocked(t, "start s.stuck")
+	if at := e.host.outcomes.retries.at(p); !at.IsZero() {
+		t.Fatalf("a stuck start retried at %v", at)
+	}
+}
