@@ -339,6 +339,16 @@ func (h *Host) retryLoad(path string) {
 	}
 }
 
+// logNotLoaded logs the failed first load of the rule file at path, with
+// when it is tried again, if it is (loadretry.go).
+func (h *Host) logNotLoaded(path string, err error) {
+	if at := h.outcomes.retries.at(path); !at.IsZero() {
+		h.log.Error("rule not loaded; its start is tried again", "rule", filepath.Base(path), "in", time.Until(at).Round(time.Millisecond), "err", err)
+		return
+	}
+	h.log.Error("rule not loaded", "rule", filepath.Base(path), "err", err)
+}
+
 // ruleAt returns the rule loaded from path, or nil.
 func (h *Host) ruleAt(path string) *rule {
 	h.mu.Lock()

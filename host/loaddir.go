@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 )
@@ -42,7 +41,7 @@ func (h *Host) LoadDir(ctx context.Context, dir string) error {
 					return
 				}
 				if err := h.loadOne(ctx, files[i]); err != nil {
-					h.log.Error("rule not loaded", "rule", filepath.Base(files[i]), "err", err)
+					h.logNotLoaded(files[i], err)
 					errs[i] = err
 				}
 			}

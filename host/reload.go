@@ -58,7 +58,7 @@ func (h *Host) WatchDir(ctx context.Context, dir string, ready chan<- struct{}, 
 	_ = h.LoadDir(ctx, dir)
 	for f := range named {
 		if err := h.Load(ctx, f); err != nil {
-			h.log.Error("rule not loaded", "rule", f, "err", err)
+			h.logNotLoaded(f, err)
 		}
 	}
 	links := h.followLinks(w, dir, named)
@@ -124,7 +124,7 @@ func (h *Host) reconcile(ctx context.Context, p string) {
 		if loaded {
 			h.log.Error("reload failed; the previous version keeps running", "rule", filepath.Base(p), "err", err)
 		} else {
-			h.log.Error("rule not loaded", "rule", filepath.Base(p), "err", err)
+			h.logNotLoaded(p, err)
 		}
 	}
 }
