@@ -211,7 +211,8 @@ func (g *group) roster(ctx context.Context) ([]rosterEntry, error) {
 // editRoster changes the roster under its lock, its writes fenced with the
 // lock's token, and returns the roster written: put, when not nil, is a
 // rule set a line of the edited roster names, stored first; the sets no
-// line names any more are deleted after.
+// line names any more are deleted after, with those this host stored for an
+// edit whose roster write failed (g.unnamed).
 func (g *group) editRoster(ctx context.Context, edit func([]rosterEntry) []rosterEntry, put *storedSet) ([]rosterEntry, error) {
 	lk := g.key("roster.lock")
 	if _, err := g.ls.lock(ctx, lk, g.ttl, g.ttl); err != nil {
@@ -233,19 +234,31 @@ func (g *group) editRoster(ctx context.Context, edit func([]rosterEntry) []roste
 		}
 	}
 	if _, err := g.svc.client.Set(ctx, []byte(g.key("roster")), formatRoster(after), protocol.SetOptions{FencingToken: tok}); err != nil {
+		if put != nil && !slices.ContainsFunc(before, func(e rosterEntry) bool { return e.digest == put.digest }) {
+			g.unnamed[put.digest] = true // stored, maybe named by no line
+		}
 		return nil, fmt.Errorf("write roster: %w", err)
 	}
 	named := map[string]bool{}
 	for _, e := range after {
 		named[e.digest] = true
 	}
+	stale := make([]string, 0, len(before)+len(g.unnamed))
 	for _, e := range before {
-		if named[e.digest] {
+		stale = append(stale, e.digest)
+	}
+	for d := range g.unnamed {
+		stale = append(stale, d)
+	}
+	clear(g.unnamed)
+	for _, d := range stale {
+		if named[d] {
 			continue
 		}
-		named[e.digest] = true // deleted once
-		if _, err := g.svc.client.Del(ctx, []byte(g.setKey(e.digest)), protocol.DelOptions{FencingToken: tok}); err != nil {
-			g.svc.log.Debug("group: a rule set no member has stays in the store", "group", g.name, "key", g.setKey(e.digest), "err", err)
+		named[d] = true // deleted once
+		if _, err := g.svc.client.Del(ctx, []byte(g.setKey(d)), protocol.DelOptions{FencingToken: tok}); err != nil {
+			g.unnamed[d] = true // tried again at the next edit
+			g.svc.log.Debug("group: a rule set no member has stays in the store until the next edit of the roster", "group", g.name, "key", g.setKey(d), "err", err)
 		}
 	}
 	return after, nil

@@ -7,6 +7,9 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/ssrun/ssrun/protocol"
+	"github.com/ssrun/ssrun/protocol/hlc"
 )
 
 // A standby rule's file (one another host of the group runs) deleted on a
@@ -58,5 +61,60 @@ func TestGroupStandbyFileDeleted(t *testing.T) {
 	})
 	if gs, _ := ms[1].host.Group(); slices.Contains(gs.Owned, victim+".gorule") {
 		t.Fatalf("host 1 owns %s, whose file it no longer has (owned: %v)", victim, gs.Owned)
+	}
+}
+
+// A rule set whose roster write is refused is deleted at the next edit of
+// the roster that does not name it (the store cannot list keys: nothing
+// else would find it). A client poisons the roster with a fencing token 30 s
+// ahead, so every member's roster write is refused; the member's set
+// changes twice meanwhile (a file added, then another), each set stored
+// with no line naming it; the client then deletes the roster, the member
+// writes its line again, naming the last set, and the first is gone from
+// the store. Before, it stayed there for good.
+func TestGroupDeletesRuleSetItsRosterWriteMissed(t *testing.T) {
+	c := newCluster(t, 0, groupTestTTL)
+	c.custom = map[string]func(int) goRule{"good": func(i int) goRule { return goRule{init: watchInit("in/x"), handle: c.handler(i, "x")} }}
+	c.files = func(int) map[string]string { return nil }
+	m := c.start()
+	id := m.client.ClientID()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	digest := func() string { _, d, _ := m.host.group.ownSet(); return d }
+	stored := func(d string) bool {
+		res, err := c.user.Get(ctx, []byte("$ssrun/group/g/rules/"+d), protocol.CallOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Found
+	}
+	waitFor(t, "the member's line in the roster", func() bool { return c.rosterDigests(ctx)[id] == digest() })
+
+	roster, err := c.user.Get(ctx, []byte("$ssrun/group/g/roster"), protocol.CallOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	poison := hlc.HLC{Wall: time.Now().Add(30 * time.Second).UnixMilli(), Node: "poison"}
+	if _, err := c.user.Set(ctx, []byte("$ssrun/group/g/roster"), roster.Value, protocol.SetOptions{FencingToken: poison}); err != nil {
+		t.Fatal(err)
+	}
+	m.put(t, "a.gorule", "good")
+	first := digest()
+	waitFor(t, "the first new set stored", func() bool { return stored(first) })
+	m.put(t, "b.gorule", "good")
+	last := digest()
+	waitFor(t, "the second new set stored", func() bool { return stored(last) })
+	if d := c.rosterDigests(ctx)[id]; d == first || d == last {
+		t.Fatalf("the poisoned roster names %s", d)
+	}
+
+	if _, err := c.user.Del(ctx, []byte("$ssrun/group/g/roster"), protocol.DelOptions{FencingToken: poison}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the roster names the member's last set", func() bool { return c.rosterDigests(ctx)[id] == last })
+	// deleted after the roster's write, in the same edit
+	waitFor(t, "the set no roster named deleted", func() bool { return !stored(first) })
+	if !stored(last) {
+		t.Fatalf("the named set %s is gone", last)
 	}
 }

@@ -191,6 +191,12 @@ type group struct {
 	// (groupfailed.go).
 	withdrawn withdrawals
 
+	// unnamed, the loop's own, holds the digests of rule sets this host
+	// stored for a roster write that then failed: no line may name them,
+	// and the store cannot list keys, so the next edit deletes those its
+	// roster does not name (editRoster).
+	unnamed map[string]bool
+
 	takeovers, handovers, lost, resyncs, withdrawals atomic.Uint64
 	// steps counts the loop's steps (the tests bound a count of takeovers
 	// by steps, not by time).
@@ -234,7 +240,7 @@ func newGroup(svc *services, h groupHost, cfg GroupConfig) *group {
 		wake:  make(chan struct{}, 1),
 		owned: map[string]bool{}, waiting: map[string]bool{},
 		hashes: map[string]string{}, sets: map[string]ruleSet{}, warned: map[string]bool{},
-		withdrawn: withdrawals{},
+		withdrawn: withdrawals{}, unnamed: map[string]bool{},
 	}
 }
 
