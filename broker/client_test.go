@@ -464,6 +464,13 @@ type rawConn struct {
 
 func dialRaw(t testing.TB, b *broker.Broker, id string) *rawConn {
 	t.Helper()
+	return dialRawKeepAlive(t, b, id, 30)
+}
+
+// dialRawKeepAlive is dialRaw with a keepalive of ka seconds: the broker
+// closes the connection 1.5 ka after the last packet it read.
+func dialRawKeepAlive(t testing.TB, b *broker.Broker, id string, ka uint16) *rawConn {
+	t.Helper()
 	nc, err := net.Dial("tcp", b.Addr())
 	if err != nil {
 		t.Fatal(err)
@@ -473,7 +480,7 @@ func dialRaw(t testing.TB, b *broker.Broker, id string) *rawConn {
 	cp := packets.NewControlPacket(packets.CONNECT)
 	cp.Content.(*packets.Connect).ClientID = id
 	cp.Content.(*packets.Connect).CleanStart = true
-	cp.Content.(*packets.Connect).KeepAlive = 30
+	cp.Content.(*packets.Connect).KeepAlive = ka
 	cp.Content.(*packets.Connect).ProtocolName = "MQTT"
 	cp.Content.(*packets.Connect).ProtocolVersion = 5
 	r.write(cp)
