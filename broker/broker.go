@@ -122,6 +122,12 @@ type Config struct {
 	// before it is closed; DefaultConnectTimeout when zero, none when
 	// negative.
 	ConnectTimeout time.Duration
+	// MaxKeepAlive is the longest keepalive an MQTT 5 client gets: one
+	// asking for none or more is told this one in its CONNACK, so that a
+	// client that goes silent, or stops reading, is closed 1.5 keepalives
+	// after its last packet (keepalive.go). DefaultMaxKeepAlive when zero,
+	// no cap when negative; whole seconds.
+	MaxKeepAlive time.Duration
 
 	// DataDir, when set, keeps the store in this directory (created if
 	// missing) across restarts and crashes; empty keeps it in memory. One
@@ -286,6 +292,7 @@ func New(cfg Config) (*Broker, error) {
 		log:        cfg.Logger,
 		queueBytes: cfg.ClientQueueBytes,
 		queueLen:   cfg.ClientQueueLen,
+		keepAlive:  maxKeepAliveSeconds(cfg.MaxKeepAlive),
 		boxes:      make(map[*mqtt.Client]*outbox),
 	}
 	if creds != nil || policy != nil || cfg.Authorize {

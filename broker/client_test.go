@@ -471,6 +471,13 @@ func dialRaw(t testing.TB, b *broker.Broker, id string) *rawConn {
 // closes the connection 1.5 ka after the last packet it read.
 func dialRawKeepAlive(t testing.TB, b *broker.Broker, id string, ka uint16) *rawConn {
 	t.Helper()
+	r, _ := connectRaw(t, b, id, ka)
+	return r
+}
+
+// connectRaw is dialRawKeepAlive, also returning the CONNACK.
+func connectRaw(t testing.TB, b *broker.Broker, id string, ka uint16) (*rawConn, *packets.Connack) {
+	t.Helper()
 	nc, err := net.Dial("tcp", b.Addr())
 	if err != nil {
 		t.Fatal(err)
@@ -484,10 +491,11 @@ func dialRawKeepAlive(t testing.TB, b *broker.Broker, id string, ka uint16) *raw
 	cp.Content.(*packets.Connect).ProtocolName = "MQTT"
 	cp.Content.(*packets.Connect).ProtocolVersion = 5
 	r.write(cp)
-	if ack := r.read(); ack.Type != packets.CONNACK {
+	ack := r.read()
+	if ack.Type != packets.CONNACK {
 		t.Fatalf("raw: got %s, want CONNACK", ack.PacketType())
 	}
-	return r
+	return r, ack.Content.(*packets.Connack)
 }
 
 func (r *rawConn) write(cp *packets.ControlPacket) {

@@ -55,6 +55,7 @@ type storeHook struct {
 	ended func(net.Conn) <-chan struct{}
 
 	queueBytes, queueLen int
+	keepAlive            uint16 // the longest keepalive of an MQTT 5 client (0: any)
 	outStats             outboxStats
 
 	mu     sync.Mutex
@@ -77,12 +78,14 @@ func (h *storeHook) Provides(b byte) bool {
 	return false
 }
 
-// OnConnect authenticates (password file) and authorizes (Connect grant,
+// OnConnect caps the client's keepalive (keepalive.go), then authenticates
+// (password file) and authorizes (Connect grant,
 // client id binding and ownership, will topic) a new connection when
 // authorization is on. Both happen here, before mochi's own authentication
 // step, because only here can a refusal carry its own CONNACK reason code
 // and come before mochi takes over a session with the same client id.
 func (h *storeHook) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
+	capKeepAlive(cl, h.keepAlive)
 	if h.authz == nil {
 		return nil
 	}

@@ -28,6 +28,7 @@ type brokerFlags struct {
 	clientQueueBytes sizeFlag // bounds per connection
 	clientQueueLen   int
 	connectTimeout   time.Duration
+	maxKeepAlive     time.Duration
 }
 
 func (f *brokerFlags) register(cmd *cobra.Command) {
@@ -48,6 +49,7 @@ func (f *brokerFlags) register(cmd *cobra.Command) {
 	fs.Var(&f.clientQueueBytes, "client-queue-bytes", "responses and notifications one connection may have waiting to be written or acknowledged before it is disconnected (default 16MiB)")
 	fs.IntVar(&f.clientQueueLen, "client-queue-len", 0, "the same bound in messages (0: the default, 4096)")
 	fs.DurationVar(&f.connectTimeout, "connect-timeout", broker.DefaultConnectTimeout, "how long a new connection may take to send CONNECT")
+	fs.DurationVar(&f.maxKeepAlive, "max-keep-alive", broker.DefaultMaxKeepAlive, "the longest keepalive an MQTT 5 client gets (one asking for none or more is told this one); whole seconds")
 }
 
 // persistence returns the store's persistence settings from the flags.
@@ -64,6 +66,9 @@ func (f *brokerFlags) persistence() (broker.FsyncPolicy, error) {
 	}
 	if f.clientQueueBytes < 0 || f.clientQueueLen < 0 || f.connectTimeout <= 0 {
 		return 0, usageError("--client-queue-bytes, --client-queue-len and --connect-timeout must be positive")
+	}
+	if f.maxKeepAlive < time.Second || f.maxKeepAlive > 65535*time.Second {
+		return 0, usageError("--max-keep-alive %v: must be from 1s to 65535s", f.maxKeepAlive)
 	}
 	return policy, nil
 }
@@ -96,6 +101,7 @@ func (a *app) startBroker(f *brokerFlags, users map[string][]byte) (*broker.Brok
 		ClientQueueBytes: int(f.clientQueueBytes),
 		ClientQueueLen:   f.clientQueueLen,
 		ConnectTimeout:   f.connectTimeout,
+		MaxKeepAlive:     f.maxKeepAlive,
 	})
 	if err != nil {
 		return nil, err

@@ -319,6 +319,9 @@ func TestBrokerCommand(t *testing.T) {
 	if r := runCLI(t, "", "broker", "--client-queue-len", "-1"); r.code != 2 || !strings.Contains(r.stderr, "must be positive") {
 		t.Fatalf("bad --client-queue-len: %+v", r)
 	}
+	if r := runCLI(t, "", "broker", "--max-keep-alive", "0s"); r.code != 2 || !strings.Contains(r.stderr, "--max-keep-alive 0s: must be from 1s to 65535s") {
+		t.Fatalf("bad --max-keep-alive: %+v", r)
+	}
 	// --connect-timeout closes a socket that never sends CONNECT.
 	out, _, stop = start(t, "broker", "--listen", "127.0.0.1:0", "--connect-timeout", "100ms")
 	m = waitOutput(t, out, regexp.MustCompile(`listening on (\S+)\n`))
