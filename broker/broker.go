@@ -293,7 +293,9 @@ func New(cfg Config) (*Broker, error) {
 		queueBytes: cfg.ClientQueueBytes,
 		queueLen:   cfg.ClientQueueLen,
 		keepAlive:  maxKeepAliveSeconds(cfg.MaxKeepAlive),
-		boxes:      make(map[*mqtt.Client]*outbox),
+		boxes:      make(map[string]*outbox),
+		conns:      make(map[string]*mqtt.Client),
+		watchers:   make(map[*mqtt.Client]*watcher),
 	}
 	if creds != nil || policy != nil || cfg.Authorize {
 		b.hook.authz = newAuthz(b.srv, cfg.Logger, creds, policy)

@@ -478,6 +478,13 @@ func dialRawKeepAlive(t testing.TB, b *broker.Broker, id string, ka uint16) *raw
 // connectRaw is dialRawKeepAlive, also returning the CONNACK.
 func connectRaw(t testing.TB, b *broker.Broker, id string, ka uint16) (*rawConn, *packets.Connack) {
 	t.Helper()
+	return connectRawWith(t, b, id, func(c *packets.Connect) { c.KeepAlive = ka })
+}
+
+// connectRawWith connects an MQTT 5 raw client with Clean Start, then lets
+// edit change the CONNECT; it returns the CONNACK whatever its reason code.
+func connectRawWith(t testing.TB, b *broker.Broker, id string, edit func(*packets.Connect)) (*rawConn, *packets.Connack) {
+	t.Helper()
 	nc, err := net.Dial("tcp", b.Addr())
 	if err != nil {
 		t.Fatal(err)
@@ -485,11 +492,10 @@ func connectRaw(t testing.TB, b *broker.Broker, id string, ka uint16) (*rawConn,
 	t.Cleanup(func() { _ = nc.Close() })
 	r := &rawConn{t: t, nc: nc}
 	cp := packets.NewControlPacket(packets.CONNECT)
-	cp.Content.(*packets.Connect).ClientID = id
-	cp.Content.(*packets.Connect).CleanStart = true
-	cp.Content.(*packets.Connect).KeepAlive = ka
-	cp.Content.(*packets.Connect).ProtocolName = "MQTT"
-	cp.Content.(*packets.Connect).ProtocolVersion = 5
+	c := cp.Content.(*packets.Connect)
+	c.ClientID, c.CleanStart, c.KeepAlive = id, true, 30
+	c.ProtocolName, c.ProtocolVersion = "MQTT", 5
+	edit(c)
 	r.write(cp)
 	ack := r.read()
 	if ack.Type != packets.CONNACK {

@@ -58,10 +58,12 @@ type storeHook struct {
 	keepAlive            uint16 // the longest keepalive of an MQTT 5 client (0: any)
 	outStats             outboxStats
 
-	mu     sync.Mutex
-	boxes  map[*mqtt.Client]*outbox // live connections that requested or registered
-	closed bool
-	wg     sync.WaitGroup // outbox goroutines
+	mu       sync.Mutex
+	boxes    map[string]*outbox        // sessions (client ids) the store has sent to
+	conns    map[string]*mqtt.Client   // the connection holding each session, once established
+	watchers map[*mqtt.Client]*watcher // connections that registered keys
+	closed   bool
+	wg       sync.WaitGroup // outbox writers and overflow disconnections
 }
 
 // ID implements mqtt.Hook.
@@ -71,7 +73,7 @@ func (h *storeHook) ID() string { return "ssrun-statestore" }
 func (h *storeHook) Provides(b byte) bool {
 	switch b {
 	case mqtt.OnConnectAuthenticate, mqtt.OnACLCheck, mqtt.OnPublish, mqtt.OnDisconnect, mqtt.OnPacketEncode,
-		mqtt.OnSessionEstablish, mqtt.OnQosComplete, mqtt.OnQosDropped,
+		mqtt.OnSessionEstablish, mqtt.OnSessionEstablished, mqtt.OnPacketRead, mqtt.OnQosComplete, mqtt.OnQosDropped,
 		mqtt.OnConnect, mqtt.OnWill, mqtt.OnClientExpired, mqtt.OnSubscribed:
 		return true
 	}
@@ -149,11 +151,13 @@ func (h *storeHook) OnWill(cl *mqtt.Client, w mqtt.Will) (mqtt.Will, error) {
 	return h.authz.will(cl, w), nil
 }
 
-// OnClientExpired releases the client id of a session mochi expired.
+// OnClientExpired releases the client id and the outbox of a session mochi
+// expired.
 func (h *storeHook) OnClientExpired(cl *mqtt.Client) {
 	if h.authz != nil {
 		h.authz.ended(cl)
 	}
+	h.expired(cl)
 }
 
 // OnPacketEncode keeps user properties and reason strings on PUBLISH,
@@ -199,36 +203,13 @@ func (h *storeHook) OnSessionEstablish(cl *mqtt.Client, _ packets.Packet) {
 	}
 }
 
-// OnDisconnect drops the registrations of the connection that ended, and
-// only those: a newer connection with the same client id keeps its own. A
+// OnDisconnect ends the connection's part in its session (sessions.go). A
 // session that ends with its connection releases its client id.
 func (h *storeHook) OnDisconnect(cl *mqtt.Client, _ error, expire bool) {
 	if expire && h.authz != nil {
 		h.authz.ended(cl)
 	}
-	h.mu.Lock()
-	o := h.boxes[cl]
-	delete(h.boxes, cl)
-	h.mu.Unlock()
-	if o != nil {
-		h.store.dropObserver(o)
-		o.stop()
-	}
-}
-
-// OnQosComplete releases the outbox room of a message cl acknowledged.
-func (h *storeHook) OnQosComplete(cl *mqtt.Client, pk packets.Packet) { h.acked(cl, pk.PacketID) }
-
-// OnQosDropped releases the outbox room of a message mochi gave up on.
-func (h *storeHook) OnQosDropped(cl *mqtt.Client, pk packets.Packet) { h.acked(cl, pk.PacketID) }
-
-func (h *storeHook) acked(cl *mqtt.Client, id uint16) {
-	h.mu.Lock()
-	o := h.boxes[cl]
-	h.mu.Unlock()
-	if o != nil {
-		o.acked(id)
-	}
+	h.disconnected(cl, expire)
 }
 
 // OnPublish answers requests on the request topic and consumes them. It runs
@@ -311,7 +292,7 @@ func (h *storeHook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packe
 }
 
 func (h *storeHook) execute(cl *mqtt.Client, pk packets.Packet) reply {
-	req := request{payload: pk.Payload, clientID: cl.ID, observer: func() observer { return h.outbox(cl) }}
+	req := request{payload: pk.Payload, clientID: cl.ID, observer: func() observer { return h.watcher(cl) }}
 	if h.authz != nil {
 		req.allow = h.authz.keyCheck(cl)
 	}
@@ -325,45 +306,4 @@ func (h *storeHook) execute(cl *mqtt.Client, pk packets.Packet) reply {
 	r := h.store.execute(req)
 	r.pos = h.store.replyPos()
 	return r
-}
-
-// outbox returns the outbox of cl, creating it (and its goroutine) on first
-// use.
-func (h *storeHook) outbox(cl *mqtt.Client) *outbox {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if o := h.boxes[cl]; o != nil {
-		return o
-	}
-	o := newOutbox(h.srv, cl, h.log, &h.outStats, h.store, h.queueBytes, h.queueLen, &h.wg)
-	if h.authz != nil {
-		if check := h.authz.keyCheck(cl); check != nil {
-			// A reload may revoke a key the client registered for.
-			o.mayRead = func(key []byte) bool { return check(keyRead, key) }
-		}
-	}
-	if h.closed {
-		o.stop()
-		return o
-	}
-	// Registered even if cl is already closing: its OnDisconnect, which
-	// removes it and its registrations, is still to come on the goroutine
-	// calling us.
-	h.boxes[cl] = o
-	o.start()
-	return o
-}
-
-// closeBoxes stops every outbox and waits for their goroutines.
-func (h *storeHook) closeBoxes() {
-	h.mu.Lock()
-	h.closed = true
-	boxes := h.boxes
-	h.boxes = nil
-	h.mu.Unlock()
-	for _, o := range boxes {
-		h.store.dropObserver(o)
-		o.stop()
-	}
-	h.wg.Wait()
 }

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"sort"
-	"sync/atomic"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
@@ -12,23 +11,40 @@ import (
 // going through a hook. Each function mirrors what mochi-mqtt/server v2.7.9
 // (go.mod pins it) does itself, named after the mochi function it imitates;
 // re-read them against mochi's source when upgrading:
-//   - applySubscription, onlySubscriber: topics.go Subscribers and server.go publishToClient (QoS downgrade to the
-//     subscription's, subscription identifiers sorted, MQTT-3.3.4-3/4);
-//   - trackInflight / untrackInflight: publishToClient and processPuback
-//     (Client.NextPacketID, State.Inflight.Set/Delete, Info.Inflight, send
-//     quota), so a QoS 1 message written by the store is acknowledged,
-//     counted and resent on session resumption like one mochi wrote;
+//   - applySubscription, onlySubscriber: topics.go Subscribers and server.go
+//     publishToClient (QoS downgrade to the subscription's, subscription
+//     identifiers sorted, MQTT-3.3.4-3/4);
+//   - mochiInflight, advancePacketID: Client.NextPacketID, which numbers a
+//     connection's outgoing QoS > 0 messages from one counter, skipping the
+//     ids in mochi's inflight store; the outbox takes its ids from the same
+//     counter (and skips its own unacknowledged ones), so mochi's messages
+//     and the store's never share an id while the counter has not gone
+//     round the 65,535 ids since;
 //   - receiveMaximum: clients.go ParseConnect (the client's Receive Maximum,
 //     capped by mochi to Capabilities.MaximumInflight);
 //   - sessionEnds: server.go attachClient's expire test.
 //
-// A mochi trait clients see: processSubscribe refuses a SUBSCRIBE (reason
-// 0x91, packet identifier in use) whose packet id equals that of a QoS 1
-// message mochi or the store has in flight to the same client, although
-// MQTT 5 §2.2.1 numbers the two directions independently. A client that
-// subscribes while store responses or notifications to it are unacknowledged
-// may be refused once; protocol.Client retries its subscriptions, and a
-// retry with the next packet id goes through.
+// What the store must not do: put its messages into mochi's inflight store
+// (Client.State.Inflight), as it did until issue 32. Inflight.NextImmediate
+// takes the store's read lock and calls GetAll, which takes it again; a
+// Go RWMutex reader that locks twice deadlocks when a writer queues between
+// the two (sync.RWMutex: "a blocked Lock call excludes new readers"). mochi
+// calls NextImmediate from a connection's reader after every packet while
+// anything is in flight to it (server.go processPacket), and the store's
+// writer goroutine called Inflight.Set for every response at just that
+// moment: the reader and the writer hung, then mochi's event loop in
+// clearExpiredInflights; the client's request had its PUBACK and its reply
+// never came. The official Go SDK hit it every few hundred calls. Sharing
+// the store also let mochi delete a response's entry when a request reused
+// its packet id (processPublish), call OnQosComplete for a request's own
+// PUBACK (releasing a response's room) and refuse a SUBSCRIBE whose id
+// equalled an unacknowledged response's (0x91). So the outbox keeps its
+// messages itself (outbox.go), learns of PUBACKs in OnPacketRead (mochi's
+// processPuback ignores an id it does not hold), and only touches mochi's
+// atomic send quota. mochi alone can still hit the double lock when another
+// client's publish adds to a connection's inflight store at that moment
+// (publishToClient on the publisher's goroutine); it did not in 150,000
+// QoS 1 messages fanned out here, but it is mochi's to fix.
 //
 // One more mochi trait shapes code elsewhere: packets/codec.go decodeString
 // returns strings that alias the packet's buffer (unsafe, no copy). A topic,
@@ -55,26 +71,20 @@ func applySubscription(srv *mqtt.Server, cl *mqtt.Client, out *packets.Packet) b
 	return true
 }
 
-// trackInflight gives out (QoS 1) a packet id and records it in cl's inflight
-// store; ok=false when cl has no free packet id.
-func trackInflight(srv *mqtt.Server, cl *mqtt.Client, out *packets.Packet) (uint16, bool) {
-	id, err := cl.NextPacketID()
-	if err != nil {
-		return 0, false
-	}
-	out.PacketID = uint16(id)
-	if cl.State.Inflight.Set(*out) {
-		atomic.AddInt64(&srv.Info.Inflight, 1)
-		cl.State.Inflight.DecreaseSendQuota()
-	}
-	return out.PacketID, true
-}
+// mochiInflight is how many messages mochi itself has in flight to cl (its
+// inflight store; it never holds the store's). Only a read lock is taken.
+func mochiInflight(cl *mqtt.Client) int { return cl.State.Inflight.Len() }
 
-// untrackInflight undoes trackInflight for a message that was not written.
-func untrackInflight(srv *mqtt.Server, cl *mqtt.Client, id uint16) {
-	if cl.State.Inflight.Delete(id) {
-		atomic.AddInt64(&srv.Info.Inflight, -1)
-		cl.State.Inflight.IncreaseSendQuota()
+// advancePacketID moves cl's packet id counter (Client.NextPacketID) to at
+// least last, so that mochi numbers its own messages to a resumed session
+// after the store's messages to resend, as it would have on the session's
+// previous connection.
+func advancePacketID(cl *mqtt.Client, last uint16) {
+	for range 1 << 16 {
+		id, err := cl.NextPacketID()
+		if err != nil || uint16(id) >= last {
+			return
+		}
 	}
 }
 

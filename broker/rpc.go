@@ -17,8 +17,8 @@ import (
 // respond sends a response (§3) on rt once the journal is durable at pos
 // (0: at once). When the requester is the topic's only subscriber (every
 // SDK's case, and the only one the default authorization allows) it goes
-// through the requester's outbox, bounded like its notifications; otherwise
-// mochi publishes it to every subscriber.
+// through the requester's session's outbox, bounded like its notifications;
+// otherwise mochi publishes it to every subscriber.
 func (h *storeHook) respond(cl *mqtt.Client, rt string, req packets.Packet, payload []byte, props []packets.UserProperty, pos uint64) {
 	m := &message{
 		topic:    rt,
@@ -34,12 +34,12 @@ func (h *storeHook) respond(cl *mqtt.Client, rt string, req packets.Packet, payl
 			User:                  props,
 		},
 	}
-	if onlySubscriber(h.srv, cl, rt) && h.outbox(cl).push(m) {
+	if onlySubscriber(h.srv, cl, rt) {
+		h.outbox(cl).push(m)
 		return
 	}
-	// Other subscribers, or the requester's connection is ending: mochi
-	// delivers (and keeps a QoS 1 response for a session that resumes).
-	// This rare path waits for durability on the request's goroutine.
+	// Other subscribers: mochi delivers to each. This rare path waits for
+	// durability on the request's goroutine.
 	if err := h.store.waitDurable(pos, nil); err != nil {
 		h.log.Warn("state store response not published: the change was not persisted", "client", cl.ID, "response_topic", rt, "error", err)
 		return
