@@ -438,9 +438,9 @@ func (h *Host) loadLocked(ctx context.Context, path string) (err error) {
 		return fmt.Errorf("load %s: not a rule file (no runtime for it: want .lua, .wasm or an executable plugin)", path)
 	}
 	kind = rt.Kind()
-	src, err := os.ReadFile(path)
+	src, err := ReadRuleFile(path)
 	if err != nil {
-		return fmt.Errorf("load %s: %w", path, err)
+		return fmt.Errorf("load: %w", err) // it names the file
 	}
 	hash = h.hashes.sum(src)
 	h.mu.Lock()
