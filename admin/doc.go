@@ -50,7 +50,7 @@
 //	ssrun_store_requests_total          counter   requests by command (get, set, del, vdel,
 //	                                              keynotify, keynotify stop) and outcome (ok,
 //	                                              service_error, timeout, not_connected,
-//	                                              connection_lost, canceled, error)
+//	                                              connection_lost, canceled, too_large, error)
 //	ssrun_store_request_seconds         histogram request duration by command
 //	ssrun_store_connected               gauge     1 while connected
 //	ssrun_store_reconnects_total        counter   connections after the first
