@@ -28,6 +28,11 @@ type Config struct {
 	Addr string
 	// Logger for the server's own reports; slog.Default() when nil.
 	Logger *slog.Logger
+	// Listener, when set, is served instead of listening on Addr, which
+	// still decides everything else (tests: a 127.0.0.1 listener for a
+	// server configured for another address). Once started, Close closes
+	// it.
+	Listener net.Listener
 }
 
 // Server is the admin HTTP endpoint: /healthz and /readyz from the start,
@@ -35,6 +40,7 @@ type Config struct {
 // it with New, add handlers and readiness checks, Start it, and Close it.
 type Server struct {
 	addr  string
+	given net.Listener // Config.Listener
 	log   *slog.Logger
 	mux   *http.ServeMux
 	ready readiness
@@ -51,7 +57,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{addr: addr, log: cfg.Logger, mux: http.NewServeMux()}
+	s := &Server{addr: addr, given: cfg.Listener, log: cfg.Logger, mux: http.NewServeMux()}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -69,13 +75,16 @@ func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, 
 // at any time; with none, the server is ready.
 func (s *Server) ReadyCheck(name string, check func() error) { s.ready.add(name, check) }
 
-// Start listens on the address and serves in one goroutine that Close
-// waits for. A port already in use fails here.
+// Start listens on the address (or serves Config.Listener) in one
+// goroutine that Close waits for. A port already in use fails here.
 func (s *Server) Start(ctx context.Context) error {
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", s.addr)
-	if err != nil {
-		return fmt.Errorf("admin endpoint: %w", err)
+	ln := s.given
+	if ln == nil {
+		var lc net.ListenConfig
+		var err error
+		if ln, err = lc.Listen(ctx, "tcp", s.addr); err != nil {
+			return fmt.Errorf("admin endpoint: %w", err)
+		}
 	}
 	srv := &http.Server{
 		Handler:           s.mux,
