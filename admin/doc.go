@@ -9,8 +9,14 @@
 //	               broker-only process once it listens
 //	GET /metrics   Prometheus text format (OpenMetrics when asked)
 //
-// Other endpoints (/status, /why) are added with Server.Handle. Bodies of
-// the probes are plain text, as Kubernetes' own.
+// Other endpoints are added with Server.Handle (/status, /why: they show
+// values, client ids and errors) or Server.HandleOpen (/metrics). With a
+// token (Config.Token), what Handle added answers only requests that carry
+// it (`Authorization: Bearer TOKEN`, compared in constant time), others
+// get 401; the probes and what HandleOpen added stay open. Without a
+// token, Start refuses an address other hosts may reach (Loopback) when
+// Handle added anything (ErrTokenRequired). Bodies of the probes are plain
+// text, as Kubernetes' own.
 //
 // # Metrics
 //
