@@ -123,12 +123,12 @@ func adminGet(ctx context.Context, f *adminClientFlags, path string, q url.Value
 		if resp.StatusCode == http.StatusNotFound {
 			return nil, &errAdminNotFound{msg: e.Error}
 		}
-		return nil, &exitError{code: 2, msg: fmt.Sprintf("ssrun: admin endpoint %s: %s", f.addr, e.Error)}
+		return nil, &exitError{code: 2, msg: fmt.Sprintf("ssrun: admin endpoint %s: %s", f.addr, shown(e.Error))}
 	}
 	if resp.StatusCode == http.StatusNotFound {
 		return nil, &exitError{code: 2, msg: fmt.Sprintf("ssrun: %s has no %s: it answers for `ssrun dev` and `ssrun run`, not `ssrun broker`", f.addr, path)}
 	}
-	return nil, &exitError{code: 2, msg: fmt.Sprintf("ssrun: admin endpoint %s answered %s for %s: %.200s", f.addr, resp.Status, path, body)}
+	return nil, &exitError{code: 2, msg: fmt.Sprintf("ssrun: admin endpoint %s answered %s for %s: %s", f.addr, shown(resp.Status), path, shown(fmt.Sprintf("%.200s", body)))}
 }
 
 // showAdmin prints an admin endpoint's JSON answer: as is for -o json,
