@@ -42,20 +42,7 @@ func newEnvBeforeConnect(t *testing.T, opts ...func(*Config)) *env {
 	}
 	t.Cleanup(func() { c.Close() })
 	e.client, e.user = c, newClient(t, b.Addr())
-	o := Config{
-		Client:   e.client,
-		Runtimes: []abi.Runtime{e.rt},
-		Logger:   slog.New(slog.NewTextHandler(io.MultiWriter(e.logs, testutil.LogWriter(t)), &slog.HandlerOptions{Level: slog.LevelDebug})),
-	}
-	for _, f := range opts {
-		f(&o)
-	}
-	h, err := New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.host = h
-	testutil.CloseAtEnd(t, "host", h.Close)
+	e.startHost(opts...)
 	px.Heal()
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitBound)
 	defer cancel()

@@ -21,14 +21,8 @@ func TestHostileRuleFilesRefused(t *testing.T) {
 		make       func(t *testing.T, p string)
 		want       string // in the file's load error
 	}{
-		{"link to /dev/zero", "z.gorule", func(t *testing.T, p string) {
-			if _, err := os.Stat("/dev/zero"); err != nil {
-				t.Skipf("no /dev/zero here: %v", err)
-			}
-			if err := os.Symlink("/dev/zero", p); err != nil {
-				t.Fatal(err)
-			}
-		}, "not a regular file (a character device)"},
+		{"link to /dev/zero", "z.gorule", func(t *testing.T, p string) { testutil.LinkDevZero(t, p) },
+			"not a regular file (a character device)"},
 		{"named pipe", "f.gorule", func(t *testing.T, p string) { testutil.Mkfifo(t, p) },
 			"not a regular file (a named pipe)"},
 		{"sparse file over the limit", "big.gorule", func(t *testing.T, p string) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,14 +13,7 @@ import (
 // used to wait for a writer or read without end; the good rule next to it
 // is still checked.
 func TestCommandsRefuseFilesThatAreNoFiles(t *testing.T) {
-	devZero := func(t *testing.T, p string) {
-		if _, err := os.Stat("/dev/zero"); err != nil {
-			t.Skipf("no /dev/zero here: %v", err)
-		}
-		if err := os.Symlink("/dev/zero", p); err != nil {
-			t.Fatal(err)
-		}
-	}
+	devZero := func(t *testing.T, p string) { testutil.LinkDevZero(t, p) }
 	pipe := func(t *testing.T, p string) { testutil.Mkfifo(t, p) }
 	const isPipe, isDevice = "not a regular file (a named pipe)", "not a regular file (a character device)"
 	for _, tc := range []struct {

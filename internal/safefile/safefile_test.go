@@ -44,25 +44,22 @@ func wantRefused(t *testing.T, err error, p string, target error, words ...strin
 // waited on, and a sparse file over the limit is refused by its size.
 func TestRefusesWhatIsNotASmallRegularFile(t *testing.T) {
 	dir := t.TempDir()
-	t.Run("link to /dev/zero", func(t *testing.T) {
-		if _, err := os.Stat("/dev/zero"); err != nil {
-			t.Skipf("no /dev/zero here: %v", err)
-		}
-		p := filepath.Join(dir, "z.lua")
-		if err := os.Symlink("/dev/zero", p); err != nil {
-			t.Fatal(err)
-		}
-		var err error
-		testutil.Returns(t, "Read of a link to /dev/zero", func() { _, err = safefile.Read(p, 1<<20) })
-		wantRefused(t, err, p, safefile.ErrNotRegular, "character device")
-	})
-	t.Run("named pipe", func(t *testing.T) {
-		p := filepath.Join(dir, "f.lua")
-		testutil.Mkfifo(t, p)
-		var err error
-		testutil.Returns(t, "Read of a named pipe without a writer", func() { _, err = safefile.Read(p, 1<<20) })
-		wantRefused(t, err, p, safefile.ErrNotRegular, "named pipe")
-	})
+	for _, tc := range []struct {
+		name, file string
+		make       func(testing.TB, string)
+		kind       string
+	}{
+		{"link to /dev/zero", "z.lua", testutil.LinkDevZero, "character device"},
+		{"named pipe without a writer", "f.lua", testutil.Mkfifo, "named pipe"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(dir, tc.file)
+			tc.make(t, p)
+			var err error
+			testutil.Returns(t, "Read of a "+tc.name, func() { _, err = safefile.Read(p, 1<<20) })
+			wantRefused(t, err, p, safefile.ErrNotRegular, tc.kind)
+		})
+	}
 	t.Run("directory", func(t *testing.T) {
 		_, err := safefile.Read(dir, 1<<20)
 		wantRefused(t, err, dir, safefile.ErrNotRegular, "directory")
