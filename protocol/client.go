@@ -11,7 +11,10 @@
 // Calls never wait for a connection: a call made while disconnected fails at
 // once with ErrNotConnected, and calls pending when the connection drops fail
 // with ErrConnectionLost. A call that fails with ErrTimeout or
-// ErrConnectionLost may or may not have been applied by the store.
+// ErrConnectionLost may or may not have been applied by the store. A call
+// whose request would be larger than the Maximum Packet Size the broker
+// announced in its CONNACK fails at once with a *TooLargeError (ErrTooLarge)
+// and is not sent: the broker would drop the connection for it.
 package protocol
 
 import (
