@@ -35,7 +35,7 @@ const (
 	StatusBusy           Status = 8  // lock: held by another holder when the wait ran out
 	StatusTimeout        Status = 9  // the call's deadline passed
 	StatusUnavailable    Status = 10 // the store is not connected
-	StatusTooLarge       Status = 11 // the value exceeds the rule's value size limit
+	StatusTooLarge       Status = 11 // the value exceeds the rule's value size limit, or the request the broker's maximum packet size
 	StatusQuota          Status = 12 // the store's key quota is exhausted
 	StatusStoreError     Status = 13 // any other error from the store (message says which)
 	StatusInternal       Status = 14 // a host fault; the message says what

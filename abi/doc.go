@@ -27,7 +27,8 @@
 //
 // Any verb can also fail with INVALID (bad argument), DENIED (the rule's key
 // permissions), TIMEOUT (the call's deadline), UNAVAILABLE (store offline),
-// STORE_ERROR or INTERNAL; writes with TOO_LARGE (value size limit), QUOTA
+// STORE_ERROR or INTERNAL; writes with TOO_LARGE (value size limit; also any
+// call whose request exceeds the broker's maximum packet size: not sent), QUOTA
 // (store key quota), FENCED (the store refused the fencing token) and
 // LOCK_LOST (the fence names a lock this rule lost or never held).
 //

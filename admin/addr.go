@@ -11,6 +11,23 @@ import (
 // the admin endpoint when not told.
 const DefaultAddr = "127.0.0.1:9310"
 
+// Loopback reports whether addr (HOST:PORT, as ListenAddr returns it) is
+// reachable from this machine only: its host is "localhost" or a loopback
+// IP (127.0.0.0/8, ::1). The wildcards 0.0.0.0 and ::, any other IP, and
+// any other name (it may resolve to anything) are not: there the admin
+// endpoint needs a token for what shows data.
+func Loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 // ListenAddr turns an --admin value into the address to listen on:
 // "HOST:PORT" as given, ":PORT" or "PORT" on loopback (127.0.0.1), so the
 // endpoint is reachable from outside only when a host is named (e.g.

@@ -9,8 +9,14 @@
 //	               broker-only process once it listens
 //	GET /metrics   Prometheus text format (OpenMetrics when asked)
 //
-// Other endpoints (/status, /why) are added with Server.Handle. Bodies of
-// the probes are plain text, as Kubernetes' own.
+// Other endpoints are added with Server.Handle (/status, /why: they show
+// values, client ids and errors) or Server.HandleOpen (/metrics). With a
+// token (Config.Token), what Handle added answers only requests that carry
+// it (`Authorization: Bearer TOKEN`, compared in constant time), others
+// get 401; the probes and what HandleOpen added stay open. Without a
+// token, Start refuses an address other hosts may reach (Loopback) when
+// Handle added anything (ErrTokenRequired). Bodies of the probes are plain
+// text, as Kubernetes' own.
 //
 // # Metrics
 //
@@ -50,7 +56,7 @@
 //	ssrun_store_requests_total          counter   requests by command (get, set, del, vdel,
 //	                                              keynotify, keynotify stop) and outcome (ok,
 //	                                              service_error, timeout, not_connected,
-//	                                              connection_lost, canceled, error)
+//	                                              connection_lost, canceled, too_large, error)
 //	ssrun_store_request_seconds         histogram request duration by command
 //	ssrun_store_connected               gauge     1 while connected
 //	ssrun_store_reconnects_total        counter   connections after the first

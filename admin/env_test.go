@@ -56,7 +56,7 @@ func newEnv(t *testing.T, rules map[string]string, cfg map[string]host.RuleConfi
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.Handle("GET /metrics", m.Handler())
+	srv.HandleOpen("GET /metrics", m.Handler())
 	srv.ReadyCheck("store", admin.StoreReady(e.client))
 	srv.ReadyCheck("rules", e.ready.Check)
 	if err := srv.Start(context.Background()); err != nil {

@@ -41,7 +41,7 @@ func NewMetrics() *Metrics {
 		}, []string{"rule"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ssrun_store_requests_total",
-			Help: "State store requests by command and outcome (ok, service_error, timeout, not_connected, connection_lost, canceled, error).",
+			Help: "State store requests by command and outcome (ok, service_error, timeout, not_connected, connection_lost, canceled, too_large, error).",
 		}, []string{"command", "outcome"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "ssrun_store_request_seconds",

@@ -2,14 +2,23 @@ package admin
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
+
+// ErrTokenRequired refuses to start, without a token (Config.Token), an
+// admin endpoint that shows data (/status, /why) on an address other hosts
+// may reach.
+var ErrTokenRequired = errors.New("an admin endpoint reachable from other hosts needs a token")
 
 // Timeouts of the admin HTTP server: scrapes and probes are small requests
 // answered at once, so a client that dawdles is cut off.
@@ -28,16 +37,32 @@ type Config struct {
 	Addr string
 	// Logger for the server's own reports; slog.Default() when nil.
 	Logger *slog.Logger
+	// Listener, when set, is served instead of listening on Addr, which
+	// still decides everything else (tests: a 127.0.0.1 listener for a
+	// server configured for another address). Once started, Close closes
+	// it.
+	Listener net.Listener
+	// Token, when not empty, is the bearer token that every endpoint added
+	// with Handle (/status, /why: values, client ids, errors) requires:
+	// `Authorization: Bearer TOKEN`, compared in constant time; a request
+	// without it gets 401. /healthz, /readyz and what HandleOpen adds
+	// (/metrics) stay open. Without a token, Start refuses an address
+	// other hosts may reach (see Loopback) when Handle added anything.
+	Token string
 }
 
 // Server is the admin HTTP endpoint: /healthz and /readyz from the start,
-// and whatever else is added with Handle (/metrics, /status, /why). Create
-// it with New, add handlers and readiness checks, Start it, and Close it.
+// and whatever else is added with Handle (/status, /why) or HandleOpen
+// (/metrics). Create it with New, add handlers and readiness checks, Start
+// it, and Close it.
 type Server struct {
-	addr  string
-	log   *slog.Logger
-	mux   *http.ServeMux
-	ready readiness
+	addr    string
+	given   net.Listener // Config.Listener
+	log     *slog.Logger
+	mux     *http.ServeMux
+	ready   readiness
+	token   *[sha256.Size]byte // SHA-256 of Config.Token; nil without one
+	private []string           // the paths added with Handle, for Start's refusal
 
 	mu   sync.Mutex
 	srv  *http.Server
@@ -51,31 +76,74 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{addr: addr, log: cfg.Logger, mux: http.NewServeMux()}
+	s := &Server{addr: addr, given: cfg.Listener, log: cfg.Logger, mux: http.NewServeMux()}
 	if s.log == nil {
 		s.log = slog.Default()
+	}
+	if cfg.Token != "" {
+		sum := sha256.Sum256([]byte(cfg.Token))
+		s.token = &sum
 	}
 	s.mux.Handle("GET /healthz", http.HandlerFunc(healthz))
 	s.mux.Handle("GET /readyz", &s.ready)
 	return s, nil
 }
 
-// Handle serves pattern (http.ServeMux syntax, e.g. "GET /metrics") with h.
-// Call it before Start.
-func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+// Handle serves pattern (http.ServeMux syntax, e.g. "GET /status") with h,
+// to requests that carry the token when there is one (Config.Token). Call
+// it before Start.
+func (s *Server) Handle(pattern string, h http.Handler) {
+	_, path, _ := strings.Cut(pattern, " ")
+	s.private = append(s.private, path)
+	s.mux.Handle(pattern, s.authorized(h))
+}
+
+// HandleOpen serves pattern with h to every request, token or not: for
+// what shows nothing of the data (/metrics, for scrapers that carry no
+// token). Call it before Start.
+func (s *Server) HandleOpen(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
+// authorized serves h to the requests that carry the server's token (all,
+// without one), and answers the others 401.
+func (s *Server) authorized(h http.Handler) http.Handler {
+	if s.token == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		sum := sha256.Sum256([]byte(strings.TrimSpace(token))) // equal lengths: only equality shows
+		if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare(sum[:], s.token[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="ssrun admin"`)
+			writeJSON(w, http.StatusUnauthorized, ErrorDoc{Error: "missing or wrong bearer token: " + r.URL.Path +
+				" needs the token of the admin endpoint (Authorization: Bearer TOKEN; ssrun status and why: --admin-token-file)"})
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
 
 // ReadyCheck adds a readiness check: /readyz answers 503 while check
 // returns an error, naming the check and the error. Checks may be added
 // at any time; with none, the server is ready.
 func (s *Server) ReadyCheck(name string, check func() error) { s.ready.add(name, check) }
 
-// Start listens on the address and serves in one goroutine that Close
-// waits for. A port already in use fails here.
+// Start listens on the address (or serves Config.Listener) in one
+// goroutine that Close waits for. A port already in use fails here, and so
+// does, before listening, an address other hosts may reach for a server
+// with endpoints added by Handle but no token (ErrTokenRequired).
 func (s *Server) Start(ctx context.Context) error {
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", s.addr)
-	if err != nil {
-		return fmt.Errorf("admin endpoint: %w", err)
+	if s.token == nil && len(s.private) > 0 && !Loopback(s.addr) {
+		slices.Sort(s.private)
+		return fmt.Errorf("admin endpoint %s: %w: it would show %s (values, client ids, errors) to anyone who reaches it",
+			s.addr, ErrTokenRequired, strings.Join(s.private, ", "))
+	}
+	ln := s.given
+	if ln == nil {
+		var lc net.ListenConfig
+		var err error
+		if ln, err = lc.Listen(ctx, "tcp", s.addr); err != nil {
+			return fmt.Errorf("admin endpoint: %w", err)
+		}
 	}
 	srv := &http.Server{
 		Handler:           s.mux,

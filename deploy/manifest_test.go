@@ -103,7 +103,14 @@ type volume struct {
 	ConfigMap *struct {
 		Name string `yaml:"name"`
 	} `yaml:"configMap"`
-	EmptyDir  *struct{} `yaml:"emptyDir"`
+	EmptyDir *struct{} `yaml:"emptyDir"`
+	Secret   *struct {
+		SecretName string `yaml:"secretName"`
+		Items      []struct {
+			Key  string `yaml:"key"`
+			Path string `yaml:"path"`
+		} `yaml:"items"`
+	} `yaml:"secret"`
 	Projected *struct {
 		Sources []struct {
 			ServiceAccountToken *struct {
@@ -413,5 +420,36 @@ func TestManifestRuntime(t *testing.T) {
 	d := m.byKind["Deployment"][0]
 	if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 || d.Spec.Strategy.Type != "Recreate" {
 		t.Errorf("replicas %v, strategy %q: want 1 and Recreate", d.Spec.Replicas, d.Spec.Strategy.Type)
+	}
+}
+
+// The admin endpoint listens off loopback, so it has a token (ssrun
+// refuses to start without one): --admin-token-file is the token key of a
+// Secret volume, which the manifest does not hold (its value would be
+// every installation's).
+func TestManifestAdminToken(t *testing.T) {
+	m := readManifest(t)
+	_, _, flags := m.flags(t)
+	file, ok := flags["admin-token-file"]
+	if !ok {
+		t.Fatalf("--admin %q without --admin-token-file: ssrun refuses to start off loopback without a token", flags["admin"])
+	}
+	item := ""
+	dir := m.mountOf(t, "the admin token's Secret", func(v volume) bool {
+		if v.Secret == nil || v.Secret.SecretName != "ssrun-admin-token" {
+			return false
+		}
+		for _, it := range v.Secret.Items {
+			if it.Key == "token" {
+				item = it.Path
+			}
+		}
+		return true
+	})
+	if want := path.Join(dir, item); item == "" || file != want {
+		t.Errorf("--admin-token-file=%q, want the Secret's token at %q", file, want)
+	}
+	for _, o := range m.byKind["Secret"] {
+		t.Errorf("the manifest holds Secret %s: a shipped token would be known to everyone", o.Metadata.Name)
 	}
 }

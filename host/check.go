@@ -79,9 +79,9 @@ func (c *Checker) Check(ctx context.Context, path string) error {
 		}
 		return fmt.Errorf("%s: not a rule file (want .lua, .wasm or an executable plugin)", path)
 	}
-	src, err := os.ReadFile(path)
+	src, err := ReadRuleFile(path)
 	if err != nil {
-		return err
+		return err // it names the file
 	}
 	cfg := ruleConfigFor(c.defaults, c.rules, path)
 	ctx, cancel := context.WithTimeout(ctx, c.timeout+cfg.Timeout)

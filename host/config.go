@@ -1,7 +1,9 @@
 package host
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"path"
 	"slices"
@@ -243,6 +245,67 @@ func validateRuleConfigs(defaults RuleConfig, rules map[string]RuleConfig) error
 		}
 	}
 	return nil
+}
+
+// ValueHeadroom is what a request needs besides its value within the
+// broker's maximum packet size (headers, properties, the key, with room to
+// spare): a max_value is refused when the broker's maximum packet size less
+// this is smaller (see Config.Defaults). A write that does not fit all the
+// same (a long key) fails with TOO_LARGE, unsent.
+const ValueHeadroom = 64 << 10
+
+// valueLimit is a max_value set in the rule settings: by defaults or by
+// the entry of a rule file name or glob.
+type valueLimit struct {
+	entry string // "defaults", or the rules: entry
+	bytes int
+}
+
+// valueLimits lists the max_value settings of defaults and rules that are
+// set (the default of 1 MiB is not listed), in entry order.
+func valueLimits(defaults RuleConfig, rules map[string]RuleConfig) []valueLimit {
+	var out []valueLimit
+	if defaults.MaxValueBytes != 0 {
+		out = append(out, valueLimit{"defaults", defaults.MaxValueBytes})
+	}
+	for _, name := range slices.Sorted(maps.Keys(rules)) {
+		if b := rules[name].MaxValueBytes; b != 0 {
+			out = append(out, valueLimit{name, b})
+		}
+	}
+	return out
+}
+
+// uncarried returns the limits a broker whose maximum packet size is
+// maxPacket (0: none) cannot carry: a value that large would not fit in
+// its packet.
+func uncarried(limits []valueLimit, maxPacket int) []valueLimit {
+	var out []valueLimit
+	for _, l := range limits {
+		if maxPacket > 0 && l.bytes > maxPacket-ValueHeadroom {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// checkCarried refuses the max_value settings a broker whose maximum
+// packet size is maxPacket cannot carry, naming each entry and the limits.
+func checkCarried(limits []valueLimit, maxPacket int) error {
+	var errs []error
+	for _, l := range uncarried(limits, maxPacket) {
+		errs = append(errs, fmt.Errorf("host: %s: max_value of %d bytes is more than the broker can carry: its maximum packet size is %d bytes, which leaves at most %d bytes for a value",
+			entryName(l.entry), l.bytes, maxPacket, maxPacket-ValueHeadroom))
+	}
+	return errors.Join(errs...)
+}
+
+// entryName names an entry of the rule settings in errors.
+func entryName(entry string) string {
+	if entry == "defaults" {
+		return entry
+	}
+	return fmt.Sprintf("rule %q", entry)
 }
 
 // UnmatchedRules returns the names and globs of rules (as in Config.Rules)

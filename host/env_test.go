@@ -130,6 +130,15 @@ func newEnvAt(t *testing.T, addr string, opts ...func(*Config)) *env {
 	e := &env{t: t, addr: addr, rt: &goRuntime{}, dir: t.TempDir(), logs: &testutil.Buffer{}}
 	e.client = newClient(t, addr)
 	e.user = newClient(t, addr)
+	e.startHost(opts...)
+	return e
+}
+
+// startHost makes e's host on e.client, with the options opts set, logging
+// into e.logs and the test's log; it is closed when the test ends.
+func (e *env) startHost(opts ...func(*Config)) {
+	t := e.t
+	t.Helper()
 	o := Config{
 		Client:   e.client,
 		Runtimes: []abi.Runtime{e.rt},
@@ -144,7 +153,6 @@ func newEnvAt(t *testing.T, addr string, opts ...func(*Config)) *env {
 	}
 	e.host = h
 	testutil.CloseAtEnd(t, "host", h.Close)
-	return e
 }
 
 // load registers a Go rule and loads it from a file of the same name.

@@ -31,6 +31,7 @@ var statusTable = []struct {
 	{protocol.ErrClosed, abi.StatusUnavailable},
 	{protocol.ErrTimeout, abi.StatusTimeout},
 	{protocol.ErrRejected, abi.StatusDenied},
+	{protocol.ErrTooLarge, abi.StatusTooLarge},
 	{protocol.ErrStatus, abi.StatusStoreError},
 	{context.DeadlineExceeded, abi.StatusTimeout},
 	{context.Canceled, abi.StatusTimeout},

@@ -43,6 +43,7 @@ func TestStoreErrorStatusTable(t *testing.T) {
 		{wrap(context.DeadlineExceeded), abi.StatusTimeout},
 		{wrap(context.Canceled), abi.StatusTimeout},
 		{wrap(protocol.ErrRejected), abi.StatusDenied},
+		{wrap(&protocol.TooLargeError{Size: 5 << 20, Max: 4 << 20}), abi.StatusTooLarge}, // refused locally, unsent
 		{wrap(&protocol.StatusError{Code: 505}), abi.StatusStoreError},
 		{wrap(protocol.ErrUnexpectedReply), abi.StatusInternal},
 		{errors.New("anything else"), abi.StatusInternal},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
-	"os"
 )
 
 // The host's side of a group (group.go): the groupHost its group calls.
@@ -19,7 +18,7 @@ func (h *Host) shares(path string) bool {
 // why). The sum goes through the host's memo (contenthash.go), as the load's
 // own does, so a big module shared by many files is hashed once.
 func (h *Host) contentHash(path string) string {
-	src, err := os.ReadFile(path)
+	src, err := ReadRuleFile(path)
 	if err != nil {
 		return ""
 	}

@@ -31,7 +31,9 @@ type Config struct {
 	// Logger for everything the host reports; slog.Default() when nil.
 	Logger *slog.Logger
 	// Defaults apply to every rule; Rules override them per file name (an
-	// exact name, or a path.Match glob such as "*.wasm").
+	// exact name, or a path.Match glob such as "*.wasm"). When the client
+	// is connected, a max_value its broker cannot carry (see
+	// ValueHeadroom) is refused; one taken before is logged on connection.
 	Defaults RuleConfig
 	Rules    map[string]RuleConfig
 	// MaxHops is the longest chain of rule writes triggering rules before
@@ -138,6 +140,11 @@ type Host struct {
 	events, damped, resyncs, loadRetries atomic.Uint64
 	lastDampLog                          atomic.Int64
 
+	// valueLimits are the max_value settings of defaults and rules, for
+	// the check against each connection's broker (warnUncarried), which
+	// does not take the loads lock that guards defaults and rules.
+	valueLimits atomic.Pointer[[]valueLimit]
+
 	// group is the host's part in a group (nil: none); groupStop ends its
 	// loop, which closes groupDone.
 	group     *group
@@ -155,6 +162,12 @@ func New(opts Config) (*Host, error) {
 	}
 	if err := validateRuleConfigs(opts.Defaults, opts.Rules); err != nil {
 		return nil, err
+	}
+	limits := valueLimits(opts.Defaults, opts.Rules)
+	if max, ok := opts.Client.MaxPacketSize(); ok {
+		if err := checkCarried(limits, max); err != nil {
+			return nil, err
+		}
 	}
 	if opts.Group != nil {
 		if err := opts.Group.validate(); err != nil {
@@ -206,6 +219,7 @@ func New(opts Config) (*Host, error) {
 	if opts.clock == nil {
 		opts.clock = hostClock{client: opts.Client}
 	}
+	h.valueLimits.Store(&limits)
 	h.timers = newScheduler(opts.clock)
 	h.kv = opts.Client
 	if opts.DryRun != nil {
@@ -302,12 +316,14 @@ func (h *Host) route(ev protocol.Event, buf []watcher) []watcher {
 // resync events for keys that changed while the host was offline.
 func (h *Host) resyncLoop() {
 	defer h.wg.Done()
+	checked := 0 // the broker's maximum packet size warnUncarried last saw
 	for {
 		select {
 		case <-h.ctx.Done():
 			return
 		case <-h.resync:
 		}
+		h.warnUncarried(&checked)
 		h.outcomes.retries.now() // a start that failed while the store was away
 		for _, re := range h.reg.resync(h.ctx, h.all.Swap(false)) {
 			h.resyncs.Add(1)
@@ -317,6 +333,24 @@ func (h *Host) resyncLoop() {
 			}
 		}
 		h.loadTimers()
+	}
+}
+
+// warnUncarried logs each max_value setting that the broker of the current
+// connection cannot carry, when its maximum packet size is not the one it
+// checked last (*checked). New and SetRuleConfig refuse such a setting
+// when the broker's limit is known; one taken before (the broker was not
+// connected yet, or a broker with a smaller limit took over) stays, and a
+// rule's writes larger than the broker carries fail with TOO_LARGE, unsent.
+func (h *Host) warnUncarried(checked *int) {
+	max, ok := h.client.MaxPacketSize()
+	if !ok || max == *checked {
+		return
+	}
+	*checked = max
+	for _, l := range uncarried(*h.valueLimits.Load(), max) {
+		h.log.Error("max_value is more than the broker can carry: larger writes fail with TOO_LARGE",
+			"rule", l.entry, "max_value", l.bytes, "broker_max_packet", max, "value_fits", max-ValueHeadroom)
 	}
 }
 
@@ -438,9 +472,9 @@ func (h *Host) loadLocked(ctx context.Context, path string) (err error) {
 		return fmt.Errorf("load %s: not a rule file (no runtime for it: want .lua, .wasm or an executable plugin)", path)
 	}
 	kind = rt.Kind()
-	src, err := os.ReadFile(path)
+	src, err := ReadRuleFile(path)
 	if err != nil {
-		return fmt.Errorf("load %s: %w", path, err)
+		return fmt.Errorf("load: %w", err) // it names the file
 	}
 	hash = h.hashes.sum(src)
 	h.mu.Lock()

@@ -20,16 +20,25 @@ import (
 // of them reaches it, and its unwatch of them reports NOT_FOUND.
 //
 // Invalid settings are refused with an error naming the rule pattern, and
-// the previous ones stay. Rules loaded later use the new settings.
+// the previous ones stay; so is a max_value the broker cannot carry (see
+// ValueHeadroom), when the client is connected. Rules loaded later use the
+// new settings.
 func (h *Host) SetRuleConfig(ctx context.Context, defaults RuleConfig, rules map[string]RuleConfig) error {
 	if err := validateRuleConfigs(defaults, rules); err != nil {
 		return err
+	}
+	limits := valueLimits(defaults, rules)
+	if max, ok := h.client.MaxPacketSize(); ok {
+		if err := checkCarried(limits, max); err != nil {
+			return err
+		}
 	}
 	if err := h.lockLoads(ctx); err != nil {
 		return fmt.Errorf("rule settings: %w", err)
 	}
 	defer h.unlockLoads()
 	h.defaults, h.rules = defaults, rules
+	h.valueLimits.Store(&limits)
 	for _, r := range h.loaded() {
 		cfg := ruleConfigFor(defaults, rules, r.path)
 		r.reconfigure(cfg)

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/internal/safefile"
 )
 
 // RuleKind returns the runtime kind that runs the file at path, by
@@ -72,4 +73,16 @@ func ruleFiles(dir string, runtimes map[string]abi.Runtime, notRule func(p strin
 		}
 	}
 	return files, nil
+}
+
+// MaxRuleFileBytes bounds a rule file; a larger one is refused. Plugins,
+// native executables, are the largest rule files (tens of MB).
+const MaxRuleFileBytes = 256 << 20
+
+// ReadRuleFile reads the rule file at path, refusing at once, with an
+// error naming the file, what is not a regular file (a link to /dev/zero,
+// a named pipe: neither is read nor waited on) and a file larger than
+// MaxRuleFileBytes (see internal/safefile). Every error names the file.
+func ReadRuleFile(path string) ([]byte, error) {
+	return safefile.Read(path, MaxRuleFileBytes)
 }

@@ -128,6 +128,9 @@ func (c *Client) roundTrip(ctx context.Context, args [][]byte, o callOpts) (repl
 			User:            user,
 		},
 	}
+	if err := checkPacketSize(pub, cn.maxPacket); err != nil {
+		return reply{}, err
+	}
 
 	// Register before publishing: the response may beat the PUBACK.
 	ch := make(chan *paho.Publish, 1)
@@ -177,6 +180,40 @@ func (c *Client) roundTrip(ctx context.Context, args [][]byte, o callOpts) (repl
 		}
 	}
 	return rep, nil
+}
+
+// packetSlack bounds what a request's PUBLISH packet holds besides its
+// payload: fixed header, topic, packet id and properties. The largest are
+// the response topic and two user properties, each at most a client id
+// (1024 bytes, or 2048 as hex in the topic); the rest are a few dozen bytes.
+const packetSlack = 16 << 10
+
+// checkPacketSize refuses pub, with a *TooLargeError, when its packet would
+// be larger than max (0: no limit). Only a payload within packetSlack of
+// the limit costs encoding the packet's header and properties to measure
+// it; the payload is never copied.
+func checkPacketSize(pub *paho.Publish, max int) error {
+	if max <= 0 || len(pub.Payload)+packetSlack <= max {
+		return nil
+	}
+	remaining := 0
+	for _, b := range pub.Packet().Buffers() { // variable header, properties, payload
+		remaining += len(b)
+	}
+	size := 1 + vbiLen(remaining) + remaining // + the fixed header
+	if size > max {
+		return &TooLargeError{Size: size, Max: max}
+	}
+	return nil
+}
+
+// vbiLen is the length of n as an MQTT variable byte integer.
+func vbiLen(n int) int {
+	l := 1
+	for ; n >= 128; n >>= 7 {
+		l++
+	}
+	return l
 }
 
 // waitError explains why a call ended without a response. pubErr is the

@@ -11,7 +11,10 @@
 // Calls never wait for a connection: a call made while disconnected fails at
 // once with ErrNotConnected, and calls pending when the connection drops fail
 // with ErrConnectionLost. A call that fails with ErrTimeout or
-// ErrConnectionLost may or may not have been applied by the store.
+// ErrConnectionLost may or may not have been applied by the store. A call
+// whose request would be larger than the Maximum Packet Size the broker
+// announced in its CONNACK fails at once with a *TooLargeError (ErrTooLarge)
+// and is not sent: the broker would drop the connection for it.
 package protocol
 
 import (
@@ -163,6 +166,9 @@ type conn struct {
 	ctx       context.Context // cancelled when the connection goes down
 	cancel    context.CancelCauseFunc
 	connected bool // EventConnected was emitted for it (guarded by Client.mu)
+	// maxPacket is the Maximum Packet Size of the broker's CONNACK; 0 when
+	// it announced none (the protocol's own bound only).
+	maxPacket int
 }
 
 // New validates cfg and starts connecting in the background; it does not
@@ -371,6 +377,9 @@ func (c *Client) recordCause(err error) {
 func (c *Client) onConnectionUp(cm *autopaho.ConnectionManager, ack *paho.Connack) {
 	ctx, cancel := context.WithCancelCause(c.ctx)
 	cn := &conn{cm: cm, ctx: ctx, cancel: cancel}
+	if ack.Properties != nil && ack.Properties.MaximumPacketSize != nil {
+		cn.maxPacket = int(*ack.Properties.MaximumPacketSize)
+	}
 	c.mu.Lock()
 	c.up = cn
 	c.lastCause = nil
@@ -517,6 +526,19 @@ func (c *Client) reregister(cn *conn) {
 	}
 	wg.Wait()
 	c.log.Debug("re-registered watched keys", "count", len(keys))
+}
+
+// MaxPacketSize returns the Maximum Packet Size the broker announced in the
+// CONNACK of the current connection: requests whose packet would be larger
+// fail with a *TooLargeError, unsent. It is 0 when the broker announced no
+// limit; ok is false while the client has no connection calls may use (the
+// limit is not known then, and may differ on the next connection).
+func (c *Client) MaxPacketSize() (size int, ok bool) {
+	cn := c.readyConn()
+	if cn == nil {
+		return 0, false
+	}
+	return cn.maxPacket, true
 }
 
 // readyConn returns the connection calls may use, or nil.

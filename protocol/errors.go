@@ -39,7 +39,29 @@ var (
 	ErrStatus = errors.New("error status from the state store")
 	// ErrEventsDropped is carried by an EventOverflow event.
 	ErrEventsDropped = errors.New("events dropped because the event queue was full")
+	// ErrTooLarge is what every *TooLargeError unwraps to: a request whose
+	// packet would exceed the broker's maximum packet size. It was not sent.
+	ErrTooLarge = errors.New("request larger than the broker's maximum packet size")
 )
+
+// TooLargeError refuses a request whose encoded PUBLISH packet would be
+// larger than the Maximum Packet Size the broker announced in the CONNACK
+// of the current connection. Sending it would make the broker drop the
+// connection (MQTT 5 §3.1.2.24: reason 0x95), failing every call in flight,
+// and the session would send it again on the next connection; so it is
+// refused before it is sent, and the connection is untouched. It unwraps
+// to ErrTooLarge.
+type TooLargeError struct {
+	Size int // the request's packet, in bytes
+	Max  int // the broker's maximum packet size
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("request of %d bytes, over the broker's maximum packet size of %d bytes (announced in its CONNACK): not sent", e.Size, e.Max)
+}
+
+// Unwrap returns ErrTooLarge.
+func (e *TooLargeError) Unwrap() error { return ErrTooLarge }
 
 // Service errors: the `-ERR <text>` replies of statestore-protocol.md §8. Each
 // sentinel's message is the exact wire text. A *ServiceError unwraps to one of

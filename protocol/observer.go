@@ -28,6 +28,7 @@ const (
 	OutcomeNotConnected   Outcome = "not_connected"   // failed fast: no connection (ErrNotConnected)
 	OutcomeConnectionLost Outcome = "connection_lost" // the connection dropped while waiting (ErrConnectionLost)
 	OutcomeCanceled       Outcome = "canceled"        // the caller's context was cancelled, or the client closed
+	OutcomeTooLarge       Outcome = "too_large"       // not sent: over the broker's maximum packet size (ErrTooLarge)
 	OutcomeError          Outcome = "error"           // anything else: a malformed or rejected response
 )
 
@@ -47,6 +48,8 @@ func outcomeOf(err error) Outcome {
 		return OutcomeConnectionLost
 	case errors.Is(err, ErrClosed), errors.Is(err, context.Canceled):
 		return OutcomeCanceled
+	case errors.Is(err, ErrTooLarge):
+		return OutcomeTooLarge
 	}
 	return OutcomeError
 }

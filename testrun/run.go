@@ -181,9 +181,9 @@ func compile(ctx context.Context, f *File, opts Options) ([]rule, error) {
 		if !ok || kinds[kind] == nil {
 			return nil, fmt.Errorf("rules: %s is not a rule file ssrun runs", n)
 		}
-		src, err := os.ReadFile(p)
+		src, err := host.ReadRuleFile(p)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("rules: %w", err)
 		}
 		prog, err := kinds[kind].Compile(ctx, p, src)
 		if err != nil {

@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"reflect"
 	"slices"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/ssrun/ssrun/internal/safefile"
 )
 
 // File is one test file.
@@ -180,9 +181,14 @@ func (c *Case) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
+// MaxTestFileBytes bounds a test file; a larger one is refused.
+const MaxTestFileBytes = 16 << 20
+
 // Load reads and checks the test file at path. Errors name the file and line.
+// What is not a regular file (a named pipe, a device) or is larger than
+// MaxTestFileBytes is refused without reading it.
 func Load(path string) (*File, error) {
-	src, err := os.ReadFile(path)
+	src, err := safefile.Read(path, MaxTestFileBytes)
 	if err != nil {
 		return nil, err
 	}

@@ -7,9 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/ssrun/ssrun/internal/safefile"
 )
 
 // TraceFormat is the version of the trace format written by TraceWriter.
@@ -132,9 +133,14 @@ type TraceData struct {
 // maxTraceLine bounds one line of a trace (a value is at most a few MB).
 const maxTraceLine = 64 << 20
 
-// ReadTrace reads the trace at path.
+// MaxTraceBytes bounds a trace file; a larger one is refused. Its records
+// are held in memory for the replay.
+const MaxTraceBytes = 2 << 30
+
+// ReadTrace reads the trace at path. What is not a regular file (a named
+// pipe, a device) or is larger than MaxTraceBytes is refused.
 func ReadTrace(path string) (*TraceData, error) {
-	f, err := os.Open(path)
+	f, err := safefile.Open(path, MaxTraceBytes)
 	if err != nil {
 		return nil, fmt.Errorf("trace: %w", err)
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 
 	"github.com/spf13/cobra"
@@ -16,9 +18,10 @@ import (
 )
 
 // adminFlags are --admin, on dev, run and broker, and for processes with
-// rules --ready-allow-failed-rules.
+// rules --admin-token-file and --ready-allow-failed-rules.
 type adminFlags struct {
 	addr        string
+	tokenFile   string
 	allowFailed bool
 }
 
@@ -26,8 +29,30 @@ func (f *adminFlags) register(cmd *cobra.Command, rules bool) {
 	fs := cmd.Flags()
 	fs.StringVar(&f.addr, "admin", "", "serve /healthz, /readyz, /metrics (and with rules /status, /why) on HOST:PORT (:PORT or PORT: on 127.0.0.1; default off)")
 	if rules {
+		fs.StringVar(&f.tokenFile, "admin-token-file", "", "a `FILE` holding the bearer token /status and /why require (needed with --admin off loopback)")
 		fs.BoolVar(&f.allowFailed, "ready-allow-failed-rules", false, "with --admin, report ready even if some rule files failed to load")
 	}
+}
+
+// minAdminToken is the shortest admin token accepted.
+const minAdminToken = 16
+
+// readAdminToken reads the admin endpoint's bearer token from file: its
+// content without surrounding white space, at least minAdminToken bytes of
+// printable ASCII (it travels in an HTTP header).
+func readAdminToken(file string) (string, error) {
+	b, err := readSecretFile(file)
+	if err != nil {
+		return "", fmt.Errorf("admin token: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if i := strings.IndexFunc(tok, func(r rune) bool { return r <= ' ' || r > '~' }); i >= 0 {
+		return "", fmt.Errorf("admin token file %s: the token must be printable ASCII without spaces (it goes in an HTTP header); byte %d is not", file, i)
+	}
+	if len(tok) < minAdminToken {
+		return "", fmt.Errorf("admin token file %s: the token is %d bytes, want at least %d (e.g. head -c 32 /dev/urandom | base64 > %s)", file, len(tok), minAdminToken, file)
+	}
+	return tok, nil
 }
 
 // adminParts are what a process serves, each a readiness check from the
@@ -50,14 +75,24 @@ type adminRun struct {
 // so: brokerStarted, withClient and rulesLoaded.
 func (a *app) startAdmin(ctx context.Context, f *adminFlags, parts adminParts) (*adminRun, error) {
 	if f.addr == "" {
+		if f.tokenFile != "" {
+			return nil, usageError("%s goes with --admin", a.flagSource("admin-token-file"))
+		}
 		return nil, nil
 	}
-	srv, err := admin.New(admin.Config{Addr: f.addr, Logger: a.log})
+	var token string
+	if f.tokenFile != "" {
+		var err error
+		if token, err = readAdminToken(f.tokenFile); err != nil {
+			return nil, usageError("%s: %v", a.flagSource("admin-token-file"), err)
+		}
+	}
+	srv, err := admin.New(admin.Config{Addr: f.addr, Logger: a.log, Token: token})
 	if err != nil {
 		return nil, usageError("--admin: %v", err)
 	}
 	r := &adminRun{srv: srv, metrics: admin.NewMetrics(), rules: &admin.RulesReady{AllowFailed: f.allowFailed}}
-	srv.Handle("GET /metrics", r.metrics.Handler())
+	srv.HandleOpen("GET /metrics", r.metrics.Handler())
 	if parts.broker {
 		srv.ReadyCheck("broker", func() error {
 			if !r.brokerUp.Load() {
@@ -79,14 +114,28 @@ func (a *app) startAdmin(ctx context.Context, f *adminFlags, parts adminParts) (
 		srv.Handle("GET /why", r.withHost(func(h *host.Host) http.Handler { return admin.WhyHandler(h) }))
 	}
 	if err := srv.Start(ctx); err != nil {
+		if errors.Is(err, admin.ErrTokenRequired) {
+			return nil, usageError("%s: %v\ngive the endpoint a token with --admin-token-file FILE (or %s), or listen on loopback (--admin %s)",
+				a.flagSource("admin"), err, envName("admin-token-file"), loopbackPort(srv.Addr()))
+		}
 		return nil, err
 	}
 	what := "/metrics, /healthz, /readyz"
 	if parts.rules {
 		what += ", /status, /why"
+		if token != "" {
+			what += " (with the token)"
+		}
 	}
 	fmt.Fprintf(a.stdout, "ssrun: admin endpoint on http://%s (%s)\n", srv.Addr(), what)
 	return r, nil
+}
+
+// loopbackPort is the port of addr (HOST:PORT), which --admin takes alone
+// for an endpoint on 127.0.0.1.
+func loopbackPort(addr string) string {
+	_, port, _ := net.SplitHostPort(addr)
+	return port
 }
 
 // close stops the endpoint (requests in progress get a moment to finish).

@@ -20,13 +20,15 @@ import (
 
 // adminClientFlags are the flags of the admin endpoint's clients.
 type adminClientFlags struct {
-	addr    string
-	output  string
-	timeout time.Duration
+	addr      string
+	tokenFile string
+	output    string
+	timeout   time.Duration
 }
 
 func (f *adminClientFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.addr, "admin", admin.DefaultAddr, "admin endpoint of a running ssrun dev or run (started with --admin): HOST:PORT, :PORT or PORT (loopback)")
+	fs.StringVar(&f.tokenFile, "admin-token-file", "", "a `FILE` holding the endpoint's bearer token (the one its --admin-token-file names)")
 	fs.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to wait for the answer")
 }
@@ -86,6 +88,13 @@ func adminGet(ctx context.Context, f *adminClientFlags, path string, q url.Value
 		return nil, usageError("--admin %q: %v", f.addr, err)
 	}
 	req.Header.Set("Accept", "application/json")
+	if f.tokenFile != "" {
+		token, err := readAdminToken(f.tokenFile)
+		if err != nil {
+			return nil, usageError("--admin-token-file: %v", err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		if errors.Is(err, syscall.ECONNREFUSED) {
@@ -99,6 +108,12 @@ func adminGet(ctx context.Context, f *adminClientFlags, path string, q url.Value
 	if err != nil {
 		return nil, &exitError{code: 2, msg: fmt.Sprintf("ssrun: admin endpoint %s: reading the answer: %v", f.addr, err)}
 	}
+	if resp.StatusCode == http.StatusUnauthorized {
+		if f.tokenFile == "" {
+			return nil, &exitError{code: 2, msg: fmt.Sprintf("ssrun: admin endpoint %s needs a token: give --admin-token-file FILE (or %s) with the token of its --admin-token-file", f.addr, envName("admin-token-file"))}
+		}
+		return nil, &exitError{code: 2, msg: fmt.Sprintf("ssrun: admin endpoint %s refused the token in %s: it is not the one of its --admin-token-file", f.addr, f.tokenFile)}
+	}
 	isJSON := strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json")
 	if resp.StatusCode == http.StatusOK && isJSON {
 		return body, nil
@@ -108,12 +123,12 @@ func adminGet(ctx context.Context, f *adminClientFlags, path string, q url.Value
 		if resp.StatusCode == http.StatusNotFound {
 			return nil, &errAdminNotFound{msg: e.Error}
 		}
-		return nil, &exitError{code: 2, msg: fmt.Sprintf("ssrun: admin endpoint %s: %s", f.addr, e.Error)}
+		return nil, &exitError{code: 2, msg: fmt.Sprintf("ssrun: admin endpoint %s: %s", f.addr, shown(e.Error))}
 	}
 	if resp.StatusCode == http.StatusNotFound {
 		return nil, &exitError{code: 2, msg: fmt.Sprintf("ssrun: %s has no %s: it answers for `ssrun dev` and `ssrun run`, not `ssrun broker`", f.addr, path)}
 	}
-	return nil, &exitError{code: 2, msg: fmt.Sprintf("ssrun: admin endpoint %s answered %s for %s: %.200s", f.addr, resp.Status, path, body)}
+	return nil, &exitError{code: 2, msg: fmt.Sprintf("ssrun: admin endpoint %s answered %s for %s: %s", f.addr, shown(resp.Status), path, shown(fmt.Sprintf("%.200s", body)))}
 }
 
 // showAdmin prints an admin endpoint's JSON answer: as is for -o json,

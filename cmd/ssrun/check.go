@@ -62,7 +62,7 @@ anything failed.`,
 func (a *app) checkPath(ctx context.Context, p, config string, timeout time.Duration) (failed, total int, err error) {
 	info, err := os.Stat(p)
 	if err != nil {
-		fmt.Fprintln(a.stderr, err)
+		fmt.Fprintln(a.stderr, shown(err.Error()))
 		return 1, 1, nil
 	}
 	var cfg *fileConfig
@@ -72,7 +72,7 @@ func (a *app) checkPath(ctx context.Context, p, config string, timeout time.Dura
 		cfg, err = loadConfig(config)
 	}
 	if err != nil {
-		fmt.Fprintln(a.stderr, err) // names the file and, for YAML, the line
+		fmt.Fprintln(a.stderr, shown(err.Error())) // names the file and, for YAML, the line
 		return 1, 1, nil
 	}
 	rts, err := a.runtimes(cfg)
@@ -94,13 +94,13 @@ func (a *app) checkPath(ctx context.Context, p, config string, timeout time.Dura
 	files := []string{p}
 	if cfg != nil {
 		if err := c.SetRuleConfig(cfg.Defaults.toHost(), cfg.hostRules()); err != nil {
-			fmt.Fprintf(a.stderr, "config %s: %v\n", cfg.path, err)
+			fmt.Fprintln(a.stderr, shown(fmt.Sprintf("config %s: %v", cfg.path, err)))
 			return 1, 1, nil
 		}
 	}
 	if info.IsDir() {
 		if files, err = c.Files(p); err != nil {
-			fmt.Fprintln(a.stderr, err)
+			fmt.Fprintln(a.stderr, shown(err.Error()))
 			return 1, 1, nil
 		}
 		for _, pl := range cfg.pluginPaths() {
@@ -109,22 +109,22 @@ func (a *app) checkPath(ctx context.Context, p, config string, timeout time.Dura
 			}
 		}
 		for _, msg := range cfg.unmatchedRules(p, files) {
-			fmt.Fprintln(a.stderr, msg)
+			fmt.Fprintln(a.stderr, shown(msg))
 			failed++
 			total++
 		}
 		if len(files) == 0 {
-			fmt.Fprintf(a.stdout, "no rule files in %s (want .lua, .wasm or executable plugins)\n", p)
+			fmt.Fprintf(a.stdout, "no rule files in %s (want .lua, .wasm or executable plugins)\n", shown(p))
 		}
 	}
 	for _, f := range files {
 		total++
 		if err := c.Check(ctx, f); err != nil {
-			fmt.Fprintln(a.stderr, err)
+			fmt.Fprintln(a.stderr, shown(err.Error()))
 			failed++
 			continue
 		}
-		fmt.Fprintf(a.stdout, "ok %s\n", f)
+		fmt.Fprintf(a.stdout, "ok %s\n", shown(f))
 	}
 	return failed, total, nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -123,7 +122,7 @@ func (s ruleSettings) toHost() host.RuleConfig {
 // loadConfig reads and validates an ssrun.yaml. Errors name the file and,
 // for YAML errors, the line.
 func loadConfig(path string) (*fileConfig, error) {
-	b, err := os.ReadFile(path)
+	b, err := readConfigFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}

@@ -83,7 +83,7 @@ func (f *configFollower) followTarget() {
 
 // reread applies the file if its content changed.
 func (f *configFollower) reread(ctx context.Context) {
-	b, err := os.ReadFile(f.path)
+	b, err := readConfigFile(f.path)
 	switch {
 	case err != nil && f.last != nil:
 		f.a.log.Warn("ssrun.yaml is gone or unreadable; the rules keep their settings", "config", f.path, "err", err)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 
@@ -210,7 +209,7 @@ func (s connSettings) clientConfig() (protocol.Config, error) {
 			if f == "" {
 				continue
 			}
-			if _, err := os.ReadFile(f); err != nil {
+			if _, err := readSecretFile(f); err != nil {
 				return protocol.Config{}, fmt.Errorf("credentials: %w", err)
 			}
 		}
@@ -218,14 +217,14 @@ func (s connSettings) clientConfig() (protocol.Config, error) {
 		cfg.Credentials = func() (protocol.Credentials, error) {
 			c := protocol.Credentials{Username: user}
 			if passFile != "" {
-				b, err := os.ReadFile(passFile)
+				b, err := readSecretFile(passFile)
 				if err != nil {
 					return c, fmt.Errorf("password file: %w", err)
 				}
 				c.Password = []byte(strings.TrimRight(string(b), "\r\n"))
 			}
 			if satFile != "" {
-				b, err := os.ReadFile(satFile)
+				b, err := readSecretFile(satFile)
 				if err != nil {
 					return c, fmt.Errorf("SAT file: %w", err)
 				}
@@ -245,7 +244,7 @@ func (s connSettings) tlsConfig() (*tls.Config, error) {
 		tc.InsecureSkipVerify = true // #nosec G402
 	}
 	if s.CAFile != "" {
-		pemBytes, err := os.ReadFile(s.CAFile)
+		pemBytes, err := readSecretFile(s.CAFile)
 		if err != nil {
 			return nil, fmt.Errorf("CA file: %w", err)
 		}
@@ -271,22 +270,22 @@ func (s connSettings) tlsConfig() (*tls.Config, error) {
 // Go's standard library cannot decrypt, is refused with the command that
 // converts it.
 func loadKeyPair(certFile, keyFile, passFile string) (tls.Certificate, error) {
+	certPEM, err := readSecretFile(certFile)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("client certificate: %w", err)
+	}
+	keyPEM, err := readSecretFile(keyFile)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("key file: %w", err)
+	}
 	if passFile == "" {
-		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		cert, err := tls.X509KeyPair(certPEM, keyPEM)
 		if err != nil {
 			return tls.Certificate{}, fmt.Errorf("client certificate: %w", err)
 		}
 		return cert, nil
 	}
-	certPEM, err := os.ReadFile(certFile)
-	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("client certificate: %w", err)
-	}
-	keyPEM, err := os.ReadFile(keyFile)
-	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("key file: %w", err)
-	}
-	pw, err := os.ReadFile(passFile)
+	pw, err := readSecretFile(passFile)
 	if err != nil {
 		return tls.Certificate{}, fmt.Errorf("key password file: %w", err)
 	}

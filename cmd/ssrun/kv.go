@@ -324,11 +324,11 @@ func (w *watcher) print(key, op string, version hlc.HLC, value []byte) bool {
 			st.version = version
 		}
 		w.seen[key] = keyState{version: st.version, present: false}
-		fmt.Fprintf(w.a.stdout, "%s DELETE %s\n", text, key)
+		fmt.Fprintf(w.a.stdout, "%s DELETE %s\n", text, shown(key))
 		return true
 	}
 	w.seen[key] = keyState{version: version, present: true}
-	fmt.Fprintf(w.a.stdout, "%s SET %s %s\n", version, key, value)
+	fmt.Fprintf(w.a.stdout, "%s SET %s %s\n", version, shown(key), shown(string(value)))
 	return true
 }
 
@@ -358,12 +358,12 @@ func (a *app) printEvent(ev protocol.Event) {
 	switch ev.Kind {
 	case protocol.EventNotify:
 		if ev.Op == protocol.OpSet {
-			fmt.Fprintf(a.stdout, "%s SET %s %s\n", ev.Version, ev.Key, ev.Value)
+			fmt.Fprintf(a.stdout, "%s SET %s %s\n", ev.Version, shown(string(ev.Key)), shown(string(ev.Value)))
 		} else {
-			fmt.Fprintf(a.stdout, "%s %s %s\n", ev.Version, ev.Op, ev.Key)
+			fmt.Fprintf(a.stdout, "%s %s %s\n", ev.Version, ev.Op, shown(string(ev.Key)))
 		}
 	case protocol.EventDisconnected:
-		fmt.Fprintf(a.stderr, "connection lost (%v); reconnecting\n", ev.Err)
+		fmt.Fprintf(a.stderr, "connection lost (%s); reconnecting\n", shown(fmt.Sprint(ev.Err)))
 	case protocol.EventConnected:
 		fmt.Fprintln(a.stderr, "connected")
 	}

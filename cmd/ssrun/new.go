@@ -198,7 +198,7 @@ func ssrunCheckout(dir string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("--ssrun %s: %w", dir, err)
 	}
-	b, err := os.ReadFile(filepath.Join(abs, "go.mod"))
+	b, err := readConfigFile(filepath.Join(abs, "go.mod"))
 	if err != nil {
 		return "", fmt.Errorf("--ssrun %s: not an ssrun checkout: %w", dir, err)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -27,13 +26,13 @@ func (a *app) watchToken(ctx context.Context, client *protocol.Client, file stri
 		_ = w.Close()
 		return nil, fmt.Errorf("watch SAT file %s: %w", file, err)
 	}
-	last, _ := os.ReadFile(file)
+	last, _ := readSecretFile(file)
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		fsfollow.Follow(ctx, w, fsfollow.Options{
 			OnChange: func([]string) { // a rotation is whole: re-read the token
-				tok, err := os.ReadFile(file)
+				tok, err := readSecretFile(file)
 				if err != nil || bytes.Equal(tok, last) {
 					return
 				}

@@ -49,7 +49,7 @@ func printStatus(w io.Writer, doc admin.StatusDoc) error {
 		if r.Queued != nil {
 			queued = strconv.Itoa(*r.Queued)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%d\t%d\n", r.Name, r.Kind, r.Hash, r.State,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%d\t%d\n", shown(r.Name), shown(r.Kind), shown(r.Hash), shown(r.State),
 			r.Handled, r.Failed, r.Dropped, queued, len(r.Watches), len(r.Locks), r.Timers)
 	}
 	if err := tw.Flush(); err != nil {
@@ -58,23 +58,23 @@ func printStatus(w io.Writer, doc admin.StatusDoc) error {
 	for _, r := range doc.Rules {
 		var lines []string
 		if len(r.Watches) > 0 {
-			lines = append(lines, "watches: "+strings.Join(r.Watches, ", "))
+			lines = append(lines, "watches: "+shownAll(r.Watches, ", "))
 		}
 		if len(r.Locks) > 0 {
-			lines = append(lines, "locks:   "+strings.Join(r.Locks, ", "))
+			lines = append(lines, "locks:   "+shownAll(r.Locks, ", "))
 		}
 		if r.LastError != "" {
 			at := "?"
 			if r.LastErrorAt != nil {
 				at = r.LastErrorAt.UTC().Format(time.RFC3339Nano)
 			}
-			lines = append(lines, fmt.Sprintf("last error at %s: %s", at, r.LastError))
+			lines = append(lines, fmt.Sprintf("last error at %s: %s", at, shown(r.LastError)))
 		}
 		if r.NextRetry != nil {
 			lines = append(lines, "loaded again at "+r.NextRetry.UTC().Format(time.RFC3339Nano)+" (its start failed)")
 		}
 		if len(lines) > 0 {
-			fmt.Fprintf(w, "\n%s (%s)\n  %s\n", r.Name, r.Path, strings.Join(lines, "\n  "))
+			fmt.Fprintf(w, "\n%s (%s)\n  %s\n", shown(r.Name), shown(r.Path), strings.Join(lines, "\n  "))
 		}
 	}
 	h := doc.Host

@@ -39,7 +39,7 @@ Exit status: 0 done, 1 no rule wrote KEY (since ssrun started), 2 usage or conne
 			body, err := adminGet(cmd.Context(), &f, "/why", url.Values{"key": {args[0]}})
 			var nf *errAdminNotFound
 			if errors.As(err, &nf) {
-				return &exitError{code: 1, msg: args[0] + ": " + nf.msg}
+				return &exitError{code: 1, msg: shown(args[0]) + ": " + shown(nf.msg)}
 			}
 			if err != nil {
 				return err
@@ -52,34 +52,37 @@ Exit status: 0 done, 1 no rule wrote KEY (since ssrun started), 2 usage or conne
 }
 
 // printWhy writes w for people: the write, the event handled, the chain.
+// Keys, versions, rule file names and client ids come from outside: each is
+// shown (quoted when it holds control characters).
 func printWhy(out io.Writer, w host.Write) error {
 	value := strconv.Quote(w.Value)
 	if w.Truncated {
 		value += fmt.Sprintf(" (first %d of %d bytes)", len(w.Value), w.ValueSize)
 	}
+	at := w.At.UTC().Format(time.RFC3339Nano)
 	switch w.Op {
 	case "SET":
-		fmt.Fprintf(out, "%s = %s, version %s\n", w.Key, value, w.Version)
-		fmt.Fprintf(out, "  set by %s at %s\n", w.Rule, w.At.UTC().Format(time.RFC3339Nano))
+		fmt.Fprintf(out, "%s = %s, version %s\n", shown(w.Key), value, shown(w.Version))
+		fmt.Fprintf(out, "  set by %s at %s\n", shown(w.Rule), at)
 	default:
-		fmt.Fprintf(out, "%s deleted (%s) by %s at %s\n", w.Key, w.Op, w.Rule, w.At.UTC().Format(time.RFC3339Nano))
+		fmt.Fprintf(out, "%s deleted (%s) by %s at %s\n", shown(w.Key), shown(w.Op), shown(w.Rule), at)
 	}
 	ev := w.Event
 	if ev.Op == "" {
 		_, err := fmt.Fprintf(out, "  outside a handler (while the rule loaded, or from a plugin's own goroutine)\n")
 		return err
 	}
-	fmt.Fprintf(out, "  handling %s %s", ev.Op, ev.Key)
+	fmt.Fprintf(out, "  handling %s %s", shown(ev.Op), shown(ev.Key))
 	if ev.Version != "" {
-		fmt.Fprintf(out, ", version %s", ev.Version)
+		fmt.Fprintf(out, ", version %s", shown(ev.Version))
 	}
 	switch {
 	case ev.Resync:
 		fmt.Fprint(out, " (resync: a change found after a reconnect)")
 	case ev.Rule != "":
-		fmt.Fprintf(out, ", written by rule %s", ev.Rule)
+		fmt.Fprintf(out, ", written by rule %s", shown(ev.Rule))
 	case ev.Client != "":
-		fmt.Fprintf(out, ", written by client %s", ev.Client)
+		fmt.Fprintf(out, ", written by client %s", shown(ev.Client))
 	case ev.Op == "TIMER" || ev.Op == "LOCK_LOST":
 	default:
 		fmt.Fprint(out, ", from outside the rules (the store does not name the writer)")
@@ -87,18 +90,18 @@ func printWhy(out io.Writer, w host.Write) error {
 	fmt.Fprintln(out)
 	fmt.Fprintln(out, "chain:")
 	if o := w.Origin; o != nil {
-		by := "by client " + o.Client
+		by := "by client " + shown(o.Client)
 		if o.Client == "" {
 			by = "from outside the rules (the store does not name the writer)"
 		}
-		fmt.Fprintf(out, "  %s %s %s, version %s\n", o.Op, o.Key, by, o.Version)
+		fmt.Fprintf(out, "  %s %s %s, version %s\n", shown(o.Op), shown(o.Key), by, shown(o.Version))
 	} else {
-		fmt.Fprintf(out, "  %s %s (no outside write)\n", ev.Op, ev.Key)
+		fmt.Fprintf(out, "  %s %s (no outside write)\n", shown(ev.Op), shown(ev.Key))
 	}
 	for _, s := range w.Chain {
-		fmt.Fprintf(out, "  -> %s: %s %s", s.Rule, s.Op, s.Key)
+		fmt.Fprintf(out, "  -> %s: %s %s", shown(s.Rule), shown(s.Op), shown(s.Key))
 		if s.Version != "" {
-			fmt.Fprintf(out, ", version %s", s.Version)
+			fmt.Fprintf(out, ", version %s", shown(s.Version))
 		}
 		fmt.Fprintln(out)
 	}

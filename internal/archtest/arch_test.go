@@ -26,8 +26,8 @@ var rules = []struct {
 	{pkg: "runtime/lua", allow: []string{"runtime/lua", "abi"}},
 	{pkg: "runtime/wasm", allow: []string{"runtime/wasm", "abi"}},
 	{pkg: "runtime/plugin", allow: []string{"runtime/plugin", "abi"}},
-	{pkg: "host", allow: []string{"host", "abi", "protocol", "runtime", "internal/fsfollow"}},
-	{pkg: "admin", allow: []string{"admin", "host", "abi", "protocol", "broker", "runtime", "internal/fsfollow"}},
+	{pkg: "host", allow: []string{"host", "abi", "protocol", "runtime", "internal/fsfollow", "internal/safefile"}},
+	{pkg: "admin", allow: []string{"admin", "host", "abi", "protocol", "broker", "runtime", "internal/fsfollow", "internal/safefile"}},
 }
 
 // testSupport are the project packages a package of test helpers (one whose

@@ -3,8 +3,10 @@
 // closing what a test started when it ends (CloseAtEnd), a goroutine-safe
 // buffer for captured output (Buffer), a writer into t.Log (LogWriter), a
 // self-signed TLS certificate (SelfSignedCert), a folder laid out as a
-// Kubernetes ConfigMap volume (ConfigMapDir), and for benchmarks a load
-// generator (InFlight) and rates against a baseline (ReportRates).
+// Kubernetes ConfigMap volume (ConfigMapDir), files that are no files (a
+// named pipe: Mkfifo; a link to /dev/zero: LinkDevZero) and a bound on a
+// call that must not block (Returns), and for benchmarks a load generator
+// (InFlight) and rates against a baseline (ReportRates).
 //
 // Only tests import it: it imports package testing and goleak.
 package testutil

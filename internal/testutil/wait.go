@@ -29,3 +29,23 @@ func waitFor(tb testing.TB, bound time.Duration, what string, cond func() bool) 
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// Returns runs f in a goroutine and waits, up to WaitBound, for it to
+// return; if it does not, the test fails (Fatal) with "timed out after 30s
+// waiting for <what> to return". It is for calls that must not block (a
+// test of a call that used to hang). The goroutine is left to end on its
+// own then: whatever made it block must be released by the test's
+// cleanups (see Mkfifo).
+func Returns(tb testing.TB, what string, f func()) {
+	tb.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+	case <-time.After(WaitBound):
+		tb.Fatalf("timed out after %v waiting for %s to return", WaitBound, what)
+	}
+}
