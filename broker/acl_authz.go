@@ -183,6 +183,14 @@ func (a *authz) mayReceive(s *session, filter string) bool {
 	return grantsTopic(rules, &s.pr, f, false)
 }
 
+// mayRespondTo decides a request's response topic: its sender must be
+// allowed to subscribe to it, and, unless it is one of the sender's own
+// response topics, to publish to it too (the store's reply on it carries a
+// value the sender chose).
+func (a *authz) mayRespondTo(s *session, rt string) bool {
+	return a.mayReceive(s, rt) && (s.pr.builtinSubscribe(rt) || a.mayPublish(s, rt))
+}
+
 // mayKey decides a state store command on key. Without an ACL file every
 // key is allowed.
 func (a *authz) mayKey(s *session, m keyMethod, key []byte) bool {

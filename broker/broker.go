@@ -122,6 +122,17 @@ type Config struct {
 	// before it is closed; DefaultConnectTimeout when zero, none when
 	// negative.
 	ConnectTimeout time.Duration
+	// MaxSessionExpiry is the longest a session outlives its connection
+	// (with its client id and its queued replies and notifications): a
+	// client asking for more is told this one in its CONNACK
+	// (sessionexpiry.go). DefaultMaxSessionExpiry when zero, no cap when
+	// negative; whole seconds.
+	MaxSessionExpiry time.Duration
+	// OfflineQueueBytes bounds what sessions without a connection hold
+	// together (replies and notifications queued or unacknowledged); past
+	// it, the output of the sessions disconnected longest is dropped,
+	// logged and counted (offline.go). DefaultOfflineQueueBytes when zero.
+	OfflineQueueBytes int
 	// MaxKeepAlive is the longest keepalive an MQTT 5 client gets: one
 	// asking for none or more is told this one in its CONNACK, so that a
 	// client that goes silent, or stops reading, is closed 1.5 keepalives
@@ -203,6 +214,9 @@ func New(cfg Config) (*Broker, error) {
 	if cfg.ClientQueueLen <= 0 {
 		cfg.ClientQueueLen = DefaultClientQueueLen
 	}
+	if cfg.OfflineQueueBytes <= 0 {
+		cfg.OfflineQueueBytes = DefaultOfflineQueueBytes
+	}
 	switch {
 	case cfg.ConnectTimeout == 0:
 		cfg.ConnectTimeout = DefaultConnectTimeout
@@ -275,6 +289,7 @@ func New(cfg Config) (*Broker, error) {
 	caps := mqtt.NewDefaultServerCapabilities()
 	caps.MaximumPacketSize = MaxPacketSize
 	caps.Compatibilities.NoInheritedPropertiesOnAck = true // PUBACKs must not echo request user properties
+	caps.MaximumSessionExpiryInterval = maxSessionExpirySeconds(cfg.MaxSessionExpiry)
 	b.srv = mqtt.New(&mqtt.Options{
 		Capabilities: caps,
 		Logger:       mochiLogger(cfg.Logger),
@@ -287,15 +302,17 @@ func New(cfg Config) (*Broker, error) {
 	}
 	b.hook = &storeHook{
 		srv:        b.srv,
-		inline:     b.srv.NewClient(nil, mqtt.LocalListener, inlineClientID, true),
 		store:      b.store,
 		log:        cfg.Logger,
 		queueBytes: cfg.ClientQueueBytes,
 		queueLen:   cfg.ClientQueueLen,
 		keepAlive:  maxKeepAliveSeconds(cfg.MaxKeepAlive),
-		boxes:      make(map[string]*outbox),
-		conns:      make(map[string]*mqtt.Client),
-		watchers:   make(map[*mqtt.Client]*watcher),
+		offline:    newOfflineOutboxes(cfg.OfflineQueueBytes, cfg.Logger),
+
+		maxSessionExpiry: caps.MaximumSessionExpiryInterval,
+		boxes:            make(map[string]*outbox),
+		conns:            make(map[string]*mqtt.Client),
+		watchers:         make(map[*mqtt.Client]*watcher),
 	}
 	if creds != nil || policy != nil || cfg.Authorize {
 		b.hook.authz = newAuthz(b.srv, cfg.Logger, creds, policy)

@@ -117,7 +117,9 @@ func (s *store) execute(req request) reply {
 		}
 		s.observeTS(req.ts)
 		if !stop {
-			s.keyNotify(req.observer(), key)
+			if err := s.keyNotify(req.observer(), key); err != nil {
+				return storeErrReply(err)
+			}
 			return reply{payload: resp.OK}
 		}
 		if s.keyNotifyStop(req.clientID, key) {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
@@ -22,11 +23,6 @@ import (
 // connection's outbox (see outbox.go). The redelivery cache is in dedup.go;
 // every reach into mochi's internals is in mochi.go.
 
-// inlineClientID names the inline client that publishes responses no single
-// connection owns. It holds a NUL byte, which MQTT forbids in client ids, so
-// no real client can share it.
-const inlineClientID = "\x00statestore"
-
 // Reason codes for requests the store refuses at the transport level (§4).
 var (
 	// PUBACK of a request that has no usable response topic: the client
@@ -35,6 +31,8 @@ var (
 	// DISCONNECT of a client whose response topic points into the state
 	// store's own topic space.
 	codeForbiddenResponseTopic = packets.Code{Code: packets.ErrNotAuthorized.Code, Reason: "response topic inside the state store topic space"}
+	// CONNACK of a client whose will is on the request topic.
+	codeWillOnRequestTopic = packets.Code{Code: packets.ErrTopicNameInvalid.Code, Reason: "the will topic is the state store's request topic"}
 )
 
 // takeoverWait bounds how long a new connection waits for an old one with
@@ -44,18 +42,19 @@ const takeoverWait = 2 * time.Second
 // storeHook is the single mochi hook of the broker.
 type storeHook struct {
 	mqtt.HookBase
-	srv    *mqtt.Server
-	inline *mqtt.Client
-	store  *store
-	log    *slog.Logger
-	authz  *authz // nil: authorization off (open access)
-	dedup  dedupCache
+	srv   *mqtt.Server
+	store *store
+	log   *slog.Logger
+	authz *authz // nil: authorization off (open access)
+	dedup dedupCache
 	// ended reports when mochi has finished with a connection (the
 	// listener's signal); set before the broker serves.
 	ended func(net.Conn) <-chan struct{}
 
 	queueBytes, queueLen int
 	keepAlive            uint16 // the longest keepalive of an MQTT 5 client (0: any)
+	maxSessionExpiry     uint32 // seconds; math.MaxUint32: no cap
+	offline              *offlineOutboxes
 	outStats             outboxStats
 
 	mu       sync.Mutex
@@ -88,10 +87,15 @@ func (h *storeHook) Provides(b byte) bool {
 // and come before mochi takes over a session with the same client id.
 func (h *storeHook) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	capKeepAlive(cl, h.keepAlive)
-	if h.authz == nil {
-		return nil
+	code, why := packets.CodeSuccess, ""
+	switch {
+	case atomic.LoadUint32(&cl.Properties.Will.Flag) == 1 && cl.Properties.Will.TopicName == wire.RequestTopic:
+		// A will is never run as a request (mochi publishes it without
+		// OnPublish): it would only be kept, retained, on the request topic.
+		code, why = codeWillOnRequestTopic, "will topic is the state store's request topic"
+	case h.authz != nil:
+		code, why = h.authz.connect(cl, pk)
 	}
-	code, why := h.authz.connect(cl, pk)
 	if code == packets.CodeSuccess {
 		return nil
 	}
@@ -163,7 +167,8 @@ func (h *storeHook) OnClientExpired(cl *mqtt.Client) {
 // OnPacketEncode keeps user properties and reason strings on PUBLISH,
 // CONNACK and DISCONNECT when a client set Request Problem Information to 0
 // (MQTT-3.1.2-29 allows them there; mochi strips them, so __stat and __ts
-// would vanish), and announces the maximum packet size in CONNACK.
+// would vanish), and announces the maximum packet size and topic alias
+// maximum in CONNACK.
 func (h *storeHook) OnPacketEncode(_ *mqtt.Client, pk packets.Packet) packets.Packet {
 	switch pk.FixedHeader.Type {
 	case packets.Publish, packets.Disconnect:
@@ -172,6 +177,9 @@ func (h *storeHook) OnPacketEncode(_ *mqtt.Client, pk packets.Packet) packets.Pa
 		pk.Mods.DisallowProblemInfo = false
 		if pk.ReasonCode < packets.ErrUnspecifiedError.Code {
 			pk.Properties.MaximumPacketSize = MaxPacketSize
+			// mochi takes topic aliases up to its maximum but does not say
+			// so; a client may use them only when told (MQTT-3.2.2-17).
+			pk.Properties.TopicAliasMaximum = h.srv.Options.Capabilities.TopicAliasMaximum
 		}
 	}
 	return pk
@@ -240,10 +248,11 @@ func (h *storeHook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packe
 	case pk.FixedHeader.Qos == 0:
 		h.log.Warn("state store request dropped: QoS 0 (requests must be QoS 1)", "client", cl.ID, "response_topic", rt)
 		return pk, packets.CodeSuccessIgnore
-	case h.authz != nil && !h.authz.mayReceive(h.authz.sessionOf(cl), rt):
+	case h.authz != nil && !h.authz.mayRespondTo(h.authz.sessionOf(cl), rt):
 		// Else a client could aim responses (with a guessed correlation
-		// id: forged ones) at another client's response topic.
-		h.log.Info("state store request refused: the client may not subscribe to its response topic", "client", cl.ID, "response_topic", rt)
+		// id: forged ones) at another client's response topic, or make
+		// the store publish a value of its choosing where it may not.
+		h.log.Info("state store request refused: its response topic is neither the client's own nor one it may subscribe and publish to", "client", cl.ID, "response_topic", rt)
 		return pk, packets.ErrNotAuthorized
 	}
 	if v, ok := userProp(pk.Properties.User, wire.PropProtVer); ok && !supportedVersion(v) {

@@ -11,7 +11,7 @@ import (
 // going through a hook. Each function mirrors what mochi-mqtt/server v2.7.9
 // (go.mod pins it) does itself, named after the mochi function it imitates;
 // re-read them against mochi's source when upgrading:
-//   - applySubscription, onlySubscriber: topics.go Subscribers and server.go
+//   - applySubscription: topics.go Subscribers and server.go
 //     publishToClient (QoS downgrade to the subscription's, subscription
 //     identifiers sorted, MQTT-3.3.4-3/4);
 //   - mochiInflight, advancePacketID: Client.NextPacketID, which numbers a
@@ -22,7 +22,10 @@ import (
 //     round the 65,535 ids since;
 //   - receiveMaximum: clients.go ParseConnect (the client's Receive Maximum,
 //     capped by mochi to Capabilities.MaximumInflight);
-//   - sessionEnds: server.go attachClient's expire test.
+//   - sessionEnds: server.go attachClient's expire test;
+//   - resolveTopicAlias: server.go processPublish's alias step, which comes
+//     after its ACL check: a PUBLISH naming its topic by alias only was
+//     checked as the empty topic and refused (0x87) under authorization.
 //
 // What the store must not do: put its messages into mochi's inflight store
 // (Client.State.Inflight), as it did until issue 32. Inflight.NextImmediate
@@ -104,13 +107,10 @@ func sessionEnds(cl *mqtt.Client) bool {
 	return cl.Properties.Clean
 }
 
-// onlySubscriber reports whether cl holds the one and only subscription
-// matching topic (no other client, shared or inline subscription).
-func onlySubscriber(srv *mqtt.Server, cl *mqtt.Client, topic string) bool {
-	subs := srv.Topics.Subscribers(topic)
-	if len(subs.Subscriptions) != 1 || len(subs.Shared) != 0 || len(subs.InlineSubscriptions) != 0 {
-		return false
+// resolveTopicAlias gives a PUBLISH that names its topic by an alias the
+// topic, as mochi's processPublish does, before mochi checks the topic.
+func resolveTopicAlias(cl *mqtt.Client, pk *packets.Packet) {
+	if pk.Properties.TopicAliasFlag && pk.Properties.TopicAlias > 0 && cl.State.TopicAliases.Inbound != nil {
+		pk.TopicName = cl.State.TopicAliases.Inbound.Set(pk.Properties.TopicAlias, pk.TopicName)
 	}
-	_, ok := subs.Subscriptions[cl.ID]
-	return ok
 }

@@ -96,7 +96,8 @@ type outbox struct {
 	store    *store // waitDurable
 	maxBytes int
 	maxLen   int
-	wg       *sync.WaitGroup // the broker's: the writers' goroutines
+	wg       *sync.WaitGroup  // the broker's: the writers' goroutines
+	offline  *offlineOutboxes // the bound of sessions without a connection
 
 	mu         sync.Mutex
 	w          *writer             // the attached connection's; nil while none is
@@ -113,7 +114,7 @@ type outbox struct {
 
 func newOutbox(h *storeHook, id string) *outbox {
 	return &outbox{id: id, srv: h.srv, log: h.log, stats: &h.outStats, store: h.store,
-		maxBytes: h.queueBytes, maxLen: h.queueLen, wg: &h.wg, unacked: map[uint16]*message{}}
+		maxBytes: h.queueBytes, maxLen: h.queueLen, wg: &h.wg, offline: h.offline, unacked: map[uint16]*message{}}
 }
 
 // push queues m without blocking (the store calls it with its lock held). It
@@ -136,6 +137,7 @@ func (o *outbox) push(m *message) bool {
 		o.emptyLocked()
 		o.overflowed = true
 		o.w = nil
+		o.offline.remove(o) // it holds nothing and takes nothing until a connection attaches
 		o.mu.Unlock()
 		o.overflow(w, m, queued, bytes)
 		return false
@@ -147,11 +149,46 @@ func (o *outbox) push(m *message) bool {
 	o.queue = append(o.queue, m)
 	o.bytes += sz
 	w := o.w
+	victims := o.syncOfflineLocked()
 	o.mu.Unlock()
 	if w != nil {
 		w.signal()
 	}
+	evict(victims)
 	return true
+}
+
+// syncOfflineLocked tells the offline bound what o holds while no
+// connection holds its session; it returns the outboxes to evict.
+func (o *outbox) syncOfflineLocked() []*outbox {
+	if o.w == nil && !o.closed && !o.overflowed {
+		return o.offline.set(o, o.bytes)
+	}
+	o.offline.remove(o)
+	return nil
+}
+
+// evict empties the outboxes of sessions without a connection that the
+// offline bound chose (oldest first); one that has a connection again is
+// left alone.
+func evict(victims []*outbox) {
+	for _, o := range victims {
+		o.mu.Lock()
+		if o.w != nil || o.closed {
+			o.mu.Unlock()
+			continue
+		}
+		n, bytes := len(o.queue)+len(o.unacked), o.bytes
+		o.emptyLocked()
+		o.offline.remove(o)
+		o.mu.Unlock()
+		if n == 0 {
+			continue
+		}
+		o.stats.dropped.Add(uint64(n))
+		o.log.Warn("state store session without a connection: its queued replies and notifications are dropped (sessions without a connection hold more than the offline bound)",
+			"client", o.id, "messages", n, "bytes", bytes, "limit_bytes", o.offline.max)
+	}
 }
 
 // emptyLocked forgets every message of the session.
@@ -227,6 +264,7 @@ func (o *outbox) attach(cl *mqtt.Client) {
 	}
 	o.onConn = 0
 	o.w = newWriter(o, cl, last)
+	o.offline.remove(o)
 	o.wg.Add(1)
 	go o.w.run()
 }
@@ -235,11 +273,14 @@ func (o *outbox) attach(cl *mqtt.Client) {
 // queued or unacknowledged stays for a connection that resumes it.
 func (o *outbox) detach(cl *mqtt.Client) {
 	o.mu.Lock()
-	defer o.mu.Unlock()
+	var victims []*outbox
 	if o.w != nil && o.w.cl == cl {
 		o.w.stop()
 		o.w = nil
+		victims = o.syncOfflineLocked()
 	}
+	o.mu.Unlock()
+	evict(victims)
 }
 
 // attached reports whether a connection holds the session.
@@ -259,6 +300,7 @@ func (o *outbox) close() {
 		o.w = nil
 	}
 	o.emptyLocked()
+	o.offline.remove(o)
 }
 
 // acked releases the message with packet id id that cl acknowledged.
@@ -379,6 +421,7 @@ func (o *outbox) release(m *message) {
 	defer o.mu.Unlock()
 	if m.gen == o.gen {
 		o.bytes -= m.size()
+		o.syncOfflineLocked() // less held: nobody to evict
 	}
 }
 
@@ -394,6 +437,7 @@ func (o *outbox) untrack(id uint16, m *message) {
 		if m.current {
 			o.onConn--
 		}
+		o.syncOfflineLocked() // less held: nobody to evict
 	}
 }
 

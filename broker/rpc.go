@@ -15,12 +15,14 @@ import (
 // protocol versions are served, and how a response is sent.
 
 // respond sends a response (§3) on rt once the journal is durable at pos
-// (0: at once). When the requester is the topic's only subscriber (every
-// SDK's case, and the only one the default authorization allows) it goes
-// through the requester's session's outbox, bounded like its notifications;
-// otherwise mochi publishes it to every subscriber.
+// (0: at once), to the requester only: through its session's outbox,
+// bounded like its notifications, and only if it holds a subscription
+// matching rt (at that subscription's QoS). Another client subscribed to
+// rt gets nothing: a reply holds what the requester may read, which
+// another subscriber may not (and rt may be any topic the requester may
+// subscribe to).
 func (h *storeHook) respond(cl *mqtt.Client, rt string, req packets.Packet, payload []byte, props []packets.UserProperty, pos uint64) {
-	m := &message{
+	h.outbox(cl).push(&message{
 		topic:    rt,
 		payload:  payload,
 		response: true,
@@ -33,27 +35,7 @@ func (h *storeHook) respond(cl *mqtt.Client, rt string, req packets.Packet, payl
 			MessageExpiryInterval: req.Properties.MessageExpiryInterval,
 			User:                  props,
 		},
-	}
-	if onlySubscriber(h.srv, cl, rt) {
-		h.outbox(cl).push(m)
-		return
-	}
-	// Other subscribers: mochi delivers to each. This rare path waits for
-	// durability on the request's goroutine.
-	if err := h.store.waitDurable(pos, nil); err != nil {
-		h.log.Warn("state store response not published: the change was not persisted", "client", cl.ID, "response_topic", rt, "error", err)
-		return
-	}
-	out := packets.Packet{
-		FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1},
-		TopicName:   rt,
-		Payload:     payload,
-		PacketID:    1, // required for a QoS 1 publish; the inline client tracks nothing
-		Properties:  m.props,
-	}
-	if err := h.srv.InjectPacket(h.inline, out); err != nil {
-		h.log.Warn("state store response not published", "client", cl.ID, "response_topic", rt, "error", err)
-	}
+	})
 }
 
 // validTopicName reports whether t can be published to: non-empty, valid

@@ -142,13 +142,20 @@ func (h *storeHook) dropOutbox(o *outbox) {
 	o.close()
 }
 
-// OnPacketRead hands a client's PUBACK to its session's outbox: mochi's
-// processPuback ignores the ids of the store's messages (mochi.go).
+// OnPacketRead hands a client's PUBACK to its session's outbox (mochi's
+// processPuback ignores the ids of the store's messages, mochi.go), caps
+// the session expiry a DISCONNECT sets (sessionexpiry.go) and resolves a
+// PUBLISH's topic alias (mochi.go resolveTopicAlias).
 func (h *storeHook) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
-	if pk.FixedHeader.Type == packets.Puback {
+	switch pk.FixedHeader.Type {
+	case packets.Publish:
+		resolveTopicAlias(cl, &pk)
+	case packets.Puback:
 		if o := h.box(cl.ID); o != nil {
 			o.acked(cl, pk.PacketID)
 		}
+	case packets.Disconnect:
+		capDisconnectExpiry(&pk, h.maxSessionExpiry)
 	}
 	return pk, nil
 }

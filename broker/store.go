@@ -89,6 +89,7 @@ type store struct {
 	expiry   expiryHeap
 	watchers map[string]map[string]observer // key -> client id -> owner
 	owned    map[observer]map[string]struct{}
+	regs     registrations // what the registrations hold (registrations.go)
 }
 
 // quota bounds the store; a SET that would pass either bound fails with
@@ -115,6 +116,7 @@ func newStore(now func() time.Time, q quota) *store {
 		entries:  make(map[string]*entry),
 		watchers: make(map[string]map[string]observer),
 		owned:    make(map[observer]map[string]struct{}),
+		regs:     registrations{byClient: map[string]*regUsage{}},
 	}
 	s.clock = hlc.NewClock(nodeID, s.clockNow)
 	return s
@@ -226,7 +228,8 @@ func (s *store) set(a setArgs) (applied bool, version hlc.HLC, err error) {
 
 // checkQuota refuses a SET that would create a key beyond the key quota, or
 // grow the store beyond the byte quota (e is the live entry, nil when the
-// SET creates the key). Expired entries are reaped first if that helps.
+// SET creates the key); KEYNOTIFY registrations count with the keys
+// (registrations.go). Expired entries are reaped first if that helps.
 func (s *store) checkQuota(e *entry, key, value []byte, now time.Time) error {
 	newKey := e == nil
 	grow := entrySize(string(key), value)
@@ -234,8 +237,8 @@ func (s *store) checkQuota(e *entry, key, value []byte, now time.Time) error {
 		grow -= entrySize(e.key, e.value)
 	}
 	over := func() bool {
-		return (newKey && s.quota.keys >= 0 && len(s.entries) >= s.quota.keys) ||
-			(grow > 0 && s.quota.bytes >= 0 && s.bytes+grow > s.quota.bytes)
+		return (newKey && s.quota.keys >= 0 && len(s.entries)+s.regs.count >= s.quota.keys) ||
+			(grow > 0 && s.quota.bytes >= 0 && s.bytes+s.regs.bytes+grow > s.quota.bytes)
 	}
 	if !over() {
 		return nil
@@ -371,69 +374,6 @@ func (s *store) run(ctx context.Context) {
 		case <-t.C:
 		}
 	}
-}
-
-// keyNotify registers (o.clientID(), key); a registration by another
-// connection with the same client id is taken over.
-func (s *store) keyNotify(o observer, key []byte) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	k := string(key)
-	w := s.watchers[k]
-	if w == nil {
-		w = make(map[string]observer)
-		s.watchers[k] = w
-	}
-	if prev := w[o.clientID()]; prev != nil && prev != o {
-		delete(s.owned[prev], k)
-	}
-	w[o.clientID()] = o
-	keys := s.owned[o]
-	if keys == nil {
-		keys = make(map[string]struct{})
-		s.owned[o] = keys
-	}
-	keys[k] = struct{}{}
-}
-
-// keyNotifyStop removes the registration (clientID, key) and reports whether
-// it existed.
-func (s *store) keyNotifyStop(clientID string, key []byte) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	k := string(key)
-	o := s.watchers[k][clientID]
-	if o == nil {
-		return false
-	}
-	s.unwatchLocked(k, clientID)
-	delete(s.owned[o], k)
-	if len(s.owned[o]) == 0 {
-		delete(s.owned, o)
-	}
-	return true
-}
-
-func (s *store) unwatchLocked(key, clientID string) {
-	w := s.watchers[key]
-	delete(w, clientID)
-	if len(w) == 0 {
-		delete(s.watchers, key)
-	}
-}
-
-// dropObserver removes every registration owned by o (its connection
-// closed, §13.1). Registrations of the same client id made by a newer
-// connection are untouched. No notify call reaches o after it returns.
-func (s *store) dropObserver(o observer) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for k := range s.owned[o] {
-		if s.watchers[k][o.clientID()] == o {
-			s.unwatchLocked(k, o.clientID())
-		}
-	}
-	delete(s.owned, o)
 }
 
 // stats reports the number of stored keys and their size (expired ones not

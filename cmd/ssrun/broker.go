@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"syscall"
 	"time"
@@ -25,10 +26,12 @@ type brokerFlags struct {
 	fsyncInterval time.Duration
 	snapshotBytes sizeFlag
 
-	clientQueueBytes sizeFlag // bounds per connection
-	clientQueueLen   int
-	connectTimeout   time.Duration
-	maxKeepAlive     time.Duration
+	clientQueueBytes  sizeFlag // bounds per session and connection
+	clientQueueLen    int
+	offlineQueueBytes sizeFlag
+	maxSessionExpiry  time.Duration
+	connectTimeout    time.Duration
+	maxKeepAlive      time.Duration
 }
 
 func (f *brokerFlags) register(cmd *cobra.Command) {
@@ -46,8 +49,10 @@ func (f *brokerFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.fsync, "fsync", "always", "with --data, when changes reach the disk: always (before each reply), interval (every --fsync-interval), never (left to the OS)")
 	fs.DurationVar(&f.fsyncInterval, "fsync-interval", broker.DefaultFsyncInterval, "period of --fsync interval")
 	fs.Var(&f.snapshotBytes, "snapshot-bytes", "with --data, journal size at which a snapshot replaces it, e.g. 16MiB (default 64MiB)")
-	fs.Var(&f.clientQueueBytes, "client-queue-bytes", "responses and notifications one connection may have waiting to be written or acknowledged before it is disconnected (default 16MiB)")
+	fs.Var(&f.clientQueueBytes, "client-queue-bytes", "responses and notifications one session may have waiting to be written or acknowledged before its client is disconnected (default 16MiB)")
 	fs.IntVar(&f.clientQueueLen, "client-queue-len", 0, "the same bound in messages (0: the default, 4096)")
+	fs.Var(&f.offlineQueueBytes, "offline-queue-bytes", "what the sessions without a connection may hold together before the oldest are emptied (default 64MiB)")
+	fs.DurationVar(&f.maxSessionExpiry, "max-session-expiry", broker.DefaultMaxSessionExpiry, "the longest a session outlives its connection (a client asking for more is told this one); whole seconds")
 	fs.DurationVar(&f.connectTimeout, "connect-timeout", broker.DefaultConnectTimeout, "how long a new connection may take to send CONNECT")
 	fs.DurationVar(&f.maxKeepAlive, "max-keep-alive", broker.DefaultMaxKeepAlive, "the longest keepalive an MQTT 5 client gets (one asking for none or more is told this one); whole seconds")
 }
@@ -64,8 +69,11 @@ func (f *brokerFlags) persistence() (broker.FsyncPolicy, error) {
 	if f.snapshotBytes < 0 {
 		return 0, usageError("--snapshot-bytes: must be a positive size")
 	}
-	if f.clientQueueBytes < 0 || f.clientQueueLen < 0 || f.connectTimeout <= 0 {
-		return 0, usageError("--client-queue-bytes, --client-queue-len and --connect-timeout must be positive")
+	if f.clientQueueBytes < 0 || f.clientQueueLen < 0 || f.offlineQueueBytes < 0 || f.connectTimeout <= 0 {
+		return 0, usageError("--client-queue-bytes, --client-queue-len, --offline-queue-bytes and --connect-timeout must be positive")
+	}
+	if f.maxSessionExpiry < time.Second || f.maxSessionExpiry > math.MaxUint32*time.Second {
+		return 0, usageError("--max-session-expiry %v: must be from 1s to 4294967295s", f.maxSessionExpiry)
 	}
 	if f.maxKeepAlive < time.Second || f.maxKeepAlive > 65535*time.Second {
 		return 0, usageError("--max-keep-alive %v: must be from 1s to 65535s", f.maxKeepAlive)
@@ -98,10 +106,12 @@ func (a *app) startBroker(f *brokerFlags, users map[string][]byte) (*broker.Brok
 		SnapshotBytes: int64(f.snapshotBytes),
 		Users:         users,
 
-		ClientQueueBytes: int(f.clientQueueBytes),
-		ClientQueueLen:   f.clientQueueLen,
-		ConnectTimeout:   f.connectTimeout,
-		MaxKeepAlive:     f.maxKeepAlive,
+		ClientQueueBytes:  int(f.clientQueueBytes),
+		ClientQueueLen:    f.clientQueueLen,
+		OfflineQueueBytes: int(f.offlineQueueBytes),
+		MaxSessionExpiry:  f.maxSessionExpiry,
+		ConnectTimeout:    f.connectTimeout,
+		MaxKeepAlive:      f.maxKeepAlive,
 	})
 	if err != nil {
 		return nil, err
