@@ -98,10 +98,10 @@ type journal struct {
 	fatal   chan error     // cap 1: the failure that stopped the journal
 
 	mu       sync.Mutex
-	f        *os.File // current segment, opened for appending
-	seq      uint64   // its number
-	nonce    *[8]byte // its nonce
-	size     int64    // its size
+	f        *os.File  // current segment, opened for appending
+	seq      uint64    // its number
+	key      *frameKey // its frames' key
+	size     int64     // its size
 	retired  []*os.File
 	end      uint64 // bytes appended since open
 	synced   uint64 // end as of the last completed sync
@@ -120,11 +120,11 @@ func newJournal(dir string, policy FsyncPolicy, interval time.Duration, compactA
 }
 
 // createSegment makes segment seq, empty but for its header, durably, and
-// returns it open for appending with its nonce. It is written and synced as
+// returns it open for appending with its frames' key. It is written and synced as
 // a temporary file, renamed into place, and the directory synced: a
 // segment's name never holds less than its whole header, so recovery can
 // take a shorter file for what it is, damage (persist.go).
-func createSegment(dir string, seq uint64) (*os.File, *[8]byte, error) {
+func createSegment(dir string, seq uint64) (*os.File, *frameKey, error) {
 	path := filepath.Join(dir, segmentName(seq))
 	tmp := path + ".tmp"
 	nonce := new([8]byte)
@@ -163,7 +163,7 @@ func createSegment(dir string, seq uint64) (*os.File, *[8]byte, error) {
 		_ = os.Remove(path)
 		return nil, nil, fmt.Errorf("open journal: %w", err)
 	}
-	return f, nonce, nil
+	return f, newFrameKey(nonce), nil
 }
 
 func closeRemove(f *os.File, err error) error {
@@ -189,10 +189,10 @@ func syncDir(dir string) error {
 	return nil
 }
 
-// start makes f (segment seq with nonce, size bytes long) the current
-// segment and runs the syncer.
-func (j *journal) start(f *os.File, seq uint64, nonce *[8]byte, size int64) {
-	j.f, j.seq, j.nonce, j.size = f, seq, nonce, size
+// start makes f (segment seq of key, size bytes long) the current segment
+// and runs the syncer.
+func (j *journal) start(f *os.File, seq uint64, key *frameKey, size int64) {
+	j.f, j.seq, j.key, j.size = f, seq, key, size
 	j.wg.Add(1)
 	go j.syncLoop()
 	if size >= j.compactAt {
@@ -221,7 +221,7 @@ func (j *journal) append(r *record) (uint64, error) {
 		}
 		return 0, fmt.Errorf("%w: %w", errNotPersisted, err)
 	}
-	j.buf = appendKeyedFrame(j.buf[:0], r, j.nonce, j.size)
+	j.buf = appendKeyedFrame(j.buf[:0], r, j.key, j.size)
 	n, err := j.f.Write(j.buf)
 	if cap(j.buf) > 1<<20 {
 		j.buf = nil
@@ -294,13 +294,13 @@ func (j *journal) failLocked(err error) {
 	j.fatal <- fmt.Errorf("state store journal in %s: %w", j.dir, err)
 }
 
-// rotate makes f (segment seq with nonce, just created) current; the old
+// rotate makes f (segment seq of key, just created) current; the old
 // segment is synced and closed by the syncer. The store calls it with its
 // lock held, so no record is appended meanwhile.
-func (j *journal) rotate(f *os.File, seq uint64, nonce *[8]byte) {
+func (j *journal) rotate(f *os.File, seq uint64, key *frameKey) {
 	j.mu.Lock()
 	j.retired = append(j.retired, j.f)
-	j.f, j.seq, j.nonce, j.size = f, seq, nonce, segmentHeaderLen
+	j.f, j.seq, j.key, j.size = f, seq, key, segmentHeaderLen
 	j.mu.Unlock()
 	j.signal(j.kick)
 }

@@ -116,26 +116,37 @@ func appendFrame(dst []byte, r *record) []byte {
 }
 
 // appendKeyedFrame appends r, in a keyed frame for offset off of the
-// segment whose nonce is nonce, to dst.
-func appendKeyedFrame(dst []byte, r *record, nonce *[8]byte, off int64) []byte {
+// segment of key, to dst.
+func appendKeyedFrame(dst []byte, r *record, key *frameKey, off int64) []byte {
 	start := len(dst)
 	dst = appendPayload(append(dst, make([]byte, keyedFrameHeader)...), r)
 	h := dst[start : start+keyedFrameHeader]
 	payload := dst[start+keyedFrameHeader:]
 	binary.LittleEndian.PutUint32(h, uint32(len(payload)))
 	binary.LittleEndian.PutUint32(h[8:], crc32.Checksum(payload, castagnoli))
-	binary.LittleEndian.PutUint32(h[4:], keyedHeaderCRC(nonce, off, h))
+	binary.LittleEndian.PutUint32(h[4:], key.sum(off, h))
 	return dst
 }
 
-// keyedHeaderCRC is the fcrc of a keyed frame header h at offset off.
-func keyedHeaderCRC(nonce *[8]byte, off int64, h []byte) uint32 {
-	var b [24]byte
-	copy(b[:8], nonce[:])
-	binary.LittleEndian.PutUint64(b[8:], uint64(off))
-	copy(b[16:20], h[:4])
-	copy(b[20:24], h[8:12])
-	return crc32.Checksum(b[:], castagnoli)
+// frameKey computes the fcrc of the keyed frames of one segment. It is
+// not safe for concurrent use: it holds the bytes summed, since a buffer
+// on the stack would escape to the heap through hash/crc32, once a frame.
+type frameKey struct {
+	b [24]byte // nonce, offset, length, pcrc
+}
+
+func newFrameKey(nonce *[8]byte) *frameKey {
+	k := &frameKey{}
+	copy(k.b[:8], nonce[:])
+	return k
+}
+
+// sum is the fcrc of keyed frame header h at offset off.
+func (k *frameKey) sum(off int64, h []byte) uint32 {
+	binary.LittleEndian.PutUint64(k.b[8:], uint64(off))
+	copy(k.b[16:20], h[:4])
+	copy(k.b[20:24], h[8:12])
+	return crc32.Checksum(k.b[:], castagnoli)
 }
 
 // appendPayload appends r's kind and fields.
@@ -169,6 +180,14 @@ type segmentHeader struct {
 	version int    // 1 or 2
 	seq     uint64 // format 2
 	nonce   [8]byte
+}
+
+// key is the key of the segment's frames, nil for format 1.
+func (h *segmentHeader) key() *frameKey {
+	if h.version == 1 {
+		return nil
+	}
+	return newFrameKey(&h.nonce)
 }
 
 // size is the length of the header in the file.
@@ -362,20 +381,21 @@ var (
 // frameReader reads frames from a file body, tracking offsets.
 type frameReader struct {
 	r     *bufio.Reader
-	off   int64    // offset of the next frame in the file
-	nonce *[8]byte // keyed frames of a segment with this nonce; nil: snapshot frames
-	hsize int      // frameHeader or keyedFrameHeader
+	off   int64     // offset of the next frame in the file
+	key   *frameKey // keyed frames of the segment of key; nil: snapshot frames
+	hsize int       // frameHeader or keyedFrameHeader
+	h     [keyedFrameHeader]byte
 	buf   []byte
 	// badEnd is where the frame of the last errBadFrame of a keyed reader
 	// ends, as its checked header says.
 	badEnd int64
 }
 
-// newFrameReader reads snapshot frames (nonce nil) or the keyed frames of
-// a segment with that nonce from r, at offset off of its file.
-func newFrameReader(r io.Reader, off int64, nonce *[8]byte) *frameReader {
-	fr := &frameReader{r: bufio.NewReaderSize(r, 1<<16), off: off, nonce: nonce, hsize: frameHeader}
-	if nonce != nil {
+// newFrameReader reads snapshot frames (key nil) or the keyed frames of
+// the segment of key from r, at offset off of its file.
+func newFrameReader(r io.Reader, off int64, key *frameKey) *frameReader {
+	fr := &frameReader{r: bufio.NewReaderSize(r, 1<<16), off: off, key: key, hsize: frameHeader}
+	if key != nil {
 		fr.hsize = keyedFrameHeader
 	}
 	return fr
@@ -388,8 +408,8 @@ func newFrameReader(r io.Reader, off int64, nonce *[8]byte) *frameReader {
 // errBadFrame.
 func (fr *frameReader) next() (payload []byte, start int64, err error) {
 	start = fr.off
-	var h [keyedFrameHeader]byte
-	n, err := io.ReadFull(fr.r, h[:fr.hsize])
+	h := fr.h[:fr.hsize]
+	n, err := io.ReadFull(fr.r, h)
 	switch {
 	case err == io.EOF:
 		return nil, start, io.EOF
@@ -400,7 +420,7 @@ func (fr *frameReader) next() (payload []byte, start int64, err error) {
 	}
 	size := binary.LittleEndian.Uint32(h[:4])
 	switch {
-	case fr.nonce != nil && (keyedHeaderCRC(fr.nonce, start, h[:]) != binary.LittleEndian.Uint32(h[4:]) || size == 0 || size > maxRecord):
+	case fr.key != nil && (fr.key.sum(start, h) != binary.LittleEndian.Uint32(h[4:]) || size == 0 || size > maxRecord):
 		return nil, start, errBadHeader
 	case size == 0 || size > maxRecord:
 		return nil, start, errBadFrame
@@ -412,7 +432,7 @@ func (fr *frameReader) next() (payload []byte, start int64, err error) {
 		}
 		return nil, start, err
 	}
-	if fr.nonce != nil {
+	if fr.key != nil {
 		if crc32.Checksum(p, castagnoli) != binary.LittleEndian.Uint32(h[8:]) {
 			fr.badEnd = start + int64(n) + int64(size)
 			return nil, start, errBadFrame
@@ -477,15 +497,15 @@ func nextValidFrame(b []byte) int {
 	return -1
 }
 
-// nextKeyedFrame returns the offset in b, which starts at offset base of a
-// segment with that nonce, of the first complete keyed frame valid at its
+// nextKeyedFrame returns the offset in b, which starts at offset base of
+// the segment of key, of the first complete keyed frame valid at its
 // place, or -1. Bytes copied from any frame of any file, or made up
 // without the nonce, are not one (but for chance: 2^-32 each).
-func nextKeyedFrame(b []byte, base int64, nonce *[8]byte) int {
+func nextKeyedFrame(b []byte, base int64, key *frameKey) int {
 	for i := 0; i+keyedFrameHeader < len(b); i++ {
 		size := binary.LittleEndian.Uint32(b[i:])
 		if size == 0 || size > maxRecord || uint64(i)+keyedFrameHeader+uint64(size) > uint64(len(b)) ||
-			keyedHeaderCRC(nonce, base+int64(i), b[i:]) != binary.LittleEndian.Uint32(b[i+4:]) {
+			key.sum(base+int64(i), b[i:]) != binary.LittleEndian.Uint32(b[i+4:]) {
 			continue
 		}
 		p := b[i+keyedFrameHeader : i+keyedFrameHeader+int(size)]

@@ -275,10 +275,10 @@ func FuzzJournal(f *testing.F) {
 		f.Add(fr[frameHeader:])
 		f.Add(fr[:len(fr)-1])
 		all = append(all, fr...)
-		kf := appendKeyedFrame(nil, &r, fuzzNonce, 0)
+		kf := appendKeyedFrame(nil, &r, newFrameKey(fuzzNonce), 0)
 		f.Add(kf)
 		f.Add(kf[:len(kf)-1])
-		keyed = appendKeyedFrame(keyed, &r, fuzzNonce, int64(len(keyed)))
+		keyed = appendKeyedFrame(keyed, &r, newFrameKey(fuzzNonce), int64(len(keyed)))
 	}
 	f.Add(all)
 	f.Add(keyed)
@@ -295,18 +295,18 @@ func FuzzJournal(f *testing.F) {
 			}
 		}
 		roundTrip(b)
-		for _, nonce := range []*[8]byte{nil, fuzzNonce} {
-			fr := newFrameReader(bytes.NewReader(b), 0, nonce)
+		for _, key := range []*frameKey{nil, newFrameKey(fuzzNonce)} {
+			fr := newFrameReader(bytes.NewReader(b), 0, key)
 			for {
 				p, off, err := fr.next()
 				if err != nil {
 					from := min(int(off)+1, len(b))
-					if nonce == nil {
+					if key == nil {
 						if i := nextValidFrame(b[from:]); i >= 0 {
 							readsAt(t, b, from+i, nil)
 						}
-					} else if i := nextKeyedFrame(b[from:], int64(from), nonce); i >= 0 {
-						readsAt(t, b, from+i, nonce)
+					} else if i := nextKeyedFrame(b[from:], int64(from), key); i >= 0 {
+						readsAt(t, b, from+i, key)
 					}
 					break
 				}
@@ -317,9 +317,9 @@ func FuzzJournal(f *testing.F) {
 }
 
 // readsAt fails unless a frame reader finds a valid frame at offset at of b.
-func readsAt(t *testing.T, b []byte, at int, nonce *[8]byte) {
+func readsAt(t *testing.T, b []byte, at int, key *frameKey) {
 	t.Helper()
-	if _, _, err := newFrameReader(bytes.NewReader(b[at:]), int64(at), nonce).next(); err != nil {
+	if _, _, err := newFrameReader(bytes.NewReader(b[at:]), int64(at), key).next(); err != nil {
 		t.Fatalf("the scan found a frame at %d that does not read (%v)", at, err)
 	}
 }

@@ -29,17 +29,15 @@ func fileFrames(path string) (frames [][]byte, offs []int64, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	off, nonce := int64(magicLen), (*[8]byte)(nil)
+	off, key := int64(magicLen), (*frameKey)(nil)
 	if !strings.HasSuffix(path, ".snap") {
 		h, err := parseSegmentHeader(b[:min(len(b), segmentHeaderLen)])
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", path, err)
 		}
-		if off = h.size(); h.version == 2 {
-			nonce = &h.nonce
-		}
+		off, key = h.size(), h.key()
 	}
-	fr := newFrameReader(bytes.NewReader(b[min(off, int64(len(b))):]), off, nonce)
+	fr := newFrameReader(bytes.NewReader(b[min(off, int64(len(b))):]), off, key)
 	for {
 		_, start, err := fr.next()
 		if err == io.EOF {

@@ -110,12 +110,12 @@ func (s *store) openData(pc persistConfig) (rec recovery, err error) {
 	// (never appended to), or there is none: then a new one is made.
 	var f *os.File
 	var seq uint64
-	var nonce *[8]byte
+	var key *frameKey
 	size := int64(segmentHeaderLen)
 	last := len(reps) - 1
 	for i := range reps {
 		if i == last && reps[i].header.version != 1 {
-			seq, nonce, size = segs[i], &reps[i].header.nonce, reps[i].end
+			seq, key, size = segs[i], reps[i].header.key(), reps[i].end
 			if f, err = openSegmentForAppend(reps[i].path, size); err != nil {
 				return rec, err
 			}
@@ -130,7 +130,7 @@ func (s *store) openData(pc persistConfig) (rec recovery, err error) {
 			pc.log.Info("state store journal: the last segment is of an older format; new records go to a new segment",
 				"file", reps[last].path, "new", segmentName(seq))
 		}
-		if f, nonce, err = createSegment(pc.dir, seq); err != nil {
+		if f, key, err = createSegment(pc.dir, seq); err != nil {
 			return rec, err
 		}
 	}
@@ -138,7 +138,7 @@ func (s *store) openData(pc persistConfig) (rec recovery, err error) {
 	s.restoreClock(rp.hw)
 	s.j = newJournal(pc.dir, pc.policy, pc.interval, pc.compactAt, pc.log)
 	s.j.lock = lock
-	s.j.start(f, seq, nonce, size)
+	s.j.start(f, seq, key, size)
 	s.mu.Lock()
 	before := len(s.entries)
 	s.reapDue(s.now()) // deadlines that passed while down: deleted, journaled
@@ -428,14 +428,10 @@ func (rp *replayer) replaySegment(path string, seq uint64) (segmentReplay, error
 	case sr.header.version == 2 && sr.header.seq != seq:
 		return sr, corrupt(path, magicLen, "the segment's header says it is segment %d (a file renamed or copied?)", sr.header.seq)
 	}
-	var nonce *[8]byte
-	if sr.header.version == 2 {
-		nonce = &sr.header.nonce
-	}
 	if _, err := f.Seek(sr.header.size(), io.SeekStart); err != nil {
 		return sr, fmt.Errorf("read journal %s: %w", path, err)
 	}
-	fr := newFrameReader(f, sr.header.size(), nonce)
+	fr := newFrameReader(f, sr.header.size(), sr.header.key())
 	for {
 		p, off, err := fr.next()
 		if err == io.EOF {
@@ -488,7 +484,7 @@ func validFrameAfter(f *os.File, h *segmentHeader, fr *frameReader, off int64, e
 	if h.version == 1 {
 		i = nextValidFrame(rest)
 	} else {
-		i = nextKeyedFrame(rest, from, &h.nonce)
+		i = nextKeyedFrame(rest, from, fr.key)
 	}
 	if i < 0 {
 		return -1, nil

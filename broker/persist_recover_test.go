@@ -182,7 +182,7 @@ func readSegmentHeader(t *testing.T, path string) segmentHeader {
 func keyedFrame(t *testing.T, path string, r *record) []byte {
 	t.Helper()
 	h := readSegmentHeader(t, path)
-	return appendKeyedFrame(nil, r, &h.nonce, fileSize(t, path))
+	return appendKeyedFrame(nil, r, h.key(), fileSize(t, path))
 }
 
 // appendRecord appends r to the segment at path as the journal would.

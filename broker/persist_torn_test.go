@@ -347,14 +347,15 @@ func TestRecoverTornValueHoldingAFrameValidInPlace(t *testing.T) {
 	// the value's length come first.
 	value := make([]byte, 10_000)
 	r := record{kind: recSet, key: "evil", value: value, version: hlc.HLC{Wall: t0.UnixMilli(), Node: nodeID}}
-	frame := appendKeyedFrame(nil, &r, &h.nonce, evilAt)
+	key := h.key()
+	frame := appendKeyedFrame(nil, &r, key, evilAt)
 	valueAt := evilAt + int64(bytes.Index(frame[keyedFrameHeader:], value)) + keyedFrameHeader
-	planted := appendKeyedFrame(nil, inner, &h.nonce, valueAt)
+	planted := appendKeyedFrame(nil, inner, key, valueAt)
 	copy(value, planted)
-	frame = appendKeyedFrame(nil, &r, &h.nonce, evilAt)
+	frame = appendKeyedFrame(nil, &r, key, evilAt)
 	appendFile(t, path, frame[:valueAt-evilAt+int64(len(planted))+5])
 
-	if i := nextKeyedFrame(frame[1:], evilAt+1, &h.nonce); int64(i) != valueAt-evilAt-1 {
+	if i := nextKeyedFrame(frame[1:], evilAt+1, key); int64(i) != valueAt-evilAt-1 {
 		t.Fatalf("the planted frame is not valid at %d (found at %d): the test proves nothing", valueAt, evilAt+1+int64(i))
 	}
 	d = reopen(t, dir, clk, want)
@@ -410,7 +411,7 @@ func fuzzSegment(records ...*record) ([]byte, []int64) {
 	var offs []int64
 	for _, r := range records {
 		offs = append(offs, int64(len(b)))
-		b = appendKeyedFrame(b, r, fuzzNonce, int64(len(b)))
+		b = appendKeyedFrame(b, r, newFrameKey(fuzzNonce), int64(len(b)))
 	}
 	return b, offs
 }
