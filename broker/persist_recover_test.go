@@ -185,6 +185,33 @@ func keyedFrame(t *testing.T, path string, r *record) []byte {
 	return appendKeyedFrame(nil, r, h.key(), fileSize(t, path))
 }
 
+// emptySegment makes segment seq of dir, holding nothing but its header.
+func emptySegment(t *testing.T, dir string, seq uint64) {
+	t.Helper()
+	f, _, err := createSegment(dir, seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// damage rewrites the file at path changed by change, and returns what it
+// wrote.
+func damage(t *testing.T, path string, change func([]byte)) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	change(b)
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // appendRecord appends r to the segment at path as the journal would.
 func appendRecord(t *testing.T, path string, r *record) {
 	t.Helper()
@@ -320,16 +347,9 @@ func TestRecoverRefusesDamageInTheMiddle(t *testing.T) {
 			d.close()
 			path := segPath(dir, 1)
 			offs := frameOffsets(t, path)
-			b, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tc.damage(b, offs[1])
-			if err := os.WriteFile(path, b, 0o600); err != nil {
-				t.Fatal(err)
-			}
+			b := damage(t, path, func(b []byte) { tc.damage(b, offs[1]) })
 			for range 2 { // the refusal changes nothing and releases the lock
-				_, err = tryOpenDir(t, dir, clk)
+				_, err := tryOpenDir(t, dir, clk)
 				if !errors.Is(err, ErrDataCorrupt) || !strings.Contains(err.Error(), fmt.Sprintf("%s at offset %d: ", path, offs[1])) ||
 					!strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "refusing to start") {
 					t.Fatalf("open: %v\nwant ErrDataCorrupt naming %s, offset %d and %q", err, path, offs[1], tc.want)
@@ -349,22 +369,14 @@ func TestRecoverRefusesDamageInTheMiddle(t *testing.T) {
 	t.Run("torn segment followed by records", func(t *testing.T) {
 		dir, clk := oneKeyDir(t)
 		appendFile(t, segPath(dir, 1), []byte{9, 0, 0})
-		next, _, err := createSegment(dir, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = next.Close()
+		emptySegment(t, dir, 2)
 		appendRecord(t, segPath(dir, 2), &record{kind: recDelete, key: "a", version: hlc.HLC{Wall: t0.UnixMilli() + 1, Node: nodeID}})
 		refuses(t, dir, clk, "later journal segments hold records")
 	})
 	t.Run("missing segment", func(t *testing.T) {
 		dir, clk := oneKeyDir(t)
 		for _, seq := range []uint64{2, 3} {
-			f, _, err := createSegment(dir, seq)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_ = f.Close()
+			emptySegment(t, dir, seq)
 		}
 		if err := os.Remove(segPath(dir, 2)); err != nil {
 			t.Fatal(err)
@@ -474,11 +486,7 @@ func TestRecoverInterruptedCompaction(t *testing.T) {
 	}
 	t.Run("new segment not used", func(t *testing.T) {
 		dir, clk, want := setup(t)
-		f, _, err := createSegment(dir, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = f.Close()
+		emptySegment(t, dir, 2)
 		reopen(t, dir, clk, want).writeAgain(dir)
 	})
 	t.Run("new segment not yet in place", func(t *testing.T) {
@@ -532,14 +540,7 @@ func TestRecoverInterruptedCompaction(t *testing.T) {
 		}
 		d.close()
 		path := filepath.Join(dir, snapshotName(2))
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b[len(b)/2] ^= 1
-		if err := os.WriteFile(path, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		damage(t, path, func(b []byte) { b[len(b)/2] ^= 1 })
 		refuses(t, dir, clk, path+" at offset ")
 	})
 }

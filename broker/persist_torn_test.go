@@ -66,6 +66,36 @@ func tornAt(t *testing.T, dir string, seq uint64, b []byte, cut int) string {
 	return to
 }
 
+// setEvil sets key evil to value as the last write to segment seq of dir,
+// closes d, and returns the segment's bytes and the offsets of evil's
+// record and of its value.
+func setEvil(t *testing.T, d *dstore, dir string, seq uint64, value []byte) (b []byte, evilAt, valueAt int) {
+	t.Helper()
+	d.set("evil", string(value))
+	d.close()
+	b, err := os.ReadFile(segPath(dir, seq))
+	if err != nil {
+		t.Fatal(err)
+	}
+	offs := frameOffsets(t, segPath(dir, seq))
+	evilAt = int(offs[len(offs)-1])
+	return b, evilAt, bytes.Index(b[evilAt:], value) + evilAt
+}
+
+// recoversCut fails unless dir recovers to want with the record at evilAt
+// of segment seq cut off as a torn tail, and the journal goes on after it.
+func recoversCut(t *testing.T, dir string, seq uint64, clk *clockT, want string, evilAt int) *dstore {
+	t.Helper()
+	d := reopen(t, dir, clk, want)
+	if !strings.Contains(d.rec.torn, fmt.Sprintf("%s at offset %d ", segPath(dir, seq), evilAt)) {
+		t.Fatalf("torn tail reported as %q, want the record at offset %d", d.rec.torn, evilAt)
+	}
+	if got := fileSize(t, segPath(dir, seq)); got != int64(evilAt) {
+		t.Fatalf("segment is %d bytes after recovery, want %d", got, evilAt)
+	}
+	return d.writeAgain(dir)
+}
+
 // A record cut short by a crash is an interrupted write even when its
 // value, which a client chooses, is made of valid journal frames: recovery
 // cuts it off and keeps everything before it. The repro, then
@@ -80,19 +110,11 @@ func TestRecoverTornValueOfFrames(t *testing.T) {
 		k1 := frames[len(frames)-1]
 		want := d.dump()
 		evil := strings.Repeat("A", 2000) + string(k1) + strings.Repeat("B", 2000)
-		d.set("evil", evil)
-		d.close()
-		path := segPath(dir, 1)
-		offs := frameOffsets(t, path)
-		evilAt := offs[len(offs)-1]
-		if err := os.Truncate(path, fileSize(t, path)-1000); err != nil {
+		b, evilAt, _ := setEvil(t, d, dir, 1, []byte(evil))
+		if err := os.Truncate(segPath(dir, 1), int64(len(b)-1000)); err != nil {
 			t.Fatal(err)
 		}
-		d = reopen(t, dir, clk, want)
-		if !strings.Contains(d.rec.torn, fmt.Sprintf("%s at offset %d ", path, evilAt)) {
-			t.Fatalf("torn tail reported as %q, want the record at offset %d", d.rec.torn, evilAt)
-		}
-		d.writeAgain(dir)
+		recoversCut(t, dir, 1, clk, want, evilAt)
 	})
 
 	// One directory whose last record's value is the frames of every
@@ -106,16 +128,7 @@ func TestRecoverTornValueOfFrames(t *testing.T) {
 	want := d.dump()
 	unit := repeatFrames(segmentFrames(t, segPath(dir, 1)), 0)
 	first := len(segmentFrames(t, segPath(dir, 1))[0])
-	value := repeatFrames(segmentFrames(t, segPath(dir, 1)), 64<<10)
-	d.set("evil", string(value))
-	d.close()
-	b, err := os.ReadFile(segPath(dir, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	offs := frameOffsets(t, segPath(dir, 1))
-	evilAt := int(offs[len(offs)-1])
-	v := bytes.Index(b[evilAt:], value) + evilAt // where the value starts
+	b, evilAt, v := setEvil(t, d, dir, 1, repeatFrames(segmentFrames(t, segPath(dir, 1)), 64<<10))
 	for _, cut := range []struct {
 		name string
 		at   int
@@ -129,15 +142,7 @@ func TestRecoverTornValueOfFrames(t *testing.T) {
 		{"one byte short", len(b) - 1},
 	} {
 		t.Run(cut.name, func(t *testing.T) {
-			to := tornAt(t, dir, 1, b, cut.at)
-			d := reopen(t, to, clk, want)
-			if !strings.Contains(d.rec.torn, fmt.Sprintf("%s at offset %d ", segPath(to, 1), evilAt)) {
-				t.Fatalf("torn tail reported as %q, want the record at offset %d", d.rec.torn, evilAt)
-			}
-			if got := fileSize(t, segPath(to, 1)); got != int64(evilAt) {
-				t.Fatalf("segment is %d bytes after recovery, want %d", got, evilAt)
-			}
-			d.writeAgain(to)
+			recoversCut(t, tornAt(t, dir, 1, b, cut.at), 1, clk, want, evilAt)
 		})
 	}
 }
@@ -161,22 +166,11 @@ func TestRecoverTornValueOfFramesAcrossSegments(t *testing.T) {
 	want := d.dump()
 	frames := append(append(old, segmentFrames(t, filepath.Join(dir, snapshotName(2)))...), segmentFrames(t, segPath(dir, 2))...)
 	value := repeatFrames(frames, 256<<10)
-	d.set("evil", string(value))
-	d.close()
-	b, err := os.ReadFile(segPath(dir, 2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	offs := frameOffsets(t, segPath(dir, 2))
-	evilAt := int(offs[len(offs)-1])
-	v := bytes.Index(b[evilAt:], value) + evilAt
+	b, evilAt, v := setEvil(t, d, dir, 2, value)
 	for _, at := range []int{v, v + len(old[0]), v + len(value)/2, len(b) - 1} {
-		to := tornAt(t, dir, 2, b, at)
-		d := reopen(t, to, clk, want)
-		if d.rec.snapshot != snapshotName(2) || !strings.Contains(d.rec.torn, fmt.Sprintf("%s at offset %d ", segPath(to, 2), evilAt)) {
-			t.Fatalf("cut at %d: recovery %+v, want snapshot %s and the torn record at offset %d", at, d.rec, snapshotName(2), evilAt)
+		if d := recoversCut(t, tornAt(t, dir, 2, b, at), 2, clk, want, evilAt); d.rec.snapshot != snapshotName(2) {
+			t.Fatalf("cut at %d: recovered from snapshot %q, want %s", at, d.rec.snapshot, snapshotName(2))
 		}
-		d.writeAgain(to)
 	}
 }
 
@@ -229,20 +223,12 @@ func TestRecoverRefusesShortSegment(t *testing.T) {
 	})
 	t.Run("an older segment", func(t *testing.T) {
 		dir, clk := twenty(t)
-		f, _, err := createSegment(dir, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = f.Close()
+		emptySegment(t, dir, 2)
 		shortened(t, dir, clk, 1, 0)
 	})
 	t.Run("the newest segment, empty", func(t *testing.T) {
 		dir, clk := twenty(t)
-		f, _, err := createSegment(dir, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = f.Close()
+		emptySegment(t, dir, 2)
 		shortened(t, dir, clk, 2, 0)
 	})
 }
@@ -318,14 +304,7 @@ func TestRecoverFormat1(t *testing.T) {
 	t.Run("damage in the middle", func(t *testing.T) {
 		dir, _ := format1Dir(t)
 		path := segPath(dir, 2)
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b[magicLen+frameHeader+2] ^= 1
-		if err := os.WriteFile(path, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		damage(t, path, func(b []byte) { b[magicLen+frameHeader+2] ^= 1 })
 		refuses(t, dir, clk, fmt.Sprintf("%s at offset %d: damaged record (bad length or checksum), but valid records follow", path, magicLen))
 	})
 }
@@ -358,10 +337,7 @@ func TestRecoverTornValueHoldingAFrameValidInPlace(t *testing.T) {
 	if i := nextKeyedFrame(frame[1:], evilAt+1, key); int64(i) != valueAt-evilAt-1 {
 		t.Fatalf("the planted frame is not valid at %d (found at %d): the test proves nothing", valueAt, evilAt+1+int64(i))
 	}
-	d = reopen(t, dir, clk, want)
-	if !strings.Contains(d.rec.torn, fmt.Sprintf("%s at offset %d ", path, evilAt)) {
-		t.Fatalf("torn tail reported as %q, want the record at offset %d", d.rec.torn, evilAt)
-	}
+	recoversCut(t, dir, 1, clk, want, int(evilAt))
 }
 
 // A segment's header is checked: damage in it, or a segment under another
@@ -369,31 +345,16 @@ func TestRecoverTornValueHoldingAFrameValidInPlace(t *testing.T) {
 func TestRecoverRefusesBadSegmentHeader(t *testing.T) {
 	t.Run("damaged nonce", func(t *testing.T) {
 		dir, clk := oneKeyDir(t)
-		b, err := os.ReadFile(segPath(dir, 1))
-		if err != nil {
-			t.Fatal(err)
-		}
-		b[magicLen+8] ^= 1
-		if err := os.WriteFile(segPath(dir, 1), b, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		damage(t, segPath(dir, 1), func(b []byte) { b[magicLen+8] ^= 1 })
 		refuses(t, dir, clk, segPath(dir, 1)+" at offset 0: damaged journal segment header")
 	})
 	t.Run("another segment's file", func(t *testing.T) {
 		dir, clk := oneKeyDir(t)
-		f, _, err := createSegment(dir, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = f.Close()
+		emptySegment(t, dir, 2)
 		if err := os.Rename(segPath(dir, 1), segPath(dir, 2)); err != nil {
 			t.Fatal(err)
 		}
-		f, _, err = createSegment(dir, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = f.Close()
+		emptySegment(t, dir, 1)
 		refuses(t, dir, clk, segPath(dir, 2)+" at offset 8: the segment's header says it is segment 1")
 	})
 }
