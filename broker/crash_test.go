@@ -3,12 +3,15 @@ package broker_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ssrun/ssrun/broker"
 	"github.com/ssrun/ssrun/internal/gobuild"
 	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol/hlc"
@@ -33,6 +37,14 @@ import (
 // older token with the exact -ERR text, and the next version is above every
 // version seen before. The fsync policy changes at every restart: all three
 // must survive a process crash (only an OS crash tells them apart).
+//
+// Some values are made of journal frames: whole valid frames of other
+// records, copied from the directory's segments and snapshot (whose frames
+// are those of journal format 1) as they are at the time, repeated up to
+// 3 MiB, so that they hold frames of several segments. Half of the kills
+// land shortly after such a write is sent, while the broker receives or
+// writes it: recovery must cut off a record torn in the middle of frames
+// like any other, never refuse to start.
 //
 // Environment (for long runs by hand):
 //
@@ -67,7 +79,7 @@ func TestCrashRecovery(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
 	dir := t.TempDir()
-	m := newCrashModel()
+	m := newCrashModel(dir)
 	policies := []string{"always", "interval", "never"}
 	for round := 0; ; round++ {
 		ch := startChild(t, bin, dir, policies[round%len(policies)])
@@ -78,10 +90,11 @@ func TestCrashRecovery(t *testing.T) {
 		}
 		m.run(t, ch, rng)
 	}
-	t.Logf("%d kills; %d write requests acknowledged (%d applied), %d in flight at a kill (%d found applied after the restart); "+
-		"%d expiries checked by notification, %d by GET miss; %d fenced refusals; %d interrupted writes cut off at recovery; "+
+	t.Logf("%d kills, %d restarts; %d write requests acknowledged (%d applied, %d of them values of journal frames), %d in flight at a kill (%d found applied after the restart); "+
+		"%d expiries checked by notification, %d by GET miss; %d fenced refusals; %d interrupted writes cut off at recovery (%d of them over %d bytes: values of frames); "+
 		"%d snapshots written, %d recoveries from a snapshot",
-		kills, m.acked, m.applied, m.inFlight, m.adopted, m.expiryNotes, m.expiryMisses, m.fenceChecks, m.torn, m.snapshots, m.fromSnapshot)
+		kills, kills, m.acked, m.applied, m.framesAcked, m.inFlight, m.adopted, m.expiryNotes, m.expiryMisses, m.fenceChecks, m.torn, m.tornBig, tornBig,
+		m.snapshots, m.fromSnapshot)
 }
 
 // child is one `ssrun broker` process.
@@ -92,7 +105,10 @@ type child struct {
 	done chan struct{}
 }
 
-var listeningLine = regexp.MustCompile(`state store listening on (\S+)`)
+var (
+	listeningLine = regexp.MustCompile(`state store listening on (\S+)`)
+	cutLine       = regexp.MustCompile(`cut off an incomplete record.* bytes=(\d+)`)
+)
 
 func startChild(t *testing.T, bin, dir, policy string) *child {
 	t.Helper()
@@ -159,12 +175,36 @@ func (c *child) stop(t *testing.T) {
 	}
 }
 
+// tornBig is the size past which a record cut off at recovery can only be
+// a value of frames (the other values are a few bytes).
+const tornBig = 4096
+
 // keyState is what a key holds after its last acknowledged write.
 type keyState struct {
 	present        bool
 	value, version string
 	lo, hi         time.Time // deadline window [sent+px, acked+px]; zero: none
 	fence          string    // token protecting it; "" none
+}
+
+func (st keyState) String() string {
+	return fmt.Sprintf("{present:%v value:%s version:%s lo:%v hi:%v fence:%s}", st.present, clip(st.value), st.version, st.lo, st.hi, st.fence)
+}
+
+// clip shortens a value of frames for a message.
+func clip(s string) string {
+	if len(s) <= 64 {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("%q… (%d bytes)", s[:32], len(s))
+}
+
+func clipArgs(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = clip(a)
+	}
+	return out
 }
 
 // pendingOp is a write whose reply never came (in flight at the kill):
@@ -177,6 +217,11 @@ type pendingOp struct {
 	sent   time.Time
 	killed time.Time // set at the kill: the latest it can have been applied
 	fence  string
+	big    bool // a value of frames
+}
+
+func (p *pendingOp) String() string {
+	return fmt.Sprintf("{key:%s del:%v value:%s px:%v sent:%v killed:%v fence:%s}", p.key, p.del, clip(p.value), p.px, p.sent, p.killed, p.fence)
 }
 
 type crashWorker struct {
@@ -198,20 +243,23 @@ func (w *crashWorker) key(k string) string { return fmt.Sprintf("w%d/%s", w.id, 
 func (w *crashWorker) holder() string      { return fmt.Sprintf("w%d", w.id) }
 
 type crashModel struct {
+	dir     string // the data directory
 	mu      sync.Mutex
 	workers []*crashWorker
-	max     hlc.HLC // highest version seen
+	max     hlc.HLC       // highest version seen
+	bigSent chan struct{} // cap 1: a value of frames was sent
 
 	acked, applied, inFlight, adopted      int
 	expiryNotes, expiryMisses, fenceChecks int
 	torn, snapshots, fromSnapshot          int
+	framesAcked, tornBig                   int
 }
 
-func newCrashModel() *crashModel {
-	m := &crashModel{}
+func newCrashModel(dir string) *crashModel {
+	m := &crashModel{dir: dir, bigSent: make(chan struct{}, 1)}
 	for i := range crashWorkers {
 		w := &crashWorker{id: i, keys: map[string]*keyState{}}
-		for _, k := range append(append(append(append([]string{}, plainKeys...), nxKeys...), pxKeys...), "lock", "fenced") {
+		for _, k := range append(append(append(append([]string{}, plainKeys...), nxKeys...), pxKeys...), "lock", "fenced", "frames") {
 			w.keys[w.key(k)] = &keyState{}
 		}
 		m.workers = append(m.workers, w)
@@ -287,7 +335,13 @@ func (m *crashModel) run(t *testing.T, ch *child, rng *rand.Rand) {
 			t.Fatalf("a worker had no write acknowledged within %v:\n%s", wait, ch.out)
 		}
 	}
-	time.Sleep(time.Duration(rng.IntN(500)) * time.Millisecond) // a random moment, not a wait for anything
+	// A random moment (not a wait for anything), or the middle of the
+	// write of a value of frames, when one is seen within a second.
+	if rng.IntN(2) == 0 {
+		time.Sleep(time.Duration(rng.IntN(500)) * time.Millisecond)
+	} else {
+		m.awaitBigWrite(t)
+	}
 	killed := time.Now()
 	ch.kill(t)
 	m.snapshots += strings.Count(ch.out.String(), "state store snapshot written")
@@ -307,6 +361,45 @@ func (m *crashModel) run(t *testing.T, ch *child, rng *rand.Rand) {
 	}
 }
 
+// awaitBigWrite returns once the broker is seen in the middle of writing a
+// record of more than tornBig bytes (the newest segment has grown by more
+// than that since a value of frames was sent, and the write goes on), or
+// after a second.
+func (m *crashModel) awaitBigWrite(t *testing.T) {
+	select {
+	case <-m.bigSent: // an old one
+	default:
+	}
+	deadline := time.After(time.Second)
+	select {
+	case <-m.bigSent:
+	case <-deadline:
+		return
+	}
+	base := map[string]int64{}
+	for {
+		select {
+		case <-deadline:
+			return
+		default:
+		}
+		segs, err := filepath.Glob(filepath.Join(m.dir, "journal-*.log"))
+		if err != nil || len(segs) == 0 {
+			t.Fatalf("no journal segment in %s (%v)", m.dir, err)
+		}
+		newest := slices.Max(segs)
+		fi, err := os.Stat(newest)
+		if err != nil {
+			continue // replaced meanwhile
+		}
+		if b, ok := base[newest]; !ok {
+			base[newest] = fi.Size()
+		} else if fi.Size() > b+tornBig {
+			return
+		}
+	}
+}
+
 // step sends one random write for w and checks its reply against the
 // model. ok=false: the connection dropped with the write in flight
 // (w.pending says what it would have done).
@@ -316,7 +409,15 @@ func (m *crashModel) step(c *client, w *crashWorker, rng *rand.Rand) (ok bool, e
 	var args []string
 	var ft string
 	p := &pendingOp{sent: time.Now()}
-	switch op := rng.IntN(10); {
+	switch op := rng.IntN(11); {
+	case op == 10:
+		p.key, p.big = w.key("frames"), true
+		v, err := framesValue(m.dir, val, 16<<10+rng.IntN(3<<20))
+		if err != nil {
+			return false, fmt.Errorf("worker %d: %w", w.id, err)
+		}
+		p.value = v
+		args = []string{"SET", p.key, v}
 	case op < 3:
 		p.key, p.value = w.key(plainKeys[rng.IntN(len(plainKeys))]), val
 		args = []string{"SET", p.key, val}
@@ -350,6 +451,12 @@ func (m *crashModel) step(c *client, w *crashWorker, rng *rand.Rand) (ok bool, e
 	if ft != "" {
 		req.Properties.User.Add(wire.PropFencingToken, ft)
 	}
+	if p.big {
+		select {
+		case m.bigSent <- struct{}{}:
+		default:
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	r, _, err := c.exchange(ctx, req)
 	cancel()
@@ -358,7 +465,7 @@ func (m *crashModel) step(c *client, w *crashWorker, rng *rand.Rand) (ok bool, e
 		case <-c.pc.Done():
 			return false, nil // the broker is gone
 		case <-time.After(wait):
-			return false, fmt.Errorf("worker %d: %q: %w (and the connection is still up)", w.id, args, err)
+			return false, fmt.Errorf("worker %d: %s: %w (and the connection is still up)", w.id, clipArgs(args), err)
 		}
 	}
 	w.pending = nil
@@ -368,7 +475,7 @@ func (m *crashModel) step(c *client, w *crashWorker, rng *rand.Rand) (ok bool, e
 	}
 	got := string(r.payload)
 	fail := func() error {
-		return fmt.Errorf("worker %d: %q replied %q __ts=%q; the model had %+v", w.id, args, got, r.ts, *st)
+		return fmt.Errorf("worker %d: %s replied %s __ts=%q; the model had %v", w.id, clipArgs(args), clip(got), r.ts, *st)
 	}
 	switch args[0] {
 	case "SET":
@@ -379,6 +486,9 @@ func (m *crashModel) step(c *client, w *crashWorker, rng *rand.Rand) (ok bool, e
 				return false, fail()
 			}
 			m.count(&m.applied)
+			if p.big {
+				m.count(&m.framesAcked)
+			}
 			*st = keyState{present: true, value: p.value, version: r.ts, fence: st.fence}
 			if p.px > 0 {
 				st.lo, st.hi = p.sent.Add(p.px), time.Now().Add(p.px)
@@ -424,7 +534,12 @@ func possibleEffect(p *pendingOp, st *keyState, args []string) *pendingOp {
 // fences, the clock and the expiries.
 func (m *crashModel) verify(t *testing.T, ch *child) {
 	t.Helper()
-	m.torn += strings.Count(ch.out.String(), "cut off an incomplete record")
+	for _, l := range cutLine.FindAllStringSubmatch(ch.out.String(), -1) {
+		m.torn++
+		if n, _ := strconv.Atoi(l[1]); n > tornBig {
+			m.tornBig++
+		}
+	}
 	if !strings.Contains(ch.out.String(), `snapshot=""`) {
 		m.fromSnapshot++
 	}
@@ -524,8 +639,8 @@ func reconcile(t *testing.T, key string, st *keyState, p *pendingOp, r result, b
 			*st = keyState{}
 			return foundInFlight, nil
 		}
-		return 0, fmt.Errorf("%s: GET missed; the last acknowledged write left %q version %s (deadline window %v..%v); in flight: %+v",
-			key, st.value, st.version, st.lo, st.hi, p)
+		return 0, fmt.Errorf("%s: GET missed; the last acknowledged write left %s version %s (deadline window %v..%v); in flight: %v",
+			key, clip(st.value), st.version, st.lo, st.hi, p)
 	}
 	if ackPresent && got == bulk(st.value) && r.ts == st.version {
 		return foundAcked, nil
@@ -540,8 +655,8 @@ func reconcile(t *testing.T, key string, st *keyState, p *pendingOp, r result, b
 		}
 		return foundInFlight, nil
 	}
-	return 0, fmt.Errorf("%s: GET %q __ts=%q; the last acknowledged write left present=%v %q version %s (deadline window %v..%v); in flight: %+v",
-		key, got, r.ts, st.present, st.value, st.version, st.lo, st.hi, p)
+	return 0, fmt.Errorf("%s: GET %s __ts=%q; the last acknowledged write left present=%v %s version %s (deadline window %v..%v); in flight: %v",
+		key, clip(got), r.ts, st.present, clip(st.value), st.version, st.lo, st.hi, p)
 }
 
 func (m *crashModel) mustSee(t *testing.T, ts string) {
@@ -549,4 +664,36 @@ func (m *crashModel) mustSee(t *testing.T, ts string) {
 	if err := m.see(ts); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// framesValue is id followed by whole valid frames copied from the data
+// directory's journal segments and snapshots as they are now, over and
+// over, up to size bytes (frames that would pass it are left out).
+func framesValue(dir, id string, size int) (string, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.log"))
+	if err != nil {
+		return "", err
+	}
+	snaps, err := filepath.Glob(filepath.Join(dir, "*.snap"))
+	if err != nil {
+		return "", err
+	}
+	var frames [][]byte
+	for _, path := range append(paths, snaps...) {
+		f, err := broker.FileFrames(path)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) { // a snapshot may replace it meanwhile
+			return "", err
+		}
+		frames = append(frames, f...)
+	}
+	v := []byte(id)
+	for added := true; added; {
+		added = false
+		for _, f := range frames {
+			if len(v)+len(f) <= size {
+				v, added = append(v, f...), true
+			}
+		}
+	}
+	return string(v), nil
 }

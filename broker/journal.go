@@ -1,8 +1,10 @@
 package broker
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -96,9 +98,10 @@ type journal struct {
 	fatal   chan error     // cap 1: the failure that stopped the journal
 
 	mu       sync.Mutex
-	f        *os.File // current segment, opened for appending
-	seq      uint64   // its number
-	size     int64    // its size
+	f        *os.File  // current segment, opened for appending
+	seq      uint64    // its number
+	key      *frameKey // its frames' key
+	size     int64     // its size
 	retired  []*os.File
 	end      uint64 // bytes appended since open
 	synced   uint64 // end as of the last completed sync
@@ -116,24 +119,51 @@ func newJournal(dir string, policy FsyncPolicy, interval time.Duration, compactA
 	}
 }
 
-// createSegment makes segment seq, empty but for its magic, durably: the
-// file and its directory entry are synced before it is used.
-func createSegment(dir string, seq uint64) (*os.File, error) {
+// createSegment makes segment seq, empty but for its header, durably, and
+// returns it open for appending with its frames' key. It is written and synced as
+// a temporary file, renamed into place, and the directory synced: a
+// segment's name never holds less than its whole header, so recovery can
+// take a shorter file for what it is, damage (persist.go).
+func createSegment(dir string, seq uint64) (*os.File, *frameKey, error) {
 	path := filepath.Join(dir, segmentName(seq))
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("create journal segment: %w", err)
+	tmp := path + ".tmp"
+	nonce := new([8]byte)
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return nil, nil, fmt.Errorf("create journal segment %s: %w", path, err)
 	}
-	if _, err := f.WriteString(segmentMagic); err != nil {
-		return nil, closeRemove(f, fmt.Errorf("write %s: %w", path, err))
+	switch _, err := os.Lstat(path); {
+	case err == nil:
+		return nil, nil, fmt.Errorf("create journal segment %s: %w", path, fs.ErrExist)
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, nil, fmt.Errorf("create journal segment: %w", err)
+	}
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("create journal segment: %w", err)
+	}
+	if _, err := f.Write(appendSegmentHeader(nil, seq, nonce)); err != nil {
+		return nil, nil, closeRemove(f, fmt.Errorf("write %s: %w", tmp, err))
 	}
 	if err := f.Sync(); err != nil {
-		return nil, closeRemove(f, fmt.Errorf("sync %s: %w", path, err))
+		return nil, nil, closeRemove(f, fmt.Errorf("sync %s: %w", tmp, err))
+	}
+	if err := f.Close(); err != nil {
+		_ = os.Remove(tmp)
+		return nil, nil, fmt.Errorf("close %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp)
+		return nil, nil, fmt.Errorf("create journal segment: %w", err)
 	}
 	if err := syncDir(dir); err != nil {
-		return nil, closeRemove(f, err)
+		_ = os.Remove(path) // nothing was written to it: a retry makes it again
+		return nil, nil, err
 	}
-	return f, nil
+	if f, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0); err != nil {
+		_ = os.Remove(path)
+		return nil, nil, fmt.Errorf("open journal: %w", err)
+	}
+	return f, newFrameKey(nonce), nil
 }
 
 func closeRemove(f *os.File, err error) error {
@@ -159,10 +189,10 @@ func syncDir(dir string) error {
 	return nil
 }
 
-// start makes f (segment seq, size bytes long) the current segment and runs
-// the syncer.
-func (j *journal) start(f *os.File, seq uint64, size int64) {
-	j.f, j.seq, j.size = f, seq, size
+// start makes f (segment seq of key, size bytes long) the current segment
+// and runs the syncer.
+func (j *journal) start(f *os.File, seq uint64, key *frameKey, size int64) {
+	j.f, j.seq, j.key, j.size = f, seq, key, size
 	j.wg.Add(1)
 	go j.syncLoop()
 	if size >= j.compactAt {
@@ -191,7 +221,7 @@ func (j *journal) append(r *record) (uint64, error) {
 		}
 		return 0, fmt.Errorf("%w: %w", errNotPersisted, err)
 	}
-	j.buf = appendFrame(j.buf[:0], r)
+	j.buf = appendKeyedFrame(j.buf[:0], r, j.key, j.size)
 	n, err := j.f.Write(j.buf)
 	if cap(j.buf) > 1<<20 {
 		j.buf = nil
@@ -264,13 +294,13 @@ func (j *journal) failLocked(err error) {
 	j.fatal <- fmt.Errorf("state store journal in %s: %w", j.dir, err)
 }
 
-// rotate makes f (segment seq, just created) current; the old segment is
-// synced and closed by the syncer. The store calls it with its lock held,
-// so no record is appended meanwhile.
-func (j *journal) rotate(f *os.File, seq uint64) {
+// rotate makes f (segment seq of key, just created) current; the old
+// segment is synced and closed by the syncer. The store calls it with its
+// lock held, so no record is appended meanwhile.
+func (j *journal) rotate(f *os.File, seq uint64, key *frameKey) {
 	j.mu.Lock()
 	j.retired = append(j.retired, j.f)
-	j.f, j.seq, j.size = f, seq, int64(len(segmentMagic))
+	j.f, j.seq, j.key, j.size = f, seq, key, segmentHeaderLen
 	j.mu.Unlock()
 	j.signal(j.kick)
 }

@@ -13,12 +13,37 @@ import (
 )
 
 // This file is the byte format of the store's files (persist.go): the
-// records and the frame around each of them. Journal segments and snapshots
-// are both a magic header followed by frames:
+// records, the frames around them and the journal segment's header.
+//
+// A snapshot is its magic followed by frames:
 //
 //	frame   = length crc payload
 //	length  = uint32 little endian: len(payload), 1..maxRecord
 //	crc     = uint32 little endian: CRC-32C (Castagnoli) of length || payload
+//
+// A journal segment (format 2) is a header followed by keyed frames, whose
+// header has a checksum of its own, keyed by the segment and the frame's
+// place in it:
+//
+//	segment = "SSRJRNL2" seq nonce hcrc  keyed-frame*
+//	seq     = uint64 little endian: the segment's number (its file name's)
+//	nonce   = 8 random bytes, drawn when the segment is created, never shown
+//	hcrc    = uint32 little endian: CRC-32C of the 24 bytes before it
+//
+//	keyed-frame = length fcrc pcrc payload
+//	length      = uint32 little endian: len(payload), 1..maxRecord
+//	pcrc        = uint32 little endian: CRC-32C of payload
+//	fcrc        = uint32 little endian: CRC-32C of nonce || offset || length || pcrc
+//	              (offset: the frame's, in the file, uint64 little endian)
+//
+// so that recovery can trust a frame's length before it has read its
+// payload, and no frame is valid anywhere but at the place it was written:
+// bytes a client put in a value cannot pass for a record (persist.go, "torn
+// tails"). Segments of format 1 ("SSRJRNL1", written before format 2) are
+// the magic followed by snapshot frames; they are read, never appended to.
+//
+// The payload of both kinds of frame:
+//
 //	payload = kind fields...         (uvarint and length-prefixed bytes)
 //
 //	SET    (1): key, value, version, deadline (varint unix ns, 0 = none),
@@ -28,8 +53,8 @@ import (
 //	END    (4): number of SET records (last record of a snapshot)
 //
 // where key and value are uvarint length + bytes, and an HLC is wall
-// (uvarint ms), counter (uvarint), node (uvarint length + bytes). The CRC
-// covers the length too, so a damaged length is caught like damaged data.
+// (uvarint ms), counter (uvarint), node (uvarint length + bytes). The CRCs
+// cover the length too, so a damaged length is caught like damaged data.
 // Decoding is strict: an unknown kind, a field running past the payload,
 // trailing bytes or a value that is not a valid HLC are all errors.
 
@@ -41,8 +66,13 @@ const (
 	recEnd    byte = 4
 )
 
-// frameHeader is the size of a frame's length and CRC.
-const frameHeader = 8
+// frameHeader is the size of a snapshot frame's (and a format 1 journal
+// frame's) length and CRC; keyedFrameHeader, of a keyed frame's length and
+// two CRCs.
+const (
+	frameHeader      = 8
+	keyedFrameHeader = 12
+)
 
 // maxRecord bounds a payload: a key and a value each fit in one MQTT packet,
 // plus the fixed fields. A larger length is damage, never a record.
@@ -51,9 +81,11 @@ const maxRecord = 2*MaxPacketSize + 1024
 // File magics: the first bytes of every journal segment and snapshot. The
 // trailing digit is the format version.
 const (
-	segmentMagic  = "SSRJRNL1"
-	snapshotMagic = "SSRSNAP1"
-	magicLen      = 8
+	segmentMagic     = "SSRJRNL2"
+	segmentMagicV1   = "SSRJRNL1"
+	snapshotMagic    = "SSRSNAP1"
+	magicLen         = 8
+	segmentHeaderLen = magicLen + 8 + 8 + 4 // magic, seq, nonce, hcrc
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -73,10 +105,52 @@ type record struct {
 	count   uint64 // END
 }
 
-// appendFrame appends r, framed, to dst.
+// appendFrame appends r, in a snapshot frame, to dst.
 func appendFrame(dst []byte, r *record) []byte {
 	start := len(dst)
-	dst = append(dst, make([]byte, frameHeader)...)
+	dst = appendPayload(append(dst, make([]byte, frameHeader)...), r)
+	payload := dst[start+frameHeader:]
+	binary.LittleEndian.PutUint32(dst[start:], uint32(len(payload)))
+	binary.LittleEndian.PutUint32(dst[start+4:], frameCRC(dst[start:start+4], payload))
+	return dst
+}
+
+// appendKeyedFrame appends r, in a keyed frame for offset off of the
+// segment of key, to dst.
+func appendKeyedFrame(dst []byte, r *record, key *frameKey, off int64) []byte {
+	start := len(dst)
+	dst = appendPayload(append(dst, make([]byte, keyedFrameHeader)...), r)
+	h := dst[start : start+keyedFrameHeader]
+	payload := dst[start+keyedFrameHeader:]
+	binary.LittleEndian.PutUint32(h, uint32(len(payload)))
+	binary.LittleEndian.PutUint32(h[8:], crc32.Checksum(payload, castagnoli))
+	binary.LittleEndian.PutUint32(h[4:], key.sum(off, h))
+	return dst
+}
+
+// frameKey computes the fcrc of the keyed frames of one segment. It is
+// not safe for concurrent use: it holds the bytes summed, since a buffer
+// on the stack would escape to the heap through hash/crc32, once a frame.
+type frameKey struct {
+	b [24]byte // nonce, offset, length, pcrc
+}
+
+func newFrameKey(nonce *[8]byte) *frameKey {
+	k := &frameKey{}
+	copy(k.b[:8], nonce[:])
+	return k
+}
+
+// sum is the fcrc of keyed frame header h at offset off.
+func (k *frameKey) sum(off int64, h []byte) uint32 {
+	binary.LittleEndian.PutUint64(k.b[8:], uint64(off))
+	copy(k.b[16:20], h[:4])
+	copy(k.b[20:24], h[8:12])
+	return crc32.Checksum(k.b[:], castagnoli)
+}
+
+// appendPayload appends r's kind and fields.
+func appendPayload(dst []byte, r *record) []byte {
 	dst = append(dst, r.kind)
 	switch r.kind {
 	case recSet:
@@ -98,10 +172,66 @@ func appendFrame(dst []byte, r *record) []byte {
 	case recEnd:
 		dst = binary.AppendUvarint(dst, r.count)
 	}
-	payload := dst[start+frameHeader:]
-	binary.LittleEndian.PutUint32(dst[start:], uint32(len(payload)))
-	binary.LittleEndian.PutUint32(dst[start+4:], frameCRC(dst[start:start+4], payload))
 	return dst
+}
+
+// segmentHeader is what a journal segment's header says.
+type segmentHeader struct {
+	version int    // 1 or 2
+	seq     uint64 // format 2
+	nonce   [8]byte
+}
+
+// key is the key of the segment's frames, nil for format 1.
+func (h *segmentHeader) key() *frameKey {
+	if h.version == 1 {
+		return nil
+	}
+	return newFrameKey(&h.nonce)
+}
+
+// size is the length of the header in the file.
+func (h *segmentHeader) size() int64 {
+	if h.version == 1 {
+		return magicLen
+	}
+	return segmentHeaderLen
+}
+
+// appendSegmentHeader appends the header of a format 2 segment.
+func appendSegmentHeader(dst []byte, seq uint64, nonce *[8]byte) []byte {
+	start := len(dst)
+	dst = append(dst, segmentMagic...)
+	dst = binary.LittleEndian.AppendUint64(dst, seq)
+	dst = append(dst, nonce[:]...)
+	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
+}
+
+// Segment header errors.
+var (
+	errShortSegment = errors.New("journal segment shorter than its header")
+	errNotSegment   = errors.New("not an ssrun journal segment")
+	errBadSegment   = errors.New("damaged journal segment header (bad checksum)")
+)
+
+// parseSegmentHeader reads the header at the start of b, which holds the
+// file's first segmentHeaderLen bytes or all of it if shorter.
+func parseSegmentHeader(b []byte) (segmentHeader, error) {
+	switch {
+	case len(b) < magicLen:
+		return segmentHeader{}, errShortSegment
+	case string(b[:magicLen]) == segmentMagicV1:
+		return segmentHeader{version: 1}, nil
+	case string(b[:magicLen]) != segmentMagic:
+		return segmentHeader{}, fmt.Errorf("%w (no %q header)", errNotSegment, segmentMagic)
+	case len(b) < segmentHeaderLen:
+		return segmentHeader{}, errShortSegment
+	case crc32.Checksum(b[:segmentHeaderLen-4], castagnoli) != binary.LittleEndian.Uint32(b[segmentHeaderLen-4:]):
+		return segmentHeader{}, errBadSegment
+	}
+	h := segmentHeader{version: 2, seq: binary.LittleEndian.Uint64(b[magicLen:])}
+	copy(h.nonce[:], b[magicLen+8:])
+	return h, nil
 }
 
 func frameCRC(length, payload []byte) uint32 {
@@ -244,26 +374,42 @@ var (
 	errTorn = errors.New("record runs past the end of the file")
 	// errBadFrame: a length out of range or a CRC that does not match.
 	errBadFrame = errors.New("damaged record (bad length or checksum)")
+	// errBadHeader: a keyed frame whose header does not match its fcrc.
+	errBadHeader = errors.New("damaged record header (bad length or checksum)")
 )
 
 // frameReader reads frames from a file body, tracking offsets.
 type frameReader struct {
-	r   *bufio.Reader
-	off int64 // offset of the next frame in the file
-	buf []byte
+	r     *bufio.Reader
+	off   int64     // offset of the next frame in the file
+	key   *frameKey // keyed frames of the segment of key; nil: snapshot frames
+	hsize int       // frameHeader or keyedFrameHeader
+	h     [keyedFrameHeader]byte
+	buf   []byte
+	// badEnd is where the frame of the last errBadFrame of a keyed reader
+	// ends, as its checked header says.
+	badEnd int64
 }
 
-func newFrameReader(r io.Reader, off int64) *frameReader {
-	return &frameReader{r: bufio.NewReaderSize(r, 1<<16), off: off}
+// newFrameReader reads snapshot frames (key nil) or the keyed frames of
+// the segment of key from r, at offset off of its file.
+func newFrameReader(r io.Reader, off int64, key *frameKey) *frameReader {
+	fr := &frameReader{r: bufio.NewReaderSize(r, 1<<16), off: off, key: key, hsize: frameHeader}
+	if key != nil {
+		fr.hsize = keyedFrameHeader
+	}
+	return fr
 }
 
 // next returns the next frame's payload (valid until the next call) and its
-// offset. At a clean end of file it returns io.EOF; otherwise errTorn or
-// errBadFrame, with start the offset of the bad frame.
+// offset. At a clean end of file it returns io.EOF; otherwise, with start
+// the offset of the bad frame, errTorn (a keyed reader returns it only for
+// a header that is cut short or checks), errBadHeader (keyed only) or
+// errBadFrame.
 func (fr *frameReader) next() (payload []byte, start int64, err error) {
 	start = fr.off
-	var h [frameHeader]byte
-	n, err := io.ReadFull(fr.r, h[:])
+	h := fr.h[:fr.hsize]
+	n, err := io.ReadFull(fr.r, h)
 	switch {
 	case err == io.EOF:
 		return nil, start, io.EOF
@@ -273,7 +419,10 @@ func (fr *frameReader) next() (payload []byte, start int64, err error) {
 		return nil, start, err
 	}
 	size := binary.LittleEndian.Uint32(h[:4])
-	if size == 0 || size > maxRecord {
+	switch {
+	case fr.key != nil && (fr.key.sum(start, h) != binary.LittleEndian.Uint32(h[4:]) || size == 0 || size > maxRecord):
+		return nil, start, errBadHeader
+	case size == 0 || size > maxRecord:
 		return nil, start, errBadFrame
 	}
 	p, err := fr.read(int(size))
@@ -283,7 +432,12 @@ func (fr *frameReader) next() (payload []byte, start int64, err error) {
 		}
 		return nil, start, err
 	}
-	if frameCRC(h[:4], p) != binary.LittleEndian.Uint32(h[4:]) {
+	if fr.key != nil {
+		if crc32.Checksum(p, castagnoli) != binary.LittleEndian.Uint32(h[8:]) {
+			fr.badEnd = start + int64(n) + int64(size)
+			return nil, start, errBadFrame
+		}
+	} else if frameCRC(h[:4], p) != binary.LittleEndian.Uint32(h[4:]) {
 		return nil, start, errBadFrame
 	}
 	fr.off += int64(n) + int64(size)
@@ -324,9 +478,10 @@ func (fr *frameReader) read(n int) ([]byte, error) {
 	return p, nil
 }
 
-// nextValidFrame returns the offset in b of the first complete frame with a
-// matching CRC, or -1. It is how recovery tells a torn tail (nothing valid
-// after the damage) from damage in the middle of the data.
+// nextValidFrame returns the offset in b of the first complete snapshot
+// frame with a matching CRC, or -1. It is how recovery of a format 1
+// segment tells a torn tail (nothing valid after the damage) from damage in
+// the middle of the data.
 func nextValidFrame(b []byte) int {
 	for i := 0; i+frameHeader < len(b); i++ {
 		size := binary.LittleEndian.Uint32(b[i:])
@@ -336,6 +491,25 @@ func nextValidFrame(b []byte) int {
 		}
 		p := b[i+frameHeader : i+frameHeader+int(size)]
 		if frameCRC(b[i:i+4], p) == binary.LittleEndian.Uint32(b[i+4:]) {
+			return i
+		}
+	}
+	return -1
+}
+
+// nextKeyedFrame returns the offset in b, which starts at offset base of
+// the segment of key, of the first complete keyed frame valid at its
+// place, or -1. Bytes copied from any frame of any file, or made up
+// without the nonce, are not one (but for chance: 2^-32 each).
+func nextKeyedFrame(b []byte, base int64, key *frameKey) int {
+	for i := 0; i+keyedFrameHeader < len(b); i++ {
+		size := binary.LittleEndian.Uint32(b[i:])
+		if size == 0 || size > maxRecord || uint64(i)+keyedFrameHeader+uint64(size) > uint64(len(b)) ||
+			key.sum(base+int64(i), b[i:]) != binary.LittleEndian.Uint32(b[i+4:]) {
+			continue
+		}
+		p := b[i+keyedFrameHeader : i+keyedFrameHeader+int(size)]
+		if crc32.Checksum(p, castagnoli) == binary.LittleEndian.Uint32(b[i+8:]) {
 			return i
 		}
 	}

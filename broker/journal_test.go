@@ -211,7 +211,7 @@ func recordSeeds() []record {
 func TestRecordRoundTrip(t *testing.T) {
 	for _, r := range recordSeeds() {
 		b := appendFrame(nil, &r)
-		fr := newFrameReader(bytes.NewReader(b), 0)
+		fr := newFrameReader(bytes.NewReader(b), 0, nil)
 		p, off, err := fr.next()
 		if err != nil || off != 0 {
 			t.Fatalf("kind %d: frame: %v", r.kind, err)
@@ -255,12 +255,17 @@ func TestDecodeRecordIsStrict(t *testing.T) {
 	}
 }
 
+// fuzzNonce is the nonce of the keyed frames in the fuzz targets.
+var fuzzNonce = &[8]byte{0x5e, 0x9a, 0x11, 0x07, 0xc3, 0x42, 0xee, 0x01}
+
 // FuzzJournal feeds arbitrary bytes to the record decoder, directly and
-// through the frame reader as recovery does with a segment: they must never
-// panic, and every record they accept must encode back to the same bytes
-// (the encoding is canonical, so a record has one valid form).
+// through both frame readers as recovery does (snapshot frames, and a
+// segment's keyed frames): they must never panic, and every record they
+// accept must encode back to the same bytes (the encoding is canonical, so
+// a record has one valid form). The scans recovery makes after damage must
+// agree with the readers: a frame they find reads back at its place.
 func FuzzJournal(f *testing.F) {
-	var all []byte
+	var all, keyed []byte
 	for _, r := range recordSeeds() {
 		if len(r.value) > 1000 {
 			continue // small inputs keep the fuzzer fast
@@ -270,8 +275,14 @@ func FuzzJournal(f *testing.F) {
 		f.Add(fr[frameHeader:])
 		f.Add(fr[:len(fr)-1])
 		all = append(all, fr...)
+		kf := appendKeyedFrame(nil, &r, newFrameKey(fuzzNonce), 0)
+		f.Add(kf)
+		f.Add(kf[:len(kf)-1])
+		keyed = appendKeyedFrame(keyed, &r, newFrameKey(fuzzNonce), int64(len(keyed)))
 	}
 	f.Add(all)
+	f.Add(keyed)
+	f.Add(append(append([]byte{}, keyed[:len(keyed)-3]...), keyed...))
 	f.Add(make([]byte, 64))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		roundTrip := func(p []byte) {
@@ -284,14 +295,31 @@ func FuzzJournal(f *testing.F) {
 			}
 		}
 		roundTrip(b)
-		fr := newFrameReader(bytes.NewReader(b), 0)
-		for {
-			p, off, err := fr.next()
-			if err != nil {
-				_ = nextValidFrame(b[min(int(off)+1, len(b)):])
-				return
+		for _, key := range []*frameKey{nil, newFrameKey(fuzzNonce)} {
+			fr := newFrameReader(bytes.NewReader(b), 0, key)
+			for {
+				p, off, err := fr.next()
+				if err != nil {
+					from := min(int(off)+1, len(b))
+					if key == nil {
+						if i := nextValidFrame(b[from:]); i >= 0 {
+							readsAt(t, b, from+i, nil)
+						}
+					} else if i := nextKeyedFrame(b[from:], int64(from), key); i >= 0 {
+						readsAt(t, b, from+i, key)
+					}
+					break
+				}
+				roundTrip(p)
 			}
-			roundTrip(p)
 		}
 	})
+}
+
+// readsAt fails unless a frame reader finds a valid frame at offset at of b.
+func readsAt(t *testing.T, b []byte, at int, key *frameKey) {
+	t.Helper()
+	if _, _, err := newFrameReader(bytes.NewReader(b[at:]), int64(at), key).next(); err != nil {
+		t.Fatalf("the scan found a frame at %d that does not read (%v)", at, err)
+	}
 }

@@ -55,13 +55,52 @@ import (
 //     background: to a temporary file, fsynced, renamed, directory fsynced.
 //     Only then are the older segments and snapshots deleted.
 //   - Recovery loads the newest snapshot and replays the segments from its
-//     number on. An incomplete or damaged record with nothing valid after it
-//     is an interrupted write: it is cut off and logged. A damaged record
-//     followed by valid ones is not: the broker refuses to start
-//     (ErrDataCorrupt, naming the file and offset) instead of losing or
-//     inventing data. Entries whose deadline passed while the broker was
-//     down are deleted at once (and the deletion journaled); the others get
-//     their deadlines back, so they still expire and notify.
+//     number on. What a crash can leave is cut off and logged; anything
+//     else is damage, and the broker refuses to start (ErrDataCorrupt,
+//     naming the file and offset) instead of losing or inventing data. The
+//     rules, below, never read a byte a client chose to decide. Entries
+//     whose deadline passed while the broker was down are deleted at once
+//     (and the deletion journaled); the others get their deadlines back, so
+//     they still expire and notify.
+//
+// Torn tails and short segments (journal format 2, journal_record.go):
+//
+//   - A segment comes into being whole: its header (magic, number, a
+//     random nonce, a checksum) is written to a temporary file, synced,
+//     renamed into place, and the directory synced, before any record goes
+//     to it. A crash while creating one leaves only the temporary file,
+//     removed at the next start. So a segment shorter than its header, or
+//     whose header does not check or names another number, is damage, never
+//     an interrupted write, whichever segment it is (the newest included):
+//     refused. (Format 1 segments were created in place; a directory whose
+//     old broker died while creating one is refused too, and the message
+//     says when removing the file loses nothing.)
+//   - Every record's frame header has a checksum of its own (length and
+//     payload checksum), keyed by the segment's nonce and the frame's
+//     offset. A record whose header checks but that runs past the end of
+//     the file, or a header cut short, is the write the crash interrupted:
+//     the file ends inside it, so nothing can follow it. It is cut off
+//     without a look at its payload, which may be a client's value made of
+//     copies of valid frames. Such a record was never acknowledged: a reply
+//     waits for its write(2) to return, and under FsyncAlways for the
+//     fsync after it (an OS crash under the other policies can lose
+//     acknowledged records, as FsyncPolicy says).
+//   - A header or a payload that does not match its checksum cannot come
+//     from a process crash (the file holds a prefix of what was written);
+//     an OS crash can leave it, in pages not yet written back at the end of
+//     the journal. It is cut off only if no frame valid at its place
+//     follows: after the damaged header, or after the end, which the
+//     header gives, of the record whose payload is damaged. Only the
+//     journal writes a frame valid at its place: bytes in a value would
+//     need the nonce, which never leaves the broker (a guess passes with
+//     probability 2^-32), and a frame copied from elsewhere sits at another
+//     offset. If one follows, the data is damaged in the middle: refused.
+//   - Damage cut off one segment while a later segment holds records is not
+//     the end of the journal: refused.
+//   - Format 1 segments (written before format 2: no header checksums, no
+//     nonce) are still read, with format 1's rule: any valid frame after
+//     the damage refuses. The broker never appends to one again: it starts
+//     a new segment after it, and the next snapshot removes it.
 //   - The clock restarts at least at the highest version, deletion tick and
 //     fencing token in the data, and at the high-water mark a snapshot
 //     records: versions keep increasing even if the wall clock stepped back

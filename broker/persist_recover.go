@@ -92,50 +92,53 @@ func (s *store) openData(pc persistConfig) (rec recovery, err error) {
 	}
 
 	// Replay; find where each segment's valid data ends.
-	ends := make([]int64, len(segs))
+	reps := make([]segmentReplay, len(segs))
 	for i, seq := range segs {
-		laterEmpty, err := onlyEmptySegments(pc.dir, segs[i+1:])
-		if err != nil {
+		if reps[i], err = rp.replaySegment(filepath.Join(pc.dir, segmentName(seq)), seq); err != nil {
 			return rec, err
 		}
-		ends[i], err = rp.replaySegment(filepath.Join(pc.dir, segmentName(seq)), laterEmpty, pc, &rec)
-		if err != nil {
-			return rec, err
-		}
+	}
+	if err := checkCuts(reps, pc.log, &rec); err != nil {
+		return rec, err
 	}
 	rec.segments = len(segs)
 	rec.records = rp.records
 	rp.finish()
-	for i, seq := range segs[:max(len(segs)-1, 0)] {
-		if err := cutSegment(filepath.Join(pc.dir, segmentName(seq)), ends[i]); err != nil {
+
+	// Cut what was cut off out of every segment but the last, which is
+	// opened for appending at its valid end; unless it is of format 1
+	// (never appended to), or there is none: then a new one is made.
+	var f *os.File
+	var seq uint64
+	var key *frameKey
+	size := int64(segmentHeaderLen)
+	last := len(reps) - 1
+	for i := range reps {
+		if i == last && reps[i].header.version != 1 {
+			seq, key, size = segs[i], reps[i].header.key(), reps[i].end
+			if f, err = openSegmentForAppend(reps[i].path, size); err != nil {
+				return rec, err
+			}
+		} else if err := cutSegment(reps[i].path, reps[i].end); err != nil {
 			return rec, err
 		}
 	}
-
-	// Open the last segment for appending, cut to its valid end (or make
-	// the first one of a fresh directory).
-	var f *os.File
-	var seq uint64
-	var size int64
-	if len(segs) == 0 {
-		if f, err = createSegment(pc.dir, first); err != nil {
-			return rec, err
+	if f == nil {
+		seq = first
+		if last >= 0 {
+			seq = segs[last] + 1
+			pc.log.Info("state store journal: the last segment is of an older format; new records go to a new segment",
+				"file", reps[last].path, "new", segmentName(seq))
 		}
-		seq, size = first, int64(len(segmentMagic))
-	} else {
-		seq, size = segs[len(segs)-1], ends[len(segs)-1]
-		if f, err = openSegmentForAppend(filepath.Join(pc.dir, segmentName(seq)), size); err != nil {
+		if f, key, err = createSegment(pc.dir, seq); err != nil {
 			return rec, err
-		}
-		if size < int64(len(segmentMagic)) {
-			size = int64(len(segmentMagic))
 		}
 	}
 
 	s.restoreClock(rp.hw)
 	s.j = newJournal(pc.dir, pc.policy, pc.interval, pc.compactAt, pc.log)
 	s.j.lock = lock
-	s.j.start(f, seq, size)
+	s.j.start(f, seq, key, size)
 	s.mu.Lock()
 	before := len(s.entries)
 	s.reapDue(s.now()) // deadlines that passed while down: deleted, journaled
@@ -198,25 +201,9 @@ func parseNumbered(name, prefix, suffix string) (uint64, bool) {
 	return seq, err == nil && seq > 0
 }
 
-// onlyEmptySegments reports whether every segment in seqs holds no record
-// (nothing, or not more than its magic): damage before them can only be an
-// interrupted write.
-func onlyEmptySegments(dir string, seqs []uint64) (bool, error) {
-	for _, seq := range seqs {
-		fi, err := os.Stat(filepath.Join(dir, segmentName(seq)))
-		if err != nil {
-			return false, fmt.Errorf("read journal: %w", err)
-		}
-		if fi.Size() > int64(len(segmentMagic)) {
-			return false, nil
-		}
-	}
-	return true, nil
-}
-
-// cutSegment truncates a segment that is not the last to the end of its
-// valid data (an interrupted write followed only by empty segments), so the
-// damage is not found again once later segments hold records.
+// cutSegment truncates a segment that is not appended to (not the last,
+// or of format 1) to the end of its valid data, so the damage cut off is
+// not found again once later segments hold records.
 func cutSegment(path string, end int64) error {
 	f, err := openSegmentForAppend(path, end)
 	if err != nil {
@@ -226,7 +213,7 @@ func cutSegment(path string, end int64) error {
 }
 
 // openSegmentForAppend opens a segment positioned at end, the end of its
-// valid data: anything after it is cut off, a missing magic written.
+// valid data: anything after it is cut off.
 func openSegmentForAppend(path string, end int64) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
@@ -240,15 +227,7 @@ func openSegmentForAppend(path string, end int64) (*os.File, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if end < int64(len(segmentMagic)) { // created, but its magic never made it: write it again
-		if err := f.Truncate(0); err != nil {
-			return fail(err)
-		}
-		if _, err := f.WriteAt([]byte(segmentMagic), 0); err != nil {
-			return fail(err)
-		}
-		end = int64(len(segmentMagic))
-	} else if fi.Size() > end {
+	if fi.Size() > end {
 		if err := f.Truncate(end); err != nil {
 			return fail(err)
 		}
@@ -347,7 +326,7 @@ func (rp *replayer) loadSnapshot(path string) error {
 	if err := checkMagic(f, path, snapshotMagic); err != nil {
 		return err
 	}
-	fr := newFrameReader(f, magicLen)
+	fr := newFrameReader(f, magicLen, nil)
 	var sets uint64
 	for i := 0; ; i++ {
 		p, off, err := fr.next()
@@ -386,86 +365,152 @@ func (rp *replayer) loadSnapshot(path string) error {
 func checkMagic(f *os.File, path, magic string) error {
 	var m [magicLen]byte
 	if _, err := io.ReadFull(f, m[:]); err != nil || string(m[:]) != magic {
-		return corrupt(path, 0, "not an ssrun %s (no %q header)", kindOf(magic), magic)
+		return corrupt(path, 0, "not an ssrun snapshot (no %q header)", magic)
 	}
 	return nil
 }
 
-func kindOf(magic string) string {
-	if magic == snapshotMagic {
-		return "snapshot"
-	}
-	return "journal segment"
+// segmentReplay is what replaying a journal segment found.
+type segmentReplay struct {
+	path    string
+	header  segmentHeader
+	size    int64 // of the file
+	end     int64 // where its valid data ends
+	records int   // records applied
+	cut     error // why the data after end is not valid; nil if there is none
 }
 
-// replaySegment applies a journal segment and returns the offset where its
-// valid data ends. Damage with nothing valid after it, in this segment or
-// the later ones (laterEmpty), is an interrupted write: the returned end
-// cuts it off. Any other damage is ErrDataCorrupt.
-func (rp *replayer) replaySegment(path string, laterEmpty bool, pc persistConfig, rec *recovery) (int64, error) {
+// replaySegment applies journal segment seq at path and returns where its
+// valid data ends. Damage that an interrupted write can explain is cut off
+// there (checkCuts decides, knowing the later segments); any other damage
+// is ErrDataCorrupt:
+//
+//   - A file shorter than its header: segments are renamed into place with
+//     their header written and synced (createSegment), so no crash leaves
+//     one.
+//   - In a format 2 segment, a record whose header checks but that runs
+//     past the end of the file, or a header cut short, is the write the
+//     crash interrupted: nothing can follow it, and the bytes after its
+//     header, which may be a client's value, are not looked at. A header or
+//     payload that does not match its checksum (damage, or pages an OS
+//     crash did not write back) is cut off only if no frame valid at its
+//     place follows: after the damaged header, or after the end of the
+//     record whose payload is damaged. A frame's header checksum covers
+//     the segment's random nonce and the frame's offset, so no value, nor
+//     any frame copied from elsewhere, passes for one.
+//   - In a format 1 segment (no header checksum), any valid frame after
+//     the damage makes it corruption, as before format 2.
+func (rp *replayer) replaySegment(path string, seq uint64) (segmentReplay, error) {
+	sr := segmentReplay{path: path}
 	f, err := os.Open(path)
 	if err != nil {
-		return 0, fmt.Errorf("open journal: %w", err)
+		return sr, fmt.Errorf("open journal: %w", err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return 0, fmt.Errorf("open journal: %w", err)
+		return sr, fmt.Errorf("open journal: %w", err)
 	}
-	if fi.Size() < int64(len(segmentMagic)) && laterEmpty {
-		// Created but its magic not yet written when the broker died.
-		return 0, nil
+	sr.size = fi.Size()
+	var hb [segmentHeaderLen]byte
+	n, err := io.ReadFull(f, hb[:])
+	if err != nil && err != io.EOF && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return sr, fmt.Errorf("read journal %s: %w", path, err)
 	}
-	if err := checkMagic(f, path, segmentMagic); err != nil {
-		return 0, err
+	switch sr.header, err = parseSegmentHeader(hb[:n]); {
+	case errors.Is(err, errShortSegment):
+		return sr, corrupt(path, int64(n), "%v (%d bytes): a segment is put in place only once its header is on disk, so this is not an interrupted write; "+
+			"refusing to start rather than lose the records it held (move the directory aside or restore a backup; "+
+			"ssrun before journal format 2, whose segments begin with %q, created them in place: if such a broker died creating this segment, "+
+			"no snapshot has its number and no later segment exists, and removing the file loses nothing)", err, n, segmentMagicV1)
+	case err != nil:
+		return sr, corrupt(path, 0, "%v", err)
+	case sr.header.version == 2 && sr.header.seq != seq:
+		return sr, corrupt(path, magicLen, "the segment's header says it is segment %d (a file renamed or copied?)", sr.header.seq)
 	}
-	fr := newFrameReader(f, magicLen)
+	if _, err := f.Seek(sr.header.size(), io.SeekStart); err != nil {
+		return sr, fmt.Errorf("read journal %s: %w", path, err)
+	}
+	fr := newFrameReader(f, sr.header.size(), sr.header.key())
 	for {
 		p, off, err := fr.next()
 		if err == io.EOF {
-			return off, nil
+			sr.end = off
+			return sr, nil
 		}
-		if errors.Is(err, errTorn) || errors.Is(err, errBadFrame) {
-			next, rerr := nextValidAfter(f, off)
+		if errors.Is(err, errTorn) || errors.Is(err, errBadHeader) || errors.Is(err, errBadFrame) {
+			next, rerr := validFrameAfter(f, &sr.header, fr, off, err)
 			if rerr != nil {
-				return 0, fmt.Errorf("read journal %s: %w", path, rerr)
+				return sr, fmt.Errorf("read journal %s: %w", path, rerr)
 			}
 			if next >= 0 {
-				return 0, corrupt(path, off, "%v, but valid records follow at offset %d: this is not an interrupted write; refusing to start rather than lose them (move the directory aside or restore a backup)", err, next)
+				return sr, corrupt(path, off, "%v, but valid records follow at offset %d: this is not an interrupted write; refusing to start rather than lose them (move the directory aside or restore a backup)", err, next)
 			}
-			if !laterEmpty {
-				return 0, corrupt(path, off, "%v, but later journal segments hold records: refusing to start rather than lose them (move the directory aside or restore a backup)", err)
-			}
-			rec.torn = fmt.Sprintf("%s at offset %d (%d bytes)", path, off, fi.Size()-off)
-			pc.log.Warn("state store journal: cut off an incomplete record at its end (a write interrupted by a crash)",
-				"file", path, "offset", off, "bytes", fi.Size()-off)
-			return off, nil
+			sr.end, sr.cut = off, err
+			return sr, nil
 		}
 		if err != nil {
-			return 0, fmt.Errorf("read journal %s: %w", path, err)
+			return sr, fmt.Errorf("read journal %s: %w", path, err)
 		}
 		r, err := decodeRecord(p)
 		if err != nil {
-			return 0, corrupt(path, off, "%v", err)
+			return sr, corrupt(path, off, "%v", err)
 		}
 		if r.kind != recSet && r.kind != recDelete {
-			return 0, corrupt(path, off, "unexpected record kind %d in a journal", r.kind)
+			return sr, corrupt(path, off, "unexpected record kind %d in a journal", r.kind)
 		}
 		rp.apply(&r)
+		sr.records++
 	}
 }
 
-// nextValidAfter returns the offset of the first valid frame after off in
-// f, or -1.
-func nextValidAfter(f *os.File, off int64) (int64, error) {
-	rest, err := io.ReadAll(io.NewSectionReader(f, off+1, 1<<62))
+// validFrameAfter returns the offset of the first valid frame after the
+// bad one at off (err says what was wrong with it) that a record could
+// start at, or -1 (replaySegment says which places those are).
+func validFrameAfter(f *os.File, h *segmentHeader, fr *frameReader, off int64, err error) (int64, error) {
+	from := off + 1
+	switch {
+	case h.version == 1:
+	case errors.Is(err, errTorn):
+		return -1, nil
+	case errors.Is(err, errBadFrame):
+		from = fr.badEnd
+	}
+	rest, err := io.ReadAll(io.NewSectionReader(f, from, 1<<62))
 	if err != nil {
 		return 0, err
 	}
-	if i := nextValidFrame(rest); i >= 0 {
-		return off + 1 + int64(i), nil
+	var i int
+	if h.version == 1 {
+		i = nextValidFrame(rest)
+	} else {
+		i = nextKeyedFrame(rest, from, fr.key)
 	}
-	return -1, nil
+	if i < 0 {
+		return -1, nil
+	}
+	return from + int64(i), nil
+}
+
+// checkCuts accepts the damage cut off the end of a segment as an
+// interrupted write only if no later segment holds anything past its
+// header: a write is interrupted only at the end of the journal. It logs
+// what is cut off.
+func checkCuts(reps []segmentReplay, log *slog.Logger, rec *recovery) error {
+	for i, r := range reps {
+		if r.cut == nil {
+			continue
+		}
+		for _, later := range reps[i+1:] {
+			if later.size > later.header.size() {
+				return corrupt(r.path, r.end, "%v, but later journal segments hold records: refusing to start rather than lose them (move the directory aside or restore a backup)", r.cut)
+			}
+		}
+		rec.torn = fmt.Sprintf("%s at offset %d (%d bytes)", r.path, r.end, r.size-r.end)
+		log.Warn("state store journal: cut off an incomplete record at its end (a write interrupted by a crash)",
+			"file", r.path, "offset", r.end, "bytes", r.size-r.end, "reason", r.cut)
+	}
+	return nil
 }
 
 // removeObsolete deletes the segments and snapshots older than first (a

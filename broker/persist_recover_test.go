@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -156,29 +155,67 @@ func refuses(t *testing.T, dir string, clk *clockT, want string) {
 
 func segPath(dir string, seq uint64) string { return filepath.Join(dir, segmentName(seq)) }
 
-// frameOffsets returns the offset of every frame in a segment.
+// frameOffsets returns the offset of every frame in a segment or snapshot.
 func frameOffsets(t *testing.T, path string) []int64 {
 	t.Helper()
-	f, err := os.Open(path)
+	_, offs, err := fileFrames(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	if _, err := f.Seek(magicLen, io.SeekStart); err != nil {
+	return offs
+}
+
+func readSegmentHeader(t *testing.T, path string) segmentHeader {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
 		t.Fatal(err)
 	}
-	fr := newFrameReader(f, magicLen)
-	var offs []int64
-	for {
-		_, off, err := fr.next()
-		if err == io.EOF {
-			return offs
-		}
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		offs = append(offs, off)
+	h, err := parseSegmentHeader(b[:min(len(b), segmentHeaderLen)])
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
 	}
+	return h
+}
+
+// keyedFrame returns r in a frame valid at the end of the segment at path.
+func keyedFrame(t *testing.T, path string, r *record) []byte {
+	t.Helper()
+	h := readSegmentHeader(t, path)
+	return appendKeyedFrame(nil, r, h.key(), fileSize(t, path))
+}
+
+// emptySegment makes segment seq of dir, holding nothing but its header.
+func emptySegment(t *testing.T, dir string, seq uint64) {
+	t.Helper()
+	f, _, err := createSegment(dir, seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// damage rewrites the file at path changed by change, and returns what it
+// wrote.
+func damage(t *testing.T, path string, change func([]byte)) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	change(b)
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// appendRecord appends r to the segment at path as the journal would.
+func appendRecord(t *testing.T, path string, r *record) {
+	t.Helper()
+	appendFile(t, path, keyedFrame(t, path, r))
 }
 
 func fileSize(t *testing.T, path string) int64 {
@@ -238,17 +275,24 @@ func TestRecoverState(t *testing.T) {
 // An incomplete or damaged last record is an interrupted write: it is cut
 // off, logged, and the journal goes on after the last good record.
 func TestRecoverCutsTornTail(t *testing.T) {
-	full := appendFrame(nil, &record{kind: recSet, key: "torn", value: []byte("value"), version: hlc.HLC{Wall: 1, Node: "n"}})
-	bad := bytes.Clone(full)
-	bad[len(bad)-1] ^= 0xff
+	r := &record{kind: recSet, key: "torn", value: []byte("value"), version: hlc.HLC{Wall: 1, Node: "n"}}
+	flip := func(i int) func([]byte) []byte {
+		return func(full []byte) []byte {
+			b := bytes.Clone(full)
+			b[(i+len(b))%len(b)] ^= 0xff
+			return b
+		}
+	}
 	for _, tc := range []struct {
 		name string
-		tail []byte
+		tail func(full []byte) []byte // full: r framed where it goes
 	}{
-		{"header cut", full[:5]},
-		{"payload cut", full[:len(full)-2]},
-		{"bad checksum", bad},
-		{"zeros", make([]byte, 4096)},
+		{"header cut", func(full []byte) []byte { return full[:5] }},
+		{"payload cut", func(full []byte) []byte { return full[:len(full)-2] }},
+		{"bad checksum", flip(-1)},
+		{"bad length", flip(0)},
+		{"bad header checksum", flip(5)},
+		{"zeros", func([]byte) []byte { return make([]byte, 4096) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -259,10 +303,11 @@ func TestRecoverCutsTornTail(t *testing.T) {
 			want := d.dump()
 			d.close()
 			good := fileSize(t, segPath(dir, 1))
-			appendFile(t, segPath(dir, 1), tc.tail)
+			tail := tc.tail(keyedFrame(t, segPath(dir, 1), r))
+			appendFile(t, segPath(dir, 1), tail)
 
 			d = reopen(t, dir, clk, want)
-			if !strings.Contains(d.rec.torn, fmt.Sprintf("%s at offset %d (%d bytes)", segPath(dir, 1), good, len(tc.tail))) {
+			if !strings.Contains(d.rec.torn, fmt.Sprintf("%s at offset %d (%d bytes)", segPath(dir, 1), good, len(tail))) {
 				t.Fatalf("torn tail reported as %q", d.rec.torn)
 			}
 			if !strings.Contains(d.log.String(), "cut off an incomplete record") {
@@ -286,9 +331,11 @@ func TestRecoverRefusesDamageInTheMiddle(t *testing.T) {
 		damage func(b []byte, off int64) // off: offset of the second of three records
 		want   string
 	}{
-		{"payload byte", func(b []byte, off int64) { b[off+frameHeader+3] ^= 1 }, "damaged record (bad length or checksum), but valid records follow at offset"},
-		{"length", func(b []byte, off int64) { b[off] ^= 0x40 }, "record runs past the end of the file, but valid records follow at offset"},
-		{"checksum", func(b []byte, off int64) { b[off+5] ^= 1 }, "damaged record (bad length or checksum), but valid records follow at offset"},
+		{"payload byte", func(b []byte, off int64) { b[off+keyedFrameHeader+3] ^= 1 }, "damaged record (bad length or checksum), but valid records follow at offset"},
+		{"payload checksum", func(b []byte, off int64) { b[off+9] ^= 1 }, "damaged record header (bad length or checksum), but valid records follow at offset"},
+		{"length", func(b []byte, off int64) { b[off] ^= 0x40 }, "damaged record header (bad length or checksum), but valid records follow at offset"},
+		{"length made short", func(b []byte, off int64) { b[off]-- }, "damaged record header (bad length or checksum), but valid records follow at offset"},
+		{"header checksum", func(b []byte, off int64) { b[off+5] ^= 1 }, "damaged record header (bad length or checksum), but valid records follow at offset"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -300,16 +347,9 @@ func TestRecoverRefusesDamageInTheMiddle(t *testing.T) {
 			d.close()
 			path := segPath(dir, 1)
 			offs := frameOffsets(t, path)
-			b, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tc.damage(b, offs[1])
-			if err := os.WriteFile(path, b, 0o600); err != nil {
-				t.Fatal(err)
-			}
+			b := damage(t, path, func(b []byte) { tc.damage(b, offs[1]) })
 			for range 2 { // the refusal changes nothing and releases the lock
-				_, err = tryOpenDir(t, dir, clk)
+				_, err := tryOpenDir(t, dir, clk)
 				if !errors.Is(err, ErrDataCorrupt) || !strings.Contains(err.Error(), fmt.Sprintf("%s at offset %d: ", path, offs[1])) ||
 					!strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "refusing to start") {
 					t.Fatalf("open: %v\nwant ErrDataCorrupt naming %s, offset %d and %q", err, path, offs[1], tc.want)
@@ -323,28 +363,20 @@ func TestRecoverRefusesDamageInTheMiddle(t *testing.T) {
 	t.Run("record that decodes wrong", func(t *testing.T) {
 		dir, clk := oneKeyDir(t)
 		// A well-framed record of a kind a journal never holds.
-		appendFile(t, segPath(dir, 1), appendFrame(nil, &record{kind: recEnd, count: 1}))
+		appendRecord(t, segPath(dir, 1), &record{kind: recEnd, count: 1})
 		refuses(t, dir, clk, "unexpected record kind 4")
 	})
 	t.Run("torn segment followed by records", func(t *testing.T) {
 		dir, clk := oneKeyDir(t)
 		appendFile(t, segPath(dir, 1), []byte{9, 0, 0})
-		next, err := createSegment(dir, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = next.Write(appendFrame(nil, &record{kind: recDelete, key: "a", version: hlc.HLC{Wall: t0.UnixMilli() + 1, Node: nodeID}}))
-		_ = next.Close()
+		emptySegment(t, dir, 2)
+		appendRecord(t, segPath(dir, 2), &record{kind: recDelete, key: "a", version: hlc.HLC{Wall: t0.UnixMilli() + 1, Node: nodeID}})
 		refuses(t, dir, clk, "later journal segments hold records")
 	})
 	t.Run("missing segment", func(t *testing.T) {
 		dir, clk := oneKeyDir(t)
 		for _, seq := range []uint64{2, 3} {
-			f, err := createSegment(dir, seq)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_ = f.Close()
+			emptySegment(t, dir, seq)
 		}
 		if err := os.Remove(segPath(dir, 2)); err != nil {
 			t.Fatal(err)
@@ -454,19 +486,19 @@ func TestRecoverInterruptedCompaction(t *testing.T) {
 	}
 	t.Run("new segment not used", func(t *testing.T) {
 		dir, clk, want := setup(t)
-		f, err := createSegment(dir, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = f.Close()
+		emptySegment(t, dir, 2)
 		reopen(t, dir, clk, want).writeAgain(dir)
 	})
-	t.Run("new segment without its magic", func(t *testing.T) {
+	t.Run("new segment not yet in place", func(t *testing.T) {
 		dir, clk, want := setup(t)
-		if err := os.WriteFile(segPath(dir, 2), []byte("SSR"), 0o600); err != nil {
+		tmp := segPath(dir, 2) + ".tmp"
+		if err := os.WriteFile(tmp, []byte("SSR"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		reopen(t, dir, clk, want).writeAgain(dir)
+		if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("temporary segment left: %v", err)
+		}
 	})
 	t.Run("snapshot half written", func(t *testing.T) {
 		dir, clk, want := setup(t)
@@ -508,14 +540,7 @@ func TestRecoverInterruptedCompaction(t *testing.T) {
 		}
 		d.close()
 		path := filepath.Join(dir, snapshotName(2))
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b[len(b)/2] ^= 1
-		if err := os.WriteFile(path, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		damage(t, path, func(b []byte) { b[len(b)/2] ^= 1 })
 		refuses(t, dir, clk, path+" at offset ")
 	})
 }

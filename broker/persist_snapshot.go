@@ -46,12 +46,12 @@ func (s *store) compactLoop(ctx context.Context) {
 func (s *store) compact() error {
 	j := s.j
 	seq := j.segment() + 1 // only this goroutine rotates
-	f, err := createSegment(j.dir, seq)
+	f, key, err := createSegment(j.dir, seq)
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
-	j.rotate(f, seq)
+	j.rotate(f, seq, key)
 	clock := s.clock.Now()
 	entries := make([]record, 0, len(s.entries))
 	for _, e := range s.entries { // values are never changed in place: sharing them is safe
