@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"time"
 
@@ -33,7 +35,13 @@ func (a *app) kvCmd() *cobra.Command {
   ssrun kv vdel KEY VALUE [--fence TOKEN]
   ssrun kv watch KEY...
 
-Exit status: 0 done, 1 not found / not applied, 2 usage or connection error.`,
+Exit status:
+  0  done
+  1  not found (get, del, vdel), not applied (set --nx/--nex), value differs (vdel)
+  2  usage: a bad flag or argument
+  3  failed: the broker could not be reached in --timeout, or a request failed
+  4  not authorized: the broker refused the login (bad user name or password,
+     client id not allowed, no Connect grant, banned) or its ACL refused the key`,
 	}
 	o.conn.register(cmd.PersistentFlags(), "127.0.0.1:1883")
 	cmd.PersistentFlags().DurationVar(&o.timeout, "timeout", 10*time.Second, "per-request timeout")
@@ -56,10 +64,12 @@ func (a *app) kvConnect(ctx context.Context, cmd *cobra.Command, o *kvOpts) (*pr
 		return nil, usageError("%v", err)
 	}
 	if cfg.ClientID == "" {
-		cfg.ClientID = "ssrun-kv-" + randomSuffix()
+		cfg.ClientID = defaultClientID(s.Username, "kv")
 	}
 	cfg.Timeout = o.timeout
-	cfg.Logger = a.quiet()
+	// A refusal ends the command with its own message: the client's log
+	// line saying it would only repeat it.
+	cfg.Logger = a.quietAt(slog.LevelError + 1)
 	if err := probe(ctx, cfg.Servers[0], o.timeout); err != nil {
 		return nil, withTLSNote(err, s)
 	}
@@ -69,22 +79,35 @@ func (a *app) kvConnect(ctx context.Context, cmd *cobra.Command, o *kvOpts) (*pr
 	}
 	wait, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	if err := c.AwaitConnection(wait); err != nil {
+	if err := c.AwaitConnectionOrRefusal(wait); err != nil {
 		c.Close()
+		var r *protocol.RefusedError
+		if errors.As(err, &r) {
+			return nil, &exitError{code: exitUnauthorized, msg: fmt.Sprintf("ssrun: connecting to %s: %s", cfg.Servers[0], refusedMessage(r, false))}
+		}
 		return nil, withTLSNote(fmt.Errorf("connecting to %s: %w", cfg.Servers[0], err), s)
 	}
 	return c, nil
 }
 
-// withClient runs f with a connected client and closes it afterwards.
+// withClient runs f with a connected client and closes it afterwards. An
+// error other than an *exitError ends the command with exitUnauthorized
+// when the store refused the key (its ACL), else exitFailed.
 func (a *app) withClient(cmd *cobra.Command, o *kvOpts, f func(ctx context.Context, c *protocol.Client) error) error {
 	ctx := cmd.Context()
 	c, err := a.kvConnect(ctx, cmd, o)
-	if err != nil {
-		return err
+	if err == nil {
+		defer c.Close()
+		err = f(ctx, c)
 	}
-	defer c.Close()
-	return f(ctx, c)
+	var ee *exitError
+	switch {
+	case err == nil || errors.As(err, &ee):
+		return err
+	case errors.Is(err, protocol.ErrNotAuthorized):
+		return &exitError{code: exitUnauthorized, msg: "ssrun: " + err.Error()}
+	}
+	return &exitError{code: exitFailed, msg: "ssrun: " + err.Error()}
 }
 
 func (a *app) kvGet(o *kvOpts) *cobra.Command {

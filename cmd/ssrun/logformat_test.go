@@ -58,7 +58,7 @@ func TestFlagsFromEnvironment(t *testing.T) {
 	if r := runCLI(t, "", "kv", "set", "k", "v"); r.code != 0 {
 		t.Fatalf("kv with SSRUN_BROKER: %+v", r)
 	}
-	if r := runCLI(t, "", "kv", "get", "k", "--broker", "127.0.0.1:1"); r.code != 2 || !strings.Contains(r.stderr, "127.0.0.1:1") {
+	if r := runCLI(t, "", "kv", "get", "k", "--broker", "127.0.0.1:1"); r.code != exitFailed || !strings.Contains(r.stderr, "127.0.0.1:1") {
 		t.Fatalf("--broker must win over SSRUN_BROKER: %+v", r)
 	}
 
