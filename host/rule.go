@@ -856,6 +856,14 @@ func (r *rule) loaded(err error) {
 	}
 }
 
+// reloadFailed reports whether the file's newest version failed to load
+// while the previous one runs (StateReloadFailed).
+func (r *rule) reloadFailed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.reloadErr
+}
+
 // shortHash renders a content hash as in RuleStatus.Hash.
 func shortHash(h [32]byte) string { return hex.EncodeToString(h[:6]) }
 
