@@ -416,6 +416,8 @@ func failureKind(err error) string {
 		return "timeout"
 	case errors.Is(err, abi.ErrMemory):
 		return "memory"
+	case errors.Is(err, abi.ErrRaised): // the rule's own error, no crash
+		return "error"
 	case errors.Is(err, abi.ErrCrashed):
 		return "crash"
 	}
