@@ -91,4 +91,3 @@ func staleRule(path string, built time.Time) string {
 	}
 	return fmt.Sprintf("%s is older than its source %s: the tests run the old build; rebuild it, in %s: %s", path, newest, b.proj, b.command)
 }
-
