@@ -1,7 +1,6 @@
 package protocol_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -12,26 +11,9 @@ import (
 
 	"github.com/ssrun/ssrun/broker"
 	"github.com/ssrun/ssrun/broker/brokertest"
+	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol"
 )
-
-// lockedBuffer is a log sink safe for the client's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // A CONNACK refusal that retrying cannot fix ends AwaitConnectionOrRefusal
 // at once with the reason, long before its context's deadline; the client
@@ -45,7 +27,7 @@ func TestRefusalEndsTheWaitAndIsSaidOnce(t *testing.T) {
 	b := brokertest.Start(t, func(c *broker.Config) { c.Users = map[string][]byte{"alice": []byte(hash)} })
 	var mu sync.Mutex
 	password := "wrong"
-	logs := &lockedBuffer{}
+	logs := &testutil.Buffer{}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c, err := protocol.New(ctx, protocol.Config{

@@ -9,15 +9,22 @@ import (
 	"github.com/ssrun/ssrun/internal/testutil"
 )
 
-// `ssrun broker --acl FILE` applies the ACL (here without --passwords: user
-// names as claimed), and a bad file stops it with file, line and field.
-func TestBrokerACLFlag(t *testing.T) {
-	acl := writeFile(t, "acl.yaml", `authorizationPolicies:
+// bobACL writes an ACL that lets the user bob connect and use the keys
+// bob/*, and nothing else.
+func bobACL(t *testing.T) string {
+	t.Helper()
+	return writeFile(t, "acl.yaml", `authorizationPolicies:
   rules:
     - principals: {usernames: [bob]}
       brokerResources: [{method: Connect}]
       stateStoreResources: [{method: ReadWrite, keyType: Pattern, keys: ["bob/*"]}]
 `)
+}
+
+// `ssrun broker --acl FILE` applies the ACL (here without --passwords: user
+// names as claimed), and a bad file stops it with file, line and field.
+func TestBrokerACLFlag(t *testing.T) {
+	acl := bobACL(t)
 	out, _, stop := start(t, "broker", "--listen", "127.0.0.1:0", "--acl", acl)
 	addr := waitOutput(t, out, regexp.MustCompile(`listening on (\S+)\n`))[1]
 	if r := runCLI(t, "", "kv", "--broker", addr, "--username", "bob", "set", "bob/x", "1"); r.code != 0 {

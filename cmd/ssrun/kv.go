@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -48,8 +47,7 @@ func (a *app) printJSON(j kvJSON, value []byte, hasValue bool) {
 			j.ValueBase64 = value
 		}
 	}
-	b, _ := json.Marshal(j) // every field marshals
-	fmt.Fprintln(a.stdout, string(b))
+	_ = a.jsonLine(j) // every field marshals
 }
 
 func (a *app) kvCmd() *cobra.Command {
@@ -83,7 +81,7 @@ Exit status:
 // kvConnect builds a client from the AIO_* variables and flags and waits for
 // the first connection.
 func (a *app) kvConnect(ctx context.Context, cmd *cobra.Command, o *kvOpts) (*protocol.Client, error) {
-	if o.output != "text" && o.output != "json" {
+	if o.output != "" && o.output != "text" && o.output != "json" { // "": ssrun record's
 		return nil, usageError("--output %q: want text or json", o.output)
 	}
 	var s connSettings
@@ -165,7 +163,7 @@ func (a *app) kvGet(o *kvOpts) *cobra.Command {
 				if !res.Found {
 					return &exitError{code: 1, msg: fmt.Sprintf("%s: not found", args[0])}
 				}
-				if o.output == "text" {
+				if o.output != "json" {
 					a.stdout.Write(res.Value)
 					fmt.Fprintln(a.stdout)
 				}

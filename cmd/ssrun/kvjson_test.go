@@ -16,12 +16,7 @@ import (
 // exit statuses tell usage (2), failure to reach the broker (3) and not
 // authorized (4) apart.
 func TestKVJSONAndExitCodes(t *testing.T) {
-	acl := writeFile(t, "acl.yaml", `authorizationPolicies:
-  rules:
-    - principals: {usernames: [bob]}
-      brokerResources: [{method: Connect}]
-      stateStoreResources: [{method: ReadWrite, keyType: Pattern, keys: ["bob/*"]}]
-`)
+	acl := bobACL(t)
 	b := brokertest.Start(t, func(c *broker.Config) { c.ACLFile = acl })
 	kv := func(args ...string) result {
 		t.Helper()

@@ -119,13 +119,11 @@ func (a *app) replay(ctx context.Context, tracePath, dir, against string, asJSON
 func (a *app) printDiffs(tracePath, dir, against string, diffs []testrun.WriteDiff, asJSON bool) error {
 	if asJSON {
 		for _, d := range diffs {
-			j, err := json.Marshal(struct {
+			if err := a.jsonLine(struct {
 				Diff testrun.WriteDiff `json:"diff"`
-			}{d})
-			if err != nil {
+			}{d}); err != nil {
 				return err
 			}
-			fmt.Fprintln(a.stdout, string(j))
 		}
 		return nil
 	}
@@ -158,13 +156,21 @@ func (a *app) printMismatches(tracePath, dir string, ms []testrun.Mismatch, asJS
 			fmt.Fprintln(a.stdout, "  "+m.String())
 			continue
 		}
-		j, err := json.Marshal(struct {
+		if err := a.jsonLine(struct {
 			Mismatch testrun.Mismatch `json:"mismatch"`
-		}{m})
-		if err != nil {
+		}{m}); err != nil {
 			return err
 		}
-		fmt.Fprintln(a.stdout, string(j))
 	}
 	return &exitError{code: 1, msg: fmt.Sprintf("ssrun replay: the rules in %s part from the recording %s (%d difference(s))", dir, tracePath, len(ms))}
+}
+
+// jsonLine prints v as one line of JSON on stdout.
+func (a *app) jsonLine(v any) error {
+	j, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(a.stdout, string(j))
+	return err
 }
