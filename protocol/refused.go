@@ -3,6 +3,7 @@ package protocol
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/eclipse/paho.golang/autopaho"
 )
@@ -54,11 +55,15 @@ func (e *RefusedError) Error() string {
 		name = "refused"
 	}
 	s := fmt.Sprintf("%v: %s (CONNACK reason code 0x%02X)", ErrRefused, name, e.Code)
-	if e.Reason != "" && e.Reason != name {
+	if e.Reason != "" && squash(e.Reason) != squash(name) { // not the code's name again, in other words
 		s += ": " + e.Reason
 	}
 	return s
 }
+
+// squash folds case and drops spaces: "bad username or password" is the
+// name of 0x86, "bad user name or password".
+func squash(s string) string { return strings.ToLower(strings.ReplaceAll(s, " ", "")) }
 
 // Unwrap returns ErrRefused.
 func (e *RefusedError) Unwrap() error { return ErrRefused }

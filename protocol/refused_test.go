@@ -52,7 +52,7 @@ func TestRefusalEndsTheWaitAndIsSaidOnce(t *testing.T) {
 		t.Fatalf("AwaitConnectionOrRefusal = %v, want the refusal", err)
 	}
 	if re.Code != 0x86 || !re.Permanent() || re.Username != "alice" || re.ClientID != "refused-client" ||
-		!strings.Contains(re.Error(), "bad user name or password (CONNACK reason code 0x86)") {
+		re.Error() != "the broker refused the connection: bad user name or password (CONNACK reason code 0x86)" {
 		t.Fatalf("refusal %+v: %v", re, re)
 	}
 	// Refused again and again (10 ms apart): said once, at ERROR.
