@@ -134,3 +134,48 @@ func TestDocsLinkOnlyIntoTheRepository(t *testing.T) {
 		t.Fatalf("only %d Markdown files checked", checked)
 	}
 }
+
+// The README stays short (the rest is in docs/) and opens with the two
+// commands a new user runs on a fresh machine, both true: one runs the
+// main job on the embedded default (ssrun dev on an example that exists),
+// the other the tests, as CI runs them.
+func TestREADMEOpensWithTheTwoCommands(t *testing.T) {
+	root := filepath.Join("..", "..")
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	if n := strings.Count(readme, "\n"); n > 400 {
+		t.Errorf("README.md has %d lines, more than 400: move details to docs/", n)
+	}
+	_, rest, _ := strings.Cut(readme, "```sh\n")
+	block, _, _ := strings.Cut(rest, "```")
+	if before, _, _ := strings.Cut(readme, "```"); strings.Count(before, "\n") > 10 {
+		t.Errorf("the commands come after %d lines", strings.Count(before, "\n"))
+	}
+	lines := strings.Split(strings.TrimSpace(block), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("the first block has %d commands, want 2:\n%s", len(lines), block)
+	}
+	dev := regexp.MustCompile(`^go run \./cmd/ssrun dev (\S+)\s`).FindStringSubmatch(lines[0])
+	if dev == nil {
+		t.Fatalf("the first command is not `go run ./cmd/ssrun dev DIR`: %s", lines[0])
+	}
+	if rules, _ := filepath.Glob(filepath.Join(root, dev[1], "*.lua")); len(rules) == 0 {
+		t.Errorf("%s has no rule to run", dev[1])
+	}
+	const tests = "go vet ./... && go test -race ./..."
+	if !strings.HasPrefix(lines[1], tests) {
+		t.Fatalf("the second command is not %q: %s", tests, lines[1])
+	}
+	ci, err := os.ReadFile(filepath.Join(root, ".ci", "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"\ngo vet ./...\n", "\ngo test -race ./...\n"} {
+		if !strings.Contains(string(ci), c) {
+			t.Errorf(".ci/run does not run %q, which the README says it does", strings.TrimSpace(c))
+		}
+	}
+}
