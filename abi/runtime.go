@@ -76,6 +76,11 @@ var (
 	ErrMemory = errors.New("handler exceeded its memory limit")
 	// ErrCrashed: the rule panicked, trapped or raised an error.
 	ErrCrashed = errors.New("handler failed")
+	// ErrRaised: the rule raised an error of its own (Lua's error() or a
+	// failed assert, a runtime error in its code), as opposed to a crash of
+	// the sandbox. It wraps ErrCrashed, so errors.Is(err, ErrCrashed) holds
+	// for it too; the host reports it as kind "error", not "crash".
+	ErrRaised = fmt.Errorf("%w: the rule raised an error", ErrCrashed)
 )
 
 // CompileError is a rule that does not compile or load, with its position.

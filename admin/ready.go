@@ -10,13 +10,17 @@ import (
 )
 
 // StoreReady is the readiness check of a process with a store client: ready
-// while c is connected (and subscribed, so calls can be made).
+// while c is connected (and subscribed, so calls can be made). While the
+// broker refuses the connection, the check says why (the CONNACK's reason).
 func StoreReady(c *protocol.Client) func() error {
 	return func() error {
-		if !c.Connected() {
-			return errors.New("not connected to the state store")
+		if c.Connected() {
+			return nil
 		}
-		return nil
+		if r := c.LastRefusal(); r != nil {
+			return fmt.Errorf("not connected to the state store: %w", r)
+		}
+		return errors.New("not connected to the state store")
 	}
 }
 

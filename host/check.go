@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
@@ -92,15 +95,19 @@ func (c *Checker) Check(ctx context.Context, path string) error {
 	if err != nil {
 		return err
 	}
+	store := &checkStore{Host: sandboxStore(cfg)}
 	script, err := aside(c.calls, ctx, path, "start", c.grace, func(ctx context.Context) (abi.Script, error) {
-		return prog.Start(ctx, sandboxStore(cfg), cfg.limits())
+		return prog.Start(ctx, store, cfg.limits())
 	}, func(late abi.Script) { _ = late.Close(context.Background()) })
 	if err != nil {
 		var se *StuckError
-		if errors.As(err, &se) || strings.Contains(err.Error(), path) {
-			return err // names the file (and the line, where the runtime knows it)
+		if !errors.As(err, &se) && !strings.Contains(err.Error(), path) {
+			err = fmt.Errorf("start %s: %w", path, err)
 		}
-		return fmt.Errorf("start %s: %w", path, err)
+		if missed := store.missed(); len(missed) > 0 {
+			err = fmt.Errorf("%w (ssrun check starts a rule against an empty store: its top-level code read %s, absent here, which the store of dev or run may have)", err, strings.Join(missed, ", "))
+		}
+		return err // names the file (and the line, where the runtime knows it)
 	}
 	if err := script.Close(ctx); err != nil {
 		return fmt.Errorf("stop %s: %w", path, err)
@@ -130,6 +137,35 @@ func sandboxStore(cfg RuleConfig) *abitest.Host {
 		return false
 	}
 	return s
+}
+
+// checkStore is the store of a checked rule, remembering the keys the rule
+// read and found absent: in an empty store, a rule whose start needs a key
+// fails, and the error says so.
+type checkStore struct {
+	*abitest.Host
+	mu      sync.Mutex
+	missing []string
+}
+
+// Get implements abi.Host.
+func (s *checkStore) Get(ctx context.Context, key string) (abi.Value, error) {
+	v, err := s.Host.Get(ctx, key)
+	if abi.StatusOf(err) == abi.StatusNotFound {
+		s.mu.Lock()
+		if len(s.missing) < 4 && !slices.Contains(s.missing, strconv.Quote(key)) {
+			s.missing = append(s.missing, strconv.Quote(key))
+		}
+		s.mu.Unlock()
+	}
+	return v, err
+}
+
+// missed returns the keys read and found absent, quoted.
+func (s *checkStore) missed() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.missing)
 }
 
 // Close waits until the compiles Check abandoned have ended, or ctx ends,

@@ -43,9 +43,13 @@ type StagedWrite struct {
 	TTL   time.Duration // SET: its expiry; LOCK: the lease's (a staged lock does not expire)
 	Cond  string        // NX or NEX
 	Fence string        // the lock the write is fenced with
-	// Err is why the write was refused (condition not met, not found, lock
-	// busy or not held); empty when it was staged.
+	// Err is why the write was refused (condition not met, value differs,
+	// lock busy or not held, fencing); empty when it was staged.
 	Err string
+	// Note says why a harmless write changed nothing: a DEL or VDEL of a
+	// key that is absent ("nothing to delete"). It is no failure: the rule
+	// gets NOT_FOUND, as from the store, and a real run would do the same.
+	Note string
 	// Cause is the event the rule was handling; zero for a write outside a
 	// handler (at load, or from a plugin's own goroutine).
 	Cause Cause
@@ -81,8 +85,11 @@ func (w StagedWrite) String() string {
 		b.WriteString(", outside a handler")
 	}
 	b.WriteString(")")
-	if w.Err != "" {
+	switch {
+	case w.Err != "":
 		b.WriteString(": not staged: " + w.Err)
+	case w.Note != "":
+		b.WriteString(": " + w.Note)
 	}
 	return b.String()
 }
@@ -212,8 +219,12 @@ func (o *overlay) del(ctx context.Context, c *protocol.Client, w StagedWrite, ho
 		return err
 	}
 	switch {
-	case !found:
+	case !found && w.Op == "UNLOCK":
 		return o.refuse(w, abi.Errorf(abi.StatusNotFound, "%s %q: not found", verb, w.Key))
+	case !found: // the store would answer the same, changing nothing
+		w.Note = "nothing to delete (not found)"
+		o.report(w)
+		return abi.Errorf(abi.StatusNotFound, "%s %q: not found", verb, w.Key)
 	case w.Op != "DEL" && !bytes.Equal(cur, w.Value):
 		return o.refuse(w, abi.Errorf(abi.StatusNotApplied, "%s %q: value differs", verb, w.Key))
 	}

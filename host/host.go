@@ -481,6 +481,9 @@ func (h *Host) loadLocked(ctx context.Context, path string) (err error) {
 	r := h.slots[path]
 	h.mu.Unlock()
 	if r != nil && r.runs(hash) {
+		if r.reloadFailed() { // the fix was to save the running version back
+			h.log.Info("the file matches the running version again; its failed version is dropped", "rule", r.name, "version", shortHash(hash))
+		}
 		return settleCanary(ctx, r) // back to the live version: no shadow
 	}
 	if r != nil && shadowRuns(r, hash) {

@@ -416,6 +416,8 @@ func failureKind(err error) string {
 		return "timeout"
 	case errors.Is(err, abi.ErrMemory):
 		return "memory"
+	case errors.Is(err, abi.ErrRaised): // the rule's own error, no crash
+		return "error"
 	case errors.Is(err, abi.ErrCrashed):
 		return "crash"
 	}
@@ -854,6 +856,14 @@ func (r *rule) loaded(err error) {
 	if err != nil {
 		r.noteErrorLocked("reload: " + err.Error())
 	}
+}
+
+// reloadFailed reports whether the file's newest version failed to load
+// while the previous one runs (StateReloadFailed).
+func (r *rule) reloadFailed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.reloadErr
 }
 
 // shortHash renders a content hash as in RuleStatus.Hash.

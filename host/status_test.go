@@ -159,3 +159,36 @@ func TestClipLastError(t *testing.T) {
 		t.Fatal("a short message was changed")
 	}
 }
+
+// A fix by revert is seen: saving the running version back over a version
+// that failed to load says that the file matches the running version
+// again, and the rule is running, not "reload failed", once more.
+func TestRevertToRunningVersionIsLogged(t *testing.T) {
+	e := newEnv(t)
+	p := e.load("v1", goRule{init: watchInit("k")})
+	if err := os.WriteFile(p, []byte("no-such-rule"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.host.Load(e.ctx(), p); err == nil {
+		t.Fatal("a broken version loaded")
+	}
+	if err := os.WriteFile(p, []byte("v1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.host.Load(e.ctx(), p); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.logLines("the file matches the running version again", "rule=v1.gorule"); len(got) != 1 {
+		t.Fatalf("%d lines saying the revert, want 1:\n%s", len(got), e.logs.String())
+	}
+	if s := e.statusOf(p); s.State != StateRunning || s.Hash != hashOf("v1") {
+		t.Fatalf("after the revert: %+v, want running %s", s, hashOf("v1"))
+	}
+	// Saving the running version again (nothing had failed) says nothing.
+	if err := e.host.Load(e.ctx(), p); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.logLines("the file matches the running version again"); len(got) != 1 {
+		t.Fatalf("%d lines saying a revert, want still 1:\n%s", len(got), e.logs.String())
+	}
+}

@@ -146,6 +146,15 @@ type Client struct {
 	ready     *conn         // up and subscribed: calls may use it
 	readyCh   chan struct{} // closed while ready != nil
 	lastCause error         // why the current connection ended, if known
+	// refusal is the CONNACK refusal of the last connection attempt, nil
+	// when that attempt failed otherwise or a connection came up since;
+	// refusedCh is closed while it is one retrying cannot fix (Permanent).
+	// said holds the refusals logged since the last connection, so each
+	// is logged once.
+	refusal   *RefusedError
+	refusedCh chan struct{}
+	said      map[string]bool
+	lastUser  string // the user name of the last CONNECT
 
 	// rmu guards the KEYNOTIFY registrations and the duplicate filter.
 	rmu     sync.Mutex
@@ -217,6 +226,8 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		clock:        hlc.NewClock(uuidString(newUUID()), cfg.Now),
 		pending:      map[[16]byte]chan *paho.Publish{},
 		readyCh:      make(chan struct{}),
+		refusedCh:    make(chan struct{}),
+		said:         map[string]bool{},
 		watched:      map[string]*lastNotify{},
 		done:         make(chan struct{}),
 	}
@@ -235,11 +246,9 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		ConnectPacketBuilder:          c.buildConnect,
 		OnConnectionUp:                c.onConnectionUp,
 		OnConnectionDown:              c.onConnectionDown,
-		OnConnectError: func(err error) {
-			c.log.Warn("state store connection attempt failed", "err", err)
-		},
-		Errors:     pahoLog,
-		PahoErrors: pahoLog,
+		OnConnectError:                c.onConnectError,
+		Errors:                        pahoLog,
+		PahoErrors:                    pahoLog,
 		ClientConfig: paho.ClientConfig{
 			ClientID:          cfg.ClientID,
 			OnPublishReceived: []func(paho.PublishReceived) (bool, error){c.onPublish},
@@ -322,6 +331,9 @@ func (c *Client) buildConnect(cp *paho.Connect, _ *url.URL) (*paho.Connect, erro
 			return nil, fmt.Errorf("protocol: read credentials: %w", err)
 		}
 		cp.Username, cp.UsernameFlag = cr.Username, cr.Username != ""
+		c.mu.Lock()
+		c.lastUser = cr.Username
+		c.mu.Unlock()
 		cp.Password, cp.PasswordFlag = cr.Password, len(cr.Password) > 0
 		cp.Properties.AuthMethod, cp.Properties.AuthData = cr.AuthMethod, cr.AuthData
 	}
@@ -383,6 +395,8 @@ func (c *Client) onConnectionUp(cm *autopaho.ConnectionManager, ack *paho.Connac
 	c.mu.Lock()
 	c.up = cn
 	c.lastCause = nil
+	c.setRefusal(nil)
+	clear(c.said)
 	c.mu.Unlock()
 	c.log.Debug("mqtt connection up", "session_present", ack.SessionPresent)
 	c.wg.Add(1)
@@ -550,21 +564,98 @@ func (c *Client) readyConn() *conn {
 }
 
 // AwaitConnection blocks until the client is connected and subscribed (so
-// calls can be made), ctx ends, or the client is closed.
+// calls can be made), ctx ends, or the client is closed. A refused
+// connection attempt does not end the wait: the client keeps trying (see
+// AwaitConnectionOrRefusal).
 func (c *Client) AwaitConnection(ctx context.Context) error {
+	return c.awaitConnection(ctx, false)
+}
+
+// AwaitConnectionOrRefusal is AwaitConnection for a one-shot command: it
+// also returns, with the *RefusedError, as soon as the broker refuses the
+// connection for a reason trying again cannot fix (RefusedError.Permanent:
+// bad credentials, a client id not allowed, not authorized, banned). The
+// client itself keeps trying until Close.
+func (c *Client) AwaitConnectionOrRefusal(ctx context.Context) error {
+	return c.awaitConnection(ctx, true)
+}
+
+func (c *Client) awaitConnection(ctx context.Context, refusal bool) error {
 	if c.ctx.Err() != nil {
 		return ErrClosed
 	}
 	c.mu.Lock()
-	ch := c.readyCh
+	ch, refused := c.readyCh, c.refusedCh
 	c.mu.Unlock()
+	if !refusal {
+		refused = nil // never ready
+	}
 	select {
 	case <-ch:
 		return nil
+	case <-refused:
+		if r := c.LastRefusal(); r != nil {
+			return fmt.Errorf("protocol: connect: %w", r)
+		}
+		return c.awaitConnection(ctx, refusal) // a connection came up meanwhile
 	case <-ctx.Done():
+		if r := c.LastRefusal(); r != nil {
+			return fmt.Errorf("protocol: await connection: %w (the last attempt: %w)", ctx.Err(), r)
+		}
 		return fmt.Errorf("protocol: await connection: %w", ctx.Err())
 	case <-c.ctx.Done():
 		return ErrClosed
+	}
+}
+
+// LastRefusal returns the CONNACK refusal of the client's latest connection
+// attempt: nil when that attempt failed for another reason (the broker did
+// not answer), or when the client has connected since.
+func (c *Client) LastRefusal() *RefusedError {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.refusal
+}
+
+// setRefusal records the outcome of a connection attempt (r nil: not a
+// refusal) and opens or closes refusedCh. Under mu.
+func (c *Client) setRefusal(r *RefusedError) {
+	c.refusal = r
+	select {
+	case <-c.refusedCh:
+		if r == nil || !r.Permanent() {
+			c.refusedCh = make(chan struct{})
+		}
+	default:
+		if r != nil && r.Permanent() {
+			close(c.refusedCh)
+		}
+	}
+}
+
+// onConnectError runs on autopaho's goroutine for every failed connection
+// attempt; autopaho tries again after ReconnectBackoff. A refusal is logged
+// once per distinct reason until the client connects (the same refusal
+// every few seconds says nothing new), other failures every time.
+func (c *Client) onConnectError(err error) {
+	r := asRefusal(err)
+	c.mu.Lock()
+	if r != nil {
+		r.ClientID, r.Username = c.clientID, c.lastUser
+	}
+	c.setRefusal(r)
+	first := false
+	if r != nil && !c.said[r.Error()] {
+		c.said[r.Error()], first = true, true
+	}
+	c.mu.Unlock()
+	switch {
+	case r == nil:
+		c.log.Warn("state store connection attempt failed", "err", err)
+	case first:
+		c.log.Error("the broker refused the connection; trying again with backoff (said once per reason)", "user", r.Username, "err", r)
+	default:
+		c.log.Debug("the broker refused the connection again", "err", r)
 	}
 }
 

@@ -87,36 +87,18 @@ func indentList(lines []string) string {
 // diffLines is a line diff of want and got (longest common subsequence):
 // "  " both, "- " only wanted, "+ " only got.
 func diffLines(want, got []string) string {
-	n, m := len(want), len(got)
-	lcs := make([][]int, n+1)
-	for i := range lcs {
-		lcs[i] = make([]int, m+1)
-	}
-	for i := n - 1; i >= 0; i-- {
-		for j := m - 1; j >= 0; j-- {
-			if want[i] == got[j] {
-				lcs[i][j] = lcs[i+1][j+1] + 1
-			} else {
-				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
-			}
-		}
-	}
 	var b strings.Builder
-	i, j := 0, 0
-	for i < n || j < m {
-		switch {
-		case i < n && j < m && want[i] == got[j]:
-			fmt.Fprintf(&b, "      %s\n", want[i])
-			i, j = i+1, j+1
-		case i < n && (j == m || lcs[i+1][j] >= lcs[i][j+1]):
-			fmt.Fprintf(&b, "    - %s\n", want[i])
-			i++
+	for _, e := range editScript(want, got) {
+		switch e.kind {
+		case '=':
+			fmt.Fprintf(&b, "      %s\n", want[e.i])
+		case '-':
+			fmt.Fprintf(&b, "    - %s\n", want[e.i])
 		default:
-			fmt.Fprintf(&b, "    + %s\n", got[j])
-			j++
+			fmt.Fprintf(&b, "    + %s\n", got[e.j])
 		}
 	}
-	if n == 0 && m == 0 {
+	if len(want) == 0 && len(got) == 0 {
 		b.WriteString("    (none)\n")
 	}
 	return strings.TrimSuffix(b.String(), "\n")

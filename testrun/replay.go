@@ -247,33 +247,57 @@ func PrintWrites(out io.Writer, writes []Write, asJSON bool) error {
 	return err
 }
 
-// DiffWrites compares the writes of two replays and returns up to max
-// lines describing the first differences ("-" a, "+" b), nil when equal.
-func DiffWrites(a, b []Write, max int) []string {
-	var out []string
-	for i := 0; i < len(a) || i < len(b); i++ {
-		var x, y string
-		if i < len(a) {
-			x = a[i].String()
-		}
-		if i < len(b) {
-			y = b[i].String()
-		}
-		if x == y {
+// WriteDiff is one difference between the writes of two replays: where
+// the writes of a (Removed) stand instead of those of b (Added). One of
+// them may be empty: a write only one version makes.
+type WriteDiff struct {
+	A       int     `json:"a"` // the first write of Removed in a, counted from 1; or the write of a it comes before
+	B       int     `json:"b"` // the same in b
+	Removed []Write `json:"removed"`
+	Added   []Write `json:"added"`
+}
+
+// String is the difference as lines of `ssrun replay --diff`.
+func (d WriteDiff) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "write %d / %d:", d.A, d.B)
+	for _, w := range d.Removed {
+		b.WriteString("\n  - " + w.String())
+	}
+	for _, w := range d.Added {
+		b.WriteString("\n  + " + w.String())
+	}
+	return b.String()
+}
+
+// DiffWrites compares the writes of two replays, aligned as a shortest
+// edit script (a longest common subsequence of writes kept: one write more
+// in b is one difference, not a change of every later write), and returns
+// the differences, nil when equal.
+func DiffWrites(a, b []Write) []WriteDiff {
+	sa, sb := make([]string, len(a)), make([]string, len(b))
+	for i, w := range a {
+		sa[i] = w.String()
+	}
+	for i, w := range b {
+		sb[i] = w.String()
+	}
+	var out []WriteDiff
+	var cur *WriteDiff
+	for _, e := range editScript(sa, sb) {
+		if e.kind == '=' {
+			cur = nil
 			continue
 		}
-		if len(out) >= max {
-			out = append(out, "…")
-			break
+		if cur == nil {
+			out = append(out, WriteDiff{A: e.i + 1, B: e.j + 1, Removed: []Write{}, Added: []Write{}})
+			cur = &out[len(out)-1]
 		}
-		line := fmt.Sprintf("write %d:", i+1)
-		if x != "" {
-			line += "\n  - " + x
+		if e.kind == '-' {
+			cur.Removed = append(cur.Removed, a[e.i])
+		} else {
+			cur.Added = append(cur.Added, b[e.j])
 		}
-		if y != "" {
-			line += "\n  + " + y
-		}
-		out = append(out, line)
 	}
 	return out
 }

@@ -28,6 +28,9 @@ type Options struct {
 	Run *regexp.Regexp
 	// Report receives the results.
 	Report *Reporter
+	// Warn, when set, is told what the tests may not show: a rule file
+	// built from sources that are newer than it.
+	Warn func(string)
 }
 
 // ErrBadInput marks failures that are no test failure: a test file that
@@ -175,7 +178,10 @@ func compile(ctx context.Context, f *File, opts Options) ([]rule, error) {
 		p := filepath.Join(dir, n)
 		info, err := os.Stat(p)
 		if err != nil {
-			return nil, fmt.Errorf("rules: %w", err)
+			return nil, fmt.Errorf("rules: %w", missingRule(p, err))
+		}
+		if w := staleRule(p, info.ModTime()); w != "" && opts.Warn != nil {
+			opts.Warn(w)
 		}
 		kind, ok := host.RuleKind(p, info)
 		if !ok || kinds[kind] == nil {

@@ -23,11 +23,20 @@ type adminFlags struct {
 	addr        string
 	tokenFile   string
 	allowFailed bool
+	dev         bool // ssrun dev's: on by default, its address published for status and why
 }
+
+// devAdminDefault is ssrun dev's --admin default: a free port on loopback.
+const devAdminDefault = "127.0.0.1:0"
 
 func (f *adminFlags) register(cmd *cobra.Command, rules bool) {
 	fs := cmd.Flags()
-	fs.StringVar(&f.addr, "admin", "", "serve /healthz, /readyz, /metrics (and with rules /status, /why) on HOST:PORT (:PORT or PORT: on 127.0.0.1; default off)")
+	if cmd.Name() == "dev" {
+		f.dev = true
+		fs.StringVar(&f.addr, "admin", devAdminDefault, "serve /healthz, /readyz, /metrics, /status, /why on HOST:PORT (:PORT or PORT: on 127.0.0.1; default a free port on 127.0.0.1, which ssrun status and why find; off: none)")
+	} else {
+		fs.StringVar(&f.addr, "admin", "", "serve /healthz, /readyz, /metrics (and with rules /status, /why) on HOST:PORT (:PORT or PORT: on 127.0.0.1; default off)")
+	}
 	if rules {
 		fs.StringVar(&f.tokenFile, "admin-token-file", "", "a `FILE` holding the bearer token /status and /why require (needed with --admin off loopback)")
 		fs.BoolVar(&f.allowFailed, "ready-allow-failed-rules", false, "with --admin, report ready even if some rule files failed to load")
@@ -62,19 +71,20 @@ type adminParts struct{ broker, rules bool }
 // adminRun is the admin endpoint of one command, or nil when --admin is
 // not given: every method of a nil *adminRun does nothing.
 type adminRun struct {
-	srv      *admin.Server
-	metrics  *admin.Metrics
-	rules    *admin.RulesReady
-	client   atomic.Pointer[protocol.Client]
-	host     atomic.Pointer[host.Host]
-	brokerUp atomic.Bool
+	srv       *admin.Server
+	unpublish func() // removes the address ssrun dev published
+	metrics   *admin.Metrics
+	rules     *admin.RulesReady
+	client    atomic.Pointer[protocol.Client]
+	host      atomic.Pointer[host.Host]
+	brokerUp  atomic.Bool
 }
 
 // startAdmin starts the endpoint when --admin is set. Its readiness checks
 // are in place before it listens, so it is not ready until the parts say
 // so: brokerStarted, withClient and rulesLoaded.
 func (a *app) startAdmin(ctx context.Context, f *adminFlags, parts adminParts) (*adminRun, error) {
-	if f.addr == "" {
+	if f.addr == "" || f.dev && f.addr == "off" {
 		if f.tokenFile != "" {
 			return nil, usageError("%s goes with --admin", a.flagSource("admin-token-file"))
 		}
@@ -128,6 +138,15 @@ func (a *app) startAdmin(ctx context.Context, f *adminFlags, parts adminParts) (
 		}
 	}
 	fmt.Fprintf(a.stdout, "ssrun: admin endpoint on http://%s (%s)\n", srv.Addr(), what)
+	r.unpublish = func() {}
+	if f.dev {
+		var problem error
+		if r.unpublish, problem = publishDevAdmin(srv.Addr()); problem != nil {
+			a.log.Warn("ssrun status and why will not find this endpoint without --admin", "err", problem)
+		} else {
+			fmt.Fprintln(a.stdout, "ssrun: `ssrun status` and `ssrun why KEY` find it without --admin")
+		}
+	}
 	return r, nil
 }
 
@@ -143,6 +162,7 @@ func (r *adminRun) close() {
 	if r == nil {
 		return
 	}
+	r.unpublish()
 	ctx, cancel := context.WithTimeout(context.Background(), DefaultShutdownTimeout)
 	defer cancel()
 	_ = r.srv.Close(ctx)

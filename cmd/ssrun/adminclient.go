@@ -24,10 +24,12 @@ type adminClientFlags struct {
 	tokenFile string
 	output    string
 	timeout   time.Duration
+	fs        *pflag.FlagSet
 }
 
 func (f *adminClientFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.addr, "admin", admin.DefaultAddr, "admin endpoint of a running ssrun dev or run (started with --admin): HOST:PORT, :PORT or PORT (loopback)")
+	f.fs = fs
+	fs.StringVar(&f.addr, "admin", admin.DefaultAddr, "admin endpoint of a running ssrun dev or run: HOST:PORT, :PORT or PORT (loopback); default: the latest ssrun dev's, else "+admin.DefaultAddr)
 	fs.StringVar(&f.tokenFile, "admin-token-file", "", "a `FILE` holding the endpoint's bearer token (the one its --admin-token-file names)")
 	fs.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to wait for the answer")
@@ -77,6 +79,11 @@ func (e *errAdminNotFound) Error() string { return e.msg }
 // --admin), an endpoint without path (ssrun broker's), or the server's own
 // error; a 404 with a JSON error is an *errAdminNotFound.
 func adminGet(ctx context.Context, f *adminClientFlags, path string, q url.Values) ([]byte, error) {
+	if !f.fs.Changed("admin") {
+		if addr := devAdminAddr(); addr != "" {
+			f.addr = addr // the endpoint of the latest ssrun dev
+		}
+	}
 	u, err := adminURL(f.addr, path, q)
 	if err != nil {
 		return nil, err

@@ -81,13 +81,13 @@ func (f *brokerFlags) persistence() (broker.FsyncPolicy, error) {
 	return policy, nil
 }
 
-func (a *app) startBroker(f *brokerFlags, users map[string][]byte) (*broker.Broker, error) {
+func (a *app) startBroker(ctx context.Context, f *brokerFlags, users map[string][]byte) (*broker.Broker, func(), error) {
 	if (f.tlsCert == "") != (f.tlsKey == "") {
-		return nil, usageError("--tls-cert and --tls-key go together")
+		return nil, nil, usageError("--tls-cert and --tls-key go together")
 	}
 	fsync, err := f.persistence()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	b, err := broker.New(broker.Config{
 		Listen:        f.listen,
@@ -114,15 +114,22 @@ func (a *app) startBroker(f *brokerFlags, users map[string][]byte) (*broker.Brok
 		MaxKeepAlive:      f.maxKeepAlive,
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := b.Start(); err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
-			return nil, fmt.Errorf("%w (another broker running? pick a free address with --listen, e.g. --listen 127.0.0.1:0)", err)
+			return nil, nil, fmt.Errorf("%w (another broker running? pick a free address with --listen, e.g. --listen 127.0.0.1:0)", err)
 		}
-		return nil, err
+		return nil, nil, err
 	}
-	return b, nil
+	stop := func() {}
+	if f.passwords != "" {
+		if stop, err = a.warnPasswordChanges(ctx, f.passwords); err != nil {
+			_ = b.Close()
+			return nil, nil, err
+		}
+	}
+	return b, stop, nil
 }
 
 func (a *app) brokerCmd() *cobra.Command {
@@ -138,10 +145,11 @@ func (a *app) brokerCmd() *cobra.Command {
 				return err
 			}
 			defer adm.close()
-			b, err := a.startBroker(&f, nil)
+			b, unwatch, err := a.startBroker(cmd.Context(), &f, nil)
 			if err != nil {
 				return err
 			}
+			defer unwatch()
 			adm.brokerStarted(b)
 			fmt.Fprintf(a.stdout, "ssrun broker: state store listening on %s\n", b.Addr())
 			if f.data == "" {

@@ -29,6 +29,7 @@ type stagedWriteJSON struct {
 	Cond        string      `json:"cond,omitempty"`
 	Fence       string      `json:"fence,omitempty"`
 	Error       string      `json:"error,omitempty"` // why it was not staged
+	Note        string      `json:"note,omitempty"`  // why a harmless write changed nothing
 	Cause       *host.Cause `json:"cause,omitempty"` // the event the rule handled
 }
 
@@ -40,7 +41,7 @@ func printStagedWrites(w io.Writer, format string) func(host.StagedWrite) {
 	return func(s host.StagedWrite) {
 		line := s.String()
 		if format == "json" {
-			j := stagedWriteJSON{DryRun: s.Op, Rule: s.Rule, Key: s.Key, TTLMs: s.TTL.Milliseconds(), Cond: s.Cond, Fence: s.Fence, Error: s.Err}
+			j := stagedWriteJSON{DryRun: s.Op, Rule: s.Rule, Key: s.Key, TTLMs: s.TTL.Milliseconds(), Cond: s.Cond, Fence: s.Fence, Error: s.Err, Note: s.Note}
 			if s.Value != nil {
 				if utf8.Valid(s.Value) {
 					v := string(s.Value)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -102,5 +103,47 @@ func TestDevDryRunJSON(t *testing.T) {
 	}
 	if code := stop(); code != 0 {
 		t.Fatalf("dev exit %d; stderr:\n%s", code, errw.String())
+	}
+}
+
+// A dry run does not report a harmless DEL of a missing key as a failure:
+// it is printed as changing nothing ("nothing to delete"), not as "not
+// staged", the rule's event is not failed, and the writes after it go on.
+func TestDevDryRunDelOfMissingKeyIsNoFailure(t *testing.T) {
+	dir := t.TempDir()
+	rule := "local ss = require(\"ssrun\")\nss.watch(\"in\")\nfunction on_event(ev)\n  ss.del(\"never-set\")\n  ss.vdel(\"never-set\", \"x\")\n  ss.set(\"out\", ev.value)\nend\n"
+	if err := os.WriteFile(filepath.Join(dir, "clean.lua"), []byte(rule), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"XDG_RUNTIME_DIR=" + t.TempDir()}
+	cmd := exec.Command(ssrunBinary(t), "dev", dir, "--listen", "127.0.0.1:0", "--dry-run")
+	cmd.Env = append(os.Environ(), env...)
+	p := startCmd(t, cmd)
+	addr := waitOutput(t, p.stdout, regexp.MustCompile(`try: ssrun kv --broker (\S+) set`))[1]
+	if r := runBin(t, nil, "kv", "--broker", addr, "set", "in", "1"); r.code != 0 {
+		t.Fatalf("kv set: %+v", r)
+	}
+	waitOutput(t, p.stdout, regexp.MustCompile(`(?m)^dry-run: SET out "1" \(rule clean\.lua, event SET in v=\S+\)$`))
+	out := p.stdout.String()
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^dry-run: DEL never-set \(rule clean\.lua, event SET in v=\S+\): nothing to delete \(not found\)$`),
+		regexp.MustCompile(`(?m)^dry-run: VDEL never-set "x" \(rule clean\.lua, event SET in v=\S+\): nothing to delete \(not found\)$`),
+	} {
+		if !want.MatchString(out) {
+			t.Errorf("no line matching %s:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "not staged") {
+		t.Errorf("a harmless delete reported as not staged:\n%s", out)
+	}
+	r := runBin(t, env, "status", "-o", "json")
+	var doc struct {
+		Rules []struct {
+			Name            string
+			Handled, Failed int
+		}
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || len(doc.Rules) != 1 || doc.Rules[0].Handled != 1 || doc.Rules[0].Failed != 0 {
+		t.Fatalf("status: %v %+v\n%+v", err, doc, r)
 	}
 }

@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -18,6 +22,32 @@ import (
 type kvOpts struct {
 	conn    connFlags
 	timeout time.Duration
+	output  string // text or json (get, watch)
+}
+
+// kvJSON is a key's state as `kv get -o json` and `kv watch -o json` print
+// it, one object per line: the value as text when it is UTF-8, else as
+// value_base64.
+type kvJSON struct {
+	Key         string  `json:"key"`
+	Op          string  `json:"op,omitempty"` // watch: SET or DELETE
+	Found       *bool   `json:"found,omitempty"`
+	Value       *string `json:"value,omitempty"`
+	ValueBase64 []byte  `json:"value_base64,omitempty"`
+	Version     string  `json:"version,omitempty"` // "" for a deletion seen by a re-read: its version is unknown
+}
+
+// printJSON prints j as one line, with value when the key has one.
+func (a *app) printJSON(j kvJSON, value []byte, hasValue bool) {
+	if hasValue {
+		if utf8.Valid(value) {
+			v := string(value)
+			j.Value = &v
+		} else {
+			j.ValueBase64 = value
+		}
+	}
+	_ = a.jsonLine(j) // every field marshals
 }
 
 func (a *app) kvCmd() *cobra.Command {
@@ -27,16 +57,23 @@ func (a *app) kvCmd() *cobra.Command {
 		Short: "Read, write and watch state store keys",
 		Long: `Read, write and watch state store keys.
 
-  ssrun kv get KEY
+  ssrun kv get KEY [-o json]          -o json: {"key":..,"found":true,"value":..,"version":..}
   ssrun kv set KEY VALUE [--nx | --nex] [--px 10s] [--fence TOKEN]     (VALUE - reads stdin)
   ssrun kv del KEY [--fence TOKEN]
   ssrun kv vdel KEY VALUE [--fence TOKEN]
-  ssrun kv watch KEY...
+  ssrun kv watch KEY... [-o json]     -o json: {"key":..,"op":"SET","value":..,"version":..} per line
 
-Exit status: 0 done, 1 not found / not applied, 2 usage or connection error.`,
+Exit status:
+  0  done
+  1  not found (get, del, vdel), not applied (set --nx/--nex), value differs (vdel)
+  2  usage: a bad flag or argument
+  3  failed: the broker could not be reached in --timeout, or a request failed
+  4  not authorized: the broker refused the login (bad user name or password,
+     client id not allowed, no Connect grant, banned) or its ACL refused the key`,
 	}
 	o.conn.register(cmd.PersistentFlags(), "127.0.0.1:1883")
 	cmd.PersistentFlags().DurationVar(&o.timeout, "timeout", 10*time.Second, "per-request timeout")
+	cmd.PersistentFlags().StringVarP(&o.output, "output", "o", "text", "output of get and watch: text, or json (one object per line, with the version; a value that is not UTF-8 as value_base64)")
 	cmd.AddCommand(a.kvGet(&o), a.kvSet(&o), a.kvDel(&o), a.kvVDel(&o), a.kvWatch(&o))
 	return cmd
 }
@@ -44,6 +81,9 @@ Exit status: 0 done, 1 not found / not applied, 2 usage or connection error.`,
 // kvConnect builds a client from the AIO_* variables and flags and waits for
 // the first connection.
 func (a *app) kvConnect(ctx context.Context, cmd *cobra.Command, o *kvOpts) (*protocol.Client, error) {
+	if o.output != "" && o.output != "text" && o.output != "json" { // "": ssrun record's
+		return nil, usageError("--output %q: want text or json", o.output)
+	}
 	var s connSettings
 	if err := s.applyEnv(os.LookupEnv); err != nil {
 		return nil, usageError("%v", err)
@@ -56,10 +96,12 @@ func (a *app) kvConnect(ctx context.Context, cmd *cobra.Command, o *kvOpts) (*pr
 		return nil, usageError("%v", err)
 	}
 	if cfg.ClientID == "" {
-		cfg.ClientID = "ssrun-kv-" + randomSuffix()
+		cfg.ClientID = defaultClientID(s.Username, "kv")
 	}
 	cfg.Timeout = o.timeout
-	cfg.Logger = a.quiet()
+	// A refusal ends the command with its own message: the client's log
+	// line saying it would only repeat it.
+	cfg.Logger = a.quietAt(slog.LevelError + 1)
 	if err := probe(ctx, cfg.Servers[0], o.timeout); err != nil {
 		return nil, withTLSNote(err, s)
 	}
@@ -69,22 +111,35 @@ func (a *app) kvConnect(ctx context.Context, cmd *cobra.Command, o *kvOpts) (*pr
 	}
 	wait, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	if err := c.AwaitConnection(wait); err != nil {
+	if err := c.AwaitConnectionOrRefusal(wait); err != nil {
 		c.Close()
+		var r *protocol.RefusedError
+		if errors.As(err, &r) {
+			return nil, &exitError{code: exitUnauthorized, msg: fmt.Sprintf("ssrun: connecting to %s: %s", cfg.Servers[0], refusedMessage(r, false))}
+		}
 		return nil, withTLSNote(fmt.Errorf("connecting to %s: %w", cfg.Servers[0], err), s)
 	}
 	return c, nil
 }
 
-// withClient runs f with a connected client and closes it afterwards.
+// withClient runs f with a connected client and closes it afterwards. An
+// error other than an *exitError ends the command with exitUnauthorized
+// when the store refused the key (its ACL), else exitFailed.
 func (a *app) withClient(cmd *cobra.Command, o *kvOpts, f func(ctx context.Context, c *protocol.Client) error) error {
 	ctx := cmd.Context()
 	c, err := a.kvConnect(ctx, cmd, o)
-	if err != nil {
-		return err
+	if err == nil {
+		defer c.Close()
+		err = f(ctx, c)
 	}
-	defer c.Close()
-	return f(ctx, c)
+	var ee *exitError
+	switch {
+	case err == nil || errors.As(err, &ee):
+		return err
+	case errors.Is(err, protocol.ErrNotAuthorized):
+		return &exitError{code: exitUnauthorized, msg: "ssrun: " + err.Error()}
+	}
+	return &exitError{code: exitFailed, msg: "ssrun: " + err.Error()}
 }
 
 func (a *app) kvGet(o *kvOpts) *cobra.Command {
@@ -98,11 +153,20 @@ func (a *app) kvGet(o *kvOpts) *cobra.Command {
 				if err != nil {
 					return fmt.Errorf("get %q: %w", args[0], err)
 				}
+				if o.output == "json" {
+					j := kvJSON{Key: args[0], Found: &res.Found}
+					if res.Found {
+						j.Version = res.Version.String()
+					}
+					a.printJSON(j, res.Value, res.Found)
+				}
 				if !res.Found {
 					return &exitError{code: 1, msg: fmt.Sprintf("%s: not found", args[0])}
 				}
-				a.stdout.Write(res.Value)
-				fmt.Fprintln(a.stdout)
+				if o.output != "json" {
+					a.stdout.Write(res.Value)
+					fmt.Fprintln(a.stdout)
+				}
 				return nil
 			})
 		},
@@ -258,7 +322,7 @@ what changed while disconnected is printed (a key deleted meanwhile as
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withClient(cmd, o, func(ctx context.Context, c *protocol.Client) error {
-				w := &watcher{a: a, c: c, keys: args, seen: map[string]keyState{}}
+				w := &watcher{a: a, c: c, keys: args, seen: map[string]keyState{}, json: o.output == "json"}
 				if err := notifyKeys(ctx, c, "watch", args); err != nil {
 					return err
 				}
@@ -299,6 +363,7 @@ type watcher struct {
 	c    *protocol.Client
 	keys []string
 	seen map[string]keyState
+	json bool // -o json: one object per change
 }
 
 type keyState struct {
@@ -324,10 +389,18 @@ func (w *watcher) print(key, op string, version hlc.HLC, value []byte) bool {
 			st.version = version
 		}
 		w.seen[key] = keyState{version: st.version, present: false}
+		if w.json {
+			w.a.printJSON(kvJSON{Key: key, Op: protocol.OpDelete, Version: strings.TrimPrefix(text, "-")}, nil, false)
+			return true
+		}
 		fmt.Fprintf(w.a.stdout, "%s DELETE %s\n", text, shown(key))
 		return true
 	}
 	w.seen[key] = keyState{version: version, present: true}
+	if w.json {
+		w.a.printJSON(kvJSON{Key: key, Op: protocol.OpSet, Version: version.String()}, value, true)
+		return true
+	}
 	fmt.Fprintf(w.a.stdout, "%s SET %s %s\n", version, shown(key), shown(string(value)))
 	return true
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"log/slog"
 	"os"
 	"regexp"
 	"strings"
@@ -58,7 +59,7 @@ func TestFlagsFromEnvironment(t *testing.T) {
 	if r := runCLI(t, "", "kv", "set", "k", "v"); r.code != 0 {
 		t.Fatalf("kv with SSRUN_BROKER: %+v", r)
 	}
-	if r := runCLI(t, "", "kv", "get", "k", "--broker", "127.0.0.1:1"); r.code != 2 || !strings.Contains(r.stderr, "127.0.0.1:1") {
+	if r := runCLI(t, "", "kv", "get", "k", "--broker", "127.0.0.1:1"); r.code != exitFailed || !strings.Contains(r.stderr, "127.0.0.1:1") {
 		t.Fatalf("--broker must win over SSRUN_BROKER: %+v", r)
 	}
 
@@ -77,5 +78,25 @@ func TestFlagsFromEnvironment(t *testing.T) {
 func TestHelpDocumentsEnvironment(t *testing.T) {
 	if r := runCLI(t, "", "--help"); r.code != 0 || !strings.Contains(r.stdout, "SSRUN_LOG_FORMAT=json") {
 		t.Fatalf("%+v", r)
+	}
+}
+
+// A message of several lines is written as lines in text format: the
+// record with the first, then each other line indented with a tab and its
+// control characters escaped, so none passes for a record of its own.
+func TestTextLogWritesLinesOfAMessage(t *testing.T) {
+	var b strings.Builder
+	h, err := logHandler(&b, "text", slog.LevelInfo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slog.New(h).With("rule", "r.wasm").Error("handler panic: boom\ngoroutine 1 [running]:\n\tmain.f()\ntime=forged level=ERROR msg=\x1b[2Jforged\xff")
+	want := regexp.MustCompile(`^time=\S+ level=ERROR msg="handler panic: boom" rule=r\.wasm
+	goroutine 1 \[running\]:
+		main\.f\(\)
+	time=forged level=ERROR msg=\\x1b\[2Jforged\\xff
+$`)
+	if !want.MatchString(b.String()) {
+		t.Fatalf("got:\n%s", b.String())
 	}
 }

@@ -192,16 +192,32 @@ A flag on the command line wins over its variable.`,
 // quiet returns the logger for one-shot commands: warnings and errors only,
 // unless --log-level asks for debug.
 func (a *app) quiet() *slog.Logger {
+	return a.quietAt(slog.LevelWarn)
+}
+
+// quietAt is quiet with lines below lvl left out.
+func (a *app) quietAt(lvl slog.Level) *slog.Logger {
 	if a.logLevel == "debug" {
 		return a.log
 	}
-	h, _ := logHandler(a.stderr, a.logFormat, slog.LevelWarn) // checked by PersistentPreRunE
+	h, _ := logHandler(a.stderr, a.logFormat, lvl) // checked by PersistentPreRunE
 	return slog.New(h)
 }
 
 // usageError reports a command-line mistake (exit status 2).
 func usageError(format string, args ...any) error {
 	return &exitError{code: 2, msg: "ssrun: " + strings.TrimSpace(fmt.Sprintf(format, args...))}
+}
+
+// defaultClientID is the client id of a command that was given none:
+// USER-CMD-<random> when it connects as USER, so that an ACL's users:
+// section binds a user to its ids with one glob (USER-*; see
+// docs/acl.example.yaml), else ssrun-CMD-<random>.
+func defaultClientID(user, cmd string) string {
+	if user == "" {
+		user = "ssrun"
+	}
+	return user + "-" + cmd + "-" + randomSuffix()
 }
 
 // randomSuffix returns 8 random hex digits for generated client ids.

@@ -15,6 +15,8 @@ import (
 	"text/template"
 
 	"github.com/spf13/cobra"
+
+	"github.com/ssrun/ssrun/abi/guest/assemblyscript"
 )
 
 // newTemplates are the files `ssrun new` writes, as text/template sources
@@ -47,8 +49,19 @@ type scaffold struct {
 	TestDir   string // the folder to give `ssrun test`, as the user would type it
 	GoVersion string // go.mod's go line
 	Version   string // the ssrun module version go.mod requires
-	Replace   string // the ssrun checkout go.mod replaces the module with; "" for none
+	Replace   string // the ssrun checkout go.mod replaces the module with, relative to the project; "" for none
+	Checkout  string // the checkout's absolute path, when Replace or SDK lead there
 	SDK       string // the AssemblyScript guest SDK, relative to the project, with slashes
+	SDKCopy   bool   // SDK is a copy of this ssrun's, in the project
+}
+
+// SDKPath is SDK as a path asc resolves relative to the project (not as a
+// module name): it starts with ./ or ../.
+func (sc scaffold) SDKPath() string {
+	if strings.HasPrefix(sc.SDK, "../") {
+		return sc.SDK
+	}
+	return "./" + sc.SDK
 }
 
 // scaffoldFile is one file to write: its template and where it goes.
@@ -73,10 +86,14 @@ ssrun test. The rule copies NAME/input to NAME/output.
                   rules/NAME.test.yaml (against rules/NAME.wasm once built)
 
 A Go scaffold's go.mod requires github.com/ssrun/ssrun at this binary's
-version; with --ssrun CHECKOUT it uses that ssrun checkout instead (a replace
-directive), as a development build of ssrun must. The AssemblyScript guest
-SDK is not on npm: assemblyscript needs --ssrun and uses the SDK from the
-checkout by relative path. Existing files are never overwritten.`,
+version. A development build of ssrun has none: go.mod then replaces the
+module with the ssrun checkout, by a path relative to the scaffold (so the
+folder can be committed), the checkout given with --ssrun CHECKOUT or, by
+default, the one the current folder is in. --ssrun CHECKOUT also overrides
+a version. The AssemblyScript guest SDK is not on npm: assemblyscript copies
+this ssrun's SDK into NAME/ssrun-sdk/, or with --ssrun uses the checkout's
+by relative path. The command says which. Existing files are never
+overwritten.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.newRule(args[0], args[1], dir, checkout)
@@ -115,8 +132,16 @@ func (a *app) newRule(kind, name, dir, checkout string) error {
 	default:
 		return usageError("new: unknown kind %q: want lua, go, assemblyscript or plugin", kind)
 	}
-	if err := sc.module(kind, root, checkout); err != nil {
+	how, err := sc.module(kind, root, checkout)
+	if err != nil {
 		return usageError("new %s %s: %v", kind, name, err)
+	}
+	if sc.SDKCopy {
+		sdk, err := sdkFiles()
+		if err != nil {
+			return err
+		}
+		files = append(files, sdk...)
 	}
 	out, err := renderScaffold(sc, files)
 	if err != nil {
@@ -137,46 +162,118 @@ func (a *app) newRule(kind, name, dir, checkout string) error {
 		}
 		fmt.Fprintf(a.stdout, "wrote %s\n", p)
 	}
+	if how != "" {
+		fmt.Fprintln(a.stdout, how)
+	}
 	return nil
 }
 
-// module sets what a kind needs of the ssrun module: for go and plugin,
-// the version go.mod requires (or the checkout it replaces it with), for
-// assemblyscript the SDK's path from the project folder root.
-func (sc *scaffold) module(kind, root, checkout string) error {
-	if kind == "lua" {
-		return nil
+// sdkCopyDir is the folder of an AssemblyScript scaffold that holds its
+// copy of the SDK.
+const sdkCopyDir = "ssrun-sdk"
+
+// sdkFiles lists this ssrun's AssemblyScript SDK, to copy into the
+// scaffold's sdkCopyDir.
+func sdkFiles() ([]scaffoldFile, error) {
+	var out []scaffoldFile
+	err := fs.WalkDir(assemblyscript.SDK, ".", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			out = append(out, scaffoldFile{tmpl: rawPrefix + p, dst: sdkCopyDir + "/" + p})
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("new: the AssemblyScript SDK: %w", err)
 	}
-	if checkout != "" {
-		abs, err := ssrunCheckout(checkout)
-		if err != nil {
-			return err
-		}
-		if kind == "assemblyscript" {
-			proj, err := filepath.Abs(root)
-			if err != nil {
-				return err
-			}
-			rel, err := filepath.Rel(proj, filepath.Join(abs, "abi", "guest", "assemblyscript"))
-			if err != nil {
-				return fmt.Errorf("--ssrun %s: %w", checkout, err)
-			}
-			sc.SDK = filepath.ToSlash(rel)
-			return nil
-		}
-		sc.Replace, sc.Version = abs, replacedVersion
-		return nil
+	return out, nil
+}
+
+// module sets what a kind needs of the ssrun module: for go and plugin,
+// the version go.mod requires or the checkout it replaces it with (by a
+// path relative to the project), for assemblyscript the SDK's path from the
+// project folder root (a copy of this ssrun's, or the checkout's). It
+// returns the line that tells the user which.
+func (sc *scaffold) module(kind, root, checkout string) (string, error) {
+	if kind == "lua" {
+		return "", nil
+	}
+	proj, err := filepath.Abs(root)
+	if err != nil {
+		return "", err
 	}
 	if kind == "assemblyscript" {
-		return errors.New("the AssemblyScript guest SDK is not published on npm: give --ssrun PATH, the root of an ssrun checkout")
+		if checkout == "" {
+			sc.SDK, sc.SDKCopy = sdkCopyDir, true
+			return fmt.Sprintf("the AssemblyScript SDK is a copy of this ssrun's (%s), in %s: the folder builds on its own", versionWord(), filepath.Join(root, sdkCopyDir)), nil
+		}
+		abs, err := ssrunCheckout(checkout)
+		if err != nil {
+			return "", err
+		}
+		rel, err := filepath.Rel(proj, filepath.Join(abs, "abi", "guest", "assemblyscript"))
+		if err != nil {
+			return "", fmt.Errorf("--ssrun %s: %w", checkout, err)
+		}
+		sc.SDK, sc.Checkout = filepath.ToSlash(rel), abs
+		return fmt.Sprintf("the AssemblyScript SDK is the checkout %s's, by the relative path %s (keep the folders where they are to each other)", abs, sc.SDK), nil
 	}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return errors.New("this ssrun has no build information to take a module version from: give --ssrun PATH, the root of an ssrun checkout")
+	if checkout == "" {
+		bi, ok := debug.ReadBuildInfo()
+		if ok {
+			if v, err := requiredVersion(bi); err == nil {
+				sc.Version = v
+				return fmt.Sprintf("go.mod requires %s %s, this ssrun's version", ssrunModule, v), nil
+			}
+		}
+		found, err := checkoutAround()
+		if err != nil {
+			return "", errors.New("this ssrun is a development build, with no module version go.mod can require, and the current folder is in no ssrun checkout: give --ssrun PATH, the root of the ssrun checkout to build against")
+		}
+		checkout = found
 	}
-	v, err := requiredVersion(bi)
-	sc.Version = v
-	return err
+	abs, err := ssrunCheckout(checkout)
+	if err != nil {
+		return "", err
+	}
+	rel, err := filepath.Rel(proj, abs)
+	if err != nil {
+		return "", fmt.Errorf("--ssrun %s: %w", checkout, err)
+	}
+	rel = filepath.ToSlash(rel)
+	if !strings.HasPrefix(rel, "../") {
+		rel = "./" + rel // a relative replace path must start with ./ or ../
+	}
+	sc.Replace, sc.Version, sc.Checkout = rel, replacedVersion, abs
+	return fmt.Sprintf("go.mod replaces %s with the checkout %s, by the relative path %s (keep the folders where they are to each other)", ssrunModule, abs, rel), nil
+}
+
+// versionWord names this ssrun's version for the user.
+func versionWord() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if v, err := requiredVersion(bi); err == nil {
+			return v
+		}
+	}
+	return "a development build"
+}
+
+// checkoutAround returns the ssrun checkout the current folder is in: the
+// nearest folder up from it whose go.mod is the ssrun module's.
+func checkoutAround() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := ssrunCheckout(dir); err == nil {
+			return dir, nil
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return "", errors.New("no ssrun checkout around the current folder")
+		}
+		dir = up
+	}
 }
 
 // requiredVersion is the version of the ssrun module a Go scaffold made by
@@ -209,6 +306,10 @@ func ssrunCheckout(dir string) (string, error) {
 	return abs, nil
 }
 
+// rawPrefix marks a scaffoldFile whose tmpl is a file of the embedded
+// AssemblyScript SDK, written as it is.
+const rawPrefix = "sdk:"
+
 // renderScaffold executes the templates of files for sc.
 func renderScaffold(sc scaffold, files []scaffoldFile) ([][]byte, error) {
 	base, err := template.New("").Delims("[[", "]]").Option("missingkey=error").ParseFS(newTemplates, "newtemplates/gomod-note.tmpl")
@@ -217,6 +318,12 @@ func renderScaffold(sc scaffold, files []scaffoldFile) ([][]byte, error) {
 	}
 	out := make([][]byte, len(files))
 	for i, f := range files {
+		if raw, ok := strings.CutPrefix(f.tmpl, rawPrefix); ok {
+			if out[i], err = fs.ReadFile(assemblyscript.SDK, raw); err != nil {
+				return nil, fmt.Errorf("new: the AssemblyScript SDK: %w", err)
+			}
+			continue
+		}
 		src, err := newTemplates.ReadFile(path.Join("newtemplates", f.tmpl+".tmpl"))
 		if err != nil {
 			return nil, fmt.Errorf("new: templates: %w", err)

@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+	"time"
 )
 
 // repoRoot is the ssrun checkout these tests run in.
@@ -172,7 +173,6 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{[]string{"lua", "../up"}, `invalid rule name "../up"`},
 		{[]string{"lua", "a b"}, `invalid rule name "a b"`},
 		{[]string{"python", "copier"}, `unknown kind "python"`},
-		{[]string{"assemblyscript", "copier"}, "not published on npm: give --ssrun"},
 		{[]string{"go", "copier", "--ssrun", dir}, "not an ssrun checkout"},
 	} {
 		r := runCLI(t, "", append(append([]string{"new"}, c.args...), "--dir", dir)...)
@@ -217,5 +217,128 @@ func TestScaffoldGoVersion(t *testing.T) {
 	}
 	if !strings.Contains(string(b), "\ngo "+scaffoldGoVersion+"\n") {
 		t.Errorf("go.mod's go line is not %s: change scaffoldGoVersion", scaffoldGoVersion)
+	}
+}
+
+// git runs git in dir, with an identity of its own (the machine may have
+// none), and returns its output.
+func git(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-c", "user.name=ssrun test", "-c", "user.email=test@ssrun.invalid", "-c", "init.defaultBranch=main"}, args...)...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// Scaffolds can be committed: `ssrun new go`, `plugin` and
+// `assemblyscript`, made in a fresh git repository next to an ssrun
+// checkout, are committed, cloned elsewhere with the checkout beside it,
+// and the first place is removed; the clone builds and passes its tests.
+// Nothing committed names a path of the machine: go.mod replaces the
+// module by a relative path (this ssrun is a development build, with no
+// version to require), and the AssemblyScript scaffold has its own copy of
+// the SDK. Each command says which it did.
+func TestNewScaffoldsCommitAndBuildElsewhere(t *testing.T) {
+	if _, err := exec.LookPath("npm"); err != nil {
+		t.Fatalf("npm is needed to build the AssemblyScript scaffold (.ci/run warms its cache): %v", err)
+	}
+	checkout, err := filepath.Abs(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := t.TempDir()
+	if err := os.Symlink(checkout, filepath.Join(first, "ssrun")); err != nil {
+		t.Fatal(err)
+	}
+	repo := filepath.Join(first, "rules-repo")
+	if err := os.Mkdir(repo, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	git(t, repo, "init", "-q")
+	for _, c := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"new", "go", "copier", "--ssrun", "../ssrun"}, "go.mod replaces github.com/ssrun/ssrun with the checkout " + filepath.Join(first, "ssrun") + ", by the relative path ../../ssrun"},
+		{[]string{"new", "plugin", "piper", "--ssrun", "../ssrun"}, "by the relative path ../../ssrun"},
+		{[]string{"new", "assemblyscript", "ascopier"}, "the AssemblyScript SDK is a copy of this ssrun's (a development build), in ascopier/ssrun-sdk"},
+	} {
+		cmd := exec.Command(ssrunBinary(t), c.args...)
+		cmd.Dir = repo
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), c.says) {
+			t.Fatalf("ssrun %s: %v, want it to say %q:\n%s", strings.Join(c.args, " "), err, c.says, out)
+		}
+	}
+	git(t, repo, "add", "-A")
+	git(t, repo, "commit", "-q", "-m", "scaffolds")
+	for _, f := range strings.Fields(git(t, repo, "ls-files")) {
+		b, err := os.ReadFile(filepath.Join(repo, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, abs := range []string{first, checkout} {
+			if strings.Contains(string(b), abs) {
+				t.Errorf("%s names the path %s of this machine", f, abs)
+			}
+		}
+	}
+
+	second := t.TempDir()
+	if err := os.Symlink(checkout, filepath.Join(second, "ssrun")); err != nil {
+		t.Fatal(err)
+	}
+	clone := filepath.Join(second, "clone")
+	git(t, second, "clone", "-q", repo, clone)
+	if err := os.RemoveAll(first); err != nil {
+		t.Fatal(err)
+	}
+	goIn(t, filepath.Join(clone, "copier"), []string{"GOOS=wasip1", "GOARCH=wasm"}, "build", "-buildmode=c-shared", "-o", "rules/copier.wasm", ".")
+	goIn(t, filepath.Join(clone, "piper"), nil, "build", "-o", "rules/piper", ".")
+	npm := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("npm", args...)
+		cmd.Dir = filepath.Join(clone, "ascopier")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("npm %s (the compiler must be in npm's cache: .ci/run puts it there): %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	npm("ci", "--offline", "--no-audit", "--no-fund", "--loglevel=error")
+	npm("run", "--silent", "build")
+	for _, name := range []string{"copier", "piper", "ascopier"} {
+		if r := runBin(t, nil, "test", filepath.Join(clone, name, "rules")); r.code != 0 || !strings.Contains(r.stdout, "ok ") || strings.Contains(r.stderr, "warning") {
+			t.Fatalf("ssrun test %s: %+v", name, r)
+		}
+	}
+}
+
+// A rule built from sources says how to build it when it is missing, and
+// warns when its sources are newer than it: the tests would run an old
+// build.
+func TestTestSaysHowToBuildAndWhenStale(t *testing.T) {
+	dir := t.TempDir()
+	if r := runBin(t, nil, "new", "go", "copier", "--dir", dir, "--ssrun", repoRoot); r.code != 0 {
+		t.Fatalf("new: %+v", r)
+	}
+	proj := filepath.Join(dir, "copier")
+	r := runBin(t, nil, "test", filepath.Join(proj, "rules"))
+	want := filepath.Join(proj, "rules", "copier.wasm") + " does not exist: build it first, in " + proj + ": GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o rules/copier.wasm ."
+	if r.code != 2 || !strings.Contains(r.stderr, want) {
+		t.Fatalf("missing module: %+v\nwant %q", r, want)
+	}
+	goIn(t, proj, []string{"GOOS=wasip1", "GOARCH=wasm"}, "build", "-buildmode=c-shared", "-o", "rules/copier.wasm", ".")
+	if r := runBin(t, nil, "test", filepath.Join(proj, "rules")); r.code != 0 || strings.Contains(r.stderr, "warning") {
+		t.Fatalf("fresh build: %+v", r)
+	}
+	later := time.Now().Add(time.Minute) // an edit after the build
+	if err := os.Chtimes(filepath.Join(proj, "main.go"), later, later); err != nil {
+		t.Fatal(err)
+	}
+	r = runBin(t, nil, "test", filepath.Join(proj, "rules"))
+	if r.code != 0 || !strings.Contains(r.stderr, "ssrun test: warning: "+filepath.Join(proj, "rules", "copier.wasm")+" is older than its source "+filepath.Join(proj, "main.go")+": the tests run the old build; rebuild it") {
+		t.Fatalf("stale module: %+v", r)
 	}
 }

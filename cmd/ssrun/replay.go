@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -13,7 +12,7 @@ import (
 	"github.com/ssrun/ssrun/testrun"
 )
 
-// maxDiffs is how many differing writes `ssrun replay --diff` prints.
+// maxDiffs is how many differences `ssrun replay --diff` prints as text.
 const maxDiffs = 10
 
 // replayCmd is `ssrun replay`: rules run against a trace of `ssrun record`
@@ -42,9 +41,11 @@ outcome when it was not OK. A request the live run did not make, or made
 differently, and one it made that the replay did not, are printed after
 the writes as differences, with exit status 1.
 
---diff DIR2 runs the rules of DIR2 on the same trace as well and prints the
-first writes that differ (- DIR, + DIR2): what a change would do
-differently.
+--diff DIR2 runs the rules of DIR2 on the same trace as well and prints
+where their writes differ (- DIR, + DIR2), aligned as a line diff is: a
+write only one version makes is one difference, not a change of every
+write after it. With --json, each difference is one JSON object
+({"diff":{"a":N,"b":M,"removed":[...],"added":[...]}}).
 
 Exit status: 0 done (with --diff: no difference), 1 the two versions
 differ or the replay of a host trace parts from the recording, 2 bad input (a trace that does not parse, names its file and line;
@@ -100,13 +101,45 @@ func (a *app) replay(ctx context.Context, tracePath, dir, against string, asJSON
 	if err != nil {
 		return err
 	}
-	diffs := testrun.DiffWrites(writes, other, maxDiffs)
+	diffs := testrun.DiffWrites(writes, other)
+	if err := a.printDiffs(tracePath, dir, against, diffs, asJSON); err != nil {
+		return err
+	}
 	if len(diffs) == 0 {
-		fmt.Fprintf(a.stdout, "no difference: %d write(s) on %d record(s)\n", len(writes), len(tr.Records))
+		if !asJSON {
+			fmt.Fprintf(a.stdout, "no difference: %d write(s) on %d record(s)\n", len(writes), len(tr.Records))
+		}
 		return nil
 	}
-	fmt.Fprintf(a.stdout, "%s and %s differ on %s (- %s, + %s):\n%s\n", dir, against, tracePath, dir, against, strings.Join(diffs, "\n"))
-	return &exitError{code: 1, msg: fmt.Sprintf("ssrun replay: %s and %s make different writes (%d, %d)", dir, against, len(writes), len(other))}
+	return &exitError{code: 1, msg: fmt.Sprintf("ssrun replay: %s and %s make different writes: %d difference(s) (%d and %d writes)", dir, against, len(diffs), len(writes), len(other))}
+}
+
+// printDiffs prints the differences between the writes of dir and
+// against: the first maxDiffs as text, or each as one JSON object.
+func (a *app) printDiffs(tracePath, dir, against string, diffs []testrun.WriteDiff, asJSON bool) error {
+	if asJSON {
+		for _, d := range diffs {
+			if err := a.jsonLine(struct {
+				Diff testrun.WriteDiff `json:"diff"`
+			}{d}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if len(diffs) == 0 {
+		return nil
+	}
+	fmt.Fprintf(a.stdout, "%s and %s differ on %s in %d place(s) (- %s, + %s; write N / M: the Nth write of %s, the Mth of %s):\n",
+		dir, against, tracePath, len(diffs), dir, against, dir, against)
+	for i, d := range diffs {
+		if i == maxDiffs {
+			fmt.Fprintf(a.stdout, "… and %d more\n", len(diffs)-maxDiffs)
+			break
+		}
+		fmt.Fprintln(a.stdout, d.String())
+	}
+	return nil
 }
 
 // printMismatches prints where the replay of a host trace parted from the
@@ -123,13 +156,21 @@ func (a *app) printMismatches(tracePath, dir string, ms []testrun.Mismatch, asJS
 			fmt.Fprintln(a.stdout, "  "+m.String())
 			continue
 		}
-		j, err := json.Marshal(struct {
+		if err := a.jsonLine(struct {
 			Mismatch testrun.Mismatch `json:"mismatch"`
-		}{m})
-		if err != nil {
+		}{m}); err != nil {
 			return err
 		}
-		fmt.Fprintln(a.stdout, string(j))
 	}
 	return &exitError{code: 1, msg: fmt.Sprintf("ssrun replay: the rules in %s part from the recording %s (%d difference(s))", dir, tracePath, len(ms))}
+}
+
+// jsonLine prints v as one line of JSON on stdout.
+func (a *app) jsonLine(v any) error {
+	j, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(a.stdout, string(j))
+	return err
 }

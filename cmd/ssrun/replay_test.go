@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -159,7 +160,7 @@ func TestReplayDiffCLI(t *testing.T) {
 		t.Fatalf("same rules: %+v", r)
 	}
 	r := runCLI(t, "", "replay", trace, a, "--diff", b)
-	if r.code != 1 || !strings.Contains(r.stdout, "write 1:\n  - +1000ms line 2 thermostat.lua SET hvac1/target \"28\"\n  + +1000ms line 2 thermostat.lua SET hvac1/target \"30\"") {
+	if r.code != 1 || !strings.Contains(r.stdout, "write 1 / 1:\n  - +1000ms line 2 thermostat.lua SET hvac1/target \"28\"\n  - +1000ms line 2 thermostat.lua SET thermostat1/setPoint \"28\"\n  + +1000ms line 2 thermostat.lua SET hvac1/target \"30\"") {
 		t.Fatalf("changed rule: %+v", r)
 	}
 	if r := runCLI(t, "", "replay", trace, a, "--json"); r.code != 0 ||
@@ -171,5 +172,53 @@ func TestReplayDiffCLI(t *testing.T) {
 	}
 	if r := runCLI(t, "", "replay", trace, a); r.code != 2 || !strings.Contains(r.stderr, trace+":3: t_ms 1 goes back in time") {
 		t.Fatalf("corrupt trace: %+v", r)
+	}
+}
+
+// `ssrun replay --diff` aligns the writes: a version that makes one write
+// more prints one difference, that insertion, not a change of every write
+// after it; --json prints it as one object.
+func TestReplayDiffAlignsWrites(t *testing.T) {
+	trace := filepath.Join(t.TempDir(), "t.trace")
+	var tr strings.Builder
+	tr.WriteString(`{"ssrun_trace":1,"start_ms":1767225600000,"keys":["in"]}` + "\n")
+	for i := 1; i <= 5; i++ {
+		fmt.Fprintf(&tr, `{"t_ms":%d,"kind":"notify","key":"in","op":"SET","value":"%d","version":"00%d:00001:StateStore"}`+"\n", 1767225600000+i*1000, i, 1767225600000+i*1000)
+	}
+	if err := os.WriteFile(trace, []byte(tr.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rule := func(extra string) string {
+		dir := t.TempDir()
+		src := "local ss = require(\"ssrun\")\nss.watch(\"in\")\nfunction on_event(ev)\n  ss.set(\"out\", ev.value)\n" + extra + "end\n"
+		if err := os.WriteFile(filepath.Join(dir, "copy.lua"), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	a, b := rule(""), rule("  if ev.value == \"2\" then ss.set(\"audit\", \"two\") end\n")
+	r := runBin(t, nil, "replay", trace, a, "--diff", b)
+	if r.code != 1 || strings.Count(r.stdout, "\nwrite ") != 1 || strings.Contains(r.stdout, "\n  - ") ||
+		!strings.Contains(r.stdout, "in 1 place(s)") ||
+		!strings.Contains(r.stdout, "write 3 / 3:\n  + +2000ms line 3 copy.lua SET audit \"two\"\n") {
+		t.Fatalf("one write more, want one difference, an insertion: %+v", r)
+	}
+	r = runBin(t, nil, "replay", trace, a, "--diff", b, "--json")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	var d struct {
+		Diff struct {
+			A, B           int
+			Removed, Added []map[string]any
+		}
+	}
+	if r.code != 1 || len(lines) != 1 {
+		t.Fatalf("--diff --json: %+v", r)
+	}
+	if err := json.Unmarshal([]byte(lines[0]), &d); err != nil || d.Diff.A != 3 || d.Diff.B != 3 || len(d.Diff.Removed) != 0 ||
+		len(d.Diff.Added) != 1 || d.Diff.Added[0]["key"] != "audit" || d.Diff.Added[0]["value"] != "two" {
+		t.Fatalf("--diff --json: %v %+v\n%s", err, d, r.stdout)
+	}
+	if r := runBin(t, nil, "replay", trace, a, "--diff", a, "--json"); r.code != 0 || r.stdout != "" {
+		t.Fatalf("--diff --json, no difference: %+v", r)
 	}
 }

@@ -241,17 +241,18 @@ func (a *app) devCmd() *cobra.Command {
 					return err
 				}
 			}
-			b, err := a.startBroker(&f, users)
+			b, unwatch, err := a.startBroker(ctx, &f, users)
 			if err != nil {
 				return err
 			}
 			defer b.Close()
+			defer unwatch()
 			adm.brokerStarted(b)
 			// The client outlives the signal: rules release their watches
 			// and locks through it on the way out; Close ends it.
 			client, err := protocol.New(context.WithoutCancel(ctx), protocol.Config{
 				Servers:     []string{"mqtt://" + b.Addr()},
-				ClientID:    "ssrun-dev-" + randomSuffix(),
+				ClientID:    devUser + "-" + randomSuffix(),
 				Credentials: creds,
 				Logger:      a.log,
 				Observer:    adm.requestObserver(),
@@ -260,7 +261,7 @@ func (a *app) devCmd() *cobra.Command {
 				return err
 			}
 			defer client.Close()
-			if err := client.AwaitConnection(ctx); err != nil {
+			if err := a.awaitStart(ctx, client, "ssrun dev's rules host", true); err != nil {
 				return fmt.Errorf("connecting to the embedded broker: %w", err)
 			}
 			adm.withClient(client)
@@ -345,7 +346,7 @@ func (a *app) runCmd() *cobra.Command {
 				return usageError("%v", err)
 			}
 			if ccfg.ClientID == "" {
-				ccfg.ClientID = "ssrun-" + randomSuffix()
+				ccfg.ClientID = defaultClientID(s.Username, "run")
 			}
 			ccfg.Logger = a.log
 			adm, err := a.startAdmin(ctx, &af, adminParts{rules: true})
@@ -362,6 +363,11 @@ func (a *app) runCmd() *cobra.Command {
 			adm.withClient(client)
 			fmt.Fprintf(a.stdout, "ssrun run: connecting to %s as %s\n", ccfg.Servers[0], client.ClientID())
 			a.connectionNotes(ctx, s, ccfg.Servers[0])
+			// Says why a refused first login is refused; ends with the command.
+			sctx, stopStart := context.WithCancel(ctx)
+			started := make(chan struct{})
+			go func() { defer close(started); _ = a.awaitStart(sctx, client, "ssrun run", false) }()
+			defer func() { stopStart(); <-started }()
 			if s.SATFile != "" {
 				stop, err := a.watchToken(ctx, client, s.SATFile)
 				if err != nil {

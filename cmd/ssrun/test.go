@@ -62,7 +62,8 @@ func (a *app) runTests(ctx context.Context, args []string, re *regexp.Regexp, re
 		return err
 	}
 	defer a.closeRuntimesNow(rts)
-	failed, err := testrun.Run(ctx, paths, testrun.Options{Runtimes: rts, Config: folderConfigs(), Run: re, Report: rep})
+	failed, err := testrun.Run(ctx, paths, testrun.Options{Runtimes: rts, Config: folderConfigs(), Run: re, Report: rep,
+		Warn: func(w string) { fmt.Fprintln(a.stderr, "ssrun test: warning: "+w) }})
 	if errors.Is(err, testrun.ErrBadInput) {
 		return &exitError{code: 2, msg: "ssrun test: " + err.Error()}
 	}

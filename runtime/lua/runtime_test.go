@@ -157,6 +157,11 @@ func TestLoadErrors(t *testing.T) {
 		{"error in a function", "local function f()\n  local t = nil\n  return t.x\nend\nf()\nfunction on_event() end", 3, "attempt to index"},
 		{"error object", "function on_event() end\n\nerror({code = 1})", 3, "error object is a table value"},
 		{"error level 0", "function on_event() end\nerror('plain', 0)", 2, "plain"},
+		// A helper's error(msg, 2) names its caller's line, as in Lua 5.1;
+		// level 3 its caller's caller.
+		{"error level 2", "local function check(ok)\n  if not ok then error('failed', 2) end\nend\nfunction on_event() end\n\ncheck(false)", 6, "failed"},
+		{"error level 3", "local function check(ok)\n  if not ok then error('failed', 3) end\nend\nlocal function use()\n  check(false)\nend\nfunction on_event() end\nuse()", 8, "failed"},
+		{"error level 1", "local function check(ok)\n  if not ok then error('failed', 1) end\nend\nfunction on_event() end\ncheck(false)", 2, "failed"},
 		{"bad require", "local json = require('json')", 1, "module 'json' not available"},
 		{"no on_event", "local x = 1", 0, "no global function on_event"},
 		{"on_event not a function", "on_event = 42", 0, "no global function on_event"},

@@ -101,6 +101,9 @@ func newState(opts Config, h abi.Host, limit int64) *state {
 			if s, ok := L.Get(arg).(glua.LString); ok && (name != "assert" || !L.ToBool(1)) {
 				st.reserve(L, name, int64(len(s)))
 			}
+			if name == "error" {
+				errorLevel(L)
+			}
 			return orig(L)
 		}))
 	}
@@ -184,4 +187,16 @@ func digits(f string, i *int) int {
 		n++
 	}
 	return n
+}
+
+// errorLevel makes error(msg, level) name the position Lua 5.1 names.
+// gopher-lua takes the position of stack frame level-1, skipping error's
+// own frame only when that is frame 0: level 1 is the function that called
+// error, as in Lua, but level 2 is that function again instead of its
+// caller (so a helper's error(msg, 2) blamed the helper's line). Frame
+// `level` is the right one for every level above 1.
+func errorLevel(L *glua.LState) {
+	if n, ok := L.Get(2).(glua.LNumber); ok && n >= 2 && n == glua.LNumber(int(n)) {
+		L.Replace(2, n+1)
+	}
 }

@@ -15,8 +15,9 @@ import (
 
 // Error is a failed call into a rule: its load (the top-level chunk, run by
 // Start) or an on_event call, with the position in the rule when known. It
-// unwraps to abi.ErrCrashed (the rule raised an error, or gopher-lua
-// panicked), abi.ErrTimeout or abi.ErrMemory.
+// unwraps to abi.ErrRaised (the rule raised an error; it wraps
+// abi.ErrCrashed), abi.ErrCrashed (gopher-lua panicked), abi.ErrTimeout or
+// abi.ErrMemory.
 type Error struct {
 	Call      string // "load" or "on_event"
 	File      string // the rule's name
@@ -34,7 +35,7 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%s: %s: %s", e.File, e.Call, e.Msg)
 }
 
-// Unwrap returns abi.ErrCrashed, abi.ErrTimeout or abi.ErrMemory.
+// Unwrap returns abi.ErrRaised, abi.ErrCrashed, abi.ErrTimeout or abi.ErrMemory.
 func (e *Error) Unwrap() error { return e.Err }
 
 // Calls into a rule.
@@ -165,6 +166,8 @@ func (s *script) call(ctx context.Context, st *state, what string, fn glua.LValu
 	case apiErr != nil && apiErr.Type == glua.ApiErrorPanic:
 		s.st = nil // a Go panic inside gopher-lua, recovered by PCall
 		e.Msg = fmt.Sprintf("gopher-lua panicked: %s (state discarded)", e.Msg)
+	case apiErr != nil:
+		e.Err = abi.ErrRaised // error(), assert, a runtime error: the rule's own
 	}
 	return e
 }
