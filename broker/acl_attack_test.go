@@ -455,9 +455,10 @@ func TestACLKeyOutsideGrantsIsNotAuthorized(t *testing.T) {
 	}
 }
 
-// reloadACL rewrites the ACL file and waits until the broker logged the
-// outcome (want: "ACL reloaded" or "ACL file not reloaded").
-func reloadACL(t *testing.T, logs *recordLog, file, content, want string) {
+// reloadFile rewrites the ACL or password file and waits until the broker
+// logged the outcome (want: "ACL file reloaded", "password file not
+// reloaded"...).
+func reloadFile(t *testing.T, logs *recordLog, file, content, want string) {
 	t.Helper()
 	before := len(logs.matching(want))
 	tmp := file + ".tmp"
@@ -516,7 +517,7 @@ func TestACLReloadTakesEffectWithoutDroppingConnections(t *testing.T) {
 		t.Fatalf("bob got %q, want feed/a", p.Topic)
 	}
 
-	reloadACL(t, logs, file, reloadAfter, "ACL reloaded")
+	reloadFile(t, logs, file, reloadAfter, "ACL file reloaded")
 	expectPayload(t, bb.call("GET", "k/1"), errText(wire.ErrTextNotAuthorized))
 	expectPayload(t, bb.call("GET", "j/1"), "$-1\r\n")
 	if rc := bb.subscribeCode("feed/#"); rc != rcNotAuthorized {
@@ -536,14 +537,14 @@ func TestACLReloadTakesEffectWithoutDroppingConnections(t *testing.T) {
 	}
 
 	// A broken file is refused with file:line, and the ACL stays.
-	reloadACL(t, logs, file, strings.Replace(reloadAfter, "{method: Connect}\n        - {method: Subscribe", "{method: Connect}\n        - {method: Bogus}\n        - {method: Subscribe", 1), "ACL file not reloaded")
+	reloadFile(t, logs, file, strings.Replace(reloadAfter, "{method: Connect}\n        - {method: Subscribe", "{method: Connect}\n        - {method: Bogus}\n        - {method: Subscribe", 1), "ACL file not reloaded")
 	if got := logs.matching("ACL file not reloaded"); !strings.Contains(got[0], file+":12: authorizationPolicies.rules[1].brokerResources[1].method") {
 		t.Errorf("reload error does not name file:line: field: %q", got)
 	}
 	expectPayload(t, bb.call("GET", "j/1"), "$-1\r\n")
 
 	// Back to the first version: grants return.
-	reloadACL(t, logs, file, reloadBefore, "ACL reloaded")
+	reloadFile(t, logs, file, reloadBefore, "ACL file reloaded")
 	expectPayload(t, bb.call("GET", "k/1"), bulk("two"))
 	for _, c := range []*client{a, bb} {
 		select {
@@ -583,7 +584,7 @@ func TestACLReloadFollowsConfigMapSwap(t *testing.T) {
 	bb := dial(t, b, bob)
 	expectPayload(t, bb.call("GET", "j/1"), errText(wire.ErrTextNotAuthorized))
 	write("..v2", reloadAfter)
-	testutil.WaitFor(t, "the swapped ConfigMap to be loaded", func() bool { return len(logs.matching("ACL reloaded")) > 0 })
+	testutil.WaitFor(t, "the swapped ConfigMap to be loaded", func() bool { return len(logs.matching("ACL file reloaded")) > 0 })
 	expectPayload(t, bb.call("GET", "j/1"), "$-1\r\n")
 }
 

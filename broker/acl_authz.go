@@ -32,7 +32,7 @@ const deniedWillTopic = "$ssrun/denied-will"
 type authz struct {
 	srv   *mqtt.Server
 	log   *slog.Logger
-	creds *credentials // nil: user names as claimed
+	creds atomic.Pointer[credentials] // nil: user names as claimed; replaced whole on reload
 	// policy is the ACL file's content; nil with the default policy (no
 	// file). Replaced whole on reload.
 	policy atomic.Pointer[aclPolicy]
@@ -56,7 +56,10 @@ type ruleCache struct {
 }
 
 func newAuthz(srv *mqtt.Server, log *slog.Logger, creds *credentials, policy *aclPolicy) *authz {
-	a := &authz{srv: srv, log: log, creds: creds, sessions: map[string]*session{}, sweepAt: 64}
+	a := &authz{srv: srv, log: log, sessions: map[string]*session{}, sweepAt: 64}
+	if creds != nil {
+		a.creds.Store(creds)
+	}
 	if policy != nil {
 		a.policy.Store(policy)
 	}
@@ -101,7 +104,7 @@ func (a *authz) rulesOf(s *session) (*aclPolicy, []*aclRule) {
 // CodeSuccess, or the CONNACK reason code that refuses it and why (for the
 // log). On success, cl holds its client id from now on.
 func (a *authz) connect(cl *mqtt.Client, pk packets.Packet) (packets.Code, string) {
-	if a.creds != nil && !a.creds.check(pk.Connect.Username, pk.Connect.Password) {
+	if c := a.creds.Load(); c != nil && !c.check(pk.Connect.Username, pk.Connect.Password) {
 		return packets.ErrBadUsernameOrPassword, "bad username or password"
 	}
 	s := newSession(cl)

@@ -4,14 +4,14 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/ssrun/ssrun/internal/safefile"
 )
 
 // This file reads the ACL file (Config.ACLFile, `ssrun broker --acl`). The
@@ -86,17 +86,9 @@ func (e *ACLFileError) Unwrap() []error {
 
 // readACLFile reads and parses path; data is what was read.
 func readACLFile(path string) (p *aclPolicy, data []byte, err error) {
-	f, err := os.Open(path)
+	data, err = safefile.Read(path, maxACLFileSize)
 	if err != nil {
 		return nil, nil, &ACLFileError{File: path, Msg: "cannot read", Err: err}
-	}
-	defer f.Close()
-	data, err = io.ReadAll(io.LimitReader(f, maxACLFileSize+1))
-	if err != nil {
-		return nil, nil, &ACLFileError{File: path, Msg: "cannot read", Err: err}
-	}
-	if len(data) > maxACLFileSize {
-		return nil, data, &ACLFileError{File: path, Msg: fmt.Sprintf("larger than %d bytes", maxACLFileSize)}
 	}
 	p, err = parseACL(path, data)
 	return p, data, err

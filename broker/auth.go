@@ -7,10 +7,11 @@ import (
 	"fmt"
 	"maps"
 	"net"
-	"os"
 	"strings"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/ssrun/ssrun/internal/safefile"
 )
 
 // This file holds the broker's access rules: who may bind where without
@@ -68,13 +69,24 @@ type credentials struct {
 	dummy []byte
 }
 
-// loadPasswordFile reads lines `username:bcrypt-hash`; blank lines and lines
-// starting with '#' are skipped.
-func loadPasswordFile(path string) (*credentials, error) {
-	data, err := os.ReadFile(path)
+// maxPasswordFileSize bounds the password file.
+const maxPasswordFileSize = 1 << 20
+
+// readPasswordFile reads and parses the password file; data is its content.
+// It refuses anything but a regular file of at most maxPasswordFileSize (a
+// named pipe, a link to /dev/zero: internal/safefile).
+func readPasswordFile(path string) (c *credentials, data []byte, err error) {
+	data, err = safefile.Read(path, maxPasswordFileSize)
 	if err != nil {
-		return nil, &PasswordFileError{File: path, Msg: "cannot read", Err: err}
+		return nil, nil, &PasswordFileError{File: path, Msg: "cannot read", Err: err}
 	}
+	c, err = parsePasswords(path, data)
+	return c, data, err
+}
+
+// parsePasswords parses lines `username:bcrypt-hash`; blank lines and lines
+// starting with '#' are skipped. path names the file in errors.
+func parsePasswords(path string, data []byte) (*credentials, error) {
 	users := map[string][]byte{}
 	maxCost := bcrypt.MinCost
 	sc := bufio.NewScanner(bytes.NewReader(data))

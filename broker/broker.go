@@ -170,6 +170,7 @@ type Broker struct {
 	store    *store
 	listener net.Listener // bound listener (set by New or Start)
 	aclData  []byte       // the ACL file as loaded by New
+	pwData   []byte       // the password file as loaded by New
 
 	mu      sync.Mutex
 	started bool
@@ -251,11 +252,11 @@ func New(cfg Config) (*Broker, error) {
 	}
 	var creds *credentials
 	if cfg.PasswordFile != "" {
-		c, err := loadPasswordFile(cfg.PasswordFile)
+		c, data, err := readPasswordFile(cfg.PasswordFile)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
-		creds = c
+		creds, b.pwData = c, data
 	}
 	if len(cfg.Users) > 0 {
 		c, err := creds.with(cfg.Users)
@@ -342,6 +343,33 @@ func (b *Broker) listenAddr() string {
 	return b.cfg.Listen
 }
 
+// watchFiles starts following the ACL file and the password file, when
+// set, to reload them (acl_reload.go).
+func (b *Broker) watchFiles() ([]*fileWatch, error) {
+	var watches []*fileWatch
+	add := func(fw *fileWatch, err error) error {
+		if err != nil {
+			for _, w := range watches {
+				_ = w.w.Close()
+			}
+			return fmt.Errorf("broker: %w", err)
+		}
+		watches = append(watches, fw)
+		return nil
+	}
+	if b.cfg.ACLFile != "" {
+		if err := add(b.hook.authz.watchACL(b.cfg.ACLFile, b.aclData)); err != nil {
+			return nil, err
+		}
+	}
+	if b.cfg.PasswordFile != "" {
+		if err := add(b.hook.authz.watchPasswords(b.cfg.PasswordFile, b.pwData, b.cfg.Users)); err != nil {
+			return nil, err
+		}
+	}
+	return watches, nil
+}
+
 // Start listens and serves in the background until Close.
 func (b *Broker) Start() error {
 	b.mu.Lock()
@@ -352,20 +380,20 @@ func (b *Broker) Start() error {
 	case b.started:
 		return errors.New("broker: start: already started")
 	}
-	var aw *aclWatch
-	if b.cfg.ACLFile != "" {
-		var err error
-		if aw, err = b.hook.authz.watchACL(b.cfg.ACLFile, b.aclData); err != nil {
-			return fmt.Errorf("broker: %w", err)
+	watches, err := b.watchFiles()
+	if err != nil {
+		return err
+	}
+	closeWatches := func() {
+		for _, fw := range watches {
+			_ = fw.w.Close()
 		}
 	}
 	ln := b.cfg.Listener
 	if ln == nil {
 		var err error
 		if ln, err = net.Listen("tcp", b.cfg.Listen); err != nil {
-			if aw != nil {
-				_ = aw.w.Close()
-			}
+			closeWatches()
 			return fmt.Errorf("broker: listen on %s: %w", b.cfg.Listen, err)
 		}
 	}
@@ -373,17 +401,13 @@ func (b *Broker) Start() error {
 	b.hook.ended = b.ln.ended
 	if err := b.srv.AddListener(b.ln); err != nil {
 		_ = ln.Close()
-		if aw != nil {
-			_ = aw.w.Close()
-		}
+		closeWatches()
 		return fmt.Errorf("broker: add listener: %w", err)
 	}
 	if err := b.srv.Serve(); err != nil {
 		_ = ln.Close()
 		b.ln.notServed()
-		if aw != nil {
-			_ = aw.w.Close()
-		}
+		closeWatches()
 		return fmt.Errorf("broker: serve: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -393,11 +417,11 @@ func (b *Broker) Start() error {
 		defer b.wg.Done()
 		b.store.run(ctx)
 	}()
-	if aw != nil {
+	for _, fw := range watches {
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
-			aw.run(ctx)
+			fw.run(ctx)
 		}()
 	}
 	if b.store.j != nil {

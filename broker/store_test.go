@@ -150,7 +150,7 @@ func TestPasswordFileErrorsNameFileAndLine(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			_, err := loadPasswordFile(path)
+			_, _, err := readPasswordFile(path)
 			if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want one naming %s and %q", err, path, tc.want)
 			}
@@ -161,7 +161,7 @@ func TestPasswordFileErrorsNameFileAndLine(t *testing.T) {
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	creds, err := loadPasswordFile(path)
+	creds, _, err := readPasswordFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,13 +81,13 @@ func (f *brokerFlags) persistence() (broker.FsyncPolicy, error) {
 	return policy, nil
 }
 
-func (a *app) startBroker(ctx context.Context, f *brokerFlags, users map[string][]byte) (*broker.Broker, func(), error) {
+func (a *app) startBroker(f *brokerFlags, users map[string][]byte) (*broker.Broker, error) {
 	if (f.tlsCert == "") != (f.tlsKey == "") {
-		return nil, nil, usageError("--tls-cert and --tls-key go together")
+		return nil, usageError("--tls-cert and --tls-key go together")
 	}
 	fsync, err := f.persistence()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	b, err := broker.New(broker.Config{
 		Listen:        f.listen,
@@ -114,22 +114,15 @@ func (a *app) startBroker(ctx context.Context, f *brokerFlags, users map[string]
 		MaxKeepAlive:      f.maxKeepAlive,
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if err := b.Start(); err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
-			return nil, nil, fmt.Errorf("%w (another broker running? pick a free address with --listen, e.g. --listen 127.0.0.1:0)", err)
+			return nil, fmt.Errorf("%w (another broker running? pick a free address with --listen, e.g. --listen 127.0.0.1:0)", err)
 		}
-		return nil, nil, err
+		return nil, err
 	}
-	stop := func() {}
-	if f.passwords != "" {
-		if stop, err = a.warnPasswordChanges(ctx, f.passwords); err != nil {
-			_ = b.Close()
-			return nil, nil, err
-		}
-	}
-	return b, stop, nil
+	return b, nil
 }
 
 func (a *app) brokerCmd() *cobra.Command {
@@ -145,11 +138,10 @@ func (a *app) brokerCmd() *cobra.Command {
 				return err
 			}
 			defer adm.close()
-			b, unwatch, err := a.startBroker(cmd.Context(), &f, nil)
+			b, err := a.startBroker(&f, nil)
 			if err != nil {
 				return err
 			}
-			defer unwatch()
 			adm.brokerStarted(b)
 			fmt.Fprintf(a.stdout, "ssrun broker: state store listening on %s\n", b.Addr())
 			if f.data == "" {

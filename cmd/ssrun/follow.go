@@ -42,12 +42,3 @@ func (a *app) followFile(ctx context.Context, what, file string, changed func(ct
 	})
 	return func() { cancel(); wg.Wait(); _ = w.Close() }, nil
 }
-
-// warnPasswordChanges logs, each time the broker's password file changes,
-// that the broker has not taken the change: it reads the file once, at
-// start (the ACL file, by contrast, is reloaded).
-func (a *app) warnPasswordChanges(ctx context.Context, file string) (stop func(), err error) {
-	return a.followFile(ctx, "password file", file, func(context.Context, []byte) {
-		a.log.Warn("the password file changed, but the broker reads it only when it starts: restart it to apply the change (until then the users and passwords it started with apply; connected clients stay connected)", "file", file)
-	})
-}

@@ -241,12 +241,11 @@ func (a *app) devCmd() *cobra.Command {
 					return err
 				}
 			}
-			b, unwatch, err := a.startBroker(ctx, &f, users)
+			b, err := a.startBroker(&f, users)
 			if err != nil {
 				return err
 			}
 			defer b.Close()
-			defer unwatch()
 			adm.brokerStarted(b)
 			// The client outlives the signal: rules release their watches
 			// and locks through it on the way out; Close ends it.

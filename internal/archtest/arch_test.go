@@ -22,7 +22,7 @@ var rules = []struct {
 }{
 	{pkg: "abi", allow: []string{"abi"}, deny: []string{"github.com/", "golang.org/", "google.golang.org/"}},
 	{pkg: "protocol", allow: []string{"protocol"}},
-	{pkg: "broker", allow: []string{"broker", "protocol/resp", "protocol/hlc", "protocol/wire", "internal/fsfollow"}},
+	{pkg: "broker", allow: []string{"broker", "protocol/resp", "protocol/hlc", "protocol/wire", "internal/fsfollow", "internal/safefile"}},
 	{pkg: "runtime/lua", allow: []string{"runtime/lua", "abi"}},
 	{pkg: "runtime/wasm", allow: []string{"runtime/wasm", "abi"}},
 	{pkg: "runtime/plugin", allow: []string{"runtime/plugin", "abi"}},
