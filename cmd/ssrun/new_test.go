@@ -124,19 +124,8 @@ func TestNewAssemblyScript(t *testing.T) {
 			t.Errorf("%s: the SDK path %s does not lead to the SDK: %v", ref.file, rel, err)
 		}
 	}
-	if _, err := exec.LookPath("npm"); err != nil {
-		t.Skip("npm not found: the scaffold was checked, not built")
-	}
-	npm := func(args ...string) ([]byte, error) {
-		cmd := exec.Command("npm", args...)
-		cmd.Dir = proj
-		return cmd.CombinedOutput()
-	}
-	if out, err := npm("ci", "--offline", "--no-audit", "--no-fund", "--loglevel=error"); err != nil {
-		t.Skipf("npm ci --offline (the compiler is not in npm's cache): %v\n%s", err, out)
-	}
-	if out, err := npm("run", "--silent", "build"); err != nil {
-		t.Fatalf("npm run build: %v\n%s", err, out)
+	if !npmBuild(t, proj) {
+		return // checked, not built: npmBuild said why
 	}
 	if r := runCLI(t, "", "test", filepath.Join(proj, "rules")); r.code != 0 {
 		t.Fatalf("ssrun test: exit %d\n%s%s", r.code, r.stdout, r.stderr)
@@ -241,10 +230,12 @@ func git(t *testing.T, dir string, args ...string) string {
 // module by a relative path (this ssrun is a development build, with no
 // version to require), and the AssemblyScript scaffold has its own copy of
 // the SDK. Each command says which it did.
+//
+// The AssemblyScript scaffold is built only where npm has its compiler in
+// its cache (the test never goes online): .ci/run puts it there and sets
+// SSRUN_REQUIRE_NPM=1, which makes a missing npm or cache a failure; on a
+// fresh machine without them the test says so and checks the other two.
 func TestNewScaffoldsCommitAndBuildElsewhere(t *testing.T) {
-	if _, err := exec.LookPath("npm"); err != nil {
-		t.Fatalf("npm is needed to build the AssemblyScript scaffold (.ci/run warms its cache): %v", err)
-	}
 	checkout, err := filepath.Abs(repoRoot)
 	if err != nil {
 		t.Fatal(err)
@@ -298,21 +289,42 @@ func TestNewScaffoldsCommitAndBuildElsewhere(t *testing.T) {
 	}
 	goIn(t, filepath.Join(clone, "copier"), []string{"GOOS=wasip1", "GOARCH=wasm"}, "build", "-buildmode=c-shared", "-o", "rules/copier.wasm", ".")
 	goIn(t, filepath.Join(clone, "piper"), nil, "build", "-o", "rules/piper", ".")
-	npm := func(args ...string) {
-		t.Helper()
-		cmd := exec.Command("npm", args...)
-		cmd.Dir = filepath.Join(clone, "ascopier")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("npm %s (the compiler must be in npm's cache: .ci/run puts it there): %v\n%s", strings.Join(args, " "), err, out)
-		}
+	built := []string{"copier", "piper"}
+	if npmBuild(t, filepath.Join(clone, "ascopier")) {
+		built = append(built, "ascopier")
 	}
-	npm("ci", "--offline", "--no-audit", "--no-fund", "--loglevel=error")
-	npm("run", "--silent", "build")
-	for _, name := range []string{"copier", "piper", "ascopier"} {
+	for _, name := range built {
 		if r := runBin(t, nil, "test", filepath.Join(clone, name, "rules")); r.code != 0 || !strings.Contains(r.stdout, "ok ") || strings.Contains(r.stderr, "warning") {
 			t.Fatalf("ssrun test %s: %+v", name, r)
 		}
 	}
+}
+
+// npmBuild installs an AssemblyScript project's compiler from npm's cache
+// (offline) and builds it. Without npm or the cache it fails the test if
+// SSRUN_REQUIRE_NPM is set (.ci/run), else logs why and returns false.
+func npmBuild(t *testing.T, dir string) bool {
+	t.Helper()
+	required := os.Getenv("SSRUN_REQUIRE_NPM") != ""
+	if _, err := exec.LookPath("npm"); err != nil {
+		if required {
+			t.Fatalf("npm is needed to build the AssemblyScript scaffold: %v", err)
+		}
+		t.Logf("npm not found: the AssemblyScript scaffold was made and committed, not built (.ci/run builds it)")
+		return false
+	}
+	for _, args := range [][]string{{"ci", "--offline", "--no-audit", "--no-fund", "--loglevel=error"}, {"run", "--silent", "build"}} {
+		cmd := exec.Command("npm", args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			if required || args[0] != "ci" {
+				t.Fatalf("npm %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+			t.Logf("npm's cache lacks the AssemblyScript compiler (npm ci --offline: %v): the scaffold was made and committed, not built; run npm ci in examples/thermostat-as once, or .ci/run, to build it too", err)
+			return false
+		}
+	}
+	return true
 }
 
 // A rule built from sources says how to build it when it is missing, and
