@@ -23,6 +23,7 @@ var rules = []struct {
 	{pkg: "abi", allow: []string{"abi"}, deny: []string{"github.com/", "golang.org/", "google.golang.org/"}},
 	{pkg: "protocol", allow: []string{"protocol"}},
 	{pkg: "store", allow: []string{"store", "protocol/resp", "protocol/hlc", "protocol/wire"}},
+	{pkg: "inproc", allow: []string{"inproc", "protocol", "store"}},
 	{pkg: "broker", allow: []string{"broker", "store", "protocol/resp", "protocol/hlc", "protocol/wire", "internal/fsfollow", "internal/safefile"}},
 	{pkg: "runtime/lua", allow: []string{"runtime/lua", "abi"}},
 	{pkg: "runtime/wasm", allow: []string{"runtime/wasm", "abi"}},
