@@ -65,7 +65,7 @@ func newEnv(t *testing.T, rules map[string]string, cfg map[string]host.RuleConfi
 	testutil.CloseAtEnd(t, "admin server", srv.Close)
 	e.srv, e.base = srv, "http://"+srv.Addr()
 
-	h := luaHost(t, host.Config{Client: e.client, Rules: cfg, Observer: m})
+	h := luaHost(t, host.Config{Store: e.client, Rules: cfg, Observer: m})
 	e.host = h
 	loadRules(t, h, rules) // failures are what some tests look at
 	e.ready.Loaded(h)

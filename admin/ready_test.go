@@ -91,7 +91,7 @@ func TestReadyzFailedRules(t *testing.T) {
 // its readiness check.
 func groupMember(t *testing.T, addr, src string) (*host.Host, *admin.RulesReady) {
 	t.Helper()
-	h := luaHost(t, host.Config{Client: connect(t, addr, nil), Group: &host.GroupConfig{Name: "g", TTL: 2 * time.Second}})
+	h := luaHost(t, host.Config{Store: connect(t, addr, nil), Group: &host.GroupConfig{Name: "g", TTL: 2 * time.Second}})
 	loadRules(t, h, map[string]string{"r.lua": src}) // the group loads r.lua on the member it assigns it to
 	r := &admin.RulesReady{}
 	r.Loaded(h)

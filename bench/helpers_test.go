@@ -355,7 +355,7 @@ func newEnvLink(tb testing.TB, defaults host.RuleConfig, wasmCache string, link 
 		}
 	})
 	cfg := host.Config{
-		Client:   e.hostC,
+		Store:    e.hostC,
 		Runtimes: []abi.Runtime{nativeRuntime{}, luaRT, e.wasm, e.plugin},
 		Logger:   log,
 		Defaults: defaults,

@@ -48,7 +48,7 @@ func newMetricsPair(tb testing.TB) *metricsPair {
 	c := dial(tb, e.addr, "metrics", e.log, func(cfg *protocol.Config) { cfg.Observer = m })
 	rt := lua.New(lua.Config{})
 	tb.Cleanup(func() { _ = rt.Close(context.Background()) }) // after the host's Close
-	h, err := host.New(host.Config{Client: c, Runtimes: []abi.Runtime{rt}, Logger: e.log,
+	h, err := host.New(host.Config{Store: c, Runtimes: []abi.Runtime{rt}, Logger: e.log,
 		Defaults: host.RuleConfig{Mailbox: 1 << 16}, Observer: m})
 	if err != nil {
 		tb.Fatal(err)

@@ -1,5 +1,7 @@
 package broker
 
+import "github.com/ssrun/ssrun/store"
+
 // This file is the broker's authorization model: an ACL (loaded from the
 // file of acl_file.go, or none for the default policy) and the decisions
 // made from it. The file is modelled on Azure IoT Operations'
@@ -30,14 +32,6 @@ package broker
 // are not re-checked against Connect grants or client id bindings; their
 // next connection is.
 
-// keyMethod is what a state store command does to its key.
-type keyMethod uint8
-
-const (
-	keyRead  keyMethod = 1 << iota // GET, KEYNOTIFY
-	keyWrite                       // SET, DEL, VDEL
-)
-
 // aclPolicy is one loaded ACL file. It is immutable: a reload builds a new
 // one.
 type aclPolicy struct {
@@ -60,7 +54,7 @@ type aclRule struct {
 
 // keyGrant is one stateStoreResources entry.
 type keyGrant struct {
-	methods  keyMethod
+	methods  store.Access
 	patterns []glob     // keyType Pattern
 	exact    []exactKey // keyType String
 	binary   []string   // keyType Binary, decoded
@@ -143,7 +137,7 @@ func grantsTopic(rules []*aclRule, pr *principal, topic string, publish bool) bo
 }
 
 // grantsKey reports whether one of rules grants method m on key.
-func grantsKey(rules []*aclRule, pr *principal, m keyMethod, key []byte) bool {
+func grantsKey(rules []*aclRule, pr *principal, m store.Access, key []byte) bool {
 	for _, r := range rules {
 		for i := range r.keyGrants {
 			if g := &r.keyGrants[i]; g.methods&m != 0 && g.matches(key, pr) {

@@ -9,6 +9,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/ssrun/ssrun/protocol/wire"
+	"github.com/ssrun/ssrun/store"
 )
 
 // This file applies the authorization model of acl.go to connections: who
@@ -196,19 +197,19 @@ func (a *authz) mayRespondTo(s *session, rt string) bool {
 
 // mayKey decides a state store command on key. Without an ACL file every
 // key is allowed.
-func (a *authz) mayKey(s *session, m keyMethod, key []byte) bool {
+func (a *authz) mayKey(s *session, m store.Access, key []byte) bool {
 	p, rules := a.rulesOf(s)
 	return p == nil || grantsKey(rules, &s.pr, m, key)
 }
 
 // keyCheck returns the key decision for cl's requests; nil (everything
 // allowed) without an ACL file.
-func (a *authz) keyCheck(cl *mqtt.Client) func(m keyMethod, key []byte) bool {
+func (a *authz) keyCheck(cl *mqtt.Client) func(m store.Access, key []byte) bool {
 	if a.policy.Load() == nil {
 		return nil
 	}
 	s := a.sessionOf(cl)
-	return func(m keyMethod, key []byte) bool { return a.mayKey(s, m, key) }
+	return func(m store.Access, key []byte) bool { return a.mayKey(s, m, key) }
 }
 
 // will returns the will to publish for cl: unchanged if cl may still

@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/ssrun/ssrun/internal/safefile"
+	"github.com/ssrun/ssrun/store"
 )
 
 // This file reads the ACL file (Config.ACLFile, `ssrun broker --acl`). The
@@ -424,11 +425,11 @@ func (ps *aclParser) keyGrant(n *yaml.Node, field string) (keyGrant, error) {
 	}
 	switch {
 	case strings.EqualFold(method, "Read"):
-		g.methods = keyRead
+		g.methods = store.Read
 	case strings.EqualFold(method, "Write"):
-		g.methods = keyWrite
+		g.methods = store.Write
 	case strings.EqualFold(method, "ReadWrite"):
-		g.methods = keyRead | keyWrite
+		g.methods = store.Read | store.Write
 	default:
 		return g, ps.errAt(f["method"], fieldJoin(field, "method"), "unknown method %q (want Read, Write or ReadWrite)", method)
 	}

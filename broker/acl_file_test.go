@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/ssrun/ssrun/store"
 )
 
 const exampleACL = "../docs/acl.example.yaml"
@@ -30,8 +32,8 @@ func (d decider) connect() bool {
 }
 func (d decider) pub(topic string) bool  { return d.a.mayPublish(d.s, topic) }
 func (d decider) sub(filter string) bool { return d.a.mayReceive(d.s, filter) }
-func (d decider) read(key string) bool   { return d.a.mayKey(d.s, keyRead, []byte(key)) }
-func (d decider) write(key string) bool  { return d.a.mayKey(d.s, keyWrite, []byte(key)) }
+func (d decider) read(key string) bool   { return d.a.mayKey(d.s, store.Read, []byte(key)) }
+func (d decider) write(key string) bool  { return d.a.mayKey(d.s, store.Write, []byte(key)) }
 
 // decision is one checked decision: what, the decision, the one wanted.
 type decision struct {

@@ -38,6 +38,7 @@ import (
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/ssrun/ssrun/store"
 )
 
 // DefaultListen is the address used when Config.Listen is empty.
@@ -52,8 +53,10 @@ const DefaultMaxBytes = 256 << 20
 // MaxPacketSize is the largest MQTT packet (in bytes) the broker accepts; it
 // is announced in CONNACK. A client sending more is disconnected (reason
 // 0x95). 4 MiB leaves ample room for the largest values the SDK tests use
-// (65 KB) while bounding what one packet can make the broker allocate.
-const MaxPacketSize = 4 << 20
+// (65 KB) while bounding what one packet can make the broker allocate. It
+// is the store's own bound on a request (store.MaxRequest), which its
+// journal's records are sized for.
+const MaxPacketSize = store.MaxRequest
 
 // ErrConfig is wrapped by every configuration error New returns.
 var ErrConfig = errors.New("broker: invalid config")
@@ -146,7 +149,7 @@ type Config struct {
 	DataDir string
 	// Fsync is when journaled changes are forced to stable storage:
 	// FsyncAlways (the zero value), FsyncInterval or FsyncNever.
-	Fsync FsyncPolicy
+	Fsync store.FsyncPolicy
 	// FsyncInterval is the period of FsyncInterval; DefaultFsyncInterval
 	// when zero.
 	FsyncInterval time.Duration
@@ -167,7 +170,7 @@ type Broker struct {
 	tlsCfg   *tls.Config
 	srv      *mqtt.Server
 	hook     *storeHook
-	store    *store
+	store    *store.Store
 	listener net.Listener // bound listener (set by New or Start)
 	aclData  []byte       // the ACL file as loaded by New
 	pwData   []byte       // the password file as loaded by New
@@ -225,13 +228,13 @@ func New(cfg Config) (*Broker, error) {
 		cfg.ConnectTimeout = 0
 	}
 	if cfg.FsyncInterval == 0 {
-		cfg.FsyncInterval = DefaultFsyncInterval
+		cfg.FsyncInterval = store.DefaultFsyncInterval
 	}
-	if cfg.Fsync > FsyncNever || cfg.FsyncInterval < 0 {
+	if cfg.Fsync > store.FsyncNever || cfg.FsyncInterval < 0 {
 		return nil, fmt.Errorf("%w: fsync policy %v every %v", ErrConfig, cfg.Fsync, cfg.FsyncInterval)
 	}
 	if cfg.SnapshotBytes == 0 {
-		cfg.SnapshotBytes = DefaultSnapshotBytes
+		cfg.SnapshotBytes = store.DefaultSnapshotBytes
 	}
 	if cfg.SnapshotBytes < 0 {
 		return nil, fmt.Errorf("%w: snapshot size %d", ErrConfig, cfg.SnapshotBytes)
@@ -295,7 +298,7 @@ func New(cfg Config) (*Broker, error) {
 		Capabilities: caps,
 		Logger:       mochiLogger(cfg.Logger),
 	})
-	b.store = newStore(cfg.Now, quota{keys: cfg.Quota, bytes: cfg.MaxBytes})
+	b.store = store.New(cfg.Now, store.Quota{Keys: cfg.Quota, Bytes: cfg.MaxBytes})
 	if cfg.DataDir != "" {
 		if err := b.openData(); err != nil {
 			return nil, err
@@ -319,7 +322,7 @@ func New(cfg Config) (*Broker, error) {
 		b.hook.authz = newAuthz(b.srv, cfg.Logger, creds, policy)
 	}
 	if err := b.srv.AddHook(b.hook, nil); err != nil {
-		_ = b.store.closeData()
+		_ = b.store.Close()
 		return nil, fmt.Errorf("broker: add store hook: %w", err)
 	}
 	return b, nil
@@ -415,7 +418,7 @@ func (b *Broker) Start() error {
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
-		b.store.run(ctx)
+		b.store.Run(ctx)
 	}()
 	for _, fw := range watches {
 		b.wg.Add(1)
@@ -424,11 +427,11 @@ func (b *Broker) Start() error {
 			fw.run(ctx)
 		}()
 	}
-	if b.store.j != nil {
+	if b.store.Persisted() {
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
-			b.store.compactLoop(ctx)
+			b.store.CompactLoop(ctx)
 		}()
 	}
 	b.addr = ln.Addr().String()
@@ -467,7 +470,7 @@ func (b *Broker) Close() error {
 		}
 		_ = b.srv.Close()
 		b.hook.closeBoxes()
-		return b.store.closeData()
+		return b.store.Close()
 	}
 	err := b.ln.stopAccepting()
 	// End every client before srv.Close: mochi's Clients.GetByListener,
@@ -498,7 +501,7 @@ func (b *Broker) Close() error {
 	b.cancel()
 	b.wg.Wait()
 	b.hook.closeBoxes()
-	if derr := b.store.closeData(); derr != nil {
+	if derr := b.store.Close(); derr != nil {
 		return fmt.Errorf("broker: close data directory: %w", derr)
 	}
 	if err != nil {
@@ -512,7 +515,7 @@ func (b *Broker) Keys() int { return b.Stats().Keys }
 
 // Stats returns a snapshot of the store.
 func (b *Broker) Stats() Stats {
-	keys, bytes, regs := b.store.stats()
+	keys, bytes, regs := b.store.Stats()
 	return Stats{Keys: keys, Bytes: bytes, Registrations: regs,
 		NotifyDropped: b.hook.outStats.dropped.Load(), QueueOverflows: b.hook.outStats.overflows.Load(),
 		NotifyQueued: b.hook.outStats.notified.Load(),

@@ -19,12 +19,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ssrun/ssrun/broker"
 	"github.com/ssrun/ssrun/internal/gobuild"
 	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol/hlc"
 	"github.com/ssrun/ssrun/protocol/resp"
 	"github.com/ssrun/ssrun/protocol/wire"
+	"github.com/ssrun/ssrun/store"
 )
 
 // The crash test: a real `ssrun broker --data DIR` process is killed with
@@ -680,7 +680,7 @@ func framesValue(dir, id string, size int) (string, error) {
 	}
 	var frames [][]byte
 	for _, path := range append(paths, snaps...) {
-		f, err := broker.FileFrames(path)
+		f, err := store.FileFrames(path)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) { // a snapshot may replace it meanwhile
 			return "", err
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/ssrun/ssrun/store"
 )
 
 // This file is the redelivery cache (statestore-protocol.md §4.7): a request
@@ -53,7 +54,7 @@ type dedupEntry struct {
 	key     dedupKey
 	fp      uint64        // fingerprint of the request
 	done    chan struct{} // closed once reply is set
-	reply   reply
+	reply   store.Reply
 	size    int // bytes counted for this entry
 	expires time.Time
 	elem    *list.Element
@@ -93,12 +94,12 @@ func (c *dedupCache) begin(k dedupKey, fp uint64, now time.Time, ttl time.Durati
 }
 
 // finish records the reply of e and releases the redeliveries waiting for it.
-func (e *dedupEntry) finish(r reply, c *dedupCache) {
+func (e *dedupEntry) finish(r store.Reply, c *dedupCache) {
 	c.mu.Lock()
 	e.reply = r
 	if e.elem != nil {
-		e.size += len(r.payload)
-		c.bytes += len(r.payload)
+		e.size += len(r.Payload)
+		c.bytes += len(r.Payload)
 	}
 	c.mu.Unlock()
 	close(e.done)

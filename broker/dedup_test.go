@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/ssrun/ssrun/store"
 )
 
 func TestDedupCacheExpiresAndBounds(t *testing.T) {
@@ -16,7 +17,7 @@ func TestDedupCacheExpiresAndBounds(t *testing.T) {
 	if !first {
 		t.Fatal("first begin not first")
 	}
-	e.finish(reply{payload: []byte("+OK\r\n")}, &c)
+	e.finish(store.Reply{Payload: []byte("+OK\r\n")}, &c)
 	if e2, first := c.begin(k, 1, now.Add(999*time.Millisecond), time.Second); first || e2 != e {
 		t.Fatal("live entry not found")
 	}
@@ -28,7 +29,7 @@ func TestDedupCacheExpiresAndBounds(t *testing.T) {
 	}
 	for i := range dedupMaxEntries + 10 {
 		e, _ := c.begin(dedupKey{"c", strings.Repeat("x", i%7) + string(rune(i)), "t"}, 1, now, time.Hour)
-		e.finish(reply{payload: []byte("$-1\r\n")}, &c)
+		e.finish(store.Reply{Payload: []byte("$-1\r\n")}, &c)
 	}
 	if c.order.Len() > dedupMaxEntries || len(c.m) > dedupMaxEntries {
 		t.Fatalf("%d entries kept, bound %d", c.order.Len(), dedupMaxEntries)
@@ -36,7 +37,7 @@ func TestDedupCacheExpiresAndBounds(t *testing.T) {
 	big := make([]byte, dedupMaxBytes/4)
 	for i := range 8 {
 		e, _ := c.begin(dedupKey{"c", "big" + string(rune('0'+i)), "t"}, 1, now, time.Hour)
-		e.finish(reply{payload: big}, &c)
+		e.finish(store.Reply{Payload: big}, &c)
 	}
 	c.begin(dedupKey{"c", "last", "t"}, 1, now, time.Hour)
 	if c.bytes > dedupMaxBytes+len(big) {
@@ -51,12 +52,12 @@ func TestDedupCacheReplaysOnlyIdenticalRequests(t *testing.T) {
 	now := time.Unix(1000, 0)
 	k := dedupKey{"client", "corr", "topic"}
 	e, _ := c.begin(k, 1, now, time.Minute)
-	e.finish(reply{payload: []byte("+OK\r\n")}, &c)
+	e.finish(store.Reply{Payload: []byte("+OK\r\n")}, &c)
 	e2, first := c.begin(k, 2, now, time.Minute)
 	if !first || e2 == e {
 		t.Fatal("a different request under a reused correlation id was replayed")
 	}
-	e2.finish(reply{payload: []byte(":1\r\n")}, &c)
+	e2.finish(store.Reply{Payload: []byte(":1\r\n")}, &c)
 	if e3, first := c.begin(k, 2, now, time.Minute); first || e3 != e2 {
 		t.Fatal("a redelivery of the second request was not replayed")
 	}

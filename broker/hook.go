@@ -14,6 +14,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/ssrun/ssrun/protocol/wire"
+	"github.com/ssrun/ssrun/store"
 )
 
 // This file is the broker's one mochi hook: it authenticates and authorizes
@@ -43,10 +44,12 @@ const takeoverWait = 2 * time.Second
 type storeHook struct {
 	mqtt.HookBase
 	srv   *mqtt.Server
-	store *store
+	store *store.Store
 	log   *slog.Logger
 	authz *authz // nil: authorization off (open access)
 	dedup dedupCache
+	// memoryNote logs once that aio-persistence is not honoured.
+	memoryNote sync.Once
 	// ended reports when mochi has finished with a connection (the
 	// listener's signal); set before the broker serves.
 	ended func(net.Conn) <-chan struct{}
@@ -293,26 +296,24 @@ func (h *storeHook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packe
 	props = append(props,
 		packets.UserProperty{Key: wire.PropStatus, Val: wire.StatusOK},
 		packets.UserProperty{Key: wire.PropProtVer, Val: wire.ProtocolVersion})
-	if r.hasVersion {
-		props = append(props, packets.UserProperty{Key: wire.PropTimestamp, Val: r.version.String()})
+	if r.HasVersion {
+		props = append(props, packets.UserProperty{Key: wire.PropTimestamp, Val: r.Version.String()})
 	}
-	h.respond(cl, rt, pk, r.payload, props, r.pos)
+	h.respond(cl, rt, pk, r.Payload, props, r.Pos)
 	return pk, packets.CodeSuccessIgnore
 }
 
-func (h *storeHook) execute(cl *mqtt.Client, pk packets.Packet) reply {
-	req := request{payload: pk.Payload, clientID: cl.ID, observer: func() observer { return h.watcher(cl) }}
+func (h *storeHook) execute(cl *mqtt.Client, pk packets.Packet) store.Reply {
+	req := store.Request{Payload: pk.Payload, ClientID: cl.ID, Observer: func() store.Observer { return h.watcher(cl) }}
 	if h.authz != nil {
-		req.allow = h.authz.keyCheck(cl)
+		req.Allow = h.authz.keyCheck(cl)
 	}
 	if v, ok := userProp(pk.Properties.User, wire.PropTimestamp); ok {
-		req.ts = &v
+		req.TS = &v
 	}
 	if v, ok := userProp(pk.Properties.User, wire.PropFencingToken); ok {
-		req.ft = &v
+		req.FT = &v
 	}
 	h.notePersistRequest(cl, &pk)
-	r := h.store.execute(req)
-	r.pos = h.store.replyPos()
-	return r
+	return h.store.Execute(req)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/ssrun/ssrun/protocol/wire"
+	"github.com/ssrun/ssrun/store"
 )
 
 // This file is the state store's output to one MQTT session: the responses
@@ -93,7 +94,7 @@ type outbox struct {
 	srv      *mqtt.Server
 	log      *slog.Logger
 	stats    *outboxStats
-	store    *store // waitDurable
+	store    *store.Store // waitDurable
 	maxBytes int
 	maxLen   int
 	wg       *sync.WaitGroup  // the broker's: the writers' goroutines
@@ -144,7 +145,7 @@ func (o *outbox) push(m *message) bool {
 	}
 	m.gen = o.gen
 	if m.props.MessageExpiryInterval > 0 {
-		m.queued = o.store.now()
+		m.queued = o.store.Now()
 	}
 	o.queue = append(o.queue, m)
 	o.bytes += sz
@@ -442,24 +443,24 @@ func (o *outbox) untrack(id uint16, m *message) {
 }
 
 // notify queues a notification for the session.
-func (o *outbox) notify(n notification) {
+func (o *outbox) notify(n store.Notification) {
 	user := []packets.UserProperty{
-		{Key: wire.PropTimestamp, Val: n.version.String()},
+		{Key: wire.PropTimestamp, Val: n.Version.String()},
 		{Key: wire.PropProtVer, Val: wire.ProtocolVersion},
 	}
-	if n.src != "" { // §13.3: optional; names the writer, for provenance (ssrun why)
-		user = append(user, packets.UserProperty{Key: wire.PropSourceID, Val: n.src})
+	if n.Src != "" { // §13.3: optional; names the writer, for provenance (ssrun why)
+		user = append(user, packets.UserProperty{Key: wire.PropSourceID, Val: n.Src})
 	}
 	queued := o.push(&message{
-		topic:   wire.NotifyTopic(o.id, n.key),
-		payload: n.payload(),
+		topic:   wire.NotifyTopic(o.id, n.Key),
+		payload: n.Payload(),
 		props: packets.Properties{
 			ContentType:       wire.ContentType,
 			PayloadFormatFlag: true,
 			User:              user,
 		},
-		key: n.key,
-		pos: n.pos,
+		key: n.Key,
+		pos: n.Pos,
 	})
 	if queued {
 		o.stats.notified.Add(1)

@@ -1,180 +1,59 @@
 package broker
 
 import (
-	"errors"
 	"fmt"
-	"log/slog"
-	"math"
 	"strings"
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
-
-	"github.com/ssrun/ssrun/protocol/hlc"
 	"github.com/ssrun/ssrun/protocol/wire"
+	"github.com/ssrun/ssrun/store"
 )
 
-// This file is the store's persistence (Config.DataDir, `ssrun broker
-// --data DIR`): what is kept, the design and its guarantees, and the glue
-// between the store and its journal. Recovery is in persist_recover.go,
-// snapshots in persist_snapshot.go, the journal in journal.go and the byte
-// format in journal_record.go.
-//
-// What is kept: every key with its value, version, absolute expiry deadline
-// and fencing token, and the clock's high-water mark. KEYNOTIFY
-// registrations are not (they die with their connection anyway, §13.1).
-//
-// Design: a write-ahead journal plus snapshots, not an embedded database.
-// The store already holds everything in memory and serialises changes under
-// one lock; what it needs from disk is an ordered, durable record of those
-// changes. An append-only log gives exactly that with one write(2) per change
-// and one fsync per group of changes, where a B-tree store such as bbolt
-// costs a page-level copy-on-write and an fsync per transaction (and a
-// goroutine per transaction to batch them). The format is small enough to
-// check completely (journal_record.go; fuzzed).
-//
-//   - Every change (SET, DEL, VDEL, expiry) is appended to the journal with
-//     the store lock held, before memory changes: the journal's order is the
-//     store's order, and a change that could not be journaled is refused
-//     (or, for an expiry, never announced).
-//   - A record written with write(2) is in the kernel's page cache: it
-//     survives the broker process dying at any instant (kill -9). Whether it
-//     survives the machine dying is the fsync policy (FsyncPolicy).
-//   - Replies and notifications are not held back on the request's
-//     goroutine (mochi reads a client's packets on one goroutine; blocking
-//     it on fsync would serialise the client's pipeline behind the disk).
-//     Each carries the journal position it depends on and the connection's
-//     writer goroutine (outbox.go) waits until the syncer has synced past
-//     it. Under FsyncAlways every reply waits for the journal's end as of its
-//     execution, reads included: nobody is ever shown a state that a crash
-//     could take back.
-//   - When the current segment reaches compactAt bytes, the store copies its
-//     entries under the lock (a consistent cut), switches the journal to a
-//     new segment at that instant, and writes a snapshot of the copy in the
-//     background: to a temporary file, fsynced, renamed, directory fsynced.
-//     Only then are the older segments and snapshots deleted.
-//   - Recovery loads the newest snapshot and replays the segments from its
-//     number on. What a crash can leave is cut off and logged; anything
-//     else is damage, and the broker refuses to start (ErrDataCorrupt,
-//     naming the file and offset) instead of losing or inventing data. The
-//     rules, below, never read a byte a client chose to decide. Entries
-//     whose deadline passed while the broker was down are deleted at once
-//     (and the deletion journaled); the others get their deadlines back, so
-//     they still expire and notify.
-//
-// Torn tails and short segments (journal format 2, journal_record.go):
-//
-//   - A segment comes into being whole: its header (magic, number, a
-//     random nonce, a checksum) is written to a temporary file, synced,
-//     renamed into place, and the directory synced, before any record goes
-//     to it. A crash while creating one leaves only the temporary file,
-//     removed at the next start. So a segment shorter than its header, or
-//     whose header does not check or names another number, is damage, never
-//     an interrupted write, whichever segment it is (the newest included):
-//     refused. (Format 1 segments were created in place; a directory whose
-//     old broker died while creating one is refused too, and the message
-//     says when removing the file loses nothing.)
-//   - Every record's frame header has a checksum of its own (length and
-//     payload checksum), keyed by the segment's nonce and the frame's
-//     offset. A record whose header checks but that runs past the end of
-//     the file, or a header cut short, is the write the crash interrupted:
-//     the file ends inside it, so nothing can follow it. It is cut off
-//     without a look at its payload, which may be a client's value made of
-//     copies of valid frames. Such a record was never acknowledged: a reply
-//     waits for its write(2) to return, and under FsyncAlways for the
-//     fsync after it (an OS crash under the other policies can lose
-//     acknowledged records, as FsyncPolicy says).
-//   - A header or a payload that does not match its checksum cannot come
-//     from a process crash (the file holds a prefix of what was written);
-//     an OS crash can leave it, in pages not yet written back at the end of
-//     the journal. It is cut off only if no frame valid at its place
-//     follows: after the damaged header, or after the end, which the
-//     header gives, of the record whose payload is damaged. Only the
-//     journal writes a frame valid at its place: bytes in a value would
-//     need the nonce, which never leaves the broker (a guess passes with
-//     probability 2^-32), and a frame copied from elsewhere sits at another
-//     offset. If one follows, the data is damaged in the middle: refused.
-//   - Damage cut off one segment while a later segment holds records is not
-//     the end of the journal: refused.
-//   - Format 1 segments (written before format 2: no header checksums, no
-//     nonce) are still read, with format 1's rule: any valid frame after
-//     the damage refuses. The broker never appends to one again: it starts
-//     a new segment after it, and the next snapshot removes it.
-//   - The clock restarts at least at the highest version, deletion tick and
-//     fencing token in the data, and at the high-water mark a snapshot
-//     records: versions keep increasing even if the wall clock stepped back
-//     (clockFloor). Every version the store hands out (SET, and the tick of
-//     a DELETE notification) is journaled, so this covers all of them, with
-//     one exception: an OS crash under FsyncInterval or FsyncNever loses the
-//     unsynced window, versions included; the clock then restarts from the
-//     wall clock, which is past them unless it also stepped back.
-//   - One broker per directory: a flock on DIR/LOCK (ErrDataLocked).
-//   - A failed write or fsync stops the journal for good (a failed fsync
-//     may have dropped the data it was to save): later changes are refused
-//     with "-ERR the state store could not persist the change", nothing
-//     unsynced is acknowledged, and Broker.Fatal reports it.
-//
-// aio-persistence (§2, §12.4): with a data directory every key is
-// persisted, flagged or not, which the protocol allows (a local server MAY
-// persist). Persisting only flagged keys would make the state after a
-// restart a mix in which a fencing token or version from an unpersisted key
-// could be issued again; that is not offered. Without a data directory the
-// store says at start that it is in memory only, and the first SET that asks
-// for aio-persistence is logged (once) as not surviving a restart.
+// The store's persistence settings and errors, as the broker's Config and
+// New use them (store/persist.go and store/journal.go document them).
+type FsyncPolicy = store.FsyncPolicy
 
-// Errors of a data directory New refuses (wrapped with the directory).
+const (
+	FsyncAlways          = store.FsyncAlways
+	FsyncInterval        = store.FsyncInterval
+	FsyncNever           = store.FsyncNever
+	DefaultFsyncInterval = store.DefaultFsyncInterval
+	DefaultSnapshotBytes = store.DefaultSnapshotBytes
+)
+
 var (
-	// ErrDataLocked: another broker uses the directory.
-	ErrDataLocked = errors.New("in use by another broker")
-	// ErrDataCorrupt: the directory holds damaged or inconsistent data
-	// that an interrupted write cannot explain; the error names the file
-	// and offset.
-	ErrDataCorrupt = errors.New("damaged data")
+	ParseFsyncPolicy = store.ParseFsyncPolicy
+	ErrDataLocked    = store.ErrDataLocked
+	ErrDataCorrupt   = store.ErrDataCorrupt
 )
 
-// errTextNotPersisted is the -ERR text of a change the journal refused.
-const errTextNotPersisted = "the state store could not persist the change"
-
-// DefaultSnapshotBytes is the journal size at which a snapshot replaces it,
-// when Config.SnapshotBytes is zero. Recovery reads at most about this much
-// journal besides the snapshot.
-const DefaultSnapshotBytes = 64 << 20
-
-// notDurable is the position of a change the journal failed to record:
-// nothing that reports it is ever sent.
-const notDurable = math.MaxUint64
-
-// persistConfig configures a store's data directory.
-type persistConfig struct {
-	dir       string
-	policy    FsyncPolicy
-	interval  time.Duration // FsyncInterval period
-	compactAt int64         // 0: DefaultSnapshotBytes
-	log       *slog.Logger
-}
+// This file is the broker's side of the store's persistence (store/persist.go):
+// opening the data directory, logging where the keys live, the journal's
+// fatal error, and the note about aio-persistence without one.
 
 // openData opens Config.DataDir and recovers the store from it.
 func (b *Broker) openData() error {
-	rec, err := b.store.openData(persistConfig{dir: b.cfg.DataDir, policy: b.cfg.Fsync, interval: b.cfg.FsyncInterval,
-		compactAt: b.cfg.SnapshotBytes, log: b.log})
+	rec, err := b.store.OpenData(store.PersistConfig{Dir: b.cfg.DataDir, Policy: b.cfg.Fsync, Interval: b.cfg.FsyncInterval,
+		CompactAt: b.cfg.SnapshotBytes, Log: b.log})
 	if err != nil {
 		return fmt.Errorf("broker: data directory %s: %w", b.cfg.DataDir, err)
 	}
-	b.log.Info("state store recovered", "dir", b.cfg.DataDir, "keys", rec.keys, "expired_while_down", rec.expired,
-		"snapshot", rec.snapshot, "journal_segments", rec.segments, "records", rec.records,
-		"clock", rec.clock.String(), "took", rec.took.Round(time.Millisecond))
+	b.log.Info("state store recovered", "dir", b.cfg.DataDir, "keys", rec.Keys, "expired_while_down", rec.Expired,
+		"snapshot", rec.Snapshot, "journal_segments", rec.Segments, "records", rec.Records,
+		"clock", rec.Clock.String(), "took", rec.Took.Round(time.Millisecond))
 	return nil
 }
 
 // logPersistence says at start where the keys live.
 func (b *Broker) logPersistence() {
-	if b.store.j == nil {
+	if !b.store.Persisted() {
 		b.log.Info("state store in memory only: keys are lost when the broker stops (keep them with a data directory: --data DIR, Config.DataDir)")
 		return
 	}
 	attrs := []any{"dir", b.cfg.DataDir, "fsync", b.cfg.Fsync.String()}
-	if b.cfg.Fsync == FsyncInterval {
+	if b.cfg.Fsync == store.FsyncInterval {
 		attrs = append(attrs, "fsync_interval", b.cfg.FsyncInterval)
 	}
 	b.log.Info("state store persisted", attrs...)
@@ -185,74 +64,19 @@ func (b *Broker) logPersistence() {
 // nothing unsynced is acknowledged, so the process should stop and restart
 // on a healthy disk. It is nil (never ready) for a store in memory.
 func (b *Broker) Fatal() <-chan error {
-	if b.store.j == nil {
-		return nil
-	}
-	return b.store.j.fatal
-}
-
-// journalSet records a SET before it is applied. It returns the position a
-// reply or notification must wait for.
-func (s *store) journalSet(key string, value []byte, v hlc.HLC, expires time.Time, fence hlc.HLC, fenced bool) (uint64, error) {
-	if s.j == nil {
-		return 0, nil
-	}
-	r := record{kind: recSet, key: key, value: value, version: v, fence: fence, fenced: fenced}
-	if !expires.IsZero() {
-		r.expires = expires.UnixNano()
-	}
-	return s.j.append(&r)
-}
-
-// journalDelete records the deletion of key at tick v (DEL, VDEL, expiry).
-// On failure the position is notDurable.
-func (s *store) journalDelete(key string, v hlc.HLC) (uint64, error) {
-	if s.j == nil {
-		return 0, nil
-	}
-	pos, err := s.j.append(&record{kind: recDelete, key: key, version: v})
-	if err != nil {
-		return notDurable, err
-	}
-	return pos, nil
-}
-
-// replyPos is the position a reply to a request just executed waits for:
-// the journal's end, so that it reports no state a crash could undo.
-func (s *store) replyPos() uint64 {
-	if s.j == nil {
-		return 0
-	}
-	return s.j.position()
-}
-
-// waitDurable blocks until pos is durable (nil), the journal failed (its
-// error) or done is closed.
-func (s *store) waitDurable(pos uint64, done <-chan struct{}) error {
-	if pos == 0 || s.j == nil {
-		return nil
-	}
-	return s.j.waitDurable(pos, done)
-}
-
-// closeData syncs and closes the journal and releases the directory.
-func (s *store) closeData() error {
-	if s.j == nil {
-		return nil
-	}
-	return s.j.close()
+	return b.store.Fatal()
 }
 
 // notePersistRequest logs, once per broker, that a SET asked for
 // aio-persistence from a store that keeps nothing across restarts.
 func (h *storeHook) notePersistRequest(cl *mqtt.Client, pk *packets.Packet) {
-	if h.store.j != nil {
+	if h.store.Persisted() {
 		return
 	}
 	if v, ok := userProp(pk.Properties.User, wire.PropPersistence); !ok || !strings.EqualFold(v, "true") {
 		return
 	}
-	h.store.memoryNote.Do(func() {
+	h.memoryNote.Do(func() {
 		h.log.Warn("a SET asked for aio-persistence, but the state store keeps keys in memory only: they will not survive a restart (persist them with a data directory: ssrun broker --data DIR)",
 			"client", cl.ID)
 	})

@@ -61,7 +61,9 @@ func supportedVersion(v string) bool {
 	return strings.TrimLeft(major, "0") == "1"
 }
 
-func digitsOnly(s string) bool { return s != "" && allDigits([]byte(s)) }
+func digitsOnly(s string) bool {
+	return s != "" && strings.IndexFunc(s, func(r rune) bool { return r < '0' || r > '9' }) < 0
+}
 
 func userProp(props []packets.UserProperty, key string) (string, bool) {
 	for _, p := range props {

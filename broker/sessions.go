@@ -3,6 +3,7 @@ package broker
 import (
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/ssrun/ssrun/store"
 )
 
 // This file follows MQTT sessions for the store: the outbox of each session
@@ -21,12 +22,12 @@ type watcher struct {
 	mayRead func(key []byte) bool
 }
 
-func (w *watcher) clientID() string { return w.cl.ID }
+func (w *watcher) ClientID() string { return w.cl.ID }
 
-// notify queues a notification; it never blocks (the store calls it with
+// Notify queues a notification; it never blocks (the store calls it with
 // its lock held).
-func (w *watcher) notify(n notification) {
-	if w.mayRead != nil && !w.mayRead(n.key) {
+func (w *watcher) Notify(n store.Notification) {
+	if w.mayRead != nil && !w.mayRead(n.Key) {
 		return
 	}
 	w.box.notify(n)
@@ -68,7 +69,7 @@ func (h *storeHook) watcher(cl *mqtt.Client) *watcher {
 	if h.authz != nil {
 		if check := h.authz.keyCheck(cl); check != nil {
 			// A reload may revoke a key the client registered for.
-			w.mayRead = func(key []byte) bool { return check(keyRead, key) }
+			w.mayRead = func(key []byte) bool { return check(store.Read, key) }
 		}
 	}
 	if !h.closed {
@@ -111,7 +112,7 @@ func (h *storeHook) disconnected(cl *mqtt.Client, expire bool) {
 	o := h.boxes[cl.ID]
 	h.mu.Unlock()
 	if w != nil {
-		h.store.dropObserver(w)
+		h.store.DropObserver(w)
 	}
 	if o == nil {
 		return
@@ -185,7 +186,7 @@ func (h *storeHook) closeBoxes() {
 	h.boxes, h.watchers, h.conns = map[string]*outbox{}, map[*mqtt.Client]*watcher{}, map[string]*mqtt.Client{}
 	h.mu.Unlock()
 	for _, w := range watchers {
-		h.store.dropObserver(w)
+		h.store.DropObserver(w)
 	}
 	for _, o := range boxes {
 		o.close()

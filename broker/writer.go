@@ -7,6 +7,7 @@ import (
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/ssrun/ssrun/store"
 )
 
 // This file is the goroutine that writes a session's outbox (outbox.go) to
@@ -55,8 +56,8 @@ func (w *writer) run() {
 			w.resend(m)
 			continue
 		}
-		if err := w.o.store.waitDurable(m.pos, w.done); err != nil {
-			if errors.Is(err, errJournalClosed) { // stopped
+		if err := w.o.store.WaitDurable(m.pos, w.done); err != nil {
+			if errors.Is(err, store.ErrJournalClosed) { // stopped
 				w.o.putBack(m)
 				return
 			}
@@ -91,7 +92,7 @@ func (w *writer) write(m *message) {
 	if m.props.MessageExpiryInterval > 0 {
 		// MQTT-3.3.2-5/6: an expired message is not delivered; the others
 		// carry what is left of their interval.
-		left := time.Duration(m.props.MessageExpiryInterval)*time.Second - w.o.store.now().Sub(m.queued)
+		left := time.Duration(m.props.MessageExpiryInterval)*time.Second - w.o.store.Now().Sub(m.queued)
 		if left <= 0 {
 			w.o.release(m)
 			w.o.drop(m, "message expired before it could be delivered")

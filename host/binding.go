@@ -19,7 +19,7 @@ import (
 type binding struct {
 	r      *rule
 	in     *instance
-	client *protocol.Client
+	client Store
 	// shadow is set for a version started as a canary's shadow (see
 	// canary.go): until it goes live, its writes are staged in the
 	// canary's overlay and its timers are not armed.
@@ -28,7 +28,7 @@ type binding struct {
 
 var _ abi.Host = (*binding)(nil)
 
-func newBinding(r *rule, in *instance, client *protocol.Client) *binding {
+func newBinding(r *rule, in *instance, client Store) *binding {
 	return &binding{r: r, in: in, client: client}
 }
 

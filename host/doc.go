@@ -73,6 +73,8 @@
 //	                       the timer scheduler: one heap, one goroutine; the
 //	                       path of rule writes that led to an event; a
 //	                       group's roster lines and rule sets, stored
+//	store.go               the Store port: *protocol.Client, over MQTT or to
+//	                       a store in process
 //
 // A rule and its leases share the host's services (client, logger,
 // registry, damper, call tracker, lease clock, lifetime: services in

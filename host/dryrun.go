@@ -121,7 +121,7 @@ func newOverlay(report func(StagedWrite), nowMs func() int64) *overlay {
 }
 
 // lookup reads key from the overlay, or from the store through c.
-func (o *overlay) lookup(ctx context.Context, c *protocol.Client, key string) (value []byte, version hlc.HLC, found bool, err error) {
+func (o *overlay) lookup(ctx context.Context, c Store, key string) (value []byte, version hlc.HLC, found bool, err error) {
 	o.mu.Lock()
 	s, ok := o.m[key]
 	o.mu.Unlock()
@@ -139,7 +139,7 @@ func (o *overlay) lookup(ctx context.Context, c *protocol.Client, key string) (v
 }
 
 // get implements the binding's Get in a dry run.
-func (o *overlay) get(ctx context.Context, c *protocol.Client, key string) (abi.Value, error) {
+func (o *overlay) get(ctx context.Context, c Store, key string) (abi.Value, error) {
 	v, ver, found, err := o.lookup(ctx, c, key)
 	if err != nil {
 		return abi.Value{}, err
@@ -189,7 +189,7 @@ func (o *overlay) fenced(w StagedWrite, holder string) error {
 // set stages a rule's set (w.Op SET, or LOCK for a lock's SET NEX), fenced
 // with the rule's locks, which holder names; when the NX or NEX condition
 // fails, it refuses it with unmet. Keys not staged are read through c.
-func (o *overlay) set(ctx context.Context, c *protocol.Client, w StagedWrite, holder string, nx, nex bool, unmet error) (string, error) {
+func (o *overlay) set(ctx context.Context, c Store, w StagedWrite, holder string, nx, nex bool, unmet error) (string, error) {
 	o.wmu.Lock()
 	defer o.wmu.Unlock()
 	if err := o.fenced(w, holder); err != nil {
@@ -207,7 +207,7 @@ func (o *overlay) set(ctx context.Context, c *protocol.Client, w StagedWrite, ho
 
 // del stages a rule's del, or its vdel (w.Op VDEL, or UNLOCK) of w.Value;
 // see set.
-func (o *overlay) del(ctx context.Context, c *protocol.Client, w StagedWrite, holder string) error {
+func (o *overlay) del(ctx context.Context, c Store, w StagedWrite, holder string) error {
 	o.wmu.Lock()
 	defer o.wmu.Unlock()
 	verb := strings.ToLower(w.Op)
@@ -234,7 +234,7 @@ func (o *overlay) del(ctx context.Context, c *protocol.Client, w StagedWrite, ho
 
 // lock stages a rule's lock w (w.Op LOCK, w.Value the rule's holder): its
 // key set to the holder, NEX. The token is the staged version.
-func (o *overlay) lock(ctx context.Context, c *protocol.Client, w StagedWrite) (string, error) {
+func (o *overlay) lock(ctx context.Context, c Store, w StagedWrite) (string, error) {
 	if w.TTL < time.Millisecond {
 		return "", abi.Errorf(abi.StatusInvalid, "lock %q: ttl must be at least 1 ms", w.Key)
 	}
@@ -247,7 +247,7 @@ func (o *overlay) lock(ctx context.Context, c *protocol.Client, w StagedWrite) (
 
 // unlock stages a rule's unlock w (w.Op UNLOCK, w.Value the rule's holder):
 // a VDEL of the holder.
-func (o *overlay) unlock(ctx context.Context, c *protocol.Client, w StagedWrite) error {
+func (o *overlay) unlock(ctx context.Context, c Store, w StagedWrite) error {
 	err := o.del(ctx, c, w, string(w.Value))
 	if s := abi.StatusOf(err); s == abi.StatusNotFound || s == abi.StatusNotApplied {
 		return abi.Errorf(abi.StatusNotFound, "unlock %q: not held by this rule", w.Key)

@@ -140,7 +140,7 @@ func (e *env) startHost(opts ...func(*Config)) {
 	t := e.t
 	t.Helper()
 	o := Config{
-		Client:   e.client,
+		Store:    e.client,
 		Runtimes: []abi.Runtime{e.rt},
 		Logger:   slog.New(slog.NewTextHandler(io.MultiWriter(e.logs, testutil.LogWriter(t)), &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}

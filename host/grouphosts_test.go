@@ -126,7 +126,7 @@ func (c *cluster) start() *member {
 	m.dir = dir
 	// A long call timeout: a store stalled for a second on a loaded machine
 	// must not fail a handler (a failed handler's event is not retried).
-	h, err := New(Config{Client: m.client, Runtimes: []abi.Runtime{rt}, Group: &c.group, Defaults: RuleConfig{Timeout: 20 * time.Second}, Rules: c.rulesCfg,
+	h, err := New(Config{Store: m.client, Runtimes: []abi.Runtime{rt}, Group: &c.group, Defaults: RuleConfig{Timeout: 20 * time.Second}, Rules: c.rulesCfg,
 		Logger: slog.New(slog.NewTextHandler(io.MultiWriter(testutil.LogWriter(c.t)), &slog.HandlerOptions{Level: slog.LevelInfo})).With("host", m.i)})
 	if err != nil {
 		c.t.Fatal(err)

@@ -78,7 +78,7 @@ func groupHelperHost() {
 			return err
 		}})
 	}
-	h, err := New(Config{Client: c, Runtimes: []abi.Runtime{rt}, Logger: quiet, Group: &GroupConfig{Name: "g", TTL: ttl},
+	h, err := New(Config{Store: c, Runtimes: []abi.Runtime{rt}, Logger: quiet, Group: &GroupConfig{Name: "g", TTL: ttl},
 		Defaults: RuleConfig{Timeout: time.Hour}})
 	if err != nil {
 		fail(err)

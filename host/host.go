@@ -21,9 +21,10 @@ import (
 // Config configure a Host. The zero value of each field is its documented
 // default; Client and at least one runtime are required.
 type Config struct {
-	// Client is the connected (or connecting) store client. The Host reads
-	// its Events stream; nothing else may.
-	Client *protocol.Client
+	// Store is the connected (or connecting) store client: a
+	// *protocol.Client over MQTT, or of a store in process (see Store).
+	// The Host reads its Events stream; nothing else may.
+	Store Store
 	// Runtimes run rule files, chosen by extension: the runtime of kind
 	// "lua" runs *.lua, "wasm" runs *.wasm, and "plugin" runs executable
 	// files without an extension.
@@ -154,7 +155,7 @@ type Host struct {
 
 // New validates opts and starts the host's event dispatcher.
 func New(opts Config) (*Host, error) {
-	if opts.Client == nil {
+	if opts.Store == nil {
 		return nil, errors.New("host: a store client is required")
 	}
 	if len(opts.Runtimes) == 0 {
@@ -164,7 +165,7 @@ func New(opts Config) (*Host, error) {
 		return nil, err
 	}
 	limits := valueLimits(opts.Defaults, opts.Rules)
-	if max, ok := opts.Client.MaxPacketSize(); ok {
+	if max, ok := opts.Store.MaxPacketSize(); ok {
 		if err := checkCarried(limits, max); err != nil {
 			return nil, err
 		}
@@ -179,7 +180,7 @@ func New(opts Config) (*Host, error) {
 	}
 	h := &Host{
 		services: services{
-			client:  opts.Client,
+			client:  opts.Store,
 			log:     opts.Logger,
 			now:     opts.now,
 			calls:   newTracker(),
@@ -217,11 +218,11 @@ func New(opts Config) (*Host, error) {
 		h.loadConc = DefaultLoadConcurrency()
 	}
 	if opts.clock == nil {
-		opts.clock = hostClock{client: opts.Client}
+		opts.clock = hostClock{client: opts.Store}
 	}
 	h.valueLimits.Store(&limits)
 	h.timers = newScheduler(opts.clock)
-	h.kv = opts.Client
+	h.kv = opts.Store
 	if opts.DryRun != nil {
 		h.dry, h.kv = newOverlay(opts.DryRun, opts.clock.nowMs), newMemKV()
 	}

@@ -119,11 +119,11 @@ func TestMaxValueTheBrokerCannotCarryRefused(t *testing.T) {
 	over := map[string]RuleConfig{"big.gorule": {MaxValueBytes: 8 << 20}, "ok.gorule": {MaxValueBytes: fits}}
 	want := fmt.Sprintf(`rule "big.gorule": max_value of 8388608 bytes is more than the broker can carry: its maximum packet size is %d bytes, which leaves at most %d bytes`,
 		broker.MaxPacketSize, fits)
-	_, err := New(Config{Client: e.client, Runtimes: []abi.Runtime{e.rt}, Rules: over})
+	_, err := New(Config{Store: e.client, Runtimes: []abi.Runtime{e.rt}, Rules: over})
 	if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "ok.gorule") {
 		t.Fatalf("New: %v; want %q, and nothing about ok.gorule", err, want)
 	}
-	_, err = New(Config{Client: e.client, Runtimes: []abi.Runtime{e.rt}, Defaults: RuleConfig{MaxValueBytes: fits + 1}})
+	_, err = New(Config{Store: e.client, Runtimes: []abi.Runtime{e.rt}, Defaults: RuleConfig{MaxValueBytes: fits + 1}})
 	if err == nil || !strings.Contains(err.Error(), "defaults: max_value of") {
 		t.Fatalf("New with defaults over the limit: %v", err)
 	}

@@ -15,7 +15,7 @@ import (
 // lock waiters) need it, a KEYNOTIFY STOP when the last one leaves, and the
 // last known state of every watched key so a reconnect can tell what changed.
 type registry struct {
-	client *protocol.Client
+	client Store
 	log    *slog.Logger
 
 	// opMu is read-held by acquire and release, which serialise the
@@ -58,7 +58,7 @@ type keyState struct {
 	gen  uint64 // bumped by every notification
 }
 
-func newRegistry(client *protocol.Client, log *slog.Logger) *registry {
+func newRegistry(client Store, log *slog.Logger) *registry {
 	return &registry{client: client, log: log, keys: map[string]*keyState{}, ops: map[string]*keyOp{}}
 }
 

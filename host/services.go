@@ -5,15 +5,14 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/protocol/hlc"
 )
 
 // services are the parts of the host that its rules use: the rules and
 // their leases share one, not the Host.
 type services struct {
-	ctx     context.Context  // the host's lifetime: rules and lease renewals end with it
-	client  *protocol.Client // lock requests (a binding gets its own reference)
+	ctx     context.Context // the host's lifetime: rules and lease renewals end with it
+	client  Store           // lock requests (a binding gets its own reference)
 	log     *slog.Logger
 	reg     *registry        // watches
 	lin     *lineage         // the feedback-loop damper

@@ -104,7 +104,7 @@ func benchTimerHost(b *testing.B) (*benchProbe, *Host) {
 			return nil
 		},
 	})
-	h, err := New(Config{Client: newClient(b, br.Addr()), Runtimes: []abi.Runtime{rt}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	h, err := New(Config{Store: newClient(b, br.Addr()), Runtimes: []abi.Runtime{rt}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func timerHelperHost() {
 		},
 		handle: func(ctx context.Context, _ abi.Host, _ abi.Event) error { <-ctx.Done(); return ctx.Err() },
 	})
-	h, err := New(Config{Client: c, Runtimes: []abi.Runtime{rt}, Logger: quiet,
+	h, err := New(Config{Store: c, Runtimes: []abi.Runtime{rt}, Logger: quiet,
 		Defaults: RuleConfig{Timeout: time.Hour}})
 	if err != nil {
 		fail(err)

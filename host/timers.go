@@ -5,8 +5,6 @@ import (
 	"context"
 	"sync"
 	"time"
-
-	"github.com/ssrun/ssrun/protocol"
 )
 
 // timer is one armed timer of a rule (see ruletimers.go, which owns its
@@ -52,7 +50,7 @@ type alarm interface {
 // hostClock is the time of the host's hybrid logical clock: the wall clock,
 // or the client's HLC wall time when the store's clock runs ahead (so never
 // behind a version the host has seen). Its alarms are time.Timers.
-type hostClock struct{ client *protocol.Client }
+type hostClock struct{ client Store }
 
 func (c hostClock) nowMs() int64 { return max(time.Now().UnixMilli(), c.client.Now().Wall) }
 

@@ -131,6 +131,9 @@ func (c *Client) roundTrip(ctx context.Context, args [][]byte, o callOpts) (repl
 	if err := checkPacketSize(pub, cn.maxPacket); err != nil {
 		return reply{}, err
 	}
+	if cn.local != nil {
+		return c.localRoundTrip(cn, pub, ts.String(), o)
+	}
 
 	// Register before publishing: the response may beat the PUBACK.
 	ch := make(chan *paho.Publish, 1)
@@ -171,6 +174,33 @@ func (c *Client) roundTrip(ctx context.Context, args [][]byte, o callOpts) (repl
 	c.stats.responses.Add(1)
 
 	rep, err := decodeResponse(p.Properties, p.Payload)
+	if err != nil {
+		return reply{}, err
+	}
+	if rep.hasVersion {
+		if err := c.clock.Observe(rep.version); err != nil {
+			return reply{}, fmt.Errorf("response version %s: %w", rep.version, err)
+		}
+	}
+	return rep, nil
+}
+
+// localRoundTrip is roundTrip's end for an in-process store (local.go):
+// the request is executed at once and its reply goes through the same
+// decoding as a broker's response.
+func (c *Client) localRoundTrip(cn *conn, pub *paho.Publish, ts string, o callOpts) (reply, error) {
+	if err := cn.ctx.Err(); err != nil {
+		c.stats.connectionLost.Add(1)
+		return reply{}, context.Cause(cn.ctx)
+	}
+	ft := ""
+	if !o.fence.IsZero() {
+		ft = o.fence.String()
+	}
+	c.stats.requests.Add(1)
+	payload, version := cn.local.Do(pub.Payload, ts, ft)
+	c.stats.responses.Add(1)
+	rep, err := decodeResponse(localResponse(version), payload)
 	if err != nil {
 		return reply{}, err
 	}

@@ -133,6 +133,7 @@ type Client struct {
 	log          *slog.Logger
 	clock        *hlc.Clock
 	cm           *autopaho.ConnectionManager // set once New returns; use conn.cm before
+	local        Local                       // the in-process store of a NewLocal client (cm is nil)
 
 	ctx    context.Context // ends on Close or when New's context ends
 	cancel context.CancelCauseFunc
@@ -169,10 +170,11 @@ type Client struct {
 	closeErr  error
 }
 
-// conn is one MQTT connection's lifetime.
+// conn is one MQTT connection's lifetime, or one to an in-process store.
 type conn struct {
-	cm        *autopaho.ConnectionManager
-	ctx       context.Context // cancelled when the connection goes down
+	cm        *autopaho.ConnectionManager // nil for a Local store
+	local     LocalConn                   // nil over MQTT
+	ctx       context.Context             // cancelled when the connection goes down
 	cancel    context.CancelCauseFunc
 	connected bool // EventConnected was emitted for it (guarded by Client.mu)
 	// maxPacket is the Maximum Packet Size of the broker's CONNACK; 0 when
@@ -188,6 +190,56 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	c, err := newClient(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	cfg = c.cfg
+	pahoLog := slogPrinter{c.log}
+	acfg := autopaho.ClientConfig{
+		ServerUrls:                    urls,
+		TlsCfg:                        cfg.TLS,
+		KeepAlive:                     cfg.KeepAlive,
+		CleanStartOnInitialConnection: cfg.CleanStart,
+		SessionExpiryInterval:         cfg.SessionExpiry,
+		ReconnectBackoff:              cfg.ReconnectBackoff,
+		ConnectPacketBuilder:          c.buildConnect,
+		OnConnectionUp:                c.onConnectionUp,
+		OnConnectionDown:              c.onConnectionDown,
+		OnConnectError:                c.onConnectError,
+		Errors:                        pahoLog,
+		PahoErrors:                    pahoLog,
+		ClientConfig: paho.ClientConfig{
+			ClientID:          cfg.ClientID,
+			OnPublishReceived: []func(paho.PublishReceived) (bool, error){c.onPublish},
+			OnClientError:     func(err error) { c.recordCause(err) },
+			OnServerDisconnect: func(d *paho.Disconnect) {
+				reason := ""
+				if d.Properties != nil {
+					reason = d.Properties.ReasonString
+				}
+				c.recordCause(fmt.Errorf("server sent DISCONNECT (reason code 0x%02X) %s", d.ReasonCode, reason))
+			},
+			AuthHandler: authHandler{c},
+			// Every call bounds its own wait with a context; paho's own
+			// per-packet timeout must not cut a longer per-call timeout.
+			PacketTimeout: 24 * time.Hour,
+		},
+	}
+	cm, err := autopaho.NewConnection(c.ctx, acfg)
+	if err != nil {
+		c.cancel(ErrClosed)
+		c.events.close()
+		close(c.done)
+		return nil, fmt.Errorf("protocol: start connection: %w", err)
+	}
+	c.cm = cm
+	go c.stopped()
+	return c, nil
+}
+
+// newClient validates cfg and makes a client without a transport yet.
+func newClient(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.ClientID == "" {
 		var b [8]byte
 		_, _ = rand.Read(b[:])
@@ -234,47 +286,6 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	c.notifyPrefix = strings.TrimSuffix(c.notifyFilter, "+")
 	c.ctx, c.cancel = context.WithCancelCause(ctx)
 	c.events = newEventQueue(cfg.EventBuffer, c.log)
-
-	pahoLog := slogPrinter{c.log}
-	acfg := autopaho.ClientConfig{
-		ServerUrls:                    urls,
-		TlsCfg:                        cfg.TLS,
-		KeepAlive:                     cfg.KeepAlive,
-		CleanStartOnInitialConnection: cfg.CleanStart,
-		SessionExpiryInterval:         cfg.SessionExpiry,
-		ReconnectBackoff:              cfg.ReconnectBackoff,
-		ConnectPacketBuilder:          c.buildConnect,
-		OnConnectionUp:                c.onConnectionUp,
-		OnConnectionDown:              c.onConnectionDown,
-		OnConnectError:                c.onConnectError,
-		Errors:                        pahoLog,
-		PahoErrors:                    pahoLog,
-		ClientConfig: paho.ClientConfig{
-			ClientID:          cfg.ClientID,
-			OnPublishReceived: []func(paho.PublishReceived) (bool, error){c.onPublish},
-			OnClientError:     func(err error) { c.recordCause(err) },
-			OnServerDisconnect: func(d *paho.Disconnect) {
-				reason := ""
-				if d.Properties != nil {
-					reason = d.Properties.ReasonString
-				}
-				c.recordCause(fmt.Errorf("server sent DISCONNECT (reason code 0x%02X) %s", d.ReasonCode, reason))
-			},
-			AuthHandler: authHandler{c},
-			// Every call bounds its own wait with a context; paho's own
-			// per-packet timeout must not cut a longer per-call timeout.
-			PacketTimeout: 24 * time.Hour,
-		},
-	}
-	cm, err := autopaho.NewConnection(c.ctx, acfg)
-	if err != nil {
-		c.cancel(ErrClosed)
-		c.events.close()
-		close(c.done)
-		return nil, fmt.Errorf("protocol: start connection: %w", err)
-	}
-	c.cm = cm
-	go c.stopped()
 	return c, nil
 }
 
@@ -437,7 +448,7 @@ func (c *Client) onConnectionDown() bool {
 // setup prepares a new connection: subscribe, mark it ready for calls,
 // re-register every watched key, then emit EventConnected.
 func (c *Client) setup(cn *conn) {
-	if !c.subscribe(cn) {
+	if cn.cm != nil && !c.subscribe(cn) {
 		return
 	}
 	c.mu.Lock()
@@ -806,6 +817,9 @@ func (c *Client) Reauthenticate(ctx context.Context) error {
 		return errors.New("protocol: reauthenticate: the credentials name no authentication method")
 	}
 	cn := c.readyConn()
+	if cn != nil && cn.cm == nil {
+		return errors.New("protocol: reauthenticate: a client of an in-process store has no credentials")
+	}
 	if cn == nil {
 		return ErrNotConnected
 	}

@@ -116,7 +116,7 @@ func (a *app) serveRules(ctx context.Context, client *protocol.Client, dir strin
 	if err != nil {
 		return err
 	}
-	opts := host.Config{Client: client, Runtimes: rts, Logger: a.log, Observer: adm.handleObserver()}
+	opts := host.Config{Store: client, Runtimes: rts, Logger: a.log, Observer: adm.handleObserver()}
 	if rec != nil {
 		opts.Recorder = rec
 	}

@@ -156,7 +156,7 @@ func startHost(t *testing.T, name string, c *protocol.Client) *testHost {
 	lr := lua.New(lua.Config{})
 	t.Cleanup(func() { _ = lr.Close(context.Background()) }) // after the host's Close
 	h := examplehost.Host(t, host.Config{
-		Client:   c,
+		Store:    c,
 		Runtimes: []abi.Runtime{lr},
 		Logger:   slog.New(slog.NewTextHandler(io.MultiWriter(logs, testutil.LogWriter(t)), &slog.HandlerOptions{Level: slog.LevelDebug})).With("host", name),
 	})

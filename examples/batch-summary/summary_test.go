@@ -67,7 +67,7 @@ func newEnv(t *testing.T, cfg host.RuleConfig) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := host.New(host.Config{Client: newClient(t, b.Addr()), Runtimes: []abi.Runtime{rt}, Logger: logger, Defaults: cfg})
+	h, err := host.New(host.Config{Store: newClient(t, b.Addr()), Runtimes: []abi.Runtime{rt}, Logger: logger, Defaults: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}

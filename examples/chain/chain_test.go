@@ -44,7 +44,7 @@ func startChain(t *testing.T, ctx context.Context) (*host.Host, *protocol.Client
 	user := examplehost.Client(t, b.Addr(), "chain-user")
 	lr := lua.New(lua.Config{})
 	t.Cleanup(func() { _ = lr.Close(context.Background()) }) // after the host's Close
-	h := examplehost.Host(t, host.Config{Client: examplehost.Client(t, b.Addr(), "chain-host"), Runtimes: []abi.Runtime{lr}})
+	h := examplehost.Host(t, host.Config{Store: examplehost.Client(t, b.Addr(), "chain-host"), Runtimes: []abi.Runtime{lr}})
 	if err := h.LoadDir(ctx, "."); err != nil {
 		t.Fatal(err)
 	}

@@ -63,7 +63,7 @@ func (r *Restartable) start() {
 	r.t.Helper()
 	r.starts++
 	client := Client(r.t, r.addr, fmt.Sprintf("example-host-%d", r.starts))
-	r.Host = Host(r.t, host.Config{Client: client, Runtimes: r.runtimes})
+	r.Host = Host(r.t, host.Config{Store: client, Runtimes: r.runtimes})
 	if err := r.Host.LoadDir(r.ctx, r.dir); err != nil {
 		r.t.Fatalf("loading %s: %v", r.dir, err)
 	}

@@ -62,7 +62,7 @@ func Run(t *testing.T, dir string, runtimes ...abi.Runtime) {
 	t.Helper()
 	b := brokertest.Start(t)
 	user := examplehost.Client(t, b.Addr(), "thermotest-user")
-	h := examplehost.Host(t, host.Config{Client: examplehost.Client(t, b.Addr(), "thermotest-host"), Runtimes: runtimes})
+	h := examplehost.Host(t, host.Config{Store: examplehost.Client(t, b.Addr(), "thermotest-host"), Runtimes: runtimes})
 	// A guard against a hang: a cold compile of a Go WebAssembly guest
 	// takes 0.5 s idle but past a minute under -race on 2 loaded cores.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

@@ -1,4 +1,4 @@
-package broker
+package store
 
 import (
 	"bufio"
@@ -19,9 +19,9 @@ import (
 // snapshot before it tries again (the journal keeps working meanwhile).
 const compactRetry = time.Minute
 
-// compactLoop writes a snapshot whenever the journal's segment passes its
+// CompactLoop writes a snapshot whenever the journal's segment passes its
 // size limit, until ctx ends.
-func (s *store) compactLoop(ctx context.Context) {
+func (s *Store) CompactLoop(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -43,7 +43,7 @@ func (s *store) compactLoop(ctx context.Context) {
 
 // compact starts a new journal segment and writes the snapshot of the state
 // at that instant, then deletes what the snapshot replaces.
-func (s *store) compact() error {
+func (s *Store) compact() error {
 	j := s.j
 	seq := j.segment() + 1 // only this goroutine rotates
 	f, key, err := createSegment(j.dir, seq)

@@ -1,6 +1,6 @@
 //go:build !unix || solaris || aix
 
-package broker
+package store
 
 import (
 	"errors"

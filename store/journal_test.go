@@ -1,4 +1,4 @@
-package broker
+package store
 
 import (
 	"bytes"
@@ -126,7 +126,7 @@ func TestJournalGroupCommit(t *testing.T) {
 // FsyncInterval and FsyncNever make nothing wait: positions are 0.
 func TestJournalPoliciesThatDoNotWait(t *testing.T) {
 	for _, p := range []FsyncPolicy{FsyncInterval, FsyncNever} {
-		d := openDir(t, t.TempDir(), &clockT{t: t0}, func(pc *persistConfig) { pc.policy = p; pc.interval = time.Hour })
+		d := openDir(t, t.TempDir(), &clockT{t: t0}, func(pc *PersistConfig) { pc.Policy = p; pc.Interval = time.Hour })
 		pos, err := d.j.append(testRecord("a"))
 		if err != nil || pos != 0 || d.j.position() != 0 {
 			t.Fatalf("%v: append at %d (%v), position %d; want 0", p, pos, err, d.j.position())
@@ -146,8 +146,8 @@ func TestJournalFailureStopsChanges(t *testing.T) {
 	o := &recorder{id: "w"}
 	d.keyNotify(o, []byte("a"))
 	r := d.do("", "SET", "a", "1")
-	if string(r.payload) != "+OK\r\n" {
-		t.Fatalf("SET: %q", r.payload)
+	if string(r.Payload) != "+OK\r\n" {
+		t.Fatalf("SET: %q", r.Payload)
 	}
 	w := startWait(d.j, d.replyPos())
 	g.waitEntered(t)
@@ -155,7 +155,7 @@ func TestJournalFailureStopsChanges(t *testing.T) {
 	if err := waitResult(t, w); err == nil || !strings.Contains(err.Error(), "EIO") {
 		t.Fatalf("waiter got %v, want the fsync error", err)
 	}
-	if err := d.waitDurable(o.notes[0].pos, nil); err == nil {
+	if err := d.WaitDurable(o.notes[0].Pos, nil); err == nil {
 		t.Fatal("the notification of the failed change counts as durable")
 	}
 	select {
@@ -167,17 +167,17 @@ func TestJournalFailureStopsChanges(t *testing.T) {
 		t.Fatal("failure not reported on fatal")
 	}
 	for _, args := range [][]string{{"SET", "b", "2"}, {"DEL", "a"}} {
-		if r := d.do("", args...); string(r.payload) != "-ERR "+errTextNotPersisted+"\r\n" {
-			t.Fatalf("%q after the failure: %q", args, r.payload)
+		if r := d.do("", args...); string(r.Payload) != "-ERR "+errTextNotPersisted+"\r\n" {
+			t.Fatalf("%q after the failure: %q", args, r.Payload)
 		}
 	}
-	if r := d.do("", "GET", "b"); string(r.payload) != "$-1\r\n" {
-		t.Fatalf("the refused SET was applied: %q", r.payload)
+	if r := d.do("", "GET", "b"); string(r.Payload) != "$-1\r\n" {
+		t.Fatalf("the refused SET was applied: %q", r.Payload)
 	}
 	if !strings.Contains(d.log.String(), "state store journal failed") {
 		t.Fatalf("failure not logged: %s", d.log)
 	}
-	if err := d.closeData(); err == nil {
+	if err := d.Close(); err == nil {
 		t.Fatal("close after a failure reports nothing")
 	}
 }

@@ -1,4 +1,4 @@
-package broker
+package store
 
 // This file holds the store's KEYNOTIFY registrations (statestore-protocol.md
 // §13.1) and what they cost. A registration keeps its key, which a client
@@ -32,22 +32,22 @@ func regSize(key string) int64 { return int64(len(key)) + entryOverhead }
 // (s.mu held): the key and byte quotas hold for the store's keys and
 // registrations together, and for client's own registrations within their
 // share.
-func (s *store) admitLocked(client string, key []byte) bool {
+func (s *Store) admitLocked(client string, key []byte) bool {
 	size := int64(len(key)) + entryOverhead
 	u := s.regs.byClient[client]
 	if u == nil {
 		u = &regUsage{}
 	}
-	if q := s.quota.keys; q >= 0 && (len(s.entries)+s.regs.count+1 > q || u.count+1 > max(q/regShare, 1)) {
+	if q := s.quota.Keys; q >= 0 && (len(s.entries)+s.regs.count+1 > q || u.count+1 > max(q/regShare, 1)) {
 		return false
 	}
-	if q := s.quota.bytes; q >= 0 && (s.bytes+s.regs.bytes+size > q || u.bytes+size > max(q/regShare, size)) {
+	if q := s.quota.Bytes; q >= 0 && (s.bytes+s.regs.bytes+size > q || u.bytes+size > max(q/regShare, size)) {
 		return false
 	}
 	return true
 }
 
-func (s *store) countLocked(client, key string, n int) {
+func (s *Store) countLocked(client, key string, n int) {
 	u := s.regs.byClient[client]
 	if u == nil {
 		u = &regUsage{}
@@ -66,10 +66,10 @@ func (s *store) countLocked(client, key string, n int) {
 // keyNotify registers (o.clientID(), key); a registration by another
 // connection with the same client id is taken over. It fails with errQuota
 // past the registrations' bounds.
-func (s *store) keyNotify(o observer, key []byte) error {
+func (s *Store) keyNotify(o Observer, key []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	id := o.clientID()
+	id := o.ClientID()
 	w := s.watchers[string(key)]
 	prev, exists := w[id]
 	if !exists && !s.admitLocked(id, key) {
@@ -80,7 +80,7 @@ func (s *store) keyNotify(o observer, key []byte) error {
 	}
 	k := string(key)
 	if w == nil {
-		w = make(map[string]observer)
+		w = make(map[string]Observer)
 		s.watchers[k] = w
 	}
 	if !exists {
@@ -101,7 +101,7 @@ func (s *store) keyNotify(o observer, key []byte) error {
 
 // keyNotifyStop removes the registration (clientID, key) and reports whether
 // it existed.
-func (s *store) keyNotifyStop(clientID string, key []byte) bool {
+func (s *Store) keyNotifyStop(clientID string, key []byte) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := string(key)
@@ -117,7 +117,7 @@ func (s *store) keyNotifyStop(clientID string, key []byte) bool {
 	return true
 }
 
-func (s *store) unwatchLocked(key, clientID string) {
+func (s *Store) unwatchLocked(key, clientID string) {
 	w := s.watchers[key]
 	if _, ok := w[clientID]; !ok {
 		return
@@ -129,15 +129,15 @@ func (s *store) unwatchLocked(key, clientID string) {
 	}
 }
 
-// dropObserver removes every registration owned by o (its connection
+// DropObserver removes every registration owned by o (its connection
 // closed, §13.1). Registrations of the same client id made by a newer
 // connection are untouched. No notify call reaches o after it returns.
-func (s *store) dropObserver(o observer) {
+func (s *Store) DropObserver(o Observer) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for k := range s.owned[o] {
-		if s.watchers[k][o.clientID()] == o {
-			s.unwatchLocked(k, o.clientID())
+		if s.watchers[k][o.ClientID()] == o {
+			s.unwatchLocked(k, o.ClientID())
 		}
 	}
 	delete(s.owned, o)

@@ -1,4 +1,4 @@
-package broker
+package store
 
 import (
 	"bytes"
@@ -24,17 +24,17 @@ var t0 = time.UnixMilli(1_700_000_000_000)
 
 // dstore is a store on a data directory with a fake clock.
 type dstore struct {
-	*store
+	*Store
 	t   *testing.T
 	clk *clockT
 	o   *recorder
-	rec recovery
+	rec Recovery
 	log *testutil.Buffer
 }
 
 // openDir opens a store on dir at the clock's time. It fails the test on
 // error; see tryOpenDir.
-func openDir(t *testing.T, dir string, clk *clockT, mods ...func(*persistConfig)) *dstore {
+func openDir(t *testing.T, dir string, clk *clockT, mods ...func(*PersistConfig)) *dstore {
 	t.Helper()
 	d, err := tryOpenDir(t, dir, clk, mods...)
 	if err != nil {
@@ -43,52 +43,52 @@ func openDir(t *testing.T, dir string, clk *clockT, mods ...func(*persistConfig)
 	return d
 }
 
-func tryOpenDir(t *testing.T, dir string, clk *clockT, mods ...func(*persistConfig)) (*dstore, error) {
+func tryOpenDir(t *testing.T, dir string, clk *clockT, mods ...func(*PersistConfig)) (*dstore, error) {
 	t.Helper()
 	lb := &testutil.Buffer{}
-	pc := persistConfig{dir: dir, policy: FsyncAlways, interval: time.Second, log: slog.New(slog.NewTextHandler(lb, nil))}
+	pc := PersistConfig{Dir: dir, Policy: FsyncAlways, Interval: time.Second, Log: slog.New(slog.NewTextHandler(lb, nil))}
 	for _, m := range mods {
 		m(&pc)
 	}
-	s := newStore(clk.now, quota{keys: -1, bytes: -1})
-	rec, err := s.openData(pc)
+	s := New(clk.now, Quota{Keys: -1, Bytes: -1})
+	rec, err := s.OpenData(pc)
 	if err != nil {
 		return nil, err
 	}
-	d := &dstore{store: s, t: t, clk: clk, o: &recorder{id: "o"}, rec: rec, log: lb}
-	t.Cleanup(func() { _ = s.closeData() })
+	d := &dstore{Store: s, t: t, clk: clk, o: &recorder{id: "o"}, rec: rec, log: lb}
+	t.Cleanup(func() { _ = s.Close() })
 	return d, nil
 }
 
 func (d *dstore) close() {
 	d.t.Helper()
-	if err := d.closeData(); err != nil {
+	if err := d.Close(); err != nil {
 		d.t.Fatalf("close: %v", err)
 	}
 }
 
 // do runs a command stamped with the fake clock, with __ft when ft != "".
-func (d *dstore) do(ft string, args ...string) reply {
+func (d *dstore) do(ft string, args ...string) Reply {
 	ts := hlc.HLC{Wall: d.clk.now().UnixMilli(), Node: "client"}.String()
 	b := make([][]byte, len(args))
 	for i, a := range args {
 		b[i] = []byte(a)
 	}
-	req := request{payload: resp.EncodeRequest(b...), ts: &ts, clientID: d.o.id, observer: func() observer { return d.o }}
+	req := Request{Payload: resp.EncodeRequest(b...), TS: &ts, ClientID: d.o.id, Observer: func() Observer { return d.o }}
 	if ft != "" {
-		req.ft = &ft
+		req.FT = &ft
 	}
-	return d.execute(req)
+	return d.Execute(req)
 }
 
 // set runs SET and returns its version, failing unless applied.
 func (d *dstore) set(args ...string) hlc.HLC {
 	d.t.Helper()
 	r := d.do("", append([]string{"SET"}, args...)...)
-	if string(r.payload) != "+OK\r\n" {
-		d.t.Fatalf("SET %q: %q", args, r.payload)
+	if string(r.Payload) != "+OK\r\n" {
+		d.t.Fatalf("SET %q: %q", args, r.Payload)
 	}
-	return r.version
+	return r.Version
 }
 
 // dump describes every live entry, sorted: key, value, version, fence,
@@ -251,8 +251,8 @@ func TestRecoverState(t *testing.T) {
 	d.set("bin", "x\r\n\x00y")
 	d.set("empty", "")
 	lock := d.set("lock", "me", "NEX", "PX", "60000")
-	if r := d.do(lock.String(), "SET", "fenced", "v"); string(r.payload) != "+OK\r\n" {
-		t.Fatalf("fenced SET: %q", r.payload)
+	if r := d.do(lock.String(), "SET", "fenced", "v"); string(r.Payload) != "+OK\r\n" {
+		t.Fatalf("fenced SET: %q", r.Payload)
 	}
 	d.set("gone", "x")
 	d.do("", "DEL", "gone")
@@ -264,11 +264,11 @@ func TestRecoverState(t *testing.T) {
 	d.close()
 
 	d = reopen(t, dir, clk, want)
-	if d.rec.keys != 5 || d.rec.segments != 1 || d.rec.records != 11 || d.rec.torn != "" {
+	if d.rec.Keys != 5 || d.rec.Segments != 1 || d.rec.Records != 11 || d.rec.Torn != "" {
 		t.Fatalf("recovery summary %+v", d.rec)
 	}
-	if r := d.do("", "SET", "fenced", "late"); string(r.payload) != "-ERR "+wire.ErrTextMissingFencingToken+"\r\n" {
-		t.Fatalf("unfenced SET of a fenced key after recovery: %q", r.payload)
+	if r := d.do("", "SET", "fenced", "late"); string(r.Payload) != "-ERR "+wire.ErrTextMissingFencingToken+"\r\n" {
+		t.Fatalf("unfenced SET of a fenced key after recovery: %q", r.Payload)
 	}
 }
 
@@ -307,8 +307,8 @@ func TestRecoverCutsTornTail(t *testing.T) {
 			appendFile(t, segPath(dir, 1), tail)
 
 			d = reopen(t, dir, clk, want)
-			if !strings.Contains(d.rec.torn, fmt.Sprintf("%s at offset %d (%d bytes)", segPath(dir, 1), good, len(tail))) {
-				t.Fatalf("torn tail reported as %q", d.rec.torn)
+			if !strings.Contains(d.rec.Torn, fmt.Sprintf("%s at offset %d (%d bytes)", segPath(dir, 1), good, len(tail))) {
+				t.Fatalf("torn tail reported as %q", d.rec.Torn)
 			}
 			if !strings.Contains(d.log.String(), "cut off an incomplete record") {
 				t.Fatalf("not logged: %s", d.log)
@@ -316,8 +316,8 @@ func TestRecoverCutsTornTail(t *testing.T) {
 			if got := fileSize(t, segPath(dir, 1)); got != good {
 				t.Fatalf("segment is %d bytes after recovery, want %d", got, good)
 			}
-			if d = d.writeAgain(dir); d.rec.torn != "" {
-				t.Fatalf("torn tail again after writing past the cut: %q", d.rec.torn)
+			if d = d.writeAgain(dir); d.rec.Torn != "" {
+				t.Fatalf("torn tail again after writing past the cut: %q", d.rec.Torn)
 			}
 		})
 	}
@@ -421,7 +421,7 @@ func TestCompaction(t *testing.T) {
 	}
 
 	d = reopen(t, dir, clk, want)
-	if d.rec.snapshot != snapshotName(2) || d.rec.segments != 1 {
+	if d.rec.Snapshot != snapshotName(2) || d.rec.Segments != 1 {
 		t.Fatalf("recovery summary %+v", d.rec)
 	}
 	// A second compaction, and again.
@@ -440,12 +440,12 @@ func TestCompaction(t *testing.T) {
 func TestCompactionLoop(t *testing.T) {
 	dir := t.TempDir()
 	clk := &clockT{t: t0}
-	d := openDir(t, dir, clk, func(pc *persistConfig) { pc.compactAt = 4096 })
+	d := openDir(t, dir, clk, func(pc *PersistConfig) { pc.CompactAt = 4096 })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		d.compactLoop(ctx)
+		d.CompactLoop(ctx)
 	}()
 	defer func() {
 		cancel()
@@ -589,8 +589,8 @@ func TestRecoverClockHighWaterMark(t *testing.T) {
 		clk := &clockT{t: t0}
 		d := openDir(t, dir, clk)
 		ft := hlc.HLC{Wall: t0.UnixMilli() + 30_000, Counter: 7, Node: "client"} // within the skew limit
-		if r := d.do(ft.String(), "SET", "fenced", "v"); string(r.payload) != "+OK\r\n" {
-			t.Fatalf("fenced SET: %q", r.payload)
+		if r := d.do(ft.String(), "SET", "fenced", "v"); string(r.Payload) != "+OK\r\n" {
+			t.Fatalf("fenced SET: %q", r.Payload)
 		}
 		d.close()
 		clk.advance(-time.Hour)
@@ -610,7 +610,7 @@ func TestRecoverClockHighWaterMark(t *testing.T) {
 		d.close()
 		clk.advance(-time.Hour)
 		d = openDir(t, dir, clk)
-		if d.rec.keys != 0 || d.rec.records != 0 {
+		if d.rec.Keys != 0 || d.rec.Records != 0 {
 			t.Fatalf("recovery summary %+v", d.rec)
 		}
 		later(t, d.set("y", "1"), del)
@@ -634,11 +634,11 @@ func TestRecoverExpiry(t *testing.T) {
 
 	clk.advance(2 * time.Second)
 	d = openDir(t, dir, clk)
-	if d.rec.expired != 1 || d.rec.keys != 2 {
+	if d.rec.Expired != 1 || d.rec.Keys != 2 {
 		t.Fatalf("recovery summary %+v", d.rec)
 	}
-	if r := d.do("", "GET", "short"); string(r.payload) != "$-1\r\n" {
-		t.Fatalf("GET short: %q", r.payload)
+	if r := d.do("", "GET", "short"); string(r.Payload) != "$-1\r\n" {
+		t.Fatalf("GET short: %q", r.Payload)
 	}
 	d.keyNotify(d.o, []byte("long"))
 	clk.advance(2999 * time.Millisecond)

@@ -1,4 +1,4 @@
-package broker
+package store
 
 import (
 	"container/heap"
@@ -20,16 +20,16 @@ import (
 // in persist.go): the newest snapshot, then every journal segment from the
 // snapshot's number on, in order.
 
-// recovery summarises what openData found, for the start-up log.
-type recovery struct {
-	snapshot string        // file loaded, "" if none
-	segments int           // journal segments replayed
-	records  int           // records applied (snapshot and journal)
-	keys     int           // live keys after recovery
-	expired  int           // keys whose deadline passed while the broker was down
-	torn     string        // "file at offset N (M bytes)" when an interrupted write was cut off
-	clock    hlc.HLC       // the clock after recovery
-	took     time.Duration // how long recovery took
+// Recovery summarises what openData found, for the start-up log.
+type Recovery struct {
+	Snapshot string        // file loaded, "" if none
+	Segments int           // journal segments replayed
+	Records  int           // records applied (snapshot and journal)
+	Keys     int           // live keys after recovery
+	Expired  int           // keys whose deadline passed while the broker was down
+	Torn     string        // "file at offset N (M bytes)" when an interrupted write was cut off
+	Clock    hlc.HLC       // the clock after recovery
+	Took     time.Duration // how long recovery took
 }
 
 // dataFiles are the numbered files of a data directory, ascending.
@@ -42,17 +42,17 @@ type dataFiles struct {
 // folded into the clock (the clock ignores values from its own node).
 const restoreNode = "recovered"
 
-// openData locks the directory, rebuilds the store from it and starts the
+// OpenData locks the directory, rebuilds the store from it and starts the
 // journal. The store must be new and not yet shared.
-func (s *store) openData(pc persistConfig) (rec recovery, err error) {
+func (s *Store) OpenData(pc PersistConfig) (rec Recovery, err error) {
 	t0 := time.Now()
-	if pc.compactAt <= 0 {
-		pc.compactAt = DefaultSnapshotBytes
+	if pc.CompactAt <= 0 {
+		pc.CompactAt = DefaultSnapshotBytes
 	}
-	if err := makeDir(pc.dir); err != nil {
+	if err := makeDir(pc.Dir); err != nil {
 		return rec, err
 	}
-	lock, err := lockDir(pc.dir)
+	lock, err := lockDir(pc.Dir)
 	if err != nil {
 		return rec, err
 	}
@@ -61,7 +61,7 @@ func (s *store) openData(pc persistConfig) (rec recovery, err error) {
 			_ = unlockDir(lock)
 		}
 	}()
-	files, err := listData(pc.dir)
+	files, err := listData(pc.Dir)
 	if err != nil {
 		return rec, err
 	}
@@ -69,8 +69,8 @@ func (s *store) openData(pc persistConfig) (rec recovery, err error) {
 	var first uint64 = 1 // the first segment to replay
 	if n := len(files.snapshots); n > 0 {
 		first = files.snapshots[n-1]
-		rec.snapshot = snapshotName(first)
-		if err := rp.loadSnapshot(filepath.Join(pc.dir, rec.snapshot)); err != nil {
+		rec.Snapshot = snapshotName(first)
+		if err := rp.loadSnapshot(filepath.Join(pc.Dir, rec.Snapshot)); err != nil {
 			return rec, err
 		}
 	}
@@ -83,26 +83,26 @@ func (s *store) openData(pc persistConfig) (rec recovery, err error) {
 	for i, seq := range segs {
 		if seq != first+uint64(i) {
 			return rec, fmt.Errorf("%w: %s: journal segment %s is missing (segments must follow the snapshot without gaps)",
-				ErrDataCorrupt, pc.dir, segmentName(first+uint64(i)))
+				ErrDataCorrupt, pc.Dir, segmentName(first+uint64(i)))
 		}
 	}
-	if len(segs) == 0 && rec.snapshot != "" {
+	if len(segs) == 0 && rec.Snapshot != "" {
 		return rec, fmt.Errorf("%w: %s: journal segment %s is missing (it is created before snapshot %s)",
-			ErrDataCorrupt, pc.dir, segmentName(first), rec.snapshot)
+			ErrDataCorrupt, pc.Dir, segmentName(first), rec.Snapshot)
 	}
 
 	// Replay; find where each segment's valid data ends.
 	reps := make([]segmentReplay, len(segs))
 	for i, seq := range segs {
-		if reps[i], err = rp.replaySegment(filepath.Join(pc.dir, segmentName(seq)), seq); err != nil {
+		if reps[i], err = rp.replaySegment(filepath.Join(pc.Dir, segmentName(seq)), seq); err != nil {
 			return rec, err
 		}
 	}
-	if err := checkCuts(reps, pc.log, &rec); err != nil {
+	if err := checkCuts(reps, pc.Log, &rec); err != nil {
 		return rec, err
 	}
-	rec.segments = len(segs)
-	rec.records = rp.records
+	rec.Segments = len(segs)
+	rec.Records = rp.records
 	rp.finish()
 
 	// Cut what was cut off out of every segment but the last, which is
@@ -127,27 +127,27 @@ func (s *store) openData(pc persistConfig) (rec recovery, err error) {
 		seq = first
 		if last >= 0 {
 			seq = segs[last] + 1
-			pc.log.Info("state store journal: the last segment is of an older format; new records go to a new segment",
+			pc.Log.Info("state store journal: the last segment is of an older format; new records go to a new segment",
 				"file", reps[last].path, "new", segmentName(seq))
 		}
-		if f, key, err = createSegment(pc.dir, seq); err != nil {
+		if f, key, err = createSegment(pc.Dir, seq); err != nil {
 			return rec, err
 		}
 	}
 
 	s.restoreClock(rp.hw)
-	s.j = newJournal(pc.dir, pc.policy, pc.interval, pc.compactAt, pc.log)
+	s.j = newJournal(pc.Dir, pc.Policy, pc.Interval, pc.CompactAt, pc.Log)
 	s.j.lock = lock
 	s.j.start(f, seq, key, size)
 	s.mu.Lock()
 	before := len(s.entries)
 	s.reapDue(s.now()) // deadlines that passed while down: deleted, journaled
-	rec.expired = before - len(s.entries)
-	rec.keys = len(s.entries)
+	rec.Expired = before - len(s.entries)
+	rec.Keys = len(s.entries)
 	s.mu.Unlock()
-	rec.clock = s.clock.Now()
-	removeObsolete(pc.dir, first, pc.log)
-	rec.took = time.Since(t0)
+	rec.Clock = s.clock.Now()
+	removeObsolete(pc.Dir, first, pc.Log)
+	rec.Took = time.Since(t0)
 	return rec, nil
 }
 
@@ -242,7 +242,7 @@ func openSegmentForAppend(path string, end int64) (*os.File, error) {
 }
 
 // restoreClock makes the clock continue at least from hw.
-func (s *store) restoreClock(hw hlc.HLC) {
+func (s *Store) restoreClock(hw hlc.HLC) {
 	if hw.IsZero() {
 		return
 	}
@@ -254,7 +254,7 @@ func (s *store) restoreClock(hw hlc.HLC) {
 // replayer applies records to a store being recovered and tracks the
 // highest HLC seen.
 type replayer struct {
-	s       *store
+	s       *Store
 	hw      hlc.HLC
 	records int
 }
@@ -496,7 +496,7 @@ func validFrameAfter(f *os.File, h *segmentHeader, fr *frameReader, off int64, e
 // interrupted write only if no later segment holds anything past its
 // header: a write is interrupted only at the end of the journal. It logs
 // what is cut off.
-func checkCuts(reps []segmentReplay, log *slog.Logger, rec *recovery) error {
+func checkCuts(reps []segmentReplay, log *slog.Logger, rec *Recovery) error {
 	for i, r := range reps {
 		if r.cut == nil {
 			continue
@@ -506,7 +506,7 @@ func checkCuts(reps []segmentReplay, log *slog.Logger, rec *recovery) error {
 				return corrupt(r.path, r.end, "%v, but later journal segments hold records: refusing to start rather than lose them (move the directory aside or restore a backup)", r.cut)
 			}
 		}
-		rec.torn = fmt.Sprintf("%s at offset %d (%d bytes)", r.path, r.end, r.size-r.end)
+		rec.Torn = fmt.Sprintf("%s at offset %d (%d bytes)", r.path, r.end, r.size-r.end)
 		log.Warn("state store journal: cut off an incomplete record at its end (a write interrupted by a crash)",
 			"file", r.path, "offset", r.end, "bytes", r.size-r.end, "reason", r.cut)
 	}

@@ -1,4 +1,4 @@
-package broker
+package store
 
 import (
 	"bytes"
@@ -9,10 +9,14 @@ import (
 	"strings"
 )
 
+// This file reads the frames of a data directory's files as they are, for
+// the tests that attack recovery (broker/crash_test.go puts frames copied
+// from the directory into values) and for looking at a directory by hand.
+
 // FileFrames returns the bytes of every whole valid frame at the start of
 // the journal segment or snapshot at path, as someone who can read the
-// file could copy them (crash_test.go puts them in values). A file being
-// written is read up to its first incomplete frame.
+// file could copy them. A file being written is read up to its first
+// incomplete frame.
 func FileFrames(path string) ([][]byte, error) {
 	frames, _, err := fileFrames(path)
 	if errors.Is(err, errTorn) {

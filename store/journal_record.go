@@ -1,4 +1,4 @@
-package broker
+package store
 
 import (
 	"bufio"
@@ -76,7 +76,7 @@ const (
 
 // maxRecord bounds a payload: a key and a value each fit in one MQTT packet,
 // plus the fixed fields. A larger length is damage, never a record.
-const maxRecord = 2*MaxPacketSize + 1024
+const maxRecord = 2*MaxRequest + 1024
 
 // File magics: the first bytes of every journal segment and snapshot. The
 // trailing digit is the format version.

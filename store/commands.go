@@ -1,4 +1,4 @@
-package broker
+package store
 
 import (
 	"bytes"
@@ -16,37 +16,50 @@ import (
 // pipeline of §9: framing, command, arity, empty key, options,
 // authorization, __ts, __ft, then the store.
 
-// request is what the executor needs from one MQTT request.
-type request struct {
-	payload []byte
-	ts, ft  *string // user properties __ts / __ft; nil when absent
-	// observer returns the registering connection for KEYNOTIFY; clientID is
+// Access is what a state store command does to its key (§9 step 7).
+type Access uint8
+
+const (
+	Read  Access = 1 << iota // GET, KEYNOTIFY
+	Write                    // SET, DEL, VDEL
+)
+
+// MaxRequest is the largest request the store is built for, in bytes: a
+// request's key and value fit in it, and the journal's records are sized
+// for it. The broker takes no larger MQTT packet (broker.MaxPacketSize).
+const MaxRequest = 4 << 20
+
+// Request is what the executor needs from one request.
+type Request struct {
+	Payload []byte
+	TS, FT  *string // user properties __ts / __ft; nil when absent
+	// observer returns the registering connection for KEYNOTIFY; ClientID is
 	// the MQTT client id of the requester.
-	clientID string
-	observer func() observer
-	// allow decides whether the requester may read (GET, KEYNOTIFY) or
+	ClientID string
+	Observer func() Observer
+	// Allow decides whether the requester may read (GET, KEYNOTIFY) or
 	// write (SET, DEL, VDEL) a key (§9 step 7); nil allows everything.
-	allow func(m keyMethod, key []byte) bool
+	Allow func(m Access, key []byte) bool
 }
 
 // allowed applies req.allow.
-func (req request) allowed(m keyMethod, key []byte) bool {
-	return req.allow == nil || req.allow(m, key)
+func (req Request) allowed(m Access, key []byte) bool {
+	return req.Allow == nil || req.Allow(m, key)
 }
 
-// reply is the outcome of one request: the RESP3 payload (never empty) and
+// Reply is the outcome of one request: the RESP3 payload (never empty) and
 // the version to send as __ts (only when hasVersion, §10.5).
-type reply struct {
-	payload    []byte
-	version    hlc.HLC
-	hasVersion bool
-	pos        uint64 // journal position to be durable before it is sent
+type Reply struct {
+	Payload    []byte
+	Version    hlc.HLC
+	HasVersion bool
+	Pos        uint64 // journal position to be durable before it is sent
 }
 
-func errReply(text string) reply { return reply{payload: resp.AppendError(nil, text)} }
+func errReply(text string) Reply { return Reply{Payload: resp.AppendError(nil, text)} }
 
-func versioned(payload []byte, v hlc.HLC) reply {
-	return reply{payload: payload, version: v, hasVersion: true}
+func versioned(payload []byte, v hlc.HLC) Reply {
+	return Reply{Payload: payload, Version: v, HasVersion: true}
 }
 
 // arity bounds of §5.1 per command.
@@ -58,10 +71,18 @@ var arity = map[string][2]int{
 	"KEYNOTIFY": {2, 3},
 }
 
-// execute runs one request against the store. It never panics on any input
-// and always returns a well-formed reply.
-func (s *store) execute(req request) reply {
-	args, err := resp.ParseRequest(req.payload)
+// Execute runs one request against the store and returns its reply, whose
+// Pos is the journal position the reply must wait for (the journal's end,
+// so that it reports no state a crash could undo; 0 in memory). It never
+// panics on any input and always returns a well-formed reply.
+func (s *Store) Execute(req Request) Reply {
+	r := s.execute(req)
+	r.Pos = s.replyPos()
+	return r
+}
+
+func (s *Store) execute(req Request) Reply {
+	args, err := resp.ParseRequest(req.Payload)
 	if err != nil {
 		return errReply(wire.ErrTextSyntax)
 	}
@@ -81,13 +102,13 @@ func (s *store) execute(req request) reply {
 	case "SET":
 		return s.execSet(req, key, args[2], args[3:])
 	case "GET":
-		if !req.allowed(keyRead, key) {
+		if !req.allowed(Read, key) {
 			return errReply(wire.ErrTextNotAuthorized)
 		}
-		s.observeTS(req.ts)
+		s.observeTS(req.TS)
 		value, v, ok := s.get(key)
 		if !ok {
-			return reply{payload: resp.Nil}
+			return Reply{Payload: resp.Nil}
 		}
 		return versioned(resp.AppendBulk(make([]byte, 0, len(value)+16), value), v)
 	case "DEL", "VDEL":
@@ -95,7 +116,7 @@ func (s *store) execute(req request) reply {
 		if cmd == "VDEL" {
 			match = args[2]
 		}
-		if !req.allowed(keyWrite, key) {
+		if !req.allowed(Write, key) {
 			return errReply(wire.ErrTextNotAuthorized)
 		}
 		return s.execDel(req, key, match)
@@ -112,25 +133,25 @@ func (s *store) execute(req request) reply {
 		}
 		// STOP only removes the requester's own registration: allowed
 		// even for a key it may no longer read.
-		if !stop && !req.allowed(keyRead, key) {
+		if !stop && !req.allowed(Read, key) {
 			return errReply(wire.ErrTextNotAuthorized)
 		}
-		s.observeTS(req.ts)
+		s.observeTS(req.TS)
 		if !stop {
-			if err := s.keyNotify(req.observer(), key); err != nil {
+			if err := s.keyNotify(req.Observer(), key); err != nil {
 				return storeErrReply(err)
 			}
-			return reply{payload: resp.OK}
+			return Reply{Payload: resp.OK}
 		}
-		if s.keyNotifyStop(req.clientID, key) {
-			return reply{payload: resp.OK}
+		if s.keyNotifyStop(req.ClientID, key) {
+			return Reply{Payload: resp.OK}
 		}
-		return reply{payload: resp.Zero}
+		return Reply{Payload: resp.Zero}
 	}
 }
 
-func (s *store) execSet(req request, key, value []byte, opts [][]byte) reply {
-	a := setArgs{key: key, value: value, src: req.clientID}
+func (s *Store) execSet(req Request, key, value []byte, opts [][]byte) Reply {
+	a := setArgs{key: key, value: value, src: req.ClientID}
 	seenCond, seenPX := false, false
 	for i := 0; i < len(opts); i++ {
 		switch upper(opts[i]) {
@@ -158,13 +179,13 @@ func (s *store) execSet(req request, key, value []byte, opts [][]byte) reply {
 			return errReply(wire.ErrTextSyntax)
 		}
 	}
-	if !req.allowed(keyWrite, key) {
+	if !req.allowed(Write, key) {
 		return errReply(wire.ErrTextNotAuthorized)
 	}
-	if req.ts == nil {
+	if req.TS == nil {
 		return errReply(wire.ErrTextTimestampMissing)
 	}
-	ts, err := hlc.Parse(*req.ts)
+	ts, err := hlc.Parse(*req.TS)
 	if err != nil {
 		return errReply(wire.ErrTextTimestampMalformed)
 	}
@@ -172,7 +193,7 @@ func (s *store) execSet(req request, key, value []byte, opts [][]byte) reply {
 		return errReply(wire.ErrTextTimestampSkew)
 	}
 	a.ts = ts
-	ft, r, ok := s.fencingToken(req.ft)
+	ft, r, ok := s.fencingToken(req.FT)
 	if !ok {
 		return r
 	}
@@ -187,18 +208,18 @@ func (s *store) execSet(req request, key, value []byte, opts [][]byte) reply {
 	return versioned(resp.OK, v)
 }
 
-func (s *store) execDel(req request, key, match []byte) reply {
-	ft, r, ok := s.fencingToken(req.ft)
+func (s *Store) execDel(req Request, key, match []byte) Reply {
+	ft, r, ok := s.fencingToken(req.FT)
 	if !ok {
 		return r
 	}
-	s.observeTS(req.ts)
-	n, v, err := s.del(key, match, ft, req.clientID)
+	s.observeTS(req.TS)
+	n, v, err := s.del(key, match, ft, req.ClientID)
 	switch {
 	case err != nil:
 		return storeErrReply(err)
 	case n == 0:
-		return reply{payload: resp.Zero}
+		return Reply{Payload: resp.Zero}
 	case n < 0:
 		return versioned(resp.NotApplied, v)
 	}
@@ -206,9 +227,9 @@ func (s *store) execDel(req request, key, match []byte) reply {
 }
 
 // fencingToken validates an optional __ft (E11, E3). ok=false means reply r.
-func (s *store) fencingToken(p *string) (ft *hlc.HLC, r reply, ok bool) {
+func (s *Store) fencingToken(p *string) (ft *hlc.HLC, r Reply, ok bool) {
 	if p == nil {
-		return nil, reply{}, true
+		return nil, Reply{}, true
 	}
 	h, err := hlc.Parse(*p)
 	if err != nil {
@@ -217,12 +238,12 @@ func (s *store) fencingToken(p *string) (ft *hlc.HLC, r reply, ok bool) {
 	if hlc.CheckSkew(h, s.now()) != nil {
 		return nil, errReply(wire.ErrTextFencingTokenSkew), false
 	}
-	return &h, reply{}, true
+	return &h, Reply{}, true
 }
 
 // observeTS folds a valid, in-skew __ts of a non-SET command into the server
 // clock (§2: accepted there, never a reason to fail).
-func (s *store) observeTS(p *string) {
+func (s *Store) observeTS(p *string) {
 	if p == nil {
 		return
 	}
@@ -231,7 +252,7 @@ func (s *store) observeTS(p *string) {
 	}
 }
 
-func storeErrReply(err error) reply {
+func storeErrReply(err error) Reply {
 	switch {
 	case errors.Is(err, errFenceRequired):
 		return errReply(wire.ErrTextMissingFencingToken)

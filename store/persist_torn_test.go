@@ -1,4 +1,4 @@
-package broker
+package store
 
 import (
 	"bytes"
@@ -87,8 +87,8 @@ func setEvil(t *testing.T, d *dstore, dir string, seq uint64, value []byte) (b [
 func recoversCut(t *testing.T, dir string, seq uint64, clk *clockT, want string, evilAt int) *dstore {
 	t.Helper()
 	d := reopen(t, dir, clk, want)
-	if !strings.Contains(d.rec.torn, fmt.Sprintf("%s at offset %d ", segPath(dir, seq), evilAt)) {
-		t.Fatalf("torn tail reported as %q, want the record at offset %d", d.rec.torn, evilAt)
+	if !strings.Contains(d.rec.Torn, fmt.Sprintf("%s at offset %d ", segPath(dir, seq), evilAt)) {
+		t.Fatalf("torn tail reported as %q, want the record at offset %d", d.rec.Torn, evilAt)
 	}
 	if got := fileSize(t, segPath(dir, seq)); got != int64(evilAt) {
 		t.Fatalf("segment is %d bytes after recovery, want %d", got, evilAt)
@@ -168,8 +168,8 @@ func TestRecoverTornValueOfFramesAcrossSegments(t *testing.T) {
 	value := repeatFrames(frames, 256<<10)
 	b, evilAt, v := setEvil(t, d, dir, 2, value)
 	for _, at := range []int{v, v + len(old[0]), v + len(value)/2, len(b) - 1} {
-		if d := recoversCut(t, tornAt(t, dir, 2, b, at), 2, clk, want, evilAt); d.rec.snapshot != snapshotName(2) {
-			t.Fatalf("cut at %d: recovered from snapshot %q, want %s", at, d.rec.snapshot, snapshotName(2))
+		if d := recoversCut(t, tornAt(t, dir, 2, b, at), 2, clk, want, evilAt); d.rec.Snapshot != snapshotName(2) {
+			t.Fatalf("cut at %d: recovered from snapshot %q, want %s", at, d.rec.Snapshot, snapshotName(2))
 		}
 	}
 }
@@ -293,8 +293,8 @@ func TestRecoverFormat1(t *testing.T) {
 		full := appendFrame(nil, &record{kind: recSet, key: "torn", value: []byte("value"), version: hlc.HLC{Wall: 1, Node: "n"}})
 		appendFile(t, segPath(dir, 2), full[:len(full)-3])
 		d := reopen(t, dir, clk, want)
-		if !strings.Contains(d.rec.torn, fmt.Sprintf("%s at offset %d ", segPath(dir, 2), good)) {
-			t.Fatalf("torn tail reported as %q", d.rec.torn)
+		if !strings.Contains(d.rec.Torn, fmt.Sprintf("%s at offset %d ", segPath(dir, 2), good)) {
+			t.Fatalf("torn tail reported as %q", d.rec.Torn)
 		}
 		if got := fileSize(t, segPath(dir, 2)); got != good {
 			t.Fatalf("format 1 segment is %d bytes after recovery, want %d", got, good)
@@ -361,7 +361,7 @@ func TestRecoverRefusesBadSegmentHeader(t *testing.T) {
 
 // replayFile replays the segment file path (segment 1) into a new store.
 func replayFile(path string) (segmentReplay, error) {
-	rp := &replayer{s: newStore(time.Now, quota{keys: -1, bytes: -1})}
+	rp := &replayer{s: New(time.Now, Quota{Keys: -1, Bytes: -1})}
 	return rp.replaySegment(path, 1)
 }
 

@@ -1,4 +1,4 @@
-package broker
+package store
 
 import (
 	"encoding/json"
@@ -9,8 +9,6 @@ import (
 	"time"
 	"unsafe"
 
-	"golang.org/x/crypto/bcrypt"
-
 	"github.com/ssrun/ssrun/protocol/hlc"
 	"github.com/ssrun/ssrun/protocol/resp"
 	"github.com/ssrun/ssrun/protocol/wire"
@@ -20,11 +18,11 @@ import (
 type recorder struct {
 	id    string
 	mu    sync.Mutex
-	notes []notification
+	notes []Notification
 }
 
-func (r *recorder) clientID() string { return r.id }
-func (r *recorder) notify(n notification) {
+func (r *recorder) ClientID() string { return r.id }
+func (r *recorder) Notify(n Notification) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.notes = append(r.notes, n)
@@ -34,7 +32,7 @@ func (r *recorder) ops() string {
 	defer r.mu.Unlock()
 	var ops []string
 	for _, n := range r.notes {
-		ops = append(ops, string(n.key)+" "+n.op)
+		ops = append(ops, string(n.Key)+" "+n.Op)
 	}
 	return strings.Join(ops, ",")
 }
@@ -47,19 +45,19 @@ type clockT struct {
 func (c *clockT) now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *clockT) advance(d time.Duration) { c.mu.Lock(); defer c.mu.Unlock(); c.t = c.t.Add(d) }
 
-func run(s *store, o observer, ts *string, args ...string) string {
+func run(s *Store, o Observer, ts *string, args ...string) string {
 	b := make([][]byte, len(args))
 	for i, a := range args {
 		b[i] = []byte(a)
 	}
-	return string(s.execute(request{payload: resp.EncodeRequest(b...), ts: ts, clientID: o.clientID(), observer: func() observer { return o }}).payload)
+	return string(s.Execute(Request{Payload: resp.EncodeRequest(b...), TS: ts, ClientID: o.ClientID(), Observer: func() Observer { return o }}).Payload)
 }
 
 // An entry expires exactly once: whichever of lazy discovery or the reaper
 // gets there first emits the single DELETE.
 func TestExpiryEmitsOneDelete(t *testing.T) {
 	clk := &clockT{t: time.UnixMilli(1_700_000_000_000)}
-	s := newStore(clk.now, quota{keys: -1, bytes: -1})
+	s := New(clk.now, Quota{Keys: -1, Bytes: -1})
 	o := &recorder{id: "c"}
 	ts := hlc.HLC{Wall: clk.now().UnixMilli(), Node: "c"}.String()
 	run(s, o, nil, "KEYNOTIFY", "a")
@@ -88,7 +86,7 @@ func TestExpiryEmitsOneDelete(t *testing.T) {
 	if got, want := o.ops(), "a SET,b SET,a DELETE,b DELETE"; got != want {
 		t.Fatalf("notifications %s, want %s", got, want)
 	}
-	if keys, bytes, _ := s.stats(); keys != 0 || bytes != 0 {
+	if keys, bytes, _ := s.Stats(); keys != 0 || bytes != 0 {
 		t.Fatalf("%d keys (%d bytes) left", keys, bytes)
 	}
 }
@@ -96,7 +94,7 @@ func TestExpiryEmitsOneDelete(t *testing.T) {
 // A SET with a later deadline, or without one, replaces the old deadline.
 func TestSetReplacesDeadline(t *testing.T) {
 	clk := &clockT{t: time.UnixMilli(1_700_000_000_000)}
-	s := newStore(clk.now, quota{keys: -1, bytes: -1})
+	s := New(clk.now, Quota{Keys: -1, Bytes: -1})
 	o := &recorder{id: "c"}
 	ts := hlc.HLC{Wall: clk.now().UnixMilli(), Node: "c"}.String()
 	run(s, o, &ts, "SET", "a", "v", "PX", "10")
@@ -117,56 +115,17 @@ func TestSetReplacesDeadline(t *testing.T) {
 
 // A takeover registration survives the old observer being dropped.
 func TestDropObserverKeepsNewerOwner(t *testing.T) {
-	s := newStore(time.Now, quota{keys: -1, bytes: -1})
+	s := New(time.Now, Quota{Keys: -1, Bytes: -1})
 	old, cur := &recorder{id: "same"}, &recorder{id: "same"}
 	s.keyNotify(old, []byte("k"))
 	s.keyNotify(old, []byte("only-old"))
 	s.keyNotify(cur, []byte("k"))
-	s.dropObserver(old)
-	if _, _, regs := s.stats(); regs != 1 {
+	s.DropObserver(old)
+	if _, _, regs := s.Stats(); regs != 1 {
 		t.Fatalf("%d registrations, want 1", regs)
 	}
 	if s.watchers["k"]["same"] != cur {
 		t.Fatal("the newer connection lost its registration")
-	}
-}
-
-func TestPasswordFileErrorsNameFileAndLine(t *testing.T) {
-	dir := t.TempDir()
-	h, err := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hash := string(h)
-	for _, tc := range []struct{ name, content, want string }{
-		{"no colon", "# users\n\nalice\n", ":3: want username:bcrypt-hash"},
-		{"empty user", ":" + hash + "\n", ":1: empty username"},
-		{"bad hash", "alice:plain\n", `:1: user "alice": not a bcrypt hash`},
-		{"duplicate", "alice:" + hash + "\nalice:" + hash + "\n", `:2: duplicate user "alice"`},
-		{"empty", "# nobody\n", "no users"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			path := dir + "/" + strings.ReplaceAll(tc.name, " ", "_")
-			if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			_, _, err := readPasswordFile(path)
-			if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("error %v, want one naming %s and %q", err, path, tc.want)
-			}
-		})
-	}
-	path := dir + "/ok"
-	content := "# comment\r\n\r\n  alice:" + hash + "  \r\nbob:$2y$05$Jq5YWvS.vDfKT/fc/gcTBOb9WHNwtf32G183UFkOHwU.7u4u/et6e\n"
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	creds, _, err := readPasswordFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !creds.check([]byte("alice"), []byte("pw")) || creds.check([]byte("alice"), []byte("nope")) || creds.check([]byte("carol"), []byte("pw")) {
-		t.Fatal("credential checks wrong")
 	}
 }
 
@@ -204,31 +163,31 @@ func FuzzExecute(f *testing.F) {
 	f.Add(resp.EncodeRequest([]byte("KEYNOTIFY"), []byte("k"), []byte("STOP")), "", "")
 	f.Add(resp.EncodeRequest([]byte("SET"), []byte("k"), []byte("v"), []byte("PX"), []byte("1.5")), ts, "")
 
-	s := newStore(func() time.Time { return now }, quota{keys: 64, bytes: -1})
+	s := New(func() time.Time { return now }, Quota{Keys: 64, Bytes: -1})
 	o := &recorder{id: "fuzz"}
 	f.Fuzz(func(t *testing.T, payload []byte, ts, ft string) {
-		req := request{payload: payload, clientID: o.id, observer: func() observer { return o }}
+		req := Request{Payload: payload, ClientID: o.id, Observer: func() Observer { return o }}
 		if ts != "" {
-			req.ts = &ts
+			req.TS = &ts
 		}
 		if ft != "" {
-			req.ft = &ft
+			req.FT = &ft
 		}
-		r := s.execute(req)
-		rep, err := resp.ParseReply(r.payload)
+		r := s.Execute(req)
+		rep, err := resp.ParseReply(r.Payload)
 		if err != nil {
-			t.Fatalf("reply %q is not RESP3: %v", r.payload, err)
+			t.Fatalf("reply %q is not RESP3: %v", r.Payload, err)
 		}
-		if rep.Kind == resp.KindError && r.hasVersion {
-			t.Fatalf("error reply %q with a version", r.payload)
+		if rep.Kind == resp.KindError && r.HasVersion {
+			t.Fatalf("error reply %q with a version", r.Payload)
 		}
-		if r.hasVersion && (r.version.Node != nodeID || r.version.IsZero()) {
-			t.Fatalf("reply version %v", r.version)
+		if r.HasVersion && (r.Version.Node != nodeID || r.Version.IsZero()) {
+			t.Fatalf("reply version %v", r.Version)
 		}
 		if rep.Kind == resp.KindError && !knownErrText(string(rep.Str)) {
 			t.Fatalf("unknown error text %q", rep.Str)
 		}
-		if keys, _, _ := s.stats(); keys > 64 {
+		if keys, _, _ := s.Stats(); keys > 64 {
 			t.Fatalf("%d keys over the quota", keys)
 		}
 		o.mu.Lock()
@@ -252,7 +211,7 @@ func knownErrText(s string) bool {
 // packet strings share the packet's buffer, which would keep every fenced
 // request (its value included) alive for the key's lifetime.
 func TestFencingTokenDoesNotRetainTheRequest(t *testing.T) {
-	s := newStore(time.Now, quota{keys: -1, bytes: -1})
+	s := New(time.Now, Quota{Keys: -1, Bytes: -1})
 	packet := []byte("padding:" + hlc.HLC{Wall: time.Now().UnixMilli(), Node: "writer"}.String() + ":more padding")
 	ftText := unsafe.String(&packet[8], len(packet)-8-len(":more padding")) // aliases packet, as mochi's strings do
 	ft, err := hlc.Parse(ftText)

@@ -1,4 +1,4 @@
-package broker
+package store
 
 import (
 	"bytes"
@@ -31,30 +31,30 @@ var (
 	errQuota         = errors.New("key quota exceeded")
 )
 
-// notification is one change delivered to one observer (§13.2).
-type notification struct {
-	key     []byte
-	op      string // resp.OpSet or resp.OpDelete
-	value   []byte // new value of a SET; nil for DELETE
-	version hlc.HLC
-	pos     uint64 // journal position to be durable before it is sent (0: none)
-	src     string // the writer's client id, sent as __srcId ("" for an expiry)
+// Notification is one change delivered to one observer (§13.2).
+type Notification struct {
+	Key     []byte
+	Op      string // resp.OpSet or resp.OpDelete
+	Value   []byte // new value of a SET; nil for DELETE
+	Version hlc.HLC
+	Pos     uint64 // journal position to be durable before it is sent (0: none)
+	Src     string // the writer's client id, sent as __srcId ("" for an expiry)
 }
 
-// payload is the byte-exact NOTIFY body (§13.3).
-func (n notification) payload() []byte {
-	if n.op == resp.OpDelete {
+// Payload is the byte-exact NOTIFY body (§13.3).
+func (n Notification) Payload() []byte {
+	if n.Op == resp.OpDelete {
 		return resp.AppendNotifyDelete(nil)
 	}
-	return resp.AppendNotifySet(make([]byte, 0, len(n.value)+48), n.value)
+	return resp.AppendNotifySet(make([]byte, 0, len(n.Value)+48), n.Value)
 }
 
-// observer is the owner of KEYNOTIFY registrations: one MQTT connection.
+// Observer is the owner of KEYNOTIFY registrations: one MQTT connection.
 // notify is called with the store lock held, in change order, and must not
 // block.
-type observer interface {
-	clientID() string
-	notify(n notification)
+type Observer interface {
+	ClientID() string
+	Notify(n Notification)
 }
 
 type entry struct {
@@ -67,12 +67,12 @@ type entry struct {
 	index   int       // position in the expiry heap, -1 when not in it
 }
 
-// store is safe for concurrent use. One mutex serialises every operation,
-// which makes each key (indeed the whole store) linearizable.
-type store struct {
+// Store is safe for concurrent use. One mutex serialises every operation,
+// which makes each key (indeed the whole Store) linearizable.
+type Store struct {
 	now   func() time.Time
 	clock *hlc.Clock
-	quota quota
+	quota Quota
 	wake  chan struct{}
 	j     *journal // nil: in memory only
 
@@ -80,23 +80,21 @@ type store struct {
 	// high-water mark recovered from the data directory, so that versions
 	// keep increasing across a restart even if the wall clock stepped back.
 	clockFloor atomic.Int64
-	// memoryNote logs once that aio-persistence is not honoured.
-	memoryNote sync.Once
 
 	mu       sync.Mutex
 	entries  map[string]*entry
 	bytes    int64 // sum of entry sizes (see entrySize)
 	expiry   expiryHeap
-	watchers map[string]map[string]observer // key -> client id -> owner
-	owned    map[observer]map[string]struct{}
+	watchers map[string]map[string]Observer // key -> client id -> owner
+	owned    map[Observer]map[string]struct{}
 	regs     registrations // what the registrations hold (registrations.go)
 }
 
-// quota bounds the store; a SET that would pass either bound fails with
-// "the quota has been exceeded" (§12.3).
-type quota struct {
-	keys  int   // stored keys; < 0 = unlimited
-	bytes int64 // sum of entry sizes; < 0 = unlimited
+// Quota bounds the store; a SET that would pass either bound fails with
+// "the Quota has been exceeded" (§12.3).
+type Quota struct {
+	Keys  int   // stored keys; < 0 = unlimited
+	Bytes int64 // sum of entry sizes; < 0 = unlimited
 }
 
 // entryOverhead is what one key costs besides its key and value bytes (the
@@ -108,22 +106,26 @@ func entrySize(key string, value []byte) int64 {
 	return int64(len(key) + len(value) + entryOverhead)
 }
 
-func newStore(now func() time.Time, q quota) *store {
-	s := &store{
+func New(now func() time.Time, q Quota) *Store {
+	s := &Store{
 		now:      now,
 		quota:    q,
 		wake:     make(chan struct{}, 1),
 		entries:  make(map[string]*entry),
-		watchers: make(map[string]map[string]observer),
-		owned:    make(map[observer]map[string]struct{}),
+		watchers: make(map[string]map[string]Observer),
+		owned:    make(map[Observer]map[string]struct{}),
 		regs:     registrations{byClient: map[string]*regUsage{}},
 	}
 	s.clock = hlc.NewClock(nodeID, s.clockNow)
 	return s
 }
 
+// Now is the store's wall clock (Config.Now of the broker; a virtual
+// clock in process).
+func (s *Store) Now() time.Time { return s.now() }
+
 // clockNow is the clock's wall time: now, but never below clockFloor.
-func (s *store) clockNow() time.Time {
+func (s *Store) clockNow() time.Time {
 	t := s.now()
 	if f := s.clockFloor.Load(); t.UnixMilli() < f {
 		return time.UnixMilli(f)
@@ -153,7 +155,7 @@ type setArgs struct {
 
 // set applies a SET. It reports whether the SET was applied and the version
 // to return: the new version, or the stored one when not applied.
-func (s *store) set(a setArgs) (applied bool, version hlc.HLC, err error) {
+func (s *Store) set(a setArgs) (applied bool, version hlc.HLC, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -230,15 +232,15 @@ func (s *store) set(a setArgs) (applied bool, version hlc.HLC, err error) {
 // grow the store beyond the byte quota (e is the live entry, nil when the
 // SET creates the key); KEYNOTIFY registrations count with the keys
 // (registrations.go). Expired entries are reaped first if that helps.
-func (s *store) checkQuota(e *entry, key, value []byte, now time.Time) error {
+func (s *Store) checkQuota(e *entry, key, value []byte, now time.Time) error {
 	newKey := e == nil
 	grow := entrySize(string(key), value)
 	if e != nil {
 		grow -= entrySize(e.key, e.value)
 	}
 	over := func() bool {
-		return (newKey && s.quota.keys >= 0 && len(s.entries)+s.regs.count >= s.quota.keys) ||
-			(grow > 0 && s.quota.bytes >= 0 && s.bytes+s.regs.bytes+grow > s.quota.bytes)
+		return (newKey && s.quota.Keys >= 0 && len(s.entries)+s.regs.count >= s.quota.Keys) ||
+			(grow > 0 && s.quota.Bytes >= 0 && s.bytes+s.regs.bytes+grow > s.quota.Bytes)
 	}
 	if !over() {
 		return nil
@@ -251,7 +253,7 @@ func (s *store) checkQuota(e *entry, key, value []byte, now time.Time) error {
 }
 
 // get returns the value and version of key, ok=false when absent.
-func (s *store) get(key []byte) (value []byte, version hlc.HLC, ok bool) {
+func (s *Store) get(key []byte) (value []byte, version hlc.HLC, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.lookup(key, s.now())
@@ -265,7 +267,7 @@ func (s *store) get(key []byte) (value []byte, version hlc.HLC, ok bool) {
 // removed (version = the removed entry's), 0 when absent and -1 when match
 // differs from the stored value (version = the stored one). src is the
 // writer's client id, named in the notifications.
-func (s *store) del(key []byte, match []byte, ft *hlc.HLC, src string) (n int64, version hlc.HLC, err error) {
+func (s *Store) del(key []byte, match []byte, ft *hlc.HLC, src string) (n int64, version hlc.HLC, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.lookup(key, s.now())
@@ -300,7 +302,7 @@ func checkFence(e *entry, ft *hlc.HLC) error {
 
 // lookup returns the live entry for key. An expired entry is removed here
 // (with its single DELETE notification) and reported absent.
-func (s *store) lookup(key []byte, now time.Time) *entry {
+func (s *Store) lookup(key []byte, now time.Time) *entry {
 	e := s.entries[string(key)]
 	if e == nil {
 		return nil
@@ -317,7 +319,7 @@ func (s *store) lookup(key []byte, now time.Time) *entry {
 // expiry). If the journal fails, e is deleted from memory all the same (an
 // expiry cannot be refused) and the error returned; its notifications are
 // then never sent.
-func (s *store) removeLocked(e *entry, src string) error {
+func (s *Store) removeLocked(e *entry, src string) error {
 	v := s.clock.Tick()
 	pos, err := s.journalDelete(e.key, v)
 	delete(s.entries, e.key)
@@ -329,20 +331,20 @@ func (s *store) removeLocked(e *entry, src string) error {
 	return err
 }
 
-func (s *store) notifyLocked(key, op string, value []byte, v hlc.HLC, pos uint64, src string) {
+func (s *Store) notifyLocked(key, op string, value []byte, v hlc.HLC, pos uint64, src string) {
 	w := s.watchers[key]
 	if len(w) == 0 {
 		return
 	}
-	n := notification{key: []byte(key), op: op, value: value, version: v, pos: pos, src: src}
+	n := Notification{Key: []byte(key), Op: op, Value: value, Version: v, Pos: pos, Src: src}
 	for _, o := range w {
-		o.notify(n)
+		o.Notify(n)
 	}
 }
 
 // reapDue removes every entry whose deadline has passed and returns how long
 // until the next deadline (ok=false when nothing expires).
-func (s *store) reapDue(now time.Time) (next time.Duration, ok bool) {
+func (s *Store) reapDue(now time.Time) (next time.Duration, ok bool) {
 	for len(s.expiry) > 0 {
 		e := s.expiry[0]
 		if now.Before(e.expires) {
@@ -353,9 +355,9 @@ func (s *store) reapDue(now time.Time) (next time.Duration, ok bool) {
 	return 0, false
 }
 
-// run is the active-expiry loop (§12.1): a timer on the earliest deadline,
+// Run is the active-expiry loop (§12.1): a timer on the earliest deadline,
 // re-armed whenever a SET creates an earlier one. It returns when ctx ends.
-func (s *store) run(ctx context.Context) {
+func (s *Store) Run(ctx context.Context) {
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	for {
@@ -376,9 +378,9 @@ func (s *store) run(ctx context.Context) {
 	}
 }
 
-// stats reports the number of stored keys and their size (expired ones not
+// Stats reports the number of stored keys and their size (expired ones not
 // yet reaped included) and registrations.
-func (s *store) stats() (keys int, bytes int64, registrations int) {
+func (s *Store) Stats() (keys int, bytes int64, registrations int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, w := range s.watchers {

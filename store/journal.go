@@ -1,4 +1,4 @@
-package broker
+package store
 
 import (
 	"crypto/rand"
@@ -75,8 +75,8 @@ func ParseFsyncPolicy(s string) (FsyncPolicy, error) {
 // then not applied (or, for an expiry, not acknowledged to anyone).
 var errNotPersisted = errors.New("the change could not be persisted")
 
-// errJournalClosed is returned to waiters once the journal is closed.
-var errJournalClosed = errors.New("journal closed")
+// ErrJournalClosed is returned to waiters once the journal is closed.
+var ErrJournalClosed = errors.New("journal closed")
 
 // Segment and snapshot file names: the number orders them.
 func segmentName(seq uint64) string  { return fmt.Sprintf("journal-%016d.log", seq) }
@@ -217,7 +217,7 @@ func (j *journal) append(r *record) (uint64, error) {
 		err := j.err
 		j.mu.Unlock()
 		if err == nil {
-			err = errJournalClosed
+			err = ErrJournalClosed
 		}
 		return 0, fmt.Errorf("%w: %w", errNotPersisted, err)
 	}
@@ -274,7 +274,7 @@ func (j *journal) waitDurable(pos uint64, done <-chan struct{}) error {
 		select {
 		case <-ch:
 		case <-done:
-			return errJournalClosed
+			return ErrJournalClosed
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package broker
+package store
 
 import (
 	"fmt"
@@ -26,9 +26,9 @@ func BenchmarkRecovery(b *testing.B) {
 			dir := b.TempDir()
 			clk := &clockT{t: time.Now()}
 			log := slog.New(slog.NewTextHandler(io.Discard, nil))
-			pc := persistConfig{dir: dir, policy: FsyncNever, compactAt: 1 << 40, log: log}
-			s := newStore(clk.now, quota{keys: -1, bytes: -1})
-			if _, err := s.openData(pc); err != nil {
+			pc := PersistConfig{Dir: dir, Policy: FsyncNever, CompactAt: 1 << 40, Log: log}
+			s := New(clk.now, Quota{Keys: -1, Bytes: -1})
+			if _, err := s.OpenData(pc); err != nil {
 				b.Fatal(err)
 			}
 			value := []byte("0123456789abcdef0123456789abcdef")
@@ -59,20 +59,20 @@ func BenchmarkRecovery(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			if err := s.closeData(); err != nil {
+			if err := s.Close(); err != nil {
 				b.Fatal(err)
 			}
 			b.ResetTimer()
 			var got int
 			for range b.N {
-				s := newStore(clk.now, quota{keys: -1, bytes: -1})
-				rec, err := s.openData(pc)
+				s := New(clk.now, Quota{Keys: -1, Bytes: -1})
+				rec, err := s.OpenData(pc)
 				if err != nil {
 					b.Fatal(err)
 				}
-				got = rec.keys
+				got = rec.Keys
 				b.StopTimer()
-				if err := s.closeData(); err != nil {
+				if err := s.Close(); err != nil {
 					b.Fatal(err)
 				}
 				b.StartTimer()
