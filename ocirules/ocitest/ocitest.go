@@ -65,7 +65,7 @@ func Start(tb testing.TB, o Options) *Registry {
 		}
 		inner.ServeHTTP(w, req)
 	})
-	r.srv = httptest.NewUnstartedServer(h) // listens on 127.0.0.1, a random port
+	r.srv = httptest.NewUnstartedServer(h)             // listens on 127.0.0.1, a random port
 	r.srv.Config.ErrorLog = log.New(io.Discard, "", 0) // refused TLS handshakes are what tests want
 	if o.TLS {
 		r.srv.StartTLS()
