@@ -23,7 +23,7 @@ func (a *app) checkCmd() *cobra.Command {
 	var config string
 	var of ociFlags
 	cmd := &cobra.Command{
-		Use:   "check PATH|oci://REF...",
+		Use:   "check PATH...",
 		Short: "Prove rule files and folders load, without running them against a store",
 		Long: `Prove rule files and folders load, without running them against a store.
 
