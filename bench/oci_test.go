@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
 	"os"
 	"path/filepath"
 	"testing"
@@ -41,11 +40,8 @@ func newOCIFixture(tb testing.TB) *ociFixture {
 		tb.Fatal(err)
 	}
 	reg := ocitest.Start(tb, ocitest.Options{})
-	pub, key, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	o := ocirules.Options{PlainHTTP: true, RegistryConfig: filepath.Join(tb.TempDir(), "none.json"), VerifyKeys: []ed25519.PublicKey{pub}}
+	key, _, _ := ocitest.KeyPair(tb)
+	o := ocirules.Options{PlainHTTP: true, RegistryConfig: filepath.Join(tb.TempDir(), "none.json"), VerifyKeys: []ed25519.PublicKey{key.Public().(ed25519.PublicKey)}}
 	if f.client, err = ocirules.New(o); err != nil {
 		tb.Fatal(err)
 	}

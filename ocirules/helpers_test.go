@@ -3,9 +3,6 @@ package ocirules_test
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
-	"crypto/x509"
-	"encoding/pem"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -139,24 +136,12 @@ func open(t *testing.T, c *ocirules.Client, r ocirules.Ref, cache string) (*ocir
 	return s, err
 }
 
-// newKey makes an ed25519 key pair and writes its PEM files (as openssl
-// genpkey and pkey -pubout make them); it returns the private key and the
-// public key's file.
+// newKey makes a key pair; it returns the private key and the public
+// key's file.
 func newKey(t *testing.T) (ed25519.PrivateKey, string) {
 	t.Helper()
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.MarshalPKIXPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pubFile := filepath.Join(t.TempDir(), "rules.pub")
-	if err := os.WriteFile(pubFile, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return priv, pubFile
+	key, _, pub := ocitest.KeyPair(t)
+	return key, pub
 }
 
 func pubKeys(t *testing.T, files ...string) []ed25519.PublicKey {

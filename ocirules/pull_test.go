@@ -186,12 +186,13 @@ func TestOneSourcePerCacheFolder(t *testing.T) {
 	wantErr(t, err, "is locked", "--oci-cache")
 }
 
-// blobTamper returns a registry wrapper that changes the response to a GET
-// of the blob with digest d by edit.
-func blobTamper(d string, edit func(b []byte) []byte) func(http.Handler) http.Handler {
+// rewrite returns a registry wrapper that replaces the body of the
+// responses to the requests match selects by edit's, the headers kept
+// (Content-Length set to the new body's).
+func rewrite(match func(*http.Request) bool, edit func(b []byte) []byte) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, "/blobs/"+d) {
+			if !match(r) {
 				next.ServeHTTP(w, r)
 				return
 			}
@@ -206,6 +207,14 @@ func blobTamper(d string, edit func(b []byte) []byte) func(http.Handler) http.Ha
 			_, _ = w.Write(body)
 		})
 	}
+}
+
+// blobTamper returns a registry wrapper that changes the response to a GET
+// of the blob with digest d by edit.
+func blobTamper(d string, edit func(b []byte) []byte) func(http.Handler) http.Handler {
+	return rewrite(func(r *http.Request) bool {
+		return r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/blobs/"+d)
+	}, edit)
 }
 
 type recorder struct {
@@ -279,21 +288,9 @@ func TestTamperedBlobIsRefused(t *testing.T) {
 // claims is refused.
 func TestManifestThatLiesAboutItsDigestIsRefused(t *testing.T) {
 	var other []byte
-	reg := ocitest.Start(t, ocitest.Options{Wrap: func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/manifests/") && other != nil {
-				rec := &recorder{header: http.Header{}}
-				next.ServeHTTP(rec, r)
-				for k, v := range rec.header {
-					w.Header()[k] = v
-				}
-				w.Header().Set("Content-Length", fmt.Sprint(len(other)))
-				_, _ = w.Write(other) // the digest header still names the real one
-				return
-			}
-			next.ServeHTTP(w, r)
-		})
-	}})
+	reg := ocitest.Start(t, ocitest.Options{Wrap: rewrite(func(r *http.Request) bool {
+		return r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/manifests/") && other != nil
+	}, func([]byte) []byte { return other })}) // the digest header still names the real one
 	c := client(t, reg, ocirules.Options{})
 	tag := ref(t, "oci://"+reg.Host+"/rules/plant:live")
 	push(t, c, writeDir(t, rulesV1), tag, nil)

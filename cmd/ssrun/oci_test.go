@@ -1,10 +1,6 @@
 package main
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -112,41 +108,14 @@ func TestRunOCIFollowsTheTagWithTheCanary(t *testing.T) {
 	stop()
 }
 
-// writeKeyPair writes an ed25519 key pair as openssl makes it (PKCS #8
-// private key, PKIX public key, PEM) and returns their files.
-func writeKeyPair(t *testing.T) (priv, pub string) {
-	t.Helper()
-	pk, sk, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	skDER, err := x509.MarshalPKCS8PrivateKey(sk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pkDER, err := x509.MarshalPKIXPublicKey(pk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	priv, pub = filepath.Join(dir, "rules.key"), filepath.Join(dir, "rules.pub")
-	if err := os.WriteFile(priv, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: skDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(pub, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pkDER}), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return priv, pub
-}
-
 // With --verify-key, run, check and test load an artifact signed with
 // that key and refuse one signed with another, or unsigned, before
 // loading anything (exit status 1, the reason named).
 func TestOCIVerifyKey(t *testing.T) {
 	reg := ocitest.Start(t, ocitest.Options{})
 	addr := brokertest.Start(t).Addr()
-	key, pub := writeKeyPair(t)
-	otherKey, _ := writeKeyPair(t)
+	_, key, pub := ocitest.KeyPair(t)
+	_, otherKey, _ := ocitest.KeyPair(t)
 	// Three versions: a signature belongs to a digest, whatever tag names it.
 	signed := pushDir(t, canaryRules(t, 2, "signed"), reg.Host+"/rules/scale:signed", "--sign-key", key)
 	byOther := pushDir(t, canaryRules(t, 2, "by another key"), reg.Host+"/rules/scale:other", "--sign-key", otherKey)

@@ -5,6 +5,9 @@
 package ocitest
 
 import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
 	"encoding/pem"
 	"io"
 	"log"
@@ -102,4 +105,36 @@ func (r *Registry) Count(method, part string) int {
 		}
 	}
 	return n
+}
+
+// KeyPair makes an ed25519 key pair and writes it as openssl writes it
+// (`openssl genpkey -algorithm ed25519`: PKCS #8 PEM; `openssl pkey
+// -pubout`: PKIX PEM) into a temporary directory of tb. It returns the
+// private key and the two files.
+func KeyPair(tb testing.TB) (key ed25519.PrivateKey, keyFile, pubFile string) {
+	tb.Helper()
+	pub, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	pubDER, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	dir := tb.TempDir()
+	keyFile, pubFile = filepath.Join(dir, "rules.key"), filepath.Join(dir, "rules.pub")
+	for _, f := range []struct {
+		path, typ string
+		der       []byte
+		mode      os.FileMode
+	}{{keyFile, "PRIVATE KEY", keyDER, 0o600}, {pubFile, "PUBLIC KEY", pubDER, 0o644}} {
+		if err := os.WriteFile(f.path, pem.EncodeToMemory(&pem.Block{Type: f.typ, Bytes: f.der}), f.mode); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return key, keyFile, pubFile
 }
