@@ -126,6 +126,16 @@ func push(t *testing.T, c *ocirules.Client, dir string, r ocirules.Ref, key ed25
 	return pushed
 }
 
+// pushedV1 starts a registry, a client of it with o, and pushes rulesV1
+// to the tag rules/plant:live.
+func pushedV1(t *testing.T, o ocirules.Options) (*ocitest.Registry, *ocirules.Client, ocirules.Ref, ocirules.Pushed) {
+	t.Helper()
+	reg := ocitest.Start(t, ocitest.Options{})
+	c := client(t, reg, o)
+	tag := ref(t, "oci://"+reg.Host+"/rules/plant:live")
+	return reg, c, tag, push(t, c, writeDir(t, rulesV1), tag, nil)
+}
+
 // open opens r in cache; the source is closed when the test ends.
 func open(t *testing.T, c *ocirules.Client, r ocirules.Ref, cache string) (*ocirules.Source, error) {
 	t.Helper()

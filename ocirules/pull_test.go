@@ -61,10 +61,7 @@ func TestPushPullByTagAndDigest(t *testing.T) {
 // (ssrun.yaml, unchanged, is copied from the running version). A pull
 // with the tag unchanged fetches nothing but the tag's digest.
 func TestTagMovedShowsTheNewVersion(t *testing.T) {
-	reg := ocitest.Start(t, ocitest.Options{})
-	c := client(t, reg, ocirules.Options{})
-	tag := ref(t, "oci://"+reg.Host+"/rules/plant:live")
-	v1 := push(t, c, writeDir(t, rulesV1), tag, nil)
+	reg, c, tag, v1 := pushedV1(t, ocirules.Options{})
 	s, err := open(t, c, tag, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -102,11 +99,8 @@ func TestTagMovedShowsTheNewVersion(t *testing.T) {
 // reference never pulled fails, saying so. A reference pinned by digest
 // and cached is not even asked for.
 func TestRegistryDownRunsTheCachedVersion(t *testing.T) {
-	reg := ocitest.Start(t, ocitest.Options{})
 	log, lines := logs()
-	c := client(t, reg, ocirules.Options{Logger: log})
-	tag := ref(t, "oci://"+reg.Host+"/rules/plant:live")
-	pushed := push(t, c, writeDir(t, rulesV1), tag, nil)
+	reg, c, tag, pushed := pushedV1(t, ocirules.Options{Logger: log})
 	cache := t.TempDir()
 	for _, r := range []ocirules.Ref{tag, pushed.Ref} {
 		s, err := c.Open(ctxOf(t), r, cache)
@@ -146,10 +140,7 @@ func TestRegistryDownRunsTheCachedVersion(t *testing.T) {
 // A cached version whose file was changed on disk is refused at start,
 // not run.
 func TestCachedVersionIsVerifiedAgain(t *testing.T) {
-	reg := ocitest.Start(t, ocitest.Options{})
-	c := client(t, reg, ocirules.Options{})
-	tag := ref(t, "oci://"+reg.Host+"/rules/plant:live")
-	push(t, c, writeDir(t, rulesV1), tag, nil)
+	reg, c, tag, _ := pushedV1(t, ocirules.Options{})
 	cache := t.TempDir()
 	s, err := c.Open(ctxOf(t), tag, cache)
 	if err != nil {
@@ -174,10 +165,7 @@ func TestCachedVersionIsVerifiedAgain(t *testing.T) {
 // Two sources on one cache folder would swap it under each other: the
 // second is refused.
 func TestOneSourcePerCacheFolder(t *testing.T) {
-	reg := ocitest.Start(t, ocitest.Options{})
-	c := client(t, reg, ocirules.Options{})
-	tag := ref(t, "oci://"+reg.Host+"/rules/plant:live")
-	push(t, c, writeDir(t, rulesV1), tag, nil)
+	_, c, tag, _ := pushedV1(t, ocirules.Options{})
 	cache := t.TempDir()
 	if _, err := open(t, c, tag, cache); err != nil {
 		t.Fatal(err)
