@@ -272,6 +272,45 @@ func TestTamperedBlobIsRefused(t *testing.T) {
 	}
 }
 
+// A registry that sends a blob without a length and does not stop (here
+// 16 MiB past a file of a few hundred bytes) is refused once one byte
+// more than the file's size has come, and nothing of it is kept.
+func TestEndlessBlobIsRefused(t *testing.T) {
+	p, err := ocirules.Pack(writeDir(t, map[string]string{"big.lua": luaRule}), ocirules.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := p.Files[0].Desc.Digest.String()
+	reg := ocitest.Start(t, ocitest.Options{Wrap: func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, "/blobs/"+d) {
+				next.ServeHTTP(w, r)
+				return
+			}
+			w.Header().Set("Docker-Content-Digest", d)
+			w.WriteHeader(http.StatusOK)
+			chunk := []byte(strings.Repeat("-- more\n", 8192))
+			for n := 0; n < 16<<20; n += len(chunk) { // bounded: the test stops by itself
+				if _, err := w.Write(chunk); err != nil {
+					return // the client hung up
+				}
+				w.(http.Flusher).Flush()
+			}
+		})
+	}})
+	c := client(t, reg, ocirules.Options{})
+	tag := ref(t, "oci://"+reg.Host+"/rules/plant:live")
+	if _, err := c.Push(ctxOf(t), p, tag, nil); err != nil {
+		t.Fatal(err)
+	}
+	cache := t.TempDir()
+	_, err = open(t, c, tag, cache)
+	wantErr(t, err, "big.lua", "more bytes than the size")
+	if m, _ := filepath.Glob(filepath.Join(cache, "*", "..*", "big.lua")); len(m) != 0 {
+		t.Fatalf("kept: %v", m)
+	}
+}
+
 // A registry that answers a tag with a manifest other than the digest it
 // claims is refused.
 func TestManifestThatLiesAboutItsDigestIsRefused(t *testing.T) {

@@ -157,3 +157,16 @@ func TestOCITestAndPushOutput(t *testing.T) {
 		t.Fatalf("push without a tag: %+v", r)
 	}
 }
+
+// `ssrun dev oci://REF` runs an artifact on its embedded broker.
+func TestDevOCI(t *testing.T) {
+	reg := ocitest.Start(t, ocitest.Options{})
+	ref := reg.Host + "/rules/scale:dev"
+	pushDir(t, canaryRules(t, 5, "dev"), ref)
+	out, errw, stop := start(t, append([]string{"dev", "oci://" + ref, "--listen", "127.0.0.1:0", "--admin", "off", "--oci-cache", t.TempDir()}, ociArgs(t)...)...)
+	addr := waitOutput(t, out, regexp.MustCompile(`try: ssrun kv --broker (\S+) set`))[1]
+	setAndWait(t, addr, 3, 15)
+	if code := stop(); code != 0 {
+		t.Fatalf("dev exited %d:\n%s", code, errw)
+	}
+}
