@@ -116,17 +116,21 @@ func (s *Source) Pull(ctx context.Context) (changed bool, err error) {
 			return false, err
 		}
 	}
-	tmp, err := s.m.stage()
-	if err != nil {
-		return false, err
-	}
-	if err := s.fill(ctx, repo, at, tmp, files, mb, sig); err != nil {
-		_ = os.RemoveAll(tmp)
-		return false, err
-	}
-	if err := s.m.commit(tmp, desc.Digest); err != nil {
-		_ = os.RemoveAll(tmp)
-		return false, err
+	// A version folder written whole before (a swap that failed half
+	// way) is shown as it is; any other is written anew.
+	if _, err := s.m.verify(desc.Digest, s.c.limits, s.c.o.VerifyKeys); err != nil {
+		tmp, err := s.m.stage()
+		if err != nil {
+			return false, err
+		}
+		if err := s.fill(ctx, repo, at, tmp, files, mb, sig); err != nil {
+			_ = os.RemoveAll(tmp)
+			return false, err
+		}
+		if err := s.m.commit(tmp, desc.Digest); err != nil {
+			_ = os.RemoveAll(tmp)
+			return false, err
+		}
 	}
 	if err := s.m.show(desc.Digest, files); err != nil {
 		return false, fmt.Errorf("show %s: %w", at, err)
