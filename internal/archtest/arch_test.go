@@ -29,6 +29,9 @@ var rules = []struct {
 	{pkg: "runtime/wasm", allow: []string{"runtime/wasm", "abi"}},
 	{pkg: "runtime/plugin", allow: []string{"runtime/plugin", "abi"}},
 	{pkg: "host", allow: []string{"host", "abi", "protocol", "runtime", "internal/fsfollow", "internal/safefile"}},
+	// ocirules knows no host nor runtime: it fills a folder that the host
+	// loads and follows like any other.
+	{pkg: "ocirules", allow: []string{"ocirules", "internal/safefile"}},
 	{pkg: "admin", allow: []string{"admin", "host", "abi", "protocol", "broker", "store", "runtime", "internal/fsfollow", "internal/safefile"}},
 }
 
