@@ -169,7 +169,7 @@ const (
 	KindInteger      // :<n>
 	KindBulk         // $<n> data
 	KindNil          // $-1
-	KindArray        // *<n> ...: SCAN's reply, parsed by ParseScanReply
+	KindArray        // *<n> ...: a SCAN reply (checked; its parts: ParseScanReply)
 )
 
 func (k Kind) String() string {
@@ -240,6 +240,10 @@ func ParseReply(b []byte) (Reply, error) {
 		}
 		return Reply{Kind: KindBulk, Str: data}, nil
 	case '*':
+		// SCAN's is the protocol's only array reply.
+		if _, _, _, err := ParseScanReply(b); err != nil {
+			return Reply{}, err
+		}
 		return Reply{Kind: KindArray, Str: b}, nil
 	}
 	return Reply{}, syntaxf("unknown reply type %q", b[0])
