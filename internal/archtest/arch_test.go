@@ -22,9 +22,9 @@ var rules = []struct {
 }{
 	{pkg: "abi", allow: []string{"abi"}, deny: []string{"github.com/", "golang.org/", "google.golang.org/"}},
 	{pkg: "protocol", allow: []string{"protocol"}},
-	{pkg: "store", allow: []string{"store", "protocol/resp", "protocol/hlc", "protocol/wire"}},
-	{pkg: "inproc", allow: []string{"inproc", "protocol", "store"}},
-	{pkg: "broker", allow: []string{"broker", "store", "protocol/resp", "protocol/hlc", "protocol/wire", "internal/fsfollow", "internal/safefile"}},
+	{pkg: "store", allow: []string{"store", "protocol/resp", "protocol/hlc", "protocol/wire", "internal/glob"}},
+	{pkg: "inproc", allow: []string{"inproc", "protocol", "store", "internal/glob"}},
+	{pkg: "broker", allow: []string{"broker", "store", "internal/glob", "protocol/resp", "protocol/hlc", "protocol/wire", "internal/fsfollow", "internal/safefile"}},
 	{pkg: "runtime/lua", allow: []string{"runtime/lua", "abi"}},
 	{pkg: "runtime/wasm", allow: []string{"runtime/wasm", "abi"}},
 	{pkg: "runtime/plugin", allow: []string{"runtime/plugin", "abi"}},
@@ -32,7 +32,7 @@ var rules = []struct {
 	// ocirules knows no host nor runtime: it fills a folder that the host
 	// loads and follows like any other.
 	{pkg: "ocirules", allow: []string{"ocirules", "internal/safefile"}},
-	{pkg: "admin", allow: []string{"admin", "host", "abi", "protocol", "broker", "store", "runtime", "internal/fsfollow", "internal/safefile"}},
+	{pkg: "admin", allow: []string{"admin", "host", "abi", "protocol", "broker", "store", "internal/glob", "runtime", "internal/fsfollow", "internal/safefile"}},
 }
 
 // testSupport are the project packages a package of test helpers (one whose
