@@ -209,7 +209,8 @@ func (e *env) waitMetric(what string, ok func(float64) bool, name string, labels
 			return
 		}
 		if time.Now().After(deadline) {
-			e.t.Fatalf("timed out after %v waiting for %s: %s%v = %v", testutil.WaitBound, what, name, labels, v)
+			_, status := e.get("/status")
+			e.t.Fatalf("timed out after %v waiting for %s: %s%v = %v\nstatus: %s", testutil.WaitBound, what, name, labels, v, status)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
