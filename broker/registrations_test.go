@@ -11,6 +11,7 @@ import (
 
 	"github.com/ssrun/ssrun/broker"
 	"github.com/ssrun/ssrun/broker/brokertest"
+	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol/wire"
 )
 
@@ -74,6 +75,7 @@ func TestRegistrationsCountAgainstTheKeyQuota(t *testing.T) {
 	}
 	expectPayload(t, c.call("SET", "one-too-many", "v"), quotaErr) // 14 keys + 2 registrations
 	c.close()
+	testutil.WaitFor(t, "the closed connection's registrations to be dropped", func() bool { return b.Stats().Registrations == 0 })
 	other := dial(t, b)
 	expectPayload(t, other.call("SET", "one-too-many", "v"), "+OK\r\n")
 }
