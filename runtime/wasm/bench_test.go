@@ -12,7 +12,8 @@ import (
 )
 
 // BenchmarkVerbs: each verb called b.N times by the Go guest, in events
-// of 256 calls, against benchHost (abitest.Host with a lean store). The floor is the bare host call: the
+// of 256 calls, against benchHost (abitest.Host's store, package store's
+// engine, without the test double's bookkeeping). The floor is the bare host call: the
 // guest calls last_error with a zero-length buffer (a real ABI host
 // function that looks up the caller and writes 4 bytes, nothing else), in
 // an event of 256 calls just before each of the verb's (not timed in
