@@ -8,14 +8,20 @@ import (
 	"github.com/ssrun/ssrun/protocol/resp"
 )
 
+// seedWorld is a store in memory on a clock the test moves, an observer,
+// and a __ts of the clock's time.
+func seedWorld() (*clockT, *Store, *recorder, string) {
+	clk := &clockT{t: time.UnixMilli(1_700_000_000_000)}
+	ts := hlc.HLC{Wall: clk.now().UnixMilli(), Node: "c"}.String()
+	return clk, New(clk.now, Quota{Keys: -1, Bytes: -1}), &recorder{id: "c"}, ts
+}
+
 // A seeded key reads back with the value and version it was given, and
 // behaves as any key of the store: NX refuses it, NEX compares with it, a
 // write gets a version above it, and DEL removes it with a notification.
 // Seeding and forgetting notify no one.
 func TestSeedKeepsValueAndVersion(t *testing.T) {
-	clk := &clockT{t: time.UnixMilli(1_700_000_000_000)}
-	s := New(clk.now, Quota{Keys: -1, Bytes: -1})
-	o := &recorder{id: "c"}
+	clk, s, o, ts := seedWorld()
 	run(s, o, nil, "KEYNOTIFY", "k")
 	ahead := hlc.HLC{Wall: clk.now().UnixMilli() + 5000, Counter: 7, Node: "StateStore"} // a store whose clock is ahead
 	if err := s.Seed([]byte("k"), []byte("real"), ahead); err != nil {
@@ -25,7 +31,6 @@ func TestSeedKeepsValueAndVersion(t *testing.T) {
 	if string(r.Payload) != "$4\r\nreal\r\n" || r.Version != ahead {
 		t.Fatalf("GET after Seed: %q %v, want real at %v", r.Payload, r.Version, ahead)
 	}
-	ts := hlc.HLC{Wall: clk.now().UnixMilli(), Node: "c"}.String()
 	if got := run(s, o, &ts, "SET", "k", "other", "NX"); got != ":-1\r\n" {
 		t.Fatalf("SET NX of a seeded key: %q, want not applied", got)
 	}
@@ -59,10 +64,7 @@ func TestSeedKeepsValueAndVersion(t *testing.T) {
 // Seed replaces an entry with an expiry (its deadline goes with it), and
 // refuses a version too far ahead of the clock, changing nothing.
 func TestSeedReplacesAndRefuses(t *testing.T) {
-	clk := &clockT{t: time.UnixMilli(1_700_000_000_000)}
-	s := New(clk.now, Quota{Keys: -1, Bytes: -1})
-	o := &recorder{id: "c"}
-	ts := hlc.HLC{Wall: clk.now().UnixMilli(), Node: "c"}.String()
+	clk, s, o, ts := seedWorld()
 	run(s, o, &ts, "SET", "k", "short", "PX", "10")
 	v := hlc.HLC{Wall: clk.now().UnixMilli(), Counter: 3, Node: "StateStore"}
 	if err := s.Seed([]byte("k"), []byte("seeded"), v); err != nil {
