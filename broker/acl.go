@@ -1,6 +1,9 @@
 package broker
 
-import "github.com/ssrun/ssrun/store"
+import (
+	"github.com/ssrun/ssrun/internal/glob"
+	"github.com/ssrun/ssrun/store"
+)
 
 // This file is the broker's authorization model: an ACL (loaded from the
 // file of acl_file.go, or none for the default policy) and the decisions
@@ -38,14 +41,14 @@ type aclPolicy struct {
 	rules []*aclRule
 	// users binds user names to the client ids they may use (ssrun's
 	// extension); bound lists every binding for the reverse check.
-	users map[string][]glob
-	bound []glob
+	users map[string][]glob.Glob
+	bound []glob.Glob
 }
 
 // aclRule is one element of authorizationPolicies.rules.
 type aclRule struct {
-	usernames []glob
-	clientIDs []glob
+	usernames []glob.Glob
+	clientIDs []glob.Glob
 	connect   bool
 	publish   []topicPattern
 	subscribe []topicPattern
@@ -55,21 +58,21 @@ type aclRule struct {
 // keyGrant is one stateStoreResources entry.
 type keyGrant struct {
 	methods  store.Access
-	patterns []glob     // keyType Pattern
-	exact    []exactKey // keyType String
-	binary   []string   // keyType Binary, decoded
+	patterns []glob.Glob // keyType Pattern
+	exact    []exactKey  // keyType String
+	binary   []string    // keyType Binary, decoded
 }
 
 // applies reports whether the rule names pr (any listed user name or client
 // id matches).
 func (r *aclRule) applies(pr *principal) bool {
 	for _, g := range r.usernames {
-		if g.matchString(pr.user, pr) {
+		if g.MatchString(pr.user, pr) {
 			return true
 		}
 	}
 	for _, g := range r.clientIDs {
-		if g.matchString(pr.id, pr) {
+		if g.MatchString(pr.id, pr) {
 			return true
 		}
 	}
@@ -94,7 +97,7 @@ func (p *aclPolicy) clientIDAllowed(pr *principal) bool {
 	id := []byte(pr.id)
 	mine, listed := p.users[pr.user]
 	for _, g := range mine {
-		if g.match(id, pr) {
+		if g.Match(id, pr) {
 			return true
 		}
 	}
@@ -102,7 +105,7 @@ func (p *aclPolicy) clientIDAllowed(pr *principal) bool {
 		return false
 	}
 	for _, g := range p.bound {
-		if g.match(id, pr) {
+		if g.Match(id, pr) {
 			return false
 		}
 	}
@@ -150,7 +153,7 @@ func grantsKey(rules []*aclRule, pr *principal, m store.Access, key []byte) bool
 
 func (g *keyGrant) matches(key []byte, pr *principal) bool {
 	for _, p := range g.patterns {
-		if p.match(key, pr) {
+		if p.Match(key, pr) {
 			return true
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/ssrun/ssrun/internal/glob"
 	"github.com/ssrun/ssrun/internal/safefile"
 	"github.com/ssrun/ssrun/store"
 )
@@ -328,7 +329,7 @@ func (ps *aclParser) principals(n *yaml.Node, field string, r *aclRule) error {
 	names := 0
 	for _, list := range []struct {
 		name string
-		dst  *[]glob
+		dst  *[]glob.Glob
 	}{{"usernames", &r.usernames}, {"clientIds", &r.clientIDs}} {
 		ln := f[list.name]
 		if ln == nil {
@@ -492,7 +493,7 @@ func (ps *aclParser) users(n *yaml.Node, field string) error {
 	if n.Kind != yaml.MappingNode {
 		return ps.errAt(n, field, "want a mapping of user name to {clientIds: [...]}, found %s", kindName(n))
 	}
-	ps.policy.users = map[string][]glob{}
+	ps.policy.users = map[string][]glob.Glob{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if err := ps.plain(k, field); err != nil {
@@ -514,7 +515,7 @@ func (ps *aclParser) users(n *yaml.Node, field string) error {
 		if cn == nil {
 			return ps.errAt(v, uf, "no clientIds")
 		}
-		globs := []glob{}
+		globs := []glob.Glob{}
 		count, err := ps.strs(cn, fieldJoin(uf, "clientIds"), func(s string, n *yaml.Node, fld string) error {
 			g, err := compileGlob(s, false)
 			if err != nil {

@@ -171,13 +171,13 @@ func TestGlob(t *testing.T) {
 			t.Errorf("%q: %v", c.pattern, err)
 			continue
 		}
-		if got := g.match([]byte(c.subject), &pr); got != c.want {
+		if got := g.Match([]byte(c.subject), &pr); got != c.want {
 			t.Errorf("%q matching %q: %v, want %v", c.pattern, c.subject, got, c.want)
 		}
 	}
 	// An empty template value grants nothing.
 	g, _ := compileGlob("{principal.username}*", true)
-	if g.match([]byte("x"), &principal{}) {
+	if g.Match([]byte("x"), &principal{}) {
 		t.Error("empty user name matched")
 	}
 	for _, bad := range []string{"[", "[]", "[a-", "[b-a]", "a\\", "{principal.nope}", "{principal.attributes.city}", "{principal.clientId"} {

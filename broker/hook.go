@@ -304,7 +304,8 @@ func (h *storeHook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packe
 }
 
 func (h *storeHook) execute(cl *mqtt.Client, pk packets.Packet) store.Reply {
-	req := store.Request{Payload: pk.Payload, ClientID: cl.ID, Observer: func() store.Observer { return h.watcher(cl) }}
+	req := store.Request{Payload: pk.Payload, ClientID: cl.ID, Observer: func() store.Observer { return h.watcher(cl) },
+		MaxReplyBytes: replyRoom(cl, &pk)}
 	if h.authz != nil {
 		req.Allow = h.authz.keyCheck(cl)
 	}

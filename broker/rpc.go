@@ -73,3 +73,16 @@ func userProp(props []packets.UserProperty, key string) (string, bool) {
 	}
 	return "", false
 }
+
+// replyRoom is the largest reply payload a response to req can carry to
+// cl: its Maximum Packet Size (ours when it set none, or a larger one),
+// less what the response's topic, correlation data and properties take.
+// A larger response would be dropped (MQTT-3.1.2-25): SCAN pages stay
+// under it.
+func replyRoom(cl *mqtt.Client, req *packets.Packet) int {
+	limit := MaxPacketSize
+	if m := int(cl.Properties.Props.MaximumPacketSize); m > 0 && m < limit {
+		limit = m
+	}
+	return limit - len(req.Properties.ResponseTopic) - len(req.Properties.CorrelationData) - 512
+}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/ssrun/ssrun/ocirules"
 )
 
 // The subset of the Kubernetes objects the manifest's promises are about.
@@ -28,12 +30,22 @@ type object struct {
 	} `yaml:"metadata"`
 	AutomountToken *bool             `yaml:"automountServiceAccountToken"` // ServiceAccount
 	Data           map[string]string `yaml:"data"`                         // ConfigMap
-	Spec           struct {          // Deployment
+	Spec           struct {          // Deployment, PodDisruptionBudget
 		Replicas *int `yaml:"replicas"`
 		Strategy struct {
-			Type string `yaml:"type"`
+			Type          string `yaml:"type"`
+			RollingUpdate struct {
+				MaxUnavailable *int `yaml:"maxUnavailable"`
+			} `yaml:"rollingUpdate"`
 		} `yaml:"strategy"`
-		Template struct {
+		Selector struct {
+			MatchLabels map[string]string `yaml:"matchLabels"`
+		} `yaml:"selector"`
+		MinAvailable *int `yaml:"minAvailable"`
+		Template     struct {
+			Metadata struct {
+				Labels map[string]string `yaml:"labels"`
+			} `yaml:"metadata"`
 			Spec podSpec `yaml:"spec"`
 		} `yaml:"template"`
 	} `yaml:"spec"`
@@ -101,11 +113,13 @@ type probe struct {
 type volume struct {
 	Name      string `yaml:"name"`
 	ConfigMap *struct {
-		Name string `yaml:"name"`
+		Name     string `yaml:"name"`
+		Optional bool   `yaml:"optional"`
 	} `yaml:"configMap"`
 	EmptyDir *struct{} `yaml:"emptyDir"`
 	Secret   *struct {
 		SecretName string `yaml:"secretName"`
+		Optional   bool   `yaml:"optional"`
 		Items      []struct {
 			Key  string `yaml:"key"`
 			Path string `yaml:"path"`
@@ -121,7 +135,12 @@ type volume struct {
 	} `yaml:"projected"`
 }
 
-const manifestFile = "kubernetes/ssrun.yaml"
+// The manifests: the Deployment and what goes with it, and the ConfigMap
+// way of shipping rules.
+const (
+	manifestFile  = "kubernetes/ssrun.yaml"
+	configMapFile = "kubernetes/rules-configmap.yaml"
+)
 
 // manifest is the parsed manifest: its objects by kind, and the ssrun
 // container of the Deployment.
@@ -131,28 +150,34 @@ type manifest struct {
 	c      container
 }
 
-func readManifest(t *testing.T) manifest {
+// readObjects parses the objects of a manifest file, by kind.
+func readObjects(t *testing.T, file string) map[string][]object {
 	t.Helper()
-	b, err := os.ReadFile(manifestFile)
+	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := manifest{byKind: map[string][]object{}}
+	byKind := map[string][]object{}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	for {
 		var o object
 		err := dec.Decode(&o)
 		if errors.Is(err, io.EOF) {
-			break
+			return byKind
 		}
 		if err != nil {
-			t.Fatalf("%s: %v", manifestFile, err)
+			t.Fatalf("%s: %v", file, err)
 		}
 		if o.Kind == "" || o.APIVersion == "" || o.Metadata.Name == "" {
-			t.Fatalf("%s: an object without kind, apiVersion or name: %+v", manifestFile, o)
+			t.Fatalf("%s: an object without kind, apiVersion or name: %+v", file, o)
 		}
-		m.byKind[o.Kind] = append(m.byKind[o.Kind], o)
+		byKind[o.Kind] = append(byKind[o.Kind], o)
 	}
+}
+
+func readManifest(t *testing.T) manifest {
+	t.Helper()
+	m := manifest{byKind: readObjects(t, manifestFile)}
 	deps := m.byKind["Deployment"]
 	if len(deps) != 1 {
 		t.Fatalf("%s: %d Deployments, want 1", manifestFile, len(deps))
@@ -230,18 +255,34 @@ func (m manifest) flags(t *testing.T) (sub, dir string, flags map[string]string)
 // checked like any other flag.
 var pendingFlags = map[string]string{}
 
-// The container runs `ssrun run` on the rules ConfigMap's folder, every flag
-// it passes is a flag of `ssrun run` (as the Dockerfile's binary prints
-// them), and every AIO_* variable it sets is one ssrun reads.
+// The container runs `ssrun run` on an OCI reference (or on the rules
+// ConfigMap's folder, mounted optional for those who apply
+// rules-configmap.yaml), every flag it passes is a flag of `ssrun run` (as
+// the Dockerfile's binary prints them), and every AIO_* variable it sets is
+// one ssrun reads.
 func TestManifestArgsAreRunFlags(t *testing.T) {
 	m := readManifest(t)
 	sub, dir, flags := m.flags(t)
 	if sub != "run" {
 		t.Errorf("subcommand %q, want run", sub)
 	}
-	rules := m.mountOf(t, "the rules ConfigMap", func(v volume) bool { return v.ConfigMap != nil && v.ConfigMap.Name == "ssrun-rules" })
-	if dir != rules {
-		t.Errorf("rules folder %q, want the ssrun-rules mount %q", dir, rules)
+	var cm *volume
+	rules := m.mountOf(t, "the rules ConfigMap", func(v volume) bool {
+		if v.ConfigMap != nil && v.ConfigMap.Name == "ssrun-rules" {
+			cm = &v
+			return true
+		}
+		return false
+	})
+	if !cm.ConfigMap.Optional {
+		t.Errorf("the rules ConfigMap is not optional: the pods wait for it when the rules come from a registry")
+	}
+	if _, err := ocirules.ParseRef(dir); err != nil && dir != rules {
+		t.Errorf("rules %q: neither an oci:// reference (%v) nor the ssrun-rules mount %q", dir, err, rules)
+	}
+	cms := readObjects(t, configMapFile)["ConfigMap"]
+	if len(cms) != 1 || cms[0].Metadata.Name != "ssrun-rules" || cms[0].Metadata.Namespace != "azure-iot-operations" {
+		t.Errorf("%s: want the ssrun-rules ConfigMap of azure-iot-operations, got %+v", configMapFile, cms)
 	}
 	help, err := exec.Command(imageBinary(t), "run", "--help").CombinedOutput()
 	if err != nil {
@@ -352,10 +393,39 @@ func TestManifestBrokerConnection(t *testing.T) {
 			t.Errorf("%s=%q, want %q", name, got, want)
 		}
 	}
-	for _, o := range append(m.byKind["ServiceAccount"], append(m.byKind["ConfigMap"], m.byKind["Deployment"]...)...) {
+	var all []object
+	for _, objs := range m.byKind {
+		all = append(all, objs...)
+	}
+	for _, o := range all {
 		if o.Metadata.Namespace != "azure-iot-operations" {
 			t.Errorf("%s %s in namespace %q: the trust bundle is in azure-iot-operations", o.Kind, o.Metadata.Name, o.Metadata.Namespace)
 		}
+	}
+}
+
+// --registry-config is the pull secret's .dockerconfigjson, mounted from
+// an optional Secret (an anonymous registry needs none).
+func TestManifestRegistryCredentials(t *testing.T) {
+	m := readManifest(t)
+	_, _, flags := m.flags(t)
+	item := ""
+	dir := m.mountOf(t, "the registry's pull secret", func(v volume) bool {
+		if v.Secret == nil || v.Secret.SecretName != "ssrun-registry" {
+			return false
+		}
+		if !v.Secret.Optional {
+			t.Errorf("the pull secret is not optional: a registry read anonymously needs none")
+		}
+		for _, it := range v.Secret.Items {
+			if it.Key == ".dockerconfigjson" {
+				item = it.Path
+			}
+		}
+		return true
+	})
+	if want := path.Join(dir, item); item == "" || flags["registry-config"] != want {
+		t.Errorf("--registry-config=%q, want the pull secret's .dockerconfigjson at %q", flags["registry-config"], want)
 	}
 }
 
@@ -363,10 +433,12 @@ func TestManifestBrokerConnection(t *testing.T) {
 // socket paths fit (longer ones put the sockets in /tmp, read-only here).
 const maxPluginDir = 44
 
-// The plugin directory and the WebAssembly cache are on the emptyDir, the
-// one writable volume; the probes ask the admin endpoint --admin opens,
-// on an address the kubelet reaches; the grace period covers
-// --shutdown-timeout; one replica, never two at once.
+// The plugin directory, the WebAssembly cache and the pulled rules are on
+// the emptyDir, the one writable volume; the probes ask the admin endpoint
+// --admin opens, on an address the kubelet reaches; the grace period
+// covers --shutdown-timeout; two replicas in one --group, a rollout that
+// adds a pod before it removes one, and a PodDisruptionBudget that keeps
+// one of them through evictions.
 func TestManifestRuntime(t *testing.T) {
 	m := readManifest(t)
 	_, _, flags := m.flags(t)
@@ -382,6 +454,7 @@ func TestManifestRuntime(t *testing.T) {
 	}
 	cache, _ := m.env("XDG_CACHE_HOME")
 	under("XDG_CACHE_HOME", cache)
+	under("--oci-cache", flags["oci-cache"])
 
 	host, port, err := net.SplitHostPort(flags["admin"])
 	if err != nil || (host != "0.0.0.0" && host != "::" && host != "") {
@@ -418,8 +491,27 @@ func TestManifestRuntime(t *testing.T) {
 		t.Errorf("terminationGracePeriodSeconds %d must exceed --shutdown-timeout %q", grace, flags["shutdown-timeout"])
 	}
 	d := m.byKind["Deployment"][0]
-	if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 || d.Spec.Strategy.Type != "Recreate" {
-		t.Errorf("replicas %v, strategy %q: want 1 and Recreate", d.Spec.Replicas, d.Spec.Strategy.Type)
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 || flags["group"] == "" {
+		t.Errorf("replicas %v, --group %q: want 2 replicas in a group (one alone would be down while it restarts; two without a group would both react to every change)", d.Spec.Replicas, flags["group"])
+	}
+	if ru := d.Spec.Strategy.RollingUpdate; d.Spec.Strategy.Type != "RollingUpdate" || ru.MaxUnavailable == nil || *ru.MaxUnavailable != 0 {
+		t.Errorf("strategy %+v: want RollingUpdate with maxUnavailable 0 (the group hands rules over)", d.Spec.Strategy)
+	}
+	pdbs := m.byKind["PodDisruptionBudget"]
+	if len(pdbs) != 1 {
+		t.Fatalf("%d PodDisruptionBudgets, want 1", len(pdbs))
+	}
+	pdb := pdbs[0].Spec
+	if pdb.MinAvailable == nil || *pdb.MinAvailable < 1 || *pdb.MinAvailable >= *d.Spec.Replicas {
+		t.Errorf("PodDisruptionBudget minAvailable %v: want at least 1 and fewer than the replicas (else no node can drain)", pdb.MinAvailable)
+	}
+	if len(pdb.Selector.MatchLabels) == 0 {
+		t.Error("PodDisruptionBudget selects no pods")
+	}
+	for k, v := range pdb.Selector.MatchLabels {
+		if d.Spec.Template.Metadata.Labels[k] != v {
+			t.Errorf("PodDisruptionBudget selects %s=%s, which the pods do not carry (%v)", k, v, d.Spec.Template.Metadata.Labels)
+		}
 	}
 }
 

@@ -9,14 +9,13 @@ import (
 	"github.com/ssrun/ssrun/internal/testutil"
 )
 
-// The manifest's ssrun-rules ConfigMap works as shipped: laid out as
+// The ssrun-rules ConfigMap (rules-configmap.yaml) works as shipped: laid out as
 // kubelet mounts it (a timestamped folder, ..data, links), its ssrun.yaml
 // loads and its rule runs under those permissions. The Dockerfile's binary
 // runs it with `ssrun dev` (the embedded broker standing in for AIO's).
 func TestManifestRulesRun(t *testing.T) {
-	m := readManifest(t)
 	var data map[string]string
-	for _, o := range m.byKind["ConfigMap"] {
+	for _, o := range readObjects(t, configMapFile)["ConfigMap"] {
 		if o.Metadata.Name == "ssrun-rules" {
 			data = o.Data
 		}
@@ -27,24 +26,9 @@ func TestManifestRulesRun(t *testing.T) {
 	dir := testutil.NewConfigMapDir(t, data).Dir
 
 	bin := imageBinary(t)
-	var stdout, stderr testutil.Buffer
-	cmd := exec.Command(bin, "dev", dir, "--listen", "127.0.0.1:0")
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
-
-	try := regexp.MustCompile(`try: ssrun kv --broker (\S+) set`)
-	var addr string
-	testutil.WaitFor(t, "ssrun dev to load the rules", func() bool {
-		if m := try.FindStringSubmatch(stdout.String()); m != nil {
-			addr = m[1]
-		}
-		return addr != ""
-	})
+	p := startBin(t, bin, "dev", dir, "--listen", "127.0.0.1:0")
+	stdout, stderr := p.stdout, p.stderr
+	addr := waitFor(t, stdout, regexp.MustCompile(`try: ssrun kv --broker (\S+) set`))[1]
 	rules := strings.Count(stderr.String(), "rule loaded")
 	if want := strings.Count(strings.Join(keys(data), " "), ".lua"); rules != want {
 		t.Fatalf("%d rule(s) loaded, want the ConfigMap's %d; stderr:\n%s", rules, want, stderr.String())

@@ -250,6 +250,23 @@ var cases = []struct {
 		_, err = w.set(w.a, "k0", "updated", protocol.SetOptions{})
 		w.want("update within the quota", err, nil)
 	}},
+	{"SCAN lists the keys of a pattern, every one once", 0, func(w *world) {
+		var want []string
+		for i := range 1500 {
+			k := fmt.Sprintf("thermostats/%04d/setPoint", i)
+			want = append(want, k)
+			_, _ = w.set(w.a, k, "20", protocol.SetOptions{})
+			_, _ = w.set(w.a, fmt.Sprintf("thermostats/%04d/mode", i), "heat", protocol.SetOptions{})
+		}
+		var got []string
+		for k, err := range w.b.Keys(ctx, []byte("thermostats/*/setPoint"), protocol.ScanOptions{}) {
+			if err != nil {
+				w.t.Fatal(err)
+			}
+			got = append(got, string(k))
+		}
+		w.want("keys", fmt.Sprint(got), fmt.Sprint(want))
+	}},
 	{"a timestamp more than a minute ahead is refused", 0, func(w *world) {
 		if _, err := w.set(w.a, "k", "v", protocol.SetOptions{}); err != nil {
 			w.t.Fatal(err)

@@ -40,6 +40,10 @@ type Request struct {
 	// Allow decides whether the requester may read (GET, KEYNOTIFY) or
 	// write (SET, DEL, VDEL) a key (§9 step 7); nil allows everything.
 	Allow func(m Access, key []byte) bool
+	// MaxReplyBytes bounds a SCAN reply: the largest the requester takes
+	// (its Maximum Packet Size, less the response's own bytes); 0 for the
+	// store's default (scan.go).
+	MaxReplyBytes int
 }
 
 // allowed applies req.allow.
@@ -69,6 +73,7 @@ var arity = map[string][2]int{
 	"DEL":       {2, 2},
 	"VDEL":      {3, 3},
 	"KEYNOTIFY": {2, 3},
+	"SCAN":      {2, 3},
 }
 
 // Execute runs one request against the store and returns its reply, whose
@@ -101,6 +106,12 @@ func (s *Store) execute(req Request) Reply {
 	switch cmd {
 	case "SET":
 		return s.execSet(req, key, args[2], args[3:])
+	case "SCAN":
+		var token []byte
+		if len(args) == 3 {
+			token = args[2]
+		}
+		return s.execScan(req, key, token)
 	case "GET":
 		if !req.allowed(Read, key) {
 			return errReply(wire.ErrTextNotAuthorized)

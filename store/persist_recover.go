@@ -296,8 +296,13 @@ func (rp *replayer) apply(r *record) {
 	}
 }
 
-// finish puts every deadline in the expiry heap.
+// finish puts every deadline in the expiry heap and every key in the
+// index.
 func (rp *replayer) finish() {
+	rp.s.index.Clear(false)
+	for k := range rp.s.entries {
+		rp.s.index.ReplaceOrInsert(k)
+	}
 	s := rp.s
 	s.expiry = s.expiry[:0]
 	for _, e := range s.entries {

@@ -81,9 +81,13 @@ type Store struct {
 	// keep increasing across a restart even if the wall clock stepped back.
 	clockFloor atomic.Int64
 
+	// scanKey keys the MACs of SCAN's tokens (scan.go).
+	scanKey []byte
+
 	mu       sync.Mutex
 	entries  map[string]*entry
-	bytes    int64 // sum of entry sizes (see entrySize)
+	index    *keyIndex // the keys of entries, in order (scan.go)
+	bytes    int64     // sum of entry sizes (see entrySize)
 	expiry   expiryHeap
 	watchers map[string]map[string]Observer // key -> client id -> owner
 	owned    map[Observer]map[string]struct{}
@@ -112,6 +116,8 @@ func New(now func() time.Time, q Quota) *Store {
 		quota:    q,
 		wake:     make(chan struct{}, 1),
 		entries:  make(map[string]*entry),
+		index:    newKeyIndex(),
+		scanKey:  newScanKey(),
 		watchers: make(map[string]map[string]Observer),
 		owned:    make(map[Observer]map[string]struct{}),
 		regs:     registrations{byClient: map[string]*regUsage{}},
@@ -201,6 +207,7 @@ func (s *Store) set(a setArgs) (applied bool, version hlc.HLC, err error) {
 	if e == nil {
 		e = &entry{key: key, index: -1}
 		s.entries[e.key] = e
+		s.index.ReplaceOrInsert(e.key)
 	} else {
 		s.bytes -= entrySize(e.key, e.value)
 		if e.index >= 0 {
@@ -323,6 +330,7 @@ func (s *Store) removeLocked(e *entry, src string) error {
 	v := s.clock.Tick()
 	pos, err := s.journalDelete(e.key, v)
 	delete(s.entries, e.key)
+	s.index.Delete(e.key)
 	s.bytes -= entrySize(e.key, e.value)
 	if e.index >= 0 {
 		heap.Remove(&s.expiry, e.index)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 func (a *app) checkCmd() *cobra.Command {
 	var timeout time.Duration
 	var config string
+	var of ociFlags
 	cmd := &cobra.Command{
 		Use:   "check PATH...",
 		Short: "Prove rule files and folders load, without running them against a store",
@@ -34,12 +36,18 @@ top-level code, a Lua rule without on_event or naming an ss.* function
 that does not exist, a plugin that does not handshake, a WebAssembly module
 with wrong imports, a bad ssrun.yaml and a rule entry in it that matches no
 rule file are each reported with file and line. The exit status is 1 when
-anything failed.`,
+anything failed. oci://REGISTRY/REPOSITORY:TAG (or @sha256:DIGEST) checks
+an artifact pushed with ssrun push, pulled into a temporary folder.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var failed, total int
-			for _, p := range args {
+			for _, arg := range args {
+				p, closeRules, err := a.openRules(cmd.Context(), &of, arg)
+				if err != nil {
+					return err
+				}
 				f, n, err := a.checkPath(cmd.Context(), p, config, timeout)
+				err = errors.Join(err, closeRules())
 				if err != nil {
 					return err
 				}
@@ -52,6 +60,7 @@ anything failed.`,
 		},
 	}
 	cmd.Flags().DurationVar(&timeout, "timeout", host.DefaultLoadTimeout, "bound for compiling and starting each rule")
+	of.register(cmd, false)
 	cmd.Flags().StringVar(&config, "config", "", "ssrun.yaml with rule limits, permissions and plugins (default FOLDER/ssrun.yaml if present)")
 	return cmd
 }

@@ -62,10 +62,14 @@ func (a *app) kvCmd() *cobra.Command {
   ssrun kv del KEY [--fence TOKEN]
   ssrun kv vdel KEY VALUE [--fence TOKEN]
   ssrun kv watch KEY... [-o json]     -o json: {"key":..,"op":"SET","value":..,"version":..} per line
+  ssrun kv keys PATTERN [-o json] [--count]
+                                      the keys matching PATTERN (SCAN: * ? [a-z] \x), one per line;
+                                      -o json: {"key":..} per line (key_base64 when not UTF-8)
 
 Exit status:
   0  done
-  1  not found (get, del, vdel), not applied (set --nx/--nex), value differs (vdel)
+  1  not found (get, del, vdel), not applied (set --nx/--nex), value differs (vdel),
+     no key matches (keys)
   2  usage: a bad flag or argument
   3  failed: the broker could not be reached in --timeout, or a request failed
   4  not authorized: the broker refused the login (bad user name or password,
@@ -73,8 +77,8 @@ Exit status:
 	}
 	o.conn.register(cmd.PersistentFlags(), "127.0.0.1:1883")
 	cmd.PersistentFlags().DurationVar(&o.timeout, "timeout", 10*time.Second, "per-request timeout")
-	cmd.PersistentFlags().StringVarP(&o.output, "output", "o", "text", "output of get and watch: text, or json (one object per line, with the version; a value that is not UTF-8 as value_base64)")
-	cmd.AddCommand(a.kvGet(&o), a.kvSet(&o), a.kvDel(&o), a.kvVDel(&o), a.kvWatch(&o))
+	cmd.PersistentFlags().StringVarP(&o.output, "output", "o", "text", "output of get, watch and keys: text, or json (one object per line, with the version; a value that is not UTF-8 as value_base64)")
+	cmd.AddCommand(a.kvGet(&o), a.kvSet(&o), a.kvDel(&o), a.kvVDel(&o), a.kvWatch(&o), a.kvKeys(&o))
 	return cmd
 }
 

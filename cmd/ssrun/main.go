@@ -184,7 +184,7 @@ A flag on the command line wins over its variable.`,
 	root.SetVersionTemplate("ssrun {{.Version}}\n")
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "text", "log format: text (key=value) or json (one object per line)")
-	root.AddCommand(a.brokerCmd(), a.passwdCmd(), a.kvCmd(), a.devCmd(), a.runCmd(), a.checkCmd(), a.testCmd(), a.newCmd(), a.recordCmd(), a.replayCmd(), a.statusCmd(), a.whyCmd(), a.versionCmd())
+	root.AddCommand(a.brokerCmd(), a.passwdCmd(), a.kvCmd(), a.devCmd(), a.runCmd(), a.checkCmd(), a.testCmd(), a.newCmd(), a.pushCmd(), a.recordCmd(), a.replayCmd(), a.statusCmd(), a.whyCmd(), a.versionCmd())
 	strictUsage(root)
 	return root
 }

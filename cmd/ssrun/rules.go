@@ -226,7 +226,7 @@ func setShutdown(d time.Duration) error {
 func (a *app) devCmd() *cobra.Command {
 	var f brokerFlags
 	var af adminFlags
-	cmd := a.rulesCmd("dev DIR", "Run the rules in DIR on an embedded broker and state store, reloading them as they change",
+	cmd := a.rulesCmd("dev DIR|oci://REF", "Run the rules in DIR on an embedded broker and state store, reloading them as they change",
 		"ssrun.yaml with rule limits and permissions (default DIR/ssrun.yaml if present)",
 		func(ctx context.Context, _ *cobra.Command, dir string, cfg *fileConfig, shutdown time.Duration) error {
 			adm, err := a.startAdmin(ctx, &af, adminParts{broker: true, rules: true})
@@ -285,18 +285,32 @@ func (a *app) devCmd() *cobra.Command {
 func (a *app) rulesCmd(use, short, configHelp string, serve func(ctx context.Context, cmd *cobra.Command, dir string, cfg *fileConfig, shutdown time.Duration) error) *cobra.Command {
 	var config string
 	var shutdown time.Duration
+	var of ociFlags
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := prepareRules(args[0], config, shutdown)
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			if err := setShutdown(shutdown); err != nil {
+				return err
+			}
+			dir, closeRules, err := a.openRules(cmd.Context(), &of, args[0])
 			if err != nil {
 				return err
 			}
-			return serve(cmd.Context(), cmd, args[0], cfg, shutdown)
+			defer func() {
+				if cerr := closeRules(); cerr != nil {
+					err = errors.Join(err, fmt.Errorf("closing the rules from %s: %w", args[0], cerr))
+				}
+			}()
+			cfg, err := prepareRules(dir, config, shutdown)
+			if err != nil {
+				return err
+			}
+			return serve(cmd.Context(), cmd, dir, cfg, shutdown)
 		},
 	}
+	of.register(cmd, true)
 	cmd.Flags().StringVar(&config, "config", "", configHelp)
 	shutdownFlag(cmd, &shutdown)
 	pluginDirFlag(cmd, &a.pluginDir)
@@ -327,7 +341,7 @@ func devCredentials() (map[string][]byte, func() (protocol.Credentials, error), 
 func (a *app) runCmd() *cobra.Command {
 	var conn connFlags
 	var af adminFlags
-	cmd := a.rulesCmd("run DIR", "Run the rules in DIR against an external broker (AIO settings from flags, AIO_* variables or ssrun.yaml)",
+	cmd := a.rulesCmd("run DIR|oci://REF", "Run the rules in DIR against an external broker (AIO settings from flags, AIO_* variables or ssrun.yaml)",
 		"ssrun.yaml (default DIR/ssrun.yaml if present)",
 		func(ctx context.Context, cmd *cobra.Command, dir string, cfg *fileConfig, shutdown time.Duration) error {
 			var s connSettings

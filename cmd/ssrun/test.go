@@ -21,14 +21,17 @@ func (a *app) testCmd() *cobra.Command {
 		runPat  string
 		verbose bool
 		asJSON  bool
+		of      ociFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "test [DIR|FILE|DIR/...]...",
+		Use:   "test [DIR|FILE|DIR/...|oci://REF]...",
 		Short: "Run the rules' test files (NAME.test.yaml, NAME_test.yaml) on a virtual clock",
 		Long: `Run the rules' test files (NAME.test.yaml or NAME_test.yaml, next to the
 rules) like go test: each case starts the folder's rules (or those the file
 names) on an in-memory store with a virtual clock, applies its steps and
-checks what each step expects. DIR/... also runs the folders below DIR.
+checks what each step expects. DIR/... also runs the folders below DIR;
+oci://REGISTRY/REPOSITORY:TAG (or @sha256:DIGEST) runs the tests of an
+artifact pushed with ssrun push.
 The rules get the settings of their folder's ssrun.yaml. As in go test,
 -run REGEX, -v and -json work with one dash too.
 
@@ -42,9 +45,18 @@ Exit status: 0 when every case passes, 1 when one fails, 2 on bad input
 					return usageError("--run %q: %v", runPat, err)
 				}
 			}
+			for i, arg := range args {
+				dir, closeRules, err := a.openRules(cmd.Context(), &of, arg)
+				if err != nil {
+					return err
+				}
+				defer func() { _ = closeRules() }() // a temporary folder
+				args[i] = dir
+			}
 			return a.runTests(cmd.Context(), args, re, &testrun.Reporter{Out: a.stdout, Verbose: verbose, JSON: asJSON})
 		},
 	}
+	of.register(cmd, false)
 	cmd.Flags().StringVar(&runPat, "run", "", "run only the cases whose name (FILE/CASE, spaces as _) matches this regular expression")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print every case, passed or not")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per event, like go test -json")

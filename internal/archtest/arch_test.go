@@ -30,21 +30,25 @@ var rules = []rule{
 	{pkg: "abi", allow: []string{"abi"}, deny: thirdParty},
 	// abi/abitest, the in-memory abi.Host of the runtimes' tests (and of
 	// ssrun check), keeps its keys in package store, the state store's
-	// semantics, instead of a copy of its own: it is test support, which
-	// neither abi nor a guest SDK imports, and store and the protocol
-	// packages it uses are themselves free of third-party modules.
-	{pkg: "abi/abitest", allow: []string{"abi", "store", "protocol/resp", "protocol/hlc", "protocol/wire"}, deny: thirdParty},
+	// semantics, instead of a copy of its own. It is test support, which
+	// neither abi nor a guest SDK imports, so abi and the SDKs stay
+	// stdlib-only; abitest takes store's dependencies with it (the protocol
+	// packages, internal/glob, google/btree).
+	{pkg: "abi/abitest", allow: []string{"abi", "store", "protocol/resp", "protocol/hlc", "protocol/wire", "internal/glob"}},
 	{pkg: "protocol", allow: []string{"protocol"}},
-	{pkg: "store", allow: []string{"store", "protocol/resp", "protocol/hlc", "protocol/wire"}},
-	{pkg: "inproc", allow: []string{"inproc", "protocol", "store"}},
-	{pkg: "broker", allow: []string{"broker", "store", "protocol/resp", "protocol/hlc", "protocol/wire", "internal/fsfollow", "internal/safefile"}},
+	{pkg: "store", allow: []string{"store", "protocol/resp", "protocol/hlc", "protocol/wire", "internal/glob"}},
+	{pkg: "inproc", allow: []string{"inproc", "protocol", "store", "internal/glob"}},
+	{pkg: "broker", allow: []string{"broker", "store", "internal/glob", "protocol/resp", "protocol/hlc", "protocol/wire", "internal/fsfollow", "internal/safefile"}},
 	{pkg: "runtime/lua", allow: []string{"runtime/lua", "abi"}},
 	{pkg: "runtime/wasm", allow: []string{"runtime/wasm", "abi"}},
 	{pkg: "runtime/plugin", allow: []string{"runtime/plugin", "abi"}},
 	// host may import store and inproc: a dry run stages its writes in a
 	// store in process (host/layer.go).
-	{pkg: "host", allow: []string{"host", "abi", "protocol", "store", "inproc", "runtime", "internal/fsfollow", "internal/safefile"}},
-	{pkg: "admin", allow: []string{"admin", "host", "abi", "protocol", "broker", "store", "inproc", "runtime", "internal/fsfollow", "internal/safefile"}},
+	{pkg: "host", allow: []string{"host", "abi", "protocol", "store", "inproc", "internal/glob", "runtime", "internal/fsfollow", "internal/safefile"}},
+	// ocirules knows no host nor runtime: it fills a folder that the host
+	// loads and follows like any other.
+	{pkg: "ocirules", allow: []string{"ocirules", "internal/safefile"}},
+	{pkg: "admin", allow: []string{"admin", "host", "abi", "protocol", "broker", "store", "inproc", "internal/glob", "runtime", "internal/fsfollow", "internal/safefile"}},
 }
 
 // testSupport are the project packages a package of test helpers (one whose

@@ -169,6 +169,7 @@ const (
 	KindInteger      // :<n>
 	KindBulk         // $<n> data
 	KindNil          // $-1
+	KindArray        // *<n> ...: a SCAN reply (checked; its parts: ParseScanReply)
 )
 
 func (k Kind) String() string {
@@ -183,6 +184,8 @@ func (k Kind) String() string {
 		return "bulk string"
 	case KindNil:
 		return "nil"
+	case KindArray:
+		return "array"
 	}
 	return "invalid"
 }
@@ -191,7 +194,8 @@ func (k Kind) String() string {
 type Reply struct {
 	Kind Kind
 	// Str is the text of a simple string or error (for `-ERR <text>` just
-	// <text>), or the data of a bulk string. It aliases the parsed input.
+	// <text>), the data of a bulk string, or the whole of an array (for
+	// ParseScanReply). It aliases the parsed input.
 	Str []byte
 	// Int is the value of an integer reply.
 	Int int64
@@ -235,6 +239,12 @@ func ParseReply(b []byte) (Reply, error) {
 			return Reply{Kind: KindNil}, nil
 		}
 		return Reply{Kind: KindBulk, Str: data}, nil
+	case '*':
+		// SCAN's is the protocol's only array reply.
+		if _, _, _, err := ParseScanReply(b); err != nil {
+			return Reply{}, err
+		}
+		return Reply{Kind: KindArray, Str: b}, nil
 	}
 	return Reply{}, syntaxf("unknown reply type %q", b[0])
 }

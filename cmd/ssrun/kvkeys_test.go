@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/ssrun/ssrun/broker"
+	"github.com/ssrun/ssrun/broker/brokertest"
+	"github.com/ssrun/ssrun/protocol"
+)
+
+// `ssrun kv keys PATTERN` lists every matching key (several SCAN pages
+// here), as text, JSON lines or a count, and exits 1 when none matches;
+// with an ACL it lists only what the user may read.
+func TestKVKeys(t *testing.T) {
+	acl := bobACL(t)
+	b := brokertest.Start(t, func(c *broker.Config) { c.ACLFile = acl })
+	kv := func(user string, args ...string) result {
+		t.Helper()
+		return runBin(t, nil, append([]string{"kv", "--broker", b.Addr(), "--username", user}, args...)...)
+	}
+	var want []string
+	for i := range 1200 {
+		want = append(want, fmt.Sprintf("bob/%04d", i))
+	}
+	// One client sets them all: a process per key would take long.
+	ctx := context.Background()
+	c, err := protocol.New(ctx, protocol.Config{Servers: []string{b.Addr()}, ClientID: "bob-loader", Logger: slog.New(slog.DiscardHandler),
+		Credentials: func() (protocol.Credentials, error) { return protocol.Credentials{Username: "bob"}, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	if err := c.AwaitConnection(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range want {
+		if _, err := c.Set(ctx, []byte(k), []byte("v"), protocol.SetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := kv("bob", "keys", "bob/*"); r.code != 0 || strings.TrimSpace(r.stdout) != strings.Join(want, "\n") {
+		t.Fatalf("keys bob/*: exit %d, %d lines", r.code, strings.Count(r.stdout, "\n"))
+	}
+	if r := kv("bob", "keys", "bob/00?1", "-o", "json"); r.code != 0 {
+		t.Fatalf("keys -o json: %+v", r)
+	} else {
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		var o struct{ Key string }
+		if len(lines) != 10 || json.Unmarshal([]byte(lines[0]), &o) != nil || o.Key != "bob/0001" {
+			t.Fatalf("keys -o json: %q", r.stdout)
+		}
+	}
+	if r := kv("bob", "keys", "*", "--count"); r.code != 0 || strings.TrimSpace(r.stdout) != "1200" {
+		t.Fatalf("keys * --count as bob: %+v", r)
+	}
+	if r := kv("bob", "keys", "nothing/*"); r.code != 1 || !strings.Contains(r.stderr, "no key matches") {
+		t.Fatalf("keys with no match: %+v", r)
+	}
+	if r := kv("bob", "keys", "["); r.code != 3 || !strings.Contains(r.stderr, "syntax error") {
+		t.Fatalf("keys with a bad pattern: %+v", r)
+	}
+}
