@@ -43,6 +43,7 @@ func (s *Store) Seed(key, value []byte, version hlc.HLC) error {
 	}
 	e.version.Node = strings.Clone(version.Node) // it may alias a reply packet
 	s.entries[e.key] = e
+	s.index.ReplaceOrInsert(e.key)
 	s.bytes += entrySize(e.key, e.value)
 	return nil
 }
@@ -65,6 +66,7 @@ func (s *Store) forgetLocked(key []byte) {
 		return
 	}
 	delete(s.entries, e.key)
+	s.index.Delete(e.key)
 	s.bytes -= entrySize(e.key, e.value)
 	if e.index >= 0 {
 		heap.Remove(&s.expiry, e.index)

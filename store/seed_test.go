@@ -1,6 +1,7 @@
 package store
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -52,6 +53,9 @@ func TestSeedKeepsValueAndVersion(t *testing.T) {
 	}
 	if keys, _, _ := s.Stats(); keys != 1 {
 		t.Fatalf("%d keys, want k only", keys)
+	}
+	if keys, _ := scanAll(t, s, Request{}, "*", nil); !slices.Equal(keys, []string{"k"}) || s.index.Len() != 1 {
+		t.Fatalf("SCAN * lists %q (%d keys in the index), want the seeded k only", keys, s.index.Len())
 	}
 	if got := run(s, o, nil, "DEL", "k"); got != ":1\r\n" {
 		t.Fatalf("DEL of the seeded key: %q", got)
