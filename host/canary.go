@@ -73,7 +73,7 @@ type canary struct {
 }
 
 // newCanary returns the canary of the version in of r, and the staging its
-// binding writes to. If it does not start (start), discard it.
+// binding writes to. If its shadow does not start, discard it.
 func newCanary(r *rule, in *instance, cfg Canary) (*canary, error) {
 	c := &canary{r: r, in: in, cfg: cfg, locks: map[string]bool{}}
 	st, err := newStaging(r.svc.client, r.svc.timers.clock.nowMs, r.svc.log, c.staged)
@@ -84,7 +84,8 @@ func newCanary(r *rule, in *instance, cfg Canary) (*canary, error) {
 	return c, nil
 }
 
-// discard releases the staging of a canary whose shadow did not start.
+// discard closes the canary's staging: its window ended (detach), or its
+// shadow did not start. Closing it again does nothing.
 func (c *canary) discard() {
 	if err := c.st.close(); err != nil {
 		c.r.svc.log.Warn("canary: closing its staging failed", "rule", c.r.name, "err", err)
