@@ -22,7 +22,7 @@ type binding struct {
 	client Store
 	// shadow is set for a version started as a canary's shadow (see
 	// canary.go): until it goes live, its writes are staged in the
-	// canary's overlay and its timers are not armed.
+	// canary's staging and its timers are not armed.
 	shadow *canary
 }
 
@@ -55,12 +55,11 @@ func (b *binding) checkValue(verb, key string, value []byte, cfg RuleConfig) err
 	return nil
 }
 
-// overlay returns where b's writes are staged: a dry run's overlay, or
-// the canary's while b's version runs in shadow; nil when they go to the
-// store.
-func (b *binding) overlay() *overlay {
+// staging returns where b's writes are staged: a dry run's, or the
+// canary's while b's version runs in shadow; nil when they go to the store.
+func (b *binding) staging() *staging {
 	if b.inShadow() {
-		return b.shadow.ov
+		return b.shadow.st
 	}
 	return b.r.svc.dry
 }
@@ -73,10 +72,11 @@ func (b *binding) Get(ctx context.Context, key string) (abi.Value, error) {
 	if err := b.check("get", key, b.r.config().Read); err != nil {
 		return abi.Value{}, err
 	}
-	if b.overlay() != nil {
-		return b.overlay().get(ctx, b.client, key)
+	st := b.client
+	if sg := b.staging(); sg != nil {
+		st = sg // the staged writes, then the store
 	}
-	res, err := b.client.Get(ctx, []byte(key), protocol.CallOptions{})
+	res, err := st.Get(ctx, []byte(key), protocol.CallOptions{})
 	if err != nil {
 		return abi.Value{}, storeError(err)
 	}
@@ -101,12 +101,6 @@ func (b *binding) Set(ctx context.Context, key string, value []byte, opts abi.Se
 	if opts.TTL < 0 || (opts.TTL > 0 && opts.TTL < time.Millisecond) {
 		return "", abi.Errorf(abi.StatusInvalid, "set %q: ttl must be 0 (none) or at least 1 ms", key)
 	}
-	if b.overlay() != nil {
-		w := b.staged("SET", key, value)
-		w.TTL, w.Cond, w.Fence = opts.TTL, condName(opts.Cond), opts.Fence
-		return b.overlay().set(ctx, b.client, w, b.r.locks.holder(), opts.Cond == abi.CondNX, opts.Cond == abi.CondNEX,
-			abi.Errorf(abi.StatusNotApplied, "set %q: condition not met", key))
-	}
 	so := protocol.SetOptions{Expiry: opts.TTL}
 	switch opts.Cond {
 	case abi.CondNX:
@@ -115,9 +109,9 @@ func (b *binding) Set(ctx context.Context, key string, value []byte, opts abi.Se
 		so.Condition = protocol.CondNEX
 	}
 	var version string // the new one, or the stored one when not applied
-	err := b.r.write("set", key, opts.Fence, opts.TTL, value, func(token hlc.HLC) (string, bool, error) {
+	send := func(st Store, token hlc.HLC) (string, bool, error) {
 		so.FencingToken = token
-		res, err := b.client.Set(ctx, []byte(key), value, so)
+		res, err := st.Set(ctx, []byte(key), value, so)
 		if err != nil {
 			return "", false, storeError(err)
 		}
@@ -126,8 +120,21 @@ func (b *binding) Set(ctx context.Context, key string, value []byte, opts abi.Se
 			return "", false, abi.Errorf(abi.StatusNotApplied, "set %q: condition not met", key)
 		}
 		return version, false, nil
-	})
+	}
+	if sg := b.staging(); sg != nil {
+		w := b.staged("SET", key, value)
+		w.TTL, w.Cond, w.Fence = opts.TTL, condName(opts.Cond), opts.Fence
+		err := sg.write(ctx, w, b.r.locks.holder(), send)
+		return version, err
+	}
+	err := b.r.write("set", key, opts.Fence, opts.TTL, value, b.sendTo(send))
 	return version, err
+}
+
+// sendTo adapts send, a write made on the store it is given, to
+// rule.write: made on the store, with the token rule.write fences it with.
+func (b *binding) sendTo(send stageFunc) func(token hlc.HLC) (string, bool, error) {
+	return func(token hlc.HLC) (string, bool, error) { return send(b.client, token) }
 }
 
 // Del implements abi.Host.
@@ -135,15 +142,16 @@ func (b *binding) Del(ctx context.Context, key string, opts abi.DelOptions) erro
 	if err := b.check("del", key, b.r.config().Write); err != nil {
 		return err
 	}
-	if b.overlay() != nil {
+	send := func(st Store, token hlc.HLC) (string, bool, error) {
+		n, err := st.Del(ctx, []byte(key), protocol.DelOptions{FencingToken: token})
+		return "", err == nil && n == 1, deleteResult("del", key, n, err)
+	}
+	if sg := b.staging(); sg != nil {
 		w := b.staged("DEL", key, nil)
 		w.Fence = opts.Fence
-		return b.overlay().del(ctx, b.client, w, b.r.locks.holder())
+		return sg.write(ctx, w, b.r.locks.holder(), send)
 	}
-	return b.r.write("del", key, opts.Fence, 0, nil, func(token hlc.HLC) (string, bool, error) {
-		n, err := b.client.Del(ctx, []byte(key), protocol.DelOptions{FencingToken: token})
-		return "", err == nil && n == 1, deleteResult("del", key, n, err)
-	})
+	return b.r.write("del", key, opts.Fence, 0, nil, b.sendTo(send))
 }
 
 // VDel implements abi.Host.
@@ -155,30 +163,16 @@ func (b *binding) VDel(ctx context.Context, key string, value []byte, opts abi.D
 	if err := b.checkValue("vdel", key, value, cfg); err != nil {
 		return err
 	}
-	if b.overlay() != nil {
+	send := func(st Store, token hlc.HLC) (string, bool, error) {
+		n, err := st.VDel(ctx, []byte(key), value, protocol.DelOptions{FencingToken: token})
+		return "", err == nil && n == 1, deleteResult("vdel", key, n, err)
+	}
+	if sg := b.staging(); sg != nil {
 		w := b.staged("VDEL", key, value)
 		w.Fence = opts.Fence
-		return b.overlay().del(ctx, b.client, w, b.r.locks.holder())
+		return sg.write(ctx, w, b.r.locks.holder(), send)
 	}
-	return b.r.write("vdel", key, opts.Fence, 0, nil, func(token hlc.HLC) (string, bool, error) {
-		n, err := b.client.VDel(ctx, []byte(key), value, protocol.DelOptions{FencingToken: token})
-		return "", err == nil && n == 1, deleteResult("vdel", key, n, err)
-	})
-}
-
-// deleteResult is the error of a del or vdel that removed n keys (nil when
-// it removed the key).
-func deleteResult(verb, key string, n int64, err error) error {
-	switch {
-	case err != nil:
-		return storeError(err)
-	case n == 1:
-		return nil
-	case n == 0:
-		return abi.Errorf(abi.StatusNotFound, "%s %q: not found", verb, key)
-	default:
-		return abi.Errorf(abi.StatusNotApplied, "%s %q: value differs", verb, key)
-	}
+	return b.r.write("vdel", key, opts.Fence, 0, nil, b.sendTo(send))
 }
 
 // Watch implements abi.Host.
@@ -202,10 +196,10 @@ func (b *binding) Lock(ctx context.Context, name string, ttl time.Duration, opts
 	if err := b.checkLock("lock", name); err != nil {
 		return "", err
 	}
-	if b.overlay() != nil {
+	if sg := b.staging(); sg != nil {
 		w := b.staged("LOCK", name, []byte(b.r.locks.holder()))
 		w.TTL = ttl // reported, not applied: the host would renew the lease
-		return b.overlay().lock(ctx, b.client, w)
+		return sg.lock(ctx, w)
 	}
 	return b.r.locks.lock(ctx, name, ttl, opts.Wait)
 }
@@ -215,8 +209,8 @@ func (b *binding) Unlock(ctx context.Context, name string) error {
 	if err := b.checkLock("unlock", name); err != nil {
 		return err
 	}
-	if b.overlay() != nil {
-		return b.overlay().unlock(ctx, b.client, b.staged("UNLOCK", name, []byte(b.r.locks.holder())))
+	if sg := b.staging(); sg != nil {
+		return sg.unlock(ctx, b.staged("UNLOCK", name, []byte(b.r.locks.holder())))
 	}
 	return b.r.locks.unlock(ctx, name)
 }
@@ -296,6 +290,6 @@ func (b *binding) Now() int64 { return b.r.svc.timers.clock.nowMs() }
 // staged is the StagedWrite of op on key by the rule, in the event it is
 // handling, for a dry run (see dryrun.go).
 func (b *binding) staged(op, key string, value []byte) StagedWrite {
-	// A copy: the overlay keeps it, and value is only lent (abi.Host).
+	// A copy: the report keeps it, and value is only lent (abi.Host).
 	return StagedWrite{Rule: b.r.name, Op: op, Key: key, Value: bytes.Clone(value), Cause: b.r.handling()}
 }

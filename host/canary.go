@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"strconv"
 	"sync"
@@ -22,10 +23,11 @@ import (
 //     shadow first, then the live version, so both read the store as it was
 //     before the event;
 //   - the shadow writes nothing: its set, del, vdel, lock and unlock are
-//     staged in an overlay of its own (as in a dry run, see dryrun.go: its
-//     reads see its own staged writes of the event, then the store; its
-//     locks are held in the overlay for the whole window), its timer and
-//     cancel calls succeed and do nothing, and its watches are staged;
+//     staged in a layer over the store of its own (as in a dry run, see
+//     dryrun.go: its reads see its own staged writes of the event, then
+//     the store; its locks are held in the layer for the whole window),
+//     its timer and cancel calls succeed and do nothing, and its watches
+//     are staged;
 //   - after each event, the shadow's writes (SET, DEL, VDEL; locks are not
 //     compared) are compared with those the live version made for the same
 //     event: same number, and one by one the same op, key and value, in
@@ -57,7 +59,7 @@ type canary struct {
 	r      *rule
 	in     *instance
 	cfg    Canary
-	ov     *overlay
+	st     *staging    // closed when the window ends (detach)
 	timer  *time.Timer // ends the window after Duration (nil: none)
 	begun  time.Time   // the window started
 	n      int         // events compared
@@ -70,15 +72,27 @@ type canary struct {
 	locks    map[string]bool // keys the shadow has locked or unlocked
 }
 
-// newCanary returns the canary of the version in of r, and the overlay its
-// binding writes to.
-func newCanary(r *rule, in *instance, cfg Canary) *canary {
+// newCanary returns the canary of the version in of r, and the staging its
+// binding writes to. If its shadow does not start, discard it.
+func newCanary(r *rule, in *instance, cfg Canary) (*canary, error) {
 	c := &canary{r: r, in: in, cfg: cfg, locks: map[string]bool{}}
-	c.ov = newOverlay(c.staged, r.svc.timers.clock.nowMs)
-	return c
+	st, err := newStaging(r.svc.client, r.svc.timers.clock.nowMs, r.svc.log, c.staged)
+	if err != nil {
+		return nil, fmt.Errorf("canary of %s: %w", r.path, err)
+	}
+	c.st = st
+	return c, nil
 }
 
-// staged is the overlay's report: a write of the shadow.
+// discard closes the canary's staging: its window ended (detach), or its
+// shadow did not start. Closing it again does nothing.
+func (c *canary) discard() {
+	if err := c.st.close(); err != nil {
+		c.r.svc.log.Warn("canary: closing its staging failed", "rule", c.r.name, "err", err)
+	}
+}
+
+// staged is the staging's report: a write of the shadow.
 func (c *canary) staged(w StagedWrite) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -101,15 +115,9 @@ func (c *canary) wroteLive(op, key string, value []byte) {
 func (c *canary) reset() {
 	c.mu.Lock()
 	c.liveWs, c.shadowWs = nil, nil
-	locks := c.locks
+	locks := maps.Clone(c.locks)
 	c.mu.Unlock()
-	c.ov.mu.Lock()
-	for k := range c.ov.m {
-		if !locks[k] {
-			delete(c.ov.m, k)
-		}
-	}
-	c.ov.mu.Unlock()
+	c.st.drop(func(key string) bool { return locks[key] })
 }
 
 // differs reports whether the writes of the event differ, and returns both
@@ -226,6 +234,7 @@ func (c *canary) start(ctx, hostCtx context.Context) error {
 			r.abandoned(w, "canary reload")
 			r.startWorker()
 		}
+		c.discard()
 		r.closeInstance(ctx, c.in, "new version")
 		return fmt.Errorf("start %s in shadow: %w", r.path, err)
 	}
@@ -286,12 +295,14 @@ func (c *canary) due() {
 	r.swap(r.svc.ctx, c.in)
 }
 
-// detach ends c's window: its rule no longer runs it in shadow.
+// detach ends c's window: its rule no longer runs it in shadow, and its
+// staging is closed (a shadow still in a call is refused its writes).
 func (c *canary) detach() {
 	if c.timer != nil {
 		c.timer.Stop()
 	}
 	c.r.dropShadow(c)
+	c.discard()
 }
 
 // end implements shadowVersion. It runs in the worker, or once the worker

@@ -195,7 +195,7 @@ func TestCanaryShadowWritesNothing(t *testing.T) {
 			return h.Timer(ctx, "t", time.Millisecond, abi.TimerOptions{})
 		},
 		handle: func(ctx context.Context, h abi.Host, ev abi.Event) error {
-			// its lock holds across events, in its overlay
+			// its lock holds across events, in its layer
 			_, err := h.Set(ctx, "out", ev.Value, abi.SetOptions{Fence: "lk"})
 			fenced.Store(fmt.Sprint(err))
 			if err != nil {

@@ -5,10 +5,11 @@
 // after a reconnect, holds leases with fencing tokens for rules, and loads,
 // hot-reloads and stops rule files. It keeps rules' timers durable in the
 // store (under ReservedPrefix) and fires them from one scheduler. A dry run
-// (Config.DryRun) stages the rules' writes in memory and reports them
-// instead of sending them. A canary reload (RuleConfig.Canary) runs a new
-// version in shadow, its writes staged likewise, and swaps it in only when
-// it wrote what the live version wrote. In a group (Config.Group) several
+// (Config.DryRun) stages the rules' writes in a store in process, a layer
+// over the real one, and reports them instead of sending them. A canary
+// reload (RuleConfig.Canary) runs a new version in shadow, its writes
+// staged likewise, and swaps it in only when it wrote what the live
+// version wrote. In a group (Config.Group) several
 // hosts share the rules, each rule running on one live host at a time
 // under a fenced ownership lease (group.go).
 //
@@ -53,8 +54,10 @@
 //	                       its timers (arm, fire, record, load, drop)
 //	grouptimers.go         a rule's timer writes, fenced in a group
 //	services.go            what rules use of the host
-//	dryrun.go              a dry run's overlay of staged writes, and the
-//	                       memory it keeps timers in
+//	dryrun.go              a dry run's and a canary's staged writes: made
+//	                       on a layer, reported
+//	layer.go               a copy-on-write layer over the store: the keys
+//	                       written copied into a store in process
 //	journal.go             the provenance journal: each key's last rule write
 //	registry.go lineage.go abandon.go timerstore.go gate.go
 //	                       watch multiplexing; the feedback-loop damper and

@@ -241,3 +241,86 @@ func TestDryRunReadsTheStoreBehindTheOverlay(t *testing.T) {
 		t.Fatalf("reader failed: %s", s.LastError)
 	}
 }
+
+// A dry run stages its writes on the store's own semantics: a key is copied
+// from the store, value and version, before the first write of it (SET NX
+// of a stored key is not applied and returns the store's version); a key
+// the dry run only reads stays live while one it wrote keeps the staged
+// value; a key written fenced refuses an unfenced write, as the store
+// would, and the refusal is reported.
+func TestDryRunStagesOnTheStoresSemantics(t *testing.T) {
+	var staged stagedLog
+	e := newEnv(t, func(c *Config) { c.DryRun = staged.add })
+	stored := e.set("stored", "x")
+	e.set("live", "1")
+	type seen struct{ nx, nxVersion, live, mine, fenced string }
+	got := make(chan seen, 2)
+	e.load("sem", goRule{
+		init: watchInit("in"),
+		handle: func(ctx context.Context, h abi.Host, ev abi.Event) error {
+			var s seen
+			if string(ev.Value) == "1" {
+				var err error
+				s.nxVersion, err = h.Set(ctx, "stored", []byte("y"), abi.SetOptions{Cond: abi.CondNX})
+				s.nx = abi.StatusOf(err).String()
+				if _, err := h.Set(ctx, "mine", []byte("staged"), abi.SetOptions{}); err != nil {
+					return err
+				}
+				if _, err := h.Lock(ctx, "lk", time.Second, abi.LockOptions{}); err != nil {
+					return err
+				}
+				if _, err := h.Set(ctx, "f", []byte("1"), abi.SetOptions{Fence: "lk"}); err != nil {
+					return err
+				}
+				_, err = h.Set(ctx, "f", []byte("2"), abi.SetOptions{})
+				s.fenced = abi.StatusOf(err).String()
+			}
+			for key, into := range map[string]*string{"live": &s.live, "mine": &s.mine} {
+				v, err := h.Get(ctx, key)
+				if err != nil {
+					return err
+				}
+				*into = string(v.Data)
+			}
+			got <- s
+			return nil
+		},
+	})
+	next := func() seen {
+		t.Helper()
+		select {
+		case s := <-got:
+			return s
+		case <-time.After(30 * time.Second):
+			t.Fatalf("rule did not run: %+v", e.status("sem"))
+			return seen{}
+		}
+	}
+	e.set("in", "1")
+	first := next()
+	if first.nx != abi.StatusNotApplied.String() || first.nxVersion != stored {
+		t.Errorf("SET NX of a stored key: %s version %s, want %s and the store's version %s", first.nx, first.nxVersion, abi.StatusNotApplied, stored)
+	}
+	if first.fenced != abi.StatusFenced.String() {
+		t.Errorf("unfenced SET of a key written fenced: %s, want %s", first.fenced, abi.StatusFenced)
+	}
+	if first.live != "1" || first.mine != "staged" {
+		t.Errorf("first event read live=%q mine=%q, want 1 and staged", first.live, first.mine)
+	}
+	e.set("live", "2")
+	e.set("mine", "from outside")
+	e.set("in", "2")
+	if second := next(); second.live != "2" || second.mine != "staged" {
+		t.Errorf("second event read live=%q mine=%q, want the store's 2 and the staged value", second.live, second.mine)
+	}
+	lines := staged.lines()
+	want := `dry-run: SET f "2" (rule sem.gorule, event SET in v=`
+	if !slices.ContainsFunc(lines, func(l string) bool {
+		return strings.HasPrefix(l, want) && strings.Contains(l, "not staged: ") && strings.Contains(l, "fencing token")
+	}) {
+		t.Errorf("no refused write starts with %s and names the fencing token; reported:\n%s", want, strings.Join(lines, "\n"))
+	}
+	if v, _ := e.get("mine"); v != "from outside" {
+		t.Errorf("mine = %q in the store, want the outside write's", v)
+	}
+}

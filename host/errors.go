@@ -63,3 +63,18 @@ func storeError(err error) error {
 	// The client's errors already name the command and the key.
 	return &abi.Error{Status: status, Msg: err.Error(), Err: err}
 }
+
+// deleteResult is the error of a del or vdel that removed n keys (nil when
+// it removed the key).
+func deleteResult(verb, key string, n int64, err error) error {
+	switch {
+	case err != nil:
+		return storeError(err)
+	case n == 1:
+		return nil
+	case n == 0:
+		return abi.Errorf(abi.StatusNotFound, "%s %q: not found", verb, key)
+	default:
+		return abi.Errorf(abi.StatusNotApplied, "%s %q: value differs", verb, key)
+	}
+}

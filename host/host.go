@@ -224,7 +224,11 @@ func New(opts Config) (*Host, error) {
 	h.timers = newScheduler(opts.clock)
 	h.kv = opts.Store
 	if opts.DryRun != nil {
-		h.dry, h.kv = newOverlay(opts.DryRun, opts.clock.nowMs), newMemKV()
+		dry, err := newStaging(opts.Store, opts.clock.nowMs, h.log, opts.DryRun)
+		if err != nil {
+			return nil, fmt.Errorf("host: dry run: %w", err)
+		}
+		h.dry, h.kv = dry, dry
 	}
 	h.closing, h.startClosing = context.WithCancel(context.Background())
 	for _, rt := range opts.Runtimes {
@@ -517,7 +521,9 @@ func (h *Host) loadLocked(ctx context.Context, path string) (err error) {
 	b := newBinding(r, next, h.client)
 	var shadow *canary
 	if !fresh && cfg.Canary.on() && h.dry == nil {
-		shadow = newCanary(r, next, cfg.Canary)
+		if shadow, err = newCanary(r, next, cfg.Canary); err != nil {
+			return err
+		}
 		b.shadow = shadow
 	}
 	retry = true
@@ -530,6 +536,9 @@ func (h *Host) loadLocked(ctx context.Context, path string) (err error) {
 			r.discard(ctx)
 		} else {
 			r.timers.goLive(nil) // what the failed version armed fires in the running one
+		}
+		if shadow != nil {
+			shadow.discard()
 		}
 		var se *StuckError
 		if errors.As(err, &se) {
@@ -757,6 +766,11 @@ func (h *Host) Close(ctx context.Context) error {
 	}
 	h.cancel()
 	h.wg.Wait()
+	if h.dry != nil {
+		if err := h.dry.close(); err != nil {
+			errs = append(errs, fmt.Errorf("the dry run's staging: %w", err))
+		}
+	}
 	if left := h.calls.wait(ctx); len(left) > 0 {
 		errs = append(errs, fmt.Errorf("%d runtime call(s) still running: %s", len(left), strings.Join(left, ", ")))
 	}

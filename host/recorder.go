@@ -18,7 +18,7 @@ import (
 //
 // Not recorded: the calls of a canary's shadow (they never reach the
 // store) and log lines. In a dry run the rules' calls are recorded with the
-// replies of the staged overlay they got.
+// replies of the staging layer they got.
 type Recorder interface {
 	// RecordEvent reports ev about to be handled by rule (the file name,
 	// as in the logs): a notification with its value and version, a

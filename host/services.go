@@ -22,8 +22,8 @@ type services struct {
 	timers  *scheduler       // every rule's pending timers, and their clock
 	obs     Observer         // handler calls, for metrics (nil: none)
 	rec     Recorder         // what the rules see, for a trace (nil: none)
-	dry     *overlay         // a dry run's staged writes (nil: writes go to the store)
-	kv      keyStore         // where timers are kept: the client, or memory in a dry run
+	dry     *staging         // a dry run's staged writes (nil: writes go to the store)
+	kv      keyStore         // where timers are kept: the client, or a dry run's staging
 	gate    callGate         // bounds the handler calls running at once
 	group   groupFence       // the host's group (nil: none): fences owned rules' writes
 }

@@ -18,6 +18,8 @@
 //	commands.go        Execute: the validation pipeline of §9 and the commands
 //	store.go           the keys: versions, expiry, fencing, quotas
 //	registrations.go   KEYNOTIFY registrations and what they may hold
+//	seed.go            Seed and Forget: a store in memory holding copies of
+//	                   another store's keys (a dry run's staged writes)
 //	persist.go         the data directory: design and guarantees
 //	persist_recover.go recovery: snapshot, then journal segments
 //	persist_snapshot.go snapshots that replace the journal as it grows

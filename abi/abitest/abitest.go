@@ -1,6 +1,7 @@
 // Package abitest provides an in-memory abi.Host for runtime tests and
-// benchmarks: a faithful little store (versions, NX/NEX, VDEL, locks with
-// tokens, fences) without a broker, so a runtime can be tested verb by verb.
+// benchmarks: the state store's own semantics (package store, in memory:
+// versions, NX/NEX, VDEL, fences) behind the store verbs, locks with
+// tokens, and no broker, so a runtime can be tested verb by verb (Store).
 //
 // Beyond the store, a Host is a test double: it counts the calls of each
 // verb (Calls), records the arguments of the last one (LastCall), fails a
@@ -12,7 +13,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -22,10 +22,8 @@ import (
 // Host is an in-memory abi.Host. The zero value is not usable; call New.
 type Host struct {
 	mu      sync.Mutex
-	data    map[string]entry
-	version int
+	st      *Store // reset in place: Store returns the same one
 	watches map[string]abi.WatchOptions
-	locks   map[string]string // lock name -> token held by this rule
 	logs    []LogLine
 	calls   map[string]int
 	last    map[string]Call
@@ -54,11 +52,6 @@ type Call struct {
 	HasDeadline bool             // the call's context had a deadline (never for log)
 }
 
-type entry struct {
-	value   []byte
-	version string
-}
-
 // LogLine is one call of Log.
 type LogLine struct {
 	Level int32
@@ -67,10 +60,14 @@ type LogLine struct {
 
 // New returns an empty Host.
 func New() *Host {
-	h := &Host{}
+	h := &Host{st: NewStore()}
 	h.reset()
 	return h
 }
+
+// Store returns h's store, to call its verbs without h's bookkeeping (a
+// benchmark's host). Reset empties it.
+func (h *Host) Store() *Store { return h.st }
 
 var _ abi.Host = (*Host)(nil)
 
@@ -85,7 +82,10 @@ func (h *Host) Reset() {
 }
 
 func (h *Host) reset() {
-	h.data, h.version, h.watches, h.locks, h.logs = map[string]entry{}, 0, map[string]abi.WatchOptions{}, map[string]string{}, nil
+	h.st.mu.Lock()
+	h.st.reset()
+	h.st.mu.Unlock()
+	h.watches, h.logs = map[string]abi.WatchOptions{}, nil
 	h.calls, h.last, h.fail, h.Deny = map[string]int{}, map[string]Call{}, map[string]error{}, nil
 	h.timers, h.now = map[string]Timer{}, 0
 }
@@ -157,25 +157,6 @@ func (h *Host) begin(ctx context.Context, verb string, c Call) error {
 	return nil
 }
 
-// Version returns the n-th version (or lock token) a Host hands out after
-// New or Reset, counting from 1.
-func Version(n int) string { return fmt.Sprintf("%015d:%05d:abitest", n, 0) }
-
-func (h *Host) nextVersion() string {
-	h.version++
-	return Version(h.version)
-}
-
-func (h *Host) fence(name string) error {
-	if name == "" {
-		return nil
-	}
-	if _, ok := h.locks[name]; !ok {
-		return abi.Errorf(abi.StatusLockLost, "fence %q: lock not held", name)
-	}
-	return nil
-}
-
 // Get implements abi.Host.
 func (h *Host) Get(ctx context.Context, key string) (abi.Value, error) {
 	h.mu.Lock()
@@ -183,11 +164,7 @@ func (h *Host) Get(ctx context.Context, key string) (abi.Value, error) {
 	if err := h.begin(ctx, abi.FnGet, Call{Key: key}); err != nil {
 		return abi.Value{}, err
 	}
-	e, ok := h.data[key]
-	if !ok {
-		return abi.Value{}, abi.Errorf(abi.StatusNotFound, "get %q: not found", key)
-	}
-	return abi.Value{Data: bytes.Clone(e.value), Version: e.version}, nil
+	return h.st.Get(ctx, key)
 }
 
 // Set implements abi.Host.
@@ -197,19 +174,7 @@ func (h *Host) Set(ctx context.Context, key string, value []byte, opts abi.SetOp
 	if err := h.begin(ctx, abi.FnSet, Call{Key: key, Value: value, Set: opts}); err != nil {
 		return "", err
 	}
-	if opts.Cond > abi.CondNEX || opts.TTL < 0 {
-		return "", abi.Errorf(abi.StatusInvalid, "set %q: bad options", key)
-	}
-	if err := h.fence(opts.Fence); err != nil {
-		return "", err
-	}
-	e, exists := h.data[key]
-	if exists && (opts.Cond == abi.CondNX || opts.Cond == abi.CondNEX && !bytes.Equal(e.value, value)) {
-		return e.version, abi.Errorf(abi.StatusNotApplied, "set %q: not applied", key)
-	}
-	v := h.nextVersion()
-	h.data[key] = entry{value: bytes.Clone(value), version: v}
-	return v, nil
+	return h.st.Set(ctx, key, value, opts)
 }
 
 // Del implements abi.Host.
@@ -219,14 +184,7 @@ func (h *Host) Del(ctx context.Context, key string, opts abi.DelOptions) error {
 	if err := h.begin(ctx, abi.FnDel, Call{Key: key, Del: opts}); err != nil {
 		return err
 	}
-	if err := h.fence(opts.Fence); err != nil {
-		return err
-	}
-	if _, ok := h.data[key]; !ok {
-		return abi.Errorf(abi.StatusNotFound, "del %q: not found", key)
-	}
-	delete(h.data, key)
-	return nil
+	return h.st.Del(ctx, key, opts)
 }
 
 // VDel implements abi.Host.
@@ -236,18 +194,7 @@ func (h *Host) VDel(ctx context.Context, key string, value []byte, opts abi.DelO
 	if err := h.begin(ctx, abi.FnVDel, Call{Key: key, Value: value, Del: opts}); err != nil {
 		return err
 	}
-	if err := h.fence(opts.Fence); err != nil {
-		return err
-	}
-	e, ok := h.data[key]
-	if !ok {
-		return abi.Errorf(abi.StatusNotFound, "vdel %q: not found", key)
-	}
-	if !bytes.Equal(e.value, value) {
-		return abi.Errorf(abi.StatusNotApplied, "vdel %q: value differs", key)
-	}
-	delete(h.data, key)
-	return nil
+	return h.st.VDel(ctx, key, value, opts)
 }
 
 // Watch implements abi.Host.
@@ -275,27 +222,16 @@ func (h *Host) Unwatch(ctx context.Context, key string) error {
 	return nil
 }
 
-// Lock implements abi.Host. A lock is free unless this Host holds it, or a
-// value is stored under its name by someone else (Set), which makes it BUSY.
+// Lock implements abi.Host (see Store.Lock): a lock is free unless this
+// Host holds it, or a value is stored under its name by someone else
+// (Set, Put), which makes it BUSY.
 func (h *Host) Lock(ctx context.Context, name string, ttl time.Duration, opts abi.LockOptions) (string, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if err := h.begin(ctx, abi.FnLock, Call{Key: name, TTL: ttl, Lock: opts}); err != nil {
 		return "", err
 	}
-	if ttl <= 0 {
-		return "", abi.Errorf(abi.StatusInvalid, "lock %q: ttl must be positive", name)
-	}
-	if tok, ok := h.locks[name]; ok {
-		return tok, nil
-	}
-	if _, taken := h.data[name]; taken {
-		return "", abi.Errorf(abi.StatusBusy, "lock %q: held by another holder", name)
-	}
-	tok := h.nextVersion()
-	h.locks[name] = tok
-	h.data[name] = entry{value: []byte("abitest"), version: tok}
-	return tok, nil
+	return h.st.Lock(ctx, name, ttl, opts)
 }
 
 // Unlock implements abi.Host.
@@ -305,20 +241,11 @@ func (h *Host) Unlock(ctx context.Context, name string) error {
 	if err := h.begin(ctx, abi.FnUnlock, Call{Key: name}); err != nil {
 		return err
 	}
-	if _, ok := h.locks[name]; !ok {
-		return abi.Errorf(abi.StatusNotFound, "unlock %q: not held", name)
-	}
-	delete(h.locks, name)
-	delete(h.data, name)
-	return nil
+	return h.st.Unlock(ctx, name)
 }
 
 // LoseLock drops a held lock as if its lease lapsed.
-func (h *Host) LoseLock(name string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	delete(h.locks, name)
-}
+func (h *Host) LoseLock(name string) { h.st.LoseLock(name) }
 
 // Log implements abi.Host.
 func (h *Host) Log(level int32, msg string) {
@@ -404,21 +331,10 @@ func (h *Host) Timers() map[string]Timer {
 }
 
 // Value returns the stored value of key.
-func (h *Host) Value(key string) ([]byte, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	e, ok := h.data[key]
-	return bytes.Clone(e.value), ok
-}
+func (h *Host) Value(key string) ([]byte, bool) { return h.st.Value(key) }
 
-// Put stores key directly, as another writer would.
-func (h *Host) Put(key string, value []byte) string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	v := h.nextVersion()
-	h.data[key] = entry{value: bytes.Clone(value), version: v}
-	return v
-}
+// Put stores key directly, as another writer would (see Store.Put).
+func (h *Host) Put(key string, value []byte) string { return h.st.Put(key, value) }
 
 // Watches returns the watched keys and their options.
 func (h *Host) Watches() map[string]abi.WatchOptions {

@@ -133,6 +133,14 @@ func TestVerbs(t *testing.T) {
 		{name: "lock zero ttl", call: lock("L", 0), status: abi.StatusInvalid, msg: `lock "L": ttl must be positive`},
 		{name: "unlock", setup: []verb{lock("L", time.Second)}, call: unlock("L"), check: value("L", "", false)},
 		{name: "unlock not held", call: unlock("L"), status: abi.StatusNotFound, msg: `unlock "L": not held`},
+		{name: "set over a key written fenced", setup: []verb{lock("L", time.Second), set("k", "v", fenced)}, call: set("k", "w", abi.SetOptions{}),
+			status: abi.StatusFenced, msg: `set "k": a fencing token is required for this request`, check: value("k", "v", true)},
+		{name: "del of a key written fenced", setup: []verb{lock("L", time.Second), set("k", "v", fenced)}, call: del("k", abi.DelOptions{}),
+			status: abi.StatusFenced, msg: `del "k": a fencing token is required for this request`, check: value("k", "v", true)},
+		{name: "del fenced of a key written fenced", setup: []verb{lock("L", time.Second), set("k", "v", fenced)}, call: del("k", abi.DelOptions{Fence: "L"}),
+			check: value("k", "", false)},
+		{name: "a delete takes a version", setup: []verb{set("k", "a", abi.SetOptions{}), del("k", abi.DelOptions{})}, call: set("k", "b", abi.SetOptions{}), want: v(3)},
+		{name: "set ttl (the clock stands still)", call: set("k", "v", abi.SetOptions{TTL: time.Microsecond}), want: v(1), check: value("k", "v", true)},
 		{name: "lost lock fences", setup: []verb{lock("L", time.Second), func(h *abitest.Host) (string, error) { h.LoseLock("L"); return "", nil }},
 			call: set("k", "v", fenced), status: abi.StatusLockLost, msg: `fence "L": lock not held`},
 	} {
@@ -181,6 +189,18 @@ func TestStoreHelpers(t *testing.T) {
 	}
 	if got, err := h.Get(ctx, "k"); err != nil || string(got.Data) != "v" || got.Version != abitest.Version(1) {
 		t.Errorf("Get(k) = %+v, %v", got, err)
+	}
+	if _, err := h.Lock(ctx, "L", time.Second, abi.LockOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Set(ctx, "f", []byte("1"), abi.SetOptions{Fence: "L"}); err != nil {
+		t.Fatal(err)
+	}
+	if ver := h.Put("f", []byte("2")); ver != "" {
+		t.Errorf("Put over a key written fenced returned %q, want \"\" (refused)", ver)
+	}
+	if got, _ := h.Value("f"); string(got) != "1" {
+		t.Errorf("Value(f) = %q after a refused Put, want 1", got)
 	}
 
 	h.Log(abi.LevelWarn, "one")

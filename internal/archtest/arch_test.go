@@ -6,21 +6,35 @@ package archtest
 import (
 	"encoding/json"
 	"os/exec"
-	"slices"
 	"strings"
 	"testing"
 )
 
 const mod = "github.com/ssrun/ssrun/"
 
-// allowed lists, per package prefix, the project packages it may import
-// (directly or not). Packages not listed here may import anything below cmd.
-var rules = []struct {
+// rule is what the packages under one path prefix may depend on.
+type rule struct {
 	pkg   string   // package path prefix (relative to the module)
 	allow []string // allowed project package prefixes
 	deny  []string // forbidden third-party module prefixes
-}{
-	{pkg: "abi", allow: []string{"abi"}, deny: []string{"github.com/", "golang.org/", "google.golang.org/"}},
+}
+
+// thirdParty are the module prefixes of every dependency outside the
+// standard library and this module.
+var thirdParty = []string{"github.com/", "golang.org/", "google.golang.org/"}
+
+// rules lists, per package prefix, the project packages it may import
+// (directly or not); a package follows the rule of its longest prefix.
+// Packages not listed here may import anything below cmd.
+var rules = []rule{
+	{pkg: "abi", allow: []string{"abi"}, deny: thirdParty},
+	// abi/abitest, the in-memory abi.Host of the runtimes' tests (and of
+	// ssrun check), keeps its keys in package store, the state store's
+	// semantics, instead of a copy of its own. It is test support, which
+	// neither abi nor a guest SDK imports, so abi and the SDKs stay
+	// stdlib-only; abitest takes store's dependencies with it (the protocol
+	// packages, internal/glob, google/btree).
+	{pkg: "abi/abitest", allow: []string{"abi", "store", "protocol/resp", "protocol/hlc", "protocol/wire", "internal/glob"}},
 	{pkg: "protocol", allow: []string{"protocol"}},
 	{pkg: "store", allow: []string{"store", "protocol/resp", "protocol/hlc", "protocol/wire", "internal/glob"}},
 	{pkg: "inproc", allow: []string{"inproc", "protocol", "store", "internal/glob"}},
@@ -28,17 +42,57 @@ var rules = []struct {
 	{pkg: "runtime/lua", allow: []string{"runtime/lua", "abi"}},
 	{pkg: "runtime/wasm", allow: []string{"runtime/wasm", "abi"}},
 	{pkg: "runtime/plugin", allow: []string{"runtime/plugin", "abi"}},
-	{pkg: "host", allow: []string{"host", "abi", "protocol", "runtime", "internal/fsfollow", "internal/safefile"}},
+	// host may import store and inproc: a dry run stages its writes in a
+	// store in process (host/layer.go).
+	{pkg: "host", allow: []string{"host", "abi", "protocol", "store", "inproc", "internal/glob", "runtime", "internal/fsfollow", "internal/safefile"}},
 	// ocirules knows no host nor runtime: it fills a folder that the host
 	// loads and follows like any other.
 	{pkg: "ocirules", allow: []string{"ocirules", "internal/safefile"}},
-	{pkg: "admin", allow: []string{"admin", "host", "abi", "protocol", "broker", "store", "internal/glob", "runtime", "internal/fsfollow", "internal/safefile"}},
+	{pkg: "admin", allow: []string{"admin", "host", "abi", "protocol", "broker", "store", "inproc", "internal/glob", "runtime", "internal/fsfollow", "internal/safefile"}},
 }
 
 // testSupport are the project packages a package of test helpers (one whose
 // name ends in "test", such as broker/brokertest) may import besides those
-// its folder allows: only tests import such a package.
-var testSupport = []string{"internal/testutil", "internal/ruletest"}
+// its folder allows, with what their own rules allow them: only tests
+// import such a package.
+var testSupport = []string{"internal/testutil", "internal/ruletest", "abi/abitest"}
+
+// ruleFor returns the rule of the package rel: the one of its longest
+// prefix.
+func ruleFor(rel string) (rule, bool) {
+	var best rule
+	found := false
+	for _, r := range rules {
+		if (rel == r.pkg || strings.HasPrefix(rel, r.pkg+"/")) && (!found || len(r.pkg) > len(best.pkg)) {
+			best, found = r, true
+		}
+	}
+	return best, found
+}
+
+// allows reports whether the project package d is under one of prefixes.
+func allows(prefixes []string, d string) bool {
+	for _, a := range prefixes {
+		if d == a || strings.HasPrefix(d, a+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// supportAllows reports whether a package of test helpers may depend on
+// the project package d: one of testSupport, or one a rule of theirs allows.
+func supportAllows(d string) bool {
+	for _, s := range testSupport {
+		if d == s {
+			return true
+		}
+		if r, ok := ruleFor(s); ok && allows(r.allow, d) {
+			return true
+		}
+	}
+	return false
+}
 
 type pkgInfo struct {
 	ImportPath string
@@ -59,33 +113,23 @@ func TestImportGraph(t *testing.T) {
 			t.Fatal(err)
 		}
 		rel := strings.TrimPrefix(p.ImportPath, mod)
-		for _, r := range rules {
-			if rel != r.pkg && !strings.HasPrefix(rel, r.pkg+"/") {
+		r, ok := ruleFor(rel)
+		if !ok {
+			continue
+		}
+		// abi/guest/* are guest SDKs built for wasip1: same rule as abi.
+		checked++
+		for _, d := range p.Deps {
+			if strings.HasPrefix(d, mod) {
+				drel := strings.TrimPrefix(d, mod)
+				if !allows(r.allow, drel) && !(strings.HasSuffix(rel, "test") && supportAllows(drel)) {
+					t.Errorf("%s imports %s: not allowed by the layout (architecture.md §2)", rel, drel)
+				}
 				continue
 			}
-			// abi/guest/* are guest SDKs built for wasip1: same rule as abi.
-			checked++
-			for _, d := range p.Deps {
-				if strings.HasPrefix(d, mod) {
-					drel := strings.TrimPrefix(d, mod)
-					ok := false
-					for _, a := range r.allow {
-						if drel == a || strings.HasPrefix(drel, a+"/") {
-							ok = true
-						}
-					}
-					if strings.HasSuffix(rel, "test") && slices.Contains(testSupport, drel) {
-						ok = true
-					}
-					if !ok {
-						t.Errorf("%s imports %s: not allowed by the layout (architecture.md §2)", rel, drel)
-					}
-					continue
-				}
-				for _, deny := range r.deny {
-					if strings.HasPrefix(d, deny) {
-						t.Errorf("%s depends on %s: %s must stay stdlib-only", rel, d, r.pkg)
-					}
+			for _, deny := range r.deny {
+				if strings.HasPrefix(d, deny) {
+					t.Errorf("%s depends on %s: %s must stay stdlib-only", rel, d, r.pkg)
 				}
 			}
 		}

@@ -2,7 +2,6 @@ package lua
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -15,7 +14,7 @@ import (
 )
 
 // ver is abitest's n-th version string.
-func ver(n int) string { return fmt.Sprintf("%015d:%05d:abitest", n, 0) }
+var ver = abitest.Version
 
 // evalRule evaluates the Lua expression expr inside on_event against h and
 // returns its results, each shown as "type:value", joined by " | ".

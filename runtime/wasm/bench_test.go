@@ -12,8 +12,10 @@ import (
 )
 
 // BenchmarkVerbs: each verb called b.N times by the Go guest, in events
-// of 256 calls, against benchHost (abitest.Host with a lean store). The floor is the bare host call: the
-// guest calls last_error with a zero-length buffer (a real ABI host
+// of 256 calls, against benchHost (abitest.Host's store, package store's
+// engine, without the test double's bookkeeping; its own cost per call is
+// abitest's BenchmarkStore). The floor is the bare host call: the guest
+// calls last_error with a zero-length buffer (a real ABI host
 // function that looks up the caller and writes 4 bytes, nothing else), in
 // an event of 256 calls just before each of the verb's (not timed in
 // ns/op). x-floor is the verb's fastest event over the floor's fastest,
@@ -23,8 +25,8 @@ import (
 // one name; "set-literal" builds its value in the call; "del", "unwatch",
 // "unlock" and "cancel" fail with NOT_FOUND, "vdel" with NOT_APPLIED;
 // raw-get, raw-set and raw-del are get, set and the failing del as bare
-// host calls without the SDK (the host's and the engine's share of a
-// verb). The rule picks the verb once per event, so no row pays a
+// host calls without the SDK (the host's, the engine's and the store's
+// share of a verb). The rule picks the verb once per event, so no row pays a
 // per-call dispatch the floor does not.
 func BenchmarkVerbs(b *testing.B) {
 	h := newBenchHost()

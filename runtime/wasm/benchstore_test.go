@@ -1,9 +1,7 @@
 package wasm
 
 import (
-	"bytes"
 	"context"
-	"strconv"
 	"sync"
 	"time"
 
@@ -13,33 +11,30 @@ import (
 
 // benchHost is the Host of the verb benchmarks: abitest.Host with Log
 // dropped (abitest keeps every line, which would grow without bound over
-// millions of calls) and the store verbs (Get, Set, Del, VDel) and the
-// timer verbs (Timer, Cancel) on lean maps of their own. abitest records
-// every call's arguments (a copy of the value, a map write of the whole
-// Call) and makes each version with fmt.Sprintf, which made the host's
-// share of a set (raw-set) about 3.6 floors, much of it the test double's
-// bookkeeping. The lean store copies what a store must (the value or
-// payload it keeps), reads the clock for a timer's deadline as the host
-// does, and fails as abitest does, with the same messages (abi.Errorf, as
-// the real binding).
+// millions of calls), the store verbs (Get, Set, Del, VDel) made on its
+// store without its bookkeeping (abitest.Host.Store: the state store's own
+// code, package store, in memory, called with RESP3 requests as a client
+// calls it), and the timer verbs (Timer, Cancel) on a lean map of their
+// own. abitest records every call's arguments (a copy of the value, a map
+// write of the whole Call), which made the host's share of a verb largely
+// the test double's bookkeeping. The lean timers copy what a host must
+// (the payload it keeps), read the clock for a timer's deadline as the
+// host does, and fail as abitest does, with the same messages.
 type benchHost struct {
 	*abitest.Host
-	store *benchStore
+	timers *benchTimers
 }
 
 func newBenchHost() benchHost {
-	return benchHost{abitest.New(), &benchStore{data: map[string]*benchEntry{}, timers: map[string]*benchTimer{}}}
+	return benchHost{abitest.New(), &benchTimers{m: map[string]*benchTimer{}}}
 }
 
 func (benchHost) Log(int32, string) {}
 
-// benchStore is benchHost's store.
-type benchStore struct {
-	mu      sync.Mutex
-	data    map[string]*benchEntry
-	timers  map[string]*benchTimer
-	version int64
-	buf     []byte // scratch for versions
+// benchTimers are benchHost's timers.
+type benchTimers struct {
+	mu sync.Mutex
+	m  map[string]*benchTimer
 }
 
 // benchTimer is an armed timer, kept as a host keeps it (nothing fires it
@@ -50,78 +45,24 @@ type benchTimer struct {
 	payload  []byte
 }
 
-type benchEntry struct {
-	value   []byte
-	version string
-}
-
-// Put stores value under key.
-func (h benchHost) Put(key string, value []byte) string {
-	v, _ := h.Set(context.Background(), key, value, abi.SetOptions{})
-	return v
-}
-
 // Get implements abi.Host.
-func (h benchHost) Get(_ context.Context, key string) (abi.Value, error) {
-	s := h.store
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e, ok := s.data[key]
-	if !ok {
-		return abi.Value{}, abi.Errorf(abi.StatusNotFound, "get %q: not found", key)
-	}
-	return abi.Value{Data: e.value, Version: e.version}, nil // the runtime copies them into the guest
+func (h benchHost) Get(ctx context.Context, key string) (abi.Value, error) {
+	return h.Store().Get(ctx, key)
 }
 
-// Set implements abi.Host: no conditions, TTLs or fences (the bench rows
-// use none).
-func (h benchHost) Set(_ context.Context, key string, value []byte, opts abi.SetOptions) (string, error) {
-	if opts != (abi.SetOptions{}) {
-		return "", abi.Errorf(abi.StatusInvalid, "set %q: the bench store takes no options", key)
-	}
-	s := h.store
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.version++
-	s.buf = append(strconv.AppendInt(s.buf[:0], s.version, 10), ":0:bench"...)
-	e := s.data[key]
-	if e == nil { // one lookup for a key written before, as a store's
-		e = &benchEntry{}
-		s.data[key] = e
-	}
-	// A new array each time: Get hands out the old one, which the runtime
-	// copies into the guest after the lock is released.
-	e.value = append(e.value[:0:0], value...)
-	e.version = string(s.buf)
-	return e.version, nil
+// Set implements abi.Host.
+func (h benchHost) Set(ctx context.Context, key string, value []byte, opts abi.SetOptions) (string, error) {
+	return h.Store().Set(ctx, key, value, opts)
 }
 
 // Del implements abi.Host.
-func (h benchHost) Del(_ context.Context, key string, _ abi.DelOptions) error {
-	s := h.store
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.data[key]; !ok {
-		return abi.Errorf(abi.StatusNotFound, "del %q: not found", key)
-	}
-	delete(s.data, key)
-	return nil
+func (h benchHost) Del(ctx context.Context, key string, opts abi.DelOptions) error {
+	return h.Store().Del(ctx, key, opts)
 }
 
 // VDel implements abi.Host.
-func (h benchHost) VDel(_ context.Context, key string, value []byte, _ abi.DelOptions) error {
-	s := h.store
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e, ok := s.data[key]
-	if !ok {
-		return abi.Errorf(abi.StatusNotFound, "vdel %q: not found", key)
-	}
-	if !bytes.Equal(e.value, value) {
-		return abi.Errorf(abi.StatusNotApplied, "vdel %q: value differs", key)
-	}
-	delete(s.data, key)
-	return nil
+func (h benchHost) VDel(ctx context.Context, key string, value []byte, opts abi.DelOptions) error {
+	return h.Store().VDel(ctx, key, value, opts)
 }
 
 // Timer implements abi.Host. The payload is lent (abi.Host): it is copied
@@ -131,13 +72,13 @@ func (h benchHost) Timer(_ context.Context, name string, delay time.Duration, op
 		return abi.Errorf(abi.StatusInvalid, "timer %q: negative delay or period", name)
 	}
 	deadline := time.Now().Add(delay).UnixMilli()
-	s := h.store
+	s := h.timers
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t := s.timers[name]
+	t := s.m[name]
 	if t == nil {
 		t = &benchTimer{}
-		s.timers[name] = t
+		s.m[name] = t
 	}
 	t.deadline, t.every, t.payload = deadline, opts.Every, append(t.payload[:0], opts.Payload...)
 	return nil
@@ -145,12 +86,12 @@ func (h benchHost) Timer(_ context.Context, name string, delay time.Duration, op
 
 // Cancel implements abi.Host.
 func (h benchHost) Cancel(_ context.Context, name string) error {
-	s := h.store
+	s := h.timers
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.timers[name]; !ok {
+	if _, ok := s.m[name]; !ok {
 		return abi.Errorf(abi.StatusNotFound, "cancel %q: no such timer", name)
 	}
-	delete(s.timers, name)
+	delete(s.m, name)
 	return nil
 }
