@@ -51,3 +51,28 @@ func TestLocalDownAndUp(t *testing.T) {
 		t.Fatalf("after LocalUp: %s, want the change made after it only", got)
 	}
 }
+
+// A change's notification is queued on the watcher's Events before the
+// writer's call returns, and EventsQueued counts it: what lets a reader
+// that counts the events it handled know none is in flight.
+func TestEventsQueuedBeforeTheWriteReturns(t *testing.T) {
+	clk := newClock()
+	dial := backends[0].start(t, clk, -1)
+	watcher, writer := dial("watcher"), dial("writer")
+	if err := watcher.KeyNotify(ctx, []byte("k"), protocol.CallOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before := watcher.EventsQueued()
+	if before == 0 {
+		t.Fatal("EventsQueued = 0: EventConnected is not counted")
+	}
+	w := &world{t: t, clk: clk}
+	_, _ = w.set(writer, "k", "1", protocol.SetOptions{})
+	if got := watcher.EventsQueued(); got != before+1 {
+		t.Fatalf("after a SET returned: EventsQueued = %d, want %d", got, before+1)
+	}
+	_, _ = w.set(writer, "other", "1", protocol.SetOptions{}) // not watched
+	if got := watcher.EventsQueued(); got != before+1 {
+		t.Fatalf("after a SET of a key not watched: EventsQueued = %d, want %d", got, before+1)
+	}
+}
