@@ -29,6 +29,7 @@ import (
 // before that (someone deleted the key early) or after another write starts
 // afresh.
 type lineage struct {
+	clock    Clock // of the TTLs' expiry
 	mu       sync.Mutex
 	m        map[string]lineageEntry
 	order    []string // FIFO of versions, to bound the map
@@ -41,12 +42,12 @@ type lineage struct {
 // expiringWrite is a rule's write with a TTL, awaiting its expiry.
 type expiringWrite struct {
 	version string
-	due     int64 // on now's clock: the write was sent at least ttl before
+	due     int64 // on mono's clock: the write was sent at least ttl before
 	entry   lineageEntry
 }
 
-func newLineage(size int) *lineage {
-	return &lineage{m: make(map[string]lineageEntry, size), order: make([]string, size), size: size,
+func newLineage(size int, c Clock) *lineage {
+	return &lineage{clock: c, m: make(map[string]lineageEntry, size), order: make([]string, size), size: size,
 		pending: map[string][]*lineageEntry{}, expiring: map[string]expiringWrite{}}
 }
 
@@ -55,7 +56,7 @@ func newLineage(size int) *lineage {
 // for none, or a delete). The returned function ends it, recording the
 // version the store gave (empty for a delete or a failure).
 func (l *lineage) begin(key, op string, from lineageEntry, ruleName string, ttl time.Duration) func(version string) {
-	sent := now()
+	sent := mono(l.clock)
 	e := &lineageEntry{hop: from.hop + 1, origin: from.origin, steps: from.extend(Step{Rule: ruleName, Key: key, Op: op})}
 	l.mu.Lock()
 	l.pending[key] = append(l.pending[key], e)
@@ -137,7 +138,7 @@ func (l *lineage) lookup(key, version string, op abi.Op) lineageEntry {
 		}
 	case abi.OpDelete:
 		delete(l.expiring, key)
-		if now() >= x.due {
+		if mono(l.clock) >= x.due {
 			return x.entry
 		}
 	}
