@@ -27,8 +27,9 @@ func (a *app) testCmd() *cobra.Command {
 		Short: "Run the rules' test files (NAME.test.yaml, NAME_test.yaml) on a virtual clock",
 		Long: `Run the rules' test files (NAME.test.yaml or NAME_test.yaml, next to the
 rules) like go test: each case starts the folder's rules (or those the file
-names) on an in-memory store with a virtual clock, applies its steps and
-checks what each step expects. DIR/... also runs the folders below DIR.
+names) on the real host and an in-process store with a virtual clock,
+applies its steps and checks what each step expects. DIR/... also runs the
+folders below DIR.
 The rules get the settings of their folder's ssrun.yaml. As in go test,
 -run REGEX, -v and -json work with one dash too.
 

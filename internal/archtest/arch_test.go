@@ -29,6 +29,7 @@ var rules = []struct {
 	{pkg: "runtime/wasm", allow: []string{"runtime/wasm", "abi"}},
 	{pkg: "runtime/plugin", allow: []string{"runtime/plugin", "abi"}},
 	{pkg: "host", allow: []string{"host", "abi", "protocol", "runtime", "internal/fsfollow", "internal/safefile"}},
+	{pkg: "testrun", allow: []string{"testrun", "host", "abi", "protocol", "store", "inproc", "runtime", "internal/fsfollow", "internal/safefile"}},
 	{pkg: "admin", allow: []string{"admin", "host", "abi", "protocol", "broker", "store", "runtime", "internal/fsfollow", "internal/safefile"}},
 }
 
