@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -47,6 +48,7 @@ type engine struct {
 	h       *host.Host
 	obs     *observed
 	paths   map[string]string // rule file name -> path
+	srcDir  string            // where a reload step's files are
 	cancel  context.CancelFunc
 }
 
@@ -258,6 +260,27 @@ func (e *engine) fence(ctx context.Context, name string) error {
 		}
 		return nil
 	})
+}
+
+// reload writes the content of the file src over the rule file name (a
+// case's copy) and loads it, as ssrun dev does when a rule file changes.
+func (e *engine) reload(ctx context.Context, name, src string) error {
+	path, ok := e.paths[name]
+	if !ok {
+		return fmt.Errorf("reload: no rule %q in the case", name)
+	}
+	b, err := host.ReadRuleFile(src)
+	if err != nil {
+		return fmt.Errorf("reload %s: %w", name, err)
+	}
+	info, err := os.Stat(path)
+	if err == nil {
+		err = os.WriteFile(path, b, info.Mode().Perm())
+	}
+	if err != nil {
+		return fmt.Errorf("reload %s: %w", name, err)
+	}
+	return e.h.Load(ctx, path)
 }
 
 // value reads key from the store as a client does.

@@ -213,6 +213,17 @@ func compile(ctx context.Context, f *File, opts Options) ([]rule, error) {
 
 // runCase runs one case on a fresh engine and returns what went wrong.
 func runCase(ctx context.Context, f *File, c *Case, rules []rule, runtimes []abi.Runtime) (problems []string) {
+	if slices.ContainsFunc(c.Steps, func(s Step) bool { return len(s.Reload) > 0 }) {
+		// The case rewrites rule files: its host runs copies of them.
+		tmp, err := os.MkdirTemp("", "ssrun-test-*")
+		if err != nil {
+			return []string{err.Error()}
+		}
+		defer os.RemoveAll(tmp)
+		if rules, err = copyRules(rules, tmp); err != nil {
+			return []string{err.Error()}
+		}
+	}
 	obs := newObserved()
 	e, err := newEngine(ctx, f.start, c.Seed, rules, runtimes, obs, func(ctx context.Context, out *protocol.Client) error {
 		for _, k := range sortedKeys(c.Store) {
@@ -230,6 +241,7 @@ func runCase(ctx context.Context, f *File, c *Case, rules []rule, runtimes []abi
 	if err != nil {
 		return []string{err.Error()}
 	}
+	e.srcDir = filepath.Dir(f.Path)
 	obs.take() // what the rules' start did is no step's
 	for i := range c.Steps {
 		s := &c.Steps[i]
@@ -276,7 +288,36 @@ func (e *engine) step(ctx context.Context, s *Step) error {
 		return e.hold(ctx, e.client.LocalUp)
 	case s.LoseLock != "":
 		return e.loseLock(ctx, s.LoseLock)
+	case len(s.Reload) > 0:
+		return e.hold(ctx, func() error {
+			for _, kv := range s.Reload {
+				if err := e.reload(ctx, kv.Key, filepath.Join(e.srcDir, kv.Value)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 	default:
 		return e.fence(ctx, s.Fence)
 	}
+}
+
+// copyRules copies the rule files to dir and returns the rules there.
+func copyRules(rules []rule, dir string) ([]rule, error) {
+	out := slices.Clone(rules)
+	for i, r := range out {
+		src, err := host.ReadRuleFile(r.path)
+		if err != nil {
+			return nil, err
+		}
+		info, err := os.Stat(r.path)
+		if err != nil {
+			return nil, err
+		}
+		out[i].path = filepath.Join(dir, r.name)
+		if err := os.WriteFile(out[i].path, src, info.Mode().Perm()); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
