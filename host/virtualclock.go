@@ -1,7 +1,7 @@
 package host
 
 import (
-	"container/heap"
+	"slices"
 	"sync"
 	"time"
 )
@@ -12,8 +12,7 @@ import (
 type VirtualClock struct {
 	mu    sync.Mutex
 	now   time.Time
-	seq   uint64
-	calls virtualCalls
+	calls []*virtualCall // pending, in the order they run
 }
 
 // NewVirtualClock returns a virtual clock at start.
@@ -33,9 +32,16 @@ func (c *VirtualClock) Now() time.Time {
 func (c *VirtualClock) AfterFunc(d time.Duration, f func()) ClockTimer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.seq++
-	vc := &virtualCall{c: c, at: c.now.Add(max(d, 0)), seq: c.seq, f: f, index: -1}
-	heap.Push(&c.calls, vc)
+	vc := &virtualCall{c: c, at: c.now.Add(max(d, 0)), f: f}
+	// After every call due no later: calls due at once run in the order
+	// they were made.
+	i, _ := slices.BinarySearchFunc(c.calls, vc.at, func(x *virtualCall, at time.Time) int {
+		if x.at.After(at) {
+			return 1
+		}
+		return -1
+	})
+	c.calls = slices.Insert(c.calls, i, vc)
 	return vc
 }
 
@@ -68,7 +74,8 @@ func (c *VirtualClock) Fire() bool {
 		c.mu.Unlock()
 		return false
 	}
-	vc := heap.Pop(&c.calls).(*virtualCall)
+	vc := c.calls[0]
+	c.calls = slices.Delete(c.calls, 0, 1)
 	c.mu.Unlock()
 	vc.f()
 	return true
@@ -76,48 +83,19 @@ func (c *VirtualClock) Fire() bool {
 
 // virtualCall is one pending AfterFunc call of a VirtualClock.
 type virtualCall struct {
-	c     *VirtualClock
-	at    time.Time
-	seq   uint64
-	f     func()
-	index int // in the heap; -1 when not in it
+	c  *VirtualClock
+	at time.Time
+	f  func()
 }
 
 // Stop implements ClockTimer.
 func (vc *virtualCall) Stop() bool {
 	vc.c.mu.Lock()
 	defer vc.c.mu.Unlock()
-	if vc.index < 0 {
+	i := slices.Index(vc.c.calls, vc)
+	if i < 0 {
 		return false
 	}
-	heap.Remove(&vc.c.calls, vc.index)
+	vc.c.calls = slices.Delete(vc.c.calls, i, i+1)
 	return true
-}
-
-// virtualCalls orders calls by time, then by when they were made.
-type virtualCalls []*virtualCall
-
-func (h virtualCalls) Len() int { return len(h) }
-func (h virtualCalls) Less(i, j int) bool {
-	if !h[i].at.Equal(h[j].at) {
-		return h[i].at.Before(h[j].at)
-	}
-	return h[i].seq < h[j].seq
-}
-func (h virtualCalls) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index, h[j].index = i, j
-}
-func (h *virtualCalls) Push(x any) {
-	vc := x.(*virtualCall)
-	vc.index = len(*h)
-	*h = append(*h, vc)
-}
-func (h *virtualCalls) Pop() any {
-	old := *h
-	vc := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	vc.index = -1
-	return vc
 }
