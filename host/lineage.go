@@ -47,7 +47,10 @@ type expiringWrite struct {
 }
 
 func newLineage(size int, c Clock) *lineage {
-	return &lineage{clock: c, m: make(map[string]lineageEntry, size), order: make([]string, size), size: size,
+	// The map and the ring of versions grow as writes come (up to size):
+	// a host that writes little costs little (ssrun test starts one per
+	// case).
+	return &lineage{clock: c, m: map[string]lineageEntry{}, size: size,
 		pending: map[string][]*lineageEntry{}, expiring: map[string]expiringWrite{}}
 }
 
@@ -94,11 +97,13 @@ func (l *lineage) begin(key, op string, from lineageEntry, ruleName string, ttl 
 		} else {
 			delete(l.expiring, key)
 		}
-		if old := l.order[l.next]; old != "" {
-			delete(l.m, old)
+		if len(l.order) < l.size {
+			l.order = append(l.order, version)
+		} else {
+			delete(l.m, l.order[l.next])
+			l.order[l.next] = version
+			l.next = (l.next + 1) % l.size
 		}
-		l.order[l.next] = version
-		l.next = (l.next + 1) % l.size
 		l.m[version] = done
 	}
 }
