@@ -153,27 +153,31 @@ func (q *quiet) enter(ctx context.Context, rq *ruleQuiet, ticket uint64) error {
 	q.mu.Lock()
 	q.waiting[rq] = ticket
 	q.changedLocked()
-	for {
-		if q.grantableLocked() && q.smallestLocked() == rq {
-			delete(q.waiting, rq)
-			q.holder = rq
-			q.changedLocked()
-			q.mu.Unlock()
-			return nil
-		}
+	err := q.awaitLocked(ctx, func() bool { return q.grantableLocked() && q.smallestLocked() == rq })
+	delete(q.waiting, rq)
+	if err == nil {
+		q.holder = rq
+	}
+	q.changedLocked()
+	q.mu.Unlock()
+	return err
+}
+
+// awaitLocked waits, q.mu held (and released while it waits), until cond
+// holds or ctx ends.
+func (q *quiet) awaitLocked(ctx context.Context, cond func() bool) error {
+	for !cond() {
 		ch := q.changed
 		q.mu.Unlock()
 		select {
 		case <-ch:
 		case <-ctx.Done():
 			q.mu.Lock()
-			delete(q.waiting, rq)
-			q.changedLocked()
-			q.mu.Unlock()
 			return ctx.Err()
 		}
 		q.mu.Lock()
 	}
+	return nil
 }
 
 // smallestLocked returns the waiting rule with the smallest ticket.
@@ -205,19 +209,9 @@ func (q *quiet) idleLocked() bool {
 
 // waitIdle waits until the host is idle, or ctx ends.
 func (q *quiet) waitIdle(ctx context.Context) error {
-	for {
-		q.mu.Lock()
-		idle, ch := q.idleLocked(), q.changed
-		q.mu.Unlock()
-		if idle {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.awaitLocked(ctx, q.idleLocked)
 }
 
 // hold takes the turn for the caller once it is free, so that no handler
@@ -225,19 +219,12 @@ func (q *quiet) waitIdle(ctx context.Context) error {
 func (q *quiet) hold(ctx context.Context) (release func(), err error) {
 	token := new(int)
 	q.mu.Lock()
-	for q.holder != nil {
-		ch := q.changed
-		q.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		q.mu.Lock()
+	defer q.mu.Unlock()
+	if err := q.awaitLocked(ctx, func() bool { return q.holder == nil }); err != nil {
+		return nil, err
 	}
 	q.holder = token
 	q.changedLocked()
-	q.mu.Unlock()
 	return func() {
 		q.mu.Lock()
 		if q.holder == token {

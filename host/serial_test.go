@@ -92,8 +92,8 @@ func (j *handled) add(format string, args ...any) {
 func (j *handled) take() []string {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	out := j.lines
-	j.lines = nil
+	out := slices.Clone(j.lines)
+	j.lines = j.lines[:0]
 	return out
 }
 
