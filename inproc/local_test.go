@@ -63,4 +63,3 @@ func TestLocalDownAndUp(t *testing.T) {
 		t.Fatalf("after LocalUp: %s, want the change made after it only", got)
 	}
 }
-
