@@ -36,6 +36,7 @@ func (e *StuckError) Error() string {
 // tracker counts the goroutines that run runtime calls, so that Close can
 // wait for them and name those still running.
 type tracker struct {
+	clock   Clock // of the grace
 	mu      sync.Mutex
 	live    map[*task]struct{}
 	changed chan struct{} // closed (and replaced) whenever a task ends
@@ -48,8 +49,8 @@ type task struct {
 	abandoned atomic.Bool
 }
 
-func newTracker() *tracker {
-	return &tracker{live: map[*task]struct{}{}, changed: make(chan struct{})}
+func newTracker(c Clock) *tracker {
+	return &tracker{clock: c, live: map[*task]struct{}{}, changed: make(chan struct{})}
 }
 
 // start registers a goroutine about to start.
@@ -93,8 +94,9 @@ func (t *tracker) wait(ctx context.Context) []string {
 		grace = max(grace, k.grace)
 	}
 	t.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, grace)
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	defer t.clock.AfterFunc(grace, cancel).Stop()
 	for {
 		t.mu.Lock()
 		if len(t.live) == 0 {
@@ -142,7 +144,7 @@ func aside[T any](calls *tracker, ctx context.Context, rule, what string, grace 
 	out := make(chan result, 1)
 	var phase atomic.Int32
 	k := calls.start(what+" "+rule, grace)
-	began := time.Now()
+	began := calls.clock.Now()
 	go func() {
 		defer calls.end(k)
 		v, err := call(ctx)
@@ -159,12 +161,12 @@ func aside[T any](calls *tracker, ctx context.Context, rule, what string, grace 
 		return r.v, r.err
 	case <-ctx.Done():
 	}
-	t := time.NewTimer(grace)
-	defer t.Stop()
+	graced := make(chan struct{})
+	defer calls.clock.AfterFunc(grace, func() { close(graced) }).Stop()
 	select {
 	case r := <-out:
 		return r.v, r.err
-	case <-t.C:
+	case <-graced:
 	}
 	if !phase.CompareAndSwap(asideRunning, asideAbandoned) {
 		r := <-out // returned just now
@@ -172,5 +174,5 @@ func aside[T any](calls *tracker, ctx context.Context, rule, what string, grace 
 	}
 	k.abandoned.Store(true)
 	var zero T
-	return zero, &StuckError{Rule: rule, Call: what, Waited: time.Since(began)}
+	return zero, &StuckError{Rule: rule, Call: what, Waited: calls.clock.Now().Sub(began)}
 }

@@ -59,9 +59,10 @@ type canary struct {
 	r      *rule
 	in     *instance
 	cfg    Canary
-	st     *staging    // closed when the window ends (detach)
-	timer  *time.Timer // ends the window after Duration (nil: none)
+	st     *staging   // closed when the window ends (detach)
+	timer  ClockTimer // ends the window after Duration (nil: none)
 	begun  time.Time   // the window started
+	owed   atomic.Bool // the window's end rang (ring) and the worker has not swapped yet
 	n      int         // events compared
 	inCall atomic.Bool // the worker is in the shadow's handler
 	live   atomic.Bool // promoted: its binding writes to the store
@@ -164,7 +165,7 @@ func (c *canary) same(a, b StagedWrite) bool {
 // over reports whether the window has ended.
 func (c *canary) over() bool {
 	return (c.cfg.Events > 0 && c.n >= c.cfg.Events) ||
-		(c.cfg.Duration > 0 && time.Since(c.begun) >= c.cfg.Duration)
+		(c.cfg.Duration > 0 && c.r.svc.clock.Now().Sub(c.begun) >= c.cfg.Duration)
 }
 
 // writesOf renders writes for the log.
@@ -221,9 +222,9 @@ func (c *canary) start(ctx, hostCtx context.Context) error {
 		if old := r.shadowing(); old != nil {
 			old.end(hostCtx, "replaced by a newer version")
 		}
-		c.begun = time.Now()
+		c.begun = r.svc.clock.Now()
 		if d := c.cfg.Duration; d > 0 {
-			c.timer = time.AfterFunc(d, r.mailbox.signal) // wakes the worker: due
+			c.timer = r.svc.clock.AfterFunc(d, c.ring)
 		}
 		r.setShadow(c)
 		r.svc.log.Info("canary: new version runs in shadow", "rule", r.name,
@@ -281,9 +282,27 @@ func (c *canary) judge(ctx context.Context, ev abi.Event) {
 		ev.Op, ev.Key, ev.Value, writesOf(live), writesOf(shadow)))
 }
 
+// ring ends the window by Duration: it wakes the worker, which swaps the
+// shadow in (due). Until then it counts as activity (quiet.go).
+func (c *canary) ring() {
+	c.r.svc.quiet.add(1)
+	if !c.owed.CompareAndSwap(false, true) {
+		c.r.svc.quiet.add(-1)
+	}
+	c.r.mailbox.signal()
+}
+
+// settle ends the activity of a ring.
+func (c *canary) settle() {
+	if c.owed.CompareAndSwap(true, false) {
+		c.r.svc.quiet.add(-1)
+	}
+}
+
 // due implements shadowVersion: the shadow is swapped in as a reload's
 // new version, its staged watches applied.
 func (c *canary) due() {
+	defer c.settle()
 	if !c.over() || c.r.shadowing() != c {
 		return
 	}
@@ -291,7 +310,7 @@ func (c *canary) due() {
 	c.detach()
 	c.reset()
 	c.live.Store(true)
-	r.svc.log.Info("canary passed: the new version is live", "rule", r.name, "events", c.n, "after", time.Since(c.begun).Round(time.Millisecond))
+	r.svc.log.Info("canary passed: the new version is live", "rule", r.name, "events", c.n, "after", r.svc.clock.Now().Sub(c.begun).Round(time.Millisecond))
 	r.swap(r.svc.ctx, c.in)
 }
 
@@ -309,6 +328,7 @@ func (c *canary) detach() {
 // is abandoned: a shadow in its call is then left to the worker, which
 // closes it when the call returns.
 func (c *canary) end(ctx context.Context, why string) {
+	defer c.settle()
 	c.detach()
 	if why != "" {
 		c.r.svc.log.Info("canary ended: the new version is dropped", "rule", c.r.name, "why", why)

@@ -38,7 +38,7 @@ func NewChecker(runtimes []abi.Runtime, timeout time.Duration) *Checker {
 	if timeout <= 0 {
 		timeout = DefaultLoadTimeout
 	}
-	c := &Checker{runtimes: map[string]abi.Runtime{}, timeout: timeout, grace: min(timeout, DefaultGrace), calls: newTracker()}
+	c := &Checker{runtimes: map[string]abi.Runtime{}, timeout: timeout, grace: min(timeout, DefaultGrace), calls: newTracker(RealClock{})}
 	for _, rt := range runtimes {
 		c.runtimes[rt.Kind()] = rt
 	}

@@ -19,10 +19,11 @@
 // field or method declared there); none reaches up. TestFileLayers keeps it
 // so.
 //
-//	reload.go check.go liveconfig.go grouphost.go
+//	reload.go check.go liveconfig.go grouphost.go idle.go
 //	                       WatchDir, on Load and Remove; Checker (ssrun check);
 //	                       SetRuleConfig, rule settings applied to loaded rules;
-//	                       the host's side of a group
+//	                       the host's side of a group; a serial host's
+//	                       WaitIdle and Hold
 //	loaddir.go             LoadDir: a folder's rules, several loading at once
 //	host.go                Host: loads, event routing, resync, Close
 //	loadstatus.go          the files that failed to load, for Status
@@ -52,7 +53,9 @@
 //	                       a rule's goroutine and call state; its leases; its
 //	                       own writes awaiting their echo; its log budget;
 //	                       its timers (arm, fire, record, load, drop)
-//	grouptimers.go         a rule's timer writes, fenced in a group
+//	grouptimers.go park.go a rule's timer writes, fenced in a group; a
+//	                       handler waiting in a lock wait, idle in a serial
+//	                       host
 //	services.go            what rules use of the host
 //	dryrun.go              a dry run's and a canary's staged writes: made
 //	                       on a layer, reported
@@ -67,15 +70,19 @@
 //	                       handler calls running at once
 //	groupfailed.go         the versions of rules a group member withdrew, as
 //	                       they fail to load there
-//	mailbox.go clock.go config.go errors.go rulefile.go groupassign.go groupseen.go
+//	mailbox.go config.go errors.go rulefile.go groupassign.go groupseen.go
 //	                       ...; which member owns which rule; what an owned
 //	                       rule handled
 //	observer.go recorder.go
 //	                       the metrics observer; the trace recorder
-//	timers.go chain.go groupsets.go
+//	timers.go chain.go groupsets.go virtualclock.go
 //	                       the timer scheduler: one heap, one goroutine; the
 //	                       path of rule writes that led to an event; a
-//	                       group's roster lines and rule sets, stored
+//	                       group's roster lines and rule sets, stored; the
+//	                       virtual clock of ssrun test and replay
+//	clock.go               the host's Clock; wake-ups that count as activity
+//	quiet.go               a serial host: one handler at a time, in order,
+//	                       and when it is idle
 //	store.go               the Store port: *protocol.Client, over MQTT or to
 //	                       a store in process
 //

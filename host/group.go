@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"sort"
-	"time"
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/protocol"
@@ -70,14 +69,20 @@ func (g *group) memberKey(id string) string { return g.key("member/" + id) }
 // run is the group's loop: a step at start, every renewal interval, when the
 // roster or a waited-for lease changes, and when a lease is lost.
 func (g *group) run(ctx context.Context) {
-	t := time.NewTicker(g.ttl / 3)
-	defer t.Stop()
+	t := newWake(g.svc.clock, g.svc.quiet)
+	t.reset(g.ttl / 3)
+	defer t.stop()
+	tick := func() {}
 	for {
 		g.step(ctx)
+		tick()
+		tick = func() {}
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
+			t.reset(g.ttl / 3)
+			tick = t.took
 		case <-g.wake:
 		case <-g.ls.lostSignal:
 		}
@@ -88,8 +93,9 @@ func (g *group) run(ctx context.Context) {
 // live members, then the rules it should own.
 func (g *group) step(ctx context.Context) {
 	defer g.steps.Add(1)
-	for _, name := range g.ls.takeLost() {
-		if rule, ok := g.ruleOfLease(name); ok {
+	for _, l := range g.ls.takeLost() {
+		g.svc.quiet.work(g.ls.rq, -1)
+		if rule, ok := g.ruleOfLease(l.name); ok {
 			g.drop(ctx, rule, "its ownership lease was lost")
 		}
 	}

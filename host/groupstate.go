@@ -256,6 +256,9 @@ func (g *group) signal() {
 // leases it waits for: any change wakes its loop.
 func (g *group) enqueue(delivery) { g.signal() }
 
+// watcherName implements watcher.
+func (g *group) watcherName() string { return "\x00group " + g.name }
+
 // manages reports whether the rule at path is shared by the group (not
 // every-host).
 func (g *group) manages(path string) bool { return g.h.shares(path) }

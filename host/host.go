@@ -82,6 +82,15 @@ type Config struct {
 	// each failure of the same content, up to MaxLoadRetry, and every
 	// reconnection to the store retries at once (see loadretry.go).
 	LoadRetry time.Duration
+	// Clock is the host's time (see Clock): RealClock when nil; ssrun test
+	// and replay give a VirtualClock.
+	Clock Clock
+	// Serial makes the host run one handler at a time, in the order their
+	// events were queued across all rules, and able to tell when it is idle
+	// (WaitIdle, Hold; see quiet.go): what ssrun test and replay need to be
+	// deterministic. Its Store must count the events it queues (a
+	// *protocol.Client does: EventsQueued).
+	Serial bool
 
 	// now is the monotonic clock that times leases (locks.go); time.Now
 	// when nil. Tests inject one.
@@ -126,7 +135,7 @@ type Host struct {
 
 	cancel context.CancelFunc // ends ctx
 	wg     sync.WaitGroup     // dispatcher and resync loop
-	resync chan struct{}
+	resync signal
 	all    atomic.Bool // the next resync re-reads every key, not only owed ones
 
 	loads        chan struct{}   // cap 1: held by Load, Remove and Close
@@ -178,13 +187,26 @@ func New(opts Config) (*Host, error) {
 			return nil, errors.New("host: a dry run cannot be in a group: it writes nothing, so it cannot hold leases")
 		}
 	}
+	if opts.Clock == nil {
+		opts.Clock = RealClock{}
+	}
+	var q *quiet
+	if opts.Serial {
+		ec, ok := opts.Store.(eventCounter)
+		if !ok {
+			return nil, errors.New("host: a serial host needs a store client that counts the events it queues (EventsQueued)")
+		}
+		q = newQuiet(ec.EventsQueued)
+	}
 	h := &Host{
 		services: services{
 			client:  opts.Store,
 			log:     opts.Logger,
+			clock:   opts.Clock,
+			quiet:   q,
 			now:     opts.now,
-			calls:   newTracker(),
-			lin:     newLineage(1 << 16),
+			calls:   newTracker(opts.Clock),
+			lin:     newLineage(1<<16, opts.Clock),
 			journal: newJournal(opts.JournalEntries, opts.JournalBytes),
 			obs:     opts.Observer,
 			rec:     opts.Recorder,
@@ -196,12 +218,13 @@ func New(opts Config) (*Host, error) {
 		maxHops:     opts.MaxHops,
 		loadTimeout: opts.LoadTimeout,
 		loadConc:    opts.LoadConcurrency,
-		resync:      make(chan struct{}, 1),
+		resync:      newSignal(q),
 		loads:       make(chan struct{}, 1),
 		slots:       map[string]*rule{},
 		hashes:      newContentHashes(),
-		outcomes:    loadOutcomes{retries: newRetries(opts.LoadRetry)},
+		outcomes:    loadOutcomes{retries: newRetries(opts.LoadRetry, opts.Clock, q)},
 	}
+	h.services.host = h
 	if h.log == nil {
 		h.log = slog.Default()
 	}
@@ -209,7 +232,7 @@ func New(opts Config) (*Host, error) {
 		h.maxHops = DefaultMaxHops
 	}
 	if h.now == nil {
-		h.now = time.Now
+		h.now = opts.Clock.Now
 	}
 	if h.loadTimeout <= 0 {
 		h.loadTimeout = DefaultLoadTimeout
@@ -218,10 +241,10 @@ func New(opts Config) (*Host, error) {
 		h.loadConc = DefaultLoadConcurrency()
 	}
 	if opts.clock == nil {
-		opts.clock = hostClock{client: opts.Store}
+		opts.clock = hostClock{client: opts.Store, clock: opts.Clock, quiet: q}
 	}
 	h.valueLimits.Store(&limits)
-	h.timers = newScheduler(opts.clock)
+	h.timers = newScheduler(opts.clock, q)
 	h.kv = opts.Store
 	if opts.DryRun != nil {
 		dry, err := newStaging(opts.Store, opts.clock.nowMs, h.log, opts.DryRun)
@@ -265,25 +288,29 @@ func (h *Host) dispatch() {
 			if !ok {
 				return
 			}
-			switch ev.Kind {
-			case protocol.EventNotify:
-				buf = h.route(ev, buf[:0])
-			case protocol.EventConnected:
-				h.recordConnection(true)
-				// After an outage every watched key is re-read; on the first
-				// connection only watches registered while offline are owed.
-				h.all.Store(wasDown)
-				wasDown = false
-				select {
-				case h.resync <- struct{}{}:
-				default:
-				}
-			case protocol.EventDisconnected:
-				h.recordConnection(false)
-				wasDown = true
-				h.log.Warn("store connection lost; watched keys are re-read when it returns", "err", ev.Err)
-			}
+			h.handleEvent(ev, &buf, &wasDown)
 		}
+	}
+}
+
+// handleEvent is the dispatcher's handling of one event of the store
+// client's stream.
+func (h *Host) handleEvent(ev protocol.Event, buf *[]watcher, wasDown *bool) {
+	defer h.quiet.routedOne()
+	switch ev.Kind {
+	case protocol.EventNotify:
+		*buf = h.route(ev, (*buf)[:0])
+	case protocol.EventConnected:
+		h.recordConnection(true)
+		// After an outage every watched key is re-read; on the first
+		// connection only watches registered while offline are owed.
+		h.all.Store(*wasDown)
+		*wasDown = false
+		h.resync.raise()
+	case protocol.EventDisconnected:
+		h.recordConnection(false)
+		*wasDown = true
+		h.log.Warn("store connection lost; watched keys are re-read when it returns", "err", ev.Err)
 	}
 }
 
@@ -293,7 +320,7 @@ func (h *Host) route(ev protocol.Event, buf []watcher) []watcher {
 	lin := h.lin.lookup(string(ev.Key), version, abi.Op(ev.Op))
 	if lin.hop > h.maxHops {
 		n := h.damped.Add(1)
-		now := time.Now().UnixNano()
+		now := h.clock.Now().UnixNano()
 		if last := h.lastDampLog.Load(); now-last > int64(time.Second) && h.lastDampLog.CompareAndSwap(last, now) {
 			h.log.Warn("feedback loop between rules damped: event dropped", "key", string(ev.Key),
 				"rules", describe(lin.steps), "hops", lin.hop, "damped_total", n)
@@ -326,19 +353,25 @@ func (h *Host) resyncLoop() {
 		select {
 		case <-h.ctx.Done():
 			return
-		case <-h.resync:
+		case <-h.resync.c:
 		}
-		h.warnUncarried(&checked)
-		h.outcomes.retries.now() // a start that failed while the store was away
-		for _, re := range h.reg.resync(h.ctx, h.all.Swap(false)) {
-			h.resyncs.Add(1)
-			d := delivery{ev: re.ev, lin: lineageEntry{origin: &Origin{Key: re.ev.Key, Op: string(re.ev.Op), Version: re.ev.Version}}}
-			for _, w := range re.to {
-				w.enqueue(d)
-			}
-		}
-		h.loadTimers()
+		h.resyncOnce(&checked)
+		h.resync.took()
 	}
+}
+
+// resyncOnce is one turn of resyncLoop.
+func (h *Host) resyncOnce(checked *int) {
+	h.warnUncarried(checked)
+	h.outcomes.retries.now() // a start that failed while the store was away
+	for _, re := range h.reg.resync(h.ctx, h.all.Swap(false)) {
+		h.resyncs.Add(1)
+		d := delivery{ev: re.ev, lin: lineageEntry{origin: &Origin{Key: re.ev.Key, Op: string(re.ev.Op), Version: re.ev.Version}}}
+		for _, w := range re.to {
+			w.enqueue(d)
+		}
+	}
+	h.loadTimers()
 }
 
 // warnUncarried logs each max_value setting that the broker of the current
@@ -368,7 +401,7 @@ func (h *Host) retryLoad(path string) {
 	case errors.Is(err, ErrClosed) || h.ctx.Err() != nil:
 	case err != nil:
 		if at := h.outcomes.retries.at(path); !at.IsZero() {
-			h.log.Warn("rule failed to start again; tried again later", "rule", name, "in", time.Until(at).Round(time.Millisecond), "err", err)
+			h.log.Warn("rule failed to start again; tried again later", "rule", name, "in", at.Sub(h.clock.Now()).Round(time.Millisecond), "err", err)
 		} else {
 			h.log.Error("rule failed to load again; loaded when its file changes", "rule", name, "err", err)
 		}
@@ -382,7 +415,7 @@ func (h *Host) retryLoad(path string) {
 // when it is tried again, if it is (loadretry.go).
 func (h *Host) logNotLoaded(path string, err error) {
 	if at := h.outcomes.retries.at(path); !at.IsZero() {
-		h.log.Error("rule not loaded; its start is tried again", "rule", filepath.Base(path), "in", time.Until(at).Round(time.Millisecond), "err", err)
+		h.log.Error("rule not loaded; its start is tried again", "rule", filepath.Base(path), "in", at.Sub(h.clock.Now()).Round(time.Millisecond), "err", err)
 		return
 	}
 	h.log.Error("rule not loaded", "rule", filepath.Base(path), "err", err)

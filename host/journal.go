@@ -152,11 +152,11 @@ func entrySize(w Write) int {
 // the store applied (version for a SET), made while the rule handled the
 // event cause of lineage from (a zero cause: outside a handler, when the
 // write has no chain before it), and logs it on l at debug level.
-func (j *journal) wrote(l *slog.Logger, rule, key, op string, value []byte, version string, cause Cause, from lineageEntry) {
+func (j *journal) wrote(l *slog.Logger, at time.Time, rule, key, op string, value []byte, version string, cause Cause, from lineageEntry) {
 	if cause.Op == "" {
 		from = lineageEntry{}
 	}
-	w := Write{Key: key, Rule: rule, Op: op, Version: version, At: time.Now(), Event: cause, Origin: from.origin,
+	w := Write{Key: key, Rule: rule, Op: op, Version: version, At: at, Event: cause, Origin: from.origin,
 		Chain: from.extend(Step{Rule: rule, Key: key, Op: op, Version: version})}
 	j.record(w, value)
 	if l.Enabled(context.Background(), slog.LevelDebug) {

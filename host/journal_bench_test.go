@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"runtime"
 	"testing"
+	"time"
 )
 
 // BenchmarkProvenanceMemory is what the chains and the journal hold once a
@@ -21,7 +22,7 @@ func BenchmarkProvenanceMemory(b *testing.B) {
 		runtime.GC()
 		var before, mid, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		lin := newLineage(n)
+		lin := newLineage(n, RealClock{})
 		for i := range n {
 			from := lineageEntry{origin: &Origin{Key: fmt.Sprintf("sensor/%06d/in", i), Op: "SET", Version: fmt.Sprintf("%015d:%05d:StateStore", i, 0), Client: "sensor-client"}}
 			end := lin.begin(fmt.Sprintf("sensor/%06d/out", i), "SET", from, "thermostat.lua", 0)
@@ -35,7 +36,7 @@ func BenchmarkProvenanceMemory(b *testing.B) {
 		for i := range n {
 			from := lineageEntry{hop: 1, origin: &Origin{Key: fmt.Sprintf("sensor/%06d/in", i), Op: "SET", Version: fmt.Sprintf("%015d:%05d:StateStore", i, 0), Client: "sensor-client"}}
 			cause := Cause{Key: from.origin.Key, Op: "SET", Version: from.origin.Version, Client: "sensor-client"}
-			j.wrote(log, "thermostat.lua", fmt.Sprintf("sensor/%06d/out", i), "SET", value, fmt.Sprintf("%015d:%05d:StateStore", i, 1), cause, from)
+			j.wrote(log, time.Now(), "thermostat.lua", fmt.Sprintf("sensor/%06d/out", i), "SET", value, fmt.Sprintf("%015d:%05d:StateStore", i, 1), cause, from)
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)
@@ -64,6 +65,6 @@ func BenchmarkJournalWrite(b *testing.B) {
 	value := []byte("28")
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		j.wrote(log, "thermostat.lua", keys[i%len(keys)], "SET", value, "001795446544636:00000:StateStore", cause, from)
+		j.wrote(log, time.Now(), "thermostat.lua", keys[i%len(keys)], "SET", value, "001795446544636:00000:StateStore", cause, from)
 	}
 }

@@ -29,6 +29,7 @@ import (
 // before that (someone deleted the key early) or after another write starts
 // afresh.
 type lineage struct {
+	clock    Clock // of the TTLs' expiry
 	mu       sync.Mutex
 	m        map[string]lineageEntry
 	order    []string // FIFO of versions, to bound the map
@@ -41,12 +42,15 @@ type lineage struct {
 // expiringWrite is a rule's write with a TTL, awaiting its expiry.
 type expiringWrite struct {
 	version string
-	due     int64 // on now's clock: the write was sent at least ttl before
+	due     int64 // on mono's clock: the write was sent at least ttl before
 	entry   lineageEntry
 }
 
-func newLineage(size int) *lineage {
-	return &lineage{m: make(map[string]lineageEntry, size), order: make([]string, size), size: size,
+func newLineage(size int, c Clock) *lineage {
+	// The map and the ring of versions grow as writes come (up to size):
+	// a host that writes little costs little (ssrun test starts one per
+	// case).
+	return &lineage{clock: c, m: map[string]lineageEntry{}, size: size,
 		pending: map[string][]*lineageEntry{}, expiring: map[string]expiringWrite{}}
 }
 
@@ -55,7 +59,7 @@ func newLineage(size int) *lineage {
 // for none, or a delete). The returned function ends it, recording the
 // version the store gave (empty for a delete or a failure).
 func (l *lineage) begin(key, op string, from lineageEntry, ruleName string, ttl time.Duration) func(version string) {
-	sent := now()
+	sent := mono(l.clock)
 	e := &lineageEntry{hop: from.hop + 1, origin: from.origin, steps: from.extend(Step{Rule: ruleName, Key: key, Op: op})}
 	l.mu.Lock()
 	l.pending[key] = append(l.pending[key], e)
@@ -93,11 +97,13 @@ func (l *lineage) begin(key, op string, from lineageEntry, ruleName string, ttl 
 		} else {
 			delete(l.expiring, key)
 		}
-		if old := l.order[l.next]; old != "" {
-			delete(l.m, old)
+		if len(l.order) < l.size {
+			l.order = append(l.order, version)
+		} else {
+			delete(l.m, l.order[l.next])
+			l.order[l.next] = version
+			l.next = (l.next + 1) % l.size
 		}
-		l.order[l.next] = version
-		l.next = (l.next + 1) % l.size
 		l.m[version] = done
 	}
 }
@@ -137,7 +143,7 @@ func (l *lineage) lookup(key, version string, op abi.Op) lineageEntry {
 		}
 	case abi.OpDelete:
 		delete(l.expiring, key)
-		if now() >= x.due {
+		if mono(l.clock) >= x.due {
 			return x.entry
 		}
 	}

@@ -41,7 +41,9 @@ const MaxLoadRetry = 5 * time.Minute
 // retries schedules the loads of rule files whose start failed.
 type retries struct {
 	first time.Duration // the first wait; none when negative
-	wake  chan struct{} // cap 1: a retry was scheduled or made due
+	clock Clock
+	quiet *quiet
+	wake  signal // a retry was scheduled or made due
 	mu    sync.Mutex
 	due   map[string]retry // by path
 }
@@ -53,11 +55,11 @@ type retry struct {
 	at   time.Time     // zero: taken by run, not yet failed again
 }
 
-func newRetries(first time.Duration) *retries {
+func newRetries(first time.Duration, c Clock, q *quiet) *retries {
 	if first == 0 {
 		first = DefaultLoadRetry
 	}
-	return &retries{first: min(first, MaxLoadRetry), wake: make(chan struct{}, 1), due: map[string]retry{}}
+	return &retries{first: min(first, MaxLoadRetry), clock: c, quiet: q, wake: newSignal(q), due: map[string]retry{}}
 }
 
 // failed schedules the load of the file at path, whose content hash failed
@@ -97,7 +99,7 @@ func (q *retries) at(path string) time.Time {
 // now makes every scheduled retry due now (the store is back).
 func (q *retries) now() {
 	q.mu.Lock()
-	t := time.Now()
+	t := q.clock.Now()
 	for p, r := range q.due {
 		if !r.at.IsZero() && r.at.After(t) {
 			r.at = t
@@ -108,12 +110,7 @@ func (q *retries) now() {
 	q.signal()
 }
 
-func (q *retries) signal() {
-	select {
-	case q.wake <- struct{}{}:
-	default:
-	}
-}
+func (q *retries) signal() { q.wake.raise() }
 
 // next returns when the earliest scheduled retry is due.
 func (q *retries) next() (time.Time, bool) {
@@ -147,20 +144,25 @@ func (q *retries) take(t time.Time) []string {
 
 // run calls load for each file whose retry is due, until ctx ends.
 func (q *retries) run(ctx context.Context, load func(path string)) {
-	t := time.NewTimer(time.Hour)
-	defer t.Stop()
+	t := newWake(q.clock, q.quiet)
+	defer t.stop()
+	defer q.wake.drain()
+	woke := func() {}
 	for {
-		t.Stop()
+		t.stop()
 		if at, ok := q.next(); ok {
-			t.Reset(time.Until(at))
+			t.reset(at.Sub(q.clock.Now()))
 		}
+		woke() // once the timer is set again: see wake
 		select {
 		case <-ctx.Done():
 			return
-		case <-q.wake:
-		case <-t.C:
+		case <-q.wake.c:
+			woke = q.wake.took
+		case <-t.C():
+			woke = t.took
 		}
-		for _, p := range q.take(time.Now()) {
+		for _, p := range q.take(q.clock.Now()) {
 			if ctx.Err() != nil {
 				return
 			}

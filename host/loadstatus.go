@@ -47,7 +47,7 @@ func (o *loadOutcomes) note(r *rule, path, kind string, hash [32]byte, err error
 	if o.failed == nil {
 		o.failed = map[string]loadFailure{}
 	}
-	now := time.Now()
+	now := o.retries.clock.Now()
 	o.failed[path] = loadFailure{kind: kind, hash: hash, err: clip(err.Error()), at: now}
 	if retry {
 		o.retries.failed(path, hash, now)

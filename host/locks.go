@@ -159,14 +159,25 @@ type leases struct {
 	// the lock key for its DELETE), the lease clock (see lease.until) and
 	// the host's lifetime, which ends renewals.
 	svc  *services
-	rule string // file name of the rule, for errors and logs
+	rule string     // file name of the rule, for errors and logs
+	rq   *ruleQuiet // the rule's activity, in a serial host (quiet.go)
+	// inCall reports whether the rule's handler is running: a lock wait
+	// of the handler lets the others go on in a serial host (park.go).
+	inCall func() bool
 
 	lostSignal chan struct{}  // cap 1: leases wait in lost
 	wg         sync.WaitGroup // renewals
 
 	mu   sync.Mutex
 	m    map[string]*lease
-	lost []string // names of leases lost, not yet taken by the rule
+	lost []lostLease // leases lost, not yet taken by the rule
+}
+
+// lostLease is a lease lost, awaiting its LOCK_LOST event, with its ticket
+// in a serial host's order (quiet.go).
+type lostLease struct {
+	name   string
+	ticket uint64
 }
 
 // holder is the lock value: "<client id>:<rule file name>", so two rules of
@@ -220,16 +231,15 @@ func (ls *leases) lock(ctx context.Context, name string, ttl, wait time.Duration
 		}
 	}
 
-	var wake <-chan struct{}
+	p := newParker(ls.svc, ls.rq, ls.inCall != nil && ls.inCall())
 	if wait > 0 {
-		ch, release, err := ls.svc.reg.waitDelete(ctx, name)
+		release, err := ls.svc.reg.waitDelete(ctx, name, p.wake)
 		if err != nil {
 			return "", storeError(err)
 		}
 		defer release()
-		wake = ch
 	}
-	deadline := time.Now().Add(wait)
+	deadline := ls.svc.clock.Now().Add(wait)
 	holder := ls.holder()
 	for {
 		sent := ls.svc.now()
@@ -240,21 +250,15 @@ func (ls *leases) lock(ctx context.Context, name string, ttl, wait time.Duration
 		if res.Applied {
 			return ls.hold(name, holder, ttl, res.Version, sent), nil
 		}
-		remaining := time.Until(deadline)
+		remaining := deadline.Sub(ls.svc.clock.Now())
 		if wait == 0 || remaining <= 0 {
 			return "", abi.Errorf(abi.StatusBusy, "lock %q: held by another holder", name)
 		}
 		// Wait for the holder to let go: a DELETE notification, or a
 		// periodic retry in case one was missed.
-		t := time.NewTimer(min(remaining, time.Second))
-		select {
-		case <-wake:
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return "", abi.Errorf(abi.StatusTimeout, "lock %q: gave up waiting: %w", name, ctx.Err())
+		if err := p.wait(ctx, min(remaining, time.Second)); err != nil {
+			return "", abi.Errorf(abi.StatusTimeout, "lock %q: gave up waiting: %w", name, err)
 		}
-		t.Stop()
 	}
 }
 
@@ -270,61 +274,77 @@ func (ls *leases) hold(name, holder string, ttl time.Duration, token hlc.HLC, se
 	if old != nil {
 		old.halt()
 	}
+	// Armed before the goroutine starts: a host on a virtual clock is not
+	// idle without its renewal pending.
+	t := newWake(ls.svc.clock, ls.svc.quiet)
+	t.reset(max(ttl/3, time.Millisecond))
 	ls.wg.Add(1)
-	go ls.renew(l)
+	go ls.renew(l, t)
 	return token.String()
 }
 
-// renew extends the lease every ttl/3 until it is released or lost. A renewal
+// renew extends the lease every ttl/3 (t, armed for the first) until it
+// is released or lost. A renewal
 // that finds another holder loses it; so does the lease's local expiry (no
 // renewal applied in time, see lapsedReason): the rule gets a LOCK_LOST event
 // and its fenced writes fail locally.
-func (ls *leases) renew(l *lease) {
+func (ls *leases) renew(l *lease, t *wake) {
 	defer ls.wg.Done()
 	defer close(l.done)
 	interval := max(l.ttl/3, time.Millisecond)
-	t := time.NewTimer(interval)
-	defer t.Stop()
+	defer t.stop()
 	var lastErr error
 	for {
 		select {
 		case <-l.stop:
 			return
-		case <-t.C:
+		case <-t.C():
 		}
-		sent := ls.svc.now()
-		if _, why, lapsed := l.held(sent); why != "" {
-			if lapsed {
-				reason := lapsedReason
-				if lastErr != nil {
-					reason += " (renewals failed: " + lastErr.Error() + ")"
-				}
-				ls.announceLoss(l, reason)
-			}
+		next, goOn := ls.renewOnce(l, interval, &lastErr)
+		if goOn {
+			t.reset(next) // before took: a host on a virtual clock is not idle without it
+		}
+		t.took()
+		if !goOn {
 			return
 		}
-		ctx, cancel := context.WithTimeout(ls.svc.ctx, interval)
-		res, err := ls.svc.client.Set(ctx, []byte(l.name), []byte(l.holder), protocol.SetOptions{Condition: protocol.CondNEX, Expiry: l.ttl})
-		cancel()
-		switch {
-		case err == nil && res.Applied:
-			l.renewed(res.Version, sent)
-			lastErr = nil
-			// Keep the cadence of send times: the lease runs from them,
-			// so a slow reply does not eat into the next renewal's slack.
-			t.Reset(max(interval-ls.svc.now().Sub(sent), 0))
-			continue
-		case err == nil:
-			ls.loseLease(l, "taken by another holder")
-			return
-		case ls.svc.ctx.Err() != nil:
-			return
-		}
-		lastErr = err
-		ls.svc.log.Warn("lock renewal failed; retrying", "rule", ls.rule, "lock", l.name, "err", err)
-		// Retry, or wake when the lease may expire to report its loss.
-		t.Reset(min(interval, l.remaining(ls.svc.now())))
 	}
+}
+
+// renewOnce is one turn of renew: it reports whether the renewal goes on,
+// and when to try next.
+func (ls *leases) renewOnce(l *lease, interval time.Duration, lastErr *error) (next time.Duration, goOn bool) {
+	sent := ls.svc.now()
+	if _, why, lapsed := l.held(sent); why != "" {
+		if lapsed {
+			reason := lapsedReason
+			if *lastErr != nil {
+				reason += " (renewals failed: " + (*lastErr).Error() + ")"
+			}
+			ls.announceLoss(l, reason)
+		}
+		return 0, false
+	}
+	ctx, cancel := context.WithTimeout(ls.svc.ctx, interval)
+	res, err := ls.svc.client.Set(ctx, []byte(l.name), []byte(l.holder), protocol.SetOptions{Condition: protocol.CondNEX, Expiry: l.ttl})
+	cancel()
+	switch {
+	case err == nil && res.Applied:
+		l.renewed(res.Version, sent)
+		*lastErr = nil
+		// Keep the cadence of send times: the lease runs from them,
+		// so a slow reply does not eat into the next renewal's slack.
+		return max(interval-ls.svc.now().Sub(sent), 0), true
+	case err == nil:
+		ls.loseLease(l, "taken by another holder")
+		return 0, false
+	case ls.svc.ctx.Err() != nil:
+		return 0, false
+	}
+	*lastErr = err
+	ls.svc.log.Warn("lock renewal failed; retrying", "rule", ls.rule, "lock", l.name, "err", err)
+	// Retry, or wake when the lease may expire to report its loss.
+	return min(interval, l.remaining(ls.svc.now())), true
 }
 
 // loseLease marks the lease lost and announces it, unless it was lost
@@ -341,7 +361,8 @@ func (ls *leases) announceLoss(l *lease, why string) {
 	l.stopRenewal()
 	ls.svc.log.Warn("lock lost", "rule", ls.rule, "lock", l.name, "reason", why)
 	ls.mu.Lock()
-	ls.lost = append(ls.lost, l.name)
+	ls.svc.quiet.work(ls.rq, 1) // until its LOCK_LOST is delivered
+	ls.lost = append(ls.lost, lostLease{name: l.name, ticket: ls.svc.quiet.ticket()})
 	ls.mu.Unlock()
 	ls.signalLost()
 }
@@ -356,7 +377,7 @@ func (ls *leases) signalLost() {
 
 // takeLost returns the leases lost since the last call, for their LOCK_LOST
 // events.
-func (ls *leases) takeLost() []string {
+func (ls *leases) takeLost() []lostLease {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	lost := ls.lost
@@ -413,6 +434,10 @@ func (ls *leases) releaseAll(ctx context.Context) {
 		}
 	}
 	ls.wg.Wait()
+	ls.mu.Lock()
+	ls.svc.quiet.work(ls.rq, -len(ls.lost)) // no LOCK_LOST for a stopped rule
+	ls.lost = nil
+	ls.mu.Unlock()
 }
 
 // fenceToken returns the token to attach to a write fenced with the lock

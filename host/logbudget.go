@@ -19,23 +19,24 @@ const logWindow = time.Second
 // the first line of the next window or, if none comes, by a timer when the
 // window ends.
 type logBudget struct {
-	log  *slog.Logger
-	rule string
+	log   *slog.Logger
+	clock Clock
+	rule  string
 
 	mu                   sync.Mutex
 	lines, bytes         int   // the budget per window
-	start                int64 // of the current window, on now's clock
+	start                int64 // of the current window, on mono's clock
 	usedLines, usedBytes int
 	// Suppressed in the current window, not yet summarised; and in total.
 	winLines, winBytes     int
 	totalLines, totalBytes uint64
-	timer                  *time.Timer // pending summary of the current window
+	timer                  ClockTimer // pending summary of the current window
 	closed                 bool
 	timers                 sync.WaitGroup // the timer's function, while it runs
 }
 
-func newLogBudget(log *slog.Logger, rule string, cfg RuleConfig) *logBudget {
-	b := &logBudget{log: log, rule: rule, start: now()}
+func newLogBudget(log *slog.Logger, c Clock, rule string, cfg RuleConfig) *logBudget {
+	b := &logBudget{log: log, clock: c, rule: rule, start: mono(c)}
 	b.setLimits(cfg)
 	return b
 }
@@ -50,7 +51,7 @@ func (b *logBudget) setLimits(cfg RuleConfig) {
 // write logs msg at level for the rule, within the budget.
 func (b *logBudget) write(level slog.Level, msg string) {
 	b.mu.Lock()
-	t := now()
+	t := mono(b.clock)
 	if t-b.start >= int64(logWindow) {
 		b.summaryLocked()
 		b.start, b.usedLines, b.usedBytes = t, 0, 0
@@ -71,7 +72,7 @@ func (b *logBudget) write(level slog.Level, msg string) {
 	b.totalBytes += uint64(len(msg))
 	if b.timer == nil && !b.closed {
 		b.timers.Add(1)
-		b.timer = time.AfterFunc(time.Duration(b.start+int64(logWindow)-t), b.flush)
+		b.timer = b.clock.AfterFunc(time.Duration(b.start+int64(logWindow)-t), b.flush)
 	}
 	b.mu.Unlock()
 }
@@ -90,9 +91,9 @@ func (b *logBudget) flush() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.timer = nil
-	if left := b.start + int64(logWindow) - now(); left > 0 && !b.closed {
+	if left := b.start + int64(logWindow) - mono(b.clock); left > 0 && !b.closed {
 		b.timers.Add(1) // woke early: the window is not over
-		b.timer = time.AfterFunc(time.Duration(left), b.flush)
+		b.timer = b.clock.AfterFunc(time.Duration(left), b.flush)
 		return
 	}
 	b.summaryLocked()

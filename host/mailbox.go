@@ -9,9 +9,10 @@ import (
 // delivery is one event queued for a rule, with its lineage (see lineage),
 // or the timer whose firing it is.
 type delivery struct {
-	ev    abi.Event
-	lin   lineageEntry // the event's place in a chain of rule writes
-	timer *timer
+	ev     abi.Event
+	lin    lineageEntry // the event's place in a chain of rule writes
+	timer  *timer
+	ticket uint64 // its place in a serial host's order (quiet.go); 0 otherwise
 }
 
 // mailbox is a rule's bounded FIFO of events. It grows up to its bound as
@@ -24,10 +25,14 @@ type mailbox struct {
 	head  int
 	limit int
 	ready chan struct{} // cap 1: signalled while events wait
+	// In a serial host, each event counts as its rule's work from push
+	// until its worker is done with it (done), and takes a ticket.
+	quiet *quiet
+	rq    *ruleQuiet
 }
 
-func newMailbox(limit int) *mailbox {
-	return &mailbox{limit: limit, ready: make(chan struct{}, 1)}
+func newMailbox(limit int, q *quiet, rq *ruleQuiet) *mailbox {
+	return &mailbox{limit: limit, ready: make(chan struct{}, 1), quiet: q, rq: rq}
 }
 
 // push appends d, or reports false when the mailbox is full.
@@ -37,6 +42,8 @@ func (m *mailbox) push(d delivery) bool {
 		m.mu.Unlock()
 		return false
 	}
+	m.quiet.work(m.rq, 1)
+	d.ticket = m.quiet.ticket()
 	m.q = append(m.q, d)
 	m.mu.Unlock()
 	m.signal()
@@ -78,6 +85,18 @@ func (m *mailbox) pop() (delivery, bool) {
 		m.signal()
 	}
 	return d, true
+}
+
+// done ends the work of an event popped, once its worker is done with it.
+func (m *mailbox) done() { m.quiet.work(m.rq, -1) }
+
+// drop discards the waiting events (the rule stopped).
+func (m *mailbox) drop() {
+	m.mu.Lock()
+	n := len(m.q) - m.head
+	m.q, m.head = nil, 0
+	m.mu.Unlock()
+	m.quiet.work(m.rq, -n)
 }
 
 // len is the number of waiting events.

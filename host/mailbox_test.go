@@ -8,7 +8,7 @@ import (
 )
 
 func TestMailboxBoundedFIFO(t *testing.T) {
-	m := newMailbox(100)
+	m := newMailbox(100, nil, nil)
 	next := 0
 	pushed := 0
 	// Interleave pushes and pops so the queue compacts and wraps.
@@ -59,7 +59,7 @@ func TestMailboxBoundedFIFO(t *testing.T) {
 
 // An idle rule's mailbox holds no memory however large its bound.
 func TestMailboxAllocatesOnDemand(t *testing.T) {
-	m := newMailbox(1 << 20)
+	m := newMailbox(1<<20, nil, nil)
 	if cap(m.q) != 0 {
 		t.Fatalf("new mailbox allocated %d slots", cap(m.q))
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/ssrun/ssrun/abi"
@@ -36,13 +38,26 @@ type keyOp struct {
 	refs int // goroutines holding or waiting for mu; guarded by registry.mu
 }
 
-// watcher is what the registry hands a key's changes to: a rule.
-type watcher interface{ enqueue(delivery) }
+// watcher is what the registry hands a key's changes to: a rule. The
+// watchers of a key get each change in the order of their names, so that
+// a serial host's order (quiet.go) does not depend on a map's.
+type watcher interface {
+	enqueue(delivery)
+	watcherName() string
+}
+
+// byName sorts watchers by name (in place) and returns them.
+func byName(ws []watcher) []watcher {
+	if len(ws) > 1 {
+		slices.SortFunc(ws, func(a, b watcher) int { return strings.Compare(a.watcherName(), b.watcherName()) })
+	}
+	return ws
+}
 
 type keyState struct {
 	watchers map[watcher]bool
-	waiters  int             // lock waits holding the key
-	wake     []chan struct{} // signalled (non-blocking, cap 1) on every DELETE
+	waiters  int       // lock waits holding the key
+	wake     []*func() // called on every DELETE (lock waits)
 	// registered is false while a KEYNOTIFY is owed (it failed because the
 	// store was offline); the next connection sends it.
 	registered bool
@@ -100,30 +115,30 @@ func (g *registry) unwatch(ctx context.Context, w watcher, key string) {
 	g.release(ctx, key, func(ks *keyState) { delete(ks.watchers, w) })
 }
 
-// waitDelete holds key registered for a lock wait and returns a channel
-// signalled on each DELETE of the key (or a resync that finds it gone), and a
-// release function.
-func (g *registry) waitDelete(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	ch := make(chan struct{}, 1)
+// waitDelete holds key registered for a lock wait, calling wake (which
+// must not block) on each DELETE of the key (or a resync that finds it
+// gone), and returns a release function.
+func (g *registry) waitDelete(ctx context.Context, key string, wake func()) (func(), error) {
+	w := &wake
 	err := g.acquire(ctx, key, func(ks *keyState) {
 		ks.waiters++
-		ks.wake = append(ks.wake, ch)
+		ks.wake = append(ks.wake, w)
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	release := func() {
 		g.release(context.WithoutCancel(ctx), key, func(ks *keyState) {
 			ks.waiters--
 			for i, c := range ks.wake {
-				if c == ch {
+				if c == w {
 					ks.wake = append(ks.wake[:i], ks.wake[i+1:]...)
 					break
 				}
 			}
 		})
 	}
-	return ch, release, nil
+	return release, nil
 }
 
 func (g *registry) acquire(ctx context.Context, key string, add func(*keyState)) error {
@@ -215,18 +230,17 @@ func (g *registry) notify(ev protocol.Event, buf []watcher) []watcher {
 	if !ks.present {
 		ks.signal()
 	}
+	n := len(buf)
 	for w := range ks.watchers {
 		buf = append(buf, w)
 	}
+	byName(buf[n:])
 	return buf
 }
 
 func (ks *keyState) signal() {
-	for _, c := range ks.wake {
-		select {
-		case c <- struct{}{}:
-		default:
-		}
+	for _, w := range ks.wake {
+		(*w)()
 	}
 }
 
@@ -244,6 +258,7 @@ func (g *registry) resync(ctx context.Context, all bool) []resyncEvent {
 		keys = append(keys, k)
 	}
 	g.mu.Unlock()
+	slices.Sort(keys) // a fixed order: quiet.go
 	var out []resyncEvent
 	for _, key := range keys {
 		g.mu.Lock()
@@ -295,6 +310,7 @@ func (g *registry) resync(ctx context.Context, all bool) []resyncEvent {
 		for w := range ks.watchers {
 			re.to = append(re.to, w)
 		}
+		byName(re.to)
 		if !res.Found {
 			ks.signal()
 		}

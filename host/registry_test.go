@@ -11,7 +11,8 @@ import (
 // countWatcher counts what it is handed.
 type countWatcher struct{ n int }
 
-func (w *countWatcher) enqueue(delivery) { w.n++ }
+func (w *countWatcher) enqueue(delivery)    { w.n++ }
+func (w *countWatcher) watcherName() string { return "" }
 
 // A write made between a key's KEYNOTIFY and the registry's read of its
 // baseline is seen by that read before its notification reaches the

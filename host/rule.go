@@ -31,6 +31,7 @@ type rule struct {
 	svc *services // its log, reg, lin and calls; client, now and ctx are its leases'
 
 	mailbox *mailbox
+	quiet   *ruleQuiet // its part in a serial host's activity (quiet.go)
 	locks   leases
 	logs    *logBudget
 	timers  *ruleTimers
@@ -93,17 +94,23 @@ func newInstance(hash [32]byte) *instance {
 
 func newRule(s *services, path, kind string, cfg RuleConfig) *rule {
 	name := filepath.Base(path)
+	rq := &ruleQuiet{}
 	r := &rule{
 		path:    path,
 		name:    name,
 		kind:    kind,
 		svc:     s,
 		cfg:     cfg,
-		mailbox: newMailbox(cfg.Mailbox),
-		locks:   leases{svc: s, rule: name, lostSignal: make(chan struct{}, 1), m: map[string]*lease{}},
-		logs:    newLogBudget(s.log, name, cfg),
+		quiet:   rq,
+		mailbox: newMailbox(cfg.Mailbox, s.quiet, rq),
+		locks:   leases{svc: s, rule: name, rq: rq, lostSignal: make(chan struct{}, 1), m: map[string]*lease{}},
+		logs:    newLogBudget(s.log, s.clock, name, cfg),
 		watches: map[string]abi.WatchOptions{},
 		own:     newEchoes(),
+	}
+	r.locks.inCall = func() bool {
+		w := r.worker()
+		return w != nil && w.state.Load()&phaseMask == phaseCall
 	}
 	r.timers = newRuleTimers(s, name, r.mailbox)
 	r.ctx, r.cancel = context.WithCancel(s.ctx)
@@ -118,7 +125,7 @@ func newRule(s *services, path, kind string, cfg RuleConfig) *rule {
 func (r *rule) enqueue(d delivery) {
 	if !r.mailbox.push(d) {
 		n := r.dropped.Add(1)
-		now := time.Now().UnixNano()
+		now := r.svc.clock.Now().UnixNano()
 		if last := r.lastDropLog.Load(); now-last > int64(time.Second) && r.lastDropLog.CompareAndSwap(last, now) {
 			r.svc.log.Warn("rule mailbox full: event dropped", "rule", r.name, "key", d.ev.Key, "dropped_total", n, "mailbox", r.config().Mailbox)
 		}
@@ -234,7 +241,7 @@ func (r *rule) runs(hash [32]byte) bool {
 
 // startWorker starts a worker for r and makes it the live one.
 func (r *rule) startWorker() *worker {
-	w := newWorker(r.ctx, r.svc.calls, "handle "+r.name, r.config().Grace)
+	w := newWorker(r.ctx, r.svc, "handle "+r.name, r.config().Grace)
 	r.mu.Lock()
 	r.w = w
 	r.mu.Unlock()
@@ -274,8 +281,10 @@ func (r *rule) run(w *worker) {
 		case f := <-w.ctrl:
 			f()
 		case <-r.locks.lostSignal:
-			for _, name := range r.locks.takeLost() {
-				if !r.deliver(w, delivery{ev: abi.Event{Key: name, Op: abi.OpLockLost}}) {
+			for _, l := range r.locks.takeLost() {
+				ok := r.deliver(w, delivery{ev: abi.Event{Key: l.name, Op: abi.OpLockLost}, ticket: l.ticket})
+				r.svc.quiet.work(r.quiet, -1)
+				if !ok {
 					return
 				}
 			}
@@ -285,7 +294,12 @@ func (r *rule) run(w *worker) {
 			}
 			d, ok := r.mailbox.pop()
 			r.timers.refill() // timers that were due while the mailbox was full
-			if ok && !r.deliver(w, d) {
+			if !ok {
+				continue
+			}
+			delivered := r.deliver(w, d)
+			r.mailbox.done()
+			if !delivered {
 				return
 			}
 		}
@@ -346,9 +360,17 @@ func (r *rule) call(w *worker, d delivery) bool {
 	timeout := r.cfg.Timeout
 	shadow := r.shadow
 	r.mu.Unlock()
-	// The call's deadline starts once it has a place (see callGate).
+	// The call's deadline starts once it has a place (see callGate), and
+	// in a serial host its turn (quiet.go).
 	if err := r.svc.gate.enter(w.ctx, &w.gated); err != nil {
 		return true // shutting down
+	}
+	if q := r.svc.quiet; q != nil {
+		if err := q.enter(w.ctx, r.quiet, d.ticket); err != nil {
+			r.svc.gate.leave(&w.gated)
+			return true
+		}
+		defer q.leave(r.quiet)
 	}
 	if shadow != nil && !shadow.handle(w, d.ev, timeout) {
 		r.svc.gate.leave(&w.gated)
@@ -465,7 +487,7 @@ func (r *rule) write(verb, key, fence string, ttl time.Duration, value []byte, s
 	}
 	if version != "" || deleted {
 		r.wrote(key, version, deleted)
-		r.svc.journal.wrote(r.svc.log, r.name, key, op, value, version, cause, from)
+		r.svc.journal.wrote(r.svc.log, r.svc.clock.Now(), r.name, key, op, value, version, cause, from)
 	}
 	return err
 }
@@ -684,6 +706,7 @@ func (r *rule) release(ctx context.Context) {
 	r.locks.releaseAll(ctx)
 	r.timers.stop()
 	r.logs.close()
+	r.mailbox.drop()
 }
 
 // watch adds a watch of the version in: staged while it starts (swap
@@ -836,7 +859,7 @@ func (r *rule) status() RuleStatus {
 }
 
 // noteErrorLocked records msg as the rule's last error; r.mu is held.
-func (r *rule) noteErrorLocked(msg string) { r.lastErr, r.lastErrAt = clip(msg), time.Now() }
+func (r *rule) noteErrorLocked(msg string) { r.lastErr, r.lastErrAt = clip(msg), r.svc.clock.Now() }
 
 // clip cuts an error message to maxLastError bytes.
 func clip(msg string) string {
@@ -868,5 +891,9 @@ func (r *rule) reloadFailed() bool {
 
 // shortHash renders a content hash as in RuleStatus.Hash.
 func shortHash(h [32]byte) string { return hex.EncodeToString(h[:6]) }
+
+// watcherName implements watcher: rules get a key's changes in the order
+// of their paths.
+func (r *rule) watcherName() string { return r.path }
 
 func (r *rule) String() string { return fmt.Sprintf("%s rule %s", r.kind, r.path) }

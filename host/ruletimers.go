@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -339,6 +340,9 @@ func (rt *ruleTimers) currentLocked(t *timer) bool {
 	return rt.idx[timerShard(t.name)][t.name] == t
 }
 
+// ownerName implements timerOwner.
+func (rt *ruleTimers) ownerName() string { return rt.rule }
+
 // fire implements timerOwner: it queues t's event in the rule's mailbox,
 // or, when the mailbox is full, keeps it waiting until there is room
 // (refill): a timer is never dropped for a full mailbox.
@@ -481,10 +485,7 @@ func (rt *ruleTimers) retry(ctx context.Context, what, name string, f func(ctx c
 				"rule", rt.rule, "timer", name, "attempts", attempt, "err", err)
 			return
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
-		}
+		sleep(rt.svc.clock, rt.svc.quiet, time.Duration(attempt)*100*time.Millisecond, ctx.Done())
 	}
 }
 
@@ -504,6 +505,22 @@ func (rt *ruleTimers) stop() {
 	}
 	rt.held, rt.waiting = nil, nil
 	rt.parked.Store(false)
+}
+
+// names returns the names of the armed timers, sorted.
+func (rt *ruleTimers) names() []string {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	var out []string
+	for _, m := range rt.idx {
+		for name, t := range m {
+			if t != nil {
+				out = append(out, name)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // count is the number of armed timers.

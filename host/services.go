@@ -18,8 +18,11 @@ type services struct {
 	lin     *lineage         // the feedback-loop damper
 	journal *journal         // the last write per key, for Why
 	calls   *tracker         // goroutines running runtime calls
-	now     func() time.Time // the lease clock
+	clock   Clock            // the host's clock (see Clock)
+	now     func() time.Time // the lease clock: clock.Now, or a test's
 	timers  *scheduler       // every rule's pending timers, and their clock
+	quiet   *quiet           // a serial host's activity and turn (nil: not serial; quiet.go)
+	host    any              // the *Host these services are of (HostOf)
 	obs     Observer         // handler calls, for metrics (nil: none)
 	rec     Recorder         // what the rules see, for a trace (nil: none)
 	dry     *staging         // a dry run's staged writes (nil: writes go to the store)

@@ -33,3 +33,10 @@ type Store interface {
 }
 
 var _ Store = (*protocol.Client)(nil)
+
+// eventCounter is a Store that counts the events it has queued on its
+// Events stream (*protocol.Client): a serial host (Config.Serial) compares
+// the count with the events it has handled, to know none is in flight.
+type eventCounter interface{ EventsQueued() uint64 }
+
+var _ eventCounter = (*protocol.Client)(nil)

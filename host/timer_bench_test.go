@@ -136,8 +136,8 @@ func BenchmarkTimerMemory(b *testing.B) {
 		runtime.GC()
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		svc := &services{timers: newScheduler(newFakeTimerClock()), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-		rt := newRuleTimers(svc, "memory.gorule", newMailbox(DefaultMailbox))
+		svc := &services{timers: newScheduler(newFakeTimerClock(), nil), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		rt := newRuleTimers(svc, "memory.gorule", newMailbox(DefaultMailbox, nil, nil))
 		rt.goLive(rt) // any version will do
 		for i := range n {
 			name := fmt.Sprintf("timer-%06d", i)

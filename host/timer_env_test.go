@@ -34,7 +34,7 @@ func (c *fakeTimerClock) nowMs() int64 {
 func (c *fakeTimerClock) newAlarm() alarm {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	a := &fakeAlarm{c: c, ch: make(chan time.Time, 1)}
+	a := &fakeAlarm{c: c, ch: make(chan struct{}, 1)}
 	c.alarms = append(c.alarms, a)
 	return a
 }
@@ -51,12 +51,14 @@ func (c *fakeTimerClock) set(ms int64) {
 
 type fakeAlarm struct {
 	c     *fakeTimerClock
-	ch    chan time.Time
+	ch    chan struct{}
 	at    int64
 	armed bool
 }
 
-func (a *fakeAlarm) C() <-chan time.Time { return a.ch }
+func (a *fakeAlarm) C() <-chan struct{} { return a.ch }
+
+func (a *fakeAlarm) took() {}
 
 func (a *fakeAlarm) setAt(at int64) {
 	a.c.mu.Lock()
@@ -75,7 +77,7 @@ func (a *fakeAlarm) ringLocked() {
 	if a.armed && a.at <= a.c.now {
 		a.armed = false
 		select {
-		case a.ch <- time.UnixMilli(a.c.now):
+		case a.ch <- struct{}{}:
 		default:
 		}
 	}

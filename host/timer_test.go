@@ -356,7 +356,7 @@ func TestTimerNow(t *testing.T) {
 // clock runs ahead of it.
 func TestHostClockFollowsHLC(t *testing.T) {
 	e := newEnv(t)
-	c := hostClock{client: e.client}
+	c := hostClock{client: e.client, clock: RealClock{}}
 	before := time.Now().UnixMilli()
 	if got := c.nowMs(); got < before {
 		t.Fatalf("nowMs %d behind the wall clock %d", got, before)
@@ -424,7 +424,7 @@ func FuzzDecodeTimerValues(f *testing.F) {
 // out in deadline order, and unschedule takes one out.
 func TestSchedulerOrder(t *testing.T) {
 	clock := newFakeTimerClock()
-	s := newScheduler(clock)
+	s := newScheduler(clock, nil)
 	got := make(chan string, 10)
 	owner := ownerFunc(func(tm *timer, _ int64) { got <- tm.name })
 	var ts []*timer
@@ -456,3 +456,5 @@ func TestSchedulerOrder(t *testing.T) {
 type ownerFunc func(t *timer, now int64)
 
 func (f ownerFunc) fire(t *timer, now int64) { f(t, now) }
+
+func (f ownerFunc) ownerName() string { return "" }

@@ -31,6 +31,7 @@ type timer struct {
 // (ruletimers.go) queue their event, or ask for a retry.
 type timerOwner interface {
 	fire(t *timer, now int64)
+	ownerName() string // the rule's file name
 }
 
 // timeSource is the clock of the timers: the time in Unix milliseconds, and
@@ -40,40 +41,44 @@ type timeSource interface {
 	newAlarm() alarm
 }
 
-// alarm is a resettable one-shot wake-up (a time.Timer in production).
+// alarm is a resettable one-shot wake-up (a wake on the host's clock).
 type alarm interface {
-	C() <-chan time.Time
+	C() <-chan struct{}
 	setAt(at int64) // ring once when the clock reaches at (Unix ms), replacing an earlier setAt
 	stop()
+	took() // a ring taken from C was acted on (see wake)
 }
 
-// hostClock is the time of the host's hybrid logical clock: the wall clock,
-// or the client's HLC wall time when the store's clock runs ahead (so never
-// behind a version the host has seen). Its alarms are time.Timers.
-type hostClock struct{ client Store }
-
-func (c hostClock) nowMs() int64 { return max(time.Now().UnixMilli(), c.client.Now().Wall) }
-
-func (c hostClock) newAlarm() alarm {
-	t := time.NewTimer(time.Hour)
-	t.Stop()
-	return realAlarm{t: t, c: c}
+// hostClock is the time of the host's hybrid logical clock: the host's
+// Clock, or the client's HLC wall time when the store's clock runs ahead
+// (so never behind a version the host has seen). Its alarms are wakes on
+// the Clock.
+type hostClock struct {
+	client Store
+	clock  Clock
+	quiet  *quiet
 }
+
+func (c hostClock) nowMs() int64 { return max(c.clock.Now().UnixMilli(), c.client.Now().Wall) }
+
+func (c hostClock) newAlarm() alarm { return realAlarm{w: newWake(c.clock, c.quiet), c: c} }
 
 type realAlarm struct {
-	t *time.Timer
+	w *wake
 	c hostClock
 }
 
-func (a realAlarm) C() <-chan time.Time { return a.t.C }
-func (a realAlarm) stop()               { a.t.Stop() }
+func (a realAlarm) C() <-chan struct{} { return a.w.C() }
+func (a realAlarm) stop()              { a.w.stop() }
+func (a realAlarm) took()              { a.w.took() }
 
-// setAt waits until the wall clock reaches at, less how far the host's
-// clock runs ahead of it (the store's HLC): to the nanosecond, not to the
+// setAt waits until the Clock reaches at, less how far the host's clock
+// runs ahead of it (the store's HLC): to the nanosecond, not to the
 // millisecond of nowMs.
 func (a realAlarm) setAt(at int64) {
-	ahead := max(a.c.nowMs()-time.Now().UnixMilli(), 0)
-	a.t.Reset(time.Until(time.UnixMilli(at - ahead)))
+	now := a.c.clock.Now()
+	ahead := max(a.c.nowMs()-now.UnixMilli(), 0)
+	a.w.reset(time.UnixMilli(at - ahead).Sub(now))
 }
 
 // scheduler holds every pending timer of a host in a min-heap by due time,
@@ -84,15 +89,15 @@ type scheduler struct {
 	clock timeSource
 	mu    sync.Mutex
 	h     timerHeap
-	wake  chan struct{} // cap 1: the earliest timer changed
+	wake  signal // the earliest timer changed
 }
 
 // fireBatch bounds the timers handed out per turn of the loop, so that a
 // flood of due timers does not hold up a new earlier one for long.
 const fireBatch = 256
 
-func newScheduler(c timeSource) *scheduler {
-	return &scheduler{clock: c, wake: make(chan struct{}, 1)}
+func newScheduler(c timeSource, q *quiet) *scheduler {
+	return &scheduler{clock: c, wake: newSignal(q)}
 }
 
 // schedule puts t in the heap at at (Unix ms), or moves it there.
@@ -107,10 +112,7 @@ func (s *scheduler) schedule(t *timer, at int64) {
 	first := t.index == 0
 	s.mu.Unlock()
 	if first {
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
+		s.wake.raise()
 	}
 }
 
@@ -135,7 +137,9 @@ func (s *scheduler) pending() int {
 func (s *scheduler) run(ctx context.Context) {
 	a := s.clock.newAlarm()
 	defer a.stop()
+	defer s.wake.drain()
 	due := make([]*timer, 0, fireBatch)
+	var woke func() // ends the activity of what woke the loop, once it has acted
 	for {
 		now := s.clock.nowMs()
 		s.mu.Lock()
@@ -161,11 +165,17 @@ func (s *scheduler) run(ctx context.Context) {
 		} else {
 			a.stop()
 		}
+		if woke != nil {
+			woke()
+			woke = nil
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.wake:
+		case <-s.wake.c:
+			woke = s.wake.took
 		case <-a.C():
+			woke = a.took
 		}
 	}
 }
@@ -173,8 +183,19 @@ func (s *scheduler) run(ctx context.Context) {
 // timerHeap orders timers by due time (container/heap).
 type timerHeap []*timer
 
-func (h timerHeap) Len() int           { return len(h) }
-func (h timerHeap) Less(i, j int) bool { return h[i].at < h[j].at }
+func (h timerHeap) Len() int { return len(h) }
+
+// Less orders by due time, then by rule and name, so that timers due at
+// once fire in the same order in every run.
+func (h timerHeap) Less(i, j int) bool {
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
+	}
+	if a, b := h[i].owner.ownerName(), h[j].owner.ownerName(); a != b {
+		return a < b
+	}
+	return h[i].name < h[j].name
+}
 func (h timerHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
 	h[i].index, h[j].index = i, j

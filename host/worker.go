@@ -22,6 +22,8 @@ type worker struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	calls  *tracker
+	clock  Clock // of its calls' deadlines and grace
+	quiet  *quiet
 	task   *task
 	ctrl   chan func() // control functions, run between two events (do)
 	// quit asks the worker to stop the rule and end (see stop); stopCtx,
@@ -54,12 +56,12 @@ var (
 	errRuleStopped = errors.New("rule stopped")
 )
 
-// newWorker returns a worker under ctx, tracked in calls as what ("handle
-// x.lua") with the rule's grace. run starts it.
-func newWorker(ctx context.Context, calls *tracker, what string, grace time.Duration) *worker {
+// newWorker returns a worker under ctx, tracked in the host's calls as
+// what ("handle x.lua") with the rule's grace. run starts it.
+func newWorker(ctx context.Context, svc *services, what string, grace time.Duration) *worker {
 	ctx, cancel := context.WithCancel(ctx)
-	return &worker{ctx: ctx, cancel: cancel, done: make(chan struct{}), calls: calls, task: calls.start(what, grace),
-		ctrl: make(chan func()), quit: make(chan struct{})}
+	return &worker{ctx: ctx, cancel: cancel, done: make(chan struct{}), calls: svc.calls, clock: svc.clock, quiet: svc.quiet,
+		task: svc.calls.start(what, grace), ctrl: make(chan func()), quit: make(chan struct{})}
 }
 
 // run starts the worker's goroutine, which runs loop until it returns.
@@ -78,7 +80,7 @@ func (w *worker) begin(timeout time.Duration, key string, op abi.Op) uint64 {
 	w.mu.Lock()
 	w.key, w.op = key, op
 	w.mu.Unlock()
-	t := now()
+	t := mono(w.clock)
 	w.started.Store(t)
 	w.deadline.Store(t + int64(timeout))
 	s := (w.state.Load()>>2+1)<<2 | phaseCall
@@ -97,7 +99,7 @@ func (w *worker) end(s uint64) bool {
 func (w *worker) call() (key string, op abi.Op, running time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.key, w.op, time.Duration(now() - w.started.Load())
+	return w.key, w.op, time.Duration(mono(w.clock) - w.started.Load())
 }
 
 // overdueIn returns how long until the call in progress is overdue (its
@@ -113,7 +115,7 @@ func (w *worker) overdueIn(asked int64, cancelled bool, grace time.Duration) (ti
 	if cancelled && asked < at {
 		at = asked
 	}
-	return time.Duration(at + int64(grace) - now()), s
+	return time.Duration(at + int64(grace) - mono(w.clock)), s
 }
 
 // stuck reports whether the worker is in a call past its deadline plus grace.
@@ -172,10 +174,11 @@ func (w *worker) stop(ctx context.Context, grace time.Duration) error {
 // (errStuck). cancelled says the rule's context was cancelled now: the
 // grace counts from now when that is earlier than the call's deadline.
 func (w *worker) await(ctx context.Context, cancelled bool, grace time.Duration, ctrl chan func(), job func()) error {
-	asked := now()
+	asked := mono(w.clock)
 	d, _ := w.overdueIn(asked, cancelled, grace)
-	t := time.NewTimer(d)
-	defer t.Stop()
+	t := newWake(w.clock, w.quiet)
+	t.reset(d)
+	defer t.stop()
 	for {
 		select {
 		case ctrl <- job: // a nil ctrl never sends
@@ -184,12 +187,13 @@ func (w *worker) await(ctx context.Context, cancelled bool, grace time.Duration,
 			return errRuleStopped
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-t.C:
+		case <-t.C():
+			t.took()
 			if w.abandonIfOverdue(asked, cancelled, grace) {
 				return errStuck
 			}
 			d, _ := w.overdueIn(asked, cancelled, grace)
-			t.Reset(d)
+			t.reset(d)
 		}
 	}
 }

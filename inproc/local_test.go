@@ -8,8 +8,8 @@ import (
 	"github.com/ssrun/ssrun/protocol"
 )
 
-// A connection to the in-process store ends and comes back as one to a
-// broker does: EventDisconnected, calls failing with ErrNotConnected, the
+// A connection to the in-process store queues each change's notification
+// at once, and ends and comes back as one to a broker does: EventDisconnected, calls failing with ErrNotConnected, the
 // registrations gone in the store; then EventConnected once the client has
 // registered its watched keys again.
 func TestLocalDownAndUp(t *testing.T) {
@@ -20,6 +20,18 @@ func TestLocalDownAndUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := &world{t: t, clk: clk}
+	// A change's notification is queued before the writer's call returns,
+	// and EventsQueued counts it: what tells a reader that counts the
+	// events it handled that none is in flight (a serial host).
+	queued := watcher.EventsQueued()
+	_, _ = w.set(writer, "k", "before", protocol.SetOptions{})
+	_, _ = w.set(writer, "other", "x", protocol.SetOptions{}) // not watched
+	if got := watcher.EventsQueued(); queued == 0 || got != queued+1 {
+		t.Fatalf("EventsQueued %d after one watched change, was %d (EventConnected counted)", got, queued)
+	}
+	if got := w.note(watcher); got != "k SET before" {
+		t.Fatalf("before going down: %s", got)
+	}
 	next := func(kind protocol.EventKind) protocol.Event {
 		t.Helper()
 		for {

@@ -73,6 +73,14 @@ type Event struct {
 // never blocks on a slow reader.
 func (c *Client) Events() <-chan Event { return c.events.out }
 
+// EventsQueued is how many events the client has queued on its Events
+// stream so far (dropped notifications are not counted; an EventOverflow
+// is). A reader that counts the events it has handled knows none is in
+// flight when its count equals this one: with a client of a store in the
+// same process (NewLocal), a change's notification is queued before the
+// call that made it returns.
+func (c *Client) EventsQueued() uint64 { return c.events.queued.Load() }
+
 // lastNotify is the last notification delivered for a watched key, for
 // duplicate suppression.
 type lastNotify struct {
@@ -154,6 +162,7 @@ type eventQueue struct {
 	head    int
 	lost    uint64 // notifications dropped since the last EventOverflow
 	dropped atomic.Uint64
+	queued  atomic.Uint64 // events appended to buf, ever
 	closed  bool
 
 	wake chan struct{} // cap 1
@@ -196,9 +205,11 @@ func (q *eventQueue) push(e Event) {
 	if q.lost > 0 {
 		q.log.Warn("event queue has room again", "dropped", q.lost)
 		q.buf = append(q.buf, Event{Kind: EventOverflow, Err: fmt.Errorf("%w: %d", ErrEventsDropped, q.lost)})
+		q.queued.Add(1)
 		q.lost = 0
 	}
 	q.buf = append(q.buf, e)
+	q.queued.Add(1)
 	q.mu.Unlock()
 	select {
 	case q.wake <- struct{}{}:

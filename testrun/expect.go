@@ -1,69 +1,71 @@
 package testrun
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 )
 
-// check compares the world after a step with e and returns the
-// differences, one block per expectation that failed.
-func (w *world) check(e *Expect) []string {
+// check compares the engine after a step, which logged logs and wrote
+// writes, with e and returns the differences, one block per expectation
+// that failed.
+func (en *engine) check(ctx context.Context, e *Expect, logs, writes []string) []string {
 	if e == nil {
 		return nil
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	var out []string
-	if e.Writes != nil && !slices.Equal(*e.Writes, w.writes) {
-		out = append(out, "writes (- want, + got):\n"+diffLines(*e.Writes, w.writes))
+	if e.Writes != nil && !slices.Equal(*e.Writes, writes) {
+		out = append(out, "writes (- want, + got):\n"+diffLines(*e.Writes, writes))
 	}
 	for _, k := range sortedKeys(e.Store) {
 		want := e.Store[k]
-		got, ok := w.store[k]
+		got, ok, err := en.value(ctx, k)
 		switch {
+		case err != nil:
+			out = append(out, fmt.Sprintf("store %s: %v", k, err))
 		case want == nil && ok:
-			out = append(out, fmt.Sprintf("store %s: want absent, got %q", k, got.value))
+			out = append(out, fmt.Sprintf("store %s: want absent, got %q", k, got))
 		case want != nil && !ok:
 			out = append(out, fmt.Sprintf("store %s: want %q, got absent", k, *want))
-		case want != nil && string(got.value) != *want:
-			out = append(out, fmt.Sprintf("store %s: want %q, got %q", k, *want, got.value))
+		case want != nil && string(got) != *want:
+			out = append(out, fmt.Sprintf("store %s: want %q, got %q", k, *want, got))
 		}
 	}
 	for _, s := range e.Logs {
-		if !slices.ContainsFunc(w.logs, func(l string) bool { return strings.Contains(l, s) }) {
+		if !slices.ContainsFunc(logs, func(l string) bool { return strings.Contains(l, s) }) {
 			out = append(out, fmt.Sprintf("logs: no line contains %q", s))
 		}
 	}
 	for _, s := range e.NoLogs {
-		if i := slices.IndexFunc(w.logs, func(l string) bool { return strings.Contains(l, s) }); i >= 0 {
-			out = append(out, fmt.Sprintf("no_logs: %q logged: %s", s, w.logs[i]))
+		if i := slices.IndexFunc(logs, func(l string) bool { return strings.Contains(l, s) }); i >= 0 {
+			out = append(out, fmt.Sprintf("no_logs: %q logged: %s", s, logs[i]))
 		}
 	}
 	for _, name := range sortedKeys(e.Timers) {
-		r, err := w.rule(name)
-		if err != nil {
-			out = append(out, "timers: "+err.Error())
+		got, ok := en.h.TimerNames(en.paths[name])
+		if !ok {
+			out = append(out, fmt.Sprintf("timers: no such rule %q", name))
 			continue
 		}
 		want := slices.Sorted(slices.Values(e.Timers[name]))
-		if got := r.timerNames(); !slices.Equal(want, got) {
+		if !slices.Equal(want, got) {
 			out = append(out, fmt.Sprintf("timers of %s: want %q, got %q", name, want, got))
 		}
 	}
 	for _, name := range sortedKeys(e.Status) {
-		r, err := w.rule(name)
-		if err != nil {
-			out = append(out, "status: "+err.Error())
+		st, ok := en.status(name)
+		if !ok {
+			out = append(out, fmt.Sprintf("status: no such rule %q", name))
 			continue
 		}
-		want, got := e.Status[name], Counts{Handled: r.handled, Failed: r.failed}
+		want, got := e.Status[name], Counts{Handled: int(st.Handled), Failed: int(st.Failed)}
 		if want != got {
 			out = append(out, fmt.Sprintf("status of %s: want handled %d failed %d, got handled %d failed %d", name, want.Handled, want.Failed, got.Handled, got.Failed))
 		}
 	}
 	if len(out) > 0 {
-		out = append(out, "logged during the step:"+indentList(w.logs))
+		out = append(out, "logged during the step:"+indentList(logs))
 	}
 	return out
 }

@@ -64,12 +64,12 @@ cases:
   - name: busy
     steps:
       - set: {go: "1"}
-        expect: {writes: [SET pump/state 1]}
+        expect: {writes: [SET pump/state 1], logs: ["token 001767225600000:00005:StateStore"]}
       - fence: pump
       - set: {go: "2"}
         expect:
           writes: []
-          logs: ["token 001767225600000:00002:ssrun-test", the store refused the fencing token]
+          logs: ["token 001767225600000:00005:StateStore", "lower version than the fencing token protecting the resource"]
           status: {p.lua: {handled: 1, failed: 1}}
       - lose_lock: pump
       - set: {go: "3"}

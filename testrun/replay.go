@@ -3,8 +3,10 @@ package testrun
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host"
+	"github.com/ssrun/ssrun/protocol"
 )
 
 // Write is one write a rule made during a replay.
@@ -78,17 +81,21 @@ type ReplayOptions struct {
 // Replay runs the rules in dir against trace on a virtual clock and
 // returns the writes they make, in order.
 //
-// The trace's first reads seed the store and the clock starts at its
-// header's start; each later record is applied at its t_ms, after the
-// timers and expiries due before it have fired:
-//   - a notification is an outside write of that key, with its version;
+// A trace of ssrun record is replayed on the engine of ssrun test (the
+// real host, serial, on an in-process store and a virtual clock): the
+// trace's first reads seed the store and the clock starts at its header's
+// start; each later record is applied at its t_ms, after the timers,
+// expiries and lease renewals due before it have run:
+//   - a notification is an outside write of that key (the store gives it
+//     a version of its own);
 //     but a notification that repeats a write a rule made in this replay
 //     (same key, op and value, not yet matched) is the echo of that write
 //     in the recording and is skipped, so a rule's write is not applied
 //     twice;
-//   - disconnected takes the store down (calls fail with UNAVAILABLE);
-//     the reads after a reconnection change the keys they find changed;
-//     connected brings the store up, resyncing the watchers of those keys.
+//   - disconnected takes the host's connection down (calls fail with
+//     UNAVAILABLE); the reads after a reconnection change the keys they
+//     find changed; connected brings the connection up, and the host
+//     resyncs the keys that changed as it does after a reconnection.
 //
 // A trace recorded inside a host (Header.Source SourceHost) is replayed
 // differently, on what the rules saw rather than on an in-memory store:
@@ -110,93 +117,114 @@ func Replay(ctx context.Context, tr *TraceData, dir string, opts ReplayOptions) 
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrBadInput, dir, err)
 	}
-	w := newWorld(time.UnixMilli(tr.Header.StartMs))
 	recs := tr.Records
+	var first []Record // the first reads: the store before the rules start
 	for len(recs) > 0 && recs[0].Kind == RecordGet {
-		if r := recs[0]; r.Found {
-			w.store[r.Key] = &entry{value: r.Bytes(), version: r.Version}
-		}
+		first = append(first, recs[0])
 		recs = recs[1:]
 	}
-
 	watched := map[string]bool{}
 	for _, k := range tr.Header.Keys {
 		watched[k] = true
 	}
 	echoes := map[string][]string{} // per recorded key: rule writes not yet seen in the trace
-	cause := "start"
-	w.onWrite = func(rule, op, key string, value []byte) {
-		writes = append(writes, Write{AtMs: w.now - tr.Header.StartMs, Cause: cause, Rule: rule, Op: op, Key: key, Value: slices.Clone(value)})
+	cause := "start"                // of the writes being made; under obs.mu
+	obs := newObserved()
+	obs.onWrite = func(rule, op, key string, value []byte, atMs int64) {
+		writes = append(writes, Write{AtMs: atMs - tr.Header.StartMs, Cause: cause, Rule: rule, Op: op, Key: key, Value: value})
 		if watched[key] {
 			echoes[key] = append(echoes[key], echoKey(op, value))
 		}
 	}
-	defer func() {
-		w.finish(ctx)
-		for _, r := range w.rules {
-			if cerr := r.script.Close(ctx); cerr != nil && err == nil {
-				err = fmt.Errorf("closing %s: %w", r.name, cerr)
+	setCause := func(c string) {
+		obs.mu.Lock()
+		cause = c
+		obs.mu.Unlock()
+	}
+	flushLogs := func() { // the rules' own lines, and the host's warnings and errors (failures)
+		logs, _ := obs.take()
+		for _, l := range logs {
+			if opts.Log != nil && (l.own || l.level >= slog.LevelWarn) {
+				opts.Log(l.text)
 			}
 		}
+	}
+	e, err := newEngine(ctx, time.UnixMilli(tr.Header.StartMs), 0, rules, opts.Runtimes, obs, func(ctx context.Context, out *protocol.Client) error {
+		for _, r := range first {
+			if r.Found {
+				if _, err := out.Set(ctx, []byte(r.Key), r.Bytes(), protocol.SetOptions{}); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	defer func() {
+		if cerr := e.close(context.WithoutCancel(ctx)); cerr != nil && err == nil {
+			err = fmt.Errorf("stopping the rules: %w", cerr)
+		}
 	}()
-	if err := w.start(ctx, rules); err != nil {
+	if err != nil {
 		return nil, err
 	}
-	w.flushLogs(opts.Log)
+	flushLogs()
+	down := false
 	for _, r := range recs {
 		if err := ctx.Err(); err != nil {
 			return writes, err
 		}
-		cause = "timer"
-		if d := r.TMs - w.now; d > 0 {
-			w.advance(ctx, time.Duration(d)*time.Millisecond)
+		setCause("timer")
+		if err := e.advance(ctx, time.UnixMilli(max(r.TMs, e.ms()))); err != nil {
+			return writes, err
 		}
-		cause = "line " + strconv.Itoa(r.Line)
-		w.mu.Lock()
-		switch r.Kind {
-		case RecordNotify:
-			op := "DEL"
-			if r.Op == "SET" {
-				op = "SET"
-			}
-			if q := echoes[r.Key]; len(q) > 0 {
-				if i := slices.Index(q, echoKey(op, r.Bytes())); i >= 0 {
+		setCause("line " + strconv.Itoa(r.Line))
+		err := e.hold(ctx, func() error {
+			switch r.Kind {
+			case RecordNotify:
+				op := "DEL"
+				if r.Op == "SET" {
+					op = "SET"
+				}
+				obs.mu.Lock()
+				q := echoes[r.Key]
+				i := slices.Index(q, echoKey(op, r.Bytes()))
+				if i >= 0 {
 					echoes[r.Key] = q[i+1:]
-					break
+				}
+				obs.mu.Unlock()
+				if i >= 0 {
+					return nil // the echo of a rule's write, made in this replay
+				}
+				return e.outsideWrite(ctx, r.Key, r.Op == "SET", r.Bytes())
+			case RecordGet:
+				v, found, err := e.value(ctx, r.Key)
+				if err != nil || found == r.Found && (!found || string(v) == string(r.Bytes())) {
+					return err
+				}
+				return e.outsideWrite(ctx, r.Key, r.Found, r.Bytes())
+			case RecordDisconnected:
+				if !down {
+					e.client.LocalDown(errTraceDown)
+					down = true
+				}
+			case RecordConnected:
+				if down {
+					down = false
+					return e.client.LocalUp()
 				}
 			}
-			w.outside(r.Key, r.Op == "SET", r.Bytes(), r.Version)
-		case RecordGet:
-			e, ok := w.store[r.Key]
-			if ok != r.Found || ok && string(e.value) != string(r.Bytes()) {
-				w.outside(r.Key, r.Found, r.Bytes(), r.Version)
-			}
-		case RecordDisconnected:
-			w.down = true
+			return nil
+		})
+		if err != nil {
+			return writes, fmt.Errorf("%s:%d: %w", tr.Path, r.Line, err)
 		}
-		w.mu.Unlock()
-		if r.Kind == RecordConnected && w.down {
-			w.up()
-		}
-		w.drain(ctx)
-		w.flushLogs(opts.Log)
+		flushLogs()
 	}
 	return writes, nil
 }
 
-// flushLogs hands the log lines so far to log, and forgets them and the
-// step's writes (a replay keeps its own list), so a long trace does not
-// hold them all.
-func (w *world) flushLogs(log func(string)) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if log != nil {
-		for _, l := range w.logs {
-			log(l)
-		}
-	}
-	w.writes, w.logs = nil, nil
-}
+// errTraceDown is why the host's connection ends at a disconnected record.
+var errTraceDown = errors.New("the recorder's connection went down (a trace record)")
 
 // echoKey identifies a write for matching it with its notification.
 func echoKey(op string, value []byte) string {
@@ -206,25 +234,14 @@ func echoKey(op string, value []byte) string {
 	return "SET " + string(value)
 }
 
-// outside applies a change of key from outside the rules, with the
-// recorded version, and notifies the watchers (or marks the key for a
-// resync when the store is down). Under mu.
-func (w *world) outside(key string, set bool, value []byte, version string) {
-	if version == "" {
-		version = w.version()
-	}
-	ev := abi.Event{Key: key, Op: abi.OpDelete, Version: version}
+// outsideWrite sets key to value (or deletes it) from outside the rules.
+func (e *engine) outsideWrite(ctx context.Context, key string, set bool, value []byte) error {
 	if set {
-		w.store[key] = &entry{value: value, version: version}
-		ev = abi.Event{Key: key, Op: abi.OpSet, Value: value, Version: version}
-	} else {
-		delete(w.store, key)
+		_, err := e.outside.Set(ctx, []byte(key), value, protocol.SetOptions{})
+		return err
 	}
-	if w.down {
-		w.dirty[key] = true
-		return
-	}
-	w.notify(ev, nil, 0)
+	_, err := e.outside.Del(ctx, []byte(key), protocol.DelOptions{})
+	return err
 }
 
 // PrintWrites prints writes on out, one line each (Write.String), or one

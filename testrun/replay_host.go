@@ -298,3 +298,16 @@ func (t *tape) Now() int64 {
 	}
 	return r.NowMs
 }
+
+// levelName names a log level as the host's log lines do.
+func levelName(l int32) string {
+	switch {
+	case l >= abi.LevelError:
+		return "error"
+	case l >= abi.LevelWarn:
+		return "warn"
+	case l >= abi.LevelInfo:
+		return "info"
+	}
+	return "debug"
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host"
+	"github.com/ssrun/ssrun/protocol"
 )
 
 // Options configure Run.
@@ -113,9 +114,12 @@ func Run(ctx context.Context, paths []string, opts Options) (failed int, err err
 	return failed, nil
 }
 
-// rule is a compiled rule file with its settings.
+// rule is a compiled rule file with its settings. A case's host loads
+// it from path (compiling it again, as ssrun dev would); the replay of a
+// host trace starts prog.
 type rule struct {
-	name string
+	name string // file name
+	path string
 	prog abi.Program
 	cfg  host.RuleConfig
 }
@@ -136,7 +140,7 @@ func runFile(ctx context.Context, f *File, opts Options) (failed int, err error)
 		ran++
 		opts.Report.start(f.Path, name)
 		t0 := time.Now()
-		problems := runCase(ctx, f, c, rules)
+		problems := runCase(ctx, f, c, rules, opts.Runtimes)
 		if len(problems) > 0 {
 			failed++
 		}
@@ -147,7 +151,8 @@ func runFile(ctx context.Context, f *File, opts Options) (failed int, err error)
 }
 
 // compile compiles the file's rules: those it names, or every rule in its
-// folder that one of the runtimes runs.
+// folder that one of the runtimes runs. A rule that does not compile is
+// bad input.
 func compile(ctx context.Context, f *File, opts Options) ([]rule, error) {
 	dir := filepath.Dir(f.Path)
 	kinds := map[string]abi.Runtime{}
@@ -201,101 +206,118 @@ func compile(ctx context.Context, f *File, opts Options) ([]rule, error) {
 				return nil, err
 			}
 		}
-		if cfg.MaxValueBytes == 0 {
-			cfg.MaxValueBytes = host.DefaultMaxValueBytes
-		}
-		if cfg.MaxTimers == 0 {
-			cfg.MaxTimers = host.DefaultMaxTimers
-		}
-		out = append(out, rule{name: n, prog: prog, cfg: cfg})
+		out = append(out, rule{name: n, path: p, prog: prog, cfg: cfg})
 	}
 	return out, nil
 }
 
-// runCase runs one case in a fresh world and returns what went wrong.
-func runCase(ctx context.Context, f *File, c *Case, rules []rule) (problems []string) {
-	w := newWorld(f.start)
-	w.seed = c.Seed
-	for _, k := range sortedKeys(c.Store) {
-		w.store[k] = &entry{value: []byte(c.Store[k]), version: w.version()}
+// runCase runs one case on a fresh engine and returns what went wrong.
+func runCase(ctx context.Context, f *File, c *Case, rules []rule, runtimes []abi.Runtime) (problems []string) {
+	if slices.ContainsFunc(c.Steps, func(s Step) bool { return len(s.Reload) > 0 }) {
+		// The case rewrites rule files: its host runs copies of them.
+		tmp, err := os.MkdirTemp("", "ssrun-test-*")
+		if err != nil {
+			return []string{err.Error()}
+		}
+		defer os.RemoveAll(tmp)
+		if rules, err = copyRules(rules, tmp); err != nil {
+			return []string{err.Error()}
+		}
 	}
-	defer func() {
-		w.finish(ctx)
-		for _, r := range w.rules {
-			if err := r.script.Close(ctx); err != nil {
-				problems = append(problems, fmt.Sprintf("closing %s: %v", r.name, err))
+	obs := newObserved()
+	e, err := newEngine(ctx, f.start, c.Seed, rules, runtimes, obs, func(ctx context.Context, out *protocol.Client) error {
+		for _, k := range sortedKeys(c.Store) {
+			if _, err := out.Set(ctx, []byte(k), []byte(c.Store[k]), protocol.SetOptions{}); err != nil {
+				return err
 			}
 		}
+		return nil
+	})
+	defer func() {
+		if err := e.close(context.WithoutCancel(ctx)); err != nil {
+			problems = append(problems, fmt.Sprintf("stopping the rules: %v", err))
+		}
 	}()
-	if err := w.start(ctx, rules); err != nil {
+	if err != nil {
 		return []string{err.Error()}
 	}
+	e.srcDir = filepath.Dir(f.Path)
+	obs.take() // what the rules' start did is no step's
 	for i := range c.Steps {
 		s := &c.Steps[i]
-		w.mu.Lock()
-		w.writes, w.logs = nil, nil
-		w.mu.Unlock()
-		if err := w.step(ctx, s); err != nil {
+		if err := e.step(ctx, s); err != nil {
 			return append(problems, fmt.Sprintf("step %d (%s, line %d): %v", i+1, s, s.Line, err))
 		}
-		if diffs := w.check(s.Expect); len(diffs) > 0 {
+		logs, writes := obs.take()
+		if diffs := e.check(ctx, s.Expect, texts(logs), writes); len(diffs) > 0 {
 			problems = append(problems, fmt.Sprintf("step %d (%s, line %d):\n    %s", i+1, s, s.Line, strings.Join(diffs, "\n    ")))
 		}
 	}
 	return problems
 }
 
-// start starts the rules in the world, in order, and delivers what their
-// start causes. The caller closes the started scripts (w.rules).
-func (w *world) start(ctx context.Context, rules []rule) error {
-	for _, r := range rules {
-		b := &binding{w: w, name: r.name, cfg: r.cfg, watches: map[string]abi.WatchOptions{}, timers: map[string]*timer{}, held: map[string]lease{},
-			parked: make(chan struct{}, 1)}
-		lim := abi.Limits{CallTimeout: r.cfg.Timeout, MemoryBytes: r.cfg.MemoryBytes}.WithDefaults()
-		s, err := r.prog.Start(ctx, b, lim)
-		if err != nil {
-			return fmt.Errorf("starting %s: %w", r.name, err)
-		}
-		b.script = s
-		w.rules = append(w.rules, b)
-	}
-	w.drain(ctx)
-	return nil
-}
+// errStoreDown is why the host's connection ends at a store: down step.
+var errStoreDown = errors.New("the store went down (a test step)")
 
-// step performs the step's action and delivers what it causes.
-func (w *world) step(ctx context.Context, s *Step) error {
+// step performs the step's action and runs the host until it is idle.
+func (e *engine) step(ctx context.Context, s *Step) error {
 	switch {
 	case len(s.Set) > 0:
-		w.mu.Lock()
-		for _, kv := range s.Set {
-			w.put(kv.Key, []byte(kv.Value), 0, nil, 0)
-		}
-		w.mu.Unlock()
+		return e.hold(ctx, func() error {
+			for _, kv := range s.Set {
+				if _, err := e.outside.Set(ctx, []byte(kv.Key), []byte(kv.Value), protocol.SetOptions{}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 	case len(s.Delete) > 0:
-		w.mu.Lock()
-		for _, k := range s.Delete {
-			w.remove(k, nil, 0)
-		}
-		w.mu.Unlock()
+		return e.hold(ctx, func() error {
+			for _, k := range s.Delete {
+				if _, err := e.outside.Del(ctx, []byte(k), protocol.DelOptions{}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 	case s.Advance != "":
-		w.advance(ctx, s.advance)
-		return nil
+		return e.advance(ctx, e.clock.Now().Add(s.advance))
 	case s.Store == "down":
-		w.mu.Lock()
-		w.down = true
-		w.mu.Unlock()
+		return e.hold(ctx, func() error { e.client.LocalDown(errStoreDown); return nil })
 	case s.Store == "up":
-		w.up()
+		return e.hold(ctx, e.client.LocalUp)
 	case s.LoseLock != "":
-		if err := w.loseLock(s.LoseLock); err != nil {
-			return err
+		return e.loseLock(ctx, s.LoseLock)
+	case len(s.Reload) > 0:
+		return e.hold(ctx, func() error {
+			for _, kv := range s.Reload {
+				if err := e.reload(ctx, kv.Key, filepath.Join(e.srcDir, kv.Value)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	default:
+		return e.fence(ctx, s.Fence)
+	}
+}
+
+// copyRules copies the rule files to dir and returns the rules there.
+func copyRules(rules []rule, dir string) ([]rule, error) {
+	out := slices.Clone(rules)
+	for i, r := range out {
+		src, err := host.ReadRuleFile(r.path)
+		if err != nil {
+			return nil, err
 		}
-	case s.Fence != "":
-		if err := w.fence(s.Fence); err != nil {
-			return err
+		info, err := os.Stat(r.path)
+		if err != nil {
+			return nil, err
+		}
+		out[i].path = filepath.Join(dir, r.name)
+		if err := os.WriteFile(out[i].path, src, info.Mode().Perm()); err != nil {
+			return nil, err
 		}
 	}
-	w.drain(ctx)
-	return nil
+	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -52,6 +53,7 @@ type Step struct {
 	Store    string  `yaml:"store"`     // "down" or "up"
 	LoseLock string  `yaml:"lose_lock"` // the holder of this lock loses it
 	Fence    string  `yaml:"fence"`     // another host takes this lock unbeknown to its holder
+	Reload   KVs     `yaml:"reload"`    // rule file: a file (next to the test file) with its new version
 	Expect   *Expect `yaml:"expect"`
 	Line     int     `yaml:"-"`
 
@@ -248,13 +250,18 @@ func (f *File) check() error {
 
 func (s *Step) check() error {
 	n := 0
-	for _, set := range []bool{len(s.Set) > 0, len(s.Delete) > 0, s.Advance != "", s.Store != "", s.LoseLock != "", s.Fence != ""} {
+	for _, set := range []bool{len(s.Set) > 0, len(s.Delete) > 0, s.Advance != "", s.Store != "", s.LoseLock != "", s.Fence != "", len(s.Reload) > 0} {
 		if set {
 			n++
 		}
 	}
 	if n != 1 {
-		return errors.New("want exactly one of set, delete, advance, store, lose_lock, fence")
+		return errors.New("want exactly one of set, delete, advance, store, lose_lock, fence, reload")
+	}
+	for _, kv := range s.Reload {
+		if kv.Key != filepath.Base(kv.Key) || kv.Value != filepath.Base(kv.Value) {
+			return fmt.Errorf("reload %s: %s: want the names of a rule file and of a file next to the test file", kv.Key, kv.Value)
+		}
 	}
 	if s.Advance != "" {
 		d, err := time.ParseDuration(s.Advance)
@@ -293,6 +300,12 @@ func (s *Step) String() string {
 		return "store " + s.Store
 	case s.LoseLock != "":
 		return "lose_lock " + s.LoseLock
+	case len(s.Reload) > 0:
+		var b []string
+		for _, kv := range s.Reload {
+			b = append(b, kv.Key+"="+kv.Value)
+		}
+		return "reload " + strings.Join(b, " ")
 	default:
 		return "fence " + s.Fence
 	}

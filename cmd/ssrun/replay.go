@@ -25,8 +25,9 @@ func (a *app) replayCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "replay TRACE DIR [--diff DIR2]",
 		Short: "Run the rules in DIR against a recorded trace and print the writes they would make",
-		Long: `Run the rules in DIR against TRACE (written by ssrun record) on an
-in-memory store with a virtual clock, and print the writes they would make,
+		Long: `Run the rules in DIR against TRACE (written by ssrun record) on the
+real host and an in-process store with a virtual clock, and print the
+writes they would make,
 one per line: the virtual time since the trace's start, its cause (the
 trace line, a timer, or the rules' start), the rule, and the write. The
 same trace and rules always print the same output. Nothing is sent to any

@@ -28,10 +28,10 @@ func (a *app) testCmd() *cobra.Command {
 		Short: "Run the rules' test files (NAME.test.yaml, NAME_test.yaml) on a virtual clock",
 		Long: `Run the rules' test files (NAME.test.yaml or NAME_test.yaml, next to the
 rules) like go test: each case starts the folder's rules (or those the file
-names) on an in-memory store with a virtual clock, applies its steps and
-checks what each step expects. DIR/... also runs the folders below DIR;
-oci://REGISTRY/REPOSITORY:TAG (or @sha256:DIGEST) runs the tests of an
-artifact pushed with ssrun push.
+names) on the real host and an in-process store with a virtual clock,
+applies its steps and checks what each step expects. DIR/... also runs the
+folders below DIR; oci://REGISTRY/REPOSITORY:TAG (or @sha256:DIGEST) runs
+the tests of an artifact pushed with ssrun push.
 The rules get the settings of their folder's ssrun.yaml. As in go test,
 -run REGEX, -v and -json work with one dash too.
 

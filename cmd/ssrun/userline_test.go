@@ -37,7 +37,7 @@ func TestLuaScaffoldCheckNamesTheCallersLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := runBin(t, nil, "test", dir)
-	if want := fmt.Sprintf("copier.lua:%d: on_event: DENIED: set copier/output", caller); r.code != 1 || !strings.Contains(r.stdout, want) {
+	if want := fmt.Sprintf(`copier.lua:%d: on_event: DENIED: set "copier/output": not permitted`, caller); r.code != 1 || !strings.Contains(r.stdout, want) {
 		t.Fatalf("want %q (the caller's line, not the helper's %d):\n%+v", want, helper, r)
 	}
 }

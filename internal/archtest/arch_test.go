@@ -49,6 +49,7 @@ var rules = []rule{
 	// loads and follows like any other.
 	{pkg: "ocirules", allow: []string{"ocirules", "internal/safefile"}},
 	{pkg: "admin", allow: []string{"admin", "host", "abi", "protocol", "broker", "store", "inproc", "internal/glob", "runtime", "internal/fsfollow", "internal/safefile"}},
+	{pkg: "testrun", allow: []string{"testrun", "host", "abi", "protocol", "store", "inproc", "internal/glob", "runtime", "internal/fsfollow", "internal/safefile"}},
 }
 
 // testSupport are the project packages a package of test helpers (one whose

@@ -169,10 +169,43 @@ func TestParseErrors(t *testing.T) {
 		"cases:\n  - name: a\n    steps: [{delete: k}]\n  - name: a\n":                 `line 4: case "a" already at line 2`,
 		"": "f.yaml: empty test file",
 		"cases:\n  - name: a\n    steps: [{delete: k, expect: {status: {r.lua: {handeld: 1}}}}]\n": `status: unknown field "handeld"`,
+		"cases:\n  - name: a\n    steps: [{reload: {r.lua: ../v2.lua}}]\n":                         `reload r.lua: ../v2.lua: want the names of a rule file and of a file next to the test file`,
 	} {
 		_, err := testrun.Parse("f.yaml", []byte(spec))
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Parse(%q) = %v, want %q", spec, err, want)
 		}
+	}
+}
+
+// A reload step loads a new version of a rule as ssrun dev does on a save:
+// the timer the old version armed fires in the new one, the rule's counts
+// go on, and the rule file itself is not touched.
+func TestReloadStep(t *testing.T) {
+	v1 := `local ss = require("ssrun")
+ss.watch("arm")
+function on_event(ev)
+  if ev.op == "TIMER" then ss.info("v1 fired") return end
+  assert(ss.timer("t", 1000))
+end`
+	v2 := strings.Replace(v1, "v1 fired", "v2 fired", 1)
+	failed, out := run(t, map[string]string{"r.lua": v1, "r_v2.txt": v2}, `
+cases:
+  - name: reload
+    steps:
+      - set: {arm: "1"}
+        expect: {timers: {r.lua: [t]}}
+      - reload: {r.lua: r_v2.txt}
+        expect: {logs: [rule reloaded], timers: {r.lua: [t]}, status: {r.lua: {handled: 1}}}
+      - advance: 1s
+        expect: {logs: [v2 fired], no_logs: [v1 fired], status: {r.lua: {handled: 2}}}
+  - name: the next case runs the file as it is
+    steps:
+      - set: {arm: "1"}
+      - advance: 1s
+        expect: {logs: [v1 fired]}
+`)
+	if failed != 0 {
+		t.Fatalf("failed:\n%s", out)
 	}
 }

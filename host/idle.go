@@ -1,0 +1,55 @@
+package host
+
+import (
+	"context"
+
+	"github.com/ssrun/ssrun/abi"
+)
+
+// HostOf returns the Host whose rule was given h (the abi.Host a runtime
+// starts a rule with): ssrun test seeds a rule's random numbers per case
+// by it.
+func HostOf(h abi.Host) (*Host, bool) {
+	var svc *services
+	switch b := h.(type) {
+	case recorded:
+		svc = b.b.r.svc
+	case *binding:
+		svc = b.r.svc
+	default:
+		return nil, false
+	}
+	host, ok := svc.host.(*Host)
+	return host, ok
+}
+
+// WaitIdle waits until the host is idle (see quiet.go: every event routed
+// and handled, no handler running or woken, no internal wake-up pending),
+// or ctx ends. Only a serial host (Config.Serial) can tell.
+func (h *Host) WaitIdle(ctx context.Context) error {
+	if h.quiet == nil {
+		return errNotSerial
+	}
+	return h.quiet.waitIdle(ctx)
+}
+
+// Hold takes the turn of a serial host (Config.Serial) as soon as no
+// handler holds it: until release is called, no handler starts. ssrun
+// test holds it while it loads rules and makes a step's writes, so that
+// their effects are handled in the order they happened.
+func (h *Host) Hold(ctx context.Context) (release func(), err error) {
+	if h.quiet == nil {
+		return nil, errNotSerial
+	}
+	return h.quiet.hold(ctx)
+}
+
+// TimerNames returns the names of the timers the rule loaded from path has
+// armed, sorted; false when no rule is loaded from path.
+func (h *Host) TimerNames(path string) ([]string, bool) {
+	r := h.ruleAt(path)
+	if r == nil {
+		return nil, false
+	}
+	return r.timers.names(), true
+}

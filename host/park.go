@@ -1,0 +1,86 @@
+package host
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// parker is a handler waiting in a host call (a lock wait) for a wake-up
+// or for time to pass on the host's clock. In a serial host (quiet.go) the
+// waiting handler counts as idle and gives up its turn: other rules go on
+// (the lock's holder may be one of them), and a host on a virtual clock is
+// idle until the clock is moved or someone wakes the handler, which then
+// waits for its turn again.
+type parker struct {
+	svc *services
+	rq  *ruleQuiet // the rule's, when the caller is its handler (nil: not counted)
+	ch  chan struct{}
+
+	mu     sync.Mutex
+	parked bool
+	ticket uint64 // taken when woken
+}
+
+// newParker returns a parker for a call of the rule whose activity is rq;
+// handler says the caller is the rule's handler (only a handler's wait is
+// counted: a start or a plugin's own goroutine has no turn).
+func newParker(svc *services, rq *ruleQuiet, handler bool) *parker {
+	p := &parker{svc: svc, ch: make(chan struct{}, 1)}
+	if handler && svc.quiet != nil {
+		p.rq = rq
+	}
+	return p
+}
+
+// wake ends the wait, or the next one if none is in progress.
+func (p *parker) wake() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.parked {
+		p.parked = false
+		p.ticket = p.svc.quiet.unpark(p.rq)
+	}
+	select {
+	case p.ch <- struct{}{}:
+	default:
+	}
+}
+
+// wait waits until wake, or d has passed on the host's clock, or ctx ends
+// (its error), then for the handler's turn.
+func (p *parker) wait(ctx context.Context, d time.Duration) error {
+	defer p.svc.clock.AfterFunc(d, p.wake).Stop()
+	p.mu.Lock()
+	select {
+	case <-p.ch: // woken before it parked
+		p.mu.Unlock()
+		return nil
+	default:
+	}
+	if p.rq != nil {
+		p.parked = true
+		p.svc.quiet.park(p.rq)
+	}
+	p.mu.Unlock()
+	var err error
+	select {
+	case <-p.ch:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if p.rq == nil {
+		return err
+	}
+	p.mu.Lock()
+	if p.parked {
+		p.parked = false
+		p.ticket = p.svc.quiet.unpark(p.rq)
+	}
+	ticket := p.ticket
+	p.mu.Unlock()
+	if e := p.svc.quiet.enter(ctx, p.rq, ticket); e != nil && err == nil {
+		err = e
+	}
+	return err
+}
