@@ -110,6 +110,7 @@ type Stats struct {
 	Notifications        uint64 // valid notifications received (EventsDropped of them were then dropped)
 	DuplicatesSuppressed uint64 // notifications equal to the last one of their key
 	NotificationsDropped uint64 // malformed notifications, without __ts, or too far ahead
+	NotificationsEarly   uint64 // notifications that came before the connection was ready (dropped: the resync covers them)
 	EventsDropped        uint64 // notifications dropped because the event queue was full
 	Connections          uint64 // connections made ready (subscribed)
 	Reconnects           uint64 // connections after the first
@@ -120,6 +121,7 @@ type counters struct {
 	requests, responses, timeouts, notConnected, connectionLost atomic.Uint64
 	unmatched                                                   atomic.Uint64
 	notifications, duplicatesSuppressed, notificationsDropped   atomic.Uint64
+	notificationsEarly                                          atomic.Uint64
 	connections                                                 atomic.Uint64
 }
 
@@ -731,6 +733,7 @@ func (c *Client) Stats() Stats {
 		Notifications:        s.notifications.Load(),
 		DuplicatesSuppressed: s.duplicatesSuppressed.Load(),
 		NotificationsDropped: s.notificationsDropped.Load(),
+		NotificationsEarly:   s.notificationsEarly.Load(),
 		EventsDropped:        c.events.droppedTotal(),
 		Connections:          s.connections.Load(),
 		Reconnects:           max(s.connections.Load(), 1) - 1,

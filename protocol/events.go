@@ -92,7 +92,22 @@ type lastNotify struct {
 // handleNotify validates a notification and queues it. It runs on paho's
 // delivery goroutine and never blocks. Notifications are accepted whether
 // they arrived through the subscription or were pushed without one.
+//
+// A notification that comes before the connection is ready (a persistent
+// session's message redelivered as it resumes, while the client still
+// subscribes) is dropped: it reports a change from before the outage,
+// which the events after EventConnected cover (the host re-reads every
+// watched key then), and handled now it would run a rule whose calls
+// fail, the connection not being ready, with nothing to redo them.
 func (c *Client) handleNotify(p *paho.Publish) {
+	c.mu.Lock()
+	ready := c.ready != nil
+	c.mu.Unlock()
+	if !ready {
+		c.stats.notificationsEarly.Add(1)
+		c.log.Debug("dropping a notification that came before the connection was ready: the resync after it covers the key", "topic", p.Topic)
+		return
+	}
 	key, ok := wire.ParseNotifyTopic(c.clientID, p.Topic)
 	if !ok {
 		c.dropNotify("topic is not a notification topic of this client", "topic", p.Topic)
