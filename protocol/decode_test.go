@@ -313,6 +313,7 @@ func FuzzHandleNotify(f *testing.F) {
 			log:      slog.New(slog.DiscardHandler),
 			clock:    hlc.NewClock("client", func() time.Time { return time.UnixMilli(1_732_000_000_000) }),
 			watched:  map[string]*lastNotify{"k": {}},
+			ready:    &conn{}, // notifications before the connection is ready are dropped unread
 			events:   &eventQueue{log: slog.New(slog.DiscardHandler), bound: 8, wake: make(chan struct{}, 1)},
 		}
 		p := &paho.Publish{Topic: topic, Payload: payload, Properties: &paho.PublishProperties{}}
