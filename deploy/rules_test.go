@@ -29,10 +29,10 @@ func TestManifestRulesRun(t *testing.T) {
 	p := startBin(t, bin, "dev", dir, "--listen", "127.0.0.1:0")
 	stdout, stderr := p.stdout, p.stderr
 	addr := waitFor(t, stdout, regexp.MustCompile(`try: ssrun kv --broker (\S+) set`))[1]
-	rules := strings.Count(stderr.String(), "rule loaded")
-	if want := strings.Count(strings.Join(keys(data), " "), ".lua"); rules != want {
-		t.Fatalf("%d rule(s) loaded, want the ConfigMap's %d; stderr:\n%s", rules, want, stderr.String())
-	}
+	// stdout and stderr are separate pipes: the log lines may come after the
+	// "try:" line, so wait for them.
+	want := strings.Count(strings.Join(keys(data), " "), ".lua")
+	testutil.WaitFor(t, "the ConfigMap's rules to load", func() bool { return strings.Count(stderr.String(), "rule loaded") >= want })
 	kv := func(args ...string) string {
 		out, _ := exec.Command(bin, append([]string{"kv", "--broker", addr}, args...)...).Output()
 		return strings.TrimSpace(string(out))
@@ -41,6 +41,9 @@ func TestManifestRulesRun(t *testing.T) {
 		t.Fatalf("kv set: %q", out)
 	}
 	testutil.WaitFor(t, "the thermostat rule to clamp 40 to 28", func() bool { return kv("get", "hvac1/target") == "28" })
+	if rules := strings.Count(stderr.String(), "rule loaded"); rules != want {
+		t.Errorf("%d rule(s) loaded, want the ConfigMap's %d; stderr:\n%s", rules, want, stderr.String())
+	}
 	if strings.Contains(stderr.String(), "level=ERROR") {
 		t.Errorf("errors while running the ConfigMap's rules:\n%s", stderr.String())
 	}
