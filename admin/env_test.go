@@ -20,6 +20,7 @@ import (
 	"github.com/ssrun/ssrun/internal/testnet"
 	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol"
+	"github.com/ssrun/ssrun/protocol/protocoltest"
 	"github.com/ssrun/ssrun/runtime/lua"
 )
 
@@ -116,17 +117,7 @@ func connect(t *testing.T, addr string, obs protocol.Observer) *protocol.Client 
 	if obs != nil {
 		cfg.Observer = obs
 	}
-	c, err := protocol.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := c.AwaitConnection(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return protocoltest.Connect(t, cfg)
 }
 
 func (e *env) set(key, value string) {

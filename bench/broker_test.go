@@ -20,7 +20,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -34,6 +33,7 @@ import (
 	"github.com/eclipse/paho.golang/packets"
 
 	"github.com/ssrun/ssrun/protocol"
+	"github.com/ssrun/ssrun/protocol/protocoltest"
 	"github.com/ssrun/ssrun/protocol/resp"
 	"github.com/ssrun/ssrun/protocol/wire"
 )
@@ -129,18 +129,7 @@ func procStatus(tb testing.TB, pid int, field string) int64 {
 
 func dialStore(tb testing.TB, addr, id string) *protocol.Client {
 	tb.Helper()
-	c, err := protocol.New(context.Background(), protocol.Config{Servers: []string{addr}, ClientID: id, Timeout: 30 * time.Second,
-		Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = c.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := c.AwaitConnection(ctx); err != nil {
-		tb.Fatal(err)
-	}
-	return c
+	return protocoltest.Connect(tb, protocol.Config{Servers: []string{addr}, ClientID: id, Timeout: 30 * time.Second})
 }
 
 // watcherScenario: a watcher of "big" (reading or not) while a writer sets

@@ -21,6 +21,7 @@ import (
 	"github.com/ssrun/ssrun/internal/testnet"
 	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol"
+	"github.com/ssrun/ssrun/protocol/protocoltest"
 	"github.com/ssrun/ssrun/runtime/lua"
 	"github.com/ssrun/ssrun/runtime/plugin"
 	"github.com/ssrun/ssrun/runtime/wasm"
@@ -244,17 +245,7 @@ func dial(tb testing.TB, addr, name string, log *slog.Logger, mod ...func(*proto
 	for _, m := range mod {
 		m(&cfg)
 	}
-	c, err := protocol.New(context.Background(), cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { c.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.AwaitConnection(ctx); err != nil {
-		tb.Fatal(err)
-	}
-	return c
+	return protocoltest.Connect(tb, cfg)
 }
 
 // onNotify calls f with each notification c receives, one at a time, on a

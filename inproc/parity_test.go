@@ -19,6 +19,7 @@ import (
 	"github.com/ssrun/ssrun/inproc"
 	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol"
+	"github.com/ssrun/ssrun/protocol/protocoltest"
 	"github.com/ssrun/ssrun/store"
 )
 
@@ -58,18 +59,7 @@ var backends = []backend{
 	{"mqtt", func(t *testing.T, clk *clock, quota int) func(string) *protocol.Client {
 		b := brokertest.Start(t, func(c *broker.Config) { c.Now, c.Quota = clk.Now, quota })
 		return func(id string) *protocol.Client {
-			c, err := protocol.New(context.Background(), protocol.Config{Servers: []string{b.Addr()}, ClientID: id, Now: clk.Now,
-				CleanStart: true, Logger: slog.New(slog.DiscardHandler)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = c.Close() })
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			if err := c.AwaitConnection(ctx); err != nil {
-				t.Fatal(err)
-			}
-			return c
+			return protocoltest.Connect(t, protocol.Config{Servers: []string{b.Addr()}, ClientID: id, Now: clk.Now, CleanStart: true})
 		}
 	}},
 }

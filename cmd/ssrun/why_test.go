@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +16,7 @@ import (
 	"github.com/ssrun/ssrun/host"
 	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol"
+	"github.com/ssrun/ssrun/protocol/protocoltest"
 )
 
 // chainAdmin runs `ssrun dev --admin` (the binary, as a user would) on a
@@ -32,16 +32,9 @@ func chainAdmin(t *testing.T) (addr string, user *protocol.Client) {
 	}
 	p, brokerAddr := startDev(t, dir, "--admin", "127.0.0.1:0")
 	addr = waitOutput(t, p.stdout, adminListening)[1]
-	user, err := protocol.New(context.Background(), protocol.Config{Servers: []string{brokerAddr}, ClientID: "door-sensor", Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { user.Close() })
+	user = protocoltest.Connect(t, protocol.Config{Servers: []string{brokerAddr}, ClientID: "door-sensor"})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := user.AwaitConnection(ctx); err != nil {
-		t.Fatal(err)
-	}
 	for _, kv := range [][2]string{{"alarm/armed", "yes"}, {"door/front", "open"}} {
 		if _, err := user.Set(ctx, []byte(kv[0]), []byte(kv[1]), protocol.SetOptions{}); err != nil {
 			t.Fatal(err)

@@ -4,7 +4,6 @@
 package examplehost
 
 import (
-	"context"
 	"io"
 	"log/slog"
 	"testing"
@@ -13,10 +12,11 @@ import (
 	"github.com/ssrun/ssrun/host"
 	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol"
+	"github.com/ssrun/ssrun/protocol/protocoltest"
 )
 
 // Client returns a client of the broker at addr with client id, connected
-// (within 10 s) and closed when the test ends. Its log is discarded; opts
+// (within protocoltest.ConnectBound) and closed when the test ends. Its log is discarded; opts
 // change the rest of its configuration.
 func Client(t testing.TB, addr, id string, opts ...func(*protocol.Config)) *protocol.Client {
 	t.Helper()
@@ -24,17 +24,7 @@ func Client(t testing.TB, addr, id string, opts ...func(*protocol.Config)) *prot
 	for _, o := range opts {
 		o(&cfg)
 	}
-	c, err := protocol.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.AwaitConnection(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return protocoltest.Connect(t, cfg)
 }
 
 // Host returns a host with opts, closed when the test ends: a Close that
