@@ -173,16 +173,7 @@ func (c *Client) roundTrip(ctx context.Context, args [][]byte, o callOpts) (repl
 	}
 	c.stats.responses.Add(1)
 
-	rep, err := decodeResponse(p.Properties, p.Payload)
-	if err != nil {
-		return reply{}, err
-	}
-	if rep.hasVersion {
-		if err := c.clock.Observe(rep.version); err != nil {
-			return reply{}, fmt.Errorf("response version %s: %w", rep.version, err)
-		}
-	}
-	return rep, nil
+	return c.observed(decodeResponse(p.Properties, p.Payload))
 }
 
 // localRoundTrip is roundTrip's end for an in-process store (local.go):
@@ -200,7 +191,13 @@ func (c *Client) localRoundTrip(cn *conn, pub *paho.Publish, ts string, o callOp
 	c.stats.requests.Add(1)
 	payload, version := cn.local.Do(pub.Payload, ts, ft)
 	c.stats.responses.Add(1)
-	rep, err := decodeResponse(localResponse(version), payload)
+	return c.observed(decodeResponse(localResponse(version), payload))
+}
+
+// observed passes a decoded reply on once the client's clock has observed
+// its version (a response's version moves the clock on, whichever end
+// answered).
+func (c *Client) observed(rep reply, err error) (reply, error) {
 	if err != nil {
 		return reply{}, err
 	}

@@ -53,14 +53,19 @@ func (s *connSettings) applyEnv(lookup func(string) (string, bool)) error {
 	str("AIO_MQTT_PASSWORD_FILE", &s.PasswordFile)
 	str("AIO_SAT_FILE", &s.SATFile)
 	var errs []error
-	if v, ok := lookup("AIO_BROKER_TCP_PORT"); ok {
-		n, err := strconv.ParseUint(v, 10, 16)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("AIO_BROKER_TCP_PORT=%q: not a port number", v))
+	// num reads a whole number of bits bits; a bad one is an error saying
+	// what is wanted (its value is set all the same: the errors end the
+	// command).
+	num := func(name string, bits int, want string, set func(uint64)) {
+		if v, ok := lookup(name); ok {
+			n, err := strconv.ParseUint(v, 10, bits)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %s", name, v, want))
+			}
+			set(n)
 		}
-		p := uint16(n)
-		s.TCPPort = &p
 	}
+	num("AIO_BROKER_TCP_PORT", 16, "not a port number", func(n uint64) { p := uint16(n); s.TCPPort = &p })
 	for _, b := range []struct {
 		name string
 		dst  **bool
@@ -73,22 +78,8 @@ func (s *connSettings) applyEnv(lookup func(string) (string, bool)) error {
 			*b.dst = &x
 		}
 	}
-	if v, ok := lookup("AIO_MQTT_KEEP_ALIVE"); ok {
-		n, err := strconv.ParseUint(v, 10, 16)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("AIO_MQTT_KEEP_ALIVE=%q: want seconds (0-65535)", v))
-		}
-		k := uint16(n)
-		s.KeepAlive = &k
-	}
-	if v, ok := lookup("AIO_MQTT_SESSION_EXPIRY"); ok {
-		n, err := strconv.ParseUint(v, 10, 32)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("AIO_MQTT_SESSION_EXPIRY=%q: want seconds", v))
-		}
-		e := uint32(n)
-		s.SessionExpiry = &e
-	}
+	num("AIO_MQTT_KEEP_ALIVE", 16, "want seconds (0-65535)", func(n uint64) { k := uint16(n); s.KeepAlive = &k })
+	num("AIO_MQTT_SESSION_EXPIRY", 32, "want seconds", func(n uint64) { e := uint32(n); s.SessionExpiry = &e })
 	return errors.Join(errs...)
 }
 
