@@ -157,20 +157,31 @@ func TestRescanNamesRacyEntries(t *testing.T) {
 	}
 }
 
+// rescanEntries is how many files the folder of the rescan benchmarks holds.
+const rescanEntries = 1000
+
+// unchangedFolder is the rescan benchmarks' fixture: a folder of
+// rescanEntries files and a snapshot of it with the racy window off (the
+// files were just written), so that a rescan finds no change.
+func unchangedFolder(b *testing.B) (string, *snapshot) {
+	b.Helper()
+	dir := b.TempDir()
+	for i := range rescanEntries {
+		writeFile(b, filepath.Join(dir, fmt.Sprintf("rule-%04d.lua", i)), "return {}")
+	}
+	s := newSnapshot()
+	s.racy = 0
+	s.add(dir)
+	return dir, s
+}
+
 // BenchmarkRescan rescans a folder of 1,000 files none of which changed
 // (the racy window off: the files were just written), alternating each
 // rescan with the floor of any rescan: listing the folder and Lstat-ing
 // each entry. It reports both per entry and their ratio (x-floor); ns/op
 // and B/op cover the two.
 func BenchmarkRescan(b *testing.B) {
-	dir := b.TempDir()
-	const n = 1000
-	for i := range n {
-		writeFile(b, filepath.Join(dir, fmt.Sprintf("rule-%04d.lua", i)), "return {}")
-	}
-	s := newSnapshot()
-	s.racy = 0
-	s.add(dir)
+	dir, s := unchangedFolder(b)
 	var rescan, floor time.Duration
 	b.ReportAllocs()
 	for b.Loop() {
@@ -190,27 +201,20 @@ func BenchmarkRescan(b *testing.B) {
 		}
 		rescan, floor = rescan+t1.Sub(t0), floor+time.Since(t1)
 	}
-	b.ReportMetric(float64(rescan.Nanoseconds())/float64(b.N)/n, "rescan-ns/entry")
-	b.ReportMetric(float64(floor.Nanoseconds())/float64(b.N)/n, "floor-ns/entry")
+	b.ReportMetric(float64(rescan.Nanoseconds())/float64(b.N)/rescanEntries, "rescan-ns/entry")
+	b.ReportMetric(float64(floor.Nanoseconds())/float64(b.N)/rescanEntries, "floor-ns/entry")
 	b.ReportMetric(float64(rescan)/float64(floor), "x-floor")
 }
 
 // BenchmarkRescanAlloc is BenchmarkRescan's rescan alone, for its
 // allocations.
 func BenchmarkRescanAlloc(b *testing.B) {
-	dir := b.TempDir()
-	const n = 1000
-	for i := range n {
-		writeFile(b, filepath.Join(dir, fmt.Sprintf("rule-%04d.lua", i)), "return {}")
-	}
-	s := newSnapshot()
-	s.racy = 0
-	s.add(dir)
+	_, s := unchangedFolder(b)
 	b.ReportAllocs()
 	for b.Loop() {
 		s.rescan()
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/entry")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/rescanEntries, "ns/entry")
 }
 
 func readNames(dir string) ([]string, error) {
