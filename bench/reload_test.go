@@ -34,10 +34,24 @@ type reloader struct {
 	seq int
 }
 
-// newReloader runs e.host.WatchDir on e.dir (stopped when the test ends)
-// and registers notifications of the subjects' tagged keys.
+// nativeAndLua are the reload subjects of the native Go rule and the Lua
+// rule.
+func nativeAndLua(tb testing.TB) []reloadSubject {
+	return []reloadSubject{
+		{name: "native", prefix: "native", file: "reload.native", src: func(tag string) []byte { return []byte(tag) }},
+		{name: "lua", prefix: "lua", file: "reload.lua", src: func(tag string) []byte { return luaRule(tb, tag) }},
+	}
+}
+
+// newReloader writes version A of each subject into e.dir, runs
+// e.host.WatchDir on it (stopped when the test ends), registers
+// notifications of the subjects' tagged keys and checks that version A
+// handles each subject's trigger.
 func newReloader(e *env, subs []reloadSubject) *reloader {
 	e.tb.Helper()
+	for _, s := range subs {
+		e.write(s.file, s.src("A"), false)
+	}
 	r := &reloader{e: e, obs: dial(e.tb, e.addr, "observer", e.log)}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -59,6 +73,11 @@ func newReloader(e *env, subs []reloadSubject) *reloader {
 	case <-ready:
 	case <-time.After(time.Minute):
 		e.tb.Fatal("rules folder not loaded in a minute")
+	}
+	for _, s := range subs {
+		if got := r.handledBy(s); got != "A" {
+			e.tb.Fatalf("%s: first version tagged %q, want A", s.name, got)
+		}
 	}
 	return r
 }
@@ -128,19 +147,10 @@ func median(ds []time.Duration) time.Duration {
 func BenchmarkReload(b *testing.B) {
 	prebuild(b, "A", "B", "C")
 	e := newEnvCache(b, host.RuleConfig{}, b.TempDir()) // a fresh cache: C is never seen
-	subs := []reloadSubject{
-		{name: "native", prefix: "native", file: "reload.native", src: func(tag string) []byte { return []byte(tag) }},
-		{name: "lua", prefix: "lua", file: "reload.lua", src: func(tag string) []byte { return luaRule(b, tag) }},
-		{name: "wasm", prefix: "wasm", file: "reload.wasm", src: func(tag string) []byte { return wasmGuest(b, tag) }},
-	}
-	for _, s := range subs {
-		e.write(s.file, s.src("A"), false)
-	}
+	subs := append(nativeAndLua(b),
+		reloadSubject{name: "wasm", prefix: "wasm", file: "reload.wasm", src: func(tag string) []byte { return wasmGuest(b, tag) }})
 	r := newReloader(e, subs)
 	for _, s := range subs {
-		if got := r.handledBy(s); got != "A" {
-			b.Fatalf("%s: first version tagged %q, want A", s.name, got)
-		}
 		r.reload(s, "B") // warm-up: compile B, then back to A
 		r.reload(s, "A")
 	}
@@ -197,18 +207,9 @@ func wazeroCompile(tb testing.TB, src []byte) time.Duration {
 // TestRulesEndToEnd checks; compiling a second Go guest would add seconds.)
 func TestReload(t *testing.T) {
 	e := newEnv(t, host.RuleConfig{})
-	subs := []reloadSubject{
-		{name: "native", prefix: "native", file: "reload.native", src: func(tag string) []byte { return []byte(tag) }},
-		{name: "lua", prefix: "lua", file: "reload.lua", src: func(tag string) []byte { return luaRule(t, tag) }},
-	}
-	for _, s := range subs {
-		e.write(s.file, s.src("A"), false)
-	}
+	subs := nativeAndLua(t)
 	r := newReloader(e, subs)
 	for _, s := range subs {
-		if got := r.handledBy(s); got != "A" {
-			t.Fatalf("%s: first version tagged %q, want A", s.name, got)
-		}
 		r.reload(s, "B")
 		if got := r.handledBy(s); got != "B" {
 			t.Errorf("%s: after the reload an event was handled by version %q, want B", s.name, got)
