@@ -1,6 +1,8 @@
 package wasm
 
 import (
+	"encoding/binary"
+
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/ssrun/ssrun/abi"
@@ -28,30 +30,11 @@ type wModule struct {
 	memImport bool // import env.memory instead of defining one
 }
 
-func uleb(v uint64) []byte {
-	var b []byte
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if v != 0 {
-			b = append(b, c|0x80)
-			continue
-		}
-		return append(b, c)
-	}
-}
+// uleb and sleb encode v as unsigned and signed LEB128 (the package's
+// encoder for the signed form).
+func uleb(v uint64) []byte { return binary.AppendUvarint(nil, v) }
 
-func sleb(v int64) []byte {
-	var b []byte
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
-}
+func sleb(v int64) []byte { return appendSLEB(nil, v) }
 
 func wName(s string) []byte { return append(uleb(uint64(len(s))), s...) }
 
