@@ -18,6 +18,7 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/abi/abitest"
+	"github.com/ssrun/ssrun/examples/internal/examplehost"
 	"github.com/ssrun/ssrun/examples/internal/thermotest"
 	"github.com/ssrun/ssrun/runtime/wasm"
 )
@@ -35,16 +36,6 @@ func module(t testing.TB) string {
 	return filepath.Join("rules", "thermostat.wasm")
 }
 
-func newRuntime(t testing.TB) *wasm.Runtime {
-	t.Helper()
-	rt, err := wasm.New(wasm.Config{CacheDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rt.Close(context.Background()) })
-	return rt
-}
-
 // TestThermostat plays the shared thermostat table (examples/internal/
 // thermotest) against the module through the real host and WebAssembly
 // runtime on the embedded broker.
@@ -57,7 +48,7 @@ func TestThermostat(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(rules, "thermostat.wasm"), src, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	rt := newRuntime(t) // closed after the host, which thermotest closes in its cleanup
+	rt := examplehost.WASMRuntime(t) // closed after the host, which thermotest closes in its cleanup
 	thermotest.Run(t, rules, rt)
 }
 
@@ -188,7 +179,7 @@ func FuzzSameAsGo(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	rt := newRuntime(f)
+	rt := examplehost.WASMRuntime(f)
 	as := startRule(f, rt, "thermostat-as.wasm", src)
 	goRule := startRule(f, rt, "thermostat-go.wasm", goModule(f))
 	f.Fuzz(func(t *testing.T, value []byte) {

@@ -4,15 +4,19 @@
 package examplehost
 
 import (
+	"context"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/ssrun/ssrun/host"
+	"github.com/ssrun/ssrun/internal/gobuild"
 	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/protocol/protocoltest"
+	"github.com/ssrun/ssrun/runtime/wasm"
 )
 
 // Client returns a client of the broker at addr with client id, connected
@@ -49,4 +53,29 @@ func Host(t testing.TB, opts host.Config) *host.Host {
 	}
 	testutil.CloseAtEnd(t, "host", h.Close)
 	return h
+}
+
+// WASMRuntime returns a WebAssembly runtime with a compilation cache of its
+// own, closed when the test ends: after the hosts made after it, whose
+// cleanups run first.
+func WASMRuntime(t testing.TB) *wasm.Runtime {
+	t.Helper()
+	rt, err := wasm.New(wasm.Config{CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.Close(context.Background()) })
+	return rt
+}
+
+// GoWASMRules builds the Go rule in the test's folder (the example's
+// package) as WebAssembly, as the examples' READMEs say, into a new rules
+// folder as file, and returns that folder.
+func GoWASMRules(t testing.TB, file string) string {
+	t.Helper()
+	rules := t.TempDir()
+	if err := gobuild.WASM(filepath.Join(rules, file), "."); err != nil {
+		t.Fatal(err)
+	}
+	return rules
 }
