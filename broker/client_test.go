@@ -22,6 +22,7 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/ssrun/ssrun/broker"
+	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol/hlc"
 	"github.com/ssrun/ssrun/protocol/resp"
 	"github.com/ssrun/ssrun/protocol/wire"
@@ -440,19 +441,13 @@ func contextWait() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), wait)
 }
 
-// fakeClock is a settable Config.Now. It starts at the real time, so the
-// test client's own (real) HLC stays within the skew limit.
-type fakeClock struct{ ms atomic.Int64 }
+// newFakeClock is a settable Config.Now at the real time, so that the test
+// client's own (real) HLC stays within the skew limit.
+func newFakeClock() *testutil.Clock { return testutil.NewClock(time.Now()) }
 
-func newFakeClock() *fakeClock {
-	c := &fakeClock{}
-	c.ms.Store(time.Now().UnixMilli())
-	return c
-}
-func (c *fakeClock) Now() time.Time          { return time.UnixMilli(c.ms.Load()) }
-func (c *fakeClock) Advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
-func (c *fakeClock) hlcAt(d time.Duration, counter int, node string) string {
-	return hlc.HLC{Wall: c.ms.Load() + d.Milliseconds(), Counter: uint64(counter), Node: node}.String()
+// hlcAt is the HLC text of c's time plus d, with counter and node.
+func hlcAt(c *testutil.Clock, d time.Duration, counter int, node string) string {
+	return hlc.HLC{Wall: c.Now().UnixMilli() + d.Milliseconds(), Counter: uint64(counter), Node: node}.String()
 }
 
 // --- raw MQTT connection, for what paho will not send (DUP, half packets) ---

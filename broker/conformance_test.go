@@ -67,7 +67,7 @@ import (
 	"github.com/ssrun/ssrun/protocol/wire"
 )
 
-func withClock(c *fakeClock) func(*broker.Config) {
+func withClock(c *testutil.Clock) func(*broker.Config) {
 	return func(cfg *broker.Config) { cfg.Now = c.Now }
 }
 
@@ -426,8 +426,8 @@ func TestP06_PayloadErrorsAreERRWithStatus200(t *testing.T) {
 	clock := newFakeClock()
 	b := brokertest.Start(t, withClock(clock), func(cfg *broker.Config) { cfg.Quota = 2 })
 	c := dial(t, b)
-	fence := clock.hlcAt(0, 1, "lock")
-	c.doTS(ptr(clock.hlcAt(0, 0, "c")), &fence, "SET", "fenced", "v")
+	fence := hlcAt(clock, 0, 1, "lock")
+	c.doTS(ptr(hlcAt(clock, 0, 0, "c")), &fence, "SET", "fenced", "v")
 	c.call("SET", "other", "v") // quota 2 reached
 	for _, tc := range []struct {
 		name   string
@@ -435,17 +435,17 @@ func TestP06_PayloadErrorsAreERRWithStatus200(t *testing.T) {
 		args   []string
 		text   string
 	}{
-		{"E1 timestamp skew", ptr(clock.hlcAt(61*time.Second, 0, "c")), nil, []string{"SET", "k", "v"}, wire.ErrTextTimestampSkew},
-		{"E2 missing fencing token", ptr(clock.hlcAt(0, 0, "c")), nil, []string{"SET", "fenced", "v"}, wire.ErrTextMissingFencingToken},
-		{"E3 fencing token skew", ptr(clock.hlcAt(0, 0, "c")), ptr(clock.hlcAt(61*time.Second, 0, "f")), []string{"SET", "k", "v"}, wire.ErrTextFencingTokenSkew},
-		{"E4 lower fencing token", ptr(clock.hlcAt(0, 0, "c")), ptr(clock.hlcAt(0, 0, "lock")), []string{"DEL", "fenced"}, wire.ErrTextFencingTokenLower},
-		{"E5 quota", ptr(clock.hlcAt(0, 0, "c")), nil, []string{"SET", "third", "v"}, wire.ErrTextQuotaExceeded},
-		{"E6 syntax", ptr(clock.hlcAt(0, 0, "c")), nil, []string{"SET", "k", "v", "XX"}, wire.ErrTextSyntax},
+		{"E1 timestamp skew", ptr(hlcAt(clock, 61*time.Second, 0, "c")), nil, []string{"SET", "k", "v"}, wire.ErrTextTimestampSkew},
+		{"E2 missing fencing token", ptr(hlcAt(clock, 0, 0, "c")), nil, []string{"SET", "fenced", "v"}, wire.ErrTextMissingFencingToken},
+		{"E3 fencing token skew", ptr(hlcAt(clock, 0, 0, "c")), ptr(hlcAt(clock, 61*time.Second, 0, "f")), []string{"SET", "k", "v"}, wire.ErrTextFencingTokenSkew},
+		{"E4 lower fencing token", ptr(hlcAt(clock, 0, 0, "c")), ptr(hlcAt(clock, 0, 0, "lock")), []string{"DEL", "fenced"}, wire.ErrTextFencingTokenLower},
+		{"E5 quota", ptr(hlcAt(clock, 0, 0, "c")), nil, []string{"SET", "third", "v"}, wire.ErrTextQuotaExceeded},
+		{"E6 syntax", ptr(hlcAt(clock, 0, 0, "c")), nil, []string{"SET", "k", "v", "XX"}, wire.ErrTextSyntax},
 		{"E8 unknown command", nil, nil, []string{"PING", "k"}, wire.ErrTextUnknownCommand},
 		{"E9 arity", nil, nil, []string{"GET"}, wire.ErrTextWrongNumberOfArgs},
 		{"E10 missing timestamp", nil, nil, []string{"SET", "k", "v"}, wire.ErrTextTimestampMissing},
 		{"E11 malformed timestamp", ptr("abc"), nil, []string{"SET", "k", "v"}, wire.ErrTextTimestampMalformed},
-		{"E11 malformed fencing token", ptr(clock.hlcAt(0, 0, "c")), ptr("1:2"), []string{"VDEL", "k", "v"}, wire.ErrTextTimestampMalformed},
+		{"E11 malformed fencing token", ptr(hlcAt(clock, 0, 0, "c")), ptr("1:2"), []string{"VDEL", "k", "v"}, wire.ErrTextTimestampMalformed},
 		{"E12 empty key", nil, nil, []string{"DEL", ""}, wire.ErrTextKeyLengthZero},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -545,7 +545,7 @@ func TestP09_GetMissHasNoTimestamp(t *testing.T) {
 	if r.hasTS {
 		t.Fatalf("GET miss carries __ts %q", r.ts)
 	}
-	c.doTS(ptr(clock.hlcAt(0, 0, "c")), nil, "SET", "k", "v", "PX", "100")
+	c.doTS(ptr(hlcAt(clock, 0, 0, "c")), nil, "SET", "k", "v", "PX", "100")
 	clock.Advance(100 * time.Millisecond)
 	r = c.call("GET", "k")
 	expectPayload(t, r, "$-1\r\n")
@@ -617,17 +617,17 @@ func TestP13_VersionsIncrease(t *testing.T) {
 	b := brokertest.Start(t, withClock(clock))
 	c := dial(t, b)
 	// S's worked example: client clock equal to the server's.
-	r := c.doTS(ptr(clock.hlcAt(0, 0, "CLIENT")), nil, "SET", "k", "v")
-	if want := clock.hlcAt(0, 1, "StateStore"); r.ts != want {
+	r := c.doTS(ptr(hlcAt(clock, 0, 0, "CLIENT")), nil, "SET", "k", "v")
+	if want := hlcAt(clock, 0, 1, "StateStore"); r.ts != want {
 		t.Fatalf("version %q, want %q", r.ts, want)
 	}
 	prev := r.ts
 	for i, ts := range []string{
-		clock.hlcAt(0, 0, "CLIENT"),            // same request __ts again
-		clock.hlcAt(30*time.Second, 7, "zzzz"), // ahead, within the skew
-		clock.hlcAt(30*time.Second, 7, "aaaa"), // equal wall and counter
-		"000000000000001:00000:old",            // far in the past
-		clock.hlcAt(-time.Hour, 99, "past"),
+		hlcAt(clock, 0, 0, "CLIENT"),            // same request __ts again
+		hlcAt(clock, 30*time.Second, 7, "zzzz"), // ahead, within the skew
+		hlcAt(clock, 30*time.Second, 7, "aaaa"), // equal wall and counter
+		"000000000000001:00000:old",             // far in the past
+		hlcAt(clock, -time.Hour, 99, "past"),
 	} {
 		r := c.doTS(&ts, nil, "SET", fmt.Sprintf("k%d", i), "v")
 		expectPayload(t, r, "+OK\r\n")
@@ -636,7 +636,7 @@ func TestP13_VersionsIncrease(t *testing.T) {
 		prev = r.ts
 	}
 	clock.Advance(time.Minute)
-	r = c.doTS(ptr(clock.hlcAt(0, 0, "c")), nil, "SET", "k", "v")
+	r = c.doTS(ptr(hlcAt(clock, 0, 0, "c")), nil, "SET", "k", "v")
 	later(t, prev, r.ts)
 }
 
@@ -645,7 +645,7 @@ func TestP14_PxExpiry(t *testing.T) {
 		clock := newFakeClock()
 		b := brokertest.Start(t, withClock(clock))
 		c := dial(t, b)
-		ts := func() *string { return ptr(clock.hlcAt(0, 0, "c")) }
+		ts := func() *string { return ptr(hlcAt(clock, 0, 0, "c")) }
 		expectPayload(t, c.doTS(ts(), nil, "SET", "k", "v", "PX", "1000"), "+OK\r\n")
 		clock.Advance(999 * time.Millisecond)
 		expectPayload(t, c.call("GET", "k"), bulk("v"))
@@ -794,7 +794,7 @@ func TestP16_TimestampAndFencingTokenValidation(t *testing.T) {
 	clock := newFakeClock()
 	b := brokertest.Start(t, withClock(clock))
 	c := dial(t, b)
-	now := clock.hlcAt(0, 0, "c")
+	now := hlcAt(clock, 0, 0, "c")
 	for _, tc := range []struct {
 		name   string
 		ts, ft *string
@@ -805,20 +805,20 @@ func TestP16_TimestampAndFencingTokenValidation(t *testing.T) {
 		{"unparsable __ts", ptr("abc"), nil, "a", errText(wire.ErrTextTimestampMalformed)},
 		{"__ts with empty node", ptr("1:2:"), nil, "a", errText(wire.ErrTextTimestampMalformed)},
 		{"__ts with sign", ptr("-1:0:n"), nil, "a", errText(wire.ErrTextTimestampMalformed)},
-		{"__ts 60.001 s ahead", ptr(clock.hlcAt(60001*time.Millisecond, 0, "c")), nil, "a", errText(wire.ErrTextTimestampSkew)},
-		{"__ts exactly 60 s ahead", ptr(clock.hlcAt(60*time.Second, 0, "c")), nil, "b", "+OK\r\n"},
+		{"__ts 60.001 s ahead", ptr(hlcAt(clock, 60001*time.Millisecond, 0, "c")), nil, "a", errText(wire.ErrTextTimestampSkew)},
+		{"__ts exactly 60 s ahead", ptr(hlcAt(clock, 60*time.Second, 0, "c")), nil, "b", "+OK\r\n"},
 		{"__ts in the past", ptr("1:0:c"), nil, "c", "+OK\r\n"},
 		{"unparsable __ft", &now, ptr("x"), "d", errText(wire.ErrTextTimestampMalformed)},
-		{"__ft 60.001 s ahead on a new key", &now, ptr(clock.hlcAt(60001*time.Millisecond, 0, "f")), "e", errText(wire.ErrTextFencingTokenSkew)},
+		{"__ft 60.001 s ahead on a new key", &now, ptr(hlcAt(clock, 60001*time.Millisecond, 0, "f")), "e", errText(wire.ErrTextFencingTokenSkew)},
 		{"__ft from the vectors", &now, ptr("9999999999999:0:x"), "e", errText(wire.ErrTextFencingTokenSkew)},
-		{"__ft exactly 60 s ahead", &now, ptr(clock.hlcAt(60*time.Second, 0, "f")), "f", "+OK\r\n"},
+		{"__ft exactly 60 s ahead", &now, ptr(hlcAt(clock, 60*time.Second, 0, "f")), "f", "+OK\r\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			expectPayload(t, c.doTS(tc.ts, tc.ft, "SET", tc.key, "v"), tc.want)
 		})
 	}
 	// __ft skew is also checked on DEL/VDEL of an absent key.
-	expectPayload(t, c.doTS(&now, ptr(clock.hlcAt(2*time.Minute, 0, "f")), "DEL", "absent"), errText(wire.ErrTextFencingTokenSkew))
+	expectPayload(t, c.doTS(&now, ptr(hlcAt(clock, 2*time.Minute, 0, "f")), "DEL", "absent"), errText(wire.ErrTextFencingTokenSkew))
 	expectPayload(t, c.doTS(&now, ptr("bad"), "VDEL", "absent", "v"), errText(wire.ErrTextTimestampMalformed))
 	expectPayload(t, c.call("GET", "a"), "$-1\r\n")
 }
@@ -827,8 +827,8 @@ func TestP17_NonSetCommandsIgnoreTimestamp(t *testing.T) {
 	clock := newFakeClock()
 	b := brokertest.Start(t, withClock(clock))
 	c := dial(t, b)
-	c.doTS(ptr(clock.hlcAt(0, 0, "c")), nil, "SET", "k", "v")
-	for _, ts := range []*string{nil, ptr("garbage"), ptr(clock.hlcAt(10*time.Minute, 0, "c")), ptr("")} {
+	c.doTS(ptr(hlcAt(clock, 0, 0, "c")), nil, "SET", "k", "v")
+	for _, ts := range []*string{nil, ptr("garbage"), ptr(hlcAt(clock, 10*time.Minute, 0, "c")), ptr("")} {
 		name := "absent"
 		if ts != nil {
 			name = *ts
@@ -842,7 +842,7 @@ func TestP17_NonSetCommandsIgnoreTimestamp(t *testing.T) {
 		})
 	}
 	expectPayload(t, c.doTS(ptr("garbage"), nil, "VDEL", "k", "v"), ":1\r\n")
-	c.doTS(ptr(clock.hlcAt(0, 0, "c")), nil, "SET", "k", "v")
+	c.doTS(ptr(hlcAt(clock, 0, 0, "c")), nil, "SET", "k", "v")
 	expectPayload(t, c.doTS(nil, nil, "DEL", "k"), ":1\r\n")
 }
 
@@ -882,8 +882,8 @@ func TestP19_GetNeedsNoFenceAndRemovalUnfences(t *testing.T) {
 	clock := newFakeClock()
 	b := brokertest.Start(t, withClock(clock))
 	c := dial(t, b)
-	ts := func() *string { return ptr(clock.hlcAt(0, 0, "c")) }
-	tok := clock.hlcAt(0, 5, "lock")
+	ts := func() *string { return ptr(hlcAt(clock, 0, 0, "c")) }
+	tok := hlcAt(clock, 0, 5, "lock")
 	expectPayload(t, c.doTS(ts(), &tok, "SET", "k", "v"), "+OK\r\n")
 	expectPayload(t, c.call("GET", "k"), bulk("v"))
 	expectPayload(t, c.doTS(ts(), &tok, "DEL", "k"), ":1\r\n")

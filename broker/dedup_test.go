@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mochi-mqtt/server/v2/packets"
+
 	"github.com/ssrun/ssrun/store"
 )
 

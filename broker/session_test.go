@@ -223,7 +223,7 @@ func TestQueuedReplyExpiresWhileAway(t *testing.T) {
 	const id = "away"
 	r1, rt := startSession(t, b, id)
 	expiring := func(id uint16, corr []byte, key string) *packets.ControlPacket {
-		cp := rawRequest(id, rt, corr, clock.hlcAt(0, 0, "n1"), false, "SET", key, "v")
+		cp := rawRequest(id, rt, corr, hlcAt(clock, 0, 0, "n1"), false, "SET", key, "v")
 		expiry := uint32(5)
 		cp.Content.(*packets.Publish).Properties.MessageExpiry = &expiry
 		return cp

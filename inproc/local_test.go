@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -13,7 +14,7 @@ import (
 // registrations gone in the store; then EventConnected once the client has
 // registered its watched keys again.
 func TestLocalDownAndUp(t *testing.T) {
-	clk := newClock()
+	clk := testutil.NewClock(time.Now())
 	dial := backends[0].start(t, clk, -1)
 	watcher, writer := dial("watcher"), dial("writer")
 	if err := watcher.KeyNotify(ctx, []byte("k"), protocol.CallOptions{}); err != nil {

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,26 +24,15 @@ import (
 
 func TestMain(m *testing.M) { testutil.Main(m) }
 
-// clock is a settable clock shared by the store and its clients.
-type clock struct{ ms atomic.Int64 }
-
-func newClock() *clock {
-	c := &clock{}
-	c.ms.Store(time.Now().UnixMilli())
-	return c
-}
-func (c *clock) Now() time.Time          { return time.UnixMilli(c.ms.Load()) }
-func (c *clock) advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
-
 // backend makes clients of one store on clk.
 type backend struct {
 	name string
 	// start returns a function that connects a client of a new store.
-	start func(t *testing.T, clk *clock, quota int) func(id string) *protocol.Client
+	start func(t *testing.T, clk *testutil.Clock, quota int) func(id string) *protocol.Client
 }
 
 var backends = []backend{
-	{"in-process", func(t *testing.T, clk *clock, quota int) func(string) *protocol.Client {
+	{"in-process", func(t *testing.T, clk *testutil.Clock, quota int) func(string) *protocol.Client {
 		s := store.New(clk.Now, store.Quota{Keys: quota, Bytes: -1})
 		sv := inproc.New(s)
 		return func(id string) *protocol.Client {
@@ -56,7 +44,7 @@ var backends = []backend{
 			return c
 		}
 	}},
-	{"mqtt", func(t *testing.T, clk *clock, quota int) func(string) *protocol.Client {
+	{"mqtt", func(t *testing.T, clk *testutil.Clock, quota int) func(string) *protocol.Client {
 		b := brokertest.Start(t, func(c *broker.Config) { c.Now, c.Quota = clk.Now, quota })
 		return func(id string) *protocol.Client {
 			return protocoltest.Connect(t, protocol.Config{Servers: []string{b.Addr()}, ClientID: id, Now: clk.Now, CleanStart: true})
@@ -68,7 +56,7 @@ var backends = []backend{
 type world struct {
 	t    *testing.T
 	a, b *protocol.Client
-	clk  *clock
+	clk  *testutil.Clock
 }
 
 var ctx = context.Background()
@@ -172,12 +160,12 @@ var cases = []struct {
 		}
 		_, _ = w.set(w.a, "k", "v", protocol.SetOptions{Expiry: time.Second})
 		w.want("notification", w.note(w.b), "k SET v")
-		w.clk.advance(2 * time.Second)
+		w.clk.Advance(2 * time.Second)
 		w.want("GET after the deadline", w.get(w.a, "k"), "<absent>")
 		w.want("notification", w.note(w.b), "k DELETE")
 		_, _ = w.set(w.a, "k", "v2", protocol.SetOptions{Expiry: time.Second})
 		_, _ = w.set(w.a, "k", "v3", protocol.SetOptions{})
-		w.clk.advance(2 * time.Second)
+		w.clk.Advance(2 * time.Second)
 		w.want("GET after the old deadline", w.get(w.a, "k"), "v3")
 	}},
 	{"fencing", 0, func(w *world) {
@@ -261,10 +249,10 @@ var cases = []struct {
 		if _, err := w.set(w.a, "k", "v", protocol.SetOptions{}); err != nil {
 			w.t.Fatal(err)
 		}
-		w.clk.advance(-2 * time.Minute) // the client's HLC stays where it was: 2 minutes ahead now
+		w.clk.Advance(-2 * time.Minute) // the client's HLC stays where it was: 2 minutes ahead now
 		_, err := w.set(w.a, "k", "w", protocol.SetOptions{})
 		w.wantErr("SET with a __ts 2 min ahead", err, protocol.ErrTimestampSkew)
-		w.clk.advance(2 * time.Minute) // else the version of "v" is too far ahead for the client
+		w.clk.Advance(2 * time.Minute) // else the version of "v" is too far ahead for the client
 		w.want("GET", w.get(w.b, "k"), "v")
 	}},
 }
@@ -273,7 +261,7 @@ func TestParity(t *testing.T) {
 	for _, be := range backends {
 		for _, tc := range cases {
 			t.Run(be.name+"/"+tc.name, func(t *testing.T) {
-				clk := newClock()
+				clk := testutil.NewClock(time.Now())
 				quota := tc.quota
 				if quota == 0 {
 					quota = -1
