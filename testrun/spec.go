@@ -139,31 +139,31 @@ func strictFields(n *yaml.Node, v any, what string) error {
 	return nil
 }
 
+// decodeStrict decodes n into v (a type without an UnmarshalYAML of its
+// own), refusing fields v does not have (strictFields).
+func decodeStrict(n *yaml.Node, v any, what string) error {
+	if err := strictFields(n, v, what); err != nil {
+		return err
+	}
+	return n.Decode(v)
+}
+
 // UnmarshalYAML refuses unknown fields.
 func (e *Expect) UnmarshalYAML(n *yaml.Node) error {
 	type plain Expect
-	if err := strictFields(n, (*plain)(e), "expect"); err != nil {
-		return err
-	}
-	return n.Decode((*plain)(e))
+	return decodeStrict(n, (*plain)(e), "expect")
 }
 
 // UnmarshalYAML refuses unknown fields.
 func (c *Counts) UnmarshalYAML(n *yaml.Node) error {
 	type plain Counts
-	if err := strictFields(n, (*plain)(c), "status"); err != nil {
-		return err
-	}
-	return n.Decode((*plain)(c))
+	return decodeStrict(n, (*plain)(c), "status")
 }
 
 // UnmarshalYAML records the step's line.
 func (s *Step) UnmarshalYAML(n *yaml.Node) error {
 	type plain Step
-	if err := strictFields(n, (*plain)(s), "step"); err != nil {
-		return err
-	}
-	if err := n.Decode((*plain)(s)); err != nil {
+	if err := decodeStrict(n, (*plain)(s), "step"); err != nil {
 		return err
 	}
 	s.Line = n.Line
@@ -173,10 +173,7 @@ func (s *Step) UnmarshalYAML(n *yaml.Node) error {
 // UnmarshalYAML records the case's line.
 func (c *Case) UnmarshalYAML(n *yaml.Node) error {
 	type plain Case
-	if err := strictFields(n, (*plain)(c), "case"); err != nil {
-		return err
-	}
-	if err := n.Decode((*plain)(c)); err != nil {
+	if err := decodeStrict(n, (*plain)(c), "case"); err != nil {
 		return err
 	}
 	c.Line = n.Line
