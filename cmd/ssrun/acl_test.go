@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ssrun/ssrun/broker"
+	"github.com/ssrun/ssrun/broker/brokertest"
 	"github.com/ssrun/ssrun/internal/testutil"
 )
 
@@ -19,6 +21,18 @@ func bobACL(t *testing.T) string {
       brokerResources: [{method: Connect}]
       stateStoreResources: [{method: ReadWrite, keyType: Pattern, keys: ["bob/*"]}]
 `)
+}
+
+// bobKV starts an embedded broker with bobACL and returns it and a run of
+// the ssrun binary's `kv` command on it as the user bob.
+func bobKV(t *testing.T) (*broker.Broker, func(args ...string) result) {
+	t.Helper()
+	acl := bobACL(t)
+	b := brokertest.Start(t, func(c *broker.Config) { c.ACLFile = acl })
+	return b, func(args ...string) result {
+		t.Helper()
+		return runBin(t, nil, append([]string{"kv", "--broker", b.Addr(), "--username", "bob"}, args...)...)
+	}
 }
 
 // `ssrun broker --acl FILE` applies the ACL (here without --passwords: user

@@ -6,9 +6,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-
-	"github.com/ssrun/ssrun/broker"
-	"github.com/ssrun/ssrun/broker/brokertest"
 )
 
 // `ssrun kv get -o json` shows the value and its version (what --fence and
@@ -16,12 +13,7 @@ import (
 // exit statuses tell usage (2), failure to reach the broker (3) and not
 // authorized (4) apart.
 func TestKVJSONAndExitCodes(t *testing.T) {
-	acl := bobACL(t)
-	b := brokertest.Start(t, func(c *broker.Config) { c.ACLFile = acl })
-	kv := func(args ...string) result {
-		t.Helper()
-		return runBin(t, nil, append([]string{"kv", "--broker", b.Addr(), "--username", "bob"}, args...)...)
-	}
+	b, kv := bobKV(t)
 	type obj struct {
 		Key, Op, Value, Version string
 		Found                   *bool

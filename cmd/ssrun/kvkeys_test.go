@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ssrun/ssrun/broker"
-	"github.com/ssrun/ssrun/broker/brokertest"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -17,12 +15,7 @@ import (
 // here), as text, JSON lines or a count, and exits 1 when none matches;
 // with an ACL it lists only what the user may read.
 func TestKVKeys(t *testing.T) {
-	acl := bobACL(t)
-	b := brokertest.Start(t, func(c *broker.Config) { c.ACLFile = acl })
-	kv := func(user string, args ...string) result {
-		t.Helper()
-		return runBin(t, nil, append([]string{"kv", "--broker", b.Addr(), "--username", user}, args...)...)
-	}
+	b, kv := bobKV(t)
 	var want []string
 	for i := range 1200 {
 		want = append(want, fmt.Sprintf("bob/%04d", i))
@@ -43,10 +36,10 @@ func TestKVKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if r := kv("bob", "keys", "bob/*"); r.code != 0 || strings.TrimSpace(r.stdout) != strings.Join(want, "\n") {
+	if r := kv("keys", "bob/*"); r.code != 0 || strings.TrimSpace(r.stdout) != strings.Join(want, "\n") {
 		t.Fatalf("keys bob/*: exit %d, %d lines", r.code, strings.Count(r.stdout, "\n"))
 	}
-	if r := kv("bob", "keys", "bob/00?1", "-o", "json"); r.code != 0 {
+	if r := kv("keys", "bob/00?1", "-o", "json"); r.code != 0 {
 		t.Fatalf("keys -o json: %+v", r)
 	} else {
 		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
@@ -55,13 +48,13 @@ func TestKVKeys(t *testing.T) {
 			t.Fatalf("keys -o json: %q", r.stdout)
 		}
 	}
-	if r := kv("bob", "keys", "*", "--count"); r.code != 0 || strings.TrimSpace(r.stdout) != "1200" {
+	if r := kv("keys", "*", "--count"); r.code != 0 || strings.TrimSpace(r.stdout) != "1200" {
 		t.Fatalf("keys * --count as bob: %+v", r)
 	}
-	if r := kv("bob", "keys", "nothing/*"); r.code != 1 || !strings.Contains(r.stderr, "no key matches") {
+	if r := kv("keys", "nothing/*"); r.code != 1 || !strings.Contains(r.stderr, "no key matches") {
 		t.Fatalf("keys with no match: %+v", r)
 	}
-	if r := kv("bob", "keys", "["); r.code != 3 || !strings.Contains(r.stderr, "syntax error") {
+	if r := kv("keys", "["); r.code != 3 || !strings.Contains(r.stderr, "syntax error") {
 		t.Fatalf("keys with a bad pattern: %+v", r)
 	}
 }
