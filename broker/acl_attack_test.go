@@ -105,13 +105,7 @@ func (c *client) noStrays() {
 // nextStray waits for the next message c received outside its requests.
 func (c *client) nextStray() *paho.Publish {
 	c.t.Helper()
-	select {
-	case p := <-c.stray:
-		return p
-	case <-time.After(wait):
-		c.t.Fatalf("client %s: no message within %v", c.id, wait)
-		return nil
-	}
+	return receive(c, c.stray, "message")
 }
 
 // connectCode sends an MQTT 5 CONNECT and returns the CONNACK reason code;

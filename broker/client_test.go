@@ -387,12 +387,20 @@ func short(b []byte) string {
 // nextNote waits for the next notification.
 func (c *client) nextNote() note {
 	c.t.Helper()
+	return receive(c, c.notes, "notification")
+}
+
+// receive waits for the next value on ch, one of c's, and fails the test
+// after wait; what names the value in the failure.
+func receive[T any](c *client, ch <-chan T, what string) T {
+	c.t.Helper()
 	select {
-	case n := <-c.notes:
-		return n
+	case v := <-ch:
+		return v
 	case <-time.After(wait):
-		c.t.Fatalf("client %s: no notification within %v", c.id, wait)
-		return note{}
+		c.t.Fatalf("client %s: no %s within %v", c.id, what, wait)
+		var zero T
+		return zero
 	}
 }
 
