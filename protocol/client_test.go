@@ -882,9 +882,7 @@ func TestNotifications(t *testing.T) {
 func TestNotificationPushedWithoutSubscription(t *testing.T) {
 	s := startScript(t, answerAll("001732000000000:00001:StateStore"))
 	const id = "pushed-client"
-	s.mu.Lock()
-	s.denySub = wire.NotifyFilter(id)
-	s.mu.Unlock()
+	s.refuseSubscribe(wire.NotifyFilter(id))
 	c := connect(t, s.addr, func(cfg *Config) { cfg.ClientID = id })
 	if e := nextEvent(t, c); e.Kind != EventConnected {
 		t.Fatal(e.Kind)
@@ -905,17 +903,13 @@ func TestNotificationPushedWithoutSubscription(t *testing.T) {
 func TestResponseSubscriptionRetried(t *testing.T) {
 	s := startScript(t, answerAll("001732000000000:00001:StateStore"))
 	const id = "refused-client"
-	s.mu.Lock()
-	s.denySub = wire.ResponseTopic(id)
-	s.mu.Unlock()
+	s.refuseSubscribe(wire.ResponseTopic(id))
 	c := newTestClient(t, s.addr, func(cfg *Config) { cfg.ClientID = id })
 	testutil.WaitFor(t, "the connection", func() bool { return len(s.connectLog()) == 1 })
 	if _, err := c.Get(context.Background(), []byte("k"), CallOptions{}); !errors.Is(err, ErrNotConnected) {
 		t.Fatalf("get before the response subscription: %v, want ErrNotConnected", err)
 	}
-	s.mu.Lock()
-	s.denySub = ""
-	s.mu.Unlock()
+	s.refuseSubscribe("")
 	if e := nextEvent(t, c); e.Kind != EventConnected {
 		t.Fatal(e.Kind)
 	}

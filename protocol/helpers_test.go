@@ -156,6 +156,14 @@ func (s *scriptServer) waitGone(clientID string) {
 	})
 }
 
+// refuseSubscribe makes the server refuse a SUBSCRIBE to filter, or none
+// when filter is "".
+func (s *scriptServer) refuseSubscribe(filter string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.denySub = filter
+}
+
 func (s *scriptServer) requestLog() []packets.Packet {
 	s.mu.Lock()
 	defer s.mu.Unlock()
