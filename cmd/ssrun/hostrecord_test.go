@@ -46,6 +46,20 @@ func recordingDev(t *testing.T, dir string, n int) (addr, trace string, errw *te
 	return addr, trace, errw, stop
 }
 
+// replayAfterDev stops `ssrun dev` (it must exit 0: its recording is whole
+// then) and returns `ssrun replay trace dir`, which must exit 0 too.
+func replayAfterDev(t *testing.T, stopDev func() int, errw *testutil.Buffer, trace, dir string) result {
+	t.Helper()
+	if code := stopDev(); code != 0 {
+		t.Fatalf("dev exit %d; stderr:\n%s", code, errw.String())
+	}
+	r := runCLI(t, "", "replay", trace, dir)
+	if r.code != 0 {
+		t.Fatalf("replay: %+v", r)
+	}
+	return r
+}
+
 // A live `ssrun dev --record` session, replayed: the writes ssrun replay prints
 // as applied are exactly the writes a watcher saw the host make, in order,
 // and the fenced write the store refused live (another client took the
@@ -104,17 +118,10 @@ func TestDevRecordReplaysLiveWrites(t *testing.T) {
 	kv("set", "pump/level", "60") // FENCED: pump/refused
 	await(1)
 	waitFile(t, trace, `"key":"pump/refused"`)
-	if code := stopDev(); code != 0 {
-		t.Fatalf("dev exit %d; stderr:\n%s", code, errw.String())
-	}
+	r := replayAfterDev(t, stopDev, errw, trace, dir)
 	if want := `[SET hvac1/target "28" SET thermostat1/setPoint "28" SET pump/command "40" SET pump/at`; !strings.HasPrefix(fmt.Sprint(live), want) ||
 		live[len(live)-1] != `SET pump/refused "FENCED 60"` {
 		t.Fatalf("live writes %v", live)
-	}
-
-	r := runCLI(t, "", "replay", trace, dir)
-	if r.code != 0 {
-		t.Fatalf("replay: %+v", r)
 	}
 	var applied []string
 	fenced := 0
@@ -222,13 +229,7 @@ end
 		}
 	}
 	waitFile(t, trace, `"key":"dice/out","value":"4:`)
-	if code := stopDev(); code != 0 {
-		t.Fatalf("dev exit %d; stderr:\n%s", code, errw.String())
-	}
-	r := runCLI(t, "", "replay", trace, dir)
-	if r.code != 0 {
-		t.Fatalf("replay parts from the recording: %+v", r)
-	}
+	r := replayAfterDev(t, stopDev, errw, trace, dir)
 	var replayed []string
 	for _, l := range strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n") {
 		if _, w, ok := strings.Cut(l, " dice.lua "); ok {

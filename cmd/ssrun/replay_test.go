@@ -74,14 +74,7 @@ func TestRecordReplayReproducesLiveWrites(t *testing.T) {
 	if code := stopRec(); code != 0 {
 		t.Fatalf("record exit %d; stderr:\n%s", code, recErr.String())
 	}
-	if code := stopDev(); code != 0 {
-		t.Fatalf("dev exit %d; stderr:\n%s", code, errw.String())
-	}
-
-	r := runCLI(t, "", "replay", trace, dir)
-	if r.code != 0 {
-		t.Fatalf("replay: %+v", r)
-	}
+	r := replayAfterDev(t, stopDev, errw, trace, dir)
 	var replayed []string
 	writeBacks := 0
 	line := regexp.MustCompile(`^\+\d+ms line \d+ thermostat\.lua (SET|DEL) (\S+)(.*)$`)
