@@ -186,10 +186,26 @@ func TestReplayDiff(t *testing.T) {
 	}
 }
 
+// refusedTrace is a trace file named t.trace that ParseTrace refuses with
+// an error containing want.
+type refusedTrace struct{ name, in, want string }
+
+// refusesTraces checks ParseTrace on each of traces, a subtest each.
+func refusesTraces(t *testing.T, traces []refusedTrace) {
+	for _, c := range traces {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := testrun.ParseTrace("t.trace", strings.NewReader(c.in))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want one containing %q", err, c.want)
+			}
+		})
+	}
+}
+
 // A corrupt or hostile trace is refused with its file and line.
 func TestParseTraceRefuses(t *testing.T) {
 	const hdr = `{"ssrun_trace":1,"start_ms":1000,"keys":["k"]}` + "\n"
-	for _, c := range []struct{ name, in, want string }{
+	refusesTraces(t, []refusedTrace{
 		{"empty", "", "t.trace:1: empty trace"},
 		{"not json", "hello\n", "t.trace:1: not a trace header"},
 		{"future format", `{"ssrun_trace":3,"start_ms":0}` + "\n", "t.trace:1: trace format 3"},
@@ -200,14 +216,7 @@ func TestParseTraceRefuses(t *testing.T) {
 		{"bad op", hdr + `{"t_ms":1000,"kind":"notify","key":"k","op":"EXPLODE","value":"x"}` + "\n", `t.trace:2: notify op "EXPLODE"`},
 		{"two values", hdr + `{"t_ms":1000,"kind":"connected"} {"t_ms":1000,"kind":"connected"}` + "\n", "t.trace:2: more than one JSON value"},
 		{"no key", hdr + `{"t_ms":1000,"kind":"get"}` + "\n", "t.trace:2: get without a key"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := testrun.ParseTrace("t.trace", strings.NewReader(c.in))
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("error %v, want one containing %q", err, c.want)
-			}
-		})
-	}
+	})
 }
 
 // A recorder killed mid-write leaves a last line without its newline: it
