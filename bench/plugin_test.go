@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"testing"
 	"time"
@@ -95,28 +94,22 @@ func BenchmarkRuleCPU(b *testing.B) {
 	if pid == 0 {
 		b.Fatal("no plugin process")
 	}
-	elapsed, cpu, switches := make([]time.Duration, len(flows)), make([]time.Duration, len(flows)), make([]int64, len(flows))
-	b.ResetTimer()
-	for round, done := 0, 0; done < b.N; round, done = round+1, done+chunk {
-		n := min(chunk, b.N-done)
-		for k := range flows {
-			i := (round + k) % len(flows)
-			c0, s0 := testutil.CPUTime(os.Getpid())+testutil.CPUTime(pid), testutil.ContextSwitches(os.Getpid())+testutil.ContextSwitches(pid)
-			elapsed[i] += e.drive(flows[i], n, inflight)
-			cpu[i] += testutil.CPUTime(os.Getpid()) + testutil.CPUTime(pid) - c0
-			switches[i] += testutil.ContextSwitches(os.Getpid()) + testutil.ContextSwitches(pid) - s0
-		}
+	costs := testutil.Interleaved(b, len(flows), chunk, func(int) int { return pid }, func(i, n int) time.Duration {
+		return e.drive(flows[i], n, inflight)
+	})
+	elapsed := make([]time.Duration, len(flows))
+	for i, c := range costs {
+		elapsed[i] = c.Elapsed
 	}
-	b.StopTimer()
 	testutil.ReportRates(b, elapsed, func(i int) string { return flows[i].name }, "-ev/s", "-x-base")
-	if cpu[0] == 0 {
+	if costs[0].CPU == 0 {
 		return // no /proc
 	}
 	for i, f := range flows {
-		b.ReportMetric(float64(cpu[i].Nanoseconds())/1e3/float64(b.N), f.name+"-cpu-us/ev")
-		b.ReportMetric(float64(switches[i])/float64(b.N), f.name+"-cs/ev")
+		b.ReportMetric(float64(costs[i].CPU.Nanoseconds())/1e3/float64(b.N), f.name+"-cpu-us/ev")
+		b.ReportMetric(float64(costs[i].Switches)/float64(b.N), f.name+"-cs/ev")
 		if i > 0 {
-			b.ReportMetric(float64(cpu[0])/float64(cpu[i]), f.name+"-cpu-x-base")
+			b.ReportMetric(float64(costs[0].CPU)/float64(costs[i].CPU), f.name+"-cpu-x-base")
 		}
 	}
 	e.checkClean()

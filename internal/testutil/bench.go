@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -56,4 +57,37 @@ func ReportRates(b *testing.B, elapsed []time.Duration, name func(i int) string,
 			b.ReportMetric(rate/base, name(i)+ratio)
 		}
 	}
+}
+
+// Cost is what a subject of Interleaved took: the time its operations
+// took, and the CPU time and context switches of this process and of the
+// subject's other process meanwhile (zero where /proc is not there).
+type Cost struct {
+	Elapsed, CPU time.Duration
+	Switches     int64
+}
+
+// Interleaved runs b.N operations of each of k subjects, chunk at a time,
+// taking the subjects in turn and rotating which goes first each round, so
+// that a drift of the machine (another load, a frequency change) falls on
+// all of them alike. run(i, n) makes n operations of subject i and returns
+// how long they took; pid(i) is the other process whose CPU subject i
+// counts (0: none). It returns each subject's cost.
+func Interleaved(b *testing.B, k, chunk int, pid func(i int) int, run func(i, n int) time.Duration) []Cost {
+	costs := make([]Cost, k)
+	self := os.Getpid()
+	b.ResetTimer()
+	for round, done := 0, 0; done < b.N; round, done = round+1, done+chunk {
+		n := min(chunk, b.N-done)
+		for j := range k {
+			i := (round + j) % k
+			p := pid(i)
+			c0, s0 := CPUTime(self)+CPUTime(p), ContextSwitches(self)+ContextSwitches(p)
+			costs[i].Elapsed += run(i, n)
+			costs[i].CPU += CPUTime(self) + CPUTime(p) - c0
+			costs[i].Switches += ContextSwitches(self) + ContextSwitches(p) - s0
+		}
+	}
+	b.StopTimer()
+	return costs
 }

@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"context"
-	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -129,33 +128,23 @@ func BenchmarkSession(b *testing.B) {
 	}
 	ev := command("loop", abi.FnGet, "1")
 	ctx := context.Background()
-	elapsed, cpu, switches := make([]time.Duration, len(scripts)), make([]time.Duration, len(scripts)), make([]int64, len(scripts))
-	b.ResetTimer()
-	for round, done := 0, 0; done < b.N; round, done = round+1, done+chunk {
-		n := min(chunk, b.N-done)
-		for k := range scripts {
-			i := (round + k) % len(scripts)
-			pid := int(scripts[i].pid.Load())
-			t0, c0, s0 := time.Now(), testutil.CPUTime(os.Getpid())+testutil.CPUTime(pid), testutil.ContextSwitches(os.Getpid())+testutil.ContextSwitches(pid)
-			for range n {
-				if err := scripts[i].Handle(ctx, ev); err != nil {
-					b.Fatal(err)
-				}
+	costs := testutil.Interleaved(b, len(scripts), chunk, func(i int) int { return int(scripts[i].pid.Load()) }, func(i, n int) time.Duration {
+		t0 := time.Now()
+		for range n {
+			if err := scripts[i].Handle(ctx, ev); err != nil {
+				b.Fatal(err)
 			}
-			elapsed[i] += time.Since(t0)
-			cpu[i] += testutil.CPUTime(os.Getpid()) + testutil.CPUTime(pid) - c0
-			switches[i] += testutil.ContextSwitches(os.Getpid()) + testutil.ContextSwitches(pid) - s0
 		}
-	}
-	b.StopTimer()
+		return time.Since(t0)
+	})
 	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(b.N) }
 	for i, way := range ways {
-		b.ReportMetric(us(elapsed[i]), way+"-us/ev")
-		if cpu[0] > 0 {
-			b.ReportMetric(us(cpu[i]), way+"-cpu-us/ev")
-			b.ReportMetric(float64(switches[i])/float64(b.N), way+"-cs/ev")
+		b.ReportMetric(us(costs[i].Elapsed), way+"-us/ev")
+		if costs[0].CPU > 0 {
+			b.ReportMetric(us(costs[i].CPU), way+"-cpu-us/ev")
+			b.ReportMetric(float64(costs[i].Switches)/float64(b.N), way+"-cs/ev")
 		}
 	}
-	b.ReportMetric(float64(elapsed[0])/float64(elapsed[2]), "session-x-unary")
-	b.ReportMetric(float64(elapsed[0])/float64(elapsed[1]), "session-x-grpc")
+	b.ReportMetric(float64(costs[0].Elapsed)/float64(costs[2].Elapsed), "session-x-unary")
+	b.ReportMetric(float64(costs[0].Elapsed)/float64(costs[1].Elapsed), "session-x-grpc")
 }
