@@ -137,6 +137,7 @@ func TestAdminClientErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"status", "-o", "yaml"}, `--output "yaml": want text or json`},
+		{[]string{"why", "k", "-o", "yaml"}, `--output "yaml": want text or json`},
 		{[]string{"status", "--admin", "a:b:c"}, `want HOST:PORT, :PORT or PORT`},
 		{[]string{"why"}, "usage: ssrun why KEY"},
 		{[]string{"status", "extra"}, "unknown command"},
