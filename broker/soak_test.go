@@ -17,7 +17,6 @@ package broker_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -27,6 +26,7 @@ import (
 	"github.com/ssrun/ssrun/broker/brokertest"
 	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol"
+	"github.com/ssrun/ssrun/protocol/protocoltest"
 )
 
 const (
@@ -130,22 +130,13 @@ func TestSoakSDKClient(t *testing.T) {
 func TestSoakOwnClient(t *testing.T) {
 	eachSoak(t, func(t *testing.T, b *broker.Broker, sb soakBroker, n, inflight int) {
 		cfg := protocol.Config{Servers: []string{b.Addr()}, ClientID: fmt.Sprintf("own-%d", clientSeq.Add(1)),
-			SessionExpiry: 3600, Logger: slog.New(slog.DiscardHandler)}
+			SessionExpiry: 3600}
 		if sb.user != "" {
 			cfg.Credentials = func() (protocol.Credentials, error) {
 				return protocol.Credentials{Username: sb.user, Password: []byte(sb.pw)}, nil
 			}
 		}
-		c, err := protocol.New(context.Background(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
-		ctx, cancel := contextWait()
-		defer cancel()
-		if err := c.AwaitConnection(ctx); err != nil {
-			t.Fatal(err)
-		}
+		c := protocoltest.Connect(t, cfg)
 		defer func() { t.Logf("client: %+v", c.Stats()) }()
 		elapsed := testutil.InFlight(t, inflight, n, func(_, i int) error {
 			_, err := c.Set(context.Background(), fmt.Appendf(nil, "soak/%d", i%soakKeys), fmt.Append(nil, i), protocol.SetOptions{})

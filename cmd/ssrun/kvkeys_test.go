@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/ssrun/ssrun/protocol"
+	"github.com/ssrun/ssrun/protocol/protocoltest"
 )
 
 // `ssrun kv keys PATTERN` lists every matching key (several SCAN pages
@@ -22,15 +22,8 @@ func TestKVKeys(t *testing.T) {
 	}
 	// One client sets them all: a process per key would take long.
 	ctx := context.Background()
-	c, err := protocol.New(ctx, protocol.Config{Servers: []string{b.Addr()}, ClientID: "bob-loader", Logger: slog.New(slog.DiscardHandler),
+	c := protocoltest.Connect(t, protocol.Config{Servers: []string{b.Addr()}, ClientID: "bob-loader",
 		Credentials: func() (protocol.Credentials, error) { return protocol.Credentials{Username: "bob"}, nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	if err := c.AwaitConnection(ctx); err != nil {
-		t.Fatal(err)
-	}
 	for _, k := range want {
 		if _, err := c.Set(ctx, []byte(k), []byte("v"), protocol.SetOptions{}); err != nil {
 			t.Fatal(err)

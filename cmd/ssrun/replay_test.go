@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/protocol"
+	"github.com/ssrun/ssrun/protocol/protocoltest"
 )
 
 // A trace recorded next to a live `ssrun dev` reproduces the live run's
@@ -100,15 +99,7 @@ func TestRecordReplayReproducesLiveWrites(t *testing.T) {
 // keyWatcher is a client of the broker at addr, connected and watching keys.
 func keyWatcher(ctx context.Context, t *testing.T, addr, id string, keys ...string) *protocol.Client {
 	t.Helper()
-	c, err := protocol.New(ctx, protocol.Config{Servers: []string{addr}, ClientID: id,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	if err := c.AwaitConnection(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c := protocoltest.Connect(t, protocol.Config{Servers: []string{addr}, ClientID: id})
 	for _, k := range keys {
 		if err := c.KeyNotify(ctx, []byte(k), protocol.CallOptions{}); err != nil {
 			t.Fatal(err)
