@@ -5,8 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -97,11 +95,7 @@ func luaHost(t *testing.T, cfg host.Config) *host.Host {
 func loadRules(t *testing.T, h *host.Host, rules map[string]string) {
 	t.Helper()
 	dir := t.TempDir()
-	for name, src := range rules {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testutil.WriteFiles(t, dir, rules)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_ = h.LoadDir(ctx, dir)

@@ -30,11 +30,7 @@ func ctxOf(t *testing.T) context.Context {
 func writeDir(t *testing.T, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
-	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testutil.WriteFiles(t, dir, files)
 	return dir
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/runtime/lua"
 	"github.com/ssrun/ssrun/testrun"
 )
@@ -18,11 +19,7 @@ import (
 func run(t *testing.T, rules map[string]string, spec string) (int, string) {
 	t.Helper()
 	dir := t.TempDir()
-	for name, src := range rules {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testutil.WriteFiles(t, dir, rules)
 	p := filepath.Join(dir, "x.test.yaml")
 	if err := os.WriteFile(p, []byte(spec), 0o644); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ssrun/ssrun/internal/testutil"
 )
 
 // copyRule copies the files of an example folder into a temporary folder,
@@ -144,15 +146,10 @@ func TestTestAppliesSsrunYAML(t *testing.T) {
 // same number (shown in the diff of an expectation that cannot hold).
 func TestTestSeedsRandom(t *testing.T) {
 	dir := t.TempDir()
-	files := map[string]string{
+	testutil.WriteFiles(t, dir, map[string]string{
 		"r.lua":       "local ss = require(\"ssrun\")\nss.watch(\"go\")\nfunction on_event(ev) assert(ss.set(\"n\", tostring(math.random(1000000)))) end\n",
 		"r.test.yaml": "cases:\n  - name: r\n    steps:\n      - set: {go: \"1\"}\n        expect: {writes: [SET n x]}\n",
-	}
-	for name, src := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	drawn := func() string {
 		r := runCLI(t, "", "test", dir)
 		_, n, ok := strings.Cut(r.stdout, "+ SET n ")

@@ -41,11 +41,7 @@ func (c *ConfigMapDir) Update(files map[string]string) {
 	if err := os.Mkdir(filepath.Join(c.Dir, ts), 0o755); err != nil {
 		tb.Fatal(err)
 	}
-	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(c.Dir, ts, name), []byte(content), 0o644); err != nil {
-			tb.Fatal(err)
-		}
-	}
+	WriteFiles(tb, filepath.Join(c.Dir, ts), files)
 	tmp := filepath.Join(c.Dir, "..data_tmp")
 	if err := os.Symlink(ts, tmp); err != nil {
 		tb.Fatal(err)
