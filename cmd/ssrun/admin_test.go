@@ -5,8 +5,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -52,9 +50,7 @@ func TestAdminFlag(t *testing.T) {
 ss.watch("in")
 function on_event(ev) ss.set("out", ev.value) end
 `
-	if err := os.WriteFile(filepath.Join(dir, "copy.lua"), []byte(rule), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testutil.WriteFiles(t, dir, map[string]string{"copy.lua": rule})
 	for _, c := range []struct {
 		name      string
 		args      []string
@@ -130,9 +126,7 @@ func waitReadyz(t *testing.T, addr string, code int, want string) {
 // being ready.
 func TestAdminReadyzOnRun(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "broken.lua"), []byte("function on_event(ev\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testutil.WriteFiles(t, dir, map[string]string{"broken.lua": "function on_event(ev\n"})
 	b := brokertest.Start(t)
 	out, _, stop := start(t, "run", dir, "--broker", b.Addr(), "--admin", "127.0.0.1:0")
 	addr := waitOutput(t, out, adminListening)[1]

@@ -29,9 +29,7 @@ end
 // no file is a warning, at start and on reload.
 func TestDevReloadsConfig(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "rec.lua"), []byte(recorder), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testutil.WriteFiles(t, dir, map[string]string{"rec.lua": recorder})
 	cfg := filepath.Join(dir, "ssrun.yaml")
 	writeCfg := func(s string) {
 		t.Helper()
@@ -96,9 +94,7 @@ func writeStatus(t *testing.T, addr string, errw *testutil.Buffer) func(want str
 func TestRunFollowsConfigMapSwapOfConfig(t *testing.T) {
 	b := brokertest.Start(t)
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "rec.lua"), []byte(recorder), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testutil.WriteFiles(t, dir, map[string]string{"rec.lua": recorder})
 	version := 0
 	swap := func(yaml string) {
 		t.Helper()
@@ -107,9 +103,7 @@ func TestRunFollowsConfigMapSwapOfConfig(t *testing.T) {
 		if err := os.Mkdir(ts, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(ts, "ssrun.yaml"), []byte(yaml), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		testutil.WriteFiles(t, ts, map[string]string{"ssrun.yaml": yaml})
 		tmp := filepath.Join(dir, "..data_tmp")
 		if err := os.Symlink(filepath.Base(ts), tmp); err != nil {
 			t.Fatal(err)

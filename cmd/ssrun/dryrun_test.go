@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/broker/brokertest"
+	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -112,9 +113,7 @@ func TestDevDryRunJSON(t *testing.T) {
 func TestDevDryRunDelOfMissingKeyIsNoFailure(t *testing.T) {
 	dir := t.TempDir()
 	rule := "local ss = require(\"ssrun\")\nss.watch(\"in\")\nfunction on_event(ev)\n  ss.del(\"never-set\")\n  ss.vdel(\"never-set\", \"x\")\n  ss.set(\"out\", ev.value)\nend\n"
-	if err := os.WriteFile(filepath.Join(dir, "clean.lua"), []byte(rule), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testutil.WriteFiles(t, dir, map[string]string{"clean.lua": rule})
 	env := []string{"XDG_RUNTIME_DIR=" + t.TempDir()}
 	cmd := exec.Command(ssrunBinary(t), "dev", dir, "--listen", "127.0.0.1:0", "--dry-run")
 	cmd.Env = append(os.Environ(), env...)

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -24,9 +22,7 @@ func TestRunGroupSharesRule(t *testing.T) {
 	b := brokertest.Start(t)
 	dir := t.TempDir()
 	src := "local ss = require(\"ssrun\")\nss.watch(\"in\")\nfunction on_event(ev)\n  if ev.op == \"SET\" then ss.set(\"out\", tostring(tonumber(ev.value) * 2)) end\nend\n"
-	if err := os.WriteFile(filepath.Join(dir, "double.lua"), []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testutil.WriteFiles(t, dir, map[string]string{"double.lua": src})
 	if r := runCLI(t, "", "run", dir, "--broker", b.Addr(), "--group", "a/b"); r.code == 0 || !strings.Contains(r.stderr, `group "a/b"`) {
 		t.Fatalf("bad group name: exit %d, stderr %q", r.code, r.stderr)
 	}

@@ -67,9 +67,7 @@ func replayAfterDev(t *testing.T, stopDev func() int, errw *testutil.Buffer, tra
 // no difference from the recording. 100 replays print the same bytes.
 func TestDevRecordReplaysLiveWrites(t *testing.T) {
 	dir := thermostatCopy(t)
-	if err := os.WriteFile(filepath.Join(dir, "pump.lua"), []byte(fencedPump), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testutil.WriteFiles(t, dir, map[string]string{"pump.lua": fencedPump})
 	addr, trace, errw, stopDev := recordingDev(t, dir, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -170,9 +168,7 @@ func TestReplayHostTraceDifferences(t *testing.T) {
 ss.watch("in")
 function on_event(ev) ss.set("out", ` + expr + `) end
 `
-		if err := os.WriteFile(filepath.Join(d, "r.lua"), []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		testutil.WriteFiles(t, d, map[string]string{"r.lua": src})
 		return d
 	}
 	same, changed := rule("ev.value"), rule(`ev.value .. "0"`)
@@ -205,9 +201,7 @@ function on_event(ev)
   if ev.op == "SET" then ss.set("dice/out", ev.value .. ":" .. math.random(1000000000)) end
 end
 `
-	if err := os.WriteFile(filepath.Join(dir, "dice.lua"), []byte(dice), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testutil.WriteFiles(t, dir, map[string]string{"dice.lua": dice})
 	addr, trace, errw, stopDev := recordingDev(t, dir, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -33,9 +33,7 @@ func thermostatProject(t *testing.T, name string, ldflags ...string) string {
 	copyFile(t, wasm, filepath.Join(rules, "thermostat.wasm"), 0o644)
 	copyFile(t, "../../examples/thermostat-as/rules/thermostat.test.yaml", filepath.Join(rules, "thermostat.test.yaml"), 0o644)
 	cfg := "rules:\n  thermostat.wasm:\n    canary: {events: 3}\n"
-	if err := os.WriteFile(filepath.Join(rules, "ssrun.yaml"), []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testutil.WriteFiles(t, rules, map[string]string{"ssrun.yaml": cfg})
 	return proj
 }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -40,9 +39,7 @@ func canaryRules(t *testing.T, factor int, tag string) string {
 		"scale.lua":  scaleRule(factor) + "-- " + tag + "\n",
 		"ssrun.yaml": "rules:\n  scale.lua:\n    canary: {events: 2}\n",
 	} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		testutil.WriteFiles(t, dir, map[string]string{name: content})
 	}
 	return dir
 }

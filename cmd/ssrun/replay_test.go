@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/protocol/protocoltest"
 )
@@ -137,9 +138,7 @@ func TestReplayDiffCLI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(b, "thermostat.lua"), []byte(strings.Replace(string(src), "MIN, MAX  = 16, 28", "MIN, MAX  = 16, 30", 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testutil.WriteFiles(t, b, map[string]string{"thermostat.lua": strings.Replace(string(src), "MIN, MAX  = 16, 28", "MIN, MAX  = 16, 30", 1)})
 	if r := runCLI(t, "", "replay", trace, a, "--diff", a); r.code != 0 || !strings.Contains(r.stdout, "no difference: 2 write(s) on 1 record(s)") {
 		t.Fatalf("same rules: %+v", r)
 	}
@@ -175,9 +174,7 @@ func TestReplayDiffAlignsWrites(t *testing.T) {
 	rule := func(extra string) string {
 		dir := t.TempDir()
 		src := "local ss = require(\"ssrun\")\nss.watch(\"in\")\nfunction on_event(ev)\n  ss.set(\"out\", ev.value)\n" + extra + "end\n"
-		if err := os.WriteFile(filepath.Join(dir, "copy.lua"), []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		testutil.WriteFiles(t, dir, map[string]string{"copy.lua": src})
 		return dir
 	}
 	a, b := rule(""), rule("  if ev.value == \"2\" then ss.set(\"audit\", \"two\") end\n")

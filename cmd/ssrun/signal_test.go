@@ -138,9 +138,7 @@ func sleepDir(t *testing.T, settings string) string {
 	dir := t.TempDir()
 	sleeper(t, dir, "sleep-handler.wasm")
 	yaml := "rules:\n  sleep-handler.wasm:\n" + settings
-	if err := os.WriteFile(filepath.Join(dir, "ssrun.yaml"), []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testutil.WriteFiles(t, dir, map[string]string{"ssrun.yaml": yaml})
 	return dir
 }
 
@@ -226,9 +224,7 @@ func TestStuckInitialisationIsBounded(t *testing.T) {
 	dir := t.TempDir()
 	sleeper(t, dir, "sleep-init.wasm")
 	rule := filepath.Join(dir, "sleep-init.wasm")
-	if err := os.WriteFile(filepath.Join(dir, "ssrun.yaml"), []byte("defaults:\n  grace: 500ms\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testutil.WriteFiles(t, dir, map[string]string{"ssrun.yaml": "defaults:\n  grace: 500ms\n"})
 	t.Run("dev", func(t *testing.T) {
 		p := startProc(t, "dev", dir, "--listen", "127.0.0.1:0", "--log-level", "debug")
 		waitOutput(t, p.stderr, regexp.MustCompile(`sleeping in init`))

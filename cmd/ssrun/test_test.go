@@ -132,9 +132,7 @@ func TestTestBadFile(t *testing.T) {
 func TestTestAppliesSsrunYAML(t *testing.T) {
 	dir := copyExample(t, "thermostat", "thermostat.lua", "", "")
 	cfg := "rules:\n  thermostat.lua:\n    write: [thermostat1/*]\n"
-	if err := os.WriteFile(filepath.Join(dir, "ssrun.yaml"), []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testutil.WriteFiles(t, dir, map[string]string{"ssrun.yaml": cfg})
 	r := runCLI(t, "", "test", "--run", "in_range", dir)
 	if r.code != 1 || !strings.Contains(r.stdout, "status of thermostat.lua: want handled 1 failed 0, got handled 0 failed 1") ||
 		!strings.Contains(r.stdout, "DENIED") {

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
@@ -42,9 +40,7 @@ end
 // restart on the same --data.
 func TestDevTimerSurvivesKill(t *testing.T) {
 	dir, data := t.TempDir(), t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "door.lua"), []byte(doorRule), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testutil.WriteFiles(t, dir, map[string]string{"door.lua": doorRule})
 	p, addr := startDev(t, dir, "--data", data)
 	kv := func(args ...string) string {
 		t.Helper()

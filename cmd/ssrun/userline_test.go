@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/ssrun/ssrun/internal/testutil"
 )
 
 // Errors name the user's line: the Lua scaffold's check() helper blames
@@ -33,9 +35,7 @@ func TestLuaScaffoldCheckNamesTheCallersLine(t *testing.T) {
 		t.Fatalf("the scaffold has no check() helper and call:\n%s", src)
 	}
 	// The rule may write nothing: its set fails, DENIED.
-	if err := os.WriteFile(filepath.Join(dir, "ssrun.yaml"), []byte("rules:\n  copier.lua:\n    write: []\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testutil.WriteFiles(t, dir, map[string]string{"ssrun.yaml": "rules:\n  copier.lua:\n    write: []\n"})
 	r := runBin(t, nil, "test", dir)
 	if want := fmt.Sprintf(`copier.lua:%d: on_event: DENIED: set "copier/output": not permitted`, caller); r.code != 1 || !strings.Contains(r.stdout, want) {
 		t.Fatalf("want %q (the caller's line, not the helper's %d):\n%+v", want, helper, r)
@@ -52,9 +52,7 @@ func TestDevLogsPanicAsLinesAndLuaErrorAsError(t *testing.T) {
 		t.Fatal(err)
 	}
 	copyFile(t, p, filepath.Join(dir, "panicker.wasm"), 0o644)
-	if err := os.WriteFile(filepath.Join(dir, "raiser.lua"), []byte("local ss = require(\"ssrun\")\nss.watch(\"raise/in\")\nfunction on_event(ev)\n  error(\"no good: \" .. ev.value)\nend\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testutil.WriteFiles(t, dir, map[string]string{"raiser.lua": "local ss = require(\"ssrun\")\nss.watch(\"raise/in\")\nfunction on_event(ev)\n  error(\"no good: \" .. ev.value)\nend\n"})
 	d, addr := startDev(t, dir)
 	for _, kv := range [][]string{{"panic/in", "x"}, {"raise/in", "y"}} {
 		if r := runBin(t, nil, "kv", "--broker", addr, "set", kv[0], kv[1]); r.code != 0 {
@@ -81,9 +79,7 @@ func TestDevLogsPanicAsLinesAndLuaErrorAsError(t *testing.T) {
 func TestCheckSaysItsStoreIsEmpty(t *testing.T) {
 	dir := t.TempDir()
 	rule := "local ss = require(\"ssrun\")\nlocal limit = tonumber(ss.get(\"config/limit\"))\nif not limit then error(\"config/limit is not a number\") end\nfunction on_event(ev) end\n"
-	if err := os.WriteFile(filepath.Join(dir, "needs.lua"), []byte(rule), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testutil.WriteFiles(t, dir, map[string]string{"needs.lua": rule})
 	r := runBin(t, nil, "check", dir)
 	if r.code != 1 || !strings.Contains(r.stderr, "needs.lua:3: load: config/limit is not a number") ||
 		!strings.Contains(r.stderr, `ssrun check starts a rule against an empty store: its top-level code read "config/limit", absent here`) {
