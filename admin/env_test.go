@@ -37,7 +37,7 @@ type env struct {
 	base   string // http://ADDR
 }
 
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+var quiet = slog.New(slog.DiscardHandler)
 
 // newEnv writes rules (file name -> Lua source) into a folder, loads them
 // with cfg's per-rule settings, and starts the admin endpoint.

@@ -2,7 +2,6 @@ package broker_test
 
 import (
 	"fmt"
-	"io"
 	"log/slog"
 	"testing"
 	"time"
@@ -48,7 +47,7 @@ func TestReconnectWithSameIDStaysReachable(t *testing.T) {
 // between the two deadlocked srv.Close, seen as a 10-minute test hang.)
 func TestCloseWhileClientsDisconnect(t *testing.T) {
 	for round := 0; round < 30; round++ {
-		b, err := broker.New(broker.Config{Listen: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		b, err := broker.New(broker.Config{Listen: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
 		}

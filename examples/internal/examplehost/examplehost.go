@@ -5,7 +5,6 @@ package examplehost
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"path/filepath"
 	"testing"
@@ -20,11 +19,11 @@ import (
 )
 
 // Client returns a client of the broker at addr with client id, connected
-// (within protocoltest.ConnectBound) and closed when the test ends. Its log is discarded; opts
-// change the rest of its configuration.
+// (within protocoltest.ConnectBound) and closed when the test ends. Its log
+// is discarded unless opts, which change its configuration, give a Logger.
 func Client(t testing.TB, addr, id string, opts ...func(*protocol.Config)) *protocol.Client {
 	t.Helper()
-	cfg := protocol.Config{Servers: []string{addr}, ClientID: id, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	cfg := protocol.Config{Servers: []string{addr}, ClientID: id}
 	for _, o := range opts {
 		o(&cfg)
 	}
