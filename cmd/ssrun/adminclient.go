@@ -74,15 +74,11 @@ type errAdminNotFound struct{ msg string }
 
 func (e *errAdminNotFound) Error() string { return e.msg }
 
-// adminGet checks f, then GETs path?q from the admin endpoint and returns
-// the JSON body.
+// adminGet GETs path?q from the admin endpoint and returns the JSON body.
 // Errors say what to do: nothing listening (start dev or run with
 // --admin), an endpoint without path (ssrun broker's), or the server's own
 // error; a 404 with a JSON error is an *errAdminNotFound.
 func adminGet(ctx context.Context, f *adminClientFlags, path string, q url.Values) ([]byte, error) {
-	if err := f.check(); err != nil {
-		return nil, err
-	}
 	if !f.fs.Changed("admin") {
 		if addr := devAdminAddr(); addr != "" {
 			f.addr = addr // the endpoint of the latest ssrun dev

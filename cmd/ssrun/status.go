@@ -25,6 +25,9 @@ and its last error with its time; then the host's counters. -o json prints the /
 Exit status: 0 done, 2 usage or connection error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.check(); err != nil {
+				return err
+			}
 			body, err := adminGet(cmd.Context(), &f, "/status", nil)
 			if err != nil {
 				return err

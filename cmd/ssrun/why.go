@@ -33,6 +33,9 @@ Exit status: 0 done, 1 no rule wrote KEY (since ssrun started), 2 usage or conne
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := f.check(); err != nil {
+				return err
+			}
 			body, err := adminGet(cmd.Context(), &f, "/why", url.Values{"key": {args[0]}})
 			var nf *errAdminNotFound
 			if errors.As(err, &nf) {
