@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ssrun/ssrun/abi"
-	"github.com/ssrun/ssrun/broker/brokertest"
 	"github.com/ssrun/ssrun/examples/internal/examplehost"
 	"github.com/ssrun/ssrun/host"
 	"github.com/ssrun/ssrun/protocol"
@@ -40,15 +38,9 @@ var steps = []struct {
 // and returns it with a client acting as the user ("chain-user").
 func startChain(t *testing.T, ctx context.Context) (*host.Host, *protocol.Client) {
 	t.Helper()
-	b := brokertest.Start(t)
-	user := examplehost.Client(t, b.Addr(), "chain-user")
 	lr := lua.New(lua.Config{})
 	t.Cleanup(func() { _ = lr.Close(context.Background()) }) // after the host's Close
-	h := examplehost.Host(t, host.Config{Store: examplehost.Client(t, b.Addr(), "chain-host"), Runtimes: []abi.Runtime{lr}})
-	if err := h.LoadDir(ctx, "."); err != nil {
-		t.Fatal(err)
-	}
-	return h, user
+	return examplehost.Start(ctx, t, "chain", ".", lr)
 }
 
 func TestChain(t *testing.T) {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/broker/brokertest"
 	"github.com/ssrun/ssrun/host"
 	"github.com/ssrun/ssrun/internal/gobuild"
 	"github.com/ssrun/ssrun/internal/testutil"
@@ -77,4 +79,18 @@ func GoWASMRules(t testing.TB, file string) string {
 		t.Fatal(err)
 	}
 	return rules
+}
+
+// Start runs the rule files of dir in a host with runtimes on a fresh
+// embedded broker, loaded within ctx, and returns the host and a client
+// acting as the user. The clients' ids are name-host and name-user.
+func Start(ctx context.Context, t testing.TB, name, dir string, runtimes ...abi.Runtime) (*host.Host, *protocol.Client) {
+	t.Helper()
+	b := brokertest.Start(t)
+	user := Client(t, b.Addr(), name+"-user")
+	h := Host(t, host.Config{Store: Client(t, b.Addr(), name+"-host"), Runtimes: runtimes})
+	if err := h.LoadDir(ctx, dir); err != nil {
+		t.Fatalf("loading %s: %v", dir, err)
+	}
+	return h, user
 }

@@ -20,9 +20,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
-	"github.com/ssrun/ssrun/broker/brokertest"
 	"github.com/ssrun/ssrun/examples/internal/examplehost"
-	"github.com/ssrun/ssrun/host"
 	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol"
 )
@@ -60,16 +58,11 @@ var steps = []step{
 // with the given runtimes, and plays the table.
 func Run(t *testing.T, dir string, runtimes ...abi.Runtime) {
 	t.Helper()
-	b := brokertest.Start(t)
-	user := examplehost.Client(t, b.Addr(), "thermotest-user")
-	h := examplehost.Host(t, host.Config{Store: examplehost.Client(t, b.Addr(), "thermotest-host"), Runtimes: runtimes})
 	// A guard against a hang: a cold compile of a Go WebAssembly guest
 	// takes 0.5 s idle but past a minute under -race on 2 loaded cores.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if err := h.LoadDir(ctx, dir); err != nil {
-		t.Fatalf("loading %s: %v", dir, err)
-	}
+	h, user := examplehost.Start(ctx, t, "thermotest", dir, runtimes...)
 	if n := len(h.Status()); n != 1 {
 		t.Fatalf("%s holds %d rules, want exactly one thermostat", dir, n)
 	}
