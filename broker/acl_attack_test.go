@@ -258,7 +258,7 @@ func TestACLOtherClientsTopicsCannotBeSubscribed(t *testing.T) {
 		t.Errorf("SUBSCRIBE by a client whose id is alice's hex: reason 0x%02x, want 0x87", rc)
 	}
 
-	expectPayload(t, a.call("KEYNOTIFY", "secret"), "+OK\r\n")
+	a.keyNotify("secret")
 	expectPayload(t, a.call("SET", "secret", "alice's value"), "+OK\r\n")
 	expectPayload(t, a.call("GET", "secret"), bulk("alice's value"))
 	a.expectNotes("secret SET alice's value")
@@ -274,7 +274,7 @@ func TestACLOtherClientsTopicsCannotBeSubscribed(t *testing.T) {
 func TestACLForgedNotificationIsRefused(t *testing.T) {
 	b, _ := authBroker(t, "")
 	a := dial(t, b, alice, withID("alice-app"), withNotifySub(1)) // Rust SDK style: subscribed to its notify filter
-	expectPayload(t, a.call("KEYNOTIFY", "door"), "+OK\r\n")
+	a.keyNotify("door")
 	forger := dial(t, b, bob)
 
 	forged := &paho.Publish{Topic: wire.NotifyTopic(a.id, []byte("door")), Payload: notifyPayload("open")}
@@ -441,7 +441,7 @@ func TestACLKeyOutsideGrantsIsNotAuthorized(t *testing.T) {
 	expectPayload(t, bb.call("SET", "alice/secret", "x", "BOGUS"), errText(wire.ErrTextSyntax))
 	expectPayload(t, bb.call("KEYNOTIFY", "alice/secret", "STOP"), ":0\r\n")
 	expectPayload(t, bb.call("GET", "shared/config"), "$-1\r\n")
-	expectPayload(t, bb.call("KEYNOTIFY", "shared/config"), "+OK\r\n")
+	bb.keyNotify("shared/config")
 	expectPayload(t, bb.call("SET", "bob/x", "y"), "+OK\r\n")
 	expectPayload(t, a.call("GET", "alice/secret"), bulk("v1"))
 	if b.Stats().Registrations != 1 {
@@ -502,7 +502,7 @@ func TestACLReloadTakesEffectWithoutDroppingConnections(t *testing.T) {
 	if rc := bb.subscribeCode("news/#"); rc != rcNotAuthorized {
 		t.Fatalf("SUBSCRIBE news/# before it is granted: 0x%02x", rc)
 	}
-	expectPayload(t, bb.call("KEYNOTIFY", "k/1"), "+OK\r\n")
+	bb.keyNotify("k/1")
 	expectPayload(t, bb.call("GET", "j/1"), errText(wire.ErrTextNotAuthorized))
 	expectPayload(t, a.call("SET", "k/1", "one"), "+OK\r\n")
 	bb.expectNotes("k/1 SET one")
@@ -600,7 +600,7 @@ func TestACLDefaultPolicyServesTheSDKShapes(t *testing.T) {
 		t.Fatalf(".NET SDK's notify subscription: 0x%02x", rc)
 	}
 	for _, c := range []*client{goSDK, rustSDK, netSDK} {
-		expectPayload(t, c.call("KEYNOTIFY", "lock1"), "+OK\r\n")
+		c.keyNotify("lock1")
 	}
 	set := goSDK.call("SET", "lock1", "go-client", "NEX", "PX", "10000")
 	expectPayload(t, set, "+OK\r\n")

@@ -32,7 +32,7 @@ import (
 func TestUserPropertiesSurviveRequestProblemInfoOff(t *testing.T) {
 	b := brokertest.Start(t)
 	c := dial(t, b, withProblemInfoOff(60))
-	expectPayload(t, c.call("KEYNOTIFY", "k"), "+OK\r\n")
+	c.keyNotify("k")
 	r := c.call("SET", "k", "v") // call fails unless __stat is 200
 	if !r.hasTS {
 		t.Fatal("__ts stripped from the response")
@@ -321,7 +321,7 @@ func TestSlowClientDoesNotStallOthers(t *testing.T) {
 	// stuck never reads again.
 	writer := dial(t, b)
 	watcher := dial(t, b)
-	expectPayload(t, watcher.call("KEYNOTIFY", "hot"), "+OK\r\n")
+	watcher.keyNotify("hot")
 	value := strings.Repeat("x", 60_000)
 	const sets = 300 // ~18 MB of notifications for stuck, far beyond socket buffers
 	for i := range sets {
@@ -375,7 +375,7 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	expectPayload(t, c.call("KEYNOTIFY", "k"), "+OK\r\n")
+	c.keyNotify("k")
 	expectPayload(t, c.call("SET", "k", "v", "PX", "60000"), "+OK\r\n")
 	c.nextNote()
 	if err := b.Close(); err != nil {

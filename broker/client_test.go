@@ -368,6 +368,15 @@ func (c *client) mustExchange(p *paho.Publish) result {
 	return r
 }
 
+// keyNotify registers notifications of keys, one KEYNOTIFY each, every one
+// answered +OK.
+func (c *client) keyNotify(keys ...string) {
+	c.t.Helper()
+	for _, k := range keys {
+		expectPayload(c.t, c.call("KEYNOTIFY", k), "+OK\r\n")
+	}
+}
+
 // expectPayload fails unless r carries exactly want.
 func expectPayload(t testing.TB, r result, want string) {
 	t.Helper()

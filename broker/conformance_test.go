@@ -394,7 +394,7 @@ func (c *client) doTS(ts, ft *string, args ...string) result {
 func TestP05_ServerTimestampsAndProtocolVersion(t *testing.T) {
 	b := brokertest.Start(t)
 	c := dial(t, b)
-	expectPayload(t, c.call("KEYNOTIFY", "k"), "+OK\r\n")
+	c.keyNotify("k")
 	var all []result
 	for _, args := range [][]string{{"SET", "k", "v"}, {"SET", "k", "v", "NX"}, {"GET", "k"}, {"VDEL", "k", "x"}, {"DEL", "k"}, {"DEL", "k"}} {
 		all = append(all, c.call(args...))
@@ -664,7 +664,7 @@ func TestP14_PxExpiry(t *testing.T) {
 	t.Run("active expiry with the real clock", func(t *testing.T) {
 		b := brokertest.Start(t)
 		c := dial(t, b)
-		expectPayload(t, c.call("KEYNOTIFY", "k"), "+OK\r\n")
+		c.keyNotify("k")
 		set := c.call("SET", "k", "v", "PX", "50")
 		if n := c.nextNote(); n.op != resp.OpSet {
 			t.Fatalf("first notification %s", n.op)
@@ -916,8 +916,8 @@ func TestP21_KeynotifyReplies(t *testing.T) {
 	for _, key := range []string{"absent", "present"} {
 		stop := c.call("KEYNOTIFY", key, "STOP")
 		expectPayload(t, stop, ":0\r\n")
-		expectPayload(t, c.call("KEYNOTIFY", key), "+OK\r\n")
-		expectPayload(t, c.call("KEYNOTIFY", key), "+OK\r\n")
+		c.keyNotify(key)
+		c.keyNotify(key)
 		expectPayload(t, c.call("KEYNOTIFY", key, "STOP"), "+OK\r\n") // one STOP removes it
 		expectPayload(t, c.call("KEYNOTIFY", key, "STOP"), ":0\r\n")
 	}
@@ -931,7 +931,7 @@ func TestP22_NotificationPerChange(t *testing.T) {
 	watcher := dial(t, b)
 	actor := dial(t, b)
 	for _, c := range []*client{watcher, actor} {
-		expectPayload(t, c.call("KEYNOTIFY", "k"), "+OK\r\n")
+		c.keyNotify("k")
 	}
 	set := actor.call("SET", "k", "v1")
 	renew := actor.call("SET", "k", "v1", "NEX")
@@ -959,7 +959,7 @@ func TestP23_NotifyTopicAndPayloadBytes(t *testing.T) {
 	key := "lock1"
 	bin := "k\x00\xfe\r\n"
 	for _, k := range []string{key, bin} {
-		expectPayload(t, c.call("KEYNOTIFY", k), "+OK\r\n")
+		c.keyNotify(k)
 	}
 	c.call("SET", key, "myclient")
 	c.call("DEL", key)
@@ -990,8 +990,8 @@ func TestP24_NoSpuriousNotifications(t *testing.T) {
 	b := brokertest.Start(t)
 	c := dial(t, b)
 	other := dial(t, b)
-	expectPayload(t, c.call("KEYNOTIFY", "k"), "+OK\r\n")
-	expectPayload(t, c.call("KEYNOTIFY", "k"), "+OK\r\n") // a repeat does not duplicate
+	c.keyNotify("k")
+	c.keyNotify("k") // a repeat does not duplicate
 	other.call("SET", "k", "v")
 	c.expectNotes("k SET v")
 
@@ -1013,7 +1013,7 @@ func TestP24_NoSpuriousNotifications(t *testing.T) {
 
 	// Nothing after STOP: change k, then a second registered key; only the
 	// second one's notification may arrive (one connection keeps order).
-	expectPayload(t, c.call("KEYNOTIFY", "k2"), "+OK\r\n")
+	c.keyNotify("k2")
 	expectPayload(t, c.call("KEYNOTIFY", "k", "STOP"), "+OK\r\n")
 	other.call("SET", "k", "after-stop")
 	other.call("DEL", "k")
@@ -1028,8 +1028,7 @@ func TestP25_RegistrationsDropOnDisconnect(t *testing.T) {
 	b := brokertest.Start(t)
 	other := dial(t, b)
 	c := dial(t, b, withID("watcher"))
-	expectPayload(t, c.call("KEYNOTIFY", "k"), "+OK\r\n")
-	expectPayload(t, c.call("KEYNOTIFY", "k2"), "+OK\r\n")
+	c.keyNotify("k", "k2")
 	if s := b.Stats(); s.Registrations != 2 {
 		t.Fatalf("%d registrations, want 2", s.Registrations)
 	}
@@ -1039,7 +1038,7 @@ func TestP25_RegistrationsDropOnDisconnect(t *testing.T) {
 	c2 := dial(t, b, withID("watcher"))
 	other.call("SET", "k", "unwatched")
 	c2.expectNotes()
-	expectPayload(t, c2.call("KEYNOTIFY", "k"), "+OK\r\n")
+	c2.keyNotify("k")
 	other.call("SET", "k", "watched")
 	c2.expectNotes("k SET watched")
 }
@@ -1048,12 +1047,11 @@ func TestSessionTakeoverKeepsTheNewConnectionsRegistrations(t *testing.T) {
 	b := brokertest.Start(t)
 	other := dial(t, b)
 	old := dial(t, b, withID("same-id"))
-	expectPayload(t, old.call("KEYNOTIFY", "shared"), "+OK\r\n")
-	expectPayload(t, old.call("KEYNOTIFY", "only-old"), "+OK\r\n")
+	old.keyNotify("shared", "only-old")
 	// The new connection takes the session over and registers at once,
 	// racing the old connection's disconnect handling.
 	cur := dial(t, b, withID("same-id"))
-	expectPayload(t, cur.call("KEYNOTIFY", "shared"), "+OK\r\n")
+	cur.keyNotify("shared")
 	testutil.WaitFor(t, "the old connection's registrations to go", func() bool { return b.Stats().Registrations == 1 })
 	other.call("SET", "only-old", "x")
 	other.call("SET", "shared", "y")
@@ -1069,7 +1067,7 @@ func TestP26_NotifyWithoutSubscriptionAndExactlyOnce(t *testing.T) {
 	wide.subscribe("clients/statestore/#", 1) // matches, but must not double either
 	clients := []*client{goSDK, rustSDK, qos0, wide}
 	for _, c := range clients {
-		expectPayload(t, c.call("KEYNOTIFY", "k"), "+OK\r\n")
+		c.keyNotify("k")
 	}
 	other := dial(t, b)
 	other.call("SET", "k", "v")

@@ -551,7 +551,7 @@ func (m *crashModel) verify(t *testing.T, ch *child) {
 	// Registered first, so no expiry of a key found present is missed.
 	for _, w := range m.workers {
 		for _, k := range pxKeys {
-			expectPayload(t, c.call("KEYNOTIFY", w.key(k)), "+OK\r\n")
+			c.keyNotify(w.key(k))
 		}
 	}
 	expiring := map[string]*keyState{}

@@ -83,7 +83,7 @@ func TestRestartKeepsKeysVersionsExpiriesAndFences(t *testing.T) {
 				t.Fatalf("version after restart %s not above %s from before", next.ts, last.ts)
 			}
 			// The lease still expires, 10 s after it was set, and notifies.
-			expectPayload(t, c.call("KEYNOTIFY", "lease"), "+OK\r\n")
+			c.keyNotify("lease")
 			clk.Advance(8 * time.Second)
 			expectPayload(t, c.call("GET", "lease"), "$6\r\nholder\r\n")
 			clk.Advance(time.Second)
@@ -154,7 +154,7 @@ func TestRepliesWaitForFsync(t *testing.T) {
 		b := brokertest.Start(t, withData(t.TempDir(), broker.FsyncAlways))
 		h := holdFsync(t, b)
 		a, other := dial(t, b), dial(t, b)
-		expectPayload(t, a.call("KEYNOTIFY", "k"), "+OK\r\n")
+		a.keyNotify("k")
 		set := callAsync(a, "SET", "k", "v")
 		h.waitStarted(t) // the SET is journaled and its fsync is held
 		get := callAsync(other, "GET", "k")

@@ -43,13 +43,12 @@ func TestRegistrationsCountAgainstTheByteQuota(t *testing.T) {
 	}
 	// STOP gives the room back.
 	expectPayload(t, c.call("KEYNOTIFY", key(0), "STOP"), "+OK\r\n")
-	expectPayload(t, c.call("KEYNOTIFY", key(79)), "+OK\r\n")
+	c.keyNotify(key(79))
 	// Registrations and stored data share the store's bound: other clients
 	// fill it with registrations, then a SET that would pass it fails.
 	for i := 0; i < 7; i++ {
 		other := dial(t, b)
-		expectPayload(t, other.call("KEYNOTIFY", key(100+2*i)), "+OK\r\n")
-		expectPayload(t, other.call("KEYNOTIFY", key(101+2*i)), "+OK\r\n")
+		other.keyNotify(key(100+2*i), key(101+2*i))
 	}
 	// 16 registrations of 3.9 MB: 62.4 MB of 64 MiB; 4.7 MB are left.
 	value := strings.Repeat("v", 3_000_000)
@@ -66,10 +65,9 @@ func TestRegistrationsCountAgainstTheByteQuota(t *testing.T) {
 func TestRegistrationsCountAgainstTheKeyQuota(t *testing.T) {
 	b := brokertest.Start(t, func(c *broker.Config) { c.Quota = 16 })
 	c := dial(t, b)
-	expectPayload(t, c.call("KEYNOTIFY", "a"), "+OK\r\n")
-	expectPayload(t, c.call("KEYNOTIFY", "b"), "+OK\r\n")
-	expectPayload(t, c.call("KEYNOTIFY", "a"), "+OK\r\n") // already held: no more room taken
-	expectPayload(t, c.call("KEYNOTIFY", "c"), quotaErr)  // 16/8 = 2 per client
+	c.keyNotify("a", "b")
+	c.keyNotify("a")                                     // already held: no more room taken
+	expectPayload(t, c.call("KEYNOTIFY", "c"), quotaErr) // 16/8 = 2 per client
 	for i := range 14 {
 		expectPayload(t, c.call("SET", fmt.Sprint("key", i), "v"), "+OK\r\n")
 	}

@@ -15,7 +15,7 @@ func TestNotifyNamesWriter(t *testing.T) {
 	b := brokertest.Start(t)
 	watcher := dial(t, b, withID("watcher"))
 	writer := dial(t, b, withID("door-sensor"))
-	expectPayload(t, watcher.call("KEYNOTIFY", "door"), "+OK\r\n")
+	watcher.keyNotify("door")
 	expectPayload(t, writer.call("SET", "door", "open"), "+OK\r\n")
 	expectPayload(t, writer.call("VDEL", "door", "open"), ":1\r\n")
 	expectPayload(t, writer.call("SET", "door", "open"), "+OK\r\n")

@@ -16,7 +16,7 @@ func TestStatsConnectionsAndNotifications(t *testing.T) {
 	writer := dial(t, b)
 	watcher := dial(t, b)
 	testutil.WaitFor(t, "2 connections counted", func() bool { return b.Stats().Connections == 2 })
-	expectPayload(t, watcher.call("KEYNOTIFY", "k"), "+OK\r\n")
+	watcher.keyNotify("k")
 	expectPayload(t, writer.call("SET", "k", "1"), "+OK\r\n")
 	expectPayload(t, writer.call("SET", "k", "2"), "+OK\r\n")
 	watcher.nextNote()
