@@ -259,7 +259,7 @@ func TestACLOtherClientsTopicsCannotBeSubscribed(t *testing.T) {
 	}
 
 	a.keyNotify("secret")
-	expectPayload(t, a.call("SET", "secret", "alice's value"), "+OK\r\n")
+	a.set("secret", "alice's value")
 	expectPayload(t, a.call("GET", "secret"), bulk("alice's value"))
 	a.expectNotes("secret SET alice's value")
 	spy.noStrays()
@@ -316,7 +316,7 @@ func TestACLForgedNotificationIsRefused(t *testing.T) {
 
 	a.expectNotes() // nothing forged arrived (a real change would have)
 	a.noStrays()
-	expectPayload(t, a.call("SET", "door", "closed"), "+OK\r\n")
+	a.set("door", "closed")
 	a.expectNotes("door SET closed")
 }
 
@@ -329,7 +329,7 @@ func TestACLClientIDTakeoverByAnotherUserIsRefused(t *testing.T) {
 	b, _ := authBroker(t, "")
 	const id = "thermostat-7"
 	a := dial(t, b, alice, withID(id))
-	expectPayload(t, a.call("SET", "k", "v"), "+OK\r\n")
+	a.set("k", "v")
 
 	if rc, _ := connectCode(t, b, id, "bob", "bob-pw", nil); rc != rcClientIDNotValid {
 		t.Errorf("bob with alice's live client id: CONNACK 0x%02x, want 0x85", rc)
@@ -395,7 +395,7 @@ func TestACLRequestCannotAimItsResponseAtAnotherClient(t *testing.T) {
 	expectPayload(t, a.call("GET", "planted"), "$-1\r\n") // not executed
 	a.noStrays()
 	// The attacker's own response topic still works.
-	expectPayload(t, attacker.call("SET", "mine", "x"), "+OK\r\n")
+	attacker.set("mine", "x")
 }
 
 // keysACL gives alice the keys alice/*, bob bob/* and read access to
@@ -418,7 +418,7 @@ authorizationPolicies:
 func TestACLKeyOutsideGrantsIsNotAuthorized(t *testing.T) {
 	b, _ := authBroker(t, keysACL)
 	a := dial(t, b, alice)
-	expectPayload(t, a.call("SET", "alice/secret", "v1"), "+OK\r\n")
+	a.set("alice/secret", "v1")
 	expectPayload(t, a.call("SET", "shared/config", "c"), errText(wire.ErrTextNotAuthorized)) // alice may only read it
 	bb := dial(t, b, bob)
 	for _, args := range [][]string{
@@ -442,7 +442,7 @@ func TestACLKeyOutsideGrantsIsNotAuthorized(t *testing.T) {
 	expectPayload(t, bb.call("KEYNOTIFY", "alice/secret", "STOP"), ":0\r\n")
 	expectPayload(t, bb.call("GET", "shared/config"), "$-1\r\n")
 	bb.keyNotify("shared/config")
-	expectPayload(t, bb.call("SET", "bob/x", "y"), "+OK\r\n")
+	bb.set("bob/x", "y")
 	expectPayload(t, a.call("GET", "alice/secret"), bulk("v1"))
 	if b.Stats().Registrations != 1 {
 		t.Fatalf("%d registrations, want bob's one on shared/config", b.Stats().Registrations)
@@ -504,7 +504,7 @@ func TestACLReloadTakesEffectWithoutDroppingConnections(t *testing.T) {
 	}
 	bb.keyNotify("k/1")
 	expectPayload(t, bb.call("GET", "j/1"), errText(wire.ErrTextNotAuthorized))
-	expectPayload(t, a.call("SET", "k/1", "one"), "+OK\r\n")
+	a.set("k/1", "one")
 	bb.expectNotes("k/1 SET one")
 	a.publishCode(&paho.Publish{Topic: "feed/a", Payload: []byte("1")})
 	if p := bb.nextStray(); p.Topic != "feed/a" {
@@ -522,7 +522,7 @@ func TestACLReloadTakesEffectWithoutDroppingConnections(t *testing.T) {
 	}
 	// Revoked: deliveries on the subscription made before, and
 	// notifications of the key registered before.
-	expectPayload(t, a.call("SET", "k/1", "two"), "+OK\r\n")
+	a.set("k/1", "two")
 	bb.expectNotes()
 	a.publishCode(&paho.Publish{Topic: "feed/b", Payload: []byte("2")})
 	a.publishCode(&paho.Publish{Topic: "news/c", Payload: []byte("3")}) // delivered in order after feed/b
@@ -641,7 +641,7 @@ func TestACLModes(t *testing.T) {
 	}
 	claimed := brokertest.Start(t, func(c *broker.Config) { c.ACLFile = file })
 	c := dial(t, claimed, withCredentials("bob", "anything"))
-	expectPayload(t, c.call("SET", "bob/x", "1"), "+OK\r\n")
+	c.set("bob/x", "1")
 	expectPayload(t, c.call("SET", "alice/x", "1"), errText(wire.ErrTextNotAuthorized))
 	if _, err := tryDial(t, claimed.Addr(), withCredentials("mallory", "x")); err == nil {
 		t.Fatal("a user without a Connect grant connected")

@@ -32,7 +32,7 @@ authorizationPolicies:
 func TestReplyGoesToItsRequesterOnly(t *testing.T) {
 	b, _ := authBroker(t, subscribeAllACL)
 	a := dial(t, b, alice)
-	expectPayload(t, a.call("SET", "secret", "TOPSECRET-1"), "+OK\r\n")
+	a.set("secret", "TOPSECRET-1")
 
 	spy := dial(t, b, bob)
 	if rc := spy.subscribeCode("#"); rc != 1 {
@@ -72,7 +72,7 @@ func TestResponseTopicNeedsPublishUnlessOwn(t *testing.T) {
 	if rc := forger.subscribeCode("telemetry/#"); rc != 1 {
 		t.Fatalf("alice subscribing to telemetry/#: SUBACK 0x%02x", rc)
 	}
-	expectPayload(t, forger.call("SET", "forged", "21.5"), "+OK\r\n")
+	forger.set("forged", "21.5")
 	p := forger.request(resp.EncodeRequest([]byte("GET"), []byte("forged")))
 	p.Properties.ResponseTopic = "telemetry/thermostat1/temp"
 	if rc := forger.publishCode(p); rc != rcNotAuthorized {

@@ -368,6 +368,12 @@ func (c *client) mustExchange(p *paho.Publish) result {
 	return r
 }
 
+// set SETs key to value, answered +OK.
+func (c *client) set(key, value string) {
+	c.t.Helper()
+	expectPayload(c.t, c.call("SET", key, value), "+OK\r\n")
+}
+
 // keyNotify registers notifications of keys, one KEYNOTIFY each, every one
 // answered +OK.
 func (c *client) keyNotify(keys ...string) {

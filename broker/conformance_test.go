@@ -178,7 +178,7 @@ func TestP01_ServesQoS1RequestsOnRequestTopic(t *testing.T) {
 	spy := dial(t, b)
 	spy.subscribe(wire.RequestTopic, 1)
 	c := dial(t, b)
-	expectPayload(t, c.call("SET", "k", "v"), "+OK\r\n")
+	c.set("k", "v")
 	expectPayload(t, c.call("GET", "k"), bulk("v"))
 	if s := spy.strays(); len(s) != 0 {
 		t.Fatalf("requests were forwarded to a subscriber of the request topic: %d publishes", len(s))
@@ -875,7 +875,7 @@ func TestP18_Fencing(t *testing.T) {
 	// A :-1 SET stores no token.
 	c.call("SET", "nx", "v")
 	expectPayload(t, c.do(t1, "SET", "nx", "w", "NX"), ":-1\r\n")
-	expectPayload(t, c.call("SET", "nx", "w"), "+OK\r\n")
+	c.set("nx", "w")
 }
 
 func TestP19_GetNeedsNoFenceAndRemovalUnfences(t *testing.T) {
@@ -1091,19 +1091,19 @@ func TestP31_Quota(t *testing.T) {
 	b := brokertest.Start(t, func(cfg *broker.Config) { cfg.Quota = 3 })
 	c := dial(t, b)
 	for _, k := range []string{"a", "b", "c"} {
-		expectPayload(t, c.call("SET", k, "v"), "+OK\r\n")
+		c.set(k, "v")
 	}
 	expectPayload(t, c.call("SET", "d", "v"), errText(wire.ErrTextQuotaExceeded))
 	expectPayload(t, c.call("SET", "d", "v", "NX"), errText(wire.ErrTextQuotaExceeded))
-	expectPayload(t, c.call("SET", "a", "updated"), "+OK\r\n")
+	c.set("a", "updated")
 	expectPayload(t, c.call("GET", "d"), "$-1\r\n")
 	expectPayload(t, c.call("DEL", "b"), ":1\r\n")
-	expectPayload(t, c.call("SET", "d", "v"), "+OK\r\n")
+	c.set("d", "v")
 	// An expired key no longer counts.
 	expectPayload(t, c.call("SET", "e", "v"), errText(wire.ErrTextQuotaExceeded))
 	expectPayload(t, c.call("SET", "c", "v", "PX", "1"), "+OK\r\n")
 	testutil.WaitFor(t, "the expired key to be reaped", func() bool { return b.Keys() == 2 })
-	expectPayload(t, c.call("SET", "e", "v"), "+OK\r\n")
+	c.set("e", "v")
 	if b.Keys() != 3 {
 		t.Fatalf("%d keys, want 3", b.Keys())
 	}

@@ -36,9 +36,9 @@ func TestRestartKeepsKeysVersionsExpiriesAndFences(t *testing.T) {
 			lease := c.call("SET", "lease", "holder", "NEX", "PX", "10000")
 			fence := lease.ts
 			fenced := c.do(fence, "SET", "fenced", "guarded")
-			expectPayload(t, c.call("SET", "gone", "x"), "+OK\r\n")
+			c.set("gone", "x")
 			expectPayload(t, c.call("DEL", "gone"), ":1\r\n")
-			expectPayload(t, c.call("SET", "vgone", "x"), "+OK\r\n")
+			c.set("vgone", "x")
 			expectPayload(t, c.call("VDEL", "vgone", "x"), ":1\r\n")
 			expectPayload(t, c.call("SET", "short", "x", "PX", "100"), "+OK\r\n")
 			last := c.call("SET", "plain", "v2")
@@ -180,9 +180,9 @@ func TestRepliesWaitForFsync(t *testing.T) {
 		b := brokertest.Start(t, withData(t.TempDir(), broker.FsyncInterval), func(c *broker.Config) { c.FsyncInterval = time.Millisecond })
 		h := holdFsync(t, b)
 		c := dial(t, b)
-		expectPayload(t, c.call("SET", "k", "v"), "+OK\r\n")
+		c.set("k", "v")
 		h.waitStarted(t) // held from now on
-		expectPayload(t, c.call("SET", "k", "w"), "+OK\r\n")
+		c.set("k", "w")
 		expectPayload(t, c.call("GET", "k"), "$1\r\nw\r\n")
 	})
 }
@@ -216,7 +216,7 @@ func TestSaysWhereKeysLive(t *testing.T) {
 		t.Fatalf("no in-memory notice at start: %q", logs.msgs)
 	}
 	c := dial(t, b)
-	expectPayload(t, c.call("SET", "plain", "v"), "+OK\r\n")
+	c.set("plain", "v")
 	if logs.count(warning) != 0 {
 		t.Fatal("aio-persistence warning without the property")
 	}

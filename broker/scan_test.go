@@ -20,7 +20,7 @@ func TestScanSDKVector(t *testing.T) {
 	b := brokertest.Start(t)
 	c := dial(t, b)
 	for _, k := range []string{"key1", "key2", "other"} {
-		expectPayload(t, c.call("SET", k, "v"), "+OK\r\n")
+		c.set(k, "v")
 	}
 	expectPayload(t, c.call("SCAN", "key*"), "*1\r\n*2\r\n$4\r\nkey1\r\n$4\r\nkey2\r\n")
 	expectPayload(t, c.call("SCAN", "key*", "1;forged;key1"), "-ERR syntax error\r\n")
@@ -54,7 +54,7 @@ func TestScanPagesOverMQTTWithinTheClientsPacketSize(t *testing.T) {
 	for i := range 1500 {
 		k := fmt.Sprintf("fleet/%04d/setPoint", i)
 		want = append(want, k)
-		expectPayload(t, c.call("SET", k, "v"), "+OK\r\n")
+		c.set(k, "v")
 	}
 	if got := scanAllMQTT(t, c, "fleet/*/setPoint"); !slices.Equal(got, want) {
 		t.Fatalf("%d keys, want %d", len(got), len(want))
@@ -81,9 +81,9 @@ func TestScanListsOnlyReadableKeys(t *testing.T) {
 	a := dial(t, b, alice)
 	bb := dial(t, b, bob)
 	for _, k := range []string{"alice/1", "alice/2"} {
-		expectPayload(t, a.call("SET", k, "v"), "+OK\r\n")
+		a.set(k, "v")
 	}
-	expectPayload(t, bb.call("SET", "bob/1", "v"), "+OK\r\n")
+	bb.set("bob/1", "v")
 	for _, c := range []struct {
 		who        *client
 		want, hide []string

@@ -105,7 +105,7 @@ func TestSessionsWithoutConnectionBoundedTogether(t *testing.T) {
 	b := brokertest.Start(t, func(c *broker.Config) { c.OfflineQueueBytes = offline })
 	big := string(bytes.Repeat([]byte("b"), 3_900_000))
 	writer := dial(t, b)
-	expectPayload(t, writer.call("SET", "big", big), "+OK\r\n")
+	writer.set("big", big)
 	before := heapLive()
 	for i := range 12 {
 		leaveGETs(t, b.Addr(), "leaver-"+string(rune('a'+i)), true)
@@ -136,7 +136,7 @@ func TestResumingSessionBoundedAcrossConnections(t *testing.T) {
 	b := brokertest.Start(t)
 	big := string(bytes.Repeat([]byte("b"), 3_900_000))
 	writer := dial(t, b)
-	expectPayload(t, writer.call("SET", "big", big), "+OK\r\n")
+	writer.set("big", big)
 	before := heapLive()
 	for i := range 25 {
 		leaveGETs(t, b.Addr(), "returner", i == 0)

@@ -16,9 +16,9 @@ func TestNotifyNamesWriter(t *testing.T) {
 	watcher := dial(t, b, withID("watcher"))
 	writer := dial(t, b, withID("door-sensor"))
 	watcher.keyNotify("door")
-	expectPayload(t, writer.call("SET", "door", "open"), "+OK\r\n")
+	writer.set("door", "open")
 	expectPayload(t, writer.call("VDEL", "door", "open"), ":1\r\n")
-	expectPayload(t, writer.call("SET", "door", "open"), "+OK\r\n")
+	writer.set("door", "open")
 	expectPayload(t, writer.call("DEL", "door"), ":1\r\n")
 	expectPayload(t, writer.call("SET", "door", "ajar", "PX", "1"), "+OK\r\n")
 	want := []string{resp.OpSet, resp.OpDelete, resp.OpSet, resp.OpDelete, resp.OpSet}

@@ -17,8 +17,8 @@ func TestStatsConnectionsAndNotifications(t *testing.T) {
 	watcher := dial(t, b)
 	testutil.WaitFor(t, "2 connections counted", func() bool { return b.Stats().Connections == 2 })
 	watcher.keyNotify("k")
-	expectPayload(t, writer.call("SET", "k", "1"), "+OK\r\n")
-	expectPayload(t, writer.call("SET", "k", "2"), "+OK\r\n")
+	writer.set("k", "1")
+	writer.set("k", "2")
 	watcher.nextNote()
 	watcher.nextNote()
 	if n := b.Stats().NotifyQueued; n != 2 {
