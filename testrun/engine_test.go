@@ -14,6 +14,15 @@ import (
 	"github.com/ssrun/ssrun/testrun"
 )
 
+// passes runs the rules and the test file (run) and fails the test unless
+// every case passed.
+func passes(t *testing.T, rules map[string]string, spec string) {
+	t.Helper()
+	if failed, out := run(t, rules, spec); failed != 0 {
+		t.Fatalf("failed:\n%s", out)
+	}
+}
+
 // run writes the rules and the test file into a folder and runs it,
 // returning the number of failed cases and the text output.
 func run(t *testing.T, rules map[string]string, spec string) (int, string) {
@@ -45,7 +54,7 @@ function on_event(ev)
   local ok, msg, code = ss.set("pump/state", ev.value, {fence = "pump"})
   if not ok then ss.warn("write refused: " .. code) end
 end`
-	failed, out := run(t, map[string]string{"p.lua": rule}, `
+	passes(t, map[string]string{"p.lua": rule}, `
 cases:
   - name: lost
     steps:
@@ -54,9 +63,6 @@ cases:
       - lose_lock: pump
         expect: {logs: [lost pump], writes: []}
 `)
-	if failed != 0 {
-		t.Fatalf("failed:\n%s", out)
-	}
 }
 
 // Two rules writing each other's keys are damped after host.DefaultMaxHops
@@ -67,7 +73,7 @@ func TestFeedbackLoopDamped(t *testing.T) {
 ss.watch("` + in + `")
 function on_event(ev) assert(ss.set("` + out + `", tostring((tonumber(ev.value) or 0) + 1))) end`
 	}
-	failed, out := run(t, map[string]string{"a.lua": ping("a", "b"), "b.lua": ping("b", "a")}, `
+	passes(t, map[string]string{"a.lua": ping("a", "b"), "b.lua": ping("b", "a")}, `
 cases:
   - name: loop
     steps:
@@ -76,9 +82,6 @@ cases:
           logs: [feedback loop between rules damped]
           store: {a: "16", b: "17"}
 `)
-	if failed != 0 {
-		t.Fatalf("failed:\n%s", out)
-	}
 }
 
 // A key set with a TTL expires on the virtual clock and its watchers see
@@ -94,7 +97,7 @@ function on_event(ev)
   elseif ev.op == "DELETE" then ss.info("lease gone at " .. ss.now())
   else assert(ss.set("lease", "renewed", {ttl = 500})) end
 end`
-	failed, out := run(t, map[string]string{"r.lua": rule}, `
+	passes(t, map[string]string{"r.lua": rule}, `
 start: 2026-01-01T00:00:00Z
 cases:
   - name: clock
@@ -107,9 +110,6 @@ cases:
           logs: [lease gone at 1767225600500]
           timers: {r.lua: [tick]}
 `)
-	if failed != 0 {
-		t.Fatalf("failed:\n%s", out)
-	}
 }
 
 // A failing expectation is reported with the step and the differences.
@@ -186,7 +186,7 @@ function on_event(ev)
   assert(ss.timer("t", 1000))
 end`
 	v2 := strings.Replace(v1, "v1 fired", "v2 fired", 1)
-	failed, out := run(t, map[string]string{"r.lua": v1, "r_v2.txt": v2}, `
+	passes(t, map[string]string{"r.lua": v1, "r_v2.txt": v2}, `
 cases:
   - name: reload
     steps:
@@ -202,7 +202,4 @@ cases:
       - advance: 1s
         expect: {logs: [v1 fired]}
 `)
-	if failed != 0 {
-		t.Fatalf("failed:\n%s", out)
-	}
 }
