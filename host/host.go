@@ -54,6 +54,9 @@ type Config struct {
 	// Observer, when set, is told the duration and result of every handler
 	// call (see Observer); nil costs nothing.
 	Observer Observer
+	// Tracer, when set, is told what becomes of each event (see Tracer);
+	// nil costs nothing.
+	Tracer Tracer
 	// DryRun, when set, makes the host a dry run (see dryrun.go): the
 	// rules' writes, locks and unlocks are staged in memory and passed to
 	// DryRun, never sent to the store, and their timers are kept in memory.
@@ -209,6 +212,7 @@ func New(opts Config) (*Host, error) {
 			lin:     newLineage(1<<16, opts.Clock),
 			journal: newJournal(opts.JournalEntries, opts.JournalBytes),
 			obs:     opts.Observer,
+			trace:   opts.Tracer,
 			rec:     opts.Recorder,
 			gate:    newCallGate(opts.MaxConcurrentCalls),
 		},
@@ -320,6 +324,7 @@ func (h *Host) route(ev protocol.Event, buf []watcher) []watcher {
 	lin := h.lin.lookup(string(ev.Key), version, abi.Op(ev.Op))
 	if lin.hop > h.maxHops {
 		n := h.damped.Add(1)
+		h.traceDamped(abi.Event{Key: string(ev.Key), Op: abi.Op(ev.Op), Version: version}, lin)
 		now := h.clock.Now().UnixNano()
 		if last := h.lastDampLog.Load(); now-last > int64(time.Second) && h.lastDampLog.CompareAndSwap(last, now) {
 			h.log.Warn("feedback loop between rules damped: event dropped", "key", string(ev.Key),
