@@ -75,6 +75,7 @@ type adminRun struct {
 	unpublish func() // removes the address ssrun dev published
 	metrics   *admin.Metrics
 	rules     *admin.RulesReady
+	console   *admin.Console // the web console's memory (nil: a broker alone)
 	client    atomic.Pointer[protocol.Client]
 	host      atomic.Pointer[host.Host]
 	brokerUp  atomic.Bool
@@ -122,6 +123,8 @@ func (a *app) startAdmin(ctx context.Context, f *adminFlags, parts adminParts) (
 		srv.ReadyCheck("rules", r.rules.Check)
 		srv.Handle("GET /status", r.withHost(func(h *host.Host) http.Handler { return admin.StatusHandler(h) }))
 		srv.Handle("GET /why", r.withHost(func(h *host.Host) http.Handler { return admin.WhyHandler(h) }))
+		r.console = admin.NewConsole(admin.ConsoleConfig{})
+		r.console.Register(srv, r.consoleSource, r.keySource)
 	}
 	if err := srv.Start(ctx); err != nil {
 		if errors.Is(err, admin.ErrTokenRequired) {
@@ -132,7 +135,7 @@ func (a *app) startAdmin(ctx context.Context, f *adminFlags, parts adminParts) (
 	}
 	what := "/metrics, /healthz, /readyz"
 	if parts.rules {
-		what += ", /status, /why"
+		what += ", /status, /why, the console at /"
 		if token != "" {
 			what += " (with the token)"
 		}
@@ -182,6 +185,31 @@ func (r *adminRun) handleObserver() host.Observer {
 		return nil
 	}
 	return r.metrics
+}
+
+// handleTracer is for host.Config.Tracer: the console (nil without
+// --admin).
+func (r *adminRun) handleTracer() host.Tracer {
+	if r == nil || r.console == nil {
+		return nil
+	}
+	return r.console
+}
+
+// consoleSource is the host once its rules are loaded, else nil.
+func (r *adminRun) consoleSource() admin.ConsoleSource {
+	if h := r.host.Load(); h != nil {
+		return h
+	}
+	return nil
+}
+
+// keySource is the store client once there is one, else nil.
+func (r *adminRun) keySource() admin.KeySource {
+	if c := r.client.Load(); c != nil {
+		return c
+	}
+	return nil
 }
 
 // brokerStarted shows b's metrics and marks it listening.
