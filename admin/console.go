@@ -210,10 +210,16 @@ func (c *Console) addLocked(e Entry) {
 	c.publishLocked(e)
 }
 
-// rememberLocked keeps e as the last entry of k, forgetting the oldest
-// pair beyond the bound.
+// rememberLocked keeps e as the last entry of k, unless the one kept is of
+// a later change (versions are hybrid logical clocks, in order as text:
+// an event handled late does not hide the drop of a later change),
+// forgetting the oldest pair beyond the bound.
 func (c *Console) rememberLocked(k pairKey, e Entry) {
-	if _, ok := c.seen[k]; !ok {
+	old, ok := c.seen[k]
+	if ok && e.Version != "" && old.Version > e.Version {
+		return
+	}
+	if !ok {
 		if len(c.seenAge) >= c.cfg.LastSeen {
 			delete(c.seen, c.seenAge[0])
 			c.seenAge = c.seenAge[1:]

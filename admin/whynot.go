@@ -18,8 +18,8 @@ import (
 const (
 	WhyNotReacted    = "reacted"      // it did: the last event of the key it got, it handled
 	WhyNotFailing    = "failing"      // it got the event and its handler failed
-	WhyNotUnknown    = "unknown_rule" // no rule file of that name is loaded, or it failed to load
-	WhyNotLoading    = "loading"      // not loaded yet
+	WhyNotLoading    = "loading"      // no rule of that name is loaded: still loading, or no such file
+	WhyNotLoadFailed = "load_failed"  // its file failed to load: nothing of it runs
 	WhyNotOwner      = "not_owner"    // another host of the group runs it
 	WhyNotDisabled   = "disabled"     // disabled after repeated failures
 	WhyNotPermission = "permission"   // its watch permission does not allow the key
@@ -71,10 +71,10 @@ func (c *Console) WhyNot(src WhyNotSource, key, rule string) WhyNotDoc {
 	}
 	switch {
 	case st == nil:
-		add(WhyNotUnknown, "no rule file "+strconv.Quote(rule)+" is loaded: still loading, removed, or no such file", nil)
+		add(WhyNotLoading, "no rule "+strconv.Quote(rule)+" is loaded: it is still loading (its start has not returned), or there is no such rule file", nil)
 		return doc
 	case st.State == host.StateLoadFailed:
-		add(WhyNotLoading, "the rule failed to load, nothing of it runs: "+st.LastError, nil)
+		add(WhyNotLoadFailed, "its file failed to load, nothing of it runs: "+st.LastError, nil)
 		return doc
 	case st.State == host.StateStandby:
 		add(WhyNotOwner, "another host of the group runs this rule; this host is on standby for it", nil)
