@@ -65,6 +65,9 @@ type ConsoleConfig struct {
 	ClientBuffer int
 	ClientRate   int
 	MaxClients   int
+	// WriteTimeout cuts off a stream whose client has not taken a write
+	// for that long (DefaultStreamWriteTimeout).
+	WriteTimeout time.Duration
 }
 
 // Console is the host.Tracer of the admin console. Create it with
@@ -105,6 +108,9 @@ func NewConsole(cfg ConsoleConfig) *Console {
 	def(&cfg.ClientBuffer, DefaultClientBuffer)
 	def(&cfg.ClientRate, DefaultClientRate)
 	def(&cfg.MaxClients, DefaultMaxClients)
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = DefaultStreamWriteTimeout
+	}
 	return &Console{cfg: cfg, recent: newRing(cfg.Recent), runs: map[string]map[string]*ring{},
 		calls: map[string]*call{}, seen: map[pairKey]Entry{}, subs: map[*stream]struct{}{}}
 }

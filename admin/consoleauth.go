@@ -55,10 +55,7 @@ func (s *Server) loginHandler() http.Handler {
 			writeJSON(w, http.StatusBadRequest, ErrorDoc{Error: "a login is a small form: " + err.Error()})
 			return
 		}
-		next := r.PostForm.Get("next")
-		if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
-			next = "/"
-		}
+		next := safeNext(r.PostForm.Get("next"))
 		if s.token == nil || !s.tokenIs(strings.TrimSpace(r.PostForm.Get("token"))) {
 			loginPage(w, next)
 			return
@@ -67,6 +64,15 @@ func (s *Server) loginHandler() http.Handler {
 			MaxAge: int(cookieMaxAge.Seconds()), HttpOnly: true, SameSite: http.SameSiteStrictMode})
 		http.Redirect(w, r, next, http.StatusSeeOther)
 	})
+}
+
+// safeNext returns next, a path of this server to go back to after the
+// login, or "/" when it is anything else (another site: //host, /\host).
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n\t") {
+		return "/"
+	}
+	return next
 }
 
 // setPageHeaders forbids a page anything but this origin's own scripts,

@@ -17,7 +17,7 @@ import (
 // bounded buffer without blocking, and one that finds the buffer full, or
 // the stream over its rate, is skipped and counted; the stream says how
 // many it skipped ("skipped" events). A client that stops reading is cut
-// off once a write has waited streamWriteTimeout; until then it holds at
+// off once a write has waited ConsoleConfig.WriteTimeout; until then it holds at
 // most its buffer.
 
 // Stream bounds (ConsoleConfig's zero values).
@@ -26,11 +26,11 @@ const (
 	DefaultClientRate   = 200 // entries sent per stream and second; more are skipped (sampled)
 	DefaultMaxClients   = 32  // streams at once; more are refused (503)
 	// MaxFilter bounds the key glob and the rule name of a filter.
-	MaxFilter          = 256
-	streamWriteTimeout = 10 * time.Second
-	streamTick         = time.Second      // how often skipped counts are reported
-	streamHeartbeat    = 15 * time.Second // a comment line, so proxies keep the stream
-	streamBatch        = 64               // entries written between two flushes
+	MaxFilter                 = 256
+	DefaultStreamWriteTimeout = 10 * time.Second
+	streamTick                = time.Second      // how often skipped counts are reported
+	streamHeartbeat           = 15 * time.Second // a comment line, so proxies keep the stream
+	streamBatch               = 64               // entries written between two flushes
 )
 
 // errTooManyStreams refuses a stream beyond MaxClients.
@@ -129,11 +129,15 @@ func (c *Console) takeSkipped(s *stream) uint64 {
 	return n
 }
 
-// Streams returns the number of live streams open.
-func (c *Console) Streams() int {
+// Streams returns the number of live streams open and the entries
+// waiting in their buffers.
+func (c *Console) Streams() (streams, waiting int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.subs)
+	for s := range c.subs {
+		waiting += len(s.ch)
+	}
+	return len(c.subs), waiting
 }
 
 // streamHandler serves the live stream until the client leaves, a write
@@ -156,7 +160,7 @@ func (c *Console) streamHandler(done <-chan struct{}) http.Handler {
 		h.Set("Cache-Control", "no-store")
 		h.Set("X-Content-Type-Options", "nosniff")
 		w.WriteHeader(http.StatusOK)
-		sse := &sseWriter{w: w, rc: http.NewResponseController(w)}
+		sse := &sseWriter{w: w, rc: http.NewResponseController(w), timeout: c.cfg.WriteTimeout}
 		for _, e := range backlog {
 			sse.entry(e)
 		}
@@ -195,18 +199,19 @@ func (c *Console) streamHandler(done <-chan struct{}) http.Handler {
 }
 
 // sseWriter writes Server-Sent Events, each write bounded by
-// streamWriteTimeout; the first error sticks.
+// timeout; the first error sticks.
 type sseWriter struct {
-	w   http.ResponseWriter
-	rc  *http.ResponseController
-	err error
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	err     error
 }
 
 func (s *sseWriter) write(b []byte) {
 	if s.err != nil {
 		return
 	}
-	if err := s.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+	if err := s.rc.SetWriteDeadline(time.Now().Add(s.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		s.err = err
 		return
 	}
