@@ -15,7 +15,7 @@ function el(tag, attrs, ...children) {
     if (k === "onclick" || k === "onsubmit" || k === "onchange") e[k] = v;
     else e.setAttribute(k, v === true ? "" : String(v));
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === undefined || c === null) continue;
     e.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -23,7 +23,7 @@ function el(tag, attrs, ...children) {
 }
 
 function page(title, ...content) {
-  main.replaceChildren(el("h1", {}, title), ...content);
+  main.replaceChildren(el("h1", {}, title), ...content.flat(Infinity).filter((c) => c !== undefined && c !== null && c !== ""));
 }
 
 async function api(path) {
@@ -89,7 +89,7 @@ async function rules() {
     el("td", { class: r.state === "running" ? "ok" : "bad" }, r.state),
     el("td", {}, r.kind), el("td", { class: "mono muted" }, r.hash),
     el("td", {}, String(r.handled)), el("td", {}, String(r.failed)), el("td", {}, String(r.dropped)),
-    el("td", {}, ms(r.latency.p50_ms)), el("td", {}, ms(r.latency.p99_ms)),
+    el("td", {}, r.handled + r.failed ? ms(r.latency.p50_ms) : ""), el("td", {}, r.handled + r.failed ? ms(r.latency.p99_ms) : ""),
     el("td", { class: "bad" }, r.last_error || ""),
     el("td", {}, r.next_retry ? when(r.next_retry) : "")));
   const h = doc.host;
