@@ -6,17 +6,20 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ssrun/ssrun/host"
 )
 
 // The live stream of the console (GET /console/api/stream, Server-Sent
-// Events): the recent entries that match its filter, then each new one.
-// Rules never wait for a stream: an entry is handed to each stream's
-// bounded buffer without blocking, and one that finds the buffer full, or
-// the stream over its rate, is skipped and counted; the stream says how
-// many it skipped ("skipped" events). A client that stops reading is cut
+// Events): the recent entries that match its filter, then each new one,
+// written in batches every 100 ms (one write and wake-up per batch, not per
+// entry), each entry encoded once for every stream. Rules never wait for a
+// stream: an entry is handed to each stream's bounded buffer without
+// blocking, and one that finds the buffer full, or the stream over its
+// rate, is skipped and counted; the stream says how many it skipped
+// ("skipped" events). A client that stops reading is cut
 // off once a write has waited ConsoleConfig.WriteTimeout; until then it holds at
 // most its buffer.
 
@@ -28,9 +31,9 @@ const (
 	// MaxFilter bounds the key glob and the rule name of a filter.
 	MaxFilter                 = 256
 	DefaultStreamWriteTimeout = 10 * time.Second
-	streamTick                = time.Second      // how often skipped counts are reported
-	streamHeartbeat           = 15 * time.Second // a comment line, so proxies keep the stream
-	streamBatch               = 64               // entries written between two flushes
+	streamTick                = time.Second            // how often skipped counts are reported
+	streamHeartbeat           = 15 * time.Second       // a comment line, so proxies keep the stream
+	streamFlush               = 100 * time.Millisecond // how often a stream writes what came
 )
 
 // errTooManyStreams refuses a stream beyond MaxClients.
@@ -63,10 +66,24 @@ func (f streamFilter) match(e Entry) bool {
 // stream is one live stream's place in the Console.
 type stream struct {
 	f       streamFilter
-	ch      chan Entry
+	ch      chan *sharedEntry
 	skipped uint64 // under Console.mu
 	window  int64  // the second its sent count is of
 	sent    int
+}
+
+// sharedEntry is an entry handed to streams, encoded once for all of them
+// by the first that writes it.
+type sharedEntry struct {
+	e    Entry
+	once sync.Once
+	json []byte
+	err  error
+}
+
+func (sh *sharedEntry) encoded() ([]byte, error) {
+	sh.once.Do(func() { sh.json, sh.err = json.Marshal(sh.e) })
+	return sh.json, sh.err
 }
 
 // publishLocked hands e to the streams whose filter it matches.
@@ -75,6 +92,7 @@ func (c *Console) publishLocked(e Entry) {
 		return
 	}
 	now := time.Now().Unix()
+	var sh *sharedEntry
 	for s := range c.subs {
 		if !s.f.match(e) {
 			continue
@@ -86,8 +104,11 @@ func (c *Console) publishLocked(e Entry) {
 			s.skipped++
 			continue
 		}
+		if sh == nil {
+			sh = &sharedEntry{e: e}
+		}
 		select {
-		case s.ch <- e:
+		case s.ch <- sh:
 			s.sent++
 		default:
 			s.skipped++
@@ -103,7 +124,7 @@ func (c *Console) subscribe(f streamFilter) (*stream, []Entry, error) {
 	if len(c.subs) >= c.cfg.MaxClients {
 		return nil, nil, errTooManyStreams
 	}
-	s := &stream{f: f, ch: make(chan Entry, c.cfg.ClientBuffer)}
+	s := &stream{f: f, ch: make(chan *sharedEntry, c.cfg.ClientBuffer)}
 	c.subs[s] = struct{}{}
 	var backlog []Entry
 	for _, e := range c.recent.all() {
@@ -162,79 +183,96 @@ func (c *Console) streamHandler(done <-chan struct{}) http.Handler {
 		w.WriteHeader(http.StatusOK)
 		sse := &sseWriter{w: w, rc: http.NewResponseController(w), timeout: c.cfg.WriteTimeout}
 		for _, e := range backlog {
-			sse.entry(e)
+			sse.entry(&sharedEntry{e: e})
 		}
-		tick := time.NewTicker(streamTick)
+		// The stream wakes up on a tick, not per entry: a batch of what
+		// came meanwhile is one write (a live page is read by people).
+		tick := time.NewTicker(streamFlush)
 		defer tick.Stop()
-		quietFor := time.Duration(0)
+		var sinceReport, quietFor time.Duration
 		for sse.flush() == nil {
 			select {
 			case <-r.Context().Done():
 				return
 			case <-done:
 				return
-			case e := <-s.ch:
-				sse.entry(e)
-				for range streamBatch - 1 {
-					select {
-					case e := <-s.ch:
-						sse.entry(e)
-						continue
-					default:
-					}
-					break
-				}
-				quietFor = 0
 			case <-tick.C:
+			}
+			sent := false
+			for range cap(s.ch) {
+				select {
+				case e := <-s.ch:
+					sse.entry(e)
+					sent = true
+					continue
+				default:
+				}
+				break
+			}
+			if sinceReport += streamFlush; sinceReport >= streamTick {
+				sinceReport = 0
 				if n := c.takeSkipped(s); n > 0 {
 					sse.event("skipped", map[string]uint64{"skipped": n})
-					quietFor = 0
-				} else if quietFor += streamTick; quietFor >= streamHeartbeat {
-					sse.comment()
-					quietFor = 0
+					sent = true
 				}
+			}
+			if quietFor += streamFlush; sent {
+				quietFor = 0
+			} else if quietFor >= streamHeartbeat {
+				sse.comment()
+				quietFor = 0
 			}
 		}
 	})
 }
 
-// sseWriter writes Server-Sent Events, each write bounded by
-// timeout; the first error sticks.
+// sseWriter writes Server-Sent Events: it gathers a batch of them, then
+// writes and flushes it at once, bounded by timeout; the first error
+// sticks.
 type sseWriter struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	timeout time.Duration
+	buf     []byte
 	err     error
 }
 
-func (s *sseWriter) write(b []byte) {
-	if s.err != nil {
-		return
-	}
-	if err := s.rc.SetWriteDeadline(time.Now().Add(s.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		s.err = err
-		return
-	}
-	_, s.err = s.w.Write(b)
+func (s *sseWriter) entry(sh *sharedEntry) {
+	b, err := sh.encoded()
+	s.data("entry", b, err)
 }
 
-func (s *sseWriter) entry(e Entry) { s.event("entry", e) }
-
-// event writes one event; JSON has no raw newline, so data is one line.
+// event adds one event of v.
 func (s *sseWriter) event(name string, v any) {
 	b, err := json.Marshal(v)
+	s.data(name, b, err)
+}
+
+// data adds one event of JSON b (no raw newline: data is one line).
+func (s *sseWriter) data(name string, b []byte, err error) {
 	if err != nil {
 		s.err = err
 		return
 	}
-	s.write([]byte("event: " + name + "\ndata: "))
-	s.write(b)
-	s.write([]byte("\n\n"))
+	s.buf = append(append(append(append(s.buf, "event: "...), name...), "\ndata: "...), b...)
+	s.buf = append(s.buf, "\n\n"...)
 }
 
-func (s *sseWriter) comment() { s.write([]byte(": still here\n\n")) }
+func (s *sseWriter) comment() { s.buf = append(s.buf, ": still here\n\n"...) }
 
+// flush writes the batch and flushes it to the client.
 func (s *sseWriter) flush() error {
+	if s.err != nil {
+		return s.err
+	}
+	if err := s.rc.SetWriteDeadline(time.Now().Add(s.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		s.err = err
+		return err
+	}
+	if len(s.buf) > 0 {
+		_, s.err = s.w.Write(s.buf)
+		s.buf = s.buf[:0]
+	}
 	if s.err == nil {
 		s.err = s.rc.Flush()
 	}

@@ -45,39 +45,50 @@ func newMetricsPair(tb testing.TB) *metricsPair {
 	tb.Helper()
 	e := newEnv(tb, host.RuleConfig{Mailbox: 1 << 16})
 	m := admin.NewMetrics()
-	c := dial(tb, e.addr, "metrics", e.log, func(cfg *protocol.Config) { cfg.Observer = m })
+	h, c, on := sideHost(tb, e, "on", host.Config{Observer: m}, func(cfg *protocol.Config) { cfg.Observer = m })
+	m.WatchHost(h)
+	m.WatchClient(c)
+	offPath := e.load("off.lua", copyRule("off"), false)
+	return &metricsPair{e: e, metrics: m, flows: []flow{
+		{"metrics-off", "off/in", "off/out", handledOf(e.host, offPath)},
+		{"metrics-" + on.name, on.in, on.out, on.handled},
+	}}
+}
+
+// sideHost starts a second host on e's broker, with cfg's Observer and
+// Tracer and mod applied to its client's settings, running copyRule(name)
+// from e's folder; it returns the host, its client and the rule's flow.
+func sideHost(tb testing.TB, e *env, name string, cfg host.Config, mod ...func(*protocol.Config)) (*host.Host, *protocol.Client, flow) {
+	tb.Helper()
+	c := dial(tb, e.addr, name, e.log, mod...)
 	rt := lua.New(lua.Config{})
 	tb.Cleanup(func() { _ = rt.Close(context.Background()) }) // after the host's Close
-	h, err := host.New(host.Config{Store: c, Runtimes: []abi.Runtime{rt}, Logger: e.log,
-		Defaults: host.RuleConfig{Mailbox: 1 << 16}, Observer: m})
+	cfg.Store, cfg.Runtimes, cfg.Logger, cfg.Defaults = c, []abi.Runtime{rt}, e.log, host.RuleConfig{Mailbox: 1 << 16}
+	h, err := host.New(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	testutil.CloseAtEnd(tb, "host with metrics", h.Close)
-	m.WatchHost(h)
-	m.WatchClient(c)
-
-	offPath := e.load("off.lua", copyRule("off"), false)
-	onPath := e.write("on.lua", copyRule("on"), false)
+	testutil.CloseAtEnd(tb, "host "+name, h.Close)
+	path := e.write(name+".lua", copyRule(name), false)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := h.Load(ctx, onPath); err != nil {
+	if err := h.Load(ctx, path); err != nil {
 		tb.Fatal(err)
 	}
-	handled := func(h *host.Host, path string) func() uint64 {
-		return func() uint64 {
-			for _, s := range h.Status() {
-				if s.Path == path {
-					return s.Handled
-				}
+	return h, c, flow{name, name + "/in", name + "/out", handledOf(h, path)}
+}
+
+// handledOf returns a function counting the events the rule at path of h
+// handled.
+func handledOf(h *host.Host, path string) func() uint64 {
+	return func() uint64 {
+		for _, s := range h.Status() {
+			if s.Path == path {
+				return s.Handled
 			}
-			return 0
 		}
+		return 0
 	}
-	return &metricsPair{e: e, metrics: m, flows: []flow{
-		{"metrics-off", "off/in", "off/out", handled(e.host, offPath)},
-		{"metrics-on", "on/in", "on/out", handled(h, onPath)},
-	}}
 }
 
 // scrape gathers the metrics as a Prometheus scrape does and returns them.
