@@ -206,3 +206,34 @@ func TestWhyNotLoading(t *testing.T) {
 		t.Errorf("a rule not loaded: %+v", doc)
 	}
 }
+
+func TestWhyNotNotOwner(t *testing.T) {
+	// Two hosts of a group load the same rule; one runs it, the other
+	// stands by and says so.
+	b := brokertest.Start(t)
+	rule := map[string]string{"g.lua": `local ss = require("ssrun"); ss.watch("g/in"); function on_event(ev) end`}
+	type member struct {
+		h *host.Host
+		c *admin.Console
+	}
+	var ms []member
+	for range 2 {
+		c := admin.NewConsole(admin.ConsoleConfig{})
+		h := luaHost(t, host.Config{Store: connect(t, b.Addr(), nil), Tracer: c, Group: &host.GroupConfig{Name: "console", TTL: time.Second}})
+		loadRules(t, h, rule)
+		ms = append(ms, member{h, c})
+	}
+	var standby member
+	testutil.WaitFor(t, "one host on standby for g.lua", func() bool {
+		for _, m := range ms {
+			if st := m.h.Status(); len(st) == 1 && st[0].State == host.StateStandby {
+				standby = m
+				return true
+			}
+		}
+		return false
+	})
+	if doc := standby.c.WhyNot(standby.h, "g/in", "g.lua"); doc.Reasons[0].Code != admin.WhyNotOwner {
+		t.Errorf("the host on standby: %+v", doc)
+	}
+}
