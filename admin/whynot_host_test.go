@@ -1,7 +1,6 @@
 package admin_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -41,11 +40,7 @@ func newConsoleRig(t *testing.T, rules map[string]string, cfg host.Config) *cons
 
 func (r *consoleRig) set(key, value string) {
 	r.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := r.user.Set(ctx, []byte(key), []byte(value), protocol.SetOptions{}); err != nil {
-		r.t.Fatalf("set %s: %v", key, err)
-	}
+	setKey(r.t, r.user, key, value)
 }
 
 // waitFirst waits until the first reason of why rule did not react to key

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/ssrun/ssrun/admin"
 	"github.com/ssrun/ssrun/host"
@@ -92,21 +91,9 @@ func TestConsolePair(t *testing.T) {
 // op is one event of each. Reports console-off-ev/s, console-quiet-ev/s,
 // console-on-ev/s and their ratios to off (target for on: >= 0.97).
 func BenchmarkRuleThroughputConsole(b *testing.B) {
-	const chunk, inflight = 500, 64
 	p := newConsolePair(b, 10)
-	for _, f := range p.flows { // warm up
-		p.e.drive(f, 50, inflight)
-	}
-	elapsed := make([]time.Duration, len(p.flows))
-	b.ResetTimer()
-	for round, done := 0, 0; done < b.N; round, done = round+1, done+chunk {
-		n := min(chunk, b.N-done)
-		for k := range p.flows {
-			i := (round + k) % len(p.flows)
-			elapsed[i] += p.e.drive(p.flows[i], n, inflight)
-		}
-	}
-	b.StopTimer()
+	p.e.warmUp(p.flows)
+	elapsed := p.e.rotate(b, p.flows, nil)
 	testutil.ReportRates(b, elapsed, func(i int) string { return p.flows[i].name }, "-ev/s", "-x-base")
 	for _, f := range p.flows {
 		p.e.checkCopied(f)

@@ -78,6 +78,40 @@ func sideHost(tb testing.TB, e *env, name string, cfg host.Config, mod ...func(*
 	return h, c, flow{name, name + "/in", name + "/out", handledOf(h, path)}
 }
 
+// warmUp drives 50 events of each flow: connections, caches, first
+// instances.
+func (e *env) warmUp(flows []flow) {
+	for _, f := range flows {
+		e.drive(f, 50, rotateInflight)
+	}
+}
+
+// rotateInflight is the events rotate (and warmUp) keep in flight.
+const rotateInflight = 64
+
+// rotate drives b.N events of each of flows in chunks of 500, the order
+// rotating each round, and returns the time each took; between, when not
+// nil, runs after each round, outside the timing.
+func (e *env) rotate(b *testing.B, flows []flow, between func()) []time.Duration {
+	const chunk = 500
+	elapsed := make([]time.Duration, len(flows))
+	b.ResetTimer()
+	for round, done := 0, 0; done < b.N; round, done = round+1, done+chunk {
+		n := min(chunk, b.N-done)
+		for k := range flows {
+			i := (round + k) % len(flows)
+			elapsed[i] += e.drive(flows[i], n, rotateInflight)
+		}
+		if between != nil {
+			b.StopTimer()
+			between()
+			b.StartTimer()
+		}
+	}
+	b.StopTimer()
+	return elapsed
+}
+
 // handledOf returns a function counting the events the rule at path of h
 // handled.
 func handledOf(h *host.Host, path string) func() uint64 {
@@ -135,24 +169,9 @@ func TestMetricsPair(t *testing.T) {
 // each. Reports metrics-off-ev/s, metrics-on-ev/s and metrics-on-x-base
 // (target >= 0.97).
 func BenchmarkRuleThroughputMetrics(b *testing.B) {
-	const chunk, inflight = 500, 64
 	p := newMetricsPair(b)
-	for _, f := range p.flows { // warm up
-		p.e.drive(f, 50, inflight)
-	}
-	elapsed := make([]time.Duration, len(p.flows))
-	b.ResetTimer()
-	for round, done := 0, 0; done < b.N; round, done = round+1, done+chunk {
-		n := min(chunk, b.N-done)
-		for k := range p.flows {
-			i := (round + k) % len(p.flows)
-			elapsed[i] += p.e.drive(p.flows[i], n, inflight)
-		}
-		b.StopTimer()
-		p.scrape(b)
-		b.StartTimer()
-	}
-	b.StopTimer()
+	p.e.warmUp(p.flows)
+	elapsed := p.e.rotate(b, p.flows, func() { p.scrape(b) })
 	testutil.ReportRates(b, elapsed, func(i int) string { return p.flows[i].name }, "-ev/s", "-x-base")
 	p.check(b, uint64(b.N)+50)
 }

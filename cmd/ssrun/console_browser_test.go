@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -140,32 +139,13 @@ function on_event(ev) if ev.value ~= "seen" then assert(ss.set("counter/x", "see
 	hostileVal  = `<img src=x onerror="alert(2)">`
 )
 
-// consoleDev runs `ssrun dev --admin 127.0.0.1:0` on the chain example plus
-// a rule whose watch is refused and one that writes the key it watches,
-// and returns the console's URL and a client with id door-sensor.
+// consoleDev runs `ssrun dev --admin 127.0.0.1:0` and extra on the chain
+// example plus a rule whose watch is refused and one that writes the key
+// it watches, and returns the console's URL and a client with id
+// door-sensor.
 func consoleDev(t *testing.T, extra ...string) (base string, user *protocol.Client) {
 	t.Helper()
-	dir := t.TempDir()
-	for _, f := range []string{"door.lua", "alarm.lua"} {
-		copyFile(t, filepath.Join("../../examples/chain", f), filepath.Join(dir, f), 0o644)
-	}
-	for name, src := range map[string]string{"guard.lua": guardRule, "echo.lua": echoRule, "ssrun.yaml": consoleYAML} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	p, brokerAddr := startDev(t, dir, append([]string{"--admin", "127.0.0.1:0"}, extra...)...)
-	addr := waitOutput(t, p.stdout, adminListening)[1]
-	user, err := protocol.New(context.Background(), protocol.Config{Servers: []string{brokerAddr}, ClientID: "door-sensor", Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { user.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := user.AwaitConnection(ctx); err != nil {
-		t.Fatal(err)
-	}
+	addr, user := chainDev(t, map[string]string{"guard.lua": guardRule, "echo.lua": echoRule, "ssrun.yaml": consoleYAML}, extra...)
 	return "http://" + addr, user
 }
 
