@@ -166,7 +166,7 @@ func TestConsoleStreamStalledClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, "the stream subscribed", func() bool { n, _ := c.Streams(); return n == 1 })
-	big := strings.Repeat("k", 4000)
+	big := strings.Repeat("k", 64<<10)
 	i := 0
 	testutil.WaitFor(t, "the stalled stream cut off", func() bool {
 		for range 2000 {

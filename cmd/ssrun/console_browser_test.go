@@ -134,6 +134,10 @@ function on_event(ev) end
 ss.watch("counter/x")
 function on_event(ev) if ev.value ~= "seen" then assert(ss.set("counter/x", "seen")) end end
 `
+	tickRule = `local ss = require("ssrun")
+assert(ss.timer("hourly-report", 3600 * 1000, {every = 3600 * 1000, payload = "report"}))
+function on_event(ev) end
+`
 	consoleYAML = "rules:\n  guard.lua:\n    watch: [vault/status]\n"
 	hostileKey  = "<script>alert(1)</script>"
 	hostileVal  = `<img src=x onerror="alert(2)">`
@@ -145,7 +149,7 @@ function on_event(ev) if ev.value ~= "seen" then assert(ss.set("counter/x", "see
 // door-sensor.
 func consoleDev(t *testing.T, extra ...string) (base string, user *protocol.Client) {
 	t.Helper()
-	addr, user := chainDev(t, map[string]string{"guard.lua": guardRule, "echo.lua": echoRule, "ssrun.yaml": consoleYAML}, extra...)
+	addr, user := chainDev(t, map[string]string{"guard.lua": guardRule, "echo.lua": echoRule, "tick.lua": tickRule, "ssrun.yaml": consoleYAML}, extra...)
 	return "http://" + addr, user
 }
 
@@ -262,8 +266,11 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	shoot(t, ctx, "keys")
 
-	if err := goTo(ctx, "#/timers", "main h1"); err != nil {
+	if err := goTo(ctx, "#/timers", "main table"); err != nil {
 		t.Fatalf("timers page: %v", err)
+	}
+	if timers := text(t, ctx, "main table"); !strings.Contains(timers, "tick.lua") || !strings.Contains(timers, "hourly-report") || !strings.Contains(timers, "3600000 ms") || !strings.Contains(timers, "6 B") {
+		t.Errorf("timers page: %q, want tick.lua's hourly-report, every 3600000 ms, 6 B of payload", timers)
 	}
 	shoot(t, ctx, "timers")
 	if err := goTo(ctx, "#/group", "main p"); err != nil {
