@@ -59,8 +59,8 @@ type canary struct {
 	r      *rule
 	in     *instance
 	cfg    Canary
-	st     *staging   // closed when the window ends (detach)
-	timer  ClockTimer // ends the window after Duration (nil: none)
+	st     *staging    // closed when the window ends (detach)
+	timer  ClockTimer  // ends the window after Duration (nil: none)
 	begun  time.Time   // the window started
 	owed   atomic.Bool // the window's end rang (ring) and the worker has not swapped yet
 	n      int         // events compared

@@ -13,6 +13,7 @@ import (
 	"github.com/bmatcuk/doublestar/v4"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/gate"
 )
 
 // RuleConfig holds the limits and permissions of one rule. The zero value
@@ -94,6 +95,10 @@ const (
 	DefaultLogBytes      = 64 << 10
 	DefaultMaxTimers     = 10000
 )
+
+// DefaultMaxConcurrentCalls bounds the handler calls a host runs at once
+// (Config.MaxConcurrentCalls when zero); internal/gate says why 64.
+const DefaultMaxConcurrentCalls = gate.DefaultMax
 
 // Validate checks the patterns and numbers and says which is wrong.
 func (c RuleConfig) Validate() error {

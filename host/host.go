@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/gate"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -64,7 +65,7 @@ type Config struct {
 	// and up (see Recorder); nil costs nothing.
 	Recorder Recorder
 	// MaxConcurrentCalls bounds the handler calls running at once, across
-	// all rules (DefaultMaxConcurrentCalls when zero; see callGate): an
+	// all rules (DefaultMaxConcurrentCalls when zero; see internal/gate): an
 	// event whose rule would exceed it waits in the rule's mailbox, and
 	// its call's deadline starts when it gets its place.
 	MaxConcurrentCalls int
@@ -210,7 +211,7 @@ func New(opts Config) (*Host, error) {
 			journal: newJournal(opts.JournalEntries, opts.JournalBytes),
 			obs:     opts.Observer,
 			rec:     opts.Recorder,
-			gate:    newCallGate(opts.MaxConcurrentCalls),
+			gate:    gate.New(opts.MaxConcurrentCalls),
 		},
 		runtimes:    map[string]abi.Runtime{},
 		defaults:    opts.Defaults,

@@ -360,20 +360,20 @@ func (r *rule) call(w *worker, d delivery) bool {
 	timeout := r.cfg.Timeout
 	shadow := r.shadow
 	r.mu.Unlock()
-	// The call's deadline starts once it has a place (see callGate), and
+	// The call's deadline starts once it has a place (see internal/gate), and
 	// in a serial host its turn (quiet.go).
-	if err := r.svc.gate.enter(w.ctx, &w.gated); err != nil {
+	if err := r.svc.gate.Enter(w.ctx, &w.gated); err != nil {
 		return true // shutting down
 	}
 	if q := r.svc.quiet; q != nil {
 		if err := q.enter(w.ctx, r.quiet, d.ticket); err != nil {
-			r.svc.gate.leave(&w.gated)
+			r.svc.gate.Leave(&w.gated)
 			return true
 		}
 		defer q.leave(r.quiet)
 	}
 	if shadow != nil && !shadow.handle(w, d.ev, timeout) {
-		r.svc.gate.leave(&w.gated)
+		r.svc.gate.Leave(&w.gated)
 		return false
 	}
 
@@ -386,7 +386,7 @@ func (r *rule) call(w *worker, d delivery) bool {
 	}
 	call := w.begin(timeout, d.ev.Key, d.ev.Op)
 	err := in.script.Handle(w.ctx, d.ev)
-	r.svc.gate.leave(&w.gated)
+	r.svc.gate.Leave(&w.gated)
 	r.mu.Lock()
 	r.cause = Cause{} // a write outside a handler (at load, from a plugin's own goroutine) answers no event
 	r.mu.Unlock()

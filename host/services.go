@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/ssrun/ssrun/host/internal/gate"
 	"github.com/ssrun/ssrun/protocol/hlc"
 )
 
@@ -27,7 +28,7 @@ type services struct {
 	rec     Recorder         // what the rules see, for a trace (nil: none)
 	dry     *staging         // a dry run's staged writes (nil: writes go to the store)
 	kv      keyStore         // where timers are kept: the client, or a dry run's staging
-	gate    callGate         // bounds the handler calls running at once
+	gate    gate.Gate        // bounds the handler calls running at once
 	group   groupFence       // the host's group (nil: none): fences owned rules' writes
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/gate"
 )
 
 // worker is the goroutine that runs a rule: its events one at a time, and
@@ -35,7 +36,7 @@ type worker struct {
 	// phase. The worker moves it from idle to call and back; whoever needs
 	// the rule moves it from call to abandoned, once the call is overdue.
 	state    atomic.Uint64
-	gated    atomic.Bool  // the call in progress holds a place in the host's callGate
+	gated    atomic.Bool  // the call in progress holds a place in the host's gate (internal/gate)
 	started  atomic.Int64 // of the call in progress, on the monotonic clock (now)
 	deadline atomic.Int64 //
 
@@ -138,8 +139,8 @@ func (w *worker) abandonNow() bool {
 
 // release lets go of a worker abandoned in a call: its context is cancelled
 // and it counts as stuck until the call returns.
-func (w *worker) release(g callGate) {
-	g.leave(&w.gated)
+func (w *worker) release(g gate.Gate) {
+	g.Leave(&w.gated)
 	w.cancel()
 	w.task.abandoned.Store(true)
 }

@@ -1,21 +1,24 @@
-package host
+// Package gate bounds how many handler calls a host runs at once: a rule's
+// worker takes a place before its call's deadline starts and gives it back
+// when the call returns or is abandoned.
+package gate
 
 import (
 	"context"
 	"sync/atomic"
 )
 
-// DefaultMaxConcurrentCalls bounds the handler calls a host runs at once
-// (Config.MaxConcurrentCalls when zero). A handler spends most of its time
+// DefaultMax bounds the handler calls a host runs at once
+// (host.Config.MaxConcurrentCalls when zero). A handler spends most of its time
 // waiting for store replies, and one connection carries them all: 64 calls
 // in flight keep the connection as busy as it gets (the end-to-end
 // benchmark saturates it at 64 requests in flight) while a burst that wakes
 // a thousand rules queues in their mailboxes, where waiting costs nothing,
 // instead of on the connection, where it would count against each call's
 // deadline.
-const DefaultMaxConcurrentCalls = 64
+const DefaultMax = 64
 
-// callGate bounds how many handler calls run at once. A rule's worker
+// Gate bounds how many handler calls run at once. A rule's worker
 // enters it before a call's deadline starts and leaves it when the call
 // returns, or when the call is abandoned (a stuck call does not keep its
 // place). Without it, a burst of changes to keys watched by many rules
@@ -26,18 +29,18 @@ const DefaultMaxConcurrentCalls = 64
 //
 // A handler waiting for a lock (lock with wait) keeps its place: the wait
 // is bounded by the lock's wait and the call's deadline.
-type callGate chan struct{}
+type Gate chan struct{}
 
-func newCallGate(n int) callGate {
+func New(n int) Gate {
 	if n <= 0 {
-		n = DefaultMaxConcurrentCalls
+		n = DefaultMax
 	}
-	return make(callGate, n)
+	return make(Gate, n)
 }
 
-// enter takes a place, waiting until one is free or ctx ends; held is set
+// Enter takes a place, waiting until one is free or ctx ends; held is set
 // for leave.
-func (g callGate) enter(ctx context.Context, held *atomic.Bool) error {
+func (g Gate) Enter(ctx context.Context, held *atomic.Bool) error {
 	select {
 	case g <- struct{}{}:
 		held.Store(true)
@@ -47,9 +50,9 @@ func (g callGate) enter(ctx context.Context, held *atomic.Bool) error {
 	}
 }
 
-// leave gives back the place held, once: the call's return and its
+// Leave gives back the place held, once: the call's return and its
 // abandonment may both call it.
-func (g callGate) leave(held *atomic.Bool) {
+func (g Gate) Leave(held *atomic.Bool) {
 	if held.CompareAndSwap(true, false) {
 		<-g
 	}
