@@ -20,7 +20,9 @@
 // packages under host/, each with one job, that the compiler and
 // internal/archtest keep apart (docs/architecture.md draws them):
 //
-//	internal/gate  the bound on handler calls running at once
+//	internal/contenthash  the SHA-256 of rule files, remembered by content
+//	internal/echo         a rule's own writes awaiting their echo
+//	internal/gate         the bound on handler calls running at once
 //
 // A rule keeps its state under one lock, rule.mu, that only rule.go takes
 // (internal/archtest checks it).

@@ -22,7 +22,7 @@ func (h *Host) contentHash(path string) string {
 	if err != nil {
 		return ""
 	}
-	sum := h.hashes.sum(src)
+	sum := h.hashes.Sum(src)
 	return hex.EncodeToString(sum[:8])
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/contenthash"
 	"github.com/ssrun/ssrun/host/internal/gate"
 	"github.com/ssrun/ssrun/protocol"
 )
@@ -144,9 +145,9 @@ type Host struct {
 	startClosing context.CancelFunc
 	closeOnce    atomic.Bool
 	mu           sync.Mutex
-	slots        map[string]*rule // by path
-	outcomes     loadOutcomes     // files that failed to load, not in slots
-	hashes       *contentHashes   // SHA-256 of rule files, by content
+	slots        map[string]*rule  // by path
+	outcomes     loadOutcomes      // files that failed to load, not in slots
+	hashes       *contenthash.Memo // SHA-256 of rule files, by content
 
 	events, damped, resyncs, loadRetries atomic.Uint64
 	lastDampLog                          atomic.Int64
@@ -222,7 +223,7 @@ func New(opts Config) (*Host, error) {
 		resync:      newSignal(q),
 		loads:       make(chan struct{}, 1),
 		slots:       map[string]*rule{},
-		hashes:      newContentHashes(),
+		hashes:      contenthash.New(),
 		outcomes:    loadOutcomes{retries: newRetries(opts.LoadRetry, opts.Clock, q)},
 	}
 	h.services.host = h
@@ -515,7 +516,7 @@ func (h *Host) loadLocked(ctx context.Context, path string) (err error) {
 	if err != nil {
 		return fmt.Errorf("load: %w", err) // it names the file
 	}
-	hash = h.hashes.sum(src)
+	hash = h.hashes.Sum(src)
 	h.mu.Lock()
 	r := h.slots[path]
 	h.mu.Unlock()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/echo"
 	"github.com/ssrun/ssrun/protocol/hlc"
 )
 
@@ -52,8 +53,8 @@ type rule struct {
 	disabled bool
 	cfg      RuleConfig
 	watches  map[string]abi.WatchOptions
-	own      echoes   // this rule's writes on watched keys, awaiting their echo
-	hash     [32]byte // content of the running version
+	own      echo.Pending // this rule's writes on watched keys, awaiting their echo
+	hash     [32]byte     // content of the running version
 	// The last failure, handler or load, for status; reloadErr while the
 	// file's newest version failed to load and the previous one runs.
 	lastErr   string
@@ -106,7 +107,7 @@ func newRule(s *services, path, kind string, cfg RuleConfig) *rule {
 		locks:   leases{svc: s, rule: name, rq: rq, lostSignal: make(chan struct{}, 1), m: map[string]*lease{}},
 		logs:    newLogBudget(s.log, s.clock, name, cfg),
 		watches: map[string]abi.WatchOptions{},
-		own:     newEchoes(),
+		own:     echo.New(),
 	}
 	r.locks.inCall = func() bool {
 		w := r.worker()
@@ -345,7 +346,7 @@ func (r *rule) call(w *worker, d delivery) bool {
 			r.mu.Unlock()
 			return true // no longer watched (unwatched or dropped by a reload)
 		}
-		if !opts.Self && r.own.consume(d.ev) {
+		if !opts.Self && r.own.Consume(d.ev) {
 			r.mu.Unlock()
 			r.echoes.Add(1)
 			return true
@@ -505,7 +506,7 @@ func (r *rule) wrote(key, version string, deleted bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if opts, ok := r.watches[key]; ok && !opts.Self {
-		r.own.wrote(key, version, deleted)
+		r.own.Wrote(key, version, deleted)
 	}
 }
 
@@ -538,7 +539,7 @@ func (r *rule) swap(ctx context.Context, next *instance) {
 	}
 	r.mu.Lock()
 	r.watches = want
-	r.own.keepSets(want)
+	r.own.KeepSets(want)
 	r.disabled = false
 	r.hash = next.hash
 	r.mu.Unlock()
@@ -765,7 +766,7 @@ func (r *rule) dropWatch(ctx context.Context, key string) bool {
 	r.mu.Lock()
 	_, ok := r.watches[key]
 	delete(r.watches, key)
-	r.own.forget(key)
+	r.own.Forget(key)
 	r.mu.Unlock()
 	if ok {
 		r.svc.reg.unwatch(ctx, r, key)

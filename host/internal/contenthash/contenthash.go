@@ -1,4 +1,6 @@
-package host
+// Package contenthash gives the SHA-256 of rule files, remembering the sums of
+// large contents so that the same module in many files is hashed once.
+package contenthash
 
 import (
 	"bytes"
@@ -19,8 +21,8 @@ const (
 	hashMemoBytes = 16 << 20
 )
 
-// contentHashes is the memo of SHA-256 sums by content.
-type contentHashes struct {
+// Memo is the memo of SHA-256 sums by content.
+type Memo struct {
 	mu    sync.Mutex
 	seed  maphash.Seed
 	sums  map[uint64]*hashedContent // by maphash of the content
@@ -33,12 +35,12 @@ type hashedContent struct {
 	sum [32]byte
 }
 
-func newContentHashes() *contentHashes {
-	return &contentHashes{seed: maphash.MakeSeed(), sums: map[uint64]*hashedContent{}}
+func New() *Memo {
+	return &Memo{seed: maphash.MakeSeed(), sums: map[uint64]*hashedContent{}}
 }
 
-// sum returns the SHA-256 of src.
-func (c *contentHashes) sum(src []byte) [32]byte {
+// Sum returns the SHA-256 of src.
+func (c *Memo) Sum(src []byte) [32]byte {
 	if len(src) < hashMemoMin || len(src) > hashMemoBytes {
 		return sha256.Sum256(src)
 	}

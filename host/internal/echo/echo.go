@@ -1,24 +1,26 @@
-package host
+// Package echo remembers a rule's own writes to the keys it watches until
+// their notifications come back, so that a rule is not woken by its own write.
+package echo
 
 import "github.com/ssrun/ssrun/abi"
 
 // maxEchoes bounds the versions remembered per key for echo suppression.
 const maxEchoes = 32
 
-// echoes are a rule's own writes to keys it watches (without self) whose
+// Pending are a rule's own writes to keys it watches (without self) whose
 // notifications have not come back yet: a rule is not woken by its own
 // write. Not safe for concurrent use: the rule guards it.
-type echoes struct {
+type Pending struct {
 	sets map[string][]string // key -> versions written, awaiting their echo
 	dels map[string]int      // key -> DELETE echoes owed
 }
 
-func newEchoes() echoes {
-	return echoes{sets: map[string][]string{}, dels: map[string]int{}}
+func New() Pending {
+	return Pending{sets: map[string][]string{}, dels: map[string]int{}}
 }
 
-// wrote records a write: the version it created, or a delete.
-func (e *echoes) wrote(key, version string, deleted bool) {
+// Wrote records a write: the version it created, or a delete.
+func (e *Pending) Wrote(key, version string, deleted bool) {
 	if deleted {
 		e.dels[key]++
 		return
@@ -30,9 +32,9 @@ func (e *echoes) wrote(key, version string, deleted bool) {
 	e.sets[key] = vs
 }
 
-// consume reports whether ev is the echo of a write recorded, and forgets
+// Consume reports whether ev is the echo of a write recorded, and forgets
 // that write.
-func (e *echoes) consume(ev abi.Event) bool {
+func (e *Pending) Consume(ev abi.Event) bool {
 	switch ev.Op {
 	case abi.OpSet:
 		vs := e.sets[ev.Key]
@@ -57,15 +59,15 @@ func (e *echoes) consume(ev abi.Event) bool {
 	return false
 }
 
-// forget drops what is owed on key (it is no longer watched).
-func (e *echoes) forget(key string) {
+// Forget drops what is owed on key (it is no longer watched).
+func (e *Pending) Forget(key string) {
 	delete(e.sets, key)
 	delete(e.dels, key)
 }
 
-// keepSets drops the versions owed on keys not in watched (a new version
+// KeepSets drops the versions owed on keys not in watched (a new version
 // of the rule stopped watching them).
-func (e *echoes) keepSets(watched map[string]abi.WatchOptions) {
+func (e *Pending) KeepSets(watched map[string]abi.WatchOptions) {
 	for k := range e.sets {
 		if _, ok := watched[k]; !ok {
 			delete(e.sets, k)

@@ -1,4 +1,4 @@
-package host
+package contenthash
 
 import (
 	"bytes"
@@ -12,11 +12,11 @@ import (
 // caller's buffer changed after the call, and small files; it holds at most
 // hashMemoBytes of content, the oldest forgotten first.
 func TestContentHashes(t *testing.T) {
-	c := newContentHashes()
+	c := New()
 	big := bytes.Repeat([]byte("module"), hashMemoMin/6+1)
 	check := func(what string, src []byte) {
 		t.Helper()
-		if got, want := c.sum(src), sha256.Sum256(src); got != want {
+		if got, want := c.Sum(src), sha256.Sum256(src); got != want {
 			t.Fatalf("%s: sum %x, want %x", what, got[:6], want[:6])
 		}
 	}
@@ -55,12 +55,12 @@ func TestContentHashes(t *testing.T) {
 // before) with SHA-256 of the same bytes, the BASELINE, alternating.
 func BenchmarkContentHash(b *testing.B) {
 	src := bytes.Repeat([]byte("go wasm guest"), 2800000/13)
-	c := newContentHashes()
-	c.sum(src)
+	c := New()
+	c.Sum(src)
 	var memo, plain float64
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
-		c.sum(src)
+		c.Sum(src)
 		t1 := time.Now()
 		_ = sha256.Sum256(src)
 		t2 := time.Now()
