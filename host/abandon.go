@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ssrun/ssrun/host/clock"
 )
 
 // The host calls runtimes it does not trust to return: a runtime should stop
@@ -36,7 +38,7 @@ func (e *StuckError) Error() string {
 // tracker counts the goroutines that run runtime calls, so that Close can
 // wait for them and name those still running.
 type tracker struct {
-	clock   Clock // of the grace
+	clock   clock.Clock // of the grace
 	mu      sync.Mutex
 	live    map[*task]struct{}
 	changed chan struct{} // closed (and replaced) whenever a task ends
@@ -49,7 +51,7 @@ type task struct {
 	abandoned atomic.Bool
 }
 
-func newTracker(c Clock) *tracker {
+func newTracker(c clock.Clock) *tracker {
 	return &tracker{clock: c, live: map[*task]struct{}{}, changed: make(chan struct{})}
 }
 

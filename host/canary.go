@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/clock"
 )
 
 // A canary reload (RuleConfig.Canary) proves a new version of a rule file
@@ -60,7 +61,7 @@ type canary struct {
 	in     *instance
 	cfg    Canary
 	st     *staging    // closed when the window ends (detach)
-	timer  ClockTimer  // ends the window after Duration (nil: none)
+	timer  clock.Timer // ends the window after Duration (nil: none)
 	begun  time.Time   // the window started
 	owed   atomic.Bool // the window's end rang (ring) and the worker has not swapped yet
 	n      int         // events compared
@@ -285,9 +286,9 @@ func (c *canary) judge(ctx context.Context, ev abi.Event) {
 // ring ends the window by Duration: it wakes the worker, which swaps the
 // shadow in (due). Until then it counts as activity (quiet.go).
 func (c *canary) ring() {
-	c.r.svc.quiet.add(1)
+	c.r.svc.quiet.Add(1)
 	if !c.owed.CompareAndSwap(false, true) {
-		c.r.svc.quiet.add(-1)
+		c.r.svc.quiet.Add(-1)
 	}
 	c.r.mailbox.signal()
 }
@@ -295,7 +296,7 @@ func (c *canary) ring() {
 // settle ends the activity of a ring.
 func (c *canary) settle() {
 	if c.owed.CompareAndSwap(true, false) {
-		c.r.svc.quiet.add(-1)
+		c.r.svc.quiet.Add(-1)
 	}
 }
 

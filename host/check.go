@@ -13,6 +13,7 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/abi/abitest"
+	"github.com/ssrun/ssrun/host/clock"
 )
 
 // Checker proves rule files without a store (what `ssrun check` does): it
@@ -38,7 +39,7 @@ func NewChecker(runtimes []abi.Runtime, timeout time.Duration) *Checker {
 	if timeout <= 0 {
 		timeout = DefaultLoadTimeout
 	}
-	c := &Checker{runtimes: map[string]abi.Runtime{}, timeout: timeout, grace: min(timeout, DefaultGrace), calls: newTracker(RealClock{})}
+	c := &Checker{runtimes: map[string]abi.Runtime{}, timeout: timeout, grace: min(timeout, DefaultGrace), calls: newTracker(clock.Real{})}
 	for _, rt := range runtimes {
 		c.runtimes[rt.Kind()] = rt
 	}

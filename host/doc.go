@@ -20,6 +20,8 @@
 // packages under host/, each with one job, that the compiler and
 // internal/archtest keep apart (docs/architecture.md draws them):
 //
+//	clock                 the host's Clock: real, or virtual (ssrun test, replay)
+//	internal/serial       a serial host's activity and turn; wake-ups that count
 //	internal/contenthash  the SHA-256 of rule files, remembered by content
 //	internal/echo         a rule's own writes awaiting their echo
 //	internal/gate         the bound on handler calls running at once

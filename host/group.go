@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/serial"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -69,9 +70,9 @@ func (g *group) memberKey(id string) string { return g.key("member/" + id) }
 // run is the group's loop: a step at start, every renewal interval, when the
 // roster or a waited-for lease changes, and when a lease is lost.
 func (g *group) run(ctx context.Context) {
-	t := newWake(g.svc.clock, g.svc.quiet)
-	t.reset(g.ttl / 3)
-	defer t.stop()
+	t := serial.NewWake(g.svc.clock, g.svc.quiet)
+	t.Reset(g.ttl / 3)
+	defer t.Stop()
 	tick := func() {}
 	for {
 		g.step(ctx)
@@ -81,8 +82,8 @@ func (g *group) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C():
-			t.reset(g.ttl / 3)
-			tick = t.took
+			t.Reset(g.ttl / 3)
+			tick = t.Took
 		case <-g.wake:
 		case <-g.ls.lostSignal:
 		}
@@ -94,7 +95,7 @@ func (g *group) run(ctx context.Context) {
 func (g *group) step(ctx context.Context) {
 	defer g.steps.Add(1)
 	for _, l := range g.ls.takeLost() {
-		g.svc.quiet.work(g.ls.rq, -1)
+		g.svc.quiet.Work(g.ls.rq, -1)
 		if rule, ok := g.ruleOfLease(l.name); ok {
 			g.drop(ctx, rule, "its ownership lease was lost")
 		}

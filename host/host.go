@@ -15,8 +15,10 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/clock"
 	"github.com/ssrun/ssrun/host/internal/contenthash"
 	"github.com/ssrun/ssrun/host/internal/gate"
+	"github.com/ssrun/ssrun/host/internal/serial"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -84,9 +86,9 @@ type Config struct {
 	// each failure of the same content, up to MaxLoadRetry, and every
 	// reconnection to the store retries at once (see loadretry.go).
 	LoadRetry time.Duration
-	// Clock is the host's time (see Clock): RealClock when nil; ssrun test
-	// and replay give a VirtualClock.
-	Clock Clock
+	// Clock is the host's time (see package clock): clock.Real when nil; ssrun test
+	// and replay give a clock.Virtual.
+	Clock clock.Clock
 	// Serial makes the host run one handler at a time, in the order their
 	// events were queued across all rules, and able to tell when it is idle
 	// (WaitIdle, Hold; see quiet.go): what ssrun test and replay need to be
@@ -137,7 +139,7 @@ type Host struct {
 
 	cancel context.CancelFunc // ends ctx
 	wg     sync.WaitGroup     // dispatcher and resync loop
-	resync signal
+	resync serial.Signal
 	all    atomic.Bool // the next resync re-reads every key, not only owed ones
 
 	loads        chan struct{}   // cap 1: held by Load, Remove and Close
@@ -190,15 +192,15 @@ func New(opts Config) (*Host, error) {
 		}
 	}
 	if opts.Clock == nil {
-		opts.Clock = RealClock{}
+		opts.Clock = clock.Real{}
 	}
-	var q *quiet
+	var q *serial.Quiet
 	if opts.Serial {
 		ec, ok := opts.Store.(eventCounter)
 		if !ok {
 			return nil, errors.New("host: a serial host needs a store client that counts the events it queues (EventsQueued)")
 		}
-		q = newQuiet(ec.EventsQueued)
+		q = serial.New(ec.EventsQueued)
 	}
 	h := &Host{
 		services: services{
@@ -220,7 +222,7 @@ func New(opts Config) (*Host, error) {
 		maxHops:     opts.MaxHops,
 		loadTimeout: opts.LoadTimeout,
 		loadConc:    opts.LoadConcurrency,
-		resync:      newSignal(q),
+		resync:      serial.NewSignal(q),
 		loads:       make(chan struct{}, 1),
 		slots:       map[string]*rule{},
 		hashes:      contenthash.New(),
@@ -298,7 +300,7 @@ func (h *Host) dispatch() {
 // handleEvent is the dispatcher's handling of one event of the store
 // client's stream.
 func (h *Host) handleEvent(ev protocol.Event, buf *[]watcher, wasDown *bool) {
-	defer h.quiet.routedOne()
+	defer h.quiet.RoutedOne()
 	switch ev.Kind {
 	case protocol.EventNotify:
 		*buf = h.route(ev, (*buf)[:0])
@@ -308,7 +310,7 @@ func (h *Host) handleEvent(ev protocol.Event, buf *[]watcher, wasDown *bool) {
 		// connection only watches registered while offline are owed.
 		h.all.Store(*wasDown)
 		*wasDown = false
-		h.resync.raise()
+		h.resync.Raise()
 	case protocol.EventDisconnected:
 		h.recordConnection(false)
 		*wasDown = true
@@ -355,10 +357,10 @@ func (h *Host) resyncLoop() {
 		select {
 		case <-h.ctx.Done():
 			return
-		case <-h.resync.c:
+		case <-h.resync.C:
 		}
 		h.resyncOnce(&checked)
-		h.resync.took()
+		h.resync.Took()
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/ssrun/ssrun/host/clock"
 )
 
 // BenchmarkProvenanceMemory is what the chains and the journal hold once a
@@ -22,7 +24,7 @@ func BenchmarkProvenanceMemory(b *testing.B) {
 		runtime.GC()
 		var before, mid, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		lin := newLineage(n, RealClock{})
+		lin := newLineage(n, clock.Real{})
 		for i := range n {
 			from := lineageEntry{origin: &Origin{Key: fmt.Sprintf("sensor/%06d/in", i), Op: "SET", Version: fmt.Sprintf("%015d:%05d:StateStore", i, 0), Client: "sensor-client"}}
 			end := lin.begin(fmt.Sprintf("sensor/%06d/out", i), "SET", from, "thermostat.lua", 0)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/clock"
 )
 
 // lineage damps feedback loops between rules. Every write a rule makes while
@@ -29,7 +30,7 @@ import (
 // before that (someone deleted the key early) or after another write starts
 // afresh.
 type lineage struct {
-	clock    Clock // of the TTLs' expiry
+	clock    clock.Clock // of the TTLs' expiry
 	mu       sync.Mutex
 	m        map[string]lineageEntry
 	order    []string // FIFO of versions, to bound the map
@@ -42,11 +43,11 @@ type lineage struct {
 // expiringWrite is a rule's write with a TTL, awaiting its expiry.
 type expiringWrite struct {
 	version string
-	due     int64 // on mono's clock: the write was sent at least ttl before
+	due     int64 // on clock.Mono's clock: the write was sent at least ttl before
 	entry   lineageEntry
 }
 
-func newLineage(size int, c Clock) *lineage {
+func newLineage(size int, c clock.Clock) *lineage {
 	// The map and the ring of versions grow as writes come (up to size):
 	// a host that writes little costs little (ssrun test starts one per
 	// case).
@@ -59,7 +60,7 @@ func newLineage(size int, c Clock) *lineage {
 // for none, or a delete). The returned function ends it, recording the
 // version the store gave (empty for a delete or a failure).
 func (l *lineage) begin(key, op string, from lineageEntry, ruleName string, ttl time.Duration) func(version string) {
-	sent := mono(l.clock)
+	sent := clock.Mono(l.clock)
 	e := &lineageEntry{hop: from.hop + 1, origin: from.origin, steps: from.extend(Step{Rule: ruleName, Key: key, Op: op})}
 	l.mu.Lock()
 	l.pending[key] = append(l.pending[key], e)
@@ -143,7 +144,7 @@ func (l *lineage) lookup(key, version string, op abi.Op) lineageEntry {
 		}
 	case abi.OpDelete:
 		delete(l.expiring, key)
-		if mono(l.clock) >= x.due {
+		if clock.Mono(l.clock) >= x.due {
 			return x.entry
 		}
 	}

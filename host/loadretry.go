@@ -5,6 +5,9 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/ssrun/ssrun/host/clock"
+	"github.com/ssrun/ssrun/host/internal/serial"
 )
 
 // Rule files whose start failed are loaded again, later.
@@ -41,9 +44,9 @@ const MaxLoadRetry = 5 * time.Minute
 // retries schedules the loads of rule files whose start failed.
 type retries struct {
 	first time.Duration // the first wait; none when negative
-	clock Clock
-	quiet *quiet
-	wake  signal // a retry was scheduled or made due
+	clock clock.Clock
+	quiet *serial.Quiet
+	wake  serial.Signal // a retry was scheduled or made due
 	mu    sync.Mutex
 	due   map[string]retry // by path
 }
@@ -55,11 +58,11 @@ type retry struct {
 	at   time.Time     // zero: taken by run, not yet failed again
 }
 
-func newRetries(first time.Duration, c Clock, q *quiet) *retries {
+func newRetries(first time.Duration, c clock.Clock, q *serial.Quiet) *retries {
 	if first == 0 {
 		first = DefaultLoadRetry
 	}
-	return &retries{first: min(first, MaxLoadRetry), clock: c, quiet: q, wake: newSignal(q), due: map[string]retry{}}
+	return &retries{first: min(first, MaxLoadRetry), clock: c, quiet: q, wake: serial.NewSignal(q), due: map[string]retry{}}
 }
 
 // failed schedules the load of the file at path, whose content hash failed
@@ -110,7 +113,7 @@ func (q *retries) now() {
 	q.signal()
 }
 
-func (q *retries) signal() { q.wake.raise() }
+func (q *retries) signal() { q.wake.Raise() }
 
 // next returns when the earliest scheduled retry is due.
 func (q *retries) next() (time.Time, bool) {
@@ -144,23 +147,23 @@ func (q *retries) take(t time.Time) []string {
 
 // run calls load for each file whose retry is due, until ctx ends.
 func (q *retries) run(ctx context.Context, load func(path string)) {
-	t := newWake(q.clock, q.quiet)
-	defer t.stop()
-	defer q.wake.drain()
+	t := serial.NewWake(q.clock, q.quiet)
+	defer t.Stop()
+	defer q.wake.Drain()
 	woke := func() {}
 	for {
-		t.stop()
+		t.Stop()
 		if at, ok := q.next(); ok {
-			t.reset(at.Sub(q.clock.Now()))
+			t.Reset(at.Sub(q.clock.Now()))
 		}
 		woke() // once the timer is set again: see wake
 		select {
 		case <-ctx.Done():
 			return
-		case <-q.wake.c:
-			woke = q.wake.took
+		case <-q.wake.C:
+			woke = q.wake.Took
 		case <-t.C():
-			woke = t.took
+			woke = t.Took
 		}
 		for _, p := range q.take(q.clock.Now()) {
 			if ctx.Err() != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/broker/brokertest"
+	"github.com/ssrun/ssrun/host/clock"
 	"github.com/ssrun/ssrun/internal/testnet"
 	"github.com/ssrun/ssrun/protocol"
 )
@@ -124,7 +125,7 @@ func TestRetryNotForCompileErrorOrFailedReload(t *testing.T) {
 // now makes everything due; drop cancels.
 func TestRetrySchedule(t *testing.T) {
 	t0 := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
-	q := newRetries(time.Second, RealClock{}, nil)
+	q := newRetries(time.Second, clock.Real{}, nil)
 	a, b := [32]byte{1}, [32]byte{2}
 	for i, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
 		if at := q.failed("/r/x", a, t0); at.Sub(t0) != want {
@@ -161,7 +162,7 @@ func TestRetrySchedule(t *testing.T) {
 	if at := q.at("/r/a"); !at.IsZero() {
 		t.Fatalf("dropped, still at %v", at)
 	}
-	if off := newRetries(-1, RealClock{}, nil); !off.failed("/r/a", a, t0).IsZero() {
+	if off := newRetries(-1, clock.Real{}, nil); !off.failed("/r/a", a, t0).IsZero() {
 		t.Fatal("retries off, one scheduled")
 	}
 }

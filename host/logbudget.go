@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/ssrun/ssrun/host/clock"
 )
 
 // logWindow is the interval of a log budget.
@@ -20,23 +22,23 @@ const logWindow = time.Second
 // window ends.
 type logBudget struct {
 	log   *slog.Logger
-	clock Clock
+	clock clock.Clock
 	rule  string
 
 	mu                   sync.Mutex
 	lines, bytes         int   // the budget per window
-	start                int64 // of the current window, on mono's clock
+	start                int64 // of the current window, on clock.Mono's clock
 	usedLines, usedBytes int
 	// Suppressed in the current window, not yet summarised; and in total.
 	winLines, winBytes     int
 	totalLines, totalBytes uint64
-	timer                  ClockTimer // pending summary of the current window
+	timer                  clock.Timer // pending summary of the current window
 	closed                 bool
 	timers                 sync.WaitGroup // the timer's function, while it runs
 }
 
-func newLogBudget(log *slog.Logger, c Clock, rule string, cfg RuleConfig) *logBudget {
-	b := &logBudget{log: log, clock: c, rule: rule, start: mono(c)}
+func newLogBudget(log *slog.Logger, c clock.Clock, rule string, cfg RuleConfig) *logBudget {
+	b := &logBudget{log: log, clock: c, rule: rule, start: clock.Mono(c)}
 	b.setLimits(cfg)
 	return b
 }
@@ -51,7 +53,7 @@ func (b *logBudget) setLimits(cfg RuleConfig) {
 // write logs msg at level for the rule, within the budget.
 func (b *logBudget) write(level slog.Level, msg string) {
 	b.mu.Lock()
-	t := mono(b.clock)
+	t := clock.Mono(b.clock)
 	if t-b.start >= int64(logWindow) {
 		b.summaryLocked()
 		b.start, b.usedLines, b.usedBytes = t, 0, 0
@@ -91,7 +93,7 @@ func (b *logBudget) flush() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.timer = nil
-	if left := b.start + int64(logWindow) - mono(b.clock); left > 0 && !b.closed {
+	if left := b.start + int64(logWindow) - clock.Mono(b.clock); left > 0 && !b.closed {
 		b.timers.Add(1) // woke early: the window is not over
 		b.timer = b.clock.AfterFunc(time.Duration(left), b.flush)
 		return

@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/serial"
 )
 
 // delivery is one event queued for a rule, with its lineage (see lineage),
@@ -27,11 +28,11 @@ type mailbox struct {
 	ready chan struct{} // cap 1: signalled while events wait
 	// In a serial host, each event counts as its rule's work from push
 	// until its worker is done with it (done), and takes a ticket.
-	quiet *quiet
-	rq    *ruleQuiet
+	quiet *serial.Quiet
+	rq    *serial.Rule
 }
 
-func newMailbox(limit int, q *quiet, rq *ruleQuiet) *mailbox {
+func newMailbox(limit int, q *serial.Quiet, rq *serial.Rule) *mailbox {
 	return &mailbox{limit: limit, ready: make(chan struct{}, 1), quiet: q, rq: rq}
 }
 
@@ -42,8 +43,8 @@ func (m *mailbox) push(d delivery) bool {
 		m.mu.Unlock()
 		return false
 	}
-	m.quiet.work(m.rq, 1)
-	d.ticket = m.quiet.ticket()
+	m.quiet.Work(m.rq, 1)
+	d.ticket = m.quiet.Ticket()
 	m.q = append(m.q, d)
 	m.mu.Unlock()
 	m.signal()
@@ -88,7 +89,7 @@ func (m *mailbox) pop() (delivery, bool) {
 }
 
 // done ends the work of an event popped, once its worker is done with it.
-func (m *mailbox) done() { m.quiet.work(m.rq, -1) }
+func (m *mailbox) done() { m.quiet.Work(m.rq, -1) }
 
 // drop discards the waiting events (the rule stopped).
 func (m *mailbox) drop() {
@@ -96,7 +97,7 @@ func (m *mailbox) drop() {
 	n := len(m.q) - m.head
 	m.q, m.head = nil, 0
 	m.mu.Unlock()
-	m.quiet.work(m.rq, -n)
+	m.quiet.Work(m.rq, -n)
 }
 
 // len is the number of waiting events.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/ssrun/ssrun/host/internal/serial"
 )
 
 // parker is a handler waiting in a host call (a lock wait) for a wake-up
@@ -14,7 +16,7 @@ import (
 // waits for its turn again.
 type parker struct {
 	svc *services
-	rq  *ruleQuiet // the rule's, when the caller is its handler (nil: not counted)
+	rq  *serial.Rule // the rule's, when the caller is its handler (nil: not counted)
 	ch  chan struct{}
 
 	mu     sync.Mutex
@@ -25,7 +27,7 @@ type parker struct {
 // newParker returns a parker for a call of the rule whose activity is rq;
 // handler says the caller is the rule's handler (only a handler's wait is
 // counted: a start or a plugin's own goroutine has no turn).
-func newParker(svc *services, rq *ruleQuiet, handler bool) *parker {
+func newParker(svc *services, rq *serial.Rule, handler bool) *parker {
 	p := &parker{svc: svc, ch: make(chan struct{}, 1)}
 	if handler && svc.quiet != nil {
 		p.rq = rq
@@ -39,7 +41,7 @@ func (p *parker) wake() {
 	defer p.mu.Unlock()
 	if p.parked {
 		p.parked = false
-		p.ticket = p.svc.quiet.unpark(p.rq)
+		p.ticket = p.svc.quiet.Unpark(p.rq)
 	}
 	select {
 	case p.ch <- struct{}{}:
@@ -60,7 +62,7 @@ func (p *parker) wait(ctx context.Context, d time.Duration) error {
 	}
 	if p.rq != nil {
 		p.parked = true
-		p.svc.quiet.park(p.rq)
+		p.svc.quiet.Park(p.rq)
 	}
 	p.mu.Unlock()
 	var err error
@@ -75,11 +77,11 @@ func (p *parker) wait(ctx context.Context, d time.Duration) error {
 	p.mu.Lock()
 	if p.parked {
 		p.parked = false
-		p.ticket = p.svc.quiet.unpark(p.rq)
+		p.ticket = p.svc.quiet.Unpark(p.rq)
 	}
 	ticket := p.ticket
 	p.mu.Unlock()
-	if e := p.svc.quiet.enter(ctx, p.rq, ticket); e != nil && err == nil {
+	if e := p.svc.quiet.Enter(ctx, p.rq, ticket); e != nil && err == nil {
 		err = e
 	}
 	return err

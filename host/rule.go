@@ -13,6 +13,7 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host/internal/echo"
+	"github.com/ssrun/ssrun/host/internal/serial"
 	"github.com/ssrun/ssrun/protocol/hlc"
 )
 
@@ -32,7 +33,7 @@ type rule struct {
 	svc *services // its log, reg, lin and calls; client, now and ctx are its leases'
 
 	mailbox *mailbox
-	quiet   *ruleQuiet // its part in a serial host's activity (quiet.go)
+	quiet   *serial.Rule // its part in a serial host's activity (quiet.go)
 	locks   leases
 	logs    *logBudget
 	timers  *ruleTimers
@@ -95,7 +96,7 @@ func newInstance(hash [32]byte) *instance {
 
 func newRule(s *services, path, kind string, cfg RuleConfig) *rule {
 	name := filepath.Base(path)
-	rq := &ruleQuiet{}
+	rq := &serial.Rule{}
 	r := &rule{
 		path:    path,
 		name:    name,
@@ -284,7 +285,7 @@ func (r *rule) run(w *worker) {
 		case <-r.locks.lostSignal:
 			for _, l := range r.locks.takeLost() {
 				ok := r.deliver(w, delivery{ev: abi.Event{Key: l.name, Op: abi.OpLockLost}, ticket: l.ticket})
-				r.svc.quiet.work(r.quiet, -1)
+				r.svc.quiet.Work(r.quiet, -1)
 				if !ok {
 					return
 				}
@@ -367,11 +368,11 @@ func (r *rule) call(w *worker, d delivery) bool {
 		return true // shutting down
 	}
 	if q := r.svc.quiet; q != nil {
-		if err := q.enter(w.ctx, r.quiet, d.ticket); err != nil {
+		if err := q.Enter(w.ctx, r.quiet, d.ticket); err != nil {
 			r.svc.gate.Leave(&w.gated)
 			return true
 		}
-		defer q.leave(r.quiet)
+		defer q.Leave(r.quiet)
 	}
 	if shadow != nil && !shadow.handle(w, d.ev, timeout) {
 		r.svc.gate.Leave(&w.gated)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/serial"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -485,7 +486,7 @@ func (rt *ruleTimers) retry(ctx context.Context, what, name string, f func(ctx c
 				"rule", rt.rule, "timer", name, "attempts", attempt, "err", err)
 			return
 		}
-		sleep(rt.svc.clock, rt.svc.quiet, time.Duration(attempt)*100*time.Millisecond, ctx.Done())
+		serial.Sleep(rt.svc.clock, rt.svc.quiet, time.Duration(attempt)*100*time.Millisecond, ctx.Done())
 	}
 }
 

@@ -5,7 +5,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/ssrun/ssrun/host/clock"
 	"github.com/ssrun/ssrun/host/internal/gate"
+	"github.com/ssrun/ssrun/host/internal/serial"
 	"github.com/ssrun/ssrun/protocol/hlc"
 )
 
@@ -19,10 +21,10 @@ type services struct {
 	lin     *lineage         // the feedback-loop damper
 	journal *journal         // the last write per key, for Why
 	calls   *tracker         // goroutines running runtime calls
-	clock   Clock            // the host's clock (see Clock)
+	clock   clock.Clock      // the host's clock (see clock.Clock)
 	now     func() time.Time // the lease clock: clock.Now, or a test's
 	timers  *scheduler       // every rule's pending timers, and their clock
-	quiet   *quiet           // a serial host's activity and turn (nil: not serial; quiet.go)
+	quiet   *serial.Quiet    // a serial host's activity and turn (nil: not serial; quiet.go)
 	host    any              // the *Host these services are of (HostOf)
 	obs     Observer         // handler calls, for metrics (nil: none)
 	rec     Recorder         // what the rules see, for a trace (nil: none)

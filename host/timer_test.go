@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/clock"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -356,7 +357,7 @@ func TestTimerNow(t *testing.T) {
 // clock runs ahead of it.
 func TestHostClockFollowsHLC(t *testing.T) {
 	e := newEnv(t)
-	c := hostClock{client: e.client, clock: RealClock{}}
+	c := hostClock{client: e.client, clock: clock.Real{}}
 	before := time.Now().UnixMilli()
 	if got := c.nowMs(); got < before {
 		t.Fatalf("nowMs %d behind the wall clock %d", got, before)

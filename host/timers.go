@@ -5,6 +5,9 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/ssrun/ssrun/host/clock"
+	"github.com/ssrun/ssrun/host/internal/serial"
 )
 
 // timer is one armed timer of a rule (see ruletimers.go, which owns its
@@ -55,22 +58,22 @@ type alarm interface {
 // the Clock.
 type hostClock struct {
 	client Store
-	clock  Clock
-	quiet  *quiet
+	clock  clock.Clock
+	quiet  *serial.Quiet
 }
 
 func (c hostClock) nowMs() int64 { return max(c.clock.Now().UnixMilli(), c.client.Now().Wall) }
 
-func (c hostClock) newAlarm() alarm { return realAlarm{w: newWake(c.clock, c.quiet), c: c} }
+func (c hostClock) newAlarm() alarm { return realAlarm{w: serial.NewWake(c.clock, c.quiet), c: c} }
 
 type realAlarm struct {
-	w *wake
+	w *serial.Wake
 	c hostClock
 }
 
 func (a realAlarm) C() <-chan struct{} { return a.w.C() }
-func (a realAlarm) stop()              { a.w.stop() }
-func (a realAlarm) took()              { a.w.took() }
+func (a realAlarm) stop()              { a.w.Stop() }
+func (a realAlarm) took()              { a.w.Took() }
 
 // setAt waits until the Clock reaches at, less how far the host's clock
 // runs ahead of it (the store's HLC): to the nanosecond, not to the
@@ -78,7 +81,7 @@ func (a realAlarm) took()              { a.w.took() }
 func (a realAlarm) setAt(at int64) {
 	now := a.c.clock.Now()
 	ahead := max(a.c.nowMs()-now.UnixMilli(), 0)
-	a.w.reset(time.UnixMilli(at - ahead).Sub(now))
+	a.w.Reset(time.UnixMilli(at - ahead).Sub(now))
 }
 
 // scheduler holds every pending timer of a host in a min-heap by due time,
@@ -89,15 +92,15 @@ type scheduler struct {
 	clock timeSource
 	mu    sync.Mutex
 	h     timerHeap
-	wake  signal // the earliest timer changed
+	wake  serial.Signal // the earliest timer changed
 }
 
 // fireBatch bounds the timers handed out per turn of the loop, so that a
 // flood of due timers does not hold up a new earlier one for long.
 const fireBatch = 256
 
-func newScheduler(c timeSource, q *quiet) *scheduler {
-	return &scheduler{clock: c, wake: newSignal(q)}
+func newScheduler(c timeSource, q *serial.Quiet) *scheduler {
+	return &scheduler{clock: c, wake: serial.NewSignal(q)}
 }
 
 // schedule puts t in the heap at at (Unix ms), or moves it there.
@@ -112,7 +115,7 @@ func (s *scheduler) schedule(t *timer, at int64) {
 	first := t.index == 0
 	s.mu.Unlock()
 	if first {
-		s.wake.raise()
+		s.wake.Raise()
 	}
 }
 
@@ -137,7 +140,7 @@ func (s *scheduler) pending() int {
 func (s *scheduler) run(ctx context.Context) {
 	a := s.clock.newAlarm()
 	defer a.stop()
-	defer s.wake.drain()
+	defer s.wake.Drain()
 	due := make([]*timer, 0, fireBatch)
 	var woke func() // ends the activity of what woke the loop, once it has acted
 	for {
@@ -172,8 +175,8 @@ func (s *scheduler) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.wake.c:
-			woke = s.wake.took
+		case <-s.wake.C:
+			woke = s.wake.Took
 		case <-a.C():
 			woke = a.took
 		}

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/clock"
 	"github.com/ssrun/ssrun/host/internal/gate"
+	"github.com/ssrun/ssrun/host/internal/serial"
 )
 
 // worker is the goroutine that runs a rule: its events one at a time, and
@@ -23,8 +25,8 @@ type worker struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	calls  *tracker
-	clock  Clock // of its calls' deadlines and grace
-	quiet  *quiet
+	clock  clock.Clock // of its calls' deadlines and grace
+	quiet  *serial.Quiet
 	task   *task
 	ctrl   chan func() // control functions, run between two events (do)
 	// quit asks the worker to stop the rule and end (see stop); stopCtx,
@@ -81,7 +83,7 @@ func (w *worker) begin(timeout time.Duration, key string, op abi.Op) uint64 {
 	w.mu.Lock()
 	w.key, w.op = key, op
 	w.mu.Unlock()
-	t := mono(w.clock)
+	t := clock.Mono(w.clock)
 	w.started.Store(t)
 	w.deadline.Store(t + int64(timeout))
 	s := (w.state.Load()>>2+1)<<2 | phaseCall
@@ -100,7 +102,7 @@ func (w *worker) end(s uint64) bool {
 func (w *worker) call() (key string, op abi.Op, running time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.key, w.op, time.Duration(mono(w.clock) - w.started.Load())
+	return w.key, w.op, time.Duration(clock.Mono(w.clock) - w.started.Load())
 }
 
 // overdueIn returns how long until the call in progress is overdue (its
@@ -116,7 +118,7 @@ func (w *worker) overdueIn(asked int64, cancelled bool, grace time.Duration) (ti
 	if cancelled && asked < at {
 		at = asked
 	}
-	return time.Duration(at + int64(grace) - mono(w.clock)), s
+	return time.Duration(at + int64(grace) - clock.Mono(w.clock)), s
 }
 
 // stuck reports whether the worker is in a call past its deadline plus grace.
@@ -175,11 +177,11 @@ func (w *worker) stop(ctx context.Context, grace time.Duration) error {
 // (errStuck). cancelled says the rule's context was cancelled now: the
 // grace counts from now when that is earlier than the call's deadline.
 func (w *worker) await(ctx context.Context, cancelled bool, grace time.Duration, ctrl chan func(), job func()) error {
-	asked := mono(w.clock)
+	asked := clock.Mono(w.clock)
 	d, _ := w.overdueIn(asked, cancelled, grace)
-	t := newWake(w.clock, w.quiet)
-	t.reset(d)
-	defer t.stop()
+	t := serial.NewWake(w.clock, w.quiet)
+	t.Reset(d)
+	defer t.Stop()
 	for {
 		select {
 		case ctrl <- job: // a nil ctrl never sends
@@ -189,12 +191,12 @@ func (w *worker) await(ctx context.Context, cancelled bool, grace time.Duration,
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C():
-			t.took()
+			t.Took()
 			if w.abandonIfOverdue(asked, cancelled, grace) {
 				return errStuck
 			}
 			d, _ := w.overdueIn(asked, cancelled, grace)
-			t.reset(d)
+			t.Reset(d)
 		}
 	}
 }

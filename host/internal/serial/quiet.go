@@ -1,4 +1,8 @@
-package host
+// Package serial keeps a serial host's activity (ssrun test and replay run one
+// handler at a time, in ticket order, and ask when the host is idle) and the
+// wake-ups between the host's goroutines that count as activity: Signal, Wake
+// and Sleep on the host's clock. A nil *Quiet counts nothing.
+package serial
 
 import (
 	"context"
@@ -6,7 +10,7 @@ import (
 	"sync"
 )
 
-// A serial host (Config.Serial: ssrun test and replay) runs one handler at
+// A serial host (host.Config.Serial: ssrun test and replay) runs one handler at
 // a time, in a fixed order, and can tell when it is idle, so that a test
 // step ends deterministically, without sleeping.
 //
@@ -29,7 +33,7 @@ import (
 // order their events were queued across all rules, which is the order of
 // the store's notifications (rules in name order for one notification),
 // and a test's writes, logs and versions are the same in every run.
-type quiet struct {
+type Quiet struct {
 	queued func() uint64 // the events the store client queued so far
 
 	mu      sync.Mutex
@@ -37,33 +41,33 @@ type quiet struct {
 	routed  uint64        // events the dispatcher has handled
 	other   int           // signals raised and not taken (signal, wake)
 	active  int           // rules with work that are not parked
-	waiting map[*ruleQuiet]uint64
-	holder  any // the turn's holder: a *ruleQuiet, or a hold (Host.Hold)
+	waiting map[*Rule]uint64
+	holder  any // the turn's holder: a *Rule, or a hold (Host.Hold)
 	seq     uint64
 }
 
-// ruleQuiet is a rule's part in its serial host's activity.
-type ruleQuiet struct {
+// Rule is a rule's part in its serial host's activity.
+type Rule struct {
 	work   int  // events queued or being handled
 	parked bool // its handler waits for a lock, on the clock
 }
 
-// errNotSerial is returned by the idle and hold calls of a host that is not
+// ErrNotSerial is returned by the idle and hold calls of a host that is not
 // serial.
-var errNotSerial = errors.New("host: not a serial host (Config.Serial)")
+var ErrNotSerial = errors.New("host: not a serial host (Config.Serial)")
 
-func newQuiet(queued func() uint64) *quiet {
-	return &quiet{queued: queued, changed: make(chan struct{}), waiting: map[*ruleQuiet]uint64{}}
+func New(queued func() uint64) *Quiet {
+	return &Quiet{queued: queued, changed: make(chan struct{}), waiting: map[*Rule]uint64{}}
 }
 
 // changedLocked wakes everyone waiting for a change.
-func (q *quiet) changedLocked() {
+func (q *Quiet) changedLocked() {
 	close(q.changed)
 	q.changed = make(chan struct{})
 }
 
-// add counts n signals raised (or, negative, taken).
-func (q *quiet) add(n int) {
+// Add counts n signals raised (or, negative, taken).
+func (q *Quiet) Add(n int) {
 	if q == nil {
 		return
 	}
@@ -73,8 +77,8 @@ func (q *quiet) add(n int) {
 	q.mu.Unlock()
 }
 
-// routedOne counts an event handled by the dispatcher.
-func (q *quiet) routedOne() {
+// RoutedOne counts an event handled by the dispatcher.
+func (q *Quiet) RoutedOne() {
 	if q == nil {
 		return
 	}
@@ -84,8 +88,8 @@ func (q *quiet) routedOne() {
 	q.mu.Unlock()
 }
 
-// ticket returns the next ticket (0 when not serial).
-func (q *quiet) ticket() uint64 {
+// Ticket returns the next Ticket (0 when not serial).
+func (q *Quiet) Ticket() uint64 {
 	if q == nil {
 		return 0
 	}
@@ -96,10 +100,10 @@ func (q *quiet) ticket() uint64 {
 }
 
 // isActive reports whether rq counts as active.
-func (rq *ruleQuiet) isActive() bool { return rq.work > 0 && !rq.parked }
+func (rq *Rule) isActive() bool { return rq.work > 0 && !rq.parked }
 
 // update applies f to rq and recounts the active rules.
-func (q *quiet) update(rq *ruleQuiet, f func()) {
+func (q *Quiet) update(rq *Rule, f func()) {
 	if q == nil || rq == nil {
 		return
 	}
@@ -117,12 +121,12 @@ func (q *quiet) update(rq *ruleQuiet, f func()) {
 	q.mu.Unlock()
 }
 
-// work counts n events queued for rq (negative: handled or dropped).
-func (q *quiet) work(rq *ruleQuiet, n int) { q.update(rq, func() { rq.work += n }) }
+// Work counts n events queued for rq (negative: handled or dropped).
+func (q *Quiet) Work(rq *Rule, n int) { q.update(rq, func() { rq.work += n }) }
 
-// park marks rq's handler as waiting on the clock (or a wake-up) and gives
+// Park marks rq's handler as waiting on the clock (or a wake-up) and gives
 // up its turn.
-func (q *quiet) park(rq *ruleQuiet) {
+func (q *Quiet) Park(rq *Rule) {
 	q.update(rq, func() {
 		rq.parked = true
 		if q.holder == rq {
@@ -131,9 +135,9 @@ func (q *quiet) park(rq *ruleQuiet) {
 	})
 }
 
-// unpark marks rq's handler as woken: it waits for the turn again with a
-// new ticket, which unpark returns.
-func (q *quiet) unpark(rq *ruleQuiet) (ticket uint64) {
+// Unpark marks rq's handler as woken: it waits for the turn again with a
+// new ticket, which Unpark returns.
+func (q *Quiet) Unpark(rq *Rule) (ticket uint64) {
 	q.update(rq, func() {
 		rq.parked = false
 		q.seq++
@@ -143,13 +147,13 @@ func (q *quiet) unpark(rq *ruleQuiet) (ticket uint64) {
 }
 
 // grantableLocked reports whether the turn may go to a waiting handler.
-func (q *quiet) grantableLocked() bool {
+func (q *Quiet) grantableLocked() bool {
 	return q.holder == nil && q.other == 0 && q.routed == q.queued() && q.active == len(q.waiting)
 }
 
-// enter waits for rq's turn to handle the event of ticket, or until ctx
+// Enter waits for rq's turn to handle the event of ticket, or until ctx
 // ends.
-func (q *quiet) enter(ctx context.Context, rq *ruleQuiet, ticket uint64) error {
+func (q *Quiet) Enter(ctx context.Context, rq *Rule, ticket uint64) error {
 	q.mu.Lock()
 	q.waiting[rq] = ticket
 	q.changedLocked()
@@ -165,7 +169,7 @@ func (q *quiet) enter(ctx context.Context, rq *ruleQuiet, ticket uint64) error {
 
 // awaitLocked waits, q.mu held (and released while it waits), until cond
 // holds or ctx ends.
-func (q *quiet) awaitLocked(ctx context.Context, cond func() bool) error {
+func (q *Quiet) awaitLocked(ctx context.Context, cond func() bool) error {
 	for !cond() {
 		ch := q.changed
 		q.mu.Unlock()
@@ -181,8 +185,8 @@ func (q *quiet) awaitLocked(ctx context.Context, cond func() bool) error {
 }
 
 // smallestLocked returns the waiting rule with the smallest ticket.
-func (q *quiet) smallestLocked() *ruleQuiet {
-	var best *ruleQuiet
+func (q *Quiet) smallestLocked() *Rule {
+	var best *Rule
 	var min uint64
 	for rq, t := range q.waiting {
 		if best == nil || t < min {
@@ -192,8 +196,8 @@ func (q *quiet) smallestLocked() *ruleQuiet {
 	return best
 }
 
-// leave gives the turn back.
-func (q *quiet) leave(rq *ruleQuiet) {
+// Leave gives the turn back.
+func (q *Quiet) Leave(rq *Rule) {
 	q.mu.Lock()
 	if q.holder == rq {
 		q.holder = nil
@@ -203,20 +207,20 @@ func (q *quiet) leave(rq *ruleQuiet) {
 }
 
 // idleLocked reports whether the host is idle (see above).
-func (q *quiet) idleLocked() bool {
+func (q *Quiet) idleLocked() bool {
 	return q.holder == nil && q.other == 0 && q.active == 0 && q.routed == q.queued()
 }
 
-// waitIdle waits until the host is idle, or ctx ends.
-func (q *quiet) waitIdle(ctx context.Context) error {
+// WaitIdle waits until the host is idle, or ctx ends.
+func (q *Quiet) WaitIdle(ctx context.Context) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.awaitLocked(ctx, q.idleLocked)
 }
 
-// hold takes the turn for the caller once it is free, so that no handler
+// Hold takes the turn for the caller once it is free, so that no handler
 // runs until release.
-func (q *quiet) hold(ctx context.Context) (release func(), err error) {
+func (q *Quiet) Hold(ctx context.Context) (release func(), err error) {
 	token := new(int)
 	q.mu.Lock()
 	defer q.mu.Unlock()

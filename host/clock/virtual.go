@@ -1,4 +1,4 @@
-package host
+package clock
 
 import (
 	"slices"
@@ -6,22 +6,22 @@ import (
 	"time"
 )
 
-// VirtualClock is a Clock that moves only when told to (ssrun test and
+// Virtual is a Clock that moves only when told to (ssrun test and
 // replay): Now reads the time it was set to, and AfterFunc calls wait
 // until Fire runs them. Safe for concurrent use.
-type VirtualClock struct {
+type Virtual struct {
 	mu    sync.Mutex
 	now   time.Time
 	calls []*virtualCall // pending, in the order they run
 }
 
-// NewVirtualClock returns a virtual clock at start.
-func NewVirtualClock(start time.Time) *VirtualClock {
-	return &VirtualClock{now: start}
+// NewVirtual returns a virtual clock at start.
+func NewVirtual(start time.Time) *Virtual {
+	return &Virtual{now: start}
 }
 
 // Now implements Clock.
-func (c *VirtualClock) Now() time.Time {
+func (c *Virtual) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.now
@@ -29,7 +29,7 @@ func (c *VirtualClock) Now() time.Time {
 
 // AfterFunc implements Clock: f is called by Fire once the clock has
 // reached now+d.
-func (c *VirtualClock) AfterFunc(d time.Duration, f func()) ClockTimer {
+func (c *Virtual) AfterFunc(d time.Duration, f func()) Timer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	vc := &virtualCall{c: c, at: c.now.Add(max(d, 0)), f: f}
@@ -46,7 +46,7 @@ func (c *VirtualClock) AfterFunc(d time.Duration, f func()) ClockTimer {
 }
 
 // Next returns when the earliest pending AfterFunc call is due.
-func (c *VirtualClock) Next() (time.Time, bool) {
+func (c *Virtual) Next() (time.Time, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.calls) == 0 {
@@ -57,7 +57,7 @@ func (c *VirtualClock) Next() (time.Time, bool) {
 
 // Set moves the clock to t (never back: an earlier t is ignored). It runs
 // no call: Fire does.
-func (c *VirtualClock) Set(t time.Time) {
+func (c *Virtual) Set(t time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if t.After(c.now) {
@@ -68,7 +68,7 @@ func (c *VirtualClock) Set(t time.Time) {
 // Fire runs the earliest call due at the clock's time, in the caller's
 // goroutine, and reports whether there was one. Calls due at the same
 // time run in the order they were made, one per Fire.
-func (c *VirtualClock) Fire() bool {
+func (c *Virtual) Fire() bool {
 	c.mu.Lock()
 	if len(c.calls) == 0 || c.calls[0].at.After(c.now) {
 		c.mu.Unlock()
@@ -81,14 +81,14 @@ func (c *VirtualClock) Fire() bool {
 	return true
 }
 
-// virtualCall is one pending AfterFunc call of a VirtualClock.
+// virtualCall is one pending AfterFunc call of a Virtual.
 type virtualCall struct {
-	c  *VirtualClock
+	c  *Virtual
 	at time.Time
 	f  func()
 }
 
-// Stop implements ClockTimer.
+// Stop implements Timer.
 func (vc *virtualCall) Stop() bool {
 	vc.c.mu.Lock()
 	defer vc.c.mu.Unlock()
