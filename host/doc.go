@@ -22,6 +22,8 @@
 //
 //	clock                 the host's Clock: real, or virtual (ssrun test, replay)
 //	internal/serial       a serial host's activity and turn; wake-ups that count
+//	provenance            chains of rule writes; the journal of each key's last write (why)
+//	internal/lineage      the feedback-loop damper: each event's place in a chain
 //	internal/contenthash  the SHA-256 of rule files, remembered by content
 //	internal/echo         a rule's own writes awaiting their echo
 //	internal/gate         the bound on handler calls running at once

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/provenance"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/protocol/hlc"
 )
@@ -57,7 +58,7 @@ type StagedWrite struct {
 	Note string
 	// Cause is the event the rule was handling; zero for a write outside a
 	// handler (at load, or from a plugin's own goroutine).
-	Cause Cause
+	Cause provenance.Cause
 }
 
 // String is the write as one line: `dry-run: SET hvac1/target "28" (rule

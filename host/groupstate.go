@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/provenance"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -108,7 +109,7 @@ func (g *group) resync(ctx context.Context, rule string, p *progress) {
 			ev.Op, ev.Value, ev.Version = abi.OpSet, res.Value, cur
 		}
 		g.resyncs.Add(1)
-		r.enqueue(delivery{ev: ev, lin: lineageEntry{origin: &Origin{Key: key, Op: string(ev.Op), Version: ev.Version}}})
+		r.enqueue(delivery{ev: ev, lin: provenance.Lineage{Origin: &provenance.Origin{Key: key, Op: string(ev.Op), Version: ev.Version}}})
 	}
 	g.flushRule(ctx, rule)
 }

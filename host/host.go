@@ -18,7 +18,9 @@ import (
 	"github.com/ssrun/ssrun/host/clock"
 	"github.com/ssrun/ssrun/host/internal/contenthash"
 	"github.com/ssrun/ssrun/host/internal/gate"
+	"github.com/ssrun/ssrun/host/internal/lineage"
 	"github.com/ssrun/ssrun/host/internal/serial"
+	"github.com/ssrun/ssrun/host/provenance"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -210,8 +212,8 @@ func New(opts Config) (*Host, error) {
 			quiet:   q,
 			now:     opts.now,
 			calls:   newTracker(opts.Clock),
-			lin:     newLineage(1<<16, opts.Clock),
-			journal: newJournal(opts.JournalEntries, opts.JournalBytes),
+			lin:     lineage.New(1<<16, opts.Clock),
+			journal: provenance.NewJournal(opts.JournalEntries, opts.JournalBytes),
 			obs:     opts.Observer,
 			rec:     opts.Recorder,
 			gate:    gate.New(opts.MaxConcurrentCalls),
@@ -321,13 +323,13 @@ func (h *Host) handleEvent(ev protocol.Event, buf *[]watcher, wasDown *bool) {
 func (h *Host) route(ev protocol.Event, buf []watcher) []watcher {
 	h.events.Add(1)
 	version := ev.Version.String()
-	lin := h.lin.lookup(string(ev.Key), version, abi.Op(ev.Op))
-	if lin.hop > h.maxHops {
+	lin := h.lin.Lookup(string(ev.Key), version, abi.Op(ev.Op))
+	if lin.Hop > h.maxHops {
 		n := h.damped.Add(1)
 		now := h.clock.Now().UnixNano()
 		if last := h.lastDampLog.Load(); now-last > int64(time.Second) && h.lastDampLog.CompareAndSwap(last, now) {
 			h.log.Warn("feedback loop between rules damped: event dropped", "key", string(ev.Key),
-				"rules", describe(lin.steps), "hops", lin.hop, "damped_total", n)
+				"rules", provenance.Describe(lin.Steps), "hops", lin.Hop, "damped_total", n)
 		}
 		return buf
 	}
@@ -339,8 +341,8 @@ func (h *Host) route(ev protocol.Event, buf []watcher) []watcher {
 	if e.Op == abi.OpSet {
 		e.Value = ev.Value
 	}
-	if lin.hop == 0 { // from outside the rules: the origin of any chain it starts
-		lin.origin = &Origin{Key: e.Key, Op: ev.Op, Version: version, Client: ev.Source}
+	if lin.Hop == 0 { // from outside the rules: the origin of any chain it starts
+		lin.Origin = &provenance.Origin{Key: e.Key, Op: ev.Op, Version: version, Client: ev.Source}
 	}
 	for _, w := range buf {
 		w.enqueue(delivery{ev: e, lin: lin})
@@ -370,7 +372,7 @@ func (h *Host) resyncOnce(checked *int) {
 	h.outcomes.retries.now() // a start that failed while the store was away
 	for _, re := range h.reg.resync(h.ctx, h.all.Swap(false)) {
 		h.resyncs.Add(1)
-		d := delivery{ev: re.ev, lin: lineageEntry{origin: &Origin{Key: re.ev.Key, Op: string(re.ev.Op), Version: re.ev.Version}}}
+		d := delivery{ev: re.ev, lin: provenance.Lineage{Origin: &provenance.Origin{Key: re.ev.Key, Op: string(re.ev.Op), Version: re.ev.Version}}}
 		for _, w := range re.to {
 			w.enqueue(d)
 		}
@@ -709,7 +711,7 @@ func (h *Host) Status() []RuleStatus {
 // vdel), with the event it handled and the chain back to the outside
 // change that started it; false when no rule wrote key since the host
 // started, or the journal has forgotten it (see Config.JournalEntries).
-func (h *Host) Why(key string) (Write, bool) { return h.journal.get(key) }
+func (h *Host) Why(key string) (provenance.Write, bool) { return h.journal.Get(key) }
 
 // Stats are host-wide counters.
 type Stats struct {

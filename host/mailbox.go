@@ -5,13 +5,14 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host/internal/serial"
+	"github.com/ssrun/ssrun/host/provenance"
 )
 
 // delivery is one event queued for a rule, with its lineage (see lineage),
 // or the timer whose firing it is.
 type delivery struct {
 	ev     abi.Event
-	lin    lineageEntry // the event's place in a chain of rule writes
+	lin    provenance.Lineage // the event's place in a chain of rule writes
 	timer  *timer
 	ticket uint64 // its place in a serial host's order (quiet.go); 0 otherwise
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host/internal/echo"
 	"github.com/ssrun/ssrun/host/internal/serial"
+	"github.com/ssrun/ssrun/host/provenance"
 	"github.com/ssrun/ssrun/protocol/hlc"
 )
 
@@ -61,8 +62,8 @@ type rule struct {
 	lastErr   string
 	lastErrAt time.Time
 	reloadErr bool
-	lin       lineageEntry // lineage of the event being handled
-	cause     Cause        // the event being handled, for the journal
+	lin       provenance.Lineage // lineage of the event being handled
+	cause     provenance.Cause   // the event being handled, for the journal
 	// shadow is a new version running next to the live one, set and
 	// ended by the worker; canaryRefused once such a version was refused.
 	shadow        shadowVersion
@@ -358,7 +359,7 @@ func (r *rule) call(w *worker, d delivery) bool {
 		r.dropped.Add(1)
 		return true
 	}
-	r.lin, r.cause = d.lin, causeOf(d)
+	r.lin, r.cause = d.lin, provenance.CauseOf(d.ev, d.lin)
 	timeout := r.cfg.Timeout
 	shadow := r.shadow
 	r.mu.Unlock()
@@ -390,7 +391,7 @@ func (r *rule) call(w *worker, d delivery) bool {
 	err := in.script.Handle(w.ctx, d.ev)
 	r.svc.gate.Leave(&w.gated)
 	r.mu.Lock()
-	r.cause = Cause{} // a write outside a handler (at load, from a plugin's own goroutine) answers no event
+	r.cause = provenance.Cause{} // a write outside a handler (at load, from a plugin's own goroutine) answers no event
 	r.mu.Unlock()
 	if !w.end(call) {
 		if err := in.script.Close(context.Background()); err != nil {
@@ -476,7 +477,7 @@ func (r *rule) write(verb, key, fence string, ttl time.Duration, value []byte, s
 		deleted bool
 	)
 	op := strings.ToUpper(verb)
-	end := r.svc.lin.begin(key, op, from, r.name, ttl)
+	end := r.svc.lin.Begin(key, op, from, r.name, ttl)
 	defer func() { end(version) }() // on every path, a panic in send too
 	version, deleted, err = send(token)
 	if err != nil && fence == "" && r.svc.group != nil {
@@ -489,13 +490,13 @@ func (r *rule) write(verb, key, fence string, ttl time.Duration, value []byte, s
 	}
 	if version != "" || deleted {
 		r.wrote(key, version, deleted)
-		r.svc.journal.wrote(r.svc.log, r.svc.clock.Now(), r.name, key, op, value, version, cause, from)
+		r.svc.journal.Wrote(r.svc.log, r.svc.clock.Now(), r.name, key, op, value, version, cause, from)
 	}
 	return err
 }
 
 // handling returns the event the rule is handling (zero outside a handler).
-func (r *rule) handling() Cause {
+func (r *rule) handling() provenance.Cause {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.cause

@@ -7,7 +7,9 @@ import (
 
 	"github.com/ssrun/ssrun/host/clock"
 	"github.com/ssrun/ssrun/host/internal/gate"
+	"github.com/ssrun/ssrun/host/internal/lineage"
 	"github.com/ssrun/ssrun/host/internal/serial"
+	"github.com/ssrun/ssrun/host/provenance"
 	"github.com/ssrun/ssrun/protocol/hlc"
 )
 
@@ -17,21 +19,21 @@ type services struct {
 	ctx     context.Context // the host's lifetime: rules and lease renewals end with it
 	client  Store           // lock requests (a binding gets its own reference)
 	log     *slog.Logger
-	reg     *registry        // watches
-	lin     *lineage         // the feedback-loop damper
-	journal *journal         // the last write per key, for Why
-	calls   *tracker         // goroutines running runtime calls
-	clock   clock.Clock      // the host's clock (see clock.Clock)
-	now     func() time.Time // the lease clock: clock.Now, or a test's
-	timers  *scheduler       // every rule's pending timers, and their clock
-	quiet   *serial.Quiet    // a serial host's activity and turn (nil: not serial; quiet.go)
-	host    any              // the *Host these services are of (HostOf)
-	obs     Observer         // handler calls, for metrics (nil: none)
-	rec     Recorder         // what the rules see, for a trace (nil: none)
-	dry     *staging         // a dry run's staged writes (nil: writes go to the store)
-	kv      keyStore         // where timers are kept: the client, or a dry run's staging
-	gate    gate.Gate        // bounds the handler calls running at once
-	group   groupFence       // the host's group (nil: none): fences owned rules' writes
+	reg     *registry           // watches
+	lin     *lineage.Table      // the feedback-loop damper
+	journal *provenance.Journal // the last write per key, for Why
+	calls   *tracker            // goroutines running runtime calls
+	clock   clock.Clock         // the host's clock (see clock.Clock)
+	now     func() time.Time    // the lease clock: clock.Now, or a test's
+	timers  *scheduler          // every rule's pending timers, and their clock
+	quiet   *serial.Quiet       // a serial host's activity and turn (nil: not serial; quiet.go)
+	host    any                 // the *Host these services are of (HostOf)
+	obs     Observer            // handler calls, for metrics (nil: none)
+	rec     Recorder            // what the rules see, for a trace (nil: none)
+	dry     *staging            // a dry run's staged writes (nil: writes go to the store)
+	kv      keyStore            // where timers are kept: the client, or a dry run's staging
+	gate    gate.Gate           // bounds the handler calls running at once
+	group   groupFence          // the host's group (nil: none): fences owned rules' writes
 }
 
 // groupFence is what the rules of a host in a group use of it (its

@@ -88,7 +88,7 @@ func (q *Quiet) RoutedOne() {
 	q.mu.Unlock()
 }
 
-// Ticket returns the next Ticket (0 when not serial).
+// Ticket returns the next ticket (0 when not serial).
 func (q *Quiet) Ticket() uint64 {
 	if q == nil {
 		return 0

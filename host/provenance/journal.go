@@ -1,4 +1,4 @@
-package host
+package provenance
 
 import (
 	"container/list"
@@ -6,12 +6,14 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/ssrun/ssrun/abi"
 )
 
 // The provenance journal answers "why is this key this value": for each key
 // a rule wrote, the last such write, with the event the rule was handling
 // and the chain of rule writes back to the outside change that started it
-// (taken from the feedback-loop damper's lineage, lineage.go). It is kept
+// (taken from the feedback-loop damper's lineage, host/internal/lineage). It is kept
 // in memory only, bounded by entries and by bytes; the least recently
 // written key is forgotten first (LRU), so the keys rules write often stay.
 
@@ -66,8 +68,8 @@ type Cause struct {
 	Client  string `json:"client,omitempty"`
 }
 
-// journal is the bounded LRU of the last write per key.
-type journal struct {
+// Journal is the bounded LRU of the last write per key.
+type Journal struct {
 	mu         sync.Mutex
 	maxEntries int
 	maxBytes   int
@@ -81,21 +83,21 @@ type journalEntry struct {
 	size int
 }
 
-func newJournal(maxEntries, maxBytes int) *journal {
+func NewJournal(maxEntries, maxBytes int) *Journal {
 	if maxEntries <= 0 {
 		maxEntries = DefaultJournalEntries
 	}
 	if maxBytes <= 0 {
 		maxBytes = DefaultJournalBytes
 	}
-	return &journal{maxEntries: maxEntries, maxBytes: maxBytes, lru: list.New(), m: map[string]*list.Element{}}
+	return &Journal{maxEntries: maxEntries, maxBytes: maxBytes, lru: list.New(), m: map[string]*list.Element{}}
 }
 
-// record keeps w, with a copy of the first JournalValueBytes of value, as
+// Record keeps w, with a copy of the first JournalValueBytes of value, as
 // the last write of its key and forgets the least recently written keys
 // beyond the bounds. An entry larger than the byte bound on its own is
 // kept alone.
-func (j *journal) record(w Write, value []byte) {
+func (j *Journal) Record(w Write, value []byte) {
 	w.ValueSize = len(value)
 	w.Truncated = len(value) > JournalValueBytes
 	w.Value = string(value[:min(len(value), JournalValueBytes)]) // a copy
@@ -117,8 +119,8 @@ func (j *journal) record(w Write, value []byte) {
 	}
 }
 
-// get returns the last write of key, if the journal still has it.
-func (j *journal) get(key string) (Write, bool) {
+// Get returns the last write of key, if the journal still has it.
+func (j *Journal) Get(key string) (Write, bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	el, ok := j.m[key]
@@ -128,8 +130,8 @@ func (j *journal) get(key string) (Write, bool) {
 	return el.Value.(*journalEntry).w, true
 }
 
-// size returns the entries held and their estimated bytes.
-func (j *journal) size() (entries, bytes int) {
+// Size returns the entries held and their estimated bytes.
+func (j *Journal) Size() (entries, bytes int) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.lru.Len(), j.bytes
@@ -148,33 +150,33 @@ func entrySize(w Write) int {
 	return n
 }
 
-// wrote records a write of rule (op, with value for a SET) to key, which
+// Wrote records a write of rule (op, with value for a SET) to key, which
 // the store applied (version for a SET), made while the rule handled the
 // event cause of lineage from (a zero cause: outside a handler, when the
 // write has no chain before it), and logs it on l at debug level.
-func (j *journal) wrote(l *slog.Logger, at time.Time, rule, key, op string, value []byte, version string, cause Cause, from lineageEntry) {
+func (j *Journal) Wrote(l *slog.Logger, at time.Time, rule, key, op string, value []byte, version string, cause Cause, from Lineage) {
 	if cause.Op == "" {
-		from = lineageEntry{}
+		from = Lineage{}
 	}
-	w := Write{Key: key, Rule: rule, Op: op, Version: version, At: at, Event: cause, Origin: from.origin,
-		Chain: from.extend(Step{Rule: rule, Key: key, Op: op, Version: version})}
-	j.record(w, value)
+	w := Write{Key: key, Rule: rule, Op: op, Version: version, At: at, Event: cause, Origin: from.Origin,
+		Chain: from.Extend(Step{Rule: rule, Key: key, Op: op, Version: version})}
+	j.Record(w, value)
 	if l.Enabled(context.Background(), slog.LevelDebug) {
 		attrs := []any{"rule", rule, "key", key, "op", op, "version", version,
-			"event_key", cause.Key, "event_op", cause.Op, "event_version", cause.Version, "chain", describe(w.Chain)}
-		if o := from.origin; o != nil {
+			"event_key", cause.Key, "event_op", cause.Op, "event_version", cause.Version, "chain", Describe(w.Chain)}
+		if o := from.Origin; o != nil {
 			attrs = append(attrs, "origin_key", o.Key, "origin_client", o.Client)
 		}
 		l.Debug("rule wrote", attrs...)
 	}
 }
 
-// causeOf describes the event of d for the journal.
-func causeOf(d delivery) Cause {
-	c := Cause{Key: d.ev.Key, Op: string(d.ev.Op), Version: d.ev.Version, Resync: d.ev.Resync}
-	if n := len(d.lin.steps); n > 0 {
-		c.Rule = d.lin.steps[n-1].Rule
-	} else if o := d.lin.origin; o != nil {
+// CauseOf describes for the journal the event ev, of lineage from.
+func CauseOf(ev abi.Event, from Lineage) Cause {
+	c := Cause{Key: ev.Key, Op: string(ev.Op), Version: ev.Version, Resync: ev.Resync}
+	if n := len(from.Steps); n > 0 {
+		c.Rule = from.Steps[n-1].Rule
+	} else if o := from.Origin; o != nil {
 		c.Client = o.Client
 	}
 	return c

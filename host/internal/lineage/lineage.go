@@ -1,4 +1,7 @@
-package host
+// Package lineage is the host's feedback-loop damper: it gives every event
+// its place in a chain of rule writes (a provenance.Lineage), one hop further
+// than the event whose handler made the write.
+package lineage
 
 import (
 	"slices"
@@ -7,9 +10,10 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host/clock"
+	"github.com/ssrun/ssrun/host/provenance"
 )
 
-// lineage damps feedback loops between rules. Every write a rule makes while
+// Table damps feedback loops between rules. Every write a rule makes while
 // handling an event is recorded under the version the store gave it, one hop
 // further than the event that caused it. When the notification for that
 // version comes back, the event inherits the hop count; past maxHops the event
@@ -29,39 +33,39 @@ import (
 // DELETE that comes once the TTL has run out takes its lineage. A DELETE
 // before that (someone deleted the key early) or after another write starts
 // afresh.
-type lineage struct {
+type Table struct {
 	clock    clock.Clock // of the TTLs' expiry
 	mu       sync.Mutex
-	m        map[string]lineageEntry
+	m        map[string]provenance.Lineage
 	order    []string // FIFO of versions, to bound the map
 	next     int
 	size     int
-	pending  map[string][]*lineageEntry // key -> writes in flight
-	expiring map[string]expiringWrite   // key -> its last write with a TTL
+	pending  map[string][]*provenance.Lineage // key -> writes in flight
+	expiring map[string]expiringWrite         // key -> its last write with a TTL
 }
 
 // expiringWrite is a rule's write with a TTL, awaiting its expiry.
 type expiringWrite struct {
 	version string
 	due     int64 // on clock.Mono's clock: the write was sent at least ttl before
-	entry   lineageEntry
+	entry   provenance.Lineage
 }
 
-func newLineage(size int, c clock.Clock) *lineage {
+func New(size int, c clock.Clock) *Table {
 	// The map and the ring of versions grow as writes come (up to size):
 	// a host that writes little costs little (ssrun test starts one per
 	// case).
-	return &lineage{clock: c, m: map[string]lineageEntry{}, size: size,
-		pending: map[string][]*lineageEntry{}, expiring: map[string]expiringWrite{}}
+	return &Table{clock: c, m: map[string]provenance.Lineage{}, size: size,
+		pending: map[string][]*provenance.Lineage{}, expiring: map[string]expiringWrite{}}
 }
 
-// begin registers a write (op) to key by ruleName while it handles an event
+// Begin registers a write (op) to key by ruleName while it handles an event
 // of lineage from, before the write is sent; ttl is the write's expiry (0
 // for none, or a delete). The returned function ends it, recording the
 // version the store gave (empty for a delete or a failure).
-func (l *lineage) begin(key, op string, from lineageEntry, ruleName string, ttl time.Duration) func(version string) {
+func (l *Table) Begin(key, op string, from provenance.Lineage, ruleName string, ttl time.Duration) func(version string) {
 	sent := clock.Mono(l.clock)
-	e := &lineageEntry{hop: from.hop + 1, origin: from.origin, steps: from.extend(Step{Rule: ruleName, Key: key, Op: op})}
+	e := &provenance.Lineage{Hop: from.Hop + 1, Origin: from.Origin, Steps: from.Extend(provenance.Step{Rule: ruleName, Key: key, Op: op})}
 	l.mu.Lock()
 	l.pending[key] = append(l.pending[key], e)
 	l.mu.Unlock()
@@ -85,8 +89,8 @@ func (l *lineage) begin(key, op string, from lineageEntry, ruleName string, ttl 
 		}
 		// The write's own step gets its version in a copy: lookups may
 		// have handed out e's steps while the write was in flight.
-		done := lineageEntry{hop: e.hop, origin: e.origin, steps: slices.Clone(e.steps)}
-		done.steps[len(done.steps)-1].Version = version
+		done := provenance.Lineage{Hop: e.Hop, Origin: e.Origin, Steps: slices.Clone(e.Steps)}
+		done.Steps[len(done.Steps)-1].Version = version
 		if ttl > 0 {
 			if _, ok := l.expiring[key]; !ok && len(l.expiring) >= l.size {
 				for k := range l.expiring { // full: forget any one
@@ -109,27 +113,27 @@ func (l *lineage) begin(key, op string, from lineageEntry, ruleName string, ttl 
 	}
 }
 
-// lookup returns the lineage of a notified change (op) of key: that of its
+// Lookup returns the lineage of a notified change (op) of key: that of its
 // version, else the deepest write in flight on the key, else, for the
 // DELETE of an expired TTL write, that write's; else hop 0.
-func (l *lineage) lookup(key, version string, op abi.Op) lineageEntry {
+func (l *Table) Lookup(key, version string, op abi.Op) provenance.Lineage {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if e, ok := l.m[version]; ok {
 		return e
 	}
-	var deepest lineageEntry
+	var deepest provenance.Lineage
 	for _, p := range l.pending[key] {
-		if p.hop > deepest.hop {
+		if p.Hop > deepest.Hop {
 			deepest = *p
 		}
 	}
 	if len(l.pending[key]) > 0 {
 		// The notification beat the write's reply: it carries the version
 		// the write's step does not have yet.
-		if last := len(deepest.steps) - 1; op == abi.OpSet && last >= 0 && deepest.steps[last].Op == string(abi.OpSet) {
-			deepest.steps = slices.Clone(deepest.steps)
-			deepest.steps[last].Version = version
+		if last := len(deepest.Steps) - 1; op == abi.OpSet && last >= 0 && deepest.Steps[last].Op == string(abi.OpSet) {
+			deepest.Steps = slices.Clone(deepest.Steps)
+			deepest.Steps[last].Version = version
 		}
 		return deepest
 	}

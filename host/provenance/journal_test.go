@@ -1,4 +1,4 @@
-package host
+package provenance
 
 import (
 	"fmt"
@@ -7,16 +7,16 @@ import (
 )
 
 func TestJournalEvictsLeastRecentlyWritten(t *testing.T) {
-	j := newJournal(3, 1<<20)
+	j := NewJournal(3, 1<<20)
 	for _, k := range []string{"a", "b", "c", "a", "d"} { // a is written again: b is the oldest
-		j.record(Write{Key: k, Rule: "r.lua", Op: "SET"}, []byte("v-"+k))
+		j.Record(Write{Key: k, Rule: "r.lua", Op: "SET"}, []byte("v-"+k))
 	}
 	for k, want := range map[string]bool{"a": true, "b": false, "c": true, "d": true} {
-		if _, ok := j.get(k); ok != want {
+		if _, ok := j.Get(k); ok != want {
 			t.Errorf("get(%s) found %t, want %t", k, ok, want)
 		}
 	}
-	if n, _ := j.size(); n != 3 {
+	if n, _ := j.Size(); n != 3 {
 		t.Errorf("%d entries, want 3", n)
 	}
 }
@@ -24,50 +24,50 @@ func TestJournalEvictsLeastRecentlyWritten(t *testing.T) {
 func TestJournalBoundedByBytes(t *testing.T) {
 	value := []byte(strings.Repeat("x", JournalValueBytes))
 	one := entrySize(Write{Key: "k000", Rule: "r.lua", Value: string(value)})
-	j := newJournal(1000, 10*one)
+	j := NewJournal(1000, 10*one)
 	for i := range 25 {
-		j.record(Write{Key: fmt.Sprintf("k%03d", i), Rule: "r.lua"}, value)
+		j.Record(Write{Key: fmt.Sprintf("k%03d", i), Rule: "r.lua"}, value)
 	}
-	n, b := j.size()
+	n, b := j.Size()
 	if n != 10 || b > 10*one {
 		t.Fatalf("%d entries of %d bytes, want the last 10 within %d bytes", n, b, 10*one)
 	}
-	if _, ok := j.get("k014"); ok {
+	if _, ok := j.Get("k014"); ok {
 		t.Error("k014 kept: the oldest keys should go first")
 	}
-	if _, ok := j.get("k024"); !ok {
+	if _, ok := j.Get("k024"); !ok {
 		t.Error("k024, the latest, forgotten")
 	}
 	// An entry larger than the bound on its own is kept, alone.
-	j = newJournal(1000, 10)
-	j.record(Write{Key: "a"}, nil)
-	j.record(Write{Key: "b"}, nil)
-	if n, _ := j.size(); n != 1 {
+	j = NewJournal(1000, 10)
+	j.Record(Write{Key: "a"}, nil)
+	j.Record(Write{Key: "b"}, nil)
+	if n, _ := j.Size(); n != 1 {
 		t.Fatalf("%d entries, want the latest alone", n)
 	}
-	if _, ok := j.get("b"); !ok {
+	if _, ok := j.Get("b"); !ok {
 		t.Fatal("the latest entry was not kept")
 	}
 }
 
 func TestJournalCutsValues(t *testing.T) {
-	j := newJournal(0, 0)
+	j := NewJournal(0, 0)
 	big := []byte(strings.Repeat("0123456789", 100)) // 1,000 bytes
-	j.record(Write{Key: "big", Rule: "r.lua", Op: "SET"}, big)
-	w, _ := j.get("big")
+	j.Record(Write{Key: "big", Rule: "r.lua", Op: "SET"}, big)
+	w, _ := j.Get("big")
 	if w.Value != string(big[:JournalValueBytes]) || w.ValueSize != len(big) || !w.Truncated {
 		t.Errorf("value %d bytes (size %d, cut %t), want the first %d of %d, cut", len(w.Value), w.ValueSize, w.Truncated, JournalValueBytes, len(big))
 	}
 	big[0] = 'X' // the journal holds a copy
-	if w, _ := j.get("big"); w.Value[0] != '0' {
+	if w, _ := j.Get("big"); w.Value[0] != '0' {
 		t.Error("the journal shares the caller's buffer")
 	}
 	exact := []byte(strings.Repeat("y", JournalValueBytes))
-	j.record(Write{Key: "exact"}, exact)
-	if w, _ := j.get("exact"); w.Value != string(exact) || w.Truncated {
+	j.Record(Write{Key: "exact"}, exact)
+	if w, _ := j.Get("exact"); w.Value != string(exact) || w.Truncated {
 		t.Errorf("a value of exactly %d bytes: %d bytes kept, cut %t", JournalValueBytes, len(w.Value), w.Truncated)
 	}
-	if w, _ := j.get("missing"); w.Key != "" {
+	if w, _ := j.Get("missing"); w.Key != "" {
 		t.Errorf("get(missing) = %+v", w)
 	}
 }
