@@ -285,7 +285,7 @@ func (b *binding) checkTimer(verb, name string) error {
 }
 
 // Now implements abi.Host: the host's clock (see hostClock), in Unix ms.
-func (b *binding) Now() int64 { return b.r.svc.timers.clock.nowMs() }
+func (b *binding) Now() int64 { return b.r.svc.timers.Clock.NowMs() }
 
 // staged is the StagedWrite of op on key by the rule, in the event it is
 // handling, for a dry run (see dryrun.go).

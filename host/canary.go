@@ -78,7 +78,7 @@ type canary struct {
 // binding writes to. If its shadow does not start, discard it.
 func newCanary(r *rule, in *instance, cfg Canary) (*canary, error) {
 	c := &canary{r: r, in: in, cfg: cfg, locks: map[string]bool{}}
-	st, err := newStaging(r.svc.client, r.svc.timers.clock.nowMs, r.svc.log, c.staged)
+	st, err := newStaging(r.svc.client, r.svc.timers.Clock.NowMs, r.svc.log, c.staged)
 	if err != nil {
 		return nil, fmt.Errorf("canary of %s: %w", r.path, err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host/internal/gate"
+	"github.com/ssrun/ssrun/host/internal/timers"
 )
 
 // RuleConfig holds the limits and permissions of one rule. The zero value
@@ -95,6 +96,14 @@ const (
 	DefaultLogBytes      = 64 << 10
 	DefaultMaxTimers     = 10000
 )
+
+// ReservedPrefix starts every key the host keeps for itself (timers). A
+// rule's get, set, del, vdel, watch, unwatch, lock and unlock of such a key
+// fail with DENIED, whatever its permissions allow.
+const ReservedPrefix = timers.ReservedPrefix
+
+// MaxTimerName is the longest timer name, in bytes (it is part of a key).
+const MaxTimerName = timers.MaxTimerName
 
 // DefaultMaxConcurrentCalls bounds the handler calls a host runs at once
 // (Config.MaxConcurrentCalls when zero); internal/gate says why 64.

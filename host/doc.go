@@ -24,6 +24,7 @@
 //	internal/serial       a serial host's activity and turn; wake-ups that count
 //	provenance            chains of rule writes; the journal of each key's last write (why)
 //	internal/lineage      the feedback-loop damper: each event's place in a chain
+//	internal/timers       the timer scheduler; timers' keys and encodings in the store
 //	internal/contenthash  the SHA-256 of rule files, remembered by content
 //	internal/echo         a rule's own writes awaiting their echo
 //	internal/gate         the bound on handler calls running at once

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/timers"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -178,7 +179,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 			t.Errorf("%s = %q (found %v) after the dry run, want %q (found %v)", k, v, found, want, wantFound)
 		}
 	}
-	if _, found := e.get(timerKey("thermo.gorule", "t")); found {
+	if _, found := e.get(timers.TimerKey("thermo.gorule", "t")); found {
 		t.Error("a dry run's timer was kept in the store")
 	}
 	if n := chained.Load(); n != 0 {

@@ -20,6 +20,7 @@ import (
 	"github.com/ssrun/ssrun/host/internal/gate"
 	"github.com/ssrun/ssrun/host/internal/lineage"
 	"github.com/ssrun/ssrun/host/internal/serial"
+	"github.com/ssrun/ssrun/host/internal/timers"
 	"github.com/ssrun/ssrun/host/provenance"
 	"github.com/ssrun/ssrun/protocol"
 )
@@ -103,7 +104,7 @@ type Config struct {
 	now func() time.Time
 	// clock is the clock of timers (timers.go); hostClock when nil. Tests
 	// inject a fake one.
-	clock timeSource
+	clock timers.TimeSource
 }
 
 // DefaultMaxHops bounds chains of rules triggering each other.
@@ -247,13 +248,13 @@ func New(opts Config) (*Host, error) {
 		h.loadConc = DefaultLoadConcurrency()
 	}
 	if opts.clock == nil {
-		opts.clock = hostClock{client: opts.Store, clock: opts.Clock, quiet: q}
+		opts.clock = timers.HostClock{Client: opts.Store, Clock: opts.Clock, Quiet: q}
 	}
 	h.valueLimits.Store(&limits)
-	h.timers = newScheduler(opts.clock, q)
+	h.timers = timers.NewScheduler(opts.clock, q)
 	h.kv = opts.Store
 	if opts.DryRun != nil {
-		dry, err := newStaging(opts.Store, opts.clock.nowMs, h.log, opts.DryRun)
+		dry, err := newStaging(opts.Store, opts.clock.NowMs, h.log, opts.DryRun)
 		if err != nil {
 			return nil, fmt.Errorf("host: dry run: %w", err)
 		}
@@ -269,7 +270,7 @@ func New(opts Config) (*Host, error) {
 	go h.dispatch()
 	go h.resyncLoop()
 	go func() { defer h.wg.Done(); h.outcomes.retries.run(h.ctx, h.retryLoad) }()
-	go func() { defer h.wg.Done(); h.timers.run(h.ctx) }()
+	go func() { defer h.wg.Done(); h.timers.Run(h.ctx) }()
 	if opts.Group != nil { // its loop ends before the rules stop (Close)
 		h.group = newGroup(&h.services, h, *opts.Group)
 		h.services.group = h.group.ownership

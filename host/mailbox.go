@@ -5,6 +5,7 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host/internal/serial"
+	"github.com/ssrun/ssrun/host/internal/timers"
 	"github.com/ssrun/ssrun/host/provenance"
 )
 
@@ -13,7 +14,7 @@ import (
 type delivery struct {
 	ev     abi.Event
 	lin    provenance.Lineage // the event's place in a chain of rule writes
-	timer  *timer
+	timer  *timers.Timer
 	ticket uint64 // its place in a serial host's order (quiet.go); 0 otherwise
 }
 

@@ -385,7 +385,7 @@ func (r *rule) call(w *worker, d delivery) bool {
 		start = time.Now()
 	}
 	if r.svc.rec != nil { // what the rule sees, for a trace (see Recorder)
-		r.svc.rec.RecordEvent(r.name, r.svc.timers.clock.nowMs(), d.ev)
+		r.svc.rec.RecordEvent(r.name, r.svc.timers.Clock.NowMs(), d.ev)
 	}
 	call := w.begin(timeout, d.ev.Key, d.ev.Op)
 	err := in.script.Handle(w.ctx, d.ev)

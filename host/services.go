@@ -9,6 +9,7 @@ import (
 	"github.com/ssrun/ssrun/host/internal/gate"
 	"github.com/ssrun/ssrun/host/internal/lineage"
 	"github.com/ssrun/ssrun/host/internal/serial"
+	"github.com/ssrun/ssrun/host/internal/timers"
 	"github.com/ssrun/ssrun/host/provenance"
 	"github.com/ssrun/ssrun/protocol/hlc"
 )
@@ -25,7 +26,7 @@ type services struct {
 	calls   *tracker            // goroutines running runtime calls
 	clock   clock.Clock         // the host's clock (see clock.Clock)
 	now     func() time.Time    // the lease clock: clock.Now, or a test's
-	timers  *scheduler          // every rule's pending timers, and their clock
+	timers  *timers.Scheduler   // every rule's pending timers, and their clock
 	quiet   *serial.Quiet       // a serial host's activity and turn (nil: not serial; quiet.go)
 	host    any                 // the *Host these services are of (HostOf)
 	obs     Observer            // handler calls, for metrics (nil: none)

@@ -1,4 +1,4 @@
-package host
+package timers
 
 import (
 	"encoding/binary"
@@ -40,38 +40,37 @@ import (
 // store, and arming a timer whose name falls in it fails with STORE_ERROR
 // naming the key, until that key is deleted.
 
-// ReservedPrefix starts every key the host keeps for itself (timers). A
-// rule's get, set, del, vdel, watch, unwatch, lock and unlock of such a key
-// fail with DENIED, whatever its permissions allow.
+// ReservedPrefix starts every key the host keeps for itself (timers):
+// host.ReservedPrefix, which rules cannot use.
 const ReservedPrefix = "$ssrun/"
 
 // MaxTimerName is the longest timer name, in bytes (it is part of a key).
 const MaxTimerName = 256
 
 const (
-	timerShards            = 1024
+	TimerShards            = 1024
 	timerFormat       byte = 1
 	timerRecordHeader      = 1 + 8 + 8
 )
 
 var errTimerFormat = errors.New("not a timer value of format 1")
 
-func timerKey(rule, name string) string { return ReservedPrefix + "timer/" + rule + "/" + name }
+func TimerKey(rule, name string) string { return ReservedPrefix + "timer/" + rule + "/" + name }
 
-func timerDirKey(rule string) string { return ReservedPrefix + "timers/" + rule }
+func TimerDirKey(rule string) string { return ReservedPrefix + "timers/" + rule }
 
-func timerShardKey(rule string, shard int) string {
+func TimerShardKey(rule string, shard int) string {
 	return fmt.Sprintf("%stimers/%s/%04d", ReservedPrefix, rule, shard)
 }
 
-// timerShard is the shard of the timer name.
-func timerShard(name string) int {
+// TimerShard is the shard of the timer name.
+func TimerShard(name string) int {
 	h := fnv.New32a()
 	h.Write([]byte(name))
-	return int(h.Sum32() % timerShards)
+	return int(h.Sum32() % TimerShards)
 }
 
-func encodeTimerRecord(deadline, every int64, payload []byte) []byte {
+func EncodeTimerRecord(deadline, every int64, payload []byte) []byte {
 	b := make([]byte, timerRecordHeader, timerRecordHeader+len(payload))
 	b[0] = timerFormat
 	binary.BigEndian.PutUint64(b[1:], uint64(deadline))
@@ -79,9 +78,9 @@ func encodeTimerRecord(deadline, every int64, payload []byte) []byte {
 	return append(b, payload...)
 }
 
-// decodeTimerRecord returns a record's deadline, period and payload (which
+// DecodeTimerRecord returns a record's deadline, period and payload (which
 // aliases b).
-func decodeTimerRecord(b []byte) (deadline, every int64, payload []byte, err error) {
+func DecodeTimerRecord(b []byte) (deadline, every int64, payload []byte, err error) {
 	if len(b) < timerRecordHeader || b[0] != timerFormat {
 		return 0, 0, nil, errTimerFormat
 	}
@@ -93,8 +92,8 @@ func decodeTimerRecord(b []byte) (deadline, every int64, payload []byte, err err
 	return deadline, every, b[timerRecordHeader:], nil
 }
 
-// encodeTimerShard encodes names, sorted.
-func encodeTimerShard(names []string) []byte {
+// EncodeTimerShard encodes names, sorted.
+func EncodeTimerShard(names []string) []byte {
 	slices.Sort(names)
 	n := 1
 	for _, s := range names {
@@ -109,7 +108,7 @@ func encodeTimerShard(names []string) []byte {
 	return b
 }
 
-func decodeTimerShard(b []byte) ([]string, error) {
+func DecodeTimerShard(b []byte) ([]string, error) {
 	if len(b) < 1 || b[0] != timerFormat {
 		return nil, errTimerFormat
 	}
@@ -125,13 +124,13 @@ func decodeTimerShard(b []byte) ([]string, error) {
 	return names, nil
 }
 
-// timerDir is the directory of a rule's shards: bit i set when shard i
+// TimerDir is the directory of a rule's shards: bit i set when shard i
 // holds names.
-type timerDir [timerShards / 8]byte
+type TimerDir [TimerShards / 8]byte
 
-func (d *timerDir) has(shard int) bool { return d[shard/8]&(1<<(shard%8)) != 0 }
+func (d *TimerDir) Has(shard int) bool { return d[shard/8]&(1<<(shard%8)) != 0 }
 
-func (d *timerDir) put(shard int, on bool) {
+func (d *TimerDir) Put(shard int, on bool) {
 	if on {
 		d[shard/8] |= 1 << (shard % 8)
 	} else {
@@ -139,12 +138,12 @@ func (d *timerDir) put(shard int, on bool) {
 	}
 }
 
-func (d *timerDir) empty() bool { return *d == timerDir{} }
+func (d *TimerDir) Empty() bool { return *d == TimerDir{} }
 
-func (d *timerDir) encode() []byte { return append([]byte{timerFormat}, d[:]...) }
+func (d *TimerDir) Encode() []byte { return append([]byte{timerFormat}, d[:]...) }
 
-func decodeTimerDir(b []byte) (timerDir, error) {
-	var d timerDir
+func DecodeTimerDir(b []byte) (TimerDir, error) {
+	var d TimerDir
 	if len(b) != 1+len(d) || b[0] != timerFormat {
 		return d, errTimerFormat
 	}
@@ -152,9 +151,9 @@ func decodeTimerDir(b []byte) (timerDir, error) {
 	return d, nil
 }
 
-// allTimerShards is the directory an unreadable one counts as.
-func allTimerShards() timerDir {
-	var d timerDir
+// AllTimerShards is the directory an unreadable one counts as.
+func AllTimerShards() TimerDir {
+	var d TimerDir
 	for i := range d {
 		d[i] = 0xff
 	}
