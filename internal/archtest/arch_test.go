@@ -49,7 +49,12 @@ var rules = []rule{
 	// where nobody else imports it): each may import the packages the host
 	// builds on and those of its neighbours below host, never host itself
 	// (the compiler forbids the cycle) nor a runtime.
-	{pkg: "host/internal", allow: []string{"host/internal", "host/clock", "host/journal", "abi", "protocol", "store", "inproc", "internal/glob"}},
+	{pkg: "host/internal", allow: []string{"host/internal", "host/clock", "host/provenance", "abi", "protocol", "store", "inproc", "internal/glob"}},
+	// The public packages below the host, whose types admin, testrun and
+	// cmd/ssrun use: the clock (stdlib only) and provenance (its types
+	// and the journal, over abi's events).
+	{pkg: "host/clock", allow: []string{"host/clock"}, deny: thirdParty},
+	{pkg: "host/provenance", allow: []string{"host/provenance", "abi"}, deny: thirdParty},
 	// ocirules knows no host nor runtime: it fills a folder that the host
 	// loads and follows like any other.
 	{pkg: "ocirules", allow: []string{"ocirules", "internal/safefile"}},
