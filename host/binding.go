@@ -234,7 +234,7 @@ func (b *binding) checkLock(verb, name string) error {
 // Lua's print, WebAssembly and plugin output), held to the rule's log
 // budget.
 func (b *binding) Log(level int32, msg string) {
-	b.r.logs.write(slog.Level(level), msg)
+	b.r.logs.Write(slog.Level(level), msg)
 }
 
 // Timer implements abi.Host: the rule's timer name is kept in the store

@@ -14,6 +14,7 @@ import (
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/abi/abitest"
 	"github.com/ssrun/ssrun/host/clock"
+	"github.com/ssrun/ssrun/host/internal/abandon"
 )
 
 // Checker proves rule files without a store (what `ssrun check` does): it
@@ -28,7 +29,7 @@ import (
 type Checker struct {
 	runtimes       map[string]abi.Runtime
 	timeout, grace time.Duration
-	calls          *tracker
+	calls          *abandon.Tracker
 	defaults       RuleConfig
 	rules          map[string]RuleConfig
 }
@@ -39,7 +40,7 @@ func NewChecker(runtimes []abi.Runtime, timeout time.Duration) *Checker {
 	if timeout <= 0 {
 		timeout = DefaultLoadTimeout
 	}
-	c := &Checker{runtimes: map[string]abi.Runtime{}, timeout: timeout, grace: min(timeout, DefaultGrace), calls: newTracker(clock.Real{})}
+	c := &Checker{runtimes: map[string]abi.Runtime{}, timeout: timeout, grace: min(timeout, DefaultGrace), calls: abandon.NewTracker(clock.Real{})}
 	for _, rt := range runtimes {
 		c.runtimes[rt.Kind()] = rt
 	}
@@ -90,14 +91,14 @@ func (c *Checker) Check(ctx context.Context, path string) error {
 	cfg := ruleConfigFor(c.defaults, c.rules, path)
 	ctx, cancel := context.WithTimeout(ctx, c.timeout+cfg.Timeout)
 	defer cancel()
-	prog, err := aside(c.calls, ctx, path, "compile", c.grace, func(ctx context.Context) (abi.Program, error) {
+	prog, err := abandon.Aside(c.calls, ctx, path, "compile", c.grace, func(ctx context.Context) (abi.Program, error) {
 		return rt.Compile(ctx, path, src)
 	}, nil)
 	if err != nil {
 		return err
 	}
 	store := &checkStore{Host: sandboxStore(cfg)}
-	script, err := aside(c.calls, ctx, path, "start", c.grace, func(ctx context.Context) (abi.Script, error) {
+	script, err := abandon.Aside(c.calls, ctx, path, "start", c.grace, func(ctx context.Context) (abi.Script, error) {
 		return prog.Start(ctx, store, cfg.limits())
 	}, func(late abi.Script) { _ = late.Close(context.Background()) })
 	if err != nil {
@@ -172,7 +173,7 @@ func (s *checkStore) missed() []string {
 // Close waits until the compiles Check abandoned have ended, or ctx ends,
 // and names those still running.
 func (c *Checker) Close(ctx context.Context) error {
-	if left := c.calls.wait(ctx); len(left) > 0 {
+	if left := c.calls.Wait(ctx); len(left) > 0 {
 		return fmt.Errorf("%d compile(s) still running: %s", len(left), strings.Join(left, ", "))
 	}
 	return nil

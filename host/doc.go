@@ -25,6 +25,8 @@
 //	provenance            chains of rule writes; the journal of each key's last write (why)
 //	internal/lineage      the feedback-loop damper: each event's place in a chain
 //	internal/timers       the timer scheduler; timers' keys and encodings in the store
+//	internal/abandon      runtime calls that may not return: tracked, given up past their grace
+//	internal/logbudget    a rule's log budget per window
 //	internal/contenthash  the SHA-256 of rule files, remembered by content
 //	internal/echo         a rule's own writes awaiting their echo
 //	internal/gate         the bound on handler calls running at once

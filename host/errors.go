@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/abandon"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -78,3 +79,8 @@ func deleteResult(verb, key string, n int64, err error) error {
 		return abi.Errorf(abi.StatusNotApplied, "%s %q: value differs", verb, key)
 	}
 }
+
+// StuckError is the error of a runtime call that did not return within
+// its deadline and grace: the rule's file and the step (see package
+// internal/abandon).
+type StuckError = abandon.StuckError

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host/clock"
+	"github.com/ssrun/ssrun/host/internal/abandon"
 	"github.com/ssrun/ssrun/host/internal/contenthash"
 	"github.com/ssrun/ssrun/host/internal/gate"
 	"github.com/ssrun/ssrun/host/internal/lineage"
@@ -212,7 +213,7 @@ func New(opts Config) (*Host, error) {
 			clock:   opts.Clock,
 			quiet:   q,
 			now:     opts.now,
-			calls:   newTracker(opts.Clock),
+			calls:   abandon.NewTracker(opts.Clock),
 			lin:     lineage.New(1<<16, opts.Clock),
 			journal: provenance.NewJournal(opts.JournalEntries, opts.JournalBytes),
 			obs:     opts.Observer,
@@ -539,7 +540,7 @@ func (h *Host) loadLocked(ctx context.Context, path string) (err error) {
 	lctx, cancel := context.WithTimeout(ctx, h.loadTimeout+cfg.Timeout)
 	defer cancel()
 	defer context.AfterFunc(h.closing, cancel)()
-	prog, err := aside(h.calls, lctx, name, "compile", cfg.Grace, func(ctx context.Context) (abi.Program, error) {
+	prog, err := abandon.Aside(h.calls, lctx, name, "compile", cfg.Grace, func(ctx context.Context) (abi.Program, error) {
 		return rt.Compile(ctx, path, src)
 	}, nil)
 	if err != nil {
@@ -567,7 +568,7 @@ func (h *Host) loadLocked(ctx context.Context, path string) (err error) {
 		b.shadow = shadow
 	}
 	retry = true
-	script, err := aside(h.calls, lctx, name, "start", cfg.Grace, func(ctx context.Context) (abi.Script, error) {
+	script, err := abandon.Aside(h.calls, lctx, name, "start", cfg.Grace, func(ctx context.Context) (abi.Script, error) {
 		return prog.Start(ctx, h.hostFor(b), cfg.limits())
 	}, func(late abi.Script) { _ = late.Close(context.Background()) })
 	if err != nil {
@@ -740,7 +741,7 @@ type Stats struct {
 // Stats returns host-wide counters.
 func (h *Host) Stats() Stats {
 	s := Stats{Notifications: h.events.Load(), LoopsDamped: h.damped.Load(), Resyncs: h.resyncs.Load(),
-		LoadRetries: h.loadRetries.Load(), WatchedKeys: h.reg.watchedKeys(), Stuck: h.calls.stuck()}
+		LoadRetries: h.loadRetries.Load(), WatchedKeys: h.reg.watchedKeys(), Stuck: h.calls.Stuck()}
 	var excused func(path string) bool // in a group, the shared rules another member is to run
 	if h.group != nil {
 		excused = h.group.excuses
@@ -811,7 +812,7 @@ func (h *Host) Close(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("the dry run's staging: %w", err))
 		}
 	}
-	if left := h.calls.wait(ctx); len(left) > 0 {
+	if left := h.calls.Wait(ctx); len(left) > 0 {
 		errs = append(errs, fmt.Errorf("%d runtime call(s) still running: %s", len(left), strings.Join(left, ", ")))
 	}
 	return errors.Join(errs...)

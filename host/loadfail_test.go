@@ -19,15 +19,7 @@ import (
 
 // liveTasks returns what the host's call tracker still counts as running
 // (workers, compiles, starts, closes).
-func liveTasks(h *Host) []string {
-	h.calls.mu.Lock()
-	defer h.calls.mu.Unlock()
-	var out []string
-	for k := range h.calls.live {
-		out = append(out, k.what)
-	}
-	return out
-}
+func liveTasks(h *Host) []string { return h.calls.Live() }
 
 // TestFailedFirstLoadLeavesNothing loads a rule whose first load fails
 // after its initialisation took a lock, watched a key and armed a timer:

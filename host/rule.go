@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/abandon"
 	"github.com/ssrun/ssrun/host/internal/echo"
+	"github.com/ssrun/ssrun/host/internal/logbudget"
 	"github.com/ssrun/ssrun/host/internal/serial"
 	"github.com/ssrun/ssrun/host/provenance"
 	"github.com/ssrun/ssrun/protocol/hlc"
@@ -36,7 +38,7 @@ type rule struct {
 	mailbox *mailbox
 	quiet   *serial.Rule // its part in a serial host's activity (quiet.go)
 	locks   leases
-	logs    *logBudget
+	logs    *logbudget.Budget
 	timers  *ruleTimers
 	// ctx bounds the rule's handler calls; cancel ends a handler stuck in
 	// Handle (e.g. waiting for a crashed plugin's restart) when the rule is
@@ -107,7 +109,7 @@ func newRule(s *services, path, kind string, cfg RuleConfig) *rule {
 		quiet:   rq,
 		mailbox: newMailbox(cfg.Mailbox, s.quiet, rq),
 		locks:   leases{svc: s, rule: name, rq: rq, lostSignal: make(chan struct{}, 1), m: map[string]*lease{}},
-		logs:    newLogBudget(s.log, s.clock, name, cfg),
+		logs:    logbudget.New(s.log, s.clock, name, cfg.LogLines, cfg.LogBytes),
 		watches: map[string]abi.WatchOptions{},
 		own:     echo.New(),
 	}
@@ -147,7 +149,7 @@ func (r *rule) reconfigure(cfg RuleConfig) {
 	r.mu.Lock()
 	r.cfg = cfg
 	r.mu.Unlock()
-	r.logs.setLimits(cfg)
+	r.logs.SetLimits(cfg.LogLines, cfg.LogBytes)
 	r.mailbox.setLimit(cfg.Mailbox)
 }
 
@@ -591,7 +593,7 @@ func (r *rule) closeInstance(ctx context.Context, in *instance, what string) {
 	grace := r.config().Grace
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
 	defer cancel()
-	_, err := aside(r.svc.calls, cctx, r.name, "close", grace, func(ctx context.Context) (struct{}, error) {
+	_, err := abandon.Aside(r.svc.calls, cctx, r.name, "close", grace, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, in.script.Close(ctx)
 	}, nil)
 	if err != nil {
@@ -708,7 +710,7 @@ func (r *rule) release(ctx context.Context) {
 	}
 	r.locks.releaseAll(ctx)
 	r.timers.stop()
-	r.logs.close()
+	r.logs.Close()
 	r.mailbox.drop()
 }
 
@@ -832,7 +834,7 @@ type RuleStatus struct {
 func (r *rule) status() RuleStatus {
 	s := RuleStatus{Path: r.path, Kind: r.kind, Locks: r.locks.names(), Abandoned: r.abandons.Load(),
 		Handled: r.handled.Load(), Failed: r.failed.Load(), Dropped: r.dropped.Load(), Echoes: r.echoes.Load()}
-	s.LogLinesSuppressed, s.LogBytesSuppressed = r.logs.suppressed()
+	s.LogLinesSuppressed, s.LogBytesSuppressed = r.logs.Suppressed()
 	s.Timers = r.timers.count()
 	s.Queued = r.mailbox.len()
 	r.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/host/clock"
+	"github.com/ssrun/ssrun/host/internal/abandon"
 	"github.com/ssrun/ssrun/host/internal/gate"
 	"github.com/ssrun/ssrun/host/internal/lineage"
 	"github.com/ssrun/ssrun/host/internal/serial"
@@ -23,7 +24,7 @@ type services struct {
 	reg     *registry           // watches
 	lin     *lineage.Table      // the feedback-loop damper
 	journal *provenance.Journal // the last write per key, for Why
-	calls   *tracker            // goroutines running runtime calls
+	calls   *abandon.Tracker    // goroutines running runtime calls
 	clock   clock.Clock         // the host's clock (see clock.Clock)
 	now     func() time.Time    // the lease clock: clock.Now, or a test's
 	timers  *timers.Scheduler   // every rule's pending timers, and their clock

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host/clock"
+	"github.com/ssrun/ssrun/host/internal/abandon"
 	"github.com/ssrun/ssrun/host/internal/gate"
 	"github.com/ssrun/ssrun/host/internal/serial"
 )
@@ -24,10 +25,10 @@ type worker struct {
 	ctx    context.Context // the rule's; cancelled when the worker is abandoned
 	cancel context.CancelFunc
 	done   chan struct{}
-	calls  *tracker
+	calls  *abandon.Tracker
 	clock  clock.Clock // of its calls' deadlines and grace
 	quiet  *serial.Quiet
-	task   *task
+	task   *abandon.Task
 	ctrl   chan func() // control functions, run between two events (do)
 	// quit asks the worker to stop the rule and end (see stop); stopCtx,
 	// set before quit is closed, bounds the release.
@@ -64,13 +65,13 @@ var (
 func newWorker(ctx context.Context, svc *services, what string, grace time.Duration) *worker {
 	ctx, cancel := context.WithCancel(ctx)
 	return &worker{ctx: ctx, cancel: cancel, done: make(chan struct{}), calls: svc.calls, clock: svc.clock, quiet: svc.quiet,
-		task: svc.calls.start(what, grace), ctrl: make(chan func()), quit: make(chan struct{})}
+		task: svc.calls.Start(what, grace), ctrl: make(chan func()), quit: make(chan struct{})}
 }
 
 // run starts the worker's goroutine, which runs loop until it returns.
 func (w *worker) run(loop func()) {
 	go func() {
-		defer w.calls.end(w.task)
+		defer w.calls.End(w.task)
 		defer close(w.done)
 		defer w.cancel()
 		loop()
@@ -144,7 +145,7 @@ func (w *worker) abandonNow() bool {
 func (w *worker) release(g gate.Gate) {
 	g.Leave(&w.gated)
 	w.cancel()
-	w.task.abandoned.Store(true)
+	w.task.Abandoned.Store(true)
 }
 
 // do runs f in w between two events and waits for it. When w is stuck in a

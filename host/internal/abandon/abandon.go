@@ -1,4 +1,7 @@
-package host
+// Package abandon runs the runtime calls a host cannot trust to return: each
+// in a tracked goroutine, given up (a StuckError) past its deadline and grace,
+// and counted until it really ends, so that Close knows what is left.
+package abandon
 
 import (
 	"context"
@@ -35,37 +38,37 @@ func (e *StuckError) Error() string {
 		e.Call, e.Rule, e.Waited.Round(time.Millisecond))
 }
 
-// tracker counts the goroutines that run runtime calls, so that Close can
+// Tracker counts the goroutines that run runtime calls, so that Close can
 // wait for them and name those still running.
-type tracker struct {
+type Tracker struct {
 	clock   clock.Clock // of the grace
 	mu      sync.Mutex
-	live    map[*task]struct{}
+	live    map[*Task]struct{}
 	changed chan struct{} // closed (and replaced) whenever a task ends
 }
 
-// task is one tracked goroutine.
-type task struct {
+// Task is one tracked goroutine.
+type Task struct {
 	what      string        // e.g. "handle a.lua", "compile b.wasm"
 	grace     time.Duration // of its rule: how long Close waits for it
-	abandoned atomic.Bool
+	Abandoned atomic.Bool
 }
 
-func newTracker(c clock.Clock) *tracker {
-	return &tracker{clock: c, live: map[*task]struct{}{}, changed: make(chan struct{})}
+func NewTracker(c clock.Clock) *Tracker {
+	return &Tracker{clock: c, live: map[*Task]struct{}{}, changed: make(chan struct{})}
 }
 
-// start registers a goroutine about to start.
-func (t *tracker) start(what string, grace time.Duration) *task {
-	k := &task{what: what, grace: grace}
+// Start registers a goroutine about to start.
+func (t *Tracker) Start(what string, grace time.Duration) *Task {
+	k := &Task{what: what, grace: grace}
 	t.mu.Lock()
 	t.live[k] = struct{}{}
 	t.mu.Unlock()
 	return k
 }
 
-// end records that k's goroutine is ending.
-func (t *tracker) end(k *task) {
+// End records that k's goroutine is ending.
+func (t *Tracker) End(k *Task) {
 	t.mu.Lock()
 	delete(t.live, k)
 	close(t.changed)
@@ -73,23 +76,23 @@ func (t *tracker) end(k *task) {
 	t.mu.Unlock()
 }
 
-// stuck returns how many abandoned tasks are still running.
-func (t *tracker) stuck() int {
+// Stuck returns how many abandoned tasks are still running.
+func (t *Tracker) Stuck() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := 0
 	for k := range t.live {
-		if k.abandoned.Load() {
+		if k.Abandoned.Load() {
 			n++
 		}
 	}
 	return n
 }
 
-// wait waits until every task has ended, or ctx ends, or the longest grace
+// Wait waits until every task has ended, or ctx ends, or the longest grace
 // of the tasks has passed; it returns the tasks still running then, sorted,
 // abandoned ones marked.
-func (t *tracker) wait(ctx context.Context) []string {
+func (t *Tracker) Wait(ctx context.Context) []string {
 	var grace time.Duration
 	t.mu.Lock()
 	for k := range t.live {
@@ -117,7 +120,7 @@ func (t *tracker) wait(ctx context.Context) []string {
 		left := make([]string, 0, len(t.live))
 		for k := range t.live {
 			s := k.what
-			if k.abandoned.Load() {
+			if k.Abandoned.Load() {
 				s += " (stuck, abandoned)"
 			}
 			left = append(left, s)
@@ -134,21 +137,21 @@ const (
 	asideAbandoned
 )
 
-// aside runs call(ctx) in a tracked goroutine and returns its result. If it
+// Aside runs call(ctx) in a tracked goroutine and returns its result. If it
 // has not returned when ctx has ended and grace more has passed, it is
-// abandoned: aside returns a *StuckError, and when call returns later,
+// abandoned: Aside returns a *StuckError, and when call returns later,
 // late (when not nil) gets its result to dispose of.
-func aside[T any](calls *tracker, ctx context.Context, rule, what string, grace time.Duration, call func(context.Context) (T, error), late func(T)) (T, error) {
+func Aside[T any](calls *Tracker, ctx context.Context, rule, what string, grace time.Duration, call func(context.Context) (T, error), late func(T)) (T, error) {
 	type result struct {
 		v   T
 		err error
 	}
 	out := make(chan result, 1)
 	var phase atomic.Int32
-	k := calls.start(what+" "+rule, grace)
+	k := calls.Start(what+" "+rule, grace)
 	began := calls.clock.Now()
 	go func() {
-		defer calls.end(k)
+		defer calls.End(k)
 		v, err := call(ctx)
 		if phase.CompareAndSwap(asideRunning, asideReturned) {
 			out <- result{v, err}
@@ -174,7 +177,19 @@ func aside[T any](calls *tracker, ctx context.Context, rule, what string, grace 
 		r := <-out // returned just now
 		return r.v, r.err
 	}
-	k.abandoned.Store(true)
+	k.Abandoned.Store(true)
 	var zero T
 	return zero, &StuckError{Rule: rule, Call: what, Waited: calls.clock.Now().Sub(began)}
+}
+
+// Live returns what the tracker still counts as running (workers,
+// compiles, starts, closes), in no order.
+func (c *Tracker) Live() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, 0, len(c.live))
+	for t := range c.live {
+		out = append(out, t.what)
+	}
+	return out
 }

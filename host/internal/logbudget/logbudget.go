@@ -1,4 +1,6 @@
-package host
+// Package logbudget bounds what one rule logs: lines and bytes per window,
+// the rest suppressed and summarised in one line per window.
+package logbudget
 
 import (
 	"context"
@@ -14,13 +16,13 @@ import (
 // logWindow is the interval of a log budget.
 const logWindow = time.Second
 
-// logBudget holds what one rule logs to its budget (RuleConfig.LogLines and
+// Budget holds what one rule logs to its budget (host.RuleConfig.LogLines and
 // LogBytes): per window of logWindow at most that many lines and message
 // bytes reach the log. The rest is dropped and counted, and one line per
 // window says how much ("rule x: N lines / M bytes suppressed"), written by
 // the first line of the next window or, if none comes, by a timer when the
 // window ends.
-type logBudget struct {
+type Budget struct {
 	log   *slog.Logger
 	clock clock.Clock
 	rule  string
@@ -37,21 +39,21 @@ type logBudget struct {
 	timers                 sync.WaitGroup // the timer's function, while it runs
 }
 
-func newLogBudget(log *slog.Logger, c clock.Clock, rule string, cfg RuleConfig) *logBudget {
-	b := &logBudget{log: log, clock: c, rule: rule, start: clock.Mono(c)}
-	b.setLimits(cfg)
+func New(log *slog.Logger, c clock.Clock, rule string, lines, bytes int) *Budget {
+	b := &Budget{log: log, clock: c, rule: rule, start: clock.Mono(c)}
+	b.SetLimits(lines, bytes)
 	return b
 }
 
-// setLimits applies a (re)loaded rule's budget.
-func (b *logBudget) setLimits(cfg RuleConfig) {
+// SetLimits applies a (re)loaded rule's budget: lines and bytes per window.
+func (b *Budget) SetLimits(lines, bytes int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.lines, b.bytes = cfg.LogLines, cfg.LogBytes
+	b.lines, b.bytes = lines, bytes
 }
 
-// write logs msg at level for the rule, within the budget.
-func (b *logBudget) write(level slog.Level, msg string) {
+// Write logs msg at level for the rule, within the budget.
+func (b *Budget) Write(level slog.Level, msg string) {
 	b.mu.Lock()
 	t := clock.Mono(b.clock)
 	if t-b.start >= int64(logWindow) {
@@ -88,7 +90,7 @@ func truncate(msg string, n int) string {
 }
 
 // flush writes the summary of a window that ended with nothing logged since.
-func (b *logBudget) flush() {
+func (b *Budget) flush() {
 	defer b.timers.Done()
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -103,7 +105,7 @@ func (b *logBudget) flush() {
 
 // summaryLocked writes the summary line of the current window, if anything
 // was suppressed in it.
-func (b *logBudget) summaryLocked() {
+func (b *Budget) summaryLocked() {
 	if b.winLines == 0 {
 		return
 	}
@@ -112,16 +114,16 @@ func (b *logBudget) summaryLocked() {
 	b.winLines, b.winBytes = 0, 0
 }
 
-// suppressed returns the lines and bytes suppressed so far.
-func (b *logBudget) suppressed() (lines, bytes uint64) {
+// Suppressed returns the lines and bytes suppressed so far.
+func (b *Budget) Suppressed() (lines, bytes uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.totalLines, b.totalBytes
 }
 
-// close writes the pending summary and stops the timer; later lines are
+// Close writes the pending summary and stops the timer; later lines are
 // still held to the budget, but summarised only by a later line.
-func (b *logBudget) close() {
+func (b *Budget) Close() {
 	b.mu.Lock()
 	b.closed = true
 	if b.timer != nil && b.timer.Stop() {
