@@ -14,6 +14,7 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host/internal/gate"
+	"github.com/ssrun/ssrun/host/internal/loadretry"
 	"github.com/ssrun/ssrun/host/internal/timers"
 )
 
@@ -104,6 +105,14 @@ const ReservedPrefix = timers.ReservedPrefix
 
 // MaxTimerName is the longest timer name, in bytes (it is part of a key).
 const MaxTimerName = timers.MaxTimerName
+
+// DefaultLoadRetry is the first wait before a rule file whose start failed
+// is loaded again (Config.LoadRetry when zero); MaxLoadRetry the longest
+// wait between two retries of a file.
+const (
+	DefaultLoadRetry = loadretry.Default
+	MaxLoadRetry     = loadretry.Max
+)
 
 // DefaultMaxConcurrentCalls bounds the handler calls a host runs at once
 // (Config.MaxConcurrentCalls when zero); internal/gate says why 64.

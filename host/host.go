@@ -20,6 +20,7 @@ import (
 	"github.com/ssrun/ssrun/host/internal/contenthash"
 	"github.com/ssrun/ssrun/host/internal/gate"
 	"github.com/ssrun/ssrun/host/internal/lineage"
+	"github.com/ssrun/ssrun/host/internal/loadretry"
 	"github.com/ssrun/ssrun/host/internal/serial"
 	"github.com/ssrun/ssrun/host/internal/timers"
 	"github.com/ssrun/ssrun/host/provenance"
@@ -230,7 +231,7 @@ func New(opts Config) (*Host, error) {
 		loads:       make(chan struct{}, 1),
 		slots:       map[string]*rule{},
 		hashes:      contenthash.New(),
-		outcomes:    loadOutcomes{retries: newRetries(opts.LoadRetry, opts.Clock, q)},
+		outcomes:    loadOutcomes{retries: loadretry.New(opts.LoadRetry, opts.Clock, q)},
 	}
 	h.services.host = h
 	if h.log == nil {
@@ -270,7 +271,7 @@ func New(opts Config) (*Host, error) {
 	h.wg.Add(4)
 	go h.dispatch()
 	go h.resyncLoop()
-	go func() { defer h.wg.Done(); h.outcomes.retries.run(h.ctx, h.retryLoad) }()
+	go func() { defer h.wg.Done(); h.outcomes.retries.Run(h.ctx, h.retryLoad) }()
 	go func() { defer h.wg.Done(); h.timers.Run(h.ctx) }()
 	if opts.Group != nil { // its loop ends before the rules stop (Close)
 		h.group = newGroup(&h.services, h, *opts.Group)
@@ -371,7 +372,7 @@ func (h *Host) resyncLoop() {
 // resyncOnce is one turn of resyncLoop.
 func (h *Host) resyncOnce(checked *int) {
 	h.warnUncarried(checked)
-	h.outcomes.retries.now() // a start that failed while the store was away
+	h.outcomes.retries.Now() // a start that failed while the store was away
 	for _, re := range h.reg.resync(h.ctx, h.all.Swap(false)) {
 		h.resyncs.Add(1)
 		d := delivery{ev: re.ev, lin: provenance.Lineage{Origin: &provenance.Origin{Key: re.ev.Key, Op: string(re.ev.Op), Version: re.ev.Version}}}
@@ -408,7 +409,7 @@ func (h *Host) retryLoad(path string) {
 	switch {
 	case errors.Is(err, ErrClosed) || h.ctx.Err() != nil:
 	case err != nil:
-		if at := h.outcomes.retries.at(path); !at.IsZero() {
+		if at := h.outcomes.retries.At(path); !at.IsZero() {
 			h.log.Warn("rule failed to start again; tried again later", "rule", name, "in", at.Sub(h.clock.Now()).Round(time.Millisecond), "err", err)
 		} else {
 			h.log.Error("rule failed to load again; loaded when its file changes", "rule", name, "err", err)
@@ -422,7 +423,7 @@ func (h *Host) retryLoad(path string) {
 // logNotLoaded logs the failed first load of the rule file at path, with
 // when it is tried again, if it is (loadretry.go).
 func (h *Host) logNotLoaded(path string, err error) {
-	if at := h.outcomes.retries.at(path); !at.IsZero() {
+	if at := h.outcomes.retries.At(path); !at.IsZero() {
 		h.log.Error("rule not loaded; its start is tried again", "rule", filepath.Base(path), "in", at.Sub(h.clock.Now()).Round(time.Millisecond), "err", err)
 		return
 	}

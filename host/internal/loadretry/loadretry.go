@@ -1,4 +1,6 @@
-package host
+// Package loadretry schedules the loads again of rule files whose start
+// failed, waiting longer after each failure of the same content.
+package loadretry
 
 import (
 	"context"
@@ -20,8 +22,8 @@ import (
 // busy host, a plugin's process did not come up. Left alone, such a rule
 // would run nowhere until someone touched its file or restarted the host.
 // So a file whose start failed while no version of it runs is loaded again
-// after Config.LoadRetry (DefaultLoadRetry), the wait doubling after each
-// failure of the same content up to MaxLoadRetry, and at once after every
+// after Config.LoadRetry (Default), the wait doubling after each
+// failure of the same content up to Max, and at once after every
 // reconnection to the store, until it starts, its content changes (a new
 // content's failure starts again from the first wait), or it is removed.
 // A failed reload is not retried: the previous version runs, and the new
@@ -34,17 +36,17 @@ import (
 // withdrawn version or a rule another member runs is left to the group
 // (groupfailed.go).
 
-// DefaultLoadRetry is the first wait before a rule file whose start failed
+// Default is the first wait before a rule file whose start failed
 // is loaded again.
-const DefaultLoadRetry = time.Second
+const Default = time.Second
 
-// MaxLoadRetry is the longest wait between two retries of a rule file.
-const MaxLoadRetry = 5 * time.Minute
+// Max is the longest wait between two retries of a rule file.
+const Max = 5 * time.Minute
 
-// retries schedules the loads of rule files whose start failed.
-type retries struct {
+// Retries schedules the loads of rule files whose start failed.
+type Retries struct {
 	first time.Duration // the first wait; none when negative
-	clock clock.Clock
+	Clock clock.Clock
 	quiet *serial.Quiet
 	wake  serial.Signal // a retry was scheduled or made due
 	mu    sync.Mutex
@@ -58,25 +60,25 @@ type retry struct {
 	at   time.Time     // zero: taken by run, not yet failed again
 }
 
-func newRetries(first time.Duration, c clock.Clock, q *serial.Quiet) *retries {
+func New(first time.Duration, c clock.Clock, q *serial.Quiet) *Retries {
 	if first == 0 {
-		first = DefaultLoadRetry
+		first = Default
 	}
-	return &retries{first: min(first, MaxLoadRetry), clock: c, quiet: q, wake: serial.NewSignal(q), due: map[string]retry{}}
+	return &Retries{first: min(first, Max), Clock: c, quiet: q, wake: serial.NewSignal(q), due: map[string]retry{}}
 }
 
-// failed schedules the load of the file at path, whose content hash failed
+// Failed schedules the load of the file at path, whose content hash failed
 // to start at now, and returns when: after the first wait, or twice the
-// last wait when that content failed before (up to MaxLoadRetry). The
+// last wait when that content failed before (up to Max). The
 // zero time when q schedules nothing.
-func (q *retries) failed(path string, hash [32]byte, now time.Time) time.Time {
+func (q *Retries) Failed(path string, hash [32]byte, now time.Time) time.Time {
 	if q.first < 0 {
 		return time.Time{}
 	}
 	q.mu.Lock()
 	wait := q.first
 	if was, ok := q.due[path]; ok && was.hash == hash {
-		wait = min(2*was.wait, MaxLoadRetry)
+		wait = min(2*was.wait, Max)
 	}
 	r := retry{hash: hash, wait: wait, at: now.Add(wait)}
 	q.due[path] = r
@@ -85,24 +87,24 @@ func (q *retries) failed(path string, hash [32]byte, now time.Time) time.Time {
 	return r.at
 }
 
-// drop cancels the file's retry: it loaded, failed for good, or is gone.
-func (q *retries) drop(path string) {
+// Drop cancels the file's retry: it loaded, failed for good, or is gone.
+func (q *Retries) Drop(path string) {
 	q.mu.Lock()
 	delete(q.due, path)
 	q.mu.Unlock()
 }
 
-// at returns when the file at path is loaded again (zero: not scheduled).
-func (q *retries) at(path string) time.Time {
+// At returns when the file at path is loaded again (zero: not scheduled).
+func (q *Retries) At(path string) time.Time {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.due[path].at
 }
 
-// now makes every scheduled retry due now (the store is back).
-func (q *retries) now() {
+// Now makes every scheduled retry due now (the store is back).
+func (q *Retries) Now() {
 	q.mu.Lock()
-	t := q.clock.Now()
+	t := q.Clock.Now()
 	for p, r := range q.due {
 		if !r.at.IsZero() && r.at.After(t) {
 			r.at = t
@@ -113,10 +115,10 @@ func (q *retries) now() {
 	q.signal()
 }
 
-func (q *retries) signal() { q.wake.Raise() }
+func (q *Retries) signal() { q.wake.Raise() }
 
 // next returns when the earliest scheduled retry is due.
-func (q *retries) next() (time.Time, bool) {
+func (q *Retries) next() (time.Time, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	var at time.Time
@@ -130,7 +132,7 @@ func (q *retries) next() (time.Time, bool) {
 
 // take returns the files whose retry is due at t, sorted, and marks them
 // taken: the outcome of each load schedules its next retry or drops it.
-func (q *retries) take(t time.Time) []string {
+func (q *Retries) take(t time.Time) []string {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	var out []string
@@ -145,16 +147,16 @@ func (q *retries) take(t time.Time) []string {
 	return out
 }
 
-// run calls load for each file whose retry is due, until ctx ends.
-func (q *retries) run(ctx context.Context, load func(path string)) {
-	t := serial.NewWake(q.clock, q.quiet)
+// Run calls load for each file whose retry is due, until ctx ends.
+func (q *Retries) Run(ctx context.Context, load func(path string)) {
+	t := serial.NewWake(q.Clock, q.quiet)
 	defer t.Stop()
 	defer q.wake.Drain()
 	woke := func() {}
 	for {
 		t.Stop()
 		if at, ok := q.next(); ok {
-			t.Reset(at.Sub(q.clock.Now()))
+			t.Reset(at.Sub(q.Clock.Now()))
 		}
 		woke() // once the timer is set again: see wake
 		select {
@@ -165,7 +167,7 @@ func (q *retries) run(ctx context.Context, load func(path string)) {
 		case <-t.C():
 			woke = t.Took
 		}
-		for _, p := range q.take(q.clock.Now()) {
+		for _, p := range q.take(q.Clock.Now()) {
 			if ctx.Err() != nil {
 				return
 			}
