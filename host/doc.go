@@ -28,6 +28,7 @@
 //	internal/abandon      runtime calls that may not return: tracked, given up past their grace
 //	internal/logbudget    a rule's log budget per window
 //	internal/loadretry    loading again the rule files whose start failed
+//	internal/membership   a group's roster, rule sets, assignment, progress, withdrawals
 //	internal/contenthash  the SHA-256 of rule files, remembered by content
 //	internal/echo         a rule's own writes awaiting their echo
 //	internal/gate         the bound on handler calls running at once

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/membership"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -62,7 +63,7 @@ func preferred(ms []*member, i int) string {
 	id, other := ms[i].client.ClientID(), ms[1-i].client.ClientID()
 	for k := 0; ; k++ {
 		n := fmt.Sprintf("v%d.gorule", k)
-		if assignAmong(map[string]ruleSet{id: {n: "a"}, other: {n: "b"}})[n] == id {
+		if membership.AssignAmong(map[string]membership.RuleSet{id: {n: "a"}, other: {n: "b"}})[n] == id {
 			return n
 		}
 	}
@@ -183,7 +184,7 @@ func TestGroupMovesRuleWhoseVersionFailsToLoad(t *testing.T) {
 	if err != nil || !res.Found {
 		t.Fatalf("host 0's rule set %s: %v %v", d, res.Found, err)
 	}
-	if s, err := decodeRuleSet(d, res.Value); err != nil || s.has(name) {
+	if s, err := membership.DecodeRuleSet(d, res.Value); err != nil || s.Has(name) {
 		t.Fatalf("host 0's published set %v (%v) still offers %s", s, err, name)
 	}
 }
@@ -385,65 +386,65 @@ func TestGroupSettlesWhenEveryVersionFails(t *testing.T) {
 // more (its members left or withdrew theirs) or when this host's file
 // changes. A failure of content the file no longer has is no reason.
 func TestWithdrawalsReview(t *testing.T) {
-	w := withdrawals{}
+	w := membership.Withdrawals{}
 	hashes := map[string]string{"r": "1"}
-	failed := []failedLoad{{rule: "r", hash: "1", err: "boom"}}
-	review := func(sets map[string]ruleSet, failed []failedLoad) []versionChange {
-		return w.review("me", sets, hashes, failed)
+	failed := []membership.FailedLoad{{Rule: "r", Hash: "1", Err: "boom"}}
+	review := func(sets map[string]membership.RuleSet, failed []membership.FailedLoad) []membership.VersionChange {
+		return w.Review("me", sets, hashes, failed)
 	}
-	if ch := review(map[string]ruleSet{"me": {"r": "1"}, "b": {"x": "1"}, "c": {"r": ""}}, failed); len(ch) != 0 {
+	if ch := review(map[string]membership.RuleSet{"me": {"r": "1"}, "b": {"x": "1"}, "c": {"r": ""}}, failed); len(ch) != 0 {
 		t.Fatalf("withdrawn with no other readable version: %+v", ch)
 	}
-	same := map[string]ruleSet{"me": {"r": "1"}, "b": {"r": "1"}}
-	if ch := review(same, failed); len(ch) != 1 || !ch[0].withdrawn || ch[0].why != "members b offer the rule" {
+	same := map[string]membership.RuleSet{"me": {"r": "1"}, "b": {"r": "1"}}
+	if ch := review(same, failed); len(ch) != 1 || !ch[0].Withdrawn || ch[0].Why != "members b offer the rule" {
 		t.Fatalf("not withdrawn while another member offers the same content: %+v", ch)
 	}
 	if ch := review(same, failed); len(ch) != 0 {
 		t.Fatalf("a second change for the same offers: %+v", ch)
 	}
 	delete(same, "b") // b left
-	if ch := review(same, nil); len(ch) != 1 || ch[0].withdrawn || ch[0].why != "no other member offers the rule" || !w.offers("r", "1") {
+	if ch := review(same, nil); len(ch) != 1 || ch[0].Withdrawn || ch[0].Why != "no other member offers the rule" || !w.Offers("r", "1") {
 		t.Fatalf("not offered again when the other member left: %+v", ch)
 	}
-	if ch := review(map[string]ruleSet{"me": {"r": "1"}, "b": {"r": "2"}}, []failedLoad{{rule: "r", hash: "0"}}); len(ch) != 0 {
+	if ch := review(map[string]membership.RuleSet{"me": {"r": "1"}, "b": {"r": "2"}}, []membership.FailedLoad{{Rule: "r", Hash: "0"}}); len(ch) != 0 {
 		t.Fatalf("withdrawn for a failure of older content: %+v", ch)
 	}
-	sets := map[string]ruleSet{"me": {"r": "1"}, "b": {"r": "2"}, "c": {"r": "3"}, "d": {"r": "2"}}
+	sets := map[string]membership.RuleSet{"me": {"r": "1"}, "b": {"r": "2"}, "c": {"r": "3"}, "d": {"r": "2"}}
 	ch := review(sets, failed)
-	if len(ch) != 1 || !ch[0].withdrawn || ch[0].why != "members b,c,d offer the rule" || ch[0].err != "boom" || w.offers("r", "1") {
+	if len(ch) != 1 || !ch[0].Withdrawn || ch[0].Why != "members b,c,d offer the rule" || ch[0].Err != "boom" || w.Offers("r", "1") {
 		t.Fatalf("not withdrawn: %+v, %+v", ch, w)
 	}
-	if !w.offers("r", "9") {
+	if !w.Offers("r", "9") {
 		t.Fatal("another version of the file counts as withdrawn")
 	}
-	sets["me"] = ruleSet{}
+	sets["me"] = membership.RuleSet{}
 	if ch := review(sets, failed); len(ch) != 0 {
 		t.Fatalf("a second change for the same versions: %+v", ch)
 	}
 	delete(sets, "d")
-	sets["c"] = ruleSet{}         // c withdrew its version
-	sets["b"] = ruleSet{"r": "4"} // b's changed
+	sets["c"] = membership.RuleSet{}         // c withdrew its version
+	sets["b"] = membership.RuleSet{"r": "4"} // b's changed
 	if ch := review(sets, failed); len(ch) != 0 {
 		t.Fatalf("changed while another version is still offered: %+v", ch)
 	}
-	sets["b"] = ruleSet{"r": "1"} // b now has this host's content
+	sets["b"] = membership.RuleSet{"r": "1"} // b now has this host's content
 	if ch := review(sets, nil); len(ch) != 0 {
 		t.Fatalf("changed while another member offers this host's content: %+v", ch)
 	}
-	sets["b"] = ruleSet{"r": ""} // b's file cannot be read
-	if ch := review(sets, nil); len(ch) != 1 || ch[0].withdrawn || ch[0].why != "no other member offers the rule" || !w.offers("r", "1") {
+	sets["b"] = membership.RuleSet{"r": ""} // b's file cannot be read
+	if ch := review(sets, nil); len(ch) != 1 || ch[0].Withdrawn || ch[0].Why != "no other member offers the rule" || !w.Offers("r", "1") {
 		t.Fatalf("not offered again when no other member offers the rule: %+v", ch)
 	}
-	sets["b"] = ruleSet{"r": "2"}
+	sets["b"] = membership.RuleSet{"r": "2"}
 	review(sets, failed)
 	delete(sets, "b") // b left
-	if ch := review(sets, nil); len(ch) != 1 || ch[0].withdrawn {
+	if ch := review(sets, nil); len(ch) != 1 || ch[0].Withdrawn {
 		t.Fatalf("not offered again when the other member left: %+v", ch)
 	}
-	sets["b"] = ruleSet{"r": "2"}
+	sets["b"] = membership.RuleSet{"r": "2"}
 	review(sets, failed)
 	hashes["r"] = "5" // the file changed
-	if ch := review(sets, nil); len(ch) != 1 || ch[0].why != "its file changed" || len(w) != 0 {
+	if ch := review(sets, nil); len(ch) != 1 || ch[0].Why != "its file changed" || len(w) != 0 {
 		t.Fatalf("not offered again when the file changed: %+v", ch)
 	}
 }
@@ -513,8 +514,8 @@ type model struct {
 	have      []string // each member's version
 	gone      []bool   // members not live
 	loads     func(member int, version string) bool
-	w         []withdrawals
-	published []ruleSet
+	w         []membership.Withdrawals
+	published []membership.RuleSet
 	owner     int    // -1: none
 	running   string // the version the owner runs; "": none (its load failed)
 	withdrew  []int  // withdrawals by member since the last change
@@ -522,7 +523,7 @@ type model struct {
 }
 
 // withdrawnBy reports whether member i withdrew its version.
-func (m *model) withdrawnBy(i int) bool { return !m.w[i].offers("r", m.have[i]) }
+func (m *model) withdrawnBy(i int) bool { return !m.w[i].Offers("r", m.have[i]) }
 
 func groupModel(have []string, loads func(int, string) bool, seed uint64) *model {
 	have = slices.Clone(have)
@@ -530,8 +531,8 @@ func groupModel(have []string, loads func(int, string) bool, seed uint64) *model
 		withdrew: make([]int, len(have)), gone: make([]bool, len(have))}
 	for i := range have {
 		m.ids = append(m.ids, fmt.Sprintf("m%d", i))
-		m.w = append(m.w, withdrawals{})
-		m.published = append(m.published, ruleSet{"r": have[i]})
+		m.w = append(m.w, membership.Withdrawals{})
+		m.published = append(m.published, membership.RuleSet{"r": have[i]})
 	}
 	return m
 }
@@ -555,7 +556,7 @@ func (m *model) churn(versions []string) string {
 	}
 	switch {
 	case m.gone[i]: // a new process: nothing withdrawn yet
-		m.gone[i], m.w[i] = false, withdrawals{}
+		m.gone[i], m.w[i] = false, membership.Withdrawals{}
 		return fmt.Sprintf("member %d back", i)
 	case live > 1 && m.rand(2) == 0: // its lease lapses
 		m.gone[i] = true
@@ -583,31 +584,31 @@ func (m *model) change(i int, v string) {
 
 // step runs member i's step and reports whether anything changed.
 func (m *model) step(i int) bool {
-	pub := ruleSet{}
-	if m.w[i].offers("r", m.have[i]) {
+	pub := membership.RuleSet{}
+	if m.w[i].Offers("r", m.have[i]) {
 		pub["r"] = m.have[i]
 	}
 	changed := !maps.Equal(pub, m.published[i])
 	m.published[i] = pub
-	sets := map[string]ruleSet{}
+	sets := map[string]membership.RuleSet{}
 	for j, id := range m.ids {
 		if !m.gone[j] {
 			sets[id] = m.published[j]
 		}
 	}
-	var failed []failedLoad
+	var failed []membership.FailedLoad
 	if m.owner == i && m.running == "" {
-		failed = append(failed, failedLoad{rule: "r", hash: m.have[i]})
+		failed = append(failed, membership.FailedLoad{Rule: "r", Hash: m.have[i]})
 	}
-	if ch := m.w[i].review(m.ids[i], sets, map[string]string{"r": m.have[i]}, failed); len(ch) > 0 {
+	if ch := m.w[i].Review(m.ids[i], sets, map[string]string{"r": m.have[i]}, failed); len(ch) > 0 {
 		for _, c := range ch {
-			if c.withdrawn {
+			if c.Withdrawn {
 				m.withdrew[i]++
 			}
 		}
 		return true
 	}
-	to := assignAmong(sets)["r"]
+	to := membership.AssignAmong(sets)["r"]
 	switch {
 	case m.owner == i && to != m.ids[i]:
 		m.owner, m.running = -1, ""
@@ -649,7 +650,7 @@ func (m *model) run() string {
 	anyLoads, offered := false, false
 	for _, i := range live {
 		anyLoads = anyLoads || m.loads(i, m.have[i])
-		offered = offered || m.published[i].has("r")
+		offered = offered || m.published[i].Has("r")
 		if m.withdrew[i] > 1 {
 			return fmt.Sprintf("member %d withdrew %d times", i, m.withdrew[i])
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/ssrun/ssrun/host/internal/abandon"
 	"github.com/ssrun/ssrun/host/internal/echo"
 	"github.com/ssrun/ssrun/host/internal/logbudget"
+	"github.com/ssrun/ssrun/host/internal/membership"
 	"github.com/ssrun/ssrun/host/internal/serial"
 	"github.com/ssrun/ssrun/host/provenance"
 	"github.com/ssrun/ssrun/protocol/hlc"
@@ -72,7 +73,7 @@ type rule struct {
 	canaryRefused bool
 	// progress records the watched keys' versions handled, for the next
 	// owner of a rule shared by a group (nil: not shared; see group.go).
-	progress *progress
+	progress *membership.Progress
 
 	handled, failed, dropped, echoes, abandons atomic.Uint64
 	lastDropLog                                atomic.Int64
@@ -414,7 +415,7 @@ func (r *rule) call(w *worker, d delivery) bool {
 		return true
 	}
 	if r.progress != nil {
-		r.progress.note(d.ev)
+		r.progress.Note(d.ev)
 	}
 	if err == nil {
 		r.handled.Add(1)

@@ -9,6 +9,7 @@ import (
 	"github.com/ssrun/ssrun/host/internal/abandon"
 	"github.com/ssrun/ssrun/host/internal/gate"
 	"github.com/ssrun/ssrun/host/internal/lineage"
+	"github.com/ssrun/ssrun/host/internal/membership"
 	"github.com/ssrun/ssrun/host/internal/serial"
 	"github.com/ssrun/ssrun/host/internal/timers"
 	"github.com/ssrun/ssrun/host/provenance"
@@ -48,5 +49,5 @@ type groupFence interface {
 	// with err, and returns the new token if the write may be retried.
 	refenced(ctx context.Context, rule string, err error) (hlc.HLC, bool)
 	// progressFor returns where an owned rule records what it handled.
-	progressFor(rule string) *progress
+	progressFor(rule string) *membership.Progress
 }

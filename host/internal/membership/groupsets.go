@@ -1,4 +1,8 @@
-package host
+// Package membership is a group's shared data, as the hosts store and read
+// it: the roster and each member's rule set (their encodings, fuzzed), which
+// member owns which rule, what an owned rule handled (its progress), and the
+// versions of rules a member withdrew as they failed to load there.
+package membership
 
 import (
 	"crypto/sha256"
@@ -29,16 +33,16 @@ import (
 // not parse (an older ssrun's "ID" alone, or anything else) is ignored,
 // with a warning once per line, and dropped at the next edit of the roster.
 
-// rosterEntry is one member's line.
-type rosterEntry struct{ id, digest string }
+// RosterEntry is one member's line.
+type RosterEntry struct{ ID, Digest string }
 
 // maxMemberID bounds a member id (an MQTT client id) in the roster.
 const maxMemberID = 1024
 
-// parseRoster returns the roster's members, sorted by id, and its lines
+// ParseRoster returns the roster's members, sorted by id, and its lines
 // that are not members, each with why. A member listed twice keeps its
 // first line.
-func parseRoster(b []byte) (entries []rosterEntry, bad []badLine) {
+func ParseRoster(b []byte) (entries []RosterEntry, bad []BadLine) {
 	seen := map[string]bool{}
 	for line := range strings.SplitSeq(string(b), "\n") {
 		f := strings.Fields(line)
@@ -59,18 +63,18 @@ func parseRoster(b []byte) (entries []rosterEntry, bad []badLine) {
 			why = "the member is listed twice"
 		}
 		if why != "" {
-			bad = append(bad, badLine{line: line, why: why})
+			bad = append(bad, BadLine{Line: line, Why: why})
 			continue
 		}
 		seen[f[0]] = true
-		entries = append(entries, rosterEntry{id: f[0], digest: f[1]})
+		entries = append(entries, RosterEntry{ID: f[0], Digest: f[1]})
 	}
-	sort.Slice(entries, func(i, j int) bool { return entries[i].id < entries[j].id })
+	sort.Slice(entries, func(i, j int) bool { return entries[i].ID < entries[j].ID })
 	return entries, bad
 }
 
-// badLine is a roster line that names no member, and why.
-type badLine struct{ line, why string }
+// BadLine is a roster line that names no member, and why.
+type BadLine struct{ Line, Why string }
 
 // validMemberID reports whether id can be a member's: printable UTF-8, at
 // most maxMemberID bytes (no white space: the fields are split on it).
@@ -86,38 +90,38 @@ func validMemberID(id string) bool {
 	return true
 }
 
-// formatRoster writes entries (sorted, one line per member) as the
+// FormatRoster writes entries (sorted, one line per member) as the
 // roster's value.
-func formatRoster(entries []rosterEntry) []byte {
+func FormatRoster(entries []RosterEntry) []byte {
 	var b strings.Builder
 	for i, e := range entries {
 		if i > 0 {
 			b.WriteByte('\n')
 		}
-		b.WriteString(e.id)
+		b.WriteString(e.ID)
 		b.WriteByte(' ')
-		b.WriteString(e.digest)
+		b.WriteString(e.Digest)
 	}
 	return []byte(b.String())
 }
 
-// withEntry returns entries with id's line replaced by (or, if absent,
+// WithEntry returns entries with id's line replaced by (or, if absent,
 // added as) e, sorted.
-func withEntry(entries []rosterEntry, e rosterEntry) []rosterEntry {
-	out := slices.DeleteFunc(slices.Clone(entries), func(x rosterEntry) bool { return x.id == e.id })
+func WithEntry(entries []RosterEntry, e RosterEntry) []RosterEntry {
+	out := slices.DeleteFunc(slices.Clone(entries), func(x RosterEntry) bool { return x.ID == e.ID })
 	out = append(out, e)
-	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
 
-// entryOf returns id's line in entries.
-func entryOf(entries []rosterEntry, id string) (rosterEntry, bool) {
+// EntryOf returns id's line in entries.
+func EntryOf(entries []RosterEntry, id string) (RosterEntry, bool) {
 	for _, e := range entries {
-		if e.id == id {
+		if e.ID == id {
 			return e, true
 		}
 	}
-	return rosterEntry{}, false
+	return RosterEntry{}, false
 }
 
 // The rule sets of a group's members: which shared rule files a host has,
@@ -132,21 +136,21 @@ func entryOf(entries []rosterEntry, id string) (rosterEntry, bool) {
 // its key: a host reads a set only for a digest it has not seen, checks that
 // the value hashes to its digest, and keeps it in memory (grouprules.go).
 
-// ruleSet maps the name of each rule file a member shares to the hash of
+// RuleSet maps the name of each rule file a member shares to the hash of
 // its content (contentHash; "" when the file could not be read).
-type ruleSet map[string]string
+type RuleSet map[string]string
 
-// has reports whether the set holds the rule name.
-func (s ruleSet) has(name string) bool { _, ok := s[name]; return ok }
+// Has reports whether the set holds the rule name.
+func (s RuleSet) Has(name string) bool { _, ok := s[name]; return ok }
 
 // digestLen is the length of a set's digest: hex of 128 bits of SHA-256.
 const digestLen = 32
 
-// encode returns the set's stored form and its digest. encoding/json writes
+// Encode returns the set's stored form and its digest. encoding/json writes
 // an object's keys sorted, so equal sets encode, and hash, alike.
-func (s ruleSet) encode() (digest string, value []byte) {
+func (s RuleSet) Encode() (digest string, value []byte) {
 	if s == nil {
-		s = ruleSet{}
+		s = RuleSet{}
 	}
 	value, err := json.Marshal(map[string]string(s))
 	if err != nil { // a map of strings always encodes
@@ -178,8 +182,8 @@ func validDigest(d string) bool {
 // the digest that names it (written by hand, or by something else).
 var errSetDigest = errors.New("the value does not hash to its digest")
 
-// decodeRuleSet reads the stored set named digest.
-func decodeRuleSet(digest string, value []byte) (ruleSet, error) {
+// DecodeRuleSet reads the stored set named digest.
+func DecodeRuleSet(digest string, value []byte) (RuleSet, error) {
 	if setDigest(value) != digest {
 		return nil, errSetDigest
 	}
@@ -192,12 +196,12 @@ func decodeRuleSet(digest string, value []byte) (ruleSet, error) {
 			return nil, fmt.Errorf("not a rule file name: %q", name)
 		}
 	}
-	return ruleSet(m), nil
+	return RuleSet(m), nil
 }
 
-// storedSet is a set with its digest and stored form.
-type storedSet struct {
-	set    ruleSet
-	digest string
-	value  []byte
+// StoredSet is a set with its digest and stored form.
+type StoredSet struct {
+	Set    RuleSet
+	Digest string
+	Value  []byte
 }

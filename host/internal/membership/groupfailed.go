@@ -1,4 +1,4 @@
-package host
+package membership
 
 import (
 	"maps"
@@ -65,9 +65,9 @@ import (
 // other offer, so has not withdrawn its own: it counts the failure (not
 // ready: groupready.go; the model checks this too).
 
-// withdrawals maps the name of each rule whose version this host withdrew
+// Withdrawals maps the name of each rule whose version this host withdrew
 // to the withdrawal.
-type withdrawals map[string]withdrawal
+type Withdrawals map[string]withdrawal
 
 // withdrawal is one version withdrawn, and why.
 type withdrawal struct {
@@ -75,61 +75,61 @@ type withdrawal struct {
 	err  string // the error of its load
 }
 
-// failedLoad is a rule this host owns whose version (content hash) failed
+// FailedLoad is a rule this host owns whose version (content hash) failed
 // to load, nothing of it running, with the load's error.
-type failedLoad struct{ rule, hash, err string }
+type FailedLoad struct{ Rule, Hash, Err string }
 
-// versionChange is a withdrawal made or ended by review: its rule, the
+// VersionChange is a withdrawal made or ended by review: its rule, the
 // version (content hash), and why, for the log.
-type versionChange struct {
-	rule, hash string
-	// withdrawn is set for a new withdrawal, false for one that ended.
-	withdrawn bool
-	why       string
-	err       string // a withdrawn version's load error
+type VersionChange struct {
+	Rule, Hash string
+	// Withdrawn is set for a new withdrawal, false for one that ended.
+	Withdrawn bool
+	Why       string
+	Err       string // a withdrawn version's load error
 }
 
-// offers reports whether this host offers its version hash of rule (it
+// Offers reports whether this host offers its version hash of rule (it
 // did not withdraw it).
-func (w withdrawals) offers(rule, hash string) bool {
+func (w Withdrawals) Offers(rule, hash string) bool {
 	x, ok := w[rule]
 	return !ok || x.hash != hash
 }
 
-// review brings the withdrawals in line with the live members' rule sets
+// Review brings the withdrawals in line with the live members' rule sets
 // (sets, by member id; self is this host), this host's content hashes
 // (hashes: rule name -> hash, as its files are now) and the owned rules
 // whose version failed to load (failed). It ends the withdrawals whose
 // reason no longer holds, then withdraws each failed rule another member
 // offers, in any version, and returns what changed.
-func (w withdrawals) review(self string, sets map[string]ruleSet, hashes map[string]string, failed []failedLoad) []versionChange {
-	var out []versionChange
+func (w Withdrawals) Review(self string, sets map[string]RuleSet, hashes map[string]string, failed []FailedLoad) []VersionChange {
+	var out []VersionChange
 	for _, rule := range slices.Sorted(maps.Keys(w)) {
 		x := w[rule]
 		h, ok := hashes[rule]
 		switch {
 		case !ok || h != x.hash:
 			delete(w, rule)
-			out = append(out, versionChange{rule: rule, hash: x.hash, why: "its file changed"})
+			out = append(out, VersionChange{Rule: rule, Hash: x.hash, Why: "its file changed"})
 		case !offeredElsewhere(self, rule, sets):
 			delete(w, rule)
-			out = append(out, versionChange{rule: rule, hash: x.hash, why: "no other member offers the rule"})
+			out = append(out, VersionChange{Rule: rule, Hash: x.hash, Why: "no other member offers the rule"})
 		}
 	}
 	for _, f := range failed {
-		if h, ok := hashes[f.rule]; !ok || h != f.hash {
+		if h, ok := hashes[f.Rule]; !ok || h != f.Hash {
 			continue // the file changed since: its next load decides
 		}
-		if _, ok := w[f.rule]; ok {
+		if _, ok := w[f.Rule]; ok {
 			continue
 		}
-		offer := holders(self, f.rule, sets)
+		offer := holders(self, f.Rule, sets)
 		if len(offer) == 0 {
 			continue // no other member to try it: it stays here, its failure shown
 		}
-		w[f.rule] = withdrawal{hash: f.hash, err: f.err}
-		out = append(out, versionChange{rule: f.rule, hash: f.hash, withdrawn: true, err: f.err,
-			why: "members " + strings.Join(offer, ",") + " offer the rule"})
+		w[f.Rule] = withdrawal{hash: f.Hash, err: f.Err}
+		out = append(out, VersionChange{Rule: f.Rule, Hash: f.Hash, Withdrawn: true, Err: f.Err,
+			Why: "members " + strings.Join(offer, ",") + " offer the rule"})
 	}
 	return out
 }
@@ -137,13 +137,13 @@ func (w withdrawals) review(self string, sets map[string]ruleSet, hashes map[str
 // offeredElsewhere reports whether a member other than self offers a
 // version of rule, whichever (its own content hash or another). A version
 // whose file could not be read ("") is none: it cannot load.
-func offeredElsewhere(self, rule string, sets map[string]ruleSet) bool {
+func offeredElsewhere(self, rule string, sets map[string]RuleSet) bool {
 	return len(holders(self, rule, sets)) > 0
 }
 
 // holders returns the members other than self that offer a version of
 // rule (not ""), sorted.
-func holders(self, rule string, sets map[string]ruleSet) []string {
+func holders(self, rule string, sets map[string]RuleSet) []string {
 	var ids []string
 	for id, s := range sets {
 		if h, ok := s[rule]; ok && id != self && h != "" {

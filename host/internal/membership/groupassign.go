@@ -1,4 +1,4 @@
-package host
+package membership
 
 import (
 	"crypto/sha256"
@@ -10,18 +10,18 @@ import (
 // assign gives each rule of a group an owner among the live members, all
 // of which have every rule (see assignAmong).
 func assign(rules, members []string) map[string]string {
-	all := make(ruleSet, len(rules))
+	all := make(RuleSet, len(rules))
 	for _, r := range rules {
 		all[r] = ""
 	}
-	have := make(map[string]ruleSet, len(members))
+	have := make(map[string]RuleSet, len(members))
 	for _, m := range members {
 		have[m] = all
 	}
-	return assignAmong(have)
+	return AssignAmong(have)
 }
 
-// assignAmong gives each rule some live member has an owner among the
+// AssignAmong gives each rule some live member has an owner among the
 // members that have it (have: member -> its rule set; a nil set has no
 // rule): rendezvous (highest random weight) hashing with bounded loads.
 // Rules are placed in a fixed order (those fewer members have first, then
@@ -34,7 +34,7 @@ func assign(rules, members []string) map[string]string {
 // assignment from the same members and sets, with no coordination:
 // disagreement while views differ is settled by the ownership leases, which
 // only one host holds at a time. A rule no member has gets no owner.
-func assignAmong(have map[string]ruleSet) map[string]string {
+func AssignAmong(have map[string]RuleSet) map[string]string {
 	members := make([]string, 0, len(have))
 	count := map[string]int{} // rule -> how many members have it
 	for m, s := range have {
@@ -58,7 +58,7 @@ func assignAmong(have map[string]ruleSet) map[string]string {
 	}
 	order := make([]ruleKey, 0, len(count))
 	for r, n := range count {
-		order = append(order, ruleKey{name: r, hash: ruleHash(r), n: n})
+		order = append(order, ruleKey{name: r, hash: RuleHash(r), n: n})
 	}
 	sort.Slice(order, func(i, j int) bool {
 		a, b := order[i], order[j]
@@ -75,7 +75,7 @@ func assignAmong(have map[string]ruleSet) map[string]string {
 		r := rk.name
 		best, bestScore, bestUnder := "", uint64(0), false
 		for _, m := range members {
-			if !have[m].has(r) {
+			if !have[m].Has(r) {
 				continue
 			}
 			under := load[m] < cap
@@ -113,10 +113,10 @@ func score(r, m string) uint64 {
 	return binary.BigEndian.Uint64(h.Sum(nil))
 }
 
-// ruleHash names a rule in the group's keys: the first 16 hex digits of
+// RuleHash names a rule in the group's keys: the first 16 hex digits of
 // the SHA-256 of its file name (a name may hold characters a key should
 // not, and the hash keeps keys short).
-func ruleHash(name string) string {
+func RuleHash(name string) string {
 	sum := sha256.Sum256([]byte(name))
 	return hex.EncodeToString(sum[:8])
 }
