@@ -290,7 +290,7 @@ func (c *canary) ring() {
 	if !c.owed.CompareAndSwap(false, true) {
 		c.r.svc.quiet.Add(-1)
 	}
-	c.r.mailbox.signal()
+	c.r.mailbox.Signal()
 }
 
 // settle ends the activity of a ring.

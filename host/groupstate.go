@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/mailbox"
 	"github.com/ssrun/ssrun/host/internal/membership"
 	"github.com/ssrun/ssrun/host/provenance"
 	"github.com/ssrun/ssrun/protocol"
@@ -110,7 +111,7 @@ func (g *group) resync(ctx context.Context, rule string, p *membership.Progress)
 			ev.Op, ev.Value, ev.Version = abi.OpSet, res.Value, cur
 		}
 		g.resyncs.Add(1)
-		r.enqueue(delivery{ev: ev, lin: provenance.Lineage{Origin: &provenance.Origin{Key: key, Op: string(ev.Op), Version: ev.Version}}})
+		r.enqueue(mailbox.Delivery{Ev: ev, Lin: provenance.Lineage{Origin: &provenance.Origin{Key: key, Op: string(ev.Op), Version: ev.Version}}})
 	}
 	g.flushRule(ctx, rule)
 }
@@ -256,7 +257,7 @@ func (g *group) signal() {
 
 // enqueue makes the group a watcher (registry.go) of its roster and of the
 // leases it waits for: any change wakes its loop.
-func (g *group) enqueue(delivery) { g.signal() }
+func (g *group) enqueue(mailbox.Delivery) { g.signal() }
 
 // watcherName implements watcher.
 func (g *group) watcherName() string { return "\x00group " + g.name }

@@ -21,6 +21,7 @@ import (
 	"github.com/ssrun/ssrun/host/internal/gate"
 	"github.com/ssrun/ssrun/host/internal/lineage"
 	"github.com/ssrun/ssrun/host/internal/loadretry"
+	"github.com/ssrun/ssrun/host/internal/mailbox"
 	"github.com/ssrun/ssrun/host/internal/serial"
 	"github.com/ssrun/ssrun/host/internal/timers"
 	"github.com/ssrun/ssrun/host/provenance"
@@ -348,7 +349,7 @@ func (h *Host) route(ev protocol.Event, buf []watcher) []watcher {
 		lin.Origin = &provenance.Origin{Key: e.Key, Op: ev.Op, Version: version, Client: ev.Source}
 	}
 	for _, w := range buf {
-		w.enqueue(delivery{ev: e, lin: lin})
+		w.enqueue(mailbox.Delivery{Ev: e, Lin: lin})
 	}
 	return buf
 }
@@ -375,7 +376,7 @@ func (h *Host) resyncOnce(checked *int) {
 	h.outcomes.retries.Now() // a start that failed while the store was away
 	for _, re := range h.reg.resync(h.ctx, h.all.Swap(false)) {
 		h.resyncs.Add(1)
-		d := delivery{ev: re.ev, lin: provenance.Lineage{Origin: &provenance.Origin{Key: re.ev.Key, Op: string(re.ev.Op), Version: re.ev.Version}}}
+		d := mailbox.Delivery{Ev: re.ev, Lin: provenance.Lineage{Origin: &provenance.Origin{Key: re.ev.Key, Op: string(re.ev.Op), Version: re.ev.Version}}}
 		for _, w := range re.to {
 			w.enqueue(d)
 		}

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/mailbox"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/protocol/hlc"
 )
@@ -42,7 +43,7 @@ type keyOp struct {
 // watchers of a key get each change in the order of their names, so that
 // a serial host's order (quiet.go) does not depend on a map's.
 type watcher interface {
-	enqueue(delivery)
+	enqueue(mailbox.Delivery)
 	watcherName() string
 }
 

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/ssrun/ssrun/host/internal/mailbox"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/protocol/hlc"
 )
@@ -11,8 +12,8 @@ import (
 // countWatcher counts what it is handed.
 type countWatcher struct{ n int }
 
-func (w *countWatcher) enqueue(delivery)    { w.n++ }
-func (w *countWatcher) watcherName() string { return "" }
+func (w *countWatcher) enqueue(mailbox.Delivery) { w.n++ }
+func (w *countWatcher) watcherName() string      { return "" }
 
 // A write made between a key's KEYNOTIFY and the registry's read of its
 // baseline is seen by that read before its notification reaches the

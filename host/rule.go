@@ -15,6 +15,7 @@ import (
 	"github.com/ssrun/ssrun/host/internal/abandon"
 	"github.com/ssrun/ssrun/host/internal/echo"
 	"github.com/ssrun/ssrun/host/internal/logbudget"
+	"github.com/ssrun/ssrun/host/internal/mailbox"
 	"github.com/ssrun/ssrun/host/internal/membership"
 	"github.com/ssrun/ssrun/host/internal/serial"
 	"github.com/ssrun/ssrun/host/provenance"
@@ -36,7 +37,7 @@ type rule struct {
 
 	svc *services // its log, reg, lin and calls; client, now and ctx are its leases'
 
-	mailbox *mailbox
+	mailbox *mailbox.Box
 	quiet   *serial.Rule // its part in a serial host's activity (quiet.go)
 	locks   leases
 	logs    *logbudget.Budget
@@ -108,7 +109,7 @@ func newRule(s *services, path, kind string, cfg RuleConfig) *rule {
 		svc:     s,
 		cfg:     cfg,
 		quiet:   rq,
-		mailbox: newMailbox(cfg.Mailbox, s.quiet, rq),
+		mailbox: mailbox.New(cfg.Mailbox, s.quiet, rq),
 		locks:   leases{svc: s, rule: name, rq: rq, lostSignal: make(chan struct{}, 1), m: map[string]*lease{}},
 		logs:    logbudget.New(s.log, s.clock, name, cfg.LogLines, cfg.LogBytes),
 		watches: map[string]abi.WatchOptions{},
@@ -128,12 +129,12 @@ func newRule(s *services, path, kind string, cfg RuleConfig) *rule {
 
 // enqueue offers an event to the mailbox without blocking; a full mailbox
 // drops it, counts it and logs at most once a second.
-func (r *rule) enqueue(d delivery) {
-	if !r.mailbox.push(d) {
+func (r *rule) enqueue(d mailbox.Delivery) {
+	if !r.mailbox.Push(d) {
 		n := r.dropped.Add(1)
 		now := r.svc.clock.Now().UnixNano()
 		if last := r.lastDropLog.Load(); now-last > int64(time.Second) && r.lastDropLog.CompareAndSwap(last, now) {
-			r.svc.log.Warn("rule mailbox full: event dropped", "rule", r.name, "key", d.ev.Key, "dropped_total", n, "mailbox", r.config().Mailbox)
+			r.svc.log.Warn("rule mailbox full: event dropped", "rule", r.name, "key", d.Ev.Key, "dropped_total", n, "mailbox", r.config().Mailbox)
 		}
 	}
 }
@@ -151,7 +152,7 @@ func (r *rule) reconfigure(cfg RuleConfig) {
 	r.cfg = cfg
 	r.mu.Unlock()
 	r.logs.SetLimits(cfg.LogLines, cfg.LogBytes)
-	r.mailbox.setLimit(cfg.Mailbox)
+	r.mailbox.SetLimit(cfg.Mailbox)
 }
 
 // watchesOutside returns the keys r watches that patterns do not allow,
@@ -253,8 +254,8 @@ func (r *rule) startWorker() *worker {
 	r.mu.Unlock()
 	// A worker abandoned in a call may have left events and lost locks
 	// waiting, their signal already taken.
-	if r.mailbox.len() > 0 {
-		r.mailbox.signal()
+	if r.mailbox.Len() > 0 {
+		r.mailbox.Signal()
 	}
 	if r.locks.losing() {
 		r.locks.signalLost()
@@ -288,23 +289,23 @@ func (r *rule) run(w *worker) {
 			f()
 		case <-r.locks.lostSignal:
 			for _, l := range r.locks.takeLost() {
-				ok := r.deliver(w, delivery{ev: abi.Event{Key: l.name, Op: abi.OpLockLost}, ticket: l.ticket})
+				ok := r.deliver(w, mailbox.Delivery{Ev: abi.Event{Key: l.name, Op: abi.OpLockLost}, Ticket: l.ticket})
 				r.svc.quiet.Work(r.quiet, -1)
 				if !ok {
 					return
 				}
 			}
-		case <-r.mailbox.ready:
+		case <-r.mailbox.Ready:
 			if sh := r.shadowing(); sh != nil {
 				sh.due() // its window may have ended with no event
 			}
-			d, ok := r.mailbox.pop()
+			d, ok := r.mailbox.Pop()
 			r.timers.refill() // timers that were due while the mailbox was full
 			if !ok {
 				continue
 			}
 			delivered := r.deliver(w, d)
-			r.mailbox.done()
+			r.mailbox.Done()
 			if !delivered {
 				return
 			}
@@ -319,39 +320,39 @@ func (r *rule) run(w *worker) {
 // no version runs (its worker was abandoned: the next version gets it), and
 // recorded once the call returns (not when it was abandoned: see
 // abandoned).
-func (r *rule) deliver(w *worker, d delivery) bool {
-	if d.timer == nil {
+func (r *rule) deliver(w *worker, d mailbox.Delivery) bool {
+	if d.Timer == nil {
 		return r.call(w, d)
 	}
 	if r.cur == nil {
-		r.timers.hold(d.timer, false)
+		r.timers.hold(d.Timer, false)
 		return true
 	}
-	if !r.timers.take(d.timer, &d.ev) {
+	if !r.timers.take(d.Timer, &d.Ev) {
 		return true
 	}
 	if !r.call(w, d) {
 		return false
 	}
-	r.timers.fired(d.timer)
+	r.timers.fired(d.Timer)
 	return true
 }
 
 // call runs the handler of the running version on d, unless d is no
 // longer for it (an unwatched key, an echo, a disabled rule).
-func (r *rule) call(w *worker, d delivery) bool {
+func (r *rule) call(w *worker, d mailbox.Delivery) bool {
 	in := r.cur
 	if in == nil {
 		return true
 	}
 	r.mu.Lock()
-	if d.ev.Op != abi.OpLockLost && d.ev.Op != abi.OpTimer {
-		opts, ok := r.watches[d.ev.Key]
+	if d.Ev.Op != abi.OpLockLost && d.Ev.Op != abi.OpTimer {
+		opts, ok := r.watches[d.Ev.Key]
 		if !ok {
 			r.mu.Unlock()
 			return true // no longer watched (unwatched or dropped by a reload)
 		}
-		if !opts.Self && r.own.Consume(d.ev) {
+		if !opts.Self && r.own.Consume(d.Ev) {
 			r.mu.Unlock()
 			r.echoes.Add(1)
 			return true
@@ -362,7 +363,7 @@ func (r *rule) call(w *worker, d delivery) bool {
 		r.dropped.Add(1)
 		return true
 	}
-	r.lin, r.cause = d.lin, provenance.CauseOf(d.ev, d.lin)
+	r.lin, r.cause = d.Lin, provenance.CauseOf(d.Ev, d.Lin)
 	timeout := r.cfg.Timeout
 	shadow := r.shadow
 	r.mu.Unlock()
@@ -372,13 +373,13 @@ func (r *rule) call(w *worker, d delivery) bool {
 		return true // shutting down
 	}
 	if q := r.svc.quiet; q != nil {
-		if err := q.Enter(w.ctx, r.quiet, d.ticket); err != nil {
+		if err := q.Enter(w.ctx, r.quiet, d.Ticket); err != nil {
 			r.svc.gate.Leave(&w.gated)
 			return true
 		}
 		defer q.Leave(r.quiet)
 	}
-	if shadow != nil && !shadow.handle(w, d.ev, timeout) {
+	if shadow != nil && !shadow.handle(w, d.Ev, timeout) {
 		r.svc.gate.Leave(&w.gated)
 		return false
 	}
@@ -388,10 +389,10 @@ func (r *rule) call(w *worker, d delivery) bool {
 		start = time.Now()
 	}
 	if r.svc.rec != nil { // what the rule sees, for a trace (see Recorder)
-		r.svc.rec.RecordEvent(r.name, r.svc.timers.Clock.NowMs(), d.ev)
+		r.svc.rec.RecordEvent(r.name, r.svc.timers.Clock.NowMs(), d.Ev)
 	}
-	call := w.begin(timeout, d.ev.Key, d.ev.Op)
-	err := in.script.Handle(w.ctx, d.ev)
+	call := w.begin(timeout, d.Ev.Key, d.Ev.Op)
+	err := in.script.Handle(w.ctx, d.Ev)
 	r.svc.gate.Leave(&w.gated)
 	r.mu.Lock()
 	r.cause = provenance.Cause{} // a write outside a handler (at load, from a plugin's own goroutine) answers no event
@@ -403,7 +404,7 @@ func (r *rule) call(w *worker, d delivery) bool {
 		return false
 	}
 	if shadow != nil {
-		shadow.judge(w.ctx, d.ev)
+		shadow.judge(w.ctx, d.Ev)
 	}
 	if r.svc.obs != nil {
 		r.svc.obs.ObserveHandle(r.name, time.Since(start), err != nil)
@@ -415,7 +416,7 @@ func (r *rule) call(w *worker, d delivery) bool {
 		return true
 	}
 	if r.progress != nil {
-		r.progress.Note(d.ev)
+		r.progress.Note(d.Ev)
 	}
 	if err == nil {
 		r.handled.Add(1)
@@ -423,9 +424,9 @@ func (r *rule) call(w *worker, d delivery) bool {
 		return true
 	}
 	r.consecutive++
-	r.svc.log.Error("rule failed", "rule", r.name, "key", d.ev.Key, "op", string(d.ev.Op), "kind", failureKind(err), "err", err)
+	r.svc.log.Error("rule failed", "rule", r.name, "key", d.Ev.Key, "op", string(d.Ev.Op), "kind", failureKind(err), "err", err)
 	r.mu.Lock()
-	r.noteErrorLocked(fmt.Sprintf("%s %s %q: %v", failureKind(err), d.ev.Op, d.ev.Key, err))
+	r.noteErrorLocked(fmt.Sprintf("%s %s %q: %v", failureKind(err), d.Ev.Op, d.Ev.Key, err))
 	r.disabled = r.disabled || r.consecutive >= maxConsecutiveFailures
 	r.mu.Unlock()
 	// Counted after its error is noted: status loads the count, then reads
@@ -712,7 +713,7 @@ func (r *rule) release(ctx context.Context) {
 	r.locks.releaseAll(ctx)
 	r.timers.stop()
 	r.logs.Close()
-	r.mailbox.drop()
+	r.mailbox.Drop()
 }
 
 // watch adds a watch of the version in: staged while it starts (swap
@@ -837,7 +838,7 @@ func (r *rule) status() RuleStatus {
 		Handled: r.handled.Load(), Failed: r.failed.Load(), Dropped: r.dropped.Load(), Echoes: r.echoes.Load()}
 	s.LogLinesSuppressed, s.LogBytesSuppressed = r.logs.Suppressed()
 	s.Timers = r.timers.count()
-	s.Queued = r.mailbox.len()
+	s.Queued = r.mailbox.Len()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s.Disabled = r.disabled

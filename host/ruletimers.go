@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/mailbox"
 	"github.com/ssrun/ssrun/host/internal/serial"
 	"github.com/ssrun/ssrun/host/internal/timers"
 	"github.com/ssrun/ssrun/protocol"
@@ -46,7 +47,7 @@ const (
 type ruleTimers struct {
 	rule string
 	svc  *services
-	box  *mailbox
+	box  *mailbox.Box
 
 	// io is held across the store writes of arm, cancel, a firing's
 	// record, load and drop: one at a time reads, changes and writes a
@@ -75,7 +76,7 @@ type ruleTimers struct {
 	discarded bool
 }
 
-func newRuleTimers(s *services, rule string, box *mailbox) *ruleTimers {
+func newRuleTimers(s *services, rule string, box *mailbox.Box) *ruleTimers {
 	return &ruleTimers{rule: rule, svc: s, box: box}
 }
 
@@ -355,14 +356,14 @@ func (rt *ruleTimers) Fire(t *timers.Timer, _ int64) {
 		return
 	}
 	t.Inflight = true
-	if len(rt.waiting) > 0 || !rt.box.push(rt.deliveryLocked(t)) {
+	if len(rt.waiting) > 0 || !rt.box.Push(rt.deliveryLocked(t)) {
 		rt.waiting = append(rt.waiting, t)
 		rt.parked.Store(true)
 	}
 }
 
-func (rt *ruleTimers) deliveryLocked(t *timers.Timer) delivery {
-	return delivery{ev: abi.Event{Op: abi.OpTimer, Key: t.Name, Value: bytes.Clone(t.Payload), Deadline: t.Deadline}, timer: t}
+func (rt *ruleTimers) deliveryLocked(t *timers.Timer) mailbox.Delivery {
+	return mailbox.Delivery{Ev: abi.Event{Op: abi.OpTimer, Key: t.Name, Value: bytes.Clone(t.Payload), Deadline: t.Deadline}, Timer: t}
 }
 
 // refill queues the timers waiting for room in the mailbox, in order, as
@@ -379,7 +380,7 @@ func (rt *ruleTimers) refill() {
 		if !rt.currentLocked(t) || rt.stopped {
 			continue
 		}
-		if !rt.box.push(rt.deliveryLocked(t)) {
+		if !rt.box.Push(rt.deliveryLocked(t)) {
 			break
 		}
 	}

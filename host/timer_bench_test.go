@@ -14,6 +14,7 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/broker/brokertest"
+	"github.com/ssrun/ssrun/host/internal/mailbox"
 	"github.com/ssrun/ssrun/host/internal/timers"
 	"github.com/ssrun/ssrun/internal/testutil"
 )
@@ -138,7 +139,7 @@ func BenchmarkTimerMemory(b *testing.B) {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		svc := &services{timers: timers.NewScheduler(newFakeTimerClock(), nil), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-		rt := newRuleTimers(svc, "memory.gorule", newMailbox(DefaultMailbox, nil, nil))
+		rt := newRuleTimers(svc, "memory.gorule", mailbox.New(DefaultMailbox, nil, nil))
 		rt.goLive(rt) // any version will do
 		for i := range n {
 			name := fmt.Sprintf("timer-%06d", i)

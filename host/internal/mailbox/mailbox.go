@@ -1,4 +1,6 @@
-package host
+// Package mailbox is a rule's bounded FIFO of events, which holds memory
+// only while events wait.
+package mailbox
 
 import (
 	"sync"
@@ -9,67 +11,67 @@ import (
 	"github.com/ssrun/ssrun/host/provenance"
 )
 
-// delivery is one event queued for a rule, with its lineage (see lineage),
+// Delivery is one event queued for a rule, with its lineage (see host/internal/lineage),
 // or the timer whose firing it is.
-type delivery struct {
-	ev     abi.Event
-	lin    provenance.Lineage // the event's place in a chain of rule writes
-	timer  *timers.Timer
-	ticket uint64 // its place in a serial host's order (quiet.go); 0 otherwise
+type Delivery struct {
+	Ev     abi.Event
+	Lin    provenance.Lineage // the event's place in a chain of rule writes
+	Timer  *timers.Timer
+	Ticket uint64 // its place in a serial host's order (package serial); 0 otherwise
 }
 
-// mailbox is a rule's bounded FIFO of events. It grows up to its bound as
+// Box is a rule's bounded FIFO of events. It grows up to its bound as
 // events arrive and releases its memory when it drains, so an idle rule
 // costs no queue memory (a buffered channel of the bound would allocate it
 // all at load).
-type mailbox struct {
+type Box struct {
 	mu    sync.Mutex
-	q     []delivery
+	q     []Delivery
 	head  int
 	limit int
-	ready chan struct{} // cap 1: signalled while events wait
+	Ready chan struct{} // cap 1: signalled while events wait
 	// In a serial host, each event counts as its rule's work from push
 	// until its worker is done with it (done), and takes a ticket.
 	quiet *serial.Quiet
 	rq    *serial.Rule
 }
 
-func newMailbox(limit int, q *serial.Quiet, rq *serial.Rule) *mailbox {
-	return &mailbox{limit: limit, ready: make(chan struct{}, 1), quiet: q, rq: rq}
+func New(limit int, q *serial.Quiet, rq *serial.Rule) *Box {
+	return &Box{limit: limit, Ready: make(chan struct{}, 1), quiet: q, rq: rq}
 }
 
-// push appends d, or reports false when the mailbox is full.
-func (m *mailbox) push(d delivery) bool {
+// Push appends d, or reports false when the mailbox is full.
+func (m *Box) Push(d Delivery) bool {
 	m.mu.Lock()
 	if len(m.q)-m.head >= m.limit {
 		m.mu.Unlock()
 		return false
 	}
 	m.quiet.Work(m.rq, 1)
-	d.ticket = m.quiet.Ticket()
+	d.Ticket = m.quiet.Ticket()
 	m.q = append(m.q, d)
 	m.mu.Unlock()
-	m.signal()
+	m.Signal()
 	return true
 }
 
-func (m *mailbox) signal() {
+func (m *Box) Signal() {
 	select {
-	case m.ready <- struct{}{}:
+	case m.Ready <- struct{}{}:
 	default:
 	}
 }
 
-// pop removes the oldest event. When more wait, it signals ready again so
+// Pop removes the oldest event. When more wait, it signals ready again so
 // the owner comes back for them after doing anything else between events.
-func (m *mailbox) pop() (delivery, bool) {
+func (m *Box) Pop() (Delivery, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.head == len(m.q) {
-		return delivery{}, false
+		return Delivery{}, false
 	}
 	d := m.q[m.head]
-	m.q[m.head] = delivery{}
+	m.q[m.head] = Delivery{}
 	m.head++
 	switch {
 	case m.head == len(m.q):
@@ -85,16 +87,16 @@ func (m *mailbox) pop() (delivery, bool) {
 		m.q, m.head = m.q[:n], 0
 	}
 	if m.head < len(m.q) {
-		m.signal()
+		m.Signal()
 	}
 	return d, true
 }
 
-// done ends the work of an event popped, once its worker is done with it.
-func (m *mailbox) done() { m.quiet.Work(m.rq, -1) }
+// Done ends the work of an event popped, once its worker is done with it.
+func (m *Box) Done() { m.quiet.Work(m.rq, -1) }
 
-// drop discards the waiting events (the rule stopped).
-func (m *mailbox) drop() {
+// Drop discards the waiting events (the rule stopped).
+func (m *Box) Drop() {
 	m.mu.Lock()
 	n := len(m.q) - m.head
 	m.q, m.head = nil, 0
@@ -102,15 +104,15 @@ func (m *mailbox) drop() {
 	m.quiet.Work(m.rq, -n)
 }
 
-// len is the number of waiting events.
-func (m *mailbox) len() int {
+// Len is the number of waiting events.
+func (m *Box) Len() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return len(m.q) - m.head
 }
 
-// setLimit changes the bound; events already waiting stay.
-func (m *mailbox) setLimit(limit int) {
+// SetLimit changes the bound; events already waiting stay.
+func (m *Box) SetLimit(limit int) {
 	m.mu.Lock()
 	m.limit = limit
 	m.mu.Unlock()
