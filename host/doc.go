@@ -29,6 +29,7 @@
 //	internal/logbudget    a rule's log budget per window
 //	internal/loadretry    loading again the rule files whose start failed
 //	internal/membership   a group's roster, rule sets, assignment, progress, withdrawals
+//	internal/watch        the watch registry: one KEYNOTIFY per key; resync
 //	internal/mailbox      a rule's bounded FIFO of events
 //	internal/contenthash  the SHA-256 of rule files, remembered by content
 //	internal/echo         a rule's own writes awaiting their echo

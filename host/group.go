@@ -184,7 +184,7 @@ func (g *group) join(ctx context.Context) (membership.RuleSet, string, []members
 		if _, err := g.ls.lock(ctx, mk, g.ttl, 0); err != nil {
 			return nil, "", nil, fmt.Errorf("member lease %s: %w", mk, err)
 		}
-		if err := g.svc.reg.watch(ctx, g, g.key("roster")); err != nil {
+		if err := g.svc.reg.Watch(ctx, g, g.key("roster")); err != nil {
 			return nil, "", nil, fmt.Errorf("watch roster: %w", err)
 		}
 	}
@@ -394,7 +394,7 @@ func (g *group) await(ctx context.Context, lk string) {
 	g.waiting[lk] = true
 	g.mu.Unlock()
 	if !was {
-		if err := g.svc.reg.watch(ctx, g, lk); err != nil {
+		if err := g.svc.reg.Watch(ctx, g, lk); err != nil {
 			g.mu.Lock()
 			delete(g.waiting, lk)
 			g.mu.Unlock()
@@ -409,7 +409,7 @@ func (g *group) unwait(ctx context.Context, lk string) {
 	delete(g.waiting, lk)
 	g.mu.Unlock()
 	if was {
-		g.svc.reg.unwatch(ctx, g, lk)
+		g.svc.reg.Unwatch(ctx, g, lk)
 	}
 }
 
@@ -470,6 +470,6 @@ func (g *group) close(ctx context.Context) {
 	for _, k := range lockedKeys(&g.mu, g.waiting) {
 		g.unwait(ctx, k)
 	}
-	g.svc.reg.unwatch(ctx, g, g.key("roster"))
+	g.svc.reg.Unwatch(ctx, g, g.key("roster"))
 	g.ls.releaseAll(ctx)
 }

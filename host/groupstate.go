@@ -111,7 +111,7 @@ func (g *group) resync(ctx context.Context, rule string, p *membership.Progress)
 			ev.Op, ev.Value, ev.Version = abi.OpSet, res.Value, cur
 		}
 		g.resyncs.Add(1)
-		r.enqueue(mailbox.Delivery{Ev: ev, Lin: provenance.Lineage{Origin: &provenance.Origin{Key: key, Op: string(ev.Op), Version: ev.Version}}})
+		r.Enqueue(mailbox.Delivery{Ev: ev, Lin: provenance.Lineage{Origin: &provenance.Origin{Key: key, Op: string(ev.Op), Version: ev.Version}}})
 	}
 	g.flushRule(ctx, rule)
 }
@@ -255,12 +255,12 @@ func (g *group) signal() {
 	}
 }
 
-// enqueue makes the group a watcher (registry.go) of its roster and of the
+// Enqueue makes the group a watcher (registry.go) of its roster and of the
 // leases it waits for: any change wakes its loop.
-func (g *group) enqueue(mailbox.Delivery) { g.signal() }
+func (g *group) Enqueue(mailbox.Delivery) { g.signal() }
 
-// watcherName implements watcher.
-func (g *group) watcherName() string { return "\x00group " + g.name }
+// WatcherName implements watch.Watcher.
+func (g *group) WatcherName() string { return "\x00group " + g.name }
 
 // manages reports whether the rule at path is shared by the group (not
 // every-host).

@@ -24,6 +24,7 @@ import (
 	"github.com/ssrun/ssrun/host/internal/mailbox"
 	"github.com/ssrun/ssrun/host/internal/serial"
 	"github.com/ssrun/ssrun/host/internal/timers"
+	"github.com/ssrun/ssrun/host/internal/watch"
 	"github.com/ssrun/ssrun/host/provenance"
 	"github.com/ssrun/ssrun/protocol"
 )
@@ -267,7 +268,7 @@ func New(opts Config) (*Host, error) {
 	for _, rt := range opts.Runtimes {
 		h.runtimes[rt.Kind()] = rt
 	}
-	h.reg = newRegistry(h.client, h.log)
+	h.reg = watch.New(h.client, h.log)
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.wg.Add(4)
 	go h.dispatch()
@@ -288,7 +289,7 @@ func New(opts Config) (*Host, error) {
 // watching rules' mailboxes. It never blocks on a rule.
 func (h *Host) dispatch() {
 	defer h.wg.Done()
-	var buf []watcher
+	var buf []watch.Watcher
 	wasDown := false
 	for {
 		select {
@@ -305,7 +306,7 @@ func (h *Host) dispatch() {
 
 // handleEvent is the dispatcher's handling of one event of the store
 // client's stream.
-func (h *Host) handleEvent(ev protocol.Event, buf *[]watcher, wasDown *bool) {
+func (h *Host) handleEvent(ev protocol.Event, buf *[]watch.Watcher, wasDown *bool) {
 	defer h.quiet.RoutedOne()
 	switch ev.Kind {
 	case protocol.EventNotify:
@@ -324,7 +325,7 @@ func (h *Host) handleEvent(ev protocol.Event, buf *[]watcher, wasDown *bool) {
 	}
 }
 
-func (h *Host) route(ev protocol.Event, buf []watcher) []watcher {
+func (h *Host) route(ev protocol.Event, buf []watch.Watcher) []watch.Watcher {
 	h.events.Add(1)
 	version := ev.Version.String()
 	lin := h.lin.Lookup(string(ev.Key), version, abi.Op(ev.Op))
@@ -337,7 +338,7 @@ func (h *Host) route(ev protocol.Event, buf []watcher) []watcher {
 		}
 		return buf
 	}
-	buf = h.reg.notify(ev, buf)
+	buf = h.reg.Notify(ev, buf)
 	if len(buf) == 0 {
 		return buf
 	}
@@ -349,7 +350,7 @@ func (h *Host) route(ev protocol.Event, buf []watcher) []watcher {
 		lin.Origin = &provenance.Origin{Key: e.Key, Op: ev.Op, Version: version, Client: ev.Source}
 	}
 	for _, w := range buf {
-		w.enqueue(mailbox.Delivery{Ev: e, Lin: lin})
+		w.Enqueue(mailbox.Delivery{Ev: e, Lin: lin})
 	}
 	return buf
 }
@@ -374,11 +375,11 @@ func (h *Host) resyncLoop() {
 func (h *Host) resyncOnce(checked *int) {
 	h.warnUncarried(checked)
 	h.outcomes.retries.Now() // a start that failed while the store was away
-	for _, re := range h.reg.resync(h.ctx, h.all.Swap(false)) {
+	for _, re := range h.reg.Resync(h.ctx, h.all.Swap(false)) {
 		h.resyncs.Add(1)
-		d := mailbox.Delivery{Ev: re.ev, Lin: provenance.Lineage{Origin: &provenance.Origin{Key: re.ev.Key, Op: string(re.ev.Op), Version: re.ev.Version}}}
-		for _, w := range re.to {
-			w.enqueue(d)
+		d := mailbox.Delivery{Ev: re.Ev, Lin: provenance.Lineage{Origin: &provenance.Origin{Key: re.Ev.Key, Op: string(re.Ev.Op), Version: re.Ev.Version}}}
+		for _, w := range re.To {
+			w.Enqueue(d)
 		}
 	}
 	h.loadTimers()
@@ -743,7 +744,7 @@ type Stats struct {
 // Stats returns host-wide counters.
 func (h *Host) Stats() Stats {
 	s := Stats{Notifications: h.events.Load(), LoopsDamped: h.damped.Load(), Resyncs: h.resyncs.Load(),
-		LoadRetries: h.loadRetries.Load(), WatchedKeys: h.reg.watchedKeys(), Stuck: h.calls.Stuck()}
+		LoadRetries: h.loadRetries.Load(), WatchedKeys: h.reg.WatchedKeys(), Stuck: h.calls.Stuck()}
 	var excused func(path string) bool // in a group, the shared rules another member is to run
 	if h.group != nil {
 		excused = h.group.excuses

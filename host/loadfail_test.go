@@ -83,7 +83,7 @@ func TestFailedFirstLoadLeavesNothing(t *testing.T) {
 			if v, found := e.get(lock); found {
 				t.Errorf("lock %s still held in the store after the failed load (holder %q)", lock, v)
 			}
-			if n := e.host.reg.watchedKeys(); n != 0 {
+			if n := e.host.reg.WatchedKeys(); n != 0 {
 				t.Errorf("%d watched keys registered after the failed load", n)
 			}
 			if n := e.host.timers.Pending(); n != 0 {

@@ -234,7 +234,7 @@ func (ls *leases) lock(ctx context.Context, name string, ttl, wait time.Duration
 
 	p := newParker(ls.svc, ls.rq, ls.inCall != nil && ls.inCall())
 	if wait > 0 {
-		release, err := ls.svc.reg.waitDelete(ctx, name, p.wake)
+		release, err := ls.svc.reg.WaitDelete(ctx, name, p.wake)
 		if err != nil {
 			return "", storeError(err)
 		}

@@ -127,9 +127,9 @@ func newRule(s *services, path, kind string, cfg RuleConfig) *rule {
 	return r
 }
 
-// enqueue offers an event to the mailbox without blocking; a full mailbox
+// Enqueue offers an event to the mailbox without blocking; a full mailbox
 // drops it, counts it and logs at most once a second.
-func (r *rule) enqueue(d mailbox.Delivery) {
+func (r *rule) Enqueue(d mailbox.Delivery) {
 	if !r.mailbox.Push(d) {
 		n := r.dropped.Add(1)
 		now := r.svc.clock.Now().UnixNano()
@@ -541,7 +541,7 @@ func (r *rule) swap(ctx context.Context, next *instance) {
 		delete(want, k)
 	}
 	for _, k := range drop {
-		r.svc.reg.unwatch(ctx, r, k)
+		r.svc.reg.Unwatch(ctx, r, k)
 	}
 	r.mu.Lock()
 	r.watches = want
@@ -575,7 +575,7 @@ func (r *rule) watchAll(ctx context.Context, keys []string) (failed []string) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if err := r.svc.reg.watch(ctx, r, k); err != nil {
+			if err := r.svc.reg.Watch(ctx, r, k); err != nil {
 				r.svc.log.Error("watch failed", "rule", r.name, "key", k, "err", err)
 				mu.Lock()
 				failed = append(failed, k)
@@ -708,7 +708,7 @@ func (r *rule) release(ctx context.Context) {
 	r.watches = map[string]abi.WatchOptions{}
 	r.mu.Unlock()
 	for _, k := range keys {
-		r.svc.reg.unwatch(ctx, r, k)
+		r.svc.reg.Unwatch(ctx, r, k)
 	}
 	r.locks.releaseAll(ctx)
 	r.timers.stop()
@@ -733,13 +733,13 @@ func (r *rule) watch(ctx context.Context, in *instance, key string, opts abi.Wat
 		return nil
 	}
 	r.mu.Unlock()
-	if err := r.svc.reg.watch(ctx, r, key); err != nil {
+	if err := r.svc.reg.Watch(ctx, r, key); err != nil {
 		return storeError(err)
 	}
 	r.mu.Lock()
 	if r.released { // stopped meanwhile (e.g. abandoned in this very call)
 		r.mu.Unlock()
-		r.svc.reg.unwatch(ctx, r, key)
+		r.svc.reg.Unwatch(ctx, r, key)
 		return abi.Errorf(abi.StatusUnavailable, "watch %q: rule %s was stopped", key, r.name)
 	}
 	r.watches[key] = opts
@@ -775,7 +775,7 @@ func (r *rule) dropWatch(ctx context.Context, key string) bool {
 	r.own.Forget(key)
 	r.mu.Unlock()
 	if ok {
-		r.svc.reg.unwatch(ctx, r, key)
+		r.svc.reg.Unwatch(ctx, r, key)
 	}
 	return ok
 }
@@ -899,8 +899,8 @@ func (r *rule) reloadFailed() bool {
 // shortHash renders a content hash as in RuleStatus.Hash.
 func shortHash(h [32]byte) string { return hex.EncodeToString(h[:6]) }
 
-// watcherName implements watcher: rules get a key's changes in the order
+// WatcherName implements watch.Watcher: rules get a key's changes in the order
 // of their paths.
-func (r *rule) watcherName() string { return r.path }
+func (r *rule) WatcherName() string { return r.path }
 
 func (r *rule) String() string { return fmt.Sprintf("%s rule %s", r.kind, r.path) }

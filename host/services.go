@@ -12,6 +12,7 @@ import (
 	"github.com/ssrun/ssrun/host/internal/membership"
 	"github.com/ssrun/ssrun/host/internal/serial"
 	"github.com/ssrun/ssrun/host/internal/timers"
+	"github.com/ssrun/ssrun/host/internal/watch"
 	"github.com/ssrun/ssrun/host/provenance"
 	"github.com/ssrun/ssrun/protocol/hlc"
 )
@@ -22,7 +23,7 @@ type services struct {
 	ctx     context.Context // the host's lifetime: rules and lease renewals end with it
 	client  Store           // lock requests (a binding gets its own reference)
 	log     *slog.Logger
-	reg     *registry           // watches
+	reg     *watch.Registry     // watches
 	lin     *lineage.Table      // the feedback-loop damper
 	journal *provenance.Journal // the last write per key, for Why
 	calls   *abandon.Tracker    // goroutines running runtime calls

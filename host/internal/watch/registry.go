@@ -1,4 +1,7 @@
-package host
+// Package watch is the host's watch registry: one KEYNOTIFY per key however
+// many rules watch it, a key's changes handed to its watchers in name order,
+// and the resync of watched keys after a reconnect.
+package watch
 
 import (
 	"context"
@@ -14,10 +17,10 @@ import (
 	"github.com/ssrun/ssrun/protocol/hlc"
 )
 
-// registry multiplexes watches: one KEYNOTIFY per key however many rules (and
+// Registry multiplexes watches: one KEYNOTIFY per key however many rules (and
 // lock waiters) need it, a KEYNOTIFY STOP when the last one leaves, and the
 // last known state of every watched key so a reconnect can tell what changed.
-type registry struct {
+type Registry struct {
 	client Store
 	log    *slog.Logger
 
@@ -39,24 +42,24 @@ type keyOp struct {
 	refs int // goroutines holding or waiting for mu; guarded by registry.mu
 }
 
-// watcher is what the registry hands a key's changes to: a rule. The
+// Watcher is what the registry hands a key's changes to: a rule. The
 // watchers of a key get each change in the order of their names, so that
 // a serial host's order (quiet.go) does not depend on a map's.
-type watcher interface {
-	enqueue(mailbox.Delivery)
-	watcherName() string
+type Watcher interface {
+	Enqueue(mailbox.Delivery)
+	WatcherName() string
 }
 
 // byName sorts watchers by name (in place) and returns them.
-func byName(ws []watcher) []watcher {
+func byName(ws []Watcher) []Watcher {
 	if len(ws) > 1 {
-		slices.SortFunc(ws, func(a, b watcher) int { return strings.Compare(a.watcherName(), b.watcherName()) })
+		slices.SortFunc(ws, func(a, b Watcher) int { return strings.Compare(a.WatcherName(), b.WatcherName()) })
 	}
 	return ws
 }
 
 type keyState struct {
-	watchers map[watcher]bool
+	watchers map[Watcher]bool
 	waiters  int       // lock waits holding the key
 	wake     []*func() // called on every DELETE (lock waits)
 	// registered is false while a KEYNOTIFY is owed (it failed because the
@@ -74,13 +77,20 @@ type keyState struct {
 	gen  uint64 // bumped by every notification
 }
 
-func newRegistry(client Store, log *slog.Logger) *registry {
-	return &registry{client: client, log: log, keys: map[string]*keyState{}, ops: map[string]*keyOp{}}
+// Store is what the registry calls of the host's store port (host.Store).
+type Store interface {
+	Get(ctx context.Context, key []byte, opts protocol.CallOptions) (protocol.GetResult, error)
+	KeyNotify(ctx context.Context, key []byte, opts protocol.CallOptions) error
+	KeyNotifyStop(ctx context.Context, key []byte, opts protocol.CallOptions) (bool, error)
+}
+
+func New(client Store, log *slog.Logger) *Registry {
+	return &Registry{client: client, log: log, keys: map[string]*keyState{}, ops: map[string]*keyOp{}}
 }
 
 // lockKey takes opMu for reading and key's op lock, and returns the
 // function that releases both.
-func (g *registry) lockKey(key string) (unlock func()) {
+func (g *Registry) lockKey(key string) (unlock func()) {
 	g.opMu.RLock()
 	g.mu.Lock()
 	op := g.ops[key]
@@ -104,22 +114,22 @@ func (g *registry) lockKey(key string) (unlock func()) {
 
 func (ks *keyState) users() int { return len(ks.watchers) + ks.waiters }
 
-// watch adds w as a watcher of key, registering the key with the store when
+// Watch adds w as a watcher of key, registering the key with the store when
 // it is the first user. A store that is offline is not an error: the
 // KEYNOTIFY is sent when the connection comes back.
-func (g *registry) watch(ctx context.Context, w watcher, key string) error {
+func (g *Registry) Watch(ctx context.Context, w Watcher, key string) error {
 	return g.acquire(ctx, key, func(ks *keyState) { ks.watchers[w] = true })
 }
 
-// unwatch removes w as a watcher of key; STOP when nobody is left.
-func (g *registry) unwatch(ctx context.Context, w watcher, key string) {
+// Unwatch removes w as a watcher of key; STOP when nobody is left.
+func (g *Registry) Unwatch(ctx context.Context, w Watcher, key string) {
 	g.release(ctx, key, func(ks *keyState) { delete(ks.watchers, w) })
 }
 
-// waitDelete holds key registered for a lock wait, calling wake (which
+// WaitDelete holds key registered for a lock wait, calling wake (which
 // must not block) on each DELETE of the key (or a resync that finds it
 // gone), and returns a release function.
-func (g *registry) waitDelete(ctx context.Context, key string, wake func()) (func(), error) {
+func (g *Registry) WaitDelete(ctx context.Context, key string, wake func()) (func(), error) {
 	w := &wake
 	err := g.acquire(ctx, key, func(ks *keyState) {
 		ks.waiters++
@@ -142,12 +152,12 @@ func (g *registry) waitDelete(ctx context.Context, key string, wake func()) (fun
 	return release, nil
 }
 
-func (g *registry) acquire(ctx context.Context, key string, add func(*keyState)) error {
+func (g *Registry) acquire(ctx context.Context, key string, add func(*keyState)) error {
 	defer g.lockKey(key)()
 	g.mu.Lock()
 	ks := g.keys[key]
 	if ks == nil {
-		ks = &keyState{watchers: map[watcher]bool{}}
+		ks = &keyState{watchers: map[Watcher]bool{}}
 		g.keys[key] = ks
 	}
 	first := ks.users() == 0
@@ -177,7 +187,7 @@ func (g *registry) acquire(ctx context.Context, key string, add func(*keyState))
 
 // baseline reads the key's current version so that a later reconnect can
 // tell whether it changed while offline.
-func (g *registry) baseline(ctx context.Context, key string, ks *keyState) {
+func (g *Registry) baseline(ctx context.Context, key string, ks *keyState) {
 	g.mu.Lock()
 	gen := ks.gen
 	g.mu.Unlock()
@@ -192,7 +202,7 @@ func (g *registry) baseline(ctx context.Context, key string, ks *keyState) {
 	}
 }
 
-func (g *registry) release(ctx context.Context, key string, remove func(*keyState)) {
+func (g *Registry) release(ctx context.Context, key string, remove func(*keyState)) {
 	defer g.lockKey(key)()
 	g.mu.Lock()
 	ks := g.keys[key]
@@ -214,8 +224,8 @@ func (g *registry) release(ctx context.Context, key string, remove func(*keyStat
 	}
 }
 
-// notify records a notification and returns the watchers of its key.
-func (g *registry) notify(ev protocol.Event, buf []watcher) []watcher {
+// Notify records a notification and returns the watchers of its key.
+func (g *Registry) Notify(ev protocol.Event, buf []Watcher) []Watcher {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	ks := g.keys[string(ev.Key)]
@@ -245,12 +255,12 @@ func (ks *keyState) signal() {
 	}
 }
 
-// resync runs when a connection comes up: it sends any KEYNOTIFY still owed
+// Resync runs when a connection comes up: it sends any KEYNOTIFY still owed
 // and re-reads those keys, or (all, after an outage) every watched key, and
 // returns a resync event for each key whose state differs from the last one
 // known, with the watchers to deliver it to. A key notified while it was being
 // re-read is skipped: the notification is newer.
-func (g *registry) resync(ctx context.Context, all bool) []resyncEvent {
+func (g *Registry) Resync(ctx context.Context, all bool) []resyncEvent {
 	g.opMu.Lock()
 	defer g.opMu.Unlock()
 	g.mu.Lock()
@@ -307,11 +317,11 @@ func (g *registry) resync(ctx context.Context, all bool) []resyncEvent {
 		if res.Found {
 			ev.Op, ev.Value, ev.Version = abi.OpSet, res.Value, res.Version.String()
 		}
-		re := resyncEvent{ev: ev}
+		re := resyncEvent{Ev: ev}
 		for w := range ks.watchers {
-			re.to = append(re.to, w)
+			re.To = append(re.To, w)
 		}
-		byName(re.to)
+		byName(re.To)
 		if !res.Found {
 			ks.signal()
 		}
@@ -322,13 +332,20 @@ func (g *registry) resync(ctx context.Context, all bool) []resyncEvent {
 }
 
 type resyncEvent struct {
-	ev abi.Event
-	to []watcher
+	Ev abi.Event
+	To []Watcher
 }
 
-// watchedKeys returns how many keys are registered (for stats and tests).
-func (g *registry) watchedKeys() int {
+// WatchedKeys returns how many keys are registered (for stats and tests).
+func (g *Registry) WatchedKeys() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return len(g.keys)
+}
+
+// Pause holds every watch and unwatch (they wait in acquire) until resume
+// is called: the host's tests stop a rule's swap in the registry with it.
+func (g *Registry) Pause() (resume func()) {
+	g.opMu.Lock()
+	return g.opMu.Unlock
 }

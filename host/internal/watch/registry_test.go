@@ -1,4 +1,4 @@
-package host
+package watch
 
 import (
 	"log/slog"
@@ -12,8 +12,8 @@ import (
 // countWatcher counts what it is handed.
 type countWatcher struct{ n int }
 
-func (w *countWatcher) enqueue(mailbox.Delivery) { w.n++ }
-func (w *countWatcher) watcherName() string      { return "" }
+func (w *countWatcher) Enqueue(mailbox.Delivery) { w.n++ }
+func (w *countWatcher) WatcherName() string      { return "" }
 
 // A write made between a key's KEYNOTIFY and the registry's read of its
 // baseline is seen by that read before its notification reaches the
@@ -22,16 +22,16 @@ func (w *countWatcher) watcherName() string      { return "" }
 // delivered twice. Before, the baseline's version counted as delivered and
 // the rule never saw that write.
 func TestNotifyOfTheBaselineVersionIsDelivered(t *testing.T) {
-	g := newRegistry(nil, slog.Default())
+	g := New(nil, slog.Default())
 	w := &countWatcher{}
 	v := hlc.HLC{Wall: 1000, Counter: 1, Node: "n"}
-	g.keys["k"] = &keyState{watchers: map[watcher]bool{w: true}, registered: true,
+	g.keys["k"] = &keyState{watchers: map[Watcher]bool{w: true}, registered: true,
 		known: true, present: true, version: v, read: true} // as baseline leaves it
 	ev := protocol.Event{Kind: protocol.EventNotify, Key: []byte("k"), Op: protocol.OpSet, Value: []byte("1"), Version: v}
-	if got := g.notify(ev, nil); len(got) != 1 {
+	if got := g.Notify(ev, nil); len(got) != 1 {
 		t.Fatalf("notification of the version the baseline read: %d watchers, want 1", len(got))
 	}
-	if got := g.notify(ev, nil); len(got) != 0 {
+	if got := g.Notify(ev, nil); len(got) != 0 {
 		t.Fatalf("the same notification again: %d watchers, want 0 (already delivered)", len(got))
 	}
 }
