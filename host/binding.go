@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/status"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/protocol/hlc"
 )
@@ -78,7 +79,7 @@ func (b *binding) Get(ctx context.Context, key string) (abi.Value, error) {
 	}
 	res, err := st.Get(ctx, []byte(key), protocol.CallOptions{})
 	if err != nil {
-		return abi.Value{}, storeError(err)
+		return abi.Value{}, status.StoreError(err)
 	}
 	if !res.Found {
 		return abi.Value{}, abi.Errorf(abi.StatusNotFound, "get %q: not found", key)
@@ -113,7 +114,7 @@ func (b *binding) Set(ctx context.Context, key string, value []byte, opts abi.Se
 		so.FencingToken = token
 		res, err := st.Set(ctx, []byte(key), value, so)
 		if err != nil {
-			return "", false, storeError(err)
+			return "", false, status.StoreError(err)
 		}
 		version = res.Version.String()
 		if !res.Applied {
@@ -144,7 +145,7 @@ func (b *binding) Del(ctx context.Context, key string, opts abi.DelOptions) erro
 	}
 	send := func(st Store, token hlc.HLC) (string, bool, error) {
 		n, err := st.Del(ctx, []byte(key), protocol.DelOptions{FencingToken: token})
-		return "", err == nil && n == 1, deleteResult("del", key, n, err)
+		return "", err == nil && n == 1, status.DeleteResult("del", key, n, err)
 	}
 	if sg := b.staging(); sg != nil {
 		w := b.staged("DEL", key, nil)
@@ -165,7 +166,7 @@ func (b *binding) VDel(ctx context.Context, key string, value []byte, opts abi.D
 	}
 	send := func(st Store, token hlc.HLC) (string, bool, error) {
 		n, err := st.VDel(ctx, []byte(key), value, protocol.DelOptions{FencingToken: token})
-		return "", err == nil && n == 1, deleteResult("vdel", key, n, err)
+		return "", err == nil && n == 1, status.DeleteResult("vdel", key, n, err)
 	}
 	if sg := b.staging(); sg != nil {
 		w := b.staged("VDEL", key, value)

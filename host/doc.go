@@ -31,6 +31,7 @@
 //	internal/membership   a group's roster, rule sets, assignment, progress, withdrawals
 //	internal/watch        the watch registry: one KEYNOTIFY per key; resync
 //	internal/mailbox      a rule's bounded FIFO of events
+//	internal/status       store errors to abi statuses, in one table
 //	internal/contenthash  the SHA-256 of rule files, remembered by content
 //	internal/echo         a rule's own writes awaiting their echo
 //	internal/gate         the bound on handler calls running at once

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/status"
 	"github.com/ssrun/ssrun/host/provenance"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/protocol/hlc"
@@ -136,7 +137,7 @@ func (s *staging) write(ctx context.Context, w StagedWrite, holder string, send 
 		return s.refuse(w, err)
 	}
 	if err := s.hold(ctx, []byte(w.Key)); err != nil {
-		return storeError(err)
+		return status.StoreError(err)
 	}
 	_, _, err = send(s.layer, token)
 	switch {
@@ -167,7 +168,7 @@ func (s *staging) fence(ctx context.Context, w StagedWrite, holder string) (hlc.
 	if s.holds(w.Fence) {
 		res, err := s.Get(ctx, []byte(w.Fence), protocol.CallOptions{})
 		if err != nil {
-			return hlc.HLC{}, storeError(err)
+			return hlc.HLC{}, status.StoreError(err)
 		}
 		if res.Found && string(res.Value) == holder {
 			return res.Version, nil
@@ -186,7 +187,7 @@ func (s *staging) lock(ctx context.Context, w StagedWrite) (string, error) {
 	err := s.write(ctx, w, "", func(st Store, _ hlc.HLC) (string, bool, error) {
 		res, err := st.Set(ctx, []byte(w.Key), w.Value, protocol.SetOptions{Condition: protocol.CondNEX})
 		if err != nil {
-			return "", false, storeError(err)
+			return "", false, status.StoreError(err)
 		}
 		if !res.Applied {
 			return "", false, abi.Errorf(abi.StatusBusy, "lock %q: held by another holder", w.Key)
@@ -202,7 +203,7 @@ func (s *staging) lock(ctx context.Context, w StagedWrite) (string, error) {
 func (s *staging) unlock(ctx context.Context, w StagedWrite) error {
 	err := s.write(ctx, w, "", func(st Store, _ hlc.HLC) (string, bool, error) {
 		n, err := st.VDel(ctx, []byte(w.Key), w.Value, protocol.DelOptions{})
-		return "", err == nil && n == 1, deleteResult("unlock", w.Key, n, err)
+		return "", err == nil && n == 1, status.DeleteResult("unlock", w.Key, n, err)
 	})
 	if code := abi.StatusOf(err); code == abi.StatusNotFound || code == abi.StatusNotApplied {
 		return abi.Errorf(abi.StatusNotFound, "unlock %q: not held by this rule", w.Key)

@@ -820,3 +820,8 @@ func (h *Host) Close(ctx context.Context) error {
 	}
 	return errors.Join(errs...)
 }
+
+// StuckError is the error of a runtime call that did not return within
+// its deadline and grace: the rule's file and the step (see package
+// internal/abandon).
+type StuckError = abandon.StuckError

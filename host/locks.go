@@ -8,6 +8,7 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host/internal/serial"
+	"github.com/ssrun/ssrun/host/internal/status"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/protocol/hlc"
 )
@@ -236,7 +237,7 @@ func (ls *leases) lock(ctx context.Context, name string, ttl, wait time.Duration
 	if wait > 0 {
 		release, err := ls.svc.reg.WaitDelete(ctx, name, p.wake)
 		if err != nil {
-			return "", storeError(err)
+			return "", status.StoreError(err)
 		}
 		defer release()
 	}
@@ -246,7 +247,7 @@ func (ls *leases) lock(ctx context.Context, name string, ttl, wait time.Duration
 		sent := ls.svc.now()
 		res, err := ls.svc.client.Set(ctx, []byte(name), []byte(holder), protocol.SetOptions{Condition: protocol.CondNEX, Expiry: ttl})
 		if err != nil {
-			return "", storeError(err)
+			return "", status.StoreError(err)
 		}
 		if res.Applied {
 			return ls.hold(name, holder, ttl, res.Version, sent), nil
@@ -403,7 +404,7 @@ func (ls *leases) unlock(ctx context.Context, name string) error {
 		return abi.Errorf(abi.StatusNotFound, "unlock %q: not held by this rule", name)
 	}
 	if err := ls.release(ctx, l); err != nil {
-		return storeError(err)
+		return status.StoreError(err)
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/ssrun/ssrun/host/internal/mailbox"
 	"github.com/ssrun/ssrun/host/internal/membership"
 	"github.com/ssrun/ssrun/host/internal/serial"
+	"github.com/ssrun/ssrun/host/internal/status"
 	"github.com/ssrun/ssrun/host/provenance"
 	"github.com/ssrun/ssrun/protocol/hlc"
 )
@@ -734,7 +735,7 @@ func (r *rule) watch(ctx context.Context, in *instance, key string, opts abi.Wat
 	}
 	r.mu.Unlock()
 	if err := r.svc.reg.Watch(ctx, r, key); err != nil {
-		return storeError(err)
+		return status.StoreError(err)
 	}
 	r.mu.Lock()
 	if r.released { // stopped meanwhile (e.g. abandoned in this very call)

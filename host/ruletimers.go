@@ -12,6 +12,7 @@ import (
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host/internal/mailbox"
 	"github.com/ssrun/ssrun/host/internal/serial"
+	"github.com/ssrun/ssrun/host/internal/status"
 	"github.com/ssrun/ssrun/host/internal/timers"
 	"github.com/ssrun/ssrun/protocol"
 )
@@ -106,13 +107,13 @@ func (rt *ruleTimers) arm(ctx context.Context, version any, name string, delay, 
 	rt.mu.Unlock()
 	if !indexed {
 		if err := rt.writeIndex(ctx, shard, names); err != nil {
-			return storeError(err)
+			return status.StoreError(err)
 		}
 		rt.indexed(shard, name)
 	}
 	rec := timers.EncodeTimerRecord(deadline, every.Milliseconds(), payload)
 	if err := setTimerKey(ctx, rt.svc, rt.rule, timers.TimerKey(rt.rule, name), rec); err != nil {
-		return storeError(err)
+		return status.StoreError(err)
 	}
 	rt.install(version, shard, &timers.Timer{Owner: rt, Name: name, Payload: bytes.Clone(payload), Deadline: deadline, Every: every.Milliseconds(), Index: -1})
 	return nil
@@ -149,7 +150,7 @@ func (rt *ruleTimers) notePrior(ctx context.Context, verb, name string) error {
 		key := timers.TimerKey(rt.rule, name)
 		res, err := rt.svc.kv.Get(ctx, []byte(key), protocol.CallOptions{})
 		if err != nil {
-			return storeError(fmt.Errorf("%s %q: read the stored record %s: %w", verb, name, key, err))
+			return status.StoreError(fmt.Errorf("%s %q: read the stored record %s: %w", verb, name, key, err))
 		}
 		p = priorRecord{found: res.Found, value: res.Value}
 	}
@@ -218,7 +219,7 @@ func (rt *ruleTimers) cancel(ctx context.Context, name string) error {
 		return err
 	}
 	if err := delTimerKey(ctx, rt.svc, rt.rule, timers.TimerKey(rt.rule, name)); err != nil {
-		return storeError(err)
+		return status.StoreError(err)
 	}
 	names := rt.forget(t, shard)
 	if err := rt.writeIndex(ctx, shard, names); err != nil {
@@ -646,7 +647,7 @@ func (rt *ruleTimers) loadLocked(ctx context.Context) error {
 }
 
 func (rt *ruleTimers) loadError(err error) error {
-	return storeError(fmt.Errorf("the timers of rule %s could not be read from the store: %w", rt.rule, err))
+	return status.StoreError(fmt.Errorf("the timers of rule %s could not be read from the store: %w", rt.rule, err))
 }
 
 // drop deletes the rule's timers from the store (its file was deleted):

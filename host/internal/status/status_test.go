@@ -1,4 +1,4 @@
-package host
+package status
 
 import (
 	"context"
@@ -50,7 +50,7 @@ func TestStoreErrorStatusTable(t *testing.T) {
 		{abi.Errorf(abi.StatusBusy, "already an abi error"), abi.StatusBusy},
 	}
 	for _, tc := range cases {
-		got := storeError(tc.err)
+		got := StoreError(tc.err)
 		if s := abi.StatusOf(got); s != tc.want {
 			t.Errorf("%v: status %v, want %v", tc.err, s, tc.want)
 		}
@@ -58,7 +58,7 @@ func TestStoreErrorStatusTable(t *testing.T) {
 			t.Errorf("message changed: %q -> %q", tc.err, got)
 		}
 	}
-	if storeError(nil) != nil {
+	if StoreError(nil) != nil {
 		t.Fatal("nil error mapped to an error")
 	}
 	// The table names every text of §8 (12 rows in the test above) and no

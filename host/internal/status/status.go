@@ -1,16 +1,17 @@
-package host
+// Package status turns the store client's errors into the abi statuses a rule
+// sees, in one table, keeping the client's error as the cause.
+package status
 
 import (
 	"context"
 	"errors"
 
 	"github.com/ssrun/ssrun/abi"
-	"github.com/ssrun/ssrun/host/internal/abandon"
 	"github.com/ssrun/ssrun/protocol"
 )
 
 // statusTable maps store client errors to the status a rule sees. It is the
-// one place where protocol errors become abi statuses (architecture.md §6).
+// one place where protocol errors become abi statuses (docs/architecture.md).
 var statusTable = []struct {
 	err    error
 	status abi.Status
@@ -38,11 +39,11 @@ var statusTable = []struct {
 	{context.Canceled, abi.StatusTimeout},
 }
 
-// storeError turns an error from the store client (which names the command
+// StoreError turns an error from the store client (which names the command
 // and key) into the *abi.Error a rule sees. The client's error stays its
 // cause, so errors.Is(err, protocol.ErrTimeout) holds for a host call that
 // timed out.
-func storeError(err error) error {
+func StoreError(err error) error {
 	if err == nil {
 		return nil
 	}
@@ -65,12 +66,12 @@ func storeError(err error) error {
 	return &abi.Error{Status: status, Msg: err.Error(), Err: err}
 }
 
-// deleteResult is the error of a del or vdel that removed n keys (nil when
+// DeleteResult is the error of a del or vdel that removed n keys (nil when
 // it removed the key).
-func deleteResult(verb, key string, n int64, err error) error {
+func DeleteResult(verb, key string, n int64, err error) error {
 	switch {
 	case err != nil:
-		return storeError(err)
+		return StoreError(err)
 	case n == 1:
 		return nil
 	case n == 0:
@@ -79,8 +80,3 @@ func deleteResult(verb, key string, n int64, err error) error {
 		return abi.Errorf(abi.StatusNotApplied, "%s %q: value differs", verb, key)
 	}
 }
-
-// StuckError is the error of a runtime call that did not return within
-// its deadline and grace: the rule's file and the step (see package
-// internal/abandon).
-type StuckError = abandon.StuckError
