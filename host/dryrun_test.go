@@ -13,16 +13,17 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host/internal/timers"
+	"github.com/ssrun/ssrun/host/staging"
 	"github.com/ssrun/ssrun/protocol"
 )
 
 // stagedLog collects a dry run's reported writes.
 type stagedLog struct {
 	mu sync.Mutex
-	ws []StagedWrite
+	ws []staging.Write
 }
 
-func (l *stagedLog) add(w StagedWrite) {
+func (l *stagedLog) add(w staging.Write) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.ws = append(l.ws, w)

@@ -26,6 +26,7 @@ import (
 	"github.com/ssrun/ssrun/host/internal/timers"
 	"github.com/ssrun/ssrun/host/internal/watch"
 	"github.com/ssrun/ssrun/host/provenance"
+	"github.com/ssrun/ssrun/host/staging"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -69,7 +70,7 @@ type Config struct {
 	// rules' writes, locks and unlocks are staged in memory and passed to
 	// DryRun, never sent to the store, and their timers are kept in memory.
 	// It is called from the rules' workers, one write at a time.
-	DryRun func(StagedWrite)
+	DryRun func(staging.Write)
 	// Recorder, when set, is told every event the rules handle, every
 	// host call they make with its reply, and the connection going down
 	// and up (see Recorder); nil costs nothing.
@@ -258,7 +259,7 @@ func New(opts Config) (*Host, error) {
 	h.timers = timers.NewScheduler(opts.clock, q)
 	h.kv = opts.Store
 	if opts.DryRun != nil {
-		dry, err := newStaging(opts.Store, opts.clock.NowMs, h.log, opts.DryRun)
+		dry, err := staging.NewStaging(opts.Store, opts.clock.NowMs, ReservedPrefix, h.log, opts.DryRun)
 		if err != nil {
 			return nil, fmt.Errorf("host: dry run: %w", err)
 		}
@@ -811,7 +812,7 @@ func (h *Host) Close(ctx context.Context) error {
 	h.cancel()
 	h.wg.Wait()
 	if h.dry != nil {
-		if err := h.dry.close(); err != nil {
+		if err := h.dry.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("the dry run's staging: %w", err))
 		}
 	}

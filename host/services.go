@@ -14,6 +14,8 @@ import (
 	"github.com/ssrun/ssrun/host/internal/timers"
 	"github.com/ssrun/ssrun/host/internal/watch"
 	"github.com/ssrun/ssrun/host/provenance"
+	"github.com/ssrun/ssrun/host/staging"
+	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/protocol/hlc"
 )
 
@@ -34,7 +36,7 @@ type services struct {
 	host    any                 // the *Host these services are of (HostOf)
 	obs     Observer            // handler calls, for metrics (nil: none)
 	rec     Recorder            // what the rules see, for a trace (nil: none)
-	dry     *staging            // a dry run's staged writes (nil: writes go to the store)
+	dry     *staging.Staging    // a dry run's staged writes (nil: writes go to the store)
 	kv      keyStore            // where timers are kept: the client, or a dry run's staging
 	gate    gate.Gate           // bounds the handler calls running at once
 	group   groupFence          // the host's group (nil: none): fences owned rules' writes
@@ -51,4 +53,12 @@ type groupFence interface {
 	refenced(ctx context.Context, rule string, err error) (hlc.HLC, bool)
 	// progressFor returns where an owned rule records what it handled.
 	progressFor(rule string) *membership.Progress
+}
+
+// keyStore is what timers need of the store: the client, or a dry run's
+// staging.
+type keyStore interface {
+	Get(ctx context.Context, key []byte, opts protocol.CallOptions) (protocol.GetResult, error)
+	Set(ctx context.Context, key, value []byte, opts protocol.SetOptions) (protocol.SetResult, error)
+	Del(ctx context.Context, key []byte, opts protocol.DelOptions) (int64, error)
 }

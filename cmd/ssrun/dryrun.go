@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ssrun/ssrun/host"
 	"github.com/ssrun/ssrun/host/provenance"
+	"github.com/ssrun/ssrun/host/staging"
 )
 
 // dryRunFlag registers --dry-run on cmd (dev and run).
@@ -35,11 +35,11 @@ type stagedWriteJSON struct {
 }
 
 // printStagedWrites returns the host.Config.DryRun that prints each write on
-// w: one line (host.StagedWrite.String), or one JSON object per line when
+// w: one line (staging.Write.String), or one JSON object per line when
 // format is "json".
-func printStagedWrites(w io.Writer, format string) func(host.StagedWrite) {
+func printStagedWrites(w io.Writer, format string) func(staging.Write) {
 	var mu sync.Mutex // rules run in parallel
-	return func(s host.StagedWrite) {
+	return func(s staging.Write) {
 		line := s.String()
 		if format == "json" {
 			j := stagedWriteJSON{DryRun: s.Op, Rule: s.Rule, Key: s.Key, TTLMs: s.TTL.Milliseconds(), Cond: s.Cond, Fence: s.Fence, Error: s.Err, Note: s.Note}

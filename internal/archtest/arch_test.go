@@ -55,6 +55,10 @@ var rules = []rule{
 	// and the journal, over abi's events).
 	{pkg: "host/clock", allow: []string{"host/clock"}, deny: thirdParty},
 	{pkg: "host/provenance", allow: []string{"host/provenance", "abi"}, deny: thirdParty},
+	// staging (a dry run's and a canary's staged writes, whose Write
+	// cmd/ssrun prints) stages on the store engine in process, and uses
+	// the host's status table and provenance.
+	{pkg: "host/staging", allow: []string{"host/staging", "host/internal/status", "host/provenance", "abi", "protocol", "store", "inproc", "internal/glob"}},
 	// ocirules knows no host nor runtime: it fills a folder that the host
 	// loads and follows like any other.
 	{pkg: "ocirules", allow: []string{"ocirules", "internal/safefile"}},

@@ -1,4 +1,4 @@
-package host
+package staging
 
 import (
 	"context"
@@ -28,7 +28,7 @@ import (
 // the start, never read from nor written to the real store (a dry run's
 // timers). Staged writes notify no one: nothing registers on the engine.
 type layer struct {
-	Store   // the real store
+	real    realStore
 	eng     *store.Store
 	local   *protocol.Client // of eng
 	private string
@@ -38,22 +38,37 @@ type layer struct {
 	held map[string]bool // the keys copied into eng
 }
 
-var _ Store = (*layer)(nil)
+var _ StagedStore = (*layer)(nil)
+
+// realStore is what a layer reads of the real store (the host's Store).
+type realStore interface {
+	Get(ctx context.Context, key []byte, opts protocol.CallOptions) (protocol.GetResult, error)
+	ClientID() string
+}
+
+// StagedStore is the store calls a write makes: on the real store (the
+// host's Store), or on a layer.
+type StagedStore interface {
+	Get(ctx context.Context, key []byte, opts protocol.CallOptions) (protocol.GetResult, error)
+	Set(ctx context.Context, key, value []byte, opts protocol.SetOptions) (protocol.SetResult, error)
+	Del(ctx context.Context, key []byte, opts protocol.DelOptions) (int64, error)
+	VDel(ctx context.Context, key, value []byte, opts protocol.DelOptions) (int64, error)
+}
 
 // newLayer returns a layer over real whose engine and client run on nowMs
 // (Unix ms). Close it to stop its client.
-func newLayer(real Store, nowMs func() int64, private string, log *slog.Logger) (*layer, error) {
+func newLayer(real realStore, nowMs func() int64, private string, log *slog.Logger) (*layer, error) {
 	now := func() time.Time { return time.UnixMilli(nowMs()) }
 	eng := store.New(now, store.Quota{Keys: -1, Bytes: -1})
 	local, err := protocol.NewLocal(context.Background(), protocol.Config{ClientID: real.ClientID(), Now: now, Logger: log}, inproc.New(eng))
 	if err != nil {
 		return nil, fmt.Errorf("a store in process for staged writes: %w", err)
 	}
-	return &layer{Store: real, eng: eng, local: local, private: private, held: map[string]bool{}}, nil
+	return &layer{real: real, eng: eng, local: local, private: private, held: map[string]bool{}}, nil
 }
 
-// close stops the layer's client; the layer's writes fail afterwards.
-func (l *layer) close() error { return l.local.Close() }
+// Close stops the layer's client; the layer's writes fail afterwards.
+func (l *layer) Close() error { return l.local.Close() }
 
 // holds reports whether key is the layer's: copied, or private.
 func (l *layer) holds(key string) bool {
@@ -76,7 +91,7 @@ func (l *layer) hold(ctx context.Context, key []byte) error {
 	if l.holds(string(key)) {
 		return nil
 	}
-	res, err := l.Store.Get(ctx, key, protocol.CallOptions{})
+	res, err := l.real.Get(ctx, key, protocol.CallOptions{})
 	if err != nil {
 		return fmt.Errorf("read the key to stage a write over it: %w", err)
 	}
@@ -94,9 +109,9 @@ func (l *layer) hold(ctx context.Context, key []byte) error {
 	return nil
 }
 
-// drop forgets the copied keys but those keep reports: reads of them reach
+// Drop forgets the copied keys but those keep reports: reads of them reach
 // the real store again, and their next write copies them anew.
-func (l *layer) drop(keep func(key string) bool) {
+func (l *layer) Drop(keep func(key string) bool) {
 	l.hmu.Lock()
 	defer l.hmu.Unlock()
 	l.mu.Lock()
@@ -114,7 +129,7 @@ func (l *layer) Get(ctx context.Context, key []byte, opts protocol.CallOptions) 
 	if l.holds(string(key)) {
 		return l.local.Get(ctx, key, opts)
 	}
-	return l.Store.Get(ctx, key, opts)
+	return l.real.Get(ctx, key, opts)
 }
 
 // Set implements Store: staged.

@@ -1,4 +1,4 @@
-package host
+package staging
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ssrun/ssrun/host/internal/timers"
 	"github.com/ssrun/ssrun/inproc"
 	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol"
@@ -41,18 +42,18 @@ func newLayerWorld(t *testing.T) *layerWorld {
 		return c
 	}
 	w.real, w.other = dial("host"), dial("other")
-	l, err := newLayer(w.real, w.ms.Load, ReservedPrefix, quiet)
+	l, err := newLayer(w.real, w.ms.Load, timers.ReservedPrefix, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
-	testutil.CloseAtEnd(t, "layer", func(context.Context) error { return l.close() })
+	testutil.CloseAtEnd(t, "layer", func(context.Context) error { return l.Close() })
 	w.l = l
 	return w
 }
 
 var bg = context.Background()
 
-func (w *layerWorld) set(c Store, key, value string, opts protocol.SetOptions) protocol.SetResult {
+func (w *layerWorld) set(c StagedStore, key, value string, opts protocol.SetOptions) protocol.SetResult {
 	w.t.Helper()
 	res, err := c.Set(bg, []byte(key), []byte(value), opts)
 	if err != nil {
@@ -61,7 +62,7 @@ func (w *layerWorld) set(c Store, key, value string, opts protocol.SetOptions) p
 	return res
 }
 
-func (w *layerWorld) get(c Store, key string) protocol.GetResult {
+func (w *layerWorld) get(c StagedStore, key string) protocol.GetResult {
 	w.t.Helper()
 	res, err := c.Get(bg, []byte(key), protocol.CallOptions{})
 	if err != nil {
@@ -147,7 +148,7 @@ func TestLayerSemanticsAreTheStores(t *testing.T) {
 // from the real store again, and the next write copies them anew.
 func TestLayerPrivateKeysAndDrop(t *testing.T) {
 	w := newLayerWorld(t)
-	timer := ReservedPrefix + "timers/rule/x"
+	timer := timers.ReservedPrefix + "timers/rule/x"
 	w.set(w.other, timer, "real run's", protocol.SetOptions{})
 	if got := w.get(w.l, timer); got.Found {
 		t.Fatalf("private key read from the real store: %q", got.Value)
@@ -160,7 +161,7 @@ func TestLayerPrivateKeysAndDrop(t *testing.T) {
 	w.set(w.other, "a", "real a", protocol.SetOptions{})
 	w.set(w.l, "a", "staged a", protocol.SetOptions{})
 	w.set(w.l, "keep", "staged keep", protocol.SetOptions{})
-	w.l.drop(func(key string) bool { return key == "keep" })
+	w.l.Drop(func(key string) bool { return key == "keep" })
 	if got := w.get(w.l, "a"); string(got.Value) != "real a" {
 		t.Fatalf("a after drop: %q, want the real store's", got.Value)
 	}

@@ -1,4 +1,7 @@
-package host
+// Package staging is where a dry run and a canary's shadow version stage their
+// writes instead of sending them: a copy-on-write layer over the real store,
+// on the store engine in process, and the report of each write (Write).
+package staging
 
 import (
 	"context"
@@ -15,7 +18,7 @@ import (
 	"github.com/ssrun/ssrun/protocol/hlc"
 )
 
-// A dry run (Config.DryRun) runs the rules on live notifications without
+// A dry run (host.Config.DryRun) runs the rules on live notifications without
 // changing the store. What a rule would write is staged in a layer over the
 // store (layer.go), one per host and shared by its rules as the store is:
 //
@@ -40,9 +43,9 @@ import (
 //     another's staged write (a chain of rules stops at the first), and a
 //     staged ttl ends without a DELETE event.
 
-// StagedWrite is a write a rule made during a dry run: staged in the
+// Write is a write a rule made during a dry run: staged in the
 // layer, or refused, and never sent to the store.
-type StagedWrite struct {
+type Write struct {
 	Rule  string
 	Op    string // SET, DEL, VDEL, LOCK or UNLOCK
 	Key   string
@@ -64,7 +67,7 @@ type StagedWrite struct {
 
 // String is the write as one line: `dry-run: SET hvac1/target "28" (rule
 // thermostat.lua, event SET thermostat1/setPoint v=...)`.
-func (w StagedWrite) String() string {
+func (w Write) String() string {
 	var b strings.Builder
 	b.WriteString("dry-run: ")
 	b.WriteString(w.Op)
@@ -101,35 +104,36 @@ func (w StagedWrite) String() string {
 	return b.String()
 }
 
-// staging is where a dry run (one for the host) or a canary's shadow (one
+// Staging is where a dry run (one for the host) or a canary's shadow (one
 // per canary, canary.go) stages writes: a layer over the store, and where
 // each write is reported.
-type staging struct {
+type Staging struct {
 	*layer
-	report func(StagedWrite)
+	report func(Write)
 	wmu    sync.Mutex // one write at a time: its fence and its staging
 }
 
-// newStaging returns a staging over the store real, reporting to report;
-// see newLayer. Close it to stop its layer's client.
-func newStaging(real Store, nowMs func() int64, log *slog.Logger, report func(StagedWrite)) (*staging, error) {
-	l, err := newLayer(real, nowMs, ReservedPrefix, log)
+// NewStaging returns a staging over the store real, reporting to report;
+// keys under private (the host's reserved prefix: a dry run's timers) are
+// the layer's own. See newLayer. Close it to stop its layer's client.
+func NewStaging(real realStore, nowMs func() int64, private string, log *slog.Logger, report func(Write)) (*Staging, error) {
+	l, err := newLayer(real, nowMs, private, log)
 	if err != nil {
 		return nil, err
 	}
-	return &staging{layer: l, report: report}, nil
+	return &Staging{layer: l, report: report}, nil
 }
 
-// stageFunc makes a write on st (the layer) with the fencing token of the
+// StageFunc makes a write on st (the layer) with the fencing token of the
 // lock it is fenced with, as a binding's write makes it on the store.
-type stageFunc func(st Store, token hlc.HLC) (version string, deleted bool, err error)
+type StageFunc func(st StagedStore, token hlc.HLC) (version string, deleted bool, err error)
 
-// write stages w (SET, DEL, VDEL, LOCK or UNLOCK) through send, fenced with
+// Write stages w (SET, DEL, VDEL, LOCK or UNLOCK) through send, fenced with
 // the lock w.Fence held by holder in the layer, and reports it: staged,
 // refused (w.Err), or a harmless delete of an absent key (w.Note, with the
 // error NOT_FOUND the rule gets from the store too). An error reading the
 // store is the rule's and is not reported.
-func (s *staging) write(ctx context.Context, w StagedWrite, holder string, send stageFunc) error {
+func (s *Staging) Write(ctx context.Context, w Write, holder string, send StageFunc) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	token, err := s.fence(ctx, w, holder)
@@ -153,7 +157,7 @@ func (s *staging) write(ctx context.Context, w StagedWrite, holder string, send 
 }
 
 // refuse reports w as not staged, for err, and returns err.
-func (s *staging) refuse(w StagedWrite, err error) error {
+func (s *Staging) refuse(w Write, err error) error {
 	w.Err = err.Error()
 	s.report(w)
 	return err
@@ -161,7 +165,7 @@ func (s *staging) refuse(w StagedWrite, err error) error {
 
 // fence returns the token of the lock w is fenced with (zero: none), which
 // holder must hold in the layer.
-func (s *staging) fence(ctx context.Context, w StagedWrite, holder string) (hlc.HLC, error) {
+func (s *Staging) fence(ctx context.Context, w Write, holder string) (hlc.HLC, error) {
 	if w.Fence == "" {
 		return hlc.HLC{}, nil
 	}
@@ -177,14 +181,14 @@ func (s *staging) fence(ctx context.Context, w StagedWrite, holder string) (hlc.
 	return hlc.HLC{}, abi.Errorf(abi.StatusLockLost, "%s %q: fenced with lock %q, which rule %s does not hold", strings.ToLower(w.Op), w.Key, w.Fence, w.Rule)
 }
 
-// lock stages a rule's lock w (w.Op LOCK, w.Value the rule's holder): its
+// Lock stages a rule's lock w (w.Op LOCK, w.Value the rule's holder): its
 // key set to the holder, NEX, without expiry. The token is its version.
-func (s *staging) lock(ctx context.Context, w StagedWrite) (string, error) {
+func (s *Staging) Lock(ctx context.Context, w Write) (string, error) {
 	if w.TTL < time.Millisecond {
 		return "", abi.Errorf(abi.StatusInvalid, "lock %q: ttl must be at least 1 ms", w.Key)
 	}
 	var token string
-	err := s.write(ctx, w, "", func(st Store, _ hlc.HLC) (string, bool, error) {
+	err := s.Write(ctx, w, "", func(st StagedStore, _ hlc.HLC) (string, bool, error) {
 		res, err := st.Set(ctx, []byte(w.Key), w.Value, protocol.SetOptions{Condition: protocol.CondNEX})
 		if err != nil {
 			return "", false, status.StoreError(err)
@@ -198,10 +202,10 @@ func (s *staging) lock(ctx context.Context, w StagedWrite) (string, error) {
 	return token, err
 }
 
-// unlock stages a rule's unlock w (w.Op UNLOCK, w.Value the rule's holder):
+// Unlock stages a rule's unlock w (w.Op UNLOCK, w.Value the rule's holder):
 // a VDEL of the holder.
-func (s *staging) unlock(ctx context.Context, w StagedWrite) error {
-	err := s.write(ctx, w, "", func(st Store, _ hlc.HLC) (string, bool, error) {
+func (s *Staging) Unlock(ctx context.Context, w Write) error {
+	err := s.Write(ctx, w, "", func(st StagedStore, _ hlc.HLC) (string, bool, error) {
 		n, err := st.VDel(ctx, []byte(w.Key), w.Value, protocol.DelOptions{})
 		return "", err == nil && n == 1, status.DeleteResult("unlock", w.Key, n, err)
 	})
@@ -211,8 +215,8 @@ func (s *staging) unlock(ctx context.Context, w StagedWrite) error {
 	return err
 }
 
-// condName names an abi condition in a StagedWrite.
-func condName(c abi.Condition) string {
+// CondName names an abi condition in a Write.
+func CondName(c abi.Condition) string {
 	switch c {
 	case abi.CondNX:
 		return "NX"
@@ -220,12 +224,4 @@ func condName(c abi.Condition) string {
 		return "NEX"
 	}
 	return ""
-}
-
-// keyStore is what timers need of the store: the client, or a dry run's
-// staging.
-type keyStore interface {
-	Get(ctx context.Context, key []byte, opts protocol.CallOptions) (protocol.GetResult, error)
-	Set(ctx context.Context, key, value []byte, opts protocol.SetOptions) (protocol.SetResult, error)
-	Del(ctx context.Context, key []byte, opts protocol.DelOptions) (int64, error)
 }
