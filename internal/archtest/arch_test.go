@@ -43,7 +43,7 @@ var rules = []rule{
 	{pkg: "runtime/wasm", allow: []string{"runtime/wasm", "abi"}},
 	{pkg: "runtime/plugin", allow: []string{"runtime/plugin", "abi"}},
 	// host may import store and inproc: a dry run stages its writes in a
-	// store in process (host/layer.go).
+	// store in process (host/staging).
 	{pkg: "host", allow: []string{"host", "abi", "protocol", "store", "inproc", "internal/glob", "runtime", "internal/fsfollow", "internal/safefile"}},
 	// What sits below the Host lives in packages under host/ (internal
 	// where nobody else imports it): each may import the packages the host
