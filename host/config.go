@@ -139,33 +139,20 @@ func (c RuleConfig) Validate() error {
 	return nil
 }
 
-func (c RuleConfig) withDefaults() RuleConfig {
-	if c.Timeout == 0 {
-		c.Timeout = DefaultCallTimeout
-	}
-	if c.MemoryBytes == 0 {
-		c.MemoryBytes = DefaultMemoryBytes
-	}
-	if c.MaxValueBytes == 0 {
-		c.MaxValueBytes = DefaultMaxValueBytes
-	}
-	if c.Mailbox == 0 {
-		c.Mailbox = DefaultMailbox
-	}
-	if c.Grace == 0 {
-		c.Grace = DefaultGrace
-	}
-	if c.LogLines == 0 {
-		c.LogLines = DefaultLogLines
-	}
-	if c.LogBytes == 0 {
-		c.LogBytes = DefaultLogBytes
-	}
-	if c.MaxTimers == 0 {
-		c.MaxTimers = DefaultMaxTimers
-	}
-	return c
+// ruleDefaults are the values of a RuleConfig's zero fields.
+var ruleDefaults = RuleConfig{
+	Timeout:       DefaultCallTimeout,
+	MemoryBytes:   DefaultMemoryBytes,
+	MaxValueBytes: DefaultMaxValueBytes,
+	Mailbox:       DefaultMailbox,
+	Grace:         DefaultGrace,
+	LogLines:      DefaultLogLines,
+	LogBytes:      DefaultLogBytes,
+	MaxTimers:     DefaultMaxTimers,
 }
+
+// withDefaults returns c with its zero numbers set to their defaults.
+func (c RuleConfig) withDefaults() RuleConfig { return ruleDefaults.merge(c) }
 
 func (c RuleConfig) limits() abi.Limits {
 	return abi.Limits{CallTimeout: c.Timeout, MemoryBytes: c.MemoryBytes}

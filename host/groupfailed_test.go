@@ -317,13 +317,7 @@ func TestGroupMovesRuleThatFailsOnlyOnItsOwner(t *testing.T) {
 // over, handed over or withdrawn again.
 func TestGroupTriesRuleThatFailsEverywhereOnEachHostOnce(t *testing.T) {
 	_, ms, name := versionsCluster(t)
-	ms[0].put(t, name, "broken")
-	waitFor(t, "host 0 owns the rule, failed to load", func() bool { return ms[0].ownsFailed(name) })
-	ms[1].put(t, name, "broken")
-	waitFor(t, "host 1 owns the rule, failed to load", func() bool {
-		return ms[1].ownsFailed(name) && slices.Equal(owner(ms, name), []int{1})
-	})
-	steps(t, ms, 3) // both have seen the hand-over
+	failOnBothHosts(t, ms, name, "broken", "broken")
 	before := groupCounts(ms)
 	steps(t, ms, 20)
 	if after := groupCounts(ms); after != before || !slices.Equal(owner(ms, name), []int{1}) {
@@ -349,13 +343,7 @@ func TestGroupTriesRuleThatFailsEverywhereOnEachHostOnce(t *testing.T) {
 // the withdrawal.
 func TestGroupSettlesWhenEveryVersionFails(t *testing.T) {
 	_, ms, name := versionsCluster(t)
-	ms[0].put(t, name, "broken")
-	waitFor(t, "host 0 owns the rule, failed to load", func() bool { return ms[0].ownsFailed(name) })
-	ms[1].put(t, name, "broken2")
-	waitFor(t, "host 1 owns the rule, failed to load", func() bool {
-		return ms[1].ownsFailed(name) && slices.Equal(owner(ms, name), []int{1})
-	})
-	steps(t, ms, 3)
+	failOnBothHosts(t, ms, name, "broken", "broken2")
 	before := groupCounts(ms)
 	steps(t, ms, 20)
 	if after := groupCounts(ms); after != before || !slices.Equal(owner(ms, name), []int{1}) {
@@ -376,4 +364,19 @@ func TestGroupSettlesWhenEveryVersionFails(t *testing.T) {
 	if gs, _ := ms[1].host.Group(); len(gs.Withdrawn) != 0 {
 		t.Fatalf("host 1 withdrew %v", gs.Withdrawn)
 	}
+}
+
+// failOnBothHosts puts version v0 of rule name, which fails to load, on
+// host 0 of ms, which owns the rule, then v1, which fails too, on host 1,
+// which takes the rule over; and steps both hosts until each has seen the
+// hand-over.
+func failOnBothHosts(t *testing.T, ms []*member, name, v0, v1 string) {
+	t.Helper()
+	ms[0].put(t, name, v0)
+	waitFor(t, "host 0 owns the rule, failed to load", func() bool { return ms[0].ownsFailed(name) })
+	ms[1].put(t, name, v1)
+	waitFor(t, "host 1 owns the rule, failed to load", func() bool {
+		return ms[1].ownsFailed(name) && slices.Equal(owner(ms, name), []int{1})
+	})
+	steps(t, ms, 3)
 }
