@@ -1,6 +1,7 @@
 package host
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -158,32 +159,17 @@ func (c RuleConfig) limits() abi.Limits {
 	return abi.Limits{CallTimeout: c.Timeout, MemoryBytes: c.MemoryBytes}
 }
 
-// merge overlays the non-zero fields of o on c.
+// merge overlays the non-zero fields of o on c (cmp.Or: the first that is
+// not zero).
 func (c RuleConfig) merge(o RuleConfig) RuleConfig {
-	if o.Timeout != 0 {
-		c.Timeout = o.Timeout
-	}
-	if o.MemoryBytes != 0 {
-		c.MemoryBytes = o.MemoryBytes
-	}
-	if o.MaxValueBytes != 0 {
-		c.MaxValueBytes = o.MaxValueBytes
-	}
-	if o.Mailbox != 0 {
-		c.Mailbox = o.Mailbox
-	}
-	if o.Grace != 0 {
-		c.Grace = o.Grace
-	}
-	if o.LogLines != 0 {
-		c.LogLines = o.LogLines
-	}
-	if o.LogBytes != 0 {
-		c.LogBytes = o.LogBytes
-	}
-	if o.MaxTimers != 0 {
-		c.MaxTimers = o.MaxTimers
-	}
+	c.Timeout = cmp.Or(o.Timeout, c.Timeout)
+	c.Grace = cmp.Or(o.Grace, c.Grace)
+	c.MemoryBytes = cmp.Or(o.MemoryBytes, c.MemoryBytes)
+	c.MaxValueBytes = cmp.Or(o.MaxValueBytes, c.MaxValueBytes)
+	c.Mailbox = cmp.Or(o.Mailbox, c.Mailbox)
+	c.LogLines = cmp.Or(o.LogLines, c.LogLines)
+	c.LogBytes = cmp.Or(o.LogBytes, c.LogBytes)
+	c.MaxTimers = cmp.Or(o.MaxTimers, c.MaxTimers)
 	if o.Read != nil {
 		c.Read = o.Read
 	}
