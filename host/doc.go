@@ -21,6 +21,7 @@
 // internal/archtest keep apart (docs/architecture.md draws them):
 //
 //	clock                 the host's Clock: real, or virtual (ssrun test, replay)
+//	rulefile              which files are rules, on which runtime; reading them
 //	staging               a dry run's and a canary's staged writes, on a layer over the store
 //	internal/serial       a serial host's activity and turn; wake-ups that count
 //	provenance            chains of rule writes; the journal of each key's last write (why)

@@ -26,6 +26,7 @@ import (
 	"github.com/ssrun/ssrun/host/internal/timers"
 	"github.com/ssrun/ssrun/host/internal/watch"
 	"github.com/ssrun/ssrun/host/provenance"
+	"github.com/ssrun/ssrun/host/rulefile"
 	"github.com/ssrun/ssrun/host/staging"
 	"github.com/ssrun/ssrun/protocol"
 )
@@ -462,7 +463,7 @@ func (h *Host) loaded() []*rule {
 }
 
 func (h *Host) runtimeFor(path string, info os.FileInfo) (abi.Runtime, bool) {
-	kind, ok := RuleKind(path, info)
+	kind, ok := rulefile.Kind(path, info)
 	if !ok {
 		return nil, false
 	}
@@ -522,7 +523,7 @@ func (h *Host) loadLocked(ctx context.Context, path string) (err error) {
 		return fmt.Errorf("load %s: not a rule file (no runtime for it: want .lua, .wasm or an executable plugin)", path)
 	}
 	kind = rt.Kind()
-	src, err := ReadRuleFile(path)
+	src, err := rulefile.Read(path)
 	if err != nil {
 		return fmt.Errorf("load: %w", err) // it names the file
 	}
