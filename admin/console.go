@@ -8,6 +8,7 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host"
+	"github.com/ssrun/ssrun/host/provenance"
 )
 
 // The console's memory of what became of events: a host.Tracer that keeps,
@@ -48,14 +49,14 @@ type Entry struct {
 	Resync  bool      `json:"resync,omitempty"`
 	// ByRule or ByClient caused the event: a rule of this host, or the
 	// client id of an outside writer when the store names it.
-	ByRule   string      `json:"by_rule,omitempty"`
-	ByClient string      `json:"by_client,omitempty"`
-	Outcome  string      `json:"outcome"`
-	Reason   string      `json:"reason,omitempty"` // a skip's host.SkipReason
-	TookMS   float64     `json:"took_ms,omitempty"`
-	Err      string      `json:"error,omitempty"`
-	Writes   []host.Step `json:"writes,omitempty"`
-	Denied   []string    `json:"denied,omitempty"` // "verb key" of the host calls refused
+	ByRule   string            `json:"by_rule,omitempty"`
+	ByClient string            `json:"by_client,omitempty"`
+	Outcome  string            `json:"outcome"`
+	Reason   string            `json:"reason,omitempty"` // a skip's host.SkipReason
+	TookMS   float64           `json:"took_ms,omitempty"`
+	Err      string            `json:"error,omitempty"`
+	Writes   []provenance.Step `json:"writes,omitempty"`
+	Denied   []string          `json:"denied,omitempty"` // "verb key" of the host calls refused
 }
 
 // ConsoleConfig bounds a Console; zero fields take the defaults.
@@ -89,7 +90,7 @@ type pairKey struct{ rule, key string }
 
 // call is what a rule did during its call in progress.
 type call struct {
-	writes []host.Step
+	writes []provenance.Step
 	denied []string
 }
 
@@ -116,7 +117,7 @@ func NewConsole(cfg ConsoleConfig) *Console {
 }
 
 // Wrote implements host.Tracer: a write during a call joins its run.
-func (c *Console) Wrote(rule string, step host.Step, cause host.Cause) {
+func (c *Console) Wrote(rule string, step provenance.Step, cause provenance.Cause) {
 	if cause.Op == "" {
 		return // outside a handler: no run to join
 	}
@@ -188,7 +189,7 @@ func (c *Console) Skipped(s host.Skip) {
 	c.addLocked(e)
 }
 
-func entryOf(ev host.Cause) Entry {
+func entryOf(ev provenance.Cause) Entry {
 	return Entry{Key: ev.Key, Op: ev.Op, Version: ev.Version, Resync: ev.Resync, ByRule: ev.Rule, ByClient: ev.Client}
 }
 

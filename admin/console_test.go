@@ -15,6 +15,7 @@ import (
 
 	"github.com/ssrun/ssrun/admin"
 	"github.com/ssrun/ssrun/host"
+	"github.com/ssrun/ssrun/host/provenance"
 	"github.com/ssrun/ssrun/internal/testutil"
 )
 
@@ -40,7 +41,7 @@ func consoleServer(t *testing.T, cfg admin.ConsoleConfig, addr, token string) (*
 }
 
 func run(rule, key string, n int) host.Run {
-	return host.Run{Rule: rule, Event: host.Cause{Key: key, Op: "SET", Version: fmt.Sprintf("%015d:00001:StateStore", n), Client: "user"}, At: time.Now(), Took: time.Millisecond}
+	return host.Run{Rule: rule, Event: provenance.Cause{Key: key, Op: "SET", Version: fmt.Sprintf("%015d:00001:StateStore", n), Client: "user"}, At: time.Now(), Took: time.Millisecond}
 }
 
 // sse reads a stream's events: name and data.
@@ -108,7 +109,7 @@ func TestConsoleStreamFilters(t *testing.T) {
 		t.Fatalf("backlog: %+v", e)
 	}
 	testutil.WaitFor(t, "the stream subscribed", func() bool { n, _ := c.Streams(); return n == 1 })
-	c.Wrote("door.lua", host.Step{Rule: "door.lua", Key: "alarm/state", Op: "SET", Version: "v9"}, host.Cause{Key: "door/back", Op: "SET"})
+	c.Wrote("door.lua", provenance.Step{Rule: "door.lua", Key: "alarm/state", Op: "SET", Version: "v9"}, provenance.Cause{Key: "door/back", Op: "SET"})
 	c.Ran(run("alarm.lua", "door/x", 3)) // the key matches, another rule
 	c.Ran(run("door.lua", "door/back", 4))
 	c.Ran(run("door.lua", "lights/hall", 5)) // the key does not match

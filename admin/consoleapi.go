@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ssrun/ssrun/host"
+	"github.com/ssrun/ssrun/host/provenance"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -77,14 +78,14 @@ type KeysDoc struct {
 // KeyDoc is GET /console/api/key?key=K: its value (text when it is UTF-8,
 // else hex; at most maxValueShown bytes), version and last writer rule.
 type KeyDoc struct {
-	Key       string      `json:"key"`
-	Found     bool        `json:"found"`
-	Value     string      `json:"value"`
-	Hex       bool        `json:"hex,omitempty"`
-	Size      int         `json:"size"`
-	Truncated bool        `json:"truncated,omitempty"`
-	Version   string      `json:"version,omitempty"`
-	LastWrite *host.Write `json:"last_write,omitempty"`
+	Key       string            `json:"key"`
+	Found     bool              `json:"found"`
+	Value     string            `json:"value"`
+	Hex       bool              `json:"hex,omitempty"`
+	Size      int               `json:"size"`
+	Truncated bool              `json:"truncated,omitempty"`
+	Version   string            `json:"version,omitempty"`
+	LastWrite *provenance.Write `json:"last_write,omitempty"`
 }
 
 // GroupDoc is GET /console/api/group.

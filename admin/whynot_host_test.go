@@ -9,6 +9,7 @@ import (
 	"github.com/ssrun/ssrun/admin"
 	"github.com/ssrun/ssrun/broker/brokertest"
 	"github.com/ssrun/ssrun/host"
+	"github.com/ssrun/ssrun/host/staging"
 	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol"
 )
@@ -184,7 +185,7 @@ function on_event(ev) error("broken " .. ev.value) end`}, host.Config{})
 func TestWhyNotDryRun(t *testing.T) {
 	r := newConsoleRig(t, map[string]string{"d.lua": `local ss = require("ssrun")
 ss.watch("d/in")
-function on_event(ev) assert(ss.set("d/out", ev.value)) end`}, host.Config{DryRun: func(host.StagedWrite) {}})
+function on_event(ev) assert(ss.set("d/out", ev.value)) end`}, host.Config{DryRun: func(staging.Write) {}})
 	r.set("d/in", "1")
 	doc := r.waitFirst("d/in", "d.lua", admin.WhyNotReacted)
 	if !hasReason(doc, admin.WhyNotDryRun) {

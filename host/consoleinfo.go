@@ -51,9 +51,9 @@ func (rt *ruleTimers) info() []TimerInfo {
 			if t == nil {
 				continue
 			}
-			ti := TimerInfo{Name: name, Every: time.Duration(t.every) * time.Millisecond, PayloadSize: len(t.payload), Firing: t.inflight}
-			if !t.held {
-				ti.Due = time.UnixMilli(t.deadline)
+			ti := TimerInfo{Name: name, Every: time.Duration(t.Every) * time.Millisecond, PayloadSize: len(t.Payload), Firing: t.Inflight}
+			if !t.Held {
+				ti.Due = time.UnixMilli(t.Deadline)
 			}
 			out = append(out, ti)
 		}

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/mailbox"
+	"github.com/ssrun/ssrun/host/provenance"
 )
 
 // Tracer is told what becomes of the events on their way to the rules: the
@@ -17,7 +19,7 @@ import (
 type Tracer interface {
 	Ran(Run)
 	Skipped(Skip)
-	Wrote(rule string, step Step, cause Cause)
+	Wrote(rule string, step provenance.Step, cause provenance.Cause)
 	Denied(rule, verb, key string)
 }
 
@@ -42,16 +44,16 @@ const (
 
 // Skip is an event a rule did not get.
 type Skip struct {
-	Rule   string // file name; empty for every rule (SkipDamped)
-	Event  Cause  // the event, and who caused it
+	Rule   string           // file name; empty for every rule (SkipDamped)
+	Event  provenance.Cause // the event, and who caused it
 	Reason SkipReason
 	At     time.Time
 }
 
 // Run is one handler call that returned.
 type Run struct {
-	Rule  string // file name
-	Event Cause  // the event handled, and who caused it
+	Rule  string           // file name
+	Event provenance.Cause // the event handled, and who caused it
 	At    time.Time
 	Took  time.Duration
 	Err   string // empty: handled
@@ -59,12 +61,12 @@ type Run struct {
 
 // traceRan tells the tracer, if any, about a call of r on d that returned
 // err after took.
-func (r *rule) traceRan(d delivery, at time.Time, took time.Duration, err error) {
+func (r *rule) traceRan(d mailbox.Delivery, at time.Time, took time.Duration, err error) {
 	t := r.svc.trace
 	if t == nil {
 		return
 	}
-	run := Run{Rule: r.name, Event: causeOf(d), At: at, Took: took}
+	run := Run{Rule: r.name, Event: provenance.CauseOf(d.Ev, d.Lin), At: at, Took: took}
 	if err != nil {
 		run.Err = clip(err.Error())
 	}
@@ -72,23 +74,23 @@ func (r *rule) traceRan(d delivery, at time.Time, took time.Duration, err error)
 }
 
 // traceSkip tells the tracer, if any, that r did not get d, for reason.
-func (r *rule) traceSkip(d delivery, reason SkipReason) {
+func (r *rule) traceSkip(d mailbox.Delivery, reason SkipReason) {
 	if t := r.svc.trace; t != nil {
-		t.Skipped(Skip{Rule: r.name, Event: causeOf(d), Reason: reason, At: r.svc.clock.Now()})
+		t.Skipped(Skip{Rule: r.name, Event: provenance.CauseOf(d.Ev, d.Lin), Reason: reason, At: r.svc.clock.Now()})
 	}
 }
 
 // traceWrote tells the tracer, if any, about a write of r the store
 // applied, made while r handled cause (zero: outside a handler).
-func (r *rule) traceWrote(key, op, version string, cause Cause) {
+func (r *rule) traceWrote(key, op, version string, cause provenance.Cause) {
 	if t := r.svc.trace; t != nil {
-		t.Wrote(r.name, Step{Rule: r.name, Key: key, Op: op, Version: version}, cause)
+		t.Wrote(r.name, provenance.Step{Rule: r.name, Key: key, Op: op, Version: version}, cause)
 	}
 }
 
 // traceDamped tells the tracer, if any, that the damper dropped ev.
-func (h *Host) traceDamped(ev abi.Event, lin lineageEntry) {
+func (h *Host) traceDamped(ev abi.Event, lin provenance.Lineage) {
 	if t := h.trace; t != nil {
-		t.Skipped(Skip{Event: causeOf(delivery{ev: ev, lin: lin}), Reason: SkipDamped, At: h.clock.Now()})
+		t.Skipped(Skip{Event: provenance.CauseOf(ev, lin), Reason: SkipDamped, At: h.clock.Now()})
 	}
 }
