@@ -122,7 +122,7 @@ async function rule(params) {
       el("span", {}, "path"), el("code", {}, r.path),
       el("span", {}, "handled / failed / dropped / echoes"), el("span", {}, `${r.handled} / ${r.failed} / ${r.dropped} / ${r.echoes}`),
       el("span", {}, "p50 / p99"), el("span", {}, `${ms(doc.latency.p50_ms) || "-"} / ${ms(doc.latency.p99_ms) || "-"}`),
-      el("span", {}, "last error"), el("span", { class: "bad" }, r.last_error || "none")),
+      el("span", {}, "last error"), el("span", { class: r.last_error ? "bad" : "muted" }, r.last_error || "none")),
     el("h2", {}, "Watches"), el("p", {}, r.watches.length ? r.watches.map((k, i) => [i ? ", " : "", el("code", {}, k)]) : "none"),
     el("h2", {}, "Permissions"), el("div", { class: "grid" }, perms),
     el("h2", {}, "Pending timers"), timerTable(doc.timers),
