@@ -257,12 +257,18 @@ func (c *Console) Runs(rule string) map[string][]Entry {
 	return out
 }
 
-// Forget drops what the console keeps of rule (it was removed).
-func (c *Console) Forget(rule string) {
+// keepOnly drops the runs the console keeps of rules not among names (the
+// host's rules now: a removed rule's runs go when the rules page is next
+// drawn).
+func (c *Console) keepOnly(names []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.runs, rule)
-	delete(c.calls, rule)
+	for rule := range c.runs {
+		if !slices.Contains(names, rule) {
+			delete(c.runs, rule)
+			delete(c.calls, rule)
+		}
+	}
 }
 
 // last returns the last entry of (rule, key), if the console has it.

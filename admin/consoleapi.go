@@ -102,10 +102,17 @@ func (c *Console) rulesHandler(src ConsoleSource) http.Handler {
 		}
 		doc := NewStatusDoc(src)
 		rows := make([]ruleRow, 0, len(doc.Rules))
+		names := make([]string, 0, len(doc.Rules))
 		for _, rd := range doc.Rules {
 			rows = append(rows, ruleRow{RuleDoc: rd, Latency: c.latency(rd.Name)})
+			names = append(names, rd.Name)
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"rules": rows, "host": doc.Host, "dry_run": src.DryRun()})
+		c.keepOnly(names)
+		out := map[string]any{"rules": rows, "host": doc.Host, "dry_run": src.DryRun()}
+		if g, ok := src.Group(); ok {
+			out["owned"], out["standby"] = nonNil(g.Owned), nonNil(g.Standby)
+		}
+		writeJSON(w, http.StatusOK, out)
 	})
 }
 

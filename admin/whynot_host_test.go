@@ -1,7 +1,10 @@
 package admin_test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -231,5 +234,46 @@ func TestWhyNotNotOwner(t *testing.T) {
 	})
 	if doc := standby.c.WhyNot(standby.h, "g/in", "g.lua"); doc.Reasons[0].Code != admin.WhyNotOwner {
 		t.Errorf("the host on standby: %+v", doc)
+	}
+	// The rules page names the host that runs it.
+	var page struct{ Owned, Standby []string }
+	code, body := fetch(t, serveConsole(t, standby.c, standby.h)+"/console/api/rules", "")
+	if err := json.Unmarshal([]byte(body), &page); err != nil || code != http.StatusOK || len(page.Owned) != 0 || len(page.Standby) != 1 || page.Standby[0] != "g.lua" {
+		t.Errorf("rules page of the standby host: %d %+v (%v), want g.lua run by another host", code, page, err)
+	}
+}
+
+// serveConsole serves c of host h on a loopback admin endpoint until the
+// test ends, and returns its base URL.
+func serveConsole(t *testing.T, c *admin.Console, h *host.Host) string {
+	t.Helper()
+	srv, err := admin.New(admin.Config{Addr: "127.0.0.1:0", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Register(srv, func() admin.ConsoleSource { return h }, func() admin.KeySource { return nil })
+	if err := srv.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	testutil.CloseAtEnd(t, "admin server", srv.Close)
+	return "http://" + srv.Addr()
+}
+
+// A removed rule's runs go once the rules page is drawn again.
+func TestConsoleForgetsRemovedRule(t *testing.T) {
+	r := newConsoleRig(t, map[string]string{"a.lua": `local ss = require("ssrun"); ss.watch("a/in"); function on_event(ev) end`}, host.Config{})
+	r.set("a/in", "1")
+	testutil.WaitFor(t, "a.lua's run", func() bool { return len(r.console.Runs("a.lua")) == 1 })
+	base := serveConsole(t, r.console, r.host)
+	if code, _ := fetch(t, base+"/console/api/rules", ""); code != http.StatusOK || len(r.console.Runs("a.lua")) != 1 {
+		t.Fatalf("a loaded rule's runs: %d %v", code, r.console.Runs("a.lua"))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := r.host.Remove(ctx, r.host.Status()[0].Path); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := fetch(t, base+"/console/api/rules", ""); code != http.StatusOK || len(r.console.Runs("a.lua")) != 0 {
+		t.Errorf("the removed rule's runs: %d %v, want none", code, r.console.Runs("a.lua"))
 	}
 }

@@ -84,8 +84,11 @@ const entryHead = ["time", "rule", "key", "op", "version", "caused by", "outcome
 
 async function rules() {
   const doc = await api("/console/api/rules");
+  const group = doc.owned !== undefined;
+  const runsOn = (name) => (doc.owned.includes(name) ? "this host" : doc.standby.includes(name) ? "another host" : "");
   const rows = doc.rules.map((r) => el("tr", {},
     el("td", {}, ruleLink(r.name)),
+    group ? el("td", {}, runsOn(r.name)) : null,
     el("td", { class: r.state === "running" ? "ok" : "bad" }, r.state),
     el("td", {}, r.kind), el("td", { class: "mono muted" }, r.hash),
     el("td", {}, String(r.handled)), el("td", {}, String(r.failed)), el("td", {}, String(r.dropped)),
@@ -96,7 +99,7 @@ async function rules() {
   page("Rules",
     el("p", { class: "muted" }, `${h.notifications} notifications, ${h.loops_damped} damped, ${h.watched_keys} watched keys, ${h.timers} timers`,
       h.owned || h.standby ? `; group: ${h.owned} owned, ${h.standby} on standby` : "", doc.dry_run ? "; dry run: writes never reach the store" : ""),
-    table(["rule", "state", "kind", "version", "handled", "failed", "dropped", "p50", "p99", "last error", "next retry"], rows),
+    table(["rule", group ? "runs on" : null, "state", "kind", "version", "handled", "failed", "dropped", "p50", "p99", "last error", "next retry"].filter((h) => h !== null), rows),
     el("p", { class: "muted" }, "p50 and p99 are of the runs the console keeps per rule."));
 }
 
