@@ -146,7 +146,7 @@ function events(params) {
   const body = el("tbody", { id: "events" });
   const status = el("span", { id: "skipped", class: "muted" });
   let paused = false, held = [], skipped = 0;
-  const pause = el("button", { id: "pause", onclick: () => {
+  const pause = el("button", { id: "pause", type: "button", onclick: () => {
     paused = !paused;
     pause.textContent = paused ? "Resume" : "Pause";
     if (!paused) { held.forEach(add); held = []; }

@@ -186,6 +186,22 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	shoot(t, ctx, "events")
 
+	// Paused, the page holds what comes; resumed, it shows it.
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#pause"))); err != nil {
+		t.Fatal(err)
+	}
+	if label := text(t, ctx, "#pause"); label != "Resume" {
+		t.Fatalf("pause button says %q once clicked, want Resume", label)
+	}
+	userSet(t, user, "door/front", "closed")
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#pause"))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, `#events tr[data-rule="door.lua"]:first-child`)
+	if first := text(t, ctx, "#events tr:first-child"); !strings.Contains(first, "door/front") || strings.Contains(first, "alarm/state") {
+		t.Errorf("newest row after resuming: %q, want door.lua's run on door/front closed (it writes nothing)", first)
+	}
+
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(row)), chromedp.WaitVisible(chromedp.CSS(`#chain .hop[data-rule="alarm.lua"]`))); err != nil {
 		t.Fatalf("why picture: %v", err)
 	}
@@ -209,7 +225,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	waitFor(t, ctx, "h2.ok")
 	ruleText := text(t, ctx, "main")
-	if !strings.Contains(ruleText, "door/front") || !strings.Contains(ruleText, "handled (last 1)") {
+	if !strings.Contains(ruleText, "door/front") || !strings.Contains(ruleText, "handled (last 2)") {
 		t.Errorf("door.lua's page: %q, want its watch and its handled run", ruleText)
 	}
 	shoot(t, ctx, "rule")
