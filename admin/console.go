@@ -57,6 +57,8 @@ type Entry struct {
 	Err      string            `json:"error,omitempty"`
 	Writes   []provenance.Step `json:"writes,omitempty"`
 	Denied   []string          `json:"denied,omitempty"` // "verb key" of the host calls refused
+	// Origin is the outside change that started the run's chain.
+	Origin *provenance.Origin `json:"origin,omitempty"`
 }
 
 // ConsoleConfig bounds a Console; zero fields take the defaults.
@@ -84,6 +86,9 @@ type Console struct {
 	seen    map[pairKey]Entry           // the last entry per (rule, key); rule "" for damped changes
 	seenAge []pairKey                   // FIFO of seen's keys, to bound it
 	subs    map[*stream]struct{}
+	// sink, when set (before the host runs), is handed each run as it
+	// ends, outside the lock: the OTLP export (otlp.go).
+	sink func(e Entry, took time.Duration)
 }
 
 type pairKey struct{ rule, key string }
@@ -156,9 +161,8 @@ func (c *Console) callLocked(rule string) *call {
 // Ran implements host.Tracer.
 func (c *Console) Ran(r host.Run) {
 	e := entryOf(r.Event)
-	e.Kind, e.Rule, e.At, e.TookMS, e.Err = "run", r.Rule, r.At, float64(r.Took.Microseconds())/1000, r.Err
+	e.Kind, e.Rule, e.At, e.TookMS, e.Err, e.Origin = "run", r.Rule, r.At, float64(r.Took.Microseconds())/1000, r.Err, r.Origin
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if cl := c.calls[r.Rule]; cl != nil {
 		e.Writes, e.Denied = cl.writes, cl.denied
 		delete(c.calls, r.Rule)
@@ -174,6 +178,10 @@ func (c *Console) Ran(r host.Run) {
 		e.Outcome = OutcomeHandled
 	}
 	c.addLocked(e)
+	c.mu.Unlock()
+	if c.sink != nil {
+		c.sink(e, r.Took)
+	}
 }
 
 // Skipped implements host.Tracer.

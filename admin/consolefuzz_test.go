@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"net"
 	"net/http/httptest"
 	"net/url"
 	"strings"
@@ -45,6 +46,23 @@ func FuzzSafeNext(f *testing.F) {
 		}
 		if u, err := url.Parse(got); err == nil && (u.Host != "" || u.Scheme != "") {
 			t.Fatalf("safeNext(%q) = %q leaves the server", next, got)
+		}
+	})
+}
+
+// FuzzParseOTLPEndpoint: an accepted endpoint is a host and port, and
+// parsing never panics.
+func FuzzParseOTLPEndpoint(f *testing.F) {
+	for _, s := range []string{"127.0.0.1:4318", "http://[::1]:4318", "https://c:4318/", "http://x", "ftp://x:1", "http://u@x:1", "%zz"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		hp, _, err := ParseOTLPEndpoint(s)
+		if err != nil {
+			return
+		}
+		if host, port, err := net.SplitHostPort(hp); err != nil || host == "" || port == "" {
+			t.Fatalf("%q accepted as %q", s, hp)
 		}
 	})
 }

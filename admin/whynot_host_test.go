@@ -29,10 +29,15 @@ type consoleRig struct {
 	user    *protocol.Client
 }
 
-func newConsoleRig(t *testing.T, rules map[string]string, cfg host.Config) *consoleRig {
+// newConsoleRig loads rules (file name -> Lua source) into a host of cfg
+// whose Tracer is a console, given to each of with first.
+func newConsoleRig(t *testing.T, rules map[string]string, cfg host.Config, with ...func(*admin.Console)) *consoleRig {
 	t.Helper()
 	b := brokertest.Start(t)
 	r := &consoleRig{t: t, console: admin.NewConsole(admin.ConsoleConfig{}), user: connect(t, b.Addr(), nil)}
+	for _, f := range with {
+		f(r.console)
+	}
 	cfg.Store, cfg.Tracer = connect(t, b.Addr(), nil), r.console
 	if cfg.Defaults.Timeout == 0 {
 		cfg.Defaults.Timeout = 30 * time.Second // a loaded machine is slow, not wrong

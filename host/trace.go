@@ -57,6 +57,10 @@ type Run struct {
 	At    time.Time
 	Took  time.Duration
 	Err   string // empty: handled
+	// Origin is the change from outside the rules that started the chain
+	// the event is on (nil: a timer, a lost lock, a write outside a
+	// handler).
+	Origin *provenance.Origin
 }
 
 // traceRan tells the tracer, if any, about a call of r on d that returned
@@ -66,7 +70,7 @@ func (r *rule) traceRan(d mailbox.Delivery, at time.Time, took time.Duration, er
 	if t == nil {
 		return
 	}
-	run := Run{Rule: r.name, Event: provenance.CauseOf(d.Ev, d.Lin), At: at, Took: took}
+	run := Run{Rule: r.name, Event: provenance.CauseOf(d.Ev, d.Lin), At: at, Took: took, Origin: d.Lin.Origin}
 	if err != nil {
 		run.Err = clip(err.Error())
 	}
