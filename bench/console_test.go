@@ -92,13 +92,7 @@ func TestConsolePair(t *testing.T) {
 // console-on-ev/s and their ratios to off (target for on: >= 0.97).
 func BenchmarkRuleThroughputConsole(b *testing.B) {
 	p := newConsolePair(b, 10)
-	p.e.warmUp(p.flows)
-	elapsed := p.e.rotate(b, p.flows, nil)
-	testutil.ReportRates(b, elapsed, func(i int) string { return p.flows[i].name }, "-ev/s", "-x-base")
-	for _, f := range p.flows {
-		p.e.checkCopied(f)
-	}
-	p.e.checkClean()
+	p.e.compare(b, p.flows)
 	if n, _ := p.console.Streams(); n != 10 {
 		b.Errorf("%d streams open at the end, want 10", n)
 	}

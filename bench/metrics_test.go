@@ -112,6 +112,19 @@ func (e *env) rotate(b *testing.B, flows []flow, between func()) []time.Duration
 	return elapsed
 }
 
+// compare warms up flows, drives them in turn (rotate), reports each one's
+// rate and its ratio to the first, and checks that every rule copied its
+// last value with nothing dropped or failed.
+func (e *env) compare(b *testing.B, flows []flow) {
+	e.warmUp(flows)
+	elapsed := e.rotate(b, flows, nil)
+	testutil.ReportRates(b, elapsed, func(i int) string { return flows[i].name }, "-ev/s", "-x-base")
+	for _, f := range flows {
+		e.checkCopied(f)
+	}
+	e.checkClean()
+}
+
 // handledOf returns a function counting the events the rule at path of h
 // handled.
 func handledOf(h *host.Host, path string) func() uint64 {

@@ -77,11 +77,5 @@ func TestOTLPPair(t *testing.T) {
 // (target >= 0.95).
 func BenchmarkRuleThroughputOTLP(b *testing.B) {
 	p := newOTLPPair(b)
-	p.e.warmUp(p.flows)
-	elapsed := p.e.rotate(b, p.flows, nil)
-	testutil.ReportRates(b, elapsed, func(i int) string { return p.flows[i].name }, "-ev/s", "-x-base")
-	for _, f := range p.flows {
-		p.e.checkCopied(f)
-	}
-	p.e.checkClean()
+	p.e.compare(b, p.flows)
 }
