@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/admin"
-	"github.com/ssrun/ssrun/host"
+	"github.com/ssrun/ssrun/host/provenance"
 	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/protocol/protocoltest"
@@ -26,13 +26,7 @@ import (
 // client.
 func chainAdmin(t *testing.T) (addr string, user *protocol.Client) {
 	t.Helper()
-	dir := t.TempDir()
-	for _, f := range []string{"door.lua", "alarm.lua"} {
-		copyFile(t, filepath.Join("../../examples/chain", f), filepath.Join(dir, f), 0o644)
-	}
-	p, brokerAddr := startDev(t, dir, "--admin", "127.0.0.1:0")
-	addr = waitOutput(t, p.stdout, adminListening)[1]
-	user = protocoltest.Connect(t, protocol.Config{Servers: []string{brokerAddr}, ClientID: "door-sensor"})
+	addr, user = chainDev(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, kv := range [][2]string{{"alarm/armed", "yes"}, {"door/front", "open"}} {
@@ -43,6 +37,22 @@ func chainAdmin(t *testing.T) (addr string, user *protocol.Client) {
 	testutil.WaitFor(t, "the siren's write in the journal", func() bool {
 		return runCLI(t, "", "why", "siren/garden", "--admin", addr).code == 0
 	})
+	return addr, user
+}
+
+// chainDev runs `ssrun dev --admin 127.0.0.1:0` and args on a copy of the
+// examples/chain rules and files (name -> content), and returns the admin
+// endpoint's address and a client of its broker with id door-sensor.
+func chainDev(t *testing.T, files map[string]string, args ...string) (addr string, user *protocol.Client) {
+	t.Helper()
+	dir := t.TempDir()
+	for _, f := range []string{"door.lua", "alarm.lua"} {
+		copyFile(t, filepath.Join("../../examples/chain", f), filepath.Join(dir, f), 0o644)
+	}
+	testutil.WriteFiles(t, dir, files)
+	p, brokerAddr := startDev(t, dir, append([]string{"--admin", "127.0.0.1:0"}, args...)...)
+	addr = waitOutput(t, p.stdout, adminListening)[1]
+	user = protocoltest.Connect(t, protocol.Config{Servers: []string{brokerAddr}, ClientID: "door-sensor"})
 	return addr, user
 }
 
@@ -66,7 +76,7 @@ func TestWhyChain(t *testing.T) {
 	})
 
 	r = runCLI(t, "", "why", "-o", "json", "--admin", addr, "siren/garden")
-	var w host.Write
+	var w provenance.Write
 	if err := json.Unmarshal([]byte(r.stdout), &w); r.code != 0 || err != nil {
 		t.Fatalf("-o json: %v %+v", err, r)
 	}
@@ -168,12 +178,12 @@ func TestAdminURL(t *testing.T) {
 func TestPrintWhy(t *testing.T) {
 	at := time.Date(2026, 11, 23, 15, 4, 5, 0, time.UTC)
 	for _, c := range []struct {
-		w    host.Write
+		w    provenance.Write
 		want string
 	}{
-		{host.Write{Key: "k", Rule: "r.lua", Op: "SET", Value: "abc", ValueSize: 1000, Truncated: true, Version: "v2", At: at,
-			Event: host.Cause{Key: "in", Op: "SET", Version: "v1"}, Origin: &host.Origin{Key: "in", Op: "SET", Version: "v1"},
-			Chain: []host.Step{{Rule: "r.lua", Key: "k", Op: "SET", Version: "v2"}}},
+		{provenance.Write{Key: "k", Rule: "r.lua", Op: "SET", Value: "abc", ValueSize: 1000, Truncated: true, Version: "v2", At: at,
+			Event: provenance.Cause{Key: "in", Op: "SET", Version: "v1"}, Origin: &provenance.Origin{Key: "in", Op: "SET", Version: "v1"},
+			Chain: []provenance.Step{{Rule: "r.lua", Key: "k", Op: "SET", Version: "v2"}}},
 			`k = "abc" (first 3 of 1000 bytes), version v2
   set by r.lua at 2026-11-23T15:04:05Z
   handling SET in, version v1, from outside the rules (the store does not name the writer)
@@ -181,16 +191,16 @@ chain:
   SET in from outside the rules (the store does not name the writer), version v1
   -> r.lua: SET k, version v2
 `},
-		{host.Write{Key: "k", Rule: "r.lua", Op: "DEL", At: at, Event: host.Cause{Key: "door", Op: "TIMER"},
-			Chain: []host.Step{{Rule: "r.lua", Key: "k", Op: "DEL"}}},
+		{provenance.Write{Key: "k", Rule: "r.lua", Op: "DEL", At: at, Event: provenance.Cause{Key: "door", Op: "TIMER"},
+			Chain: []provenance.Step{{Rule: "r.lua", Key: "k", Op: "DEL"}}},
 			`k deleted (DEL) by r.lua at 2026-11-23T15:04:05Z
   handling TIMER door
 chain:
   TIMER door (no outside write)
   -> r.lua: DEL k
 `},
-		{host.Write{Key: "boot", Rule: "r.lua", Op: "SET", Value: "1", ValueSize: 1, Version: "v1", At: at,
-			Chain: []host.Step{{Rule: "r.lua", Key: "boot", Op: "SET", Version: "v1"}}},
+		{provenance.Write{Key: "boot", Rule: "r.lua", Op: "SET", Value: "1", ValueSize: 1, Version: "v1", At: at,
+			Chain: []provenance.Step{{Rule: "r.lua", Key: "boot", Op: "SET", Version: "v1"}}},
 			`boot = "1", version v1
   set by r.lua at 2026-11-23T15:04:05Z
   outside a handler (while the rule loaded, or from a plugin's own goroutine)
