@@ -30,6 +30,8 @@ import (
 //	log_lines: 100     # LogLines, per second
 //	log_bytes: 64KiB   # LogBytes, per second
 //	max_timers: 10000  # MaxTimers
+//	rescan: 10s        # Rescan (0: RescanOff)
+//	max_watched_keys: 10000  # MaxWatchedKeys
 //	read: [...]        # Read, Write, Watch, Lock
 //	canary: {events: 20, duration: 30s, tolerance: 0.01, ignore: [...]}  # Canary
 type RuleConfig struct {
@@ -64,6 +66,16 @@ type RuleConfig struct {
 	// Each costs about 200 bytes in the host and three keys' worth of
 	// store (its record, a share of its index shard).
 	MaxTimers int
+	// Rescan is how often the patterns the rule watches (watch_pattern)
+	// are scanned again for keys created since (DefaultRescan when zero;
+	// RescanOff: only when watched, reloaded and after a reconnection). A
+	// key a rule of the same host writes is found at once either way.
+	Rescan time.Duration
+	// MaxWatchedKeys bounds the keys the rule's patterns cover
+	// (DefaultMaxWatchedKeys when zero): a watch_pattern matching more
+	// fails with LIMIT; keys found later past it are not watched, logged
+	// and counted (PatternStats.OverLimit).
+	MaxWatchedKeys int
 	// Key permissions: glob patterns (doublestar syntax: `*` stays within a
 	// `/` segment, `**` crosses them). A nil list allows every key; an empty
 	// list allows none. A lease writes its key, so lock and unlock need the
@@ -97,8 +109,9 @@ const (
 
 // Validate checks the patterns and numbers and says which is wrong.
 func (c RuleConfig) Validate() error {
-	if c.Timeout < 0 || c.Grace < 0 || c.MemoryBytes < 0 || c.MaxValueBytes < 0 || c.Mailbox < 0 || c.LogLines < 0 || c.LogBytes < 0 || c.MaxTimers < 0 {
-		return fmt.Errorf("timeout, grace, memory, max_value, mailbox, log_lines, log_bytes and max_timers must not be negative")
+	if c.Timeout < 0 || c.Grace < 0 || c.MemoryBytes < 0 || c.MaxValueBytes < 0 || c.Mailbox < 0 || c.LogLines < 0 || c.LogBytes < 0 || c.MaxTimers < 0 ||
+		c.MaxWatchedKeys < 0 || (c.Rescan < 0 && c.Rescan != RescanOff) {
+		return fmt.Errorf("timeout, grace, memory, max_value, mailbox, log_lines, log_bytes, max_timers, rescan and max_watched_keys must not be negative")
 	}
 	if err := c.Canary.validate(); err != nil {
 		return err
@@ -141,6 +154,12 @@ func (c RuleConfig) withDefaults() RuleConfig {
 	if c.MaxTimers == 0 {
 		c.MaxTimers = DefaultMaxTimers
 	}
+	if c.Rescan == 0 {
+		c.Rescan = DefaultRescan
+	}
+	if c.MaxWatchedKeys == 0 {
+		c.MaxWatchedKeys = DefaultMaxWatchedKeys
+	}
 	return c
 }
 
@@ -173,6 +192,12 @@ func (c RuleConfig) merge(o RuleConfig) RuleConfig {
 	}
 	if o.MaxTimers != 0 {
 		c.MaxTimers = o.MaxTimers
+	}
+	if o.Rescan != 0 {
+		c.Rescan = o.Rescan
+	}
+	if o.MaxWatchedKeys != 0 {
+		c.MaxWatchedKeys = o.MaxWatchedKeys
 	}
 	if o.Read != nil {
 		c.Read = o.Read

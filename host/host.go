@@ -258,8 +258,10 @@ func New(opts Config) (*Host, error) {
 		h.runtimes[rt.Kind()] = rt
 	}
 	h.reg = newRegistry(h.client, h.log)
+	h.pats = newPatternHub(&h.services)
 	h.ctx, h.cancel = context.WithCancel(context.Background())
-	h.wg.Add(4)
+	h.wg.Add(5)
+	go func() { defer h.wg.Done(); h.pats.run(h.ctx) }()
 	go h.dispatch()
 	go h.resyncLoop()
 	go func() { defer h.wg.Done(); h.outcomes.retries.run(h.ctx, h.retryLoad) }()
@@ -371,6 +373,7 @@ func (h *Host) resyncOnce(checked *int) {
 			w.enqueue(d)
 		}
 	}
+	h.pats.reconnected() // keys created while offline
 	h.loadTimers()
 }
 
@@ -728,12 +731,14 @@ type Stats struct {
 	// version here failed to load and which this host no longer offers,
 	// another member offering the rule (GroupStatus.Withdrawn).
 	Owned, Standby, Withdrawn int
+	// Patterns are the pattern watches' counters (watch_pattern).
+	Patterns PatternStats
 }
 
 // Stats returns host-wide counters.
 func (h *Host) Stats() Stats {
 	s := Stats{Notifications: h.events.Load(), LoopsDamped: h.damped.Load(), Resyncs: h.resyncs.Load(),
-		LoadRetries: h.loadRetries.Load(), WatchedKeys: h.reg.watchedKeys(), Stuck: h.calls.stuck()}
+		LoadRetries: h.loadRetries.Load(), WatchedKeys: h.reg.watchedKeys(), Stuck: h.calls.stuck(), Patterns: h.pats.stats()}
 	var excused func(path string) bool // in a group, the shared rules another member is to run
 	if h.group != nil {
 		excused = h.group.excuses

@@ -36,9 +36,15 @@ func newMailbox(limit int, q *quiet, rq *ruleQuiet) *mailbox {
 }
 
 // push appends d, or reports false when the mailbox is full.
-func (m *mailbox) push(d delivery) bool {
+func (m *mailbox) push(d delivery) bool { return m.put(d, false) }
+
+// pushAlways appends d even past the bound: for the events of a pattern
+// watch's scans (patternrule.go), which max_watched_keys bounds.
+func (m *mailbox) pushAlways(d delivery) { m.put(d, true) }
+
+func (m *mailbox) put(d delivery, always bool) bool {
 	m.mu.Lock()
-	if len(m.q)-m.head >= m.limit {
+	if !always && len(m.q)-m.head >= m.limit {
 		m.mu.Unlock()
 		return false
 	}

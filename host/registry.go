@@ -142,6 +142,13 @@ func (g *registry) waitDelete(ctx context.Context, key string, wake func()) (fun
 }
 
 func (g *registry) acquire(ctx context.Context, key string, add func(*keyState)) error {
+	_, _, err := g.acquireRead(ctx, key, add)
+	return err
+}
+
+// acquireRead is acquire, which also returns the baseline read of the key
+// when it registered it (read true); a key registered before is not read.
+func (g *registry) acquireRead(ctx context.Context, key string, add func(*keyState)) (res protocol.GetResult, read bool, err error) {
 	defer g.lockKey(key)()
 	g.mu.Lock()
 	ks := g.keys[key]
@@ -153,42 +160,44 @@ func (g *registry) acquire(ctx context.Context, key string, add func(*keyState))
 	add(ks)
 	g.mu.Unlock()
 	if !first {
-		return nil
+		return res, false, nil
 	}
-	err := g.client.KeyNotify(ctx, []byte(key), protocol.CallOptions{})
+	err = g.client.KeyNotify(ctx, []byte(key), protocol.CallOptions{})
 	switch {
 	case err == nil:
 		g.mu.Lock()
 		ks.registered = true
 		g.mu.Unlock()
-		g.baseline(ctx, key, ks)
-		return nil
+		res, read = g.baseline(ctx, key, ks)
+		return res, read, nil
 	case errors.Is(err, protocol.ErrNotConnected):
 		g.log.Debug("store offline; watch registered when it reconnects", "key", key)
-		return nil
+		return res, false, nil
 	default:
 		g.mu.Lock()
 		delete(g.keys, key)
 		g.mu.Unlock()
-		return err
+		return res, false, err
 	}
 }
 
 // baseline reads the key's current version so that a later reconnect can
-// tell whether it changed while offline.
-func (g *registry) baseline(ctx context.Context, key string, ks *keyState) {
+// tell whether it changed while offline, and returns the read (ok false
+// when it failed).
+func (g *registry) baseline(ctx context.Context, key string, ks *keyState) (protocol.GetResult, bool) {
 	g.mu.Lock()
 	gen := ks.gen
 	g.mu.Unlock()
 	res, err := g.client.Get(ctx, []byte(key), protocol.CallOptions{})
 	if err != nil {
-		return // unknown baseline: a reconnect then reports the key if present
+		return res, false // unknown baseline: a reconnect then reports the key if present
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if ks.gen == gen && !ks.known {
 		ks.known, ks.present, ks.version, ks.read = true, res.Found, res.Version, true
 	}
+	return res, true
 }
 
 func (g *registry) release(ctx context.Context, key string, remove func(*keyState)) {

@@ -52,8 +52,9 @@ type rule struct {
 	disabled bool
 	cfg      RuleConfig
 	watches  map[string]abi.WatchOptions
-	own      echoes   // this rule's writes on watched keys, awaiting their echo
-	hash     [32]byte // content of the running version
+	pats     *rulePatterns // its pattern watches (patternrule.go)
+	own      echoes        // this rule's writes on watched keys, awaiting their echo
+	hash     [32]byte      // content of the running version
 	// The last failure, handler or load, for status; reloadErr while the
 	// file's newest version failed to load and the previous one runs.
 	lastErr   string
@@ -113,6 +114,7 @@ func newRule(s *services, path, kind string, cfg RuleConfig) *rule {
 		return w != nil && w.state.Load()&phaseMask == phaseCall
 	}
 	r.timers = newRuleTimers(s, name, r.mailbox)
+	r.pats = newRulePatterns(r)
 	r.ctx, r.cancel = context.WithCancel(s.ctx)
 	if s.group != nil {
 		r.progress = s.group.progressFor(name)
@@ -342,6 +344,9 @@ func (r *rule) call(w *worker, d delivery) bool {
 	if d.ev.Op != abi.OpLockLost && d.ev.Op != abi.OpTimer {
 		opts, ok := r.watches[d.ev.Key]
 		if !ok {
+			opts, ok = r.pats.covers(d.ev.Key)
+		}
+		if !ok {
 			r.mu.Unlock()
 			return true // no longer watched (unwatched or dropped by a reload)
 		}
@@ -485,6 +490,9 @@ func (r *rule) write(verb, key, fence string, ttl time.Duration, value []byte, s
 	if err != nil {
 		version, deleted = "", false
 	}
+	if version != "" && !deleted {
+		r.svc.pats.wrote(r, key) // a pattern's key found at once
+	}
 	if version != "" || deleted {
 		r.wrote(key, version, deleted)
 		r.svc.journal.wrote(r.svc.log, r.svc.clock.Now(), r.name, key, op, value, version, cause, from)
@@ -504,7 +512,11 @@ func (r *rule) handling() Cause {
 func (r *rule) wrote(key, version string, deleted bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if opts, ok := r.watches[key]; ok && !opts.Self {
+	opts, ok := r.watches[key]
+	if !ok {
+		opts, ok = r.pats.covers(key)
+	}
+	if ok && !opts.Self {
 		r.own.wrote(key, version, deleted)
 	}
 }
@@ -542,6 +554,7 @@ func (r *rule) swap(ctx context.Context, next *instance) {
 	r.disabled = false
 	r.hash = next.hash
 	r.mu.Unlock()
+	r.pats.swap(ctx, next)
 	next.live = true
 	next.mu.Unlock()
 	r.timers.goLive(next)
@@ -703,6 +716,7 @@ func (r *rule) release(ctx context.Context) {
 	for _, k := range keys {
 		r.svc.reg.unwatch(ctx, r, k)
 	}
+	r.pats.release(ctx)
 	r.locks.releaseAll(ctx)
 	r.timers.stop()
 	r.logs.close()
@@ -808,14 +822,18 @@ type RuleStatus struct {
 	// for the file to change.
 	NextRetry time.Time
 	Watches   []string
-	Locks     []string
-	Handled   uint64 // events handled successfully
-	Failed    uint64 // handler calls that failed (timeout, memory, crash, error)
-	Dropped   uint64 // events dropped: mailbox full, or rule disabled
-	Echoes    uint64 // events skipped as echoes of the rule's own writes
-	Timers    int    // timers armed (pending or firing)
-	Queued    int    // events waiting in the mailbox now
-	Disabled  bool
+	// Patterns are the patterns the rule watches (watch_pattern), and
+	// PatternKeys how many keys they cover.
+	Patterns    []string
+	PatternKeys int
+	Locks       []string
+	Handled     uint64 // events handled successfully
+	Failed      uint64 // handler calls that failed (timeout, memory, crash, error)
+	Dropped     uint64 // events dropped: mailbox full, or rule disabled
+	Echoes      uint64 // events skipped as echoes of the rule's own writes
+	Timers      int    // timers armed (pending or firing)
+	Queued      int    // events waiting in the mailbox now
+	Disabled    bool
 	// Stuck is set while a handler call runs past its deadline plus the
 	// grace; Abandoned counts the calls the host gave up on (see
 	// RuleConfig.Grace), each also counted in Failed.
@@ -832,6 +850,7 @@ func (r *rule) status() RuleStatus {
 	s.LogLinesSuppressed, s.LogBytesSuppressed = r.logs.suppressed()
 	s.Timers = r.timers.count()
 	s.Queued = r.mailbox.len()
+	s.Patterns, s.PatternKeys = r.pats.status()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s.Disabled = r.disabled

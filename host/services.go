@@ -15,6 +15,7 @@ type services struct {
 	client  Store           // lock requests (a binding gets its own reference)
 	log     *slog.Logger
 	reg     *registry        // watches
+	pats    *patternHub      // pattern watches (patternhub.go)
 	lin     *lineage         // the feedback-loop damper
 	journal *journal         // the last write per key, for Why
 	calls   *tracker         // goroutines running runtime calls

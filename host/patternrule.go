@@ -1,0 +1,521 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/patterns"
+	"github.com/ssrun/ssrun/protocol"
+)
+
+// rulePatterns is a rule's pattern watches: its patterns (live, or staged
+// by a version that is starting, as exact watches are), the keys they
+// cover, registered with the watch registry under the rule's patternSink,
+// and what the rule last saw of each key, so that a scan delivers only
+// what differs from it.
+//
+// Lock order: rule.mu, then rulePatterns.mu (call and wrote ask covers
+// under rule.mu); rulePatterns never takes rule.mu while it holds its own,
+// nor calls the registry, the hub or the store.
+type rulePatterns struct {
+	r    *rule
+	sink *patternSink
+
+	mu       sync.Mutex
+	live     map[string]livePattern
+	staged   map[*instance]map[string]livePattern
+	keys     map[string]struct{} // covered by a live pattern and registered
+	seen     map[string]seenKey  // what the rule was last given of each key
+	over     map[string]bool     // patterns whose keys passed max_watched_keys (logged once)
+	released bool
+}
+
+type livePattern struct {
+	pat  patterns.Pattern
+	opts abi.WatchOptions
+}
+
+// seenKey is what a rule was last given of a key, and n counts the
+// notifications given: a scan's read delivers nothing if one came while
+// it was read (it is newer).
+type seenKey struct {
+	version string
+	present bool
+	n       uint64
+}
+
+// patternSink is a rule's watcher of its pattern keys in the registry. A
+// key the rule also watches exactly reaches it through its own watch.
+type patternSink struct{ rp *rulePatterns }
+
+func newRulePatterns(r *rule) *rulePatterns {
+	rp := &rulePatterns{r: r, live: map[string]livePattern{}, staged: map[*instance]map[string]livePattern{},
+		keys: map[string]struct{}{}, seen: map[string]seenKey{}, over: map[string]bool{}}
+	rp.sink = &patternSink{rp: rp}
+	return rp
+}
+
+func (s *patternSink) watcherName() string { return s.rp.r.path + "\x00patterns" }
+
+func (s *patternSink) enqueue(d delivery) {
+	rp := s.rp
+	exact := rp.r.watchesExactly(d.ev.Key)
+	rp.mu.Lock()
+	if _, ok := rp.keys[d.ev.Key]; !ok {
+		rp.mu.Unlock()
+		return
+	}
+	present := d.ev.Op == abi.OpSet
+	sk := rp.seen[d.ev.Key]
+	if sk.n > 0 && sk.present == present && sk.version == d.ev.Version {
+		rp.mu.Unlock()
+		return // a scan's read gave the rule this very version
+	}
+	rp.seen[d.ev.Key] = seenKey{version: d.ev.Version, present: present, n: sk.n + 1}
+	rp.mu.Unlock()
+	if !exact {
+		rp.r.enqueue(d)
+	}
+}
+
+// watchesExactly reports whether the rule watches key with watch.
+func (r *rule) watchesExactly(key string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.watches[key]
+	return ok
+}
+
+// covers reports whether a live pattern of the rule covers key, with the
+// options it gets (self if a pattern matching it asked for it).
+func (rp *rulePatterns) covers(key string) (abi.WatchOptions, bool) {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	if _, ok := rp.keys[key]; !ok {
+		return abi.WatchOptions{}, false
+	}
+	for _, lp := range rp.live {
+		if lp.opts.Self && lp.pat.Match(key) {
+			return lp.opts, true
+		}
+	}
+	return abi.WatchOptions{}, true
+}
+
+// has reports whether the rule has key through a pattern.
+func (rp *rulePatterns) has(key string) bool {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	_, ok := rp.keys[key]
+	return ok
+}
+
+// watch adds a pattern watch of the version in: staged while it starts
+// (swap applies it), subscribed at once when it is live.
+func (rp *rulePatterns) watch(in *instance, pat patterns.Pattern, opts abi.WatchOptions) error {
+	in.mu.Lock()
+	if !in.live {
+		rp.mu.Lock()
+		for other := range rp.staged { // versions that never went live
+			if other.closed.Load() {
+				delete(rp.staged, other)
+			}
+		}
+		if rp.staged[in] == nil {
+			rp.staged[in] = map[string]livePattern{}
+		}
+		rp.staged[in][pat.Src] = livePattern{pat: pat, opts: opts}
+		rp.mu.Unlock()
+		in.mu.Unlock()
+		return nil
+	}
+	in.mu.Unlock()
+	return rp.add(livePattern{pat: pat, opts: opts})
+}
+
+// add makes lp live and subscribes it (its first scan follows), or
+// updates the options of a live one.
+func (rp *rulePatterns) add(lp livePattern) error {
+	rp.mu.Lock()
+	if rp.released {
+		rp.mu.Unlock()
+		return abi.Errorf(abi.StatusUnavailable, "watch_pattern %q: rule %s was stopped", lp.pat.Src, rp.r.name)
+	}
+	_, had := rp.live[lp.pat.Src]
+	rp.live[lp.pat.Src] = lp
+	rp.mu.Unlock()
+	if !had {
+		rp.r.svc.pats.subscribe(lp.pat, rp, rp.r.config().Rescan)
+	}
+	return nil
+}
+
+// unwatch removes a pattern watch of the version in, staged or live.
+func (rp *rulePatterns) unwatch(ctx context.Context, in *instance, pattern string) error {
+	in.mu.Lock()
+	if !in.live {
+		rp.mu.Lock()
+		_, ok := rp.staged[in][pattern]
+		delete(rp.staged[in], pattern)
+		rp.mu.Unlock()
+		in.mu.Unlock()
+		if !ok {
+			return abi.Errorf(abi.StatusNotFound, "unwatch_pattern %q: not watched", pattern)
+		}
+		return nil
+	}
+	in.mu.Unlock()
+	if !rp.drop(ctx, pattern) {
+		return abi.Errorf(abi.StatusNotFound, "unwatch_pattern %q: not watched", pattern)
+	}
+	return nil
+}
+
+// drop ends the live pattern watch of pattern, releasing the keys no other
+// live pattern covers; false when it was not watched.
+func (rp *rulePatterns) drop(ctx context.Context, pattern string) bool {
+	rp.mu.Lock()
+	lp, ok := rp.live[pattern]
+	if !ok {
+		rp.mu.Unlock()
+		return false
+	}
+	delete(rp.live, pattern)
+	delete(rp.over, pattern)
+	var gone []string
+	for k := range rp.keys {
+		if lp.pat.Match(k) && !rp.coveredLocked(k) {
+			gone = append(gone, k)
+			delete(rp.keys, k)
+			delete(rp.seen, k)
+		}
+	}
+	rp.mu.Unlock()
+	rp.r.svc.pats.unsubscribe(pattern, rp)
+	rp.unregister(ctx, gone)
+	return true
+}
+
+// coveredLocked reports whether a live pattern matches key. rp.mu is held.
+func (rp *rulePatterns) coveredLocked(key string) bool {
+	for _, lp := range rp.live {
+		if lp.pat.Match(key) {
+			return true
+		}
+	}
+	return false
+}
+
+// unregister takes the rule's sink off keys in the registry.
+func (rp *rulePatterns) unregister(ctx context.Context, keys []string) {
+	forEachBounded(keys, func(_ int, k string) { rp.r.svc.reg.unwatch(ctx, rp.sink, k) })
+}
+
+// swap applies the patterns the version next staged as it started: the
+// new ones are subscribed (their first scan follows), those it does not
+// watch dropped, and those both versions watch scanned again for the
+// rule (keys created meanwhile; what the rule saw is not given again).
+// It runs in rule.swap, next.mu held.
+func (rp *rulePatterns) swap(ctx context.Context, next *instance) {
+	rp.mu.Lock()
+	want := rp.staged[next]
+	delete(rp.staged, next)
+	var drop, kept []string
+	for src := range rp.live {
+		if _, ok := want[src]; !ok {
+			drop = append(drop, src)
+		}
+	}
+	var add []livePattern
+	for src, lp := range want {
+		if _, ok := rp.live[src]; ok {
+			rp.live[src] = lp
+			kept = append(kept, src)
+		} else {
+			add = append(add, lp)
+		}
+	}
+	rp.mu.Unlock()
+	slices.Sort(drop)
+	slices.Sort(kept)
+	slices.SortFunc(add, func(a, b livePattern) int { return strings.Compare(a.pat.Src, b.pat.Src) })
+	for _, src := range drop {
+		rp.drop(ctx, src)
+	}
+	for _, lp := range add {
+		_ = rp.add(lp) // fails only once the rule is released
+	}
+	for _, src := range kept {
+		rp.r.svc.pats.rescan(src, rp)
+	}
+}
+
+// release ends every pattern watch of the rule. After it, none is added.
+func (rp *rulePatterns) release(ctx context.Context) {
+	rp.mu.Lock()
+	rp.released = true
+	pats := make([]string, 0, len(rp.live))
+	for p := range rp.live {
+		pats = append(pats, p)
+	}
+	keys := make([]string, 0, len(rp.keys))
+	for k := range rp.keys {
+		keys = append(keys, k)
+	}
+	clear(rp.live)
+	clear(rp.staged)
+	clear(rp.keys)
+	clear(rp.seen)
+	rp.mu.Unlock()
+	for _, p := range pats {
+		rp.r.svc.pats.unsubscribe(p, rp)
+	}
+	rp.unregister(ctx, keys)
+}
+
+// found takes the keys a scan of pattern found (all of them if complete;
+// else the first max_watched_keys): the keys the rule may read and does
+// not have yet are registered and given to it, up to its
+// max_watched_keys; after a complete scan, the keys of the pattern that
+// are gone are given as deleted (if the rule saw them present) and
+// released. first says it is the pattern's first scan for the rule.
+func (rp *rulePatterns) found(ctx context.Context, pattern string, keys []string, complete, first bool) {
+	cfg := rp.r.config()
+	rp.mu.Lock()
+	lp, ok := rp.live[pattern]
+	if !ok || rp.released {
+		rp.mu.Unlock()
+		return
+	}
+	var fresh []string
+	for _, k := range keys {
+		if _, ok := rp.keys[k]; !ok && patternReadable(cfg, k) {
+			fresh = append(fresh, k)
+		}
+	}
+	room := max(cfg.MaxWatchedKeys-len(rp.keys), 0)
+	over := 0
+	if len(fresh) > room {
+		over = len(fresh) - room
+		fresh = fresh[:room]
+	}
+	overLogged := rp.over[pattern]
+	rp.over[pattern] = over > 0 || !complete
+	var gone []string
+	if complete {
+		in := make(map[string]struct{}, len(keys))
+		for _, k := range keys {
+			in[k] = struct{}{}
+		}
+		for k := range rp.keys {
+			if _, ok := in[k]; !ok && lp.pat.Match(k) {
+				gone = append(gone, k)
+			}
+		}
+		slices.Sort(gone)
+	}
+	rp.mu.Unlock()
+	if over > 0 || !complete {
+		rp.r.svc.pats.overLimit.Add(uint64(over))
+		if !overLogged {
+			more := fmt.Sprintf("%d more keys", over)
+			if !complete {
+				more = "more keys than the scan holds"
+			}
+			msg := fmt.Sprintf("watch_pattern %q: %s match than max_watched_keys (%d) allows: not watched", pattern, more, cfg.MaxWatchedKeys)
+			rp.r.svc.log.Error("pattern watch past its rule's max_watched_keys: keys not watched", "rule", rp.r.name, "pattern", pattern,
+				"max_watched_keys", cfg.MaxWatchedKeys, "not_watched", over, "complete", complete)
+			rp.r.noteError(msg)
+		}
+	}
+	rp.register(ctx, fresh, nil, !first)
+	rp.prune(ctx, gone)
+}
+
+// patternReadable reports whether a rule with cfg may get key through a
+// pattern: it may read and watch it, and it is not the host's.
+func patternReadable(cfg RuleConfig, key string) bool {
+	return !hasReservedPrefix(key) && allowed(cfg.Read, key) && allowed(cfg.Watch, key)
+}
+
+// discovered adds key, which writer (a rule of the host) set, if a live
+// pattern of the rule matches it and the rule does not have it yet; the
+// writer itself gets it only if the pattern asked for self.
+func (rp *rulePatterns) discovered(ctx context.Context, key string, writer *rule) {
+	cfg := rp.r.config()
+	rp.mu.Lock()
+	_, have := rp.keys[key]
+	want := !have && !rp.released && rp.coveredLocked(key) && patternReadable(cfg, key)
+	full := len(rp.keys) >= cfg.MaxWatchedKeys
+	rp.mu.Unlock()
+	if !want {
+		return
+	}
+	if full {
+		rp.r.svc.pats.overLimit.Add(1)
+		return
+	}
+	rp.register(ctx, []string{key}, writer, true)
+}
+
+// register registers keys for the rule (up to swapWatchers at once, each
+// a KEYNOTIFY and a read, or a read for a key registered already), then
+// gives the rule, in key order, each one whose state differs from what it
+// last saw (writer: see discovered; late: count them as found late).
+func (rp *rulePatterns) register(ctx context.Context, keys []string, writer *rule, late bool) {
+	if len(keys) == 0 {
+		return
+	}
+	n0 := make([]uint64, len(keys))
+	rp.mu.Lock()
+	if rp.released {
+		rp.mu.Unlock()
+		return
+	}
+	for i, k := range keys {
+		rp.keys[k] = struct{}{}
+		n0[i] = rp.seen[k].n
+	}
+	rp.mu.Unlock()
+	reads := make([]protocol.GetResult, len(keys))
+	errs := make([]error, len(keys))
+	forEachBounded(keys, func(i int, k string) {
+		res, read, err := rp.r.svc.reg.acquireRead(ctx, k, func(ks *keyState) { ks.watchers[rp.sink] = true })
+		if err == nil && !read {
+			res, err = rp.r.svc.client.Get(ctx, []byte(k), protocol.CallOptions{})
+		}
+		reads[i], errs[i] = res, err
+	})
+	var failed []string
+	for i, k := range keys {
+		if errs[i] != nil {
+			failed = append(failed, k)
+			continue
+		}
+		if rp.give(k, reads[i], n0[i], writer) && late {
+			rp.r.svc.pats.late.Add(1)
+		}
+	}
+	if len(failed) > 0 {
+		if ctx.Err() == nil {
+			rp.r.svc.log.Warn("pattern watch: keys not registered; tried again at the next rescan or reconnection", "rule", rp.r.name,
+				"keys", len(failed), "first", failed[0], "err", errs[slices.Index(keys, failed[0])])
+		}
+		rp.mu.Lock()
+		for _, k := range failed {
+			delete(rp.keys, k)
+		}
+		rp.mu.Unlock()
+		rp.unregister(context.WithoutCancel(ctx), failed)
+	}
+}
+
+// give delivers the state res read of key to the rule, as a resync event,
+// unless it is what the rule last saw, a notification came since the
+// read began (n0: it is newer), or the previous owner of a rule shared by
+// a group handled that version. It reports whether it delivered (or, for
+// the writer's own write, would have).
+func (rp *rulePatterns) give(key string, res protocol.GetResult, n0 uint64, writer *rule) bool {
+	version := ""
+	if res.Found {
+		version = res.Version.String()
+	}
+	ev := abi.Event{Key: key, Op: abi.OpDelete, Resync: true}
+	if res.Found {
+		ev.Op, ev.Value, ev.Version = abi.OpSet, res.Value, version
+	}
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	sk := rp.seen[key]
+	if _, ok := rp.keys[key]; !ok || rp.released || sk.n != n0 {
+		return false
+	}
+	if sk.present == res.Found && sk.version == version && (sk.n > 0 || !res.Found) {
+		return false
+	}
+	rp.seen[key] = seenKey{version: version, present: res.Found, n: n0 + 1}
+	if p := rp.r.progress; p != nil && p.handled(key, version) {
+		return false
+	}
+	lin := lineageEntry{origin: &Origin{Key: key, Op: string(ev.Op), Version: version}}
+	if writer != nil {
+		lin = rp.r.svc.lin.lookup(key, version, ev.Op)
+		if writer == rp.r && !rp.selfLocked(key) {
+			return true // the rule's own write: not an event for it
+		}
+	}
+	rp.r.mailbox.pushAlways(delivery{ev: ev, lin: lin})
+	return true
+}
+
+// selfLocked reports whether a live pattern matching key asked for self.
+// rp.mu is held.
+func (rp *rulePatterns) selfLocked(key string) bool {
+	for _, lp := range rp.live {
+		if lp.opts.Self && lp.pat.Match(key) {
+			return true
+		}
+	}
+	return false
+}
+
+// prune releases keys a complete scan did not find: each is given as
+// deleted if the rule saw it present and a read confirms it is gone (a
+// key created after the scan passed it stays).
+func (rp *rulePatterns) prune(ctx context.Context, keys []string) {
+	var gone []string
+	for _, k := range keys {
+		rp.mu.Lock()
+		sk, ok := rp.seen[k]
+		_, have := rp.keys[k]
+		rp.mu.Unlock()
+		if !have {
+			continue
+		}
+		if ok && sk.present {
+			res, err := rp.r.svc.client.Get(ctx, []byte(k), protocol.CallOptions{})
+			if err != nil || res.Found {
+				continue
+			}
+			rp.give(k, res, sk.n, nil)
+		}
+		rp.mu.Lock()
+		delete(rp.keys, k)
+		delete(rp.seen, k)
+		rp.mu.Unlock()
+		gone = append(gone, k)
+	}
+	rp.unregister(ctx, gone)
+}
+
+// status returns the rule's live patterns, sorted, and how many keys they
+// cover.
+func (rp *rulePatterns) status() ([]string, int) {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	ps := make([]string, 0, len(rp.live))
+	for p := range rp.live {
+		ps = append(ps, p)
+	}
+	slices.Sort(ps)
+	return ps, len(rp.keys)
+}
+
+// forEachBounded calls f for each key, up to swapWatchers at once, and
+// returns when all calls have.
+func forEachBounded(keys []string, f func(i int, k string)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, swapWatchers)
+	for i, k := range keys {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			f(i, k)
+		})
+	}
+	wg.Wait()
+}
