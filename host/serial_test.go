@@ -51,11 +51,16 @@ func TestVirtualClock(t *testing.T) {
 }
 
 // serialEnv is a serial host on a store in the same process, all on a
-// virtual clock: e.user writes from outside.
-func newSerialEnv(t *testing.T) (*env, *VirtualClock) {
+// virtual clock: e.user writes from outside. seed, if given, fills the
+// store first.
+func newSerialEnv(t *testing.T, seed ...func(*store.Store)) (*env, *VirtualClock) {
 	t.Helper()
 	clock := NewVirtualClock(time.UnixMilli(t0))
-	srv := inproc.New(store.New(clock.Now, store.Quota{Keys: -1, Bytes: -1}))
+	st := store.New(clock.Now, store.Quota{Keys: -1, Bytes: -1})
+	for _, f := range seed {
+		f(st)
+	}
+	srv := inproc.New(st)
 	dial := func(id string) *protocol.Client {
 		c, err := protocol.NewLocal(context.Background(), protocol.Config{ClientID: id, Now: clock.Now, Logger: slog.New(slog.DiscardHandler)}, srv)
 		if err != nil {

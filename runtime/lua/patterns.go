@@ -1,6 +1,7 @@
 package lua
 
 import (
+	"errors"
 	"math"
 
 	glua "github.com/yuin/gopher-lua"
@@ -9,6 +10,41 @@ import (
 )
 
 // The verbs of key families (ABI revision 3).
+
+// patternLoad is a state's record of the first watch_pattern its rule's
+// load made that the host refused as INVALID or DENIED: a bad pattern, or
+// one outside the rule's permissions, is a mistake in the rule, so the
+// load fails with it, naming the file and line (ssrun check, dev and run
+// refuse the rule), though the call returned nil, message, code as any
+// verb does.
+type patternLoad struct {
+	loading bool // the rule's top-level chunk runs
+	line    int
+	err     error
+}
+
+// refused notes err of a watch_pattern at the rule's current line, if it
+// is the first such refusal of its load.
+func (p *patternLoad) refused(L *glua.LState, err error) {
+	st := abi.StatusOf(err)
+	if !p.loading || p.err != nil || (st != abi.StatusInvalid && st != abi.StatusDenied) {
+		return
+	}
+	p.err = err
+	if dbg, ok := L.GetStack(1); ok {
+		if _, gerr := L.GetInfo("l", dbg, glua.LNil); gerr == nil {
+			p.line = dbg.CurrentLine
+		}
+	}
+}
+
+// refusal is the load's error for the refusal noted, or nil.
+func (p *patternLoad) refusal(file string) error {
+	if p.err == nil {
+		return nil
+	}
+	return &Error{Call: callLoad, File: file, Line: p.line, Msg: p.err.Error(), Err: errors.Join(abi.ErrRaised, p.err)}
+}
 
 // keys(pattern [, limit]) -> {key, ...} (sorted; #keys counts them) | nil, msg, code
 func (m *module) keys(L *glua.LState) int {
@@ -47,6 +83,7 @@ func (m *module) watchPattern(L *glua.LState) int {
 		return fail(L, o.err)
 	}
 	if err := m.h.WatchPattern(m.st.ctx(), pattern, opts); err != nil {
+		m.st.patterns.refused(L, err)
 		return fail(L, err)
 	}
 	L.Push(glua.LTrue)
