@@ -37,13 +37,19 @@ func (b *binding) compilePattern(verb, pattern string, perms ...[]string) (patte
 	if b.in.closed.Load() {
 		return patterns.Pattern{}, abi.Errorf(abi.StatusUnavailable, "%s %q: this version of %s was replaced or stopped", verb, pattern, b.r.name)
 	}
+	return compilePattern(verb, pattern, b.r.name, perms...)
+}
+
+// compilePattern compiles pattern for verb of rule and checks it against
+// perms: INVALID when malformed, DENIED when outside them.
+func compilePattern(verb, pattern, rule string, perms ...[]string) (patterns.Pattern, error) {
 	pat, err := patterns.Compile(pattern)
 	if err != nil {
 		return patterns.Pattern{}, abi.Errorf(abi.StatusInvalid, "%s %.200q: %v", verb, pattern, err)
 	}
 	for _, p := range perms {
 		if err := pat.Check(ReservedPrefix, p); err != nil {
-			return patterns.Pattern{}, abi.Errorf(abi.StatusDenied, "%s %q: %v (rule %s)", verb, pattern, err, b.r.name)
+			return patterns.Pattern{}, abi.Errorf(abi.StatusDenied, "%s %q: %v (rule %s)", verb, pattern, err, rule)
 		}
 	}
 	return pat, nil
