@@ -120,13 +120,19 @@ func onlyFlows(tb testing.TB, names string, all []flow) []flow {
 // handled all n.
 func (e *env) drive(f flow, n, inflight int) time.Duration {
 	e.tb.Helper()
+	return e.driveKeys(f, func(int) string { return f.in }, n, inflight)
+}
+
+// driveKeys is drive whose i-th SET is of key(i).
+func (e *env) driveKeys(f flow, key func(i int) string, n, inflight int) time.Duration {
+	e.tb.Helper()
 	before := f.handled()
 	t0 := time.Now()
 	testutil.InFlight(e.tb, inflight, n, func(_, i int) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if _, err := e.user.Set(ctx, []byte(f.in), []byte(strconv.Itoa(i)), protocol.SetOptions{}); err != nil {
-			return fmt.Errorf("set %s: %w", f.in, err)
+		if _, err := e.user.Set(ctx, []byte(key(i)), []byte(strconv.Itoa(i)), protocol.SetOptions{}); err != nil {
+			return fmt.Errorf("set %s: %w", key(i), err)
 		}
 		return nil
 	})

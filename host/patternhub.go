@@ -45,12 +45,11 @@ type patternSubs struct {
 	rules map[*rulePatterns]time.Duration
 }
 
-// patternJob is a scan of pattern for one rule (to), for every rule that
-// rescans it (to nil), or for all its rules (all: after a reconnection);
-// or, with key set, a key the rule writer wrote.
+// patternJob is a scan of pattern for every rule that rescans it, or for
+// all its rules (all: after a reconnection); or, with key set, a key the
+// rule writer wrote.
 type patternJob struct {
 	pattern string
-	to      *rulePatterns
 	all     bool
 	key     string
 	writer  *rule
@@ -104,7 +103,7 @@ func (h *patternHub) runJobs(ctx context.Context) {
 			h.discover(ctx, j.key, j.writer)
 			continue
 		}
-		h.scanFor(ctx, j.pattern, h.subscribers(j.pattern, j.to, j.all), j.to != nil)
+		h.scanFor(ctx, j.pattern, h.subscribers(j.pattern, j.all), false)
 	}
 }
 
@@ -115,25 +114,18 @@ func (h *patternHub) rescanDue(ctx context.Context) {
 	due := h.sched.Due(h.svc.clock.Now())
 	h.mu.Unlock()
 	for _, p := range due {
-		h.scanFor(ctx, p, h.subscribers(p, nil, false), false)
+		h.scanFor(ctx, p, h.subscribers(p, false), false)
 	}
 	h.rearm()
 }
 
-// subscribers returns the rules a scan of pattern is for: only to, if
-// set and still watching it; else all of them, or (all false) those that
-// rescan.
-func (h *patternHub) subscribers(pattern string, to *rulePatterns, all bool) []*rulePatterns {
+// subscribers returns the rules a scan of pattern is for: all of them,
+// or (all false) those that rescan.
+func (h *patternHub) subscribers(pattern string, all bool) []*rulePatterns {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := h.subs[pattern]
 	if s == nil {
-		return nil
-	}
-	if to != nil {
-		if _, ok := s.rules[to]; ok {
-			return []*rulePatterns{to}
-		}
 		return nil
 	}
 	var out []*rulePatterns
@@ -203,7 +195,7 @@ func (h *patternHub) scan(ctx context.Context, pattern string, bound int, keep f
 }
 
 // subscribe makes rp a watcher of pat, rescanning every every (RescanOff:
-// never), and queues its first scan for rp.
+// never); the caller scans it for rp first (scanOne).
 func (h *patternHub) subscribe(pat patterns.Pattern, rp *rulePatterns, every time.Duration) {
 	h.mu.Lock()
 	s := h.subs[pat.Src]
@@ -215,7 +207,12 @@ func (h *patternHub) subscribe(pat patterns.Pattern, rp *rulePatterns, every tim
 	h.scheduleLocked(pat.Src)
 	h.mu.Unlock()
 	h.rearm()
-	h.queue(patternJob{pattern: pat.Src, to: rp})
+}
+
+// scanOne scans pattern for rp alone, now, in the caller's goroutine:
+// first says it is the pattern's first scan for rp.
+func (h *patternHub) scanOne(ctx context.Context, pattern string, rp *rulePatterns, first bool) {
+	h.scanFor(ctx, pattern, []*rulePatterns{rp}, first)
 }
 
 // unsubscribe ends rp's watch of pattern.
@@ -256,11 +253,6 @@ func (h *patternHub) rearm() {
 		return
 	}
 	h.wake.reset(next.Sub(h.svc.clock.Now()))
-}
-
-// rescan queues a scan of pattern for rp alone (a reload that kept it).
-func (h *patternHub) rescan(pattern string, rp *rulePatterns) {
-	h.queue(patternJob{pattern: pattern, to: rp})
 }
 
 // reconnected queues a scan of every pattern for all its rules: keys

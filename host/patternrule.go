@@ -116,7 +116,7 @@ func (rp *rulePatterns) has(key string) bool {
 
 // watch adds a pattern watch of the version in: staged while it starts
 // (swap applies it), subscribed at once when it is live.
-func (rp *rulePatterns) watch(in *instance, pat patterns.Pattern, opts abi.WatchOptions) error {
+func (rp *rulePatterns) watch(ctx context.Context, in *instance, pat patterns.Pattern, opts abi.WatchOptions) error {
 	in.mu.Lock()
 	if !in.live {
 		rp.mu.Lock()
@@ -134,12 +134,13 @@ func (rp *rulePatterns) watch(in *instance, pat patterns.Pattern, opts abi.Watch
 		return nil
 	}
 	in.mu.Unlock()
-	return rp.add(livePattern{pat: pat, opts: opts})
+	return rp.add(ctx, livePattern{pat: pat, opts: opts})
 }
 
-// add makes lp live and subscribes it (its first scan follows), or
-// updates the options of a live one.
-func (rp *rulePatterns) add(lp livePattern) error {
+// add makes lp live, subscribes it and makes its first scan (registering
+// the keys it finds and queueing their events before it returns, as a
+// watch registers its key), or updates the options of a live one.
+func (rp *rulePatterns) add(ctx context.Context, lp livePattern) error {
 	rp.mu.Lock()
 	if rp.released {
 		rp.mu.Unlock()
@@ -150,6 +151,7 @@ func (rp *rulePatterns) add(lp livePattern) error {
 	rp.mu.Unlock()
 	if !had {
 		rp.r.svc.pats.subscribe(lp.pat, rp, rp.r.config().Rescan)
+		rp.r.svc.pats.scanOne(ctx, lp.pat.Src, rp, true)
 	}
 	return nil
 }
@@ -216,10 +218,10 @@ func (rp *rulePatterns) unregister(ctx context.Context, keys []string) {
 }
 
 // swap applies the patterns the version next staged as it started: the
-// new ones are subscribed (their first scan follows), those it does not
-// watch dropped, and those both versions watch scanned again for the
-// rule (keys created meanwhile; what the rule saw is not given again).
-// It runs in rule.swap, next.mu held.
+// new ones are subscribed and scanned, those it does not watch dropped,
+// and those both versions watch scanned again for the rule (keys created
+// meanwhile; what the rule saw is not given again). It runs in rule.swap,
+// next.mu held; the events it queues wait for the swap to end.
 func (rp *rulePatterns) swap(ctx context.Context, next *instance) {
 	rp.mu.Lock()
 	want := rp.staged[next]
@@ -247,10 +249,10 @@ func (rp *rulePatterns) swap(ctx context.Context, next *instance) {
 		rp.drop(ctx, src)
 	}
 	for _, lp := range add {
-		_ = rp.add(lp) // fails only once the rule is released
+		_ = rp.add(ctx, lp) // fails only once the rule is released
 	}
 	for _, src := range kept {
-		rp.r.svc.pats.rescan(src, rp)
+		rp.r.svc.pats.scanOne(ctx, src, rp, false)
 	}
 }
 

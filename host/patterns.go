@@ -99,7 +99,7 @@ func (b *binding) WatchPattern(ctx context.Context, pattern string, opts abi.Wat
 	case !complete:
 		return abi.Errorf(abi.StatusLimit, "watch_pattern %q: more than max_watched_keys (%d) keys match (rule %s; raise max_watched_keys in ssrun.yaml or narrow the pattern)", pattern, cfg.MaxWatchedKeys, b.r.name)
 	}
-	return b.r.pats.watch(b.in, pat, opts)
+	return b.r.pats.watch(ctx, b.in, pat, opts)
 }
 
 // UnwatchPattern implements abi.Host.
