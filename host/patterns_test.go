@@ -401,3 +401,31 @@ func (j *handled) snapshot() []string {
 	defer j.mu.Unlock()
 	return slices.Clone(j.lines)
 }
+
+// In a dry run a pattern watch delivers as in a real run and the rule's
+// writes are staged, not sent: nothing reaches the store, and a key it
+// writes is no key a pattern finds.
+func TestPatternWatchInDryRun(t *testing.T) {
+	var staged stagedLog
+	e := newEnv(t, func(o *Config) { o.DryRun = staged.add })
+	e.set("t/1", "20")
+	var j handled
+	e.load("r", goRule{
+		init: func(ctx context.Context, h abi.Host) error { return h.WatchPattern(ctx, "t/*", abi.WatchOptions{}) },
+		handle: func(ctx context.Context, h abi.Host, ev abi.Event) error {
+			j.add("%s", showEvent(ev))
+			_, err := h.Set(ctx, "t/copy-"+ev.Key[2:], ev.Value, abi.SetOptions{})
+			return err
+		},
+	})
+	waitFor(t, "the key at load", func() bool { return len(j.snapshot()) == 1 })
+	e.set("t/1", "21")
+	waitFor(t, "its change", func() bool { return len(j.snapshot()) == 2 })
+	wantHandled(t, &j, "dry run", "SET t/1=20 resync", "SET t/1=21")
+	if _, found := e.get("t/copy-1"); found {
+		t.Error("a dry run's write reached the store")
+	}
+	if got := staged.lines(); len(got) != 2 || !strings.Contains(got[0], "t/copy-1") {
+		t.Errorf("staged %q, want the two copies", got)
+	}
+}
