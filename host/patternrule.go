@@ -305,6 +305,9 @@ func (rp *rulePatterns) found(ctx context.Context, pattern string, keys []string
 		over = len(fresh) - room
 		fresh = fresh[:room]
 	}
+	if first && complete {
+		fresh = append(fresh, rp.goneSinceOwner(lp.pat, keys, cfg)...)
+	}
 	overLogged := rp.over[pattern]
 	rp.over[pattern] = over > 0 || !complete
 	var gone []string
@@ -336,6 +339,31 @@ func (rp *rulePatterns) found(ctx context.Context, pattern string, keys []string
 	}
 	rp.register(ctx, fresh, nil, !first)
 	rp.prune(ctx, gone)
+}
+
+// goneSinceOwner returns the keys of pat the group's previous owner of the
+// rule handled present that a complete scan (keys) did not find: deleted
+// while no host ran the rule, to be given as such. rp.mu is held.
+func (rp *rulePatterns) goneSinceOwner(pat patterns.Pattern, keys []string, cfg RuleConfig) []string {
+	p := rp.r.progress
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.fresh {
+		return nil
+	}
+	var out []string
+	for k, v := range p.seen {
+		if _, have := rp.keys[k]; v != "" && !have && pat.Match(k) && patternReadable(cfg, k) {
+			if _, found := slices.BinarySearch(keys, k); !found {
+				out = append(out, k)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // patternReadable reports whether a rule with cfg may get key through a
@@ -436,13 +464,18 @@ func (rp *rulePatterns) give(key string, res protocol.GetResult, n0 uint64, writ
 	if _, ok := rp.keys[key]; !ok || rp.released || sk.n != n0 {
 		return false
 	}
+	if p := rp.r.progress; p != nil && sk.n == 0 {
+		if v, ok := p.last(key); ok { // what the group's previous owner handled
+			sk = seenKey{version: v, present: v != "", n: 1}
+		}
+	}
 	if sk.present == res.Found && sk.version == version && (sk.n > 0 || !res.Found) {
+		if rp.seen[key].n == 0 && sk.n > 0 {
+			rp.seen[key] = seenKey{version: version, present: res.Found, n: n0 + 1}
+		}
 		return false
 	}
 	rp.seen[key] = seenKey{version: version, present: res.Found, n: n0 + 1}
-	if p := rp.r.progress; p != nil && p.handled(key, version) {
-		return false
-	}
 	lin := lineageEntry{origin: &Origin{Key: key, Op: string(ev.Op), Version: version}}
 	if writer != nil {
 		lin = rp.r.svc.lin.lookup(key, version, ev.Op)

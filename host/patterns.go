@@ -110,13 +110,14 @@ func (b *binding) UnwatchPattern(ctx context.Context, pattern string) error {
 	return b.r.pats.unwatch(ctx, b.in, pattern)
 }
 
-// handled reports whether the rule's previous owner in a group handled
-// key at version ("" for deleted); never on the rule's first run.
-func (p *progress) handled(key, version string) bool {
+// last returns the version of key the rule's previous owner in a group
+// handled ("" for deleted); false when it handled none, and on the rule's
+// first run.
+func (p *progress) last(key string) (version string, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	v, ok := p.seen[key]
-	return !p.fresh && ok && v == version
+	return v, ok && !p.fresh
 }
 
 // noteError records msg as the rule's last error.

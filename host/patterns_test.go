@@ -429,3 +429,40 @@ func TestPatternWatchInDryRun(t *testing.T) {
 		t.Errorf("staged %q, want the two copies", got)
 	}
 }
+
+// A rule shared by a group and taken over by another host gets, from its
+// patterns, only what differs from what its previous owner handled: a key
+// changed, a key created and a key deleted while no host ran it, not the
+// key it saw.
+func TestPatternWatchTakenOverInGroup(t *testing.T) {
+	c := newCluster(t, 1, groupTestTTL)
+	var j [2]handled
+	c.custom = map[string]func(int) goRule{"r00": func(i int) goRule { return patternRule(&j[i], "g/*", abi.WatchOptions{}) }}
+	ctx := context.Background()
+	for k, v := range map[string]string{"g/1": "a", "g/2": "b", "g/4": "d"} {
+		if _, err := c.user.Set(ctx, []byte(k), []byte(v), protocol.SetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m0 := c.start()
+	waitFor(t, "host 0 gets the three keys", func() bool { return len(j[0].snapshot()) == 3 })
+	if _, err := c.user.Set(ctx, []byte("g/1"), []byte("a2"), protocol.SetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "host 0 handles the change", func() bool { return len(j[0].snapshot()) == 4 })
+	wantHandled(t, &j[0], "host 0", "SET g/1=a resync", "SET g/2=b resync", "SET g/4=d resync", "SET g/1=a2")
+	if err := m0.host.Close(ctx); err != nil { // hands the rule over, its progress written
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{"g/2": "b2", "g/3": "c"} {
+		if _, err := c.user.Set(ctx, []byte(k), []byte(v), protocol.SetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.user.Del(ctx, []byte("g/4"), protocol.DelOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.start()
+	waitFor(t, "host 1 gets what changed", func() bool { return len(j[1].snapshot()) >= 3 })
+	wantHandled(t, &j[1], "host 1", "SET g/2=b2 resync", "SET g/3=c resync", "DELETE g/4 resync")
+}
