@@ -95,6 +95,25 @@ func roundTrip(tb testing.TB, c *protocol.Client) time.Duration {
 	return time.Since(t0) / 100
 }
 
+// rotate is the timed part of a throughput benchmark: b.N events of each
+// flow, driven in chunks by drive, the flows in turn and their order
+// rotating each round so that all see the same machine load; it reports
+// each flow's events per second (<name>-ev/s) and its ratio to the first
+// flow's (<name>-x-base).
+func rotate(b *testing.B, flows []flow, chunk int, drive func(f flow, n int) time.Duration) {
+	elapsed := make([]time.Duration, len(flows))
+	b.ResetTimer()
+	for round, done := 0, 0; done < b.N; round, done = round+1, done+chunk {
+		n := min(chunk, b.N-done)
+		for k := range flows {
+			i := (round + k) % len(flows)
+			elapsed[i] += drive(flows[i], n)
+		}
+	}
+	b.StopTimer()
+	testutil.ReportRates(b, elapsed, func(i int) string { return flows[i].name }, "-ev/s", "-x-base")
+}
+
 // onlyFlows returns the flows named in names (comma-separated; all when
 // empty): SSRUN_BENCH_FLOWS=plugin-atend keeps a benchmark to the baseline
 // and that subject, to profile one (e.g. perf record -p of the plugin
@@ -223,17 +242,7 @@ func ruleThroughput(b *testing.B, link time.Duration) {
 	if link > 0 {
 		rtt = roundTrip(b, native.c)
 	}
-	elapsed := make([]time.Duration, len(flows))
-	b.ResetTimer()
-	for round, done := 0, 0; done < b.N; round, done = round+1, done+chunk {
-		n := min(chunk, b.N-done)
-		for k := range flows {
-			i := (round + k) % len(flows)
-			elapsed[i] += e.drive(flows[i], n, inflight)
-		}
-	}
-	b.StopTimer()
-	testutil.ReportRates(b, elapsed, func(i int) string { return flows[i].name }, "-ev/s", "-x-base")
+	rotate(b, flows, chunk, func(f flow, n int) time.Duration { return e.drive(f, n, inflight) })
 	if link > 0 {
 		b.ReportMetric(float64(rtt.Microseconds()), "get-us")
 	}

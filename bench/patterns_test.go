@@ -63,17 +63,7 @@ func BenchmarkPatternEvents(b *testing.B) {
 	for _, f := range flows { // warm up
 		drive(f, 200)
 	}
-	elapsed := make([]time.Duration, len(flows))
-	b.ResetTimer()
-	for round, done := 0, 0; done < b.N; round, done = round+1, done+chunk {
-		n := min(chunk, b.N-done)
-		for k := range flows {
-			i := (round + k) % len(flows)
-			elapsed[i] += drive(flows[i], n)
-		}
-	}
-	b.StopTimer()
-	testutil.ReportRates(b, elapsed, func(i int) string { return flows[i].name }, "-ev/s", "-x-base")
+	rotate(b, flows, chunk, drive)
 	e.checkClean()
 }
 
