@@ -82,14 +82,6 @@ func (s *patternSink) enqueue(d delivery) {
 	}
 }
 
-// watchesExactly reports whether the rule watches key with watch.
-func (r *rule) watchesExactly(key string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	_, ok := r.watches[key]
-	return ok
-}
-
 // covers reports whether a live pattern of the rule covers key, with the
 // options it gets (self if a pattern matching it asked for it).
 func (rp *rulePatterns) covers(key string) (abi.WatchOptions, bool) {

@@ -120,13 +120,6 @@ func (p *progress) last(key string) (version string, ok bool) {
 	return v, ok && !p.fresh
 }
 
-// noteError records msg as the rule's last error.
-func (r *rule) noteError(msg string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.noteErrorLocked(msg)
-}
-
 func (h recorded) Keys(ctx context.Context, pattern string, opts abi.KeysOptions) ([]string, error) {
 	keys, err := h.b.Keys(ctx, pattern, opts)
 	h.done(Call{Verb: "keys", Key: pattern, Limit: opts.Limit, Keys: keys}, err)

@@ -877,6 +877,22 @@ func (r *rule) status() RuleStatus {
 	return s
 }
 
+// noteError records msg as the rule's last error.
+func (r *rule) noteError(msg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.noteErrorLocked(msg)
+}
+
+// watchesExactly reports whether the rule watches key with watch (not
+// through a pattern: patternrule.go).
+func (r *rule) watchesExactly(key string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.watches[key]
+	return ok
+}
+
 // noteErrorLocked records msg as the rule's last error; r.mu is held.
 func (r *rule) noteErrorLocked(msg string) { r.lastErr, r.lastErrAt = clip(msg), r.svc.clock.Now() }
 
