@@ -107,6 +107,18 @@ const (
 	DefaultMaxTimers     = 10000
 )
 
+// Pattern watch settings (RuleConfig.Rescan, RuleConfig.MaxWatchedKeys).
+const (
+	// DefaultRescan is how often a pattern is scanned again for keys
+	// created since.
+	DefaultRescan = 10 * time.Second
+	// RescanOff in RuleConfig.Rescan scans a pattern only when it is
+	// watched (and on a reload or reconnection): `rescan: 0` in ssrun.yaml.
+	RescanOff time.Duration = -1
+	// DefaultMaxWatchedKeys bounds the keys a rule's patterns cover.
+	DefaultMaxWatchedKeys = 10_000
+)
+
 // Validate checks the patterns and numbers and says which is wrong.
 func (c RuleConfig) Validate() error {
 	if c.Timeout < 0 || c.Grace < 0 || c.MemoryBytes < 0 || c.MaxValueBytes < 0 || c.Mailbox < 0 || c.LogLines < 0 || c.LogBytes < 0 || c.MaxTimers < 0 ||

@@ -19,6 +19,7 @@
 // field or method declared there); none reaches up. TestFileLayers keeps it
 // so.
 //
+//	patterncheck.go        a pattern watch of a rule ssrun check starts
 //	reload.go check.go liveconfig.go grouphost.go idle.go
 //	                       WatchDir, on Load and Remove; Checker (ssrun check);
 //	                       SetRuleConfig, rule settings applied to loaded rules;
@@ -31,6 +32,8 @@
 //	groupready.go          which failed loads of a group's shared rules
 //	                       make a member not ready
 //	contenthash.go         the SHA-256 of rule files, remembered by content
+//	patterns.go            the verbs of key families: keys, watch_pattern,
+//	                       unwatch_pattern (binding, and recorded)
 //	record.go              a version's abi.Host wrapped to report its calls
 //	                       and replies to the Recorder
 //	binding.go             the abi.Host one version of a rule calls
@@ -49,14 +52,17 @@
 //	                       a group's ownership leases, fencing owned rules'
 //	                       writes; undoing the timer calls of a failed first
 //	                       load
-//	worker.go locks.go echo.go logbudget.go ruletimers.go
+//	worker.go locks.go echo.go logbudget.go ruletimers.go patternrule.go
 //	                       a rule's goroutine and call state; its leases; its
 //	                       own writes awaiting their echo; its log budget;
-//	                       its timers (arm, fire, record, load, drop)
+//	                       its timers (arm, fire, record, load, drop); its
+//	                       pattern watches (their keys, what it saw of them)
 //	grouptimers.go park.go a rule's timer writes, fenced in a group; a
 //	                       handler waiting in a lock wait, idle in a serial
 //	                       host
 //	services.go            what rules use of the host
+//	patternhub.go          the patterns the rules watch: one scan each,
+//	                       rescans on the clock, keys rules write
 //	dryrun.go              a dry run's and a canary's staged writes: made
 //	                       on a layer, reported
 //	layer.go               a copy-on-write layer over the store: the keys

@@ -258,7 +258,7 @@ func New(opts Config) (*Host, error) {
 		h.runtimes[rt.Kind()] = rt
 	}
 	h.reg = newRegistry(h.client, h.log)
-	h.pats = newPatternHub(&h.services)
+	h.pats = newPatternHub(h.client, h.log, opts.Clock, q)
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.wg.Add(5)
 	go func() { defer h.wg.Done(); h.pats.run(h.ctx) }()

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -26,9 +27,11 @@ import (
 // count as activity until the loop has done them (quiet.go), so ssrun
 // test's steps see their results.
 type patternHub struct {
-	svc  *services
-	work signal // jobs were queued
-	wake *wake  // the next rescan is due
+	client Store
+	log    *slog.Logger
+	clock  Clock
+	work   signal // jobs were queued
+	wake   *wake  // the next rescan is due
 
 	mu    sync.Mutex
 	subs  map[string]*patternSubs // by pattern
@@ -42,7 +45,21 @@ type patternHub struct {
 // interval (RescanOff: none).
 type patternSubs struct {
 	pat   patterns.Pattern
-	rules map[*rulePatterns]time.Duration
+	rules map[patternSub]time.Duration
+}
+
+// patternSub is a rule watching patterns (its rulePatterns).
+type patternSub interface {
+	// found takes the keys a scan of pattern found: all of them if
+	// complete, else the first ones, up to the largest maxKeys of the
+	// pattern's rules; first says it is the pattern's first scan for it.
+	found(ctx context.Context, pattern string, keys []string, complete, first bool)
+	// has reports whether the rule has key through a pattern.
+	has(key string) bool
+	// discovered adds key, set by the rule at path writer.
+	discovered(ctx context.Context, key, writer string)
+	maxKeys() int
+	order() string // the rule's place among a pattern's rules
 }
 
 // patternJob is a scan of pattern for every rule that rescans it, or for
@@ -52,7 +69,7 @@ type patternJob struct {
 	pattern string
 	all     bool
 	key     string
-	writer  *rule
+	writer  string // the path of the rule that wrote key
 }
 
 // scanner is a Store that lists keys (SCAN): *protocol.Client.
@@ -60,8 +77,8 @@ type scanner interface {
 	Scan(pattern []byte, opts protocol.ScanOptions) *protocol.Pager
 }
 
-func newPatternHub(s *services) *patternHub {
-	return &patternHub{svc: s, work: newSignal(s.quiet), wake: newWake(s.clock, s.quiet), subs: map[string]*patternSubs{}}
+func newPatternHub(client Store, log *slog.Logger, clock Clock, q *quiet) *patternHub {
+	return &patternHub{client: client, log: log, clock: clock, work: newSignal(q), wake: newWake(clock, q), subs: map[string]*patternSubs{}}
 }
 
 // run is the hub's loop, until ctx ends.
@@ -111,7 +128,7 @@ func (h *patternHub) runJobs(ctx context.Context) {
 // rescan them.
 func (h *patternHub) rescanDue(ctx context.Context) {
 	h.mu.Lock()
-	due := h.sched.Due(h.svc.clock.Now())
+	due := h.sched.Due(h.clock.Now())
 	h.mu.Unlock()
 	for _, p := range due {
 		h.scanFor(ctx, p, h.subscribers(p, false), false)
@@ -121,38 +138,38 @@ func (h *patternHub) rescanDue(ctx context.Context) {
 
 // subscribers returns the rules a scan of pattern is for: all of them,
 // or (all false) those that rescan.
-func (h *patternHub) subscribers(pattern string, all bool) []*rulePatterns {
+func (h *patternHub) subscribers(pattern string, all bool) []patternSub {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := h.subs[pattern]
 	if s == nil {
 		return nil
 	}
-	var out []*rulePatterns
+	var out []patternSub
 	for rp, every := range s.rules {
 		if all || every > 0 {
 			out = append(out, rp)
 		}
 	}
-	slices.SortFunc(out, func(a, b *rulePatterns) int { return strings.Compare(a.r.path, b.r.path) })
+	slices.SortFunc(out, func(a, b patternSub) int { return strings.Compare(a.order(), b.order()) })
 	return out
 }
 
 // scanFor scans pattern once and hands the keys to rules; first says it
 // is the pattern's first scan for them (keys found later count as late).
-func (h *patternHub) scanFor(ctx context.Context, pattern string, rules []*rulePatterns, first bool) {
+func (h *patternHub) scanFor(ctx context.Context, pattern string, rules []patternSub, first bool) {
 	if len(rules) == 0 {
 		return
 	}
 	bound := 0
 	for _, rp := range rules {
-		bound = max(bound, rp.r.config().MaxWatchedKeys)
+		bound = max(bound, rp.maxKeys())
 	}
 	keys, complete, err := h.scan(ctx, pattern, bound, nil)
 	if err != nil {
 		if ctx.Err() == nil && !errors.Is(err, protocol.ErrNotConnected) {
 			h.scanErrors.Add(1)
-			h.svc.log.Warn("pattern scan failed; tried again at the next rescan or reconnection", "pattern", pattern, "err", err)
+			h.log.Warn("pattern scan failed; tried again at the next rescan or reconnection", "pattern", pattern, "err", err)
 		}
 		return
 	}
@@ -167,7 +184,7 @@ func (h *patternHub) scanFor(ctx context.Context, pattern string, rules []*ruleP
 // returned), so it holds at most bound keys and a page whatever the store
 // holds.
 func (h *patternHub) scan(ctx context.Context, pattern string, bound int, keep func(string) bool) (keys []string, complete bool, err error) {
-	sc, ok := h.svc.client.(scanner)
+	sc, ok := h.client.(scanner)
 	if !ok {
 		return nil, false, abi.Errorf(abi.StatusStoreError, "pattern %q: this store client cannot list keys (SCAN)", pattern)
 	}
@@ -196,11 +213,11 @@ func (h *patternHub) scan(ctx context.Context, pattern string, bound int, keep f
 
 // subscribe makes rp a watcher of pat, rescanning every every (RescanOff:
 // never); the caller scans it for rp first (scanOne).
-func (h *patternHub) subscribe(pat patterns.Pattern, rp *rulePatterns, every time.Duration) {
+func (h *patternHub) subscribe(pat patterns.Pattern, rp patternSub, every time.Duration) {
 	h.mu.Lock()
 	s := h.subs[pat.Src]
 	if s == nil {
-		s = &patternSubs{pat: pat, rules: map[*rulePatterns]time.Duration{}}
+		s = &patternSubs{pat: pat, rules: map[patternSub]time.Duration{}}
 		h.subs[pat.Src] = s
 	}
 	s.rules[rp] = every
@@ -211,12 +228,12 @@ func (h *patternHub) subscribe(pat patterns.Pattern, rp *rulePatterns, every tim
 
 // scanOne scans pattern for rp alone, now, in the caller's goroutine:
 // first says it is the pattern's first scan for rp.
-func (h *patternHub) scanOne(ctx context.Context, pattern string, rp *rulePatterns, first bool) {
-	h.scanFor(ctx, pattern, []*rulePatterns{rp}, first)
+func (h *patternHub) scanOne(ctx context.Context, pattern string, rp patternSub, first bool) {
+	h.scanFor(ctx, pattern, []patternSub{rp}, first)
 }
 
 // unsubscribe ends rp's watch of pattern.
-func (h *patternHub) unsubscribe(pattern string, rp *rulePatterns) {
+func (h *patternHub) unsubscribe(pattern string, rp patternSub) {
 	h.mu.Lock()
 	if s := h.subs[pattern]; s != nil {
 		delete(s.rules, rp)
@@ -240,7 +257,7 @@ func (h *patternHub) scheduleLocked(pattern string) {
 			}
 		}
 	}
-	h.sched.Set(pattern, every, h.svc.clock.Now())
+	h.sched.Set(pattern, every, h.clock.Now())
 }
 
 // rearm sets the wake-up for the next rescan due.
@@ -252,7 +269,7 @@ func (h *patternHub) rearm() {
 		h.wake.stop()
 		return
 	}
-	h.wake.reset(next.Sub(h.svc.clock.Now()))
+	h.wake.reset(next.Sub(h.clock.Now()))
 }
 
 // reconnected queues a scan of every pattern for all its rules: keys
@@ -273,7 +290,7 @@ func (h *patternHub) reconnected() {
 // wrote is told of every key a rule of the host (writer) set: if a rule
 // watches a pattern it matches and does not have it yet, the key is added
 // at once, without waiting for a rescan.
-func (h *patternHub) wrote(writer *rule, key string) {
+func (h *patternHub) wrote(writer, key string) {
 	h.mu.Lock()
 	missing := false
 	for _, s := range h.subs {
@@ -295,9 +312,9 @@ func (h *patternHub) wrote(writer *rule, key string) {
 
 // discover adds key, written by writer, to every rule watching a pattern
 // it matches that does not have it yet.
-func (h *patternHub) discover(ctx context.Context, key string, writer *rule) {
+func (h *patternHub) discover(ctx context.Context, key, writer string) {
 	h.mu.Lock()
-	var rules []*rulePatterns
+	var rules []patternSub
 	for _, s := range h.subs {
 		if !s.pat.Match(key) {
 			continue
@@ -309,7 +326,7 @@ func (h *patternHub) discover(ctx context.Context, key string, writer *rule) {
 		}
 	}
 	h.mu.Unlock()
-	slices.SortFunc(rules, func(a, b *rulePatterns) int { return strings.Compare(a.r.path, b.r.path) })
+	slices.SortFunc(rules, func(a, b patternSub) int { return strings.Compare(a.order(), b.order()) })
 	for _, rp := range rules {
 		rp.discovered(ctx, key, writer)
 	}

@@ -22,12 +22,17 @@ import (
 // under rule.mu); rulePatterns never takes rule.mu while it holds its own,
 // nor calls the registry, the hub or the store.
 type rulePatterns struct {
-	r    *rule
-	sink *patternSink
+	svc      *services
+	path     string // the rule's (its watcherName, and who wrote a key: patternHub.wrote)
+	name     string
+	mailbox  *mailbox
+	progress *progress // the rule's in a group (nil: not shared)
+	owner    patternOwner
+	sink     *patternSink
 
 	mu       sync.Mutex
 	live     map[string]livePattern
-	staged   map[*instance]map[string]livePattern
+	staged   map[patternVersion]map[string]livePattern
 	keys     map[string]struct{} // covered by a live pattern and registered
 	seen     map[string]seenKey  // what the rule was last given of each key
 	over     map[string]bool     // patterns whose keys passed max_watched_keys (logged once)
@@ -48,22 +53,30 @@ type seenKey struct {
 	n       uint64
 }
 
+// patternOwner is what rulePatterns asks of its rule (a *rule).
+type patternOwner interface {
+	config() RuleConfig
+	enqueue(delivery)
+	watchesExactly(key string) bool
+	noteError(msg string)
+}
+
 // patternSink is a rule's watcher of its pattern keys in the registry. A
 // key the rule also watches exactly reaches it through its own watch.
 type patternSink struct{ rp *rulePatterns }
 
-func newRulePatterns(r *rule) *rulePatterns {
-	rp := &rulePatterns{r: r, live: map[string]livePattern{}, staged: map[*instance]map[string]livePattern{},
+func newRulePatterns(svc *services, path, name string, mb *mailbox, p *progress, owner patternOwner) *rulePatterns {
+	rp := &rulePatterns{svc: svc, path: path, name: name, mailbox: mb, progress: p, owner: owner, live: map[string]livePattern{}, staged: map[patternVersion]map[string]livePattern{},
 		keys: map[string]struct{}{}, seen: map[string]seenKey{}, over: map[string]bool{}}
 	rp.sink = &patternSink{rp: rp}
 	return rp
 }
 
-func (s *patternSink) watcherName() string { return s.rp.r.path + "\x00patterns" }
+func (s *patternSink) watcherName() string { return s.rp.path + "\x00patterns" }
 
 func (s *patternSink) enqueue(d delivery) {
 	rp := s.rp
-	exact := rp.r.watchesExactly(d.ev.Key)
+	exact := rp.owner.watchesExactly(d.ev.Key)
 	rp.mu.Lock()
 	if _, ok := rp.keys[d.ev.Key]; !ok {
 		rp.mu.Unlock()
@@ -78,7 +91,7 @@ func (s *patternSink) enqueue(d delivery) {
 	rp.seen[d.ev.Key] = seenKey{version: d.ev.Version, present: present, n: sk.n + 1}
 	rp.mu.Unlock()
 	if !exact {
-		rp.r.enqueue(d)
+		rp.owner.enqueue(d)
 	}
 }
 
@@ -106,27 +119,36 @@ func (rp *rulePatterns) has(key string) bool {
 	return ok
 }
 
-// watch adds a pattern watch of the version in: staged while it starts
-// (swap applies it), subscribed at once when it is live.
-func (rp *rulePatterns) watch(ctx context.Context, in *instance, pat patterns.Pattern, opts abi.WatchOptions) error {
-	in.mu.Lock()
-	if !in.live {
-		rp.mu.Lock()
-		for other := range rp.staged { // versions that never went live
-			if other.closed.Load() {
-				delete(rp.staged, other)
-			}
+// patternVersion is a version of the rule (an *instance), which stages
+// its pattern watches while it starts.
+type patternVersion interface {
+	// replaced reports whether the version was replaced or stopped.
+	replaced() bool
+}
+
+// stage records a pattern watch of the version v while it starts (swap
+// applies it).
+func (rp *rulePatterns) stage(v patternVersion, lp livePattern) {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	for other := range rp.staged { // versions that never went live
+		if other.replaced() {
+			delete(rp.staged, other)
 		}
-		if rp.staged[in] == nil {
-			rp.staged[in] = map[string]livePattern{}
-		}
-		rp.staged[in][pat.Src] = livePattern{pat: pat, opts: opts}
-		rp.mu.Unlock()
-		in.mu.Unlock()
-		return nil
 	}
-	in.mu.Unlock()
-	return rp.add(ctx, livePattern{pat: pat, opts: opts})
+	if rp.staged[v] == nil {
+		rp.staged[v] = map[string]livePattern{}
+	}
+	rp.staged[v][lp.pat.Src] = lp
+}
+
+// unstage removes a staged pattern watch of v; false when there was none.
+func (rp *rulePatterns) unstage(v patternVersion, pattern string) bool {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	_, ok := rp.staged[v][pattern]
+	delete(rp.staged[v], pattern)
+	return ok
 }
 
 // add makes lp live, subscribes it and makes its first scan (registering
@@ -136,35 +158,14 @@ func (rp *rulePatterns) add(ctx context.Context, lp livePattern) error {
 	rp.mu.Lock()
 	if rp.released {
 		rp.mu.Unlock()
-		return abi.Errorf(abi.StatusUnavailable, "watch_pattern %q: rule %s was stopped", lp.pat.Src, rp.r.name)
+		return abi.Errorf(abi.StatusUnavailable, "watch_pattern %q: rule %s was stopped", lp.pat.Src, rp.name)
 	}
 	_, had := rp.live[lp.pat.Src]
 	rp.live[lp.pat.Src] = lp
 	rp.mu.Unlock()
 	if !had {
-		rp.r.svc.pats.subscribe(lp.pat, rp, rp.r.config().Rescan)
-		rp.r.svc.pats.scanOne(ctx, lp.pat.Src, rp, true)
-	}
-	return nil
-}
-
-// unwatch removes a pattern watch of the version in, staged or live.
-func (rp *rulePatterns) unwatch(ctx context.Context, in *instance, pattern string) error {
-	in.mu.Lock()
-	if !in.live {
-		rp.mu.Lock()
-		_, ok := rp.staged[in][pattern]
-		delete(rp.staged[in], pattern)
-		rp.mu.Unlock()
-		in.mu.Unlock()
-		if !ok {
-			return abi.Errorf(abi.StatusNotFound, "unwatch_pattern %q: not watched", pattern)
-		}
-		return nil
-	}
-	in.mu.Unlock()
-	if !rp.drop(ctx, pattern) {
-		return abi.Errorf(abi.StatusNotFound, "unwatch_pattern %q: not watched", pattern)
+		rp.svc.pats.subscribe(lp.pat, rp, rp.owner.config().Rescan)
+		rp.svc.pats.scanOne(ctx, lp.pat.Src, rp, true)
 	}
 	return nil
 }
@@ -189,7 +190,7 @@ func (rp *rulePatterns) drop(ctx context.Context, pattern string) bool {
 		}
 	}
 	rp.mu.Unlock()
-	rp.r.svc.pats.unsubscribe(pattern, rp)
+	rp.svc.pats.unsubscribe(pattern, rp)
 	rp.unregister(ctx, gone)
 	return true
 }
@@ -206,7 +207,7 @@ func (rp *rulePatterns) coveredLocked(key string) bool {
 
 // unregister takes the rule's sink off keys in the registry.
 func (rp *rulePatterns) unregister(ctx context.Context, keys []string) {
-	forEachBounded(keys, func(_ int, k string) { rp.r.svc.reg.unwatch(ctx, rp.sink, k) })
+	forEachBounded(keys, func(_ int, k string) { rp.svc.reg.unwatch(ctx, rp.sink, k) })
 }
 
 // swap applies the patterns the version next staged as it started: the
@@ -214,7 +215,7 @@ func (rp *rulePatterns) unregister(ctx context.Context, keys []string) {
 // and those both versions watch scanned again for the rule (keys created
 // meanwhile; what the rule saw is not given again). It runs in rule.swap,
 // next.mu held; the events it queues wait for the swap to end.
-func (rp *rulePatterns) swap(ctx context.Context, next *instance) {
+func (rp *rulePatterns) swap(ctx context.Context, next patternVersion) {
 	rp.mu.Lock()
 	want := rp.staged[next]
 	delete(rp.staged, next)
@@ -244,7 +245,7 @@ func (rp *rulePatterns) swap(ctx context.Context, next *instance) {
 		_ = rp.add(ctx, lp) // fails only once the rule is released
 	}
 	for _, src := range kept {
-		rp.r.svc.pats.scanOne(ctx, src, rp, false)
+		rp.svc.pats.scanOne(ctx, src, rp, false)
 	}
 }
 
@@ -266,7 +267,7 @@ func (rp *rulePatterns) release(ctx context.Context) {
 	clear(rp.seen)
 	rp.mu.Unlock()
 	for _, p := range pats {
-		rp.r.svc.pats.unsubscribe(p, rp)
+		rp.svc.pats.unsubscribe(p, rp)
 	}
 	rp.unregister(ctx, keys)
 }
@@ -278,7 +279,7 @@ func (rp *rulePatterns) release(ctx context.Context) {
 // are gone are given as deleted (if the rule saw them present) and
 // released. first says it is the pattern's first scan for the rule.
 func (rp *rulePatterns) found(ctx context.Context, pattern string, keys []string, complete, first bool) {
-	cfg := rp.r.config()
+	cfg := rp.owner.config()
 	rp.mu.Lock()
 	lp, ok := rp.live[pattern]
 	if !ok || rp.released {
@@ -317,19 +318,19 @@ func (rp *rulePatterns) found(ctx context.Context, pattern string, keys []string
 	}
 	rp.mu.Unlock()
 	if over > 0 || !complete {
-		rp.r.svc.pats.overLimit.Add(uint64(over))
+		rp.svc.pats.overLimit.Add(uint64(over))
 		if !overLogged {
 			more := fmt.Sprintf("%d more keys", over)
 			if !complete {
 				more = "more keys than the scan holds"
 			}
 			msg := fmt.Sprintf("watch_pattern %q: %s match than max_watched_keys (%d) allows: not watched", pattern, more, cfg.MaxWatchedKeys)
-			rp.r.svc.log.Error("pattern watch past its rule's max_watched_keys: keys not watched", "rule", rp.r.name, "pattern", pattern,
+			rp.svc.log.Error("pattern watch past its rule's max_watched_keys: keys not watched", "rule", rp.name, "pattern", pattern,
 				"max_watched_keys", cfg.MaxWatchedKeys, "not_watched", over, "complete", complete)
-			rp.r.noteError(msg)
+			rp.owner.noteError(msg)
 		}
 	}
-	rp.register(ctx, fresh, nil, !first)
+	rp.register(ctx, fresh, "", !first)
 	rp.prune(ctx, gone)
 }
 
@@ -337,7 +338,7 @@ func (rp *rulePatterns) found(ctx context.Context, pattern string, keys []string
 // rule handled present that a complete scan (keys) did not find: deleted
 // while no host ran the rule, to be given as such. rp.mu is held.
 func (rp *rulePatterns) goneSinceOwner(pat patterns.Pattern, keys []string, cfg RuleConfig) []string {
-	p := rp.r.progress
+	p := rp.progress
 	if p == nil {
 		return nil
 	}
@@ -367,8 +368,8 @@ func patternReadable(cfg RuleConfig, key string) bool {
 // discovered adds key, which writer (a rule of the host) set, if a live
 // pattern of the rule matches it and the rule does not have it yet; the
 // writer itself gets it only if the pattern asked for self.
-func (rp *rulePatterns) discovered(ctx context.Context, key string, writer *rule) {
-	cfg := rp.r.config()
+func (rp *rulePatterns) discovered(ctx context.Context, key, writer string) {
+	cfg := rp.owner.config()
 	rp.mu.Lock()
 	_, have := rp.keys[key]
 	want := !have && !rp.released && rp.coveredLocked(key) && patternReadable(cfg, key)
@@ -378,17 +379,17 @@ func (rp *rulePatterns) discovered(ctx context.Context, key string, writer *rule
 		return
 	}
 	if full {
-		rp.r.svc.pats.overLimit.Add(1)
+		rp.svc.pats.overLimit.Add(1)
 		return
 	}
 	rp.register(ctx, []string{key}, writer, true)
 }
 
-// register registers keys for the rule (up to swapWatchers at once, each
+// register registers keys for the rule (up to registerAtOnce at once, each
 // a KEYNOTIFY and a read, or a read for a key registered already), then
 // gives the rule, in key order, each one whose state differs from what it
 // last saw (writer: see discovered; late: count them as found late).
-func (rp *rulePatterns) register(ctx context.Context, keys []string, writer *rule, late bool) {
+func (rp *rulePatterns) register(ctx context.Context, keys []string, writer string, late bool) {
 	if len(keys) == 0 {
 		return
 	}
@@ -406,9 +407,9 @@ func (rp *rulePatterns) register(ctx context.Context, keys []string, writer *rul
 	reads := make([]protocol.GetResult, len(keys))
 	errs := make([]error, len(keys))
 	forEachBounded(keys, func(i int, k string) {
-		res, read, err := rp.r.svc.reg.acquireRead(ctx, k, func(ks *keyState) { ks.watchers[rp.sink] = true })
+		res, read, err := rp.svc.reg.acquireRead(ctx, k, func(ks *keyState) { ks.watchers[rp.sink] = true })
 		if err == nil && !read {
-			res, err = rp.r.svc.client.Get(ctx, []byte(k), protocol.CallOptions{})
+			res, err = rp.svc.client.Get(ctx, []byte(k), protocol.CallOptions{})
 		}
 		reads[i], errs[i] = res, err
 	})
@@ -419,12 +420,12 @@ func (rp *rulePatterns) register(ctx context.Context, keys []string, writer *rul
 			continue
 		}
 		if rp.give(k, reads[i], n0[i], writer) && late {
-			rp.r.svc.pats.late.Add(1)
+			rp.svc.pats.late.Add(1)
 		}
 	}
 	if len(failed) > 0 {
 		if ctx.Err() == nil {
-			rp.r.svc.log.Warn("pattern watch: keys not registered; tried again at the next rescan or reconnection", "rule", rp.r.name,
+			rp.svc.log.Warn("pattern watch: keys not registered; tried again at the next rescan or reconnection", "rule", rp.name,
 				"keys", len(failed), "first", failed[0], "err", errs[slices.Index(keys, failed[0])])
 		}
 		rp.mu.Lock()
@@ -441,7 +442,7 @@ func (rp *rulePatterns) register(ctx context.Context, keys []string, writer *rul
 // read began (n0: it is newer), or the previous owner of a rule shared by
 // a group handled that version. It reports whether it delivered (or, for
 // the writer's own write, would have).
-func (rp *rulePatterns) give(key string, res protocol.GetResult, n0 uint64, writer *rule) bool {
+func (rp *rulePatterns) give(key string, res protocol.GetResult, n0 uint64, writer string) bool {
 	version := ""
 	if res.Found {
 		version = res.Version.String()
@@ -456,7 +457,7 @@ func (rp *rulePatterns) give(key string, res protocol.GetResult, n0 uint64, writ
 	if _, ok := rp.keys[key]; !ok || rp.released || sk.n != n0 {
 		return false
 	}
-	if p := rp.r.progress; p != nil && sk.n == 0 {
+	if p := rp.progress; p != nil && sk.n == 0 {
 		if v, ok := p.last(key); ok { // what the group's previous owner handled
 			sk = seenKey{version: v, present: v != "", n: 1}
 		}
@@ -469,13 +470,13 @@ func (rp *rulePatterns) give(key string, res protocol.GetResult, n0 uint64, writ
 	}
 	rp.seen[key] = seenKey{version: version, present: res.Found, n: n0 + 1}
 	lin := lineageEntry{origin: &Origin{Key: key, Op: string(ev.Op), Version: version}}
-	if writer != nil {
-		lin = rp.r.svc.lin.lookup(key, version, ev.Op)
-		if writer == rp.r && !rp.selfLocked(key) {
+	if writer != "" {
+		lin = rp.svc.lin.lookup(key, version, ev.Op)
+		if writer == rp.path && !rp.selfLocked(key) {
 			return true // the rule's own write: not an event for it
 		}
 	}
-	rp.r.mailbox.pushAlways(delivery{ev: ev, lin: lin})
+	rp.mailbox.pushAlways(delivery{ev: ev, lin: lin})
 	return true
 }
 
@@ -504,11 +505,11 @@ func (rp *rulePatterns) prune(ctx context.Context, keys []string) {
 			continue
 		}
 		if ok && sk.present {
-			res, err := rp.r.svc.client.Get(ctx, []byte(k), protocol.CallOptions{})
+			res, err := rp.svc.client.Get(ctx, []byte(k), protocol.CallOptions{})
 			if err != nil || res.Found {
 				continue
 			}
-			rp.give(k, res, sk.n, nil)
+			rp.give(k, res, sk.n, "")
 		}
 		rp.mu.Lock()
 		delete(rp.keys, k)
@@ -517,6 +518,41 @@ func (rp *rulePatterns) prune(ctx context.Context, keys []string) {
 		gone = append(gone, k)
 	}
 	rp.unregister(ctx, gone)
+}
+
+// maxKeys is the rule's max_watched_keys (patternSub).
+func (rp *rulePatterns) maxKeys() int { return rp.owner.config().MaxWatchedKeys }
+
+// order is where the rule comes among a pattern's rules (patternSub).
+func (rp *rulePatterns) order() string { return rp.path }
+
+// compilePattern compiles pattern for verb of rule and checks it against
+// perms (each a list as in RuleConfig.Read): INVALID when malformed,
+// DENIED when outside them.
+func compilePattern(verb, pattern, rule string, perms ...[]string) (patterns.Pattern, error) {
+	pat, err := patterns.Compile(pattern)
+	if err != nil {
+		return patterns.Pattern{}, abi.Errorf(abi.StatusInvalid, "%s %.200q: %v", verb, pattern, err)
+	}
+	for _, p := range perms {
+		if err := pat.Check(ReservedPrefix, p); err != nil {
+			return patterns.Pattern{}, abi.Errorf(abi.StatusDenied, "%s %q: %v (rule %s)", verb, pattern, err, rule)
+		}
+	}
+	return pat, nil
+}
+
+// hasReservedPrefix reports whether key is the host's own.
+func hasReservedPrefix(key string) bool { return strings.HasPrefix(key, ReservedPrefix) }
+
+// last returns the version of key the rule's previous owner in a group
+// handled ("" for deleted); false when it handled none, and on the rule's
+// first run.
+func (p *progress) last(key string) (version string, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	v, ok := p.seen[key]
+	return v, ok && !p.fresh
 }
 
 // status returns the rule's live patterns, sorted, and how many keys they
@@ -532,11 +568,15 @@ func (rp *rulePatterns) status() ([]string, int) {
 	return ps, len(rp.keys)
 }
 
-// forEachBounded calls f for each key, up to swapWatchers at once, and
+// registerAtOnce bounds the keys of a scan registered at once (as
+// rule.go's swapWatchers bounds a swap's).
+const registerAtOnce = 16
+
+// forEachBounded calls f for each key, up to registerAtOnce at once, and
 // returns when all calls have.
 func forEachBounded(keys []string, f func(i int, k string)) {
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, swapWatchers)
+	sem := make(chan struct{}, registerAtOnce)
 	for i, k := range keys {
 		sem <- struct{}{}
 		wg.Go(func() {

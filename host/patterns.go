@@ -3,8 +3,6 @@ package host
 import (
 	"context"
 	"errors"
-	"strings"
-	"time"
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host/internal/patterns"
@@ -16,21 +14,6 @@ import (
 // (patternhub.go), a rule's patterns and keys its rulePatterns'
 // (patternrule.go).
 
-// Pattern watch settings (RuleConfig.Rescan, RuleConfig.MaxWatchedKeys).
-const (
-	// DefaultRescan is how often a pattern is scanned again for keys
-	// created since.
-	DefaultRescan = 10 * time.Second
-	// RescanOff in RuleConfig.Rescan scans a pattern only when it is
-	// watched (and on a reload or reconnection): `rescan: 0` in ssrun.yaml.
-	RescanOff time.Duration = -1
-	// DefaultMaxWatchedKeys bounds the keys a rule's patterns cover.
-	DefaultMaxWatchedKeys = 10_000
-)
-
-// hasReservedPrefix reports whether key is the host's own.
-func hasReservedPrefix(key string) bool { return strings.HasPrefix(key, ReservedPrefix) }
-
 // compilePattern compiles pattern for verb and checks it against the
 // rule's permissions perms (each a list as in RuleConfig.Read).
 func (b *binding) compilePattern(verb, pattern string, perms ...[]string) (patterns.Pattern, error) {
@@ -38,21 +21,6 @@ func (b *binding) compilePattern(verb, pattern string, perms ...[]string) (patte
 		return patterns.Pattern{}, abi.Errorf(abi.StatusUnavailable, "%s %q: this version of %s was replaced or stopped", verb, pattern, b.r.name)
 	}
 	return compilePattern(verb, pattern, b.r.name, perms...)
-}
-
-// compilePattern compiles pattern for verb of rule and checks it against
-// perms: INVALID when malformed, DENIED when outside them.
-func compilePattern(verb, pattern, rule string, perms ...[]string) (patterns.Pattern, error) {
-	pat, err := patterns.Compile(pattern)
-	if err != nil {
-		return patterns.Pattern{}, abi.Errorf(abi.StatusInvalid, "%s %.200q: %v", verb, pattern, err)
-	}
-	for _, p := range perms {
-		if err := pat.Check(ReservedPrefix, p); err != nil {
-			return patterns.Pattern{}, abi.Errorf(abi.StatusDenied, "%s %q: %v (rule %s)", verb, pattern, err, rule)
-		}
-	}
-	return pat, nil
 }
 
 // Keys implements abi.Host: the store's keys matching pattern that the
@@ -99,7 +67,16 @@ func (b *binding) WatchPattern(ctx context.Context, pattern string, opts abi.Wat
 	case !complete:
 		return abi.Errorf(abi.StatusLimit, "watch_pattern %q: more than max_watched_keys (%d) keys match (rule %s; raise max_watched_keys in ssrun.yaml or narrow the pattern)", pattern, cfg.MaxWatchedKeys, b.r.name)
 	}
-	return b.r.pats.watch(ctx, b.in, pat, opts)
+	lp := livePattern{pat: pat, opts: opts}
+	in := b.in
+	in.mu.Lock()
+	if !in.live { // swap applies it, as a watch
+		b.r.pats.stage(in, lp)
+		in.mu.Unlock()
+		return nil
+	}
+	in.mu.Unlock()
+	return b.r.pats.add(ctx, lp)
 }
 
 // UnwatchPattern implements abi.Host.
@@ -107,18 +84,25 @@ func (b *binding) UnwatchPattern(ctx context.Context, pattern string) error {
 	if b.in.closed.Load() {
 		return abi.Errorf(abi.StatusUnavailable, "unwatch_pattern %q: this version of %s was replaced or stopped", pattern, b.r.name)
 	}
-	return b.r.pats.unwatch(ctx, b.in, pattern)
+	in := b.in
+	in.mu.Lock()
+	if !in.live {
+		ok := b.r.pats.unstage(in, pattern)
+		in.mu.Unlock()
+		if !ok {
+			return abi.Errorf(abi.StatusNotFound, "unwatch_pattern %q: not watched", pattern)
+		}
+		return nil
+	}
+	in.mu.Unlock()
+	if !b.r.pats.drop(ctx, pattern) {
+		return abi.Errorf(abi.StatusNotFound, "unwatch_pattern %q: not watched", pattern)
+	}
+	return nil
 }
 
-// last returns the version of key the rule's previous owner in a group
-// handled ("" for deleted); false when it handled none, and on the rule's
-// first run.
-func (p *progress) last(key string) (version string, ok bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	v, ok := p.seen[key]
-	return v, ok && !p.fresh
-}
+// replaced implements patternVersion.
+func (in *instance) replaced() bool { return in.closed.Load() }
 
 func (h recorded) Keys(ctx context.Context, pattern string, opts abi.KeysOptions) ([]string, error) {
 	keys, err := h.b.Keys(ctx, pattern, opts)

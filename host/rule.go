@@ -114,11 +114,11 @@ func newRule(s *services, path, kind string, cfg RuleConfig) *rule {
 		return w != nil && w.state.Load()&phaseMask == phaseCall
 	}
 	r.timers = newRuleTimers(s, name, r.mailbox)
-	r.pats = newRulePatterns(r)
 	r.ctx, r.cancel = context.WithCancel(s.ctx)
 	if s.group != nil {
 		r.progress = s.group.progressFor(name)
 	}
+	r.pats = newRulePatterns(s, path, name, r.mailbox, r.progress, r)
 	return r
 }
 
@@ -491,7 +491,7 @@ func (r *rule) write(verb, key, fence string, ttl time.Duration, value []byte, s
 		version, deleted = "", false
 	}
 	if version != "" && !deleted {
-		r.svc.pats.wrote(r, key) // a pattern's key found at once
+		r.svc.pats.wrote(r.path, key) // a pattern's key found at once
 	}
 	if version != "" || deleted {
 		r.wrote(key, version, deleted)
