@@ -387,8 +387,9 @@ func (rp *rulePatterns) discovered(ctx context.Context, key, writer string) {
 
 // register registers keys for the rule (up to registerAtOnce at once, each
 // a KEYNOTIFY and a read, or a read for a key registered already), then
-// gives the rule, in key order, each one whose state differs from what it
-// last saw (writer: see discovered; late: count them as found late).
+// gives the rule, in the order of keys, each one whose state differs from
+// what it last saw (writer: see discovered; late: count them as found
+// late).
 func (rp *rulePatterns) register(ctx context.Context, keys []string, writer string, late bool) {
 	if len(keys) == 0 {
 		return
@@ -413,6 +414,18 @@ func (rp *rulePatterns) register(ctx context.Context, keys []string, writer stri
 		}
 		reads[i], errs[i] = res, err
 	})
+	// The rule stopped, or its pattern was unwatched, meanwhile: what
+	// release or drop did not see registered yet is let go here.
+	var stale []string
+	rp.mu.Lock()
+	for _, k := range keys {
+		if rp.released || !rp.coveredLocked(k) {
+			delete(rp.keys, k)
+			stale = append(stale, k)
+		}
+	}
+	rp.mu.Unlock()
+	rp.unregister(context.WithoutCancel(ctx), stale)
 	var failed []string
 	for i, k := range keys {
 		if errs[i] != nil {
