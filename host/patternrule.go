@@ -272,6 +272,29 @@ func (rp *rulePatterns) release(ctx context.Context) {
 	rp.unregister(ctx, keys)
 }
 
+// reconfigure applies new settings of the rule: its patterns rescan at
+// its new rescan, and the keys it may no longer read or watch are let go.
+func (rp *rulePatterns) reconfigure(ctx context.Context, cfg RuleConfig) {
+	rp.mu.Lock()
+	pats := make([]patterns.Pattern, 0, len(rp.live))
+	for _, lp := range rp.live {
+		pats = append(pats, lp.pat)
+	}
+	var gone []string
+	for k := range rp.keys {
+		if !patternReadable(cfg, k) {
+			gone = append(gone, k)
+			delete(rp.keys, k)
+			delete(rp.seen, k)
+		}
+	}
+	rp.mu.Unlock()
+	for _, p := range pats {
+		rp.svc.pats.subscribe(p, rp, cfg.Rescan)
+	}
+	rp.unregister(ctx, gone)
+}
+
 // found takes the keys a scan of pattern found (all of them if complete;
 // else the first max_watched_keys): the keys the rule may read and does
 // not have yet are registered and given to it, up to its

@@ -466,3 +466,27 @@ func TestPatternWatchTakenOverInGroup(t *testing.T) {
 	waitFor(t, "host 1 gets what changed", func() bool { return len(j[1].snapshot()) >= 3 })
 	wantHandled(t, &j[1], "host 1", "SET g/2=b2 resync", "SET g/3=c resync", "DELETE g/4 resync")
 }
+
+// New rule settings apply to a rule's pattern watches while it runs: its
+// rescan, and the keys its new permissions no longer allow are let go.
+func TestPatternWatchFollowsRuleSettings(t *testing.T) {
+	e, clock := newSerialEnv(t)
+	e.set("a/1", "v")
+	e.set("a/2", "v")
+	var j handled
+	e.load("r", patternRule(&j, "a/*", abi.WatchOptions{}))
+	e.idle()
+	wantHandled(t, &j, "at load", "SET a/1=v resync", "SET a/2=v resync")
+	if err := e.host.SetRuleConfig(e.ctx(), RuleConfig{Rescan: time.Second}, map[string]RuleConfig{"r.gorule": {Read: []string{"a/1", "a/3"}}}); err != nil {
+		t.Fatal(err)
+	}
+	e.set("a/2", "w") // no longer readable: not delivered
+	e.set("a/3", "v")
+	e.idle()
+	wantHandled(t, &j, "after the new settings")
+	advance(e, clock, time.Second) // the new rescan, not the default 10 s
+	wantHandled(t, &j, "at the new rescan", "SET a/3=v resync")
+	if s := e.status("r"); s.PatternKeys != 2 {
+		t.Errorf("%d pattern keys, want 2 (a/1, a/3)", s.PatternKeys)
+	}
+}

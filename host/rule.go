@@ -148,6 +148,7 @@ func (r *rule) reconfigure(cfg RuleConfig) {
 	r.mu.Unlock()
 	r.logs.setLimits(cfg)
 	r.mailbox.setLimit(cfg.Mailbox)
+	r.pats.reconfigure(r.svc.ctx, cfg)
 }
 
 // watchesOutside returns the keys r watches that patterns do not allow,
