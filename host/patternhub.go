@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/clock"
 	"github.com/ssrun/ssrun/host/internal/patterns"
+	"github.com/ssrun/ssrun/host/internal/serial"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -29,9 +31,9 @@ import (
 type patternHub struct {
 	client Store
 	log    *slog.Logger
-	clock  Clock
-	work   signal // jobs were queued
-	wake   *wake  // the next rescan is due
+	clock  clock.Clock
+	work   serial.Signal // jobs were queued
+	wake   *serial.Wake  // the next rescan is due
 
 	mu    sync.Mutex
 	subs  map[string]*patternSubs // by pattern
@@ -77,23 +79,23 @@ type scanner interface {
 	Scan(pattern []byte, opts protocol.ScanOptions) *protocol.Pager
 }
 
-func newPatternHub(client Store, log *slog.Logger, clock Clock, q *quiet) *patternHub {
-	return &patternHub{client: client, log: log, clock: clock, work: newSignal(q), wake: newWake(clock, q), subs: map[string]*patternSubs{}}
+func newPatternHub(client Store, log *slog.Logger, c clock.Clock, q *serial.Quiet) *patternHub {
+	return &patternHub{client: client, log: log, clock: c, work: serial.NewSignal(q), wake: serial.NewWake(c, q), subs: map[string]*patternSubs{}}
 }
 
 // run is the hub's loop, until ctx ends.
 func (h *patternHub) run(ctx context.Context) {
-	defer h.wake.stop()
+	defer h.wake.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-h.work.c:
+		case <-h.work.C:
 			h.runJobs(ctx)
-			h.work.took()
+			h.work.Took()
 		case <-h.wake.C():
 			h.rescanDue(ctx)
-			h.wake.took()
+			h.wake.Took()
 		}
 	}
 }
@@ -103,7 +105,7 @@ func (h *patternHub) queue(j patternJob) {
 	h.mu.Lock()
 	h.jobs = append(h.jobs, j)
 	h.mu.Unlock()
-	h.work.raise()
+	h.work.Raise()
 }
 
 func (h *patternHub) runJobs(ctx context.Context) {
@@ -266,10 +268,10 @@ func (h *patternHub) rearm() {
 	next, ok := h.sched.Next()
 	h.mu.Unlock()
 	if !ok {
-		h.wake.stop()
+		h.wake.Stop()
 		return
 	}
-	h.wake.reset(next.Sub(h.clock.Now()))
+	h.wake.Reset(next.Sub(h.clock.Now()))
 }
 
 // reconnected queues a scan of every pattern for all its rules: keys

@@ -8,7 +8,10 @@ import (
 	"sync"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/mailbox"
+	"github.com/ssrun/ssrun/host/internal/membership"
 	"github.com/ssrun/ssrun/host/internal/patterns"
+	"github.com/ssrun/ssrun/host/provenance"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -25,8 +28,8 @@ type rulePatterns struct {
 	svc      *services
 	path     string // the rule's (its watcherName, and who wrote a key: patternHub.wrote)
 	name     string
-	mailbox  *mailbox
-	progress *progress // the rule's in a group (nil: not shared)
+	mailbox  *mailbox.Box
+	progress *membership.Progress // the rule's in a group (nil: not shared)
 	owner    patternOwner
 	sink     *patternSink
 
@@ -56,7 +59,7 @@ type seenKey struct {
 // patternOwner is what rulePatterns asks of its rule (a *rule).
 type patternOwner interface {
 	config() RuleConfig
-	enqueue(delivery)
+	Enqueue(mailbox.Delivery)
 	watchesExactly(key string) bool
 	noteError(msg string)
 }
@@ -65,33 +68,33 @@ type patternOwner interface {
 // key the rule also watches exactly reaches it through its own watch.
 type patternSink struct{ rp *rulePatterns }
 
-func newRulePatterns(svc *services, path, name string, mb *mailbox, p *progress, owner patternOwner) *rulePatterns {
+func newRulePatterns(svc *services, path, name string, mb *mailbox.Box, p *membership.Progress, owner patternOwner) *rulePatterns {
 	rp := &rulePatterns{svc: svc, path: path, name: name, mailbox: mb, progress: p, owner: owner, live: map[string]livePattern{}, staged: map[patternVersion]map[string]livePattern{},
 		keys: map[string]struct{}{}, seen: map[string]seenKey{}, over: map[string]bool{}}
 	rp.sink = &patternSink{rp: rp}
 	return rp
 }
 
-func (s *patternSink) watcherName() string { return s.rp.path + "\x00patterns" }
+func (s *patternSink) WatcherName() string { return s.rp.path + "\x00patterns" }
 
-func (s *patternSink) enqueue(d delivery) {
+func (s *patternSink) Enqueue(d mailbox.Delivery) {
 	rp := s.rp
-	exact := rp.owner.watchesExactly(d.ev.Key)
+	exact := rp.owner.watchesExactly(d.Ev.Key)
 	rp.mu.Lock()
-	if _, ok := rp.keys[d.ev.Key]; !ok {
+	if _, ok := rp.keys[d.Ev.Key]; !ok {
 		rp.mu.Unlock()
 		return
 	}
-	present := d.ev.Op == abi.OpSet
-	sk := rp.seen[d.ev.Key]
-	if sk.n > 0 && sk.present == present && sk.version == d.ev.Version {
+	present := d.Ev.Op == abi.OpSet
+	sk := rp.seen[d.Ev.Key]
+	if sk.n > 0 && sk.present == present && sk.version == d.Ev.Version {
 		rp.mu.Unlock()
 		return // a scan's read gave the rule this very version
 	}
-	rp.seen[d.ev.Key] = seenKey{version: d.ev.Version, present: present, n: sk.n + 1}
+	rp.seen[d.Ev.Key] = seenKey{version: d.Ev.Version, present: present, n: sk.n + 1}
 	rp.mu.Unlock()
 	if !exact {
-		rp.owner.enqueue(d)
+		rp.owner.Enqueue(d)
 	}
 }
 
@@ -207,7 +210,7 @@ func (rp *rulePatterns) coveredLocked(key string) bool {
 
 // unregister takes the rule's sink off keys in the registry.
 func (rp *rulePatterns) unregister(ctx context.Context, keys []string) {
-	forEachBounded(keys, func(_ int, k string) { rp.svc.reg.unwatch(ctx, rp.sink, k) })
+	forEachBounded(keys, func(_ int, k string) { rp.svc.reg.Unwatch(ctx, rp.sink, k) })
 }
 
 // swap applies the patterns the version next staged as it started: the
@@ -365,13 +368,13 @@ func (rp *rulePatterns) goneSinceOwner(pat patterns.Pattern, keys []string, cfg 
 	if p == nil {
 		return nil
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.fresh {
+	p.Mu.Lock()
+	defer p.Mu.Unlock()
+	if p.Fresh {
 		return nil
 	}
 	var out []string
-	for k, v := range p.seen {
+	for k, v := range p.Seen {
 		if _, have := rp.keys[k]; v != "" && !have && pat.Match(k) && patternReadable(cfg, k) {
 			if _, found := slices.BinarySearch(keys, k); !found {
 				out = append(out, k)
@@ -431,7 +434,7 @@ func (rp *rulePatterns) register(ctx context.Context, keys []string, writer stri
 	reads := make([]protocol.GetResult, len(keys))
 	errs := make([]error, len(keys))
 	forEachBounded(keys, func(i int, k string) {
-		res, read, err := rp.svc.reg.acquireRead(ctx, k, func(ks *keyState) { ks.watchers[rp.sink] = true })
+		res, read, err := rp.svc.reg.WatchRead(ctx, rp.sink, k)
 		if err == nil && !read {
 			res, err = rp.svc.client.Get(ctx, []byte(k), protocol.CallOptions{})
 		}
@@ -494,7 +497,7 @@ func (rp *rulePatterns) give(key string, res protocol.GetResult, n0 uint64, writ
 		return false
 	}
 	if p := rp.progress; p != nil && sk.n == 0 {
-		if v, ok := p.last(key); ok { // what the group's previous owner handled
+		if v, ok := ownerSaw(p, key); ok { // what the group's previous owner handled
 			sk = seenKey{version: v, present: v != "", n: 1}
 		}
 	}
@@ -505,14 +508,14 @@ func (rp *rulePatterns) give(key string, res protocol.GetResult, n0 uint64, writ
 		return false
 	}
 	rp.seen[key] = seenKey{version: version, present: res.Found, n: n0 + 1}
-	lin := lineageEntry{origin: &Origin{Key: key, Op: string(ev.Op), Version: version}}
+	lin := provenance.Lineage{Origin: &provenance.Origin{Key: key, Op: string(ev.Op), Version: version}}
 	if writer != "" {
-		lin = rp.svc.lin.lookup(key, version, ev.Op)
+		lin = rp.svc.lin.Lookup(key, version, ev.Op)
 		if writer == rp.path && !rp.selfLocked(key) {
 			return true // the rule's own write: not an event for it
 		}
 	}
-	rp.mailbox.pushAlways(delivery{ev: ev, lin: lin})
+	rp.mailbox.PushAlways(mailbox.Delivery{Ev: ev, Lin: lin})
 	return true
 }
 
@@ -581,14 +584,14 @@ func compilePattern(verb, pattern, rule string, perms ...[]string) (patterns.Pat
 // hasReservedPrefix reports whether key is the host's own.
 func hasReservedPrefix(key string) bool { return strings.HasPrefix(key, ReservedPrefix) }
 
-// last returns the version of key the rule's previous owner in a group
-// handled ("" for deleted); false when it handled none, and on the rule's
-// first run.
-func (p *progress) last(key string) (version string, ok bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	v, ok := p.seen[key]
-	return v, ok && !p.fresh
+// ownerSaw returns the version of key the rule's previous owner in a
+// group handled (p; "" for deleted); false when it handled none, and on
+// the rule's first run.
+func ownerSaw(p *membership.Progress, key string) (version string, ok bool) {
+	p.Mu.Lock()
+	defer p.Mu.Unlock()
+	v, ok := p.Seen[key]
+	return v, ok && !p.Fresh
 }
 
 // status returns the rule's live patterns, sorted, and how many keys they

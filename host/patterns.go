@@ -6,6 +6,7 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host/internal/patterns"
+	"github.com/ssrun/ssrun/host/internal/status"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -40,7 +41,7 @@ func (b *binding) Keys(ctx context.Context, pattern string, opts abi.KeysOptions
 	}
 	keys, complete, err := b.r.svc.pats.scan(ctx, pattern, limit, func(k string) bool { return allowed(cfg.Read, k) })
 	if err != nil {
-		return nil, storeError(err)
+		return nil, status.StoreError(err)
 	}
 	if !complete {
 		return nil, abi.Errorf(abi.StatusLimit, "keys %q: more than %d keys match (pass a larger limit, up to %d, or a narrower pattern)", pattern, limit, abi.MaxKeysLimit)
@@ -63,7 +64,7 @@ func (b *binding) WatchPattern(ctx context.Context, pattern string, opts abi.Wat
 	switch {
 	case errors.Is(err, protocol.ErrNotConnected):
 	case err != nil:
-		return storeError(err)
+		return status.StoreError(err)
 	case !complete:
 		return abi.Errorf(abi.StatusLimit, "watch_pattern %q: more than max_watched_keys (%d) keys match (rule %s; raise max_watched_keys in ssrun.yaml or narrow the pattern)", pattern, cfg.MaxWatchedKeys, b.r.name)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/clock"
 	"github.com/ssrun/ssrun/internal/testnet"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/protocol/hlc"
@@ -43,19 +44,19 @@ func showEvent(ev abi.Event) string {
 
 // advance moves the serial env's virtual clock by d, running every clock
 // call due on the way, the host idle after each.
-func advance(e *env, clock *VirtualClock, d time.Duration) {
-	end := clock.Now().Add(d)
+func advance(e *env, vc *clock.Virtual, d time.Duration) {
+	end := vc.Now().Add(d)
 	for {
-		at, ok := clock.Next()
+		at, ok := vc.Next()
 		if !ok || at.After(end) {
 			break
 		}
-		clock.Set(at)
-		for clock.Fire() {
+		vc.Set(at)
+		for vc.Fire() {
 			e.idle()
 		}
 	}
-	clock.Set(end)
+	vc.Set(end)
 	e.idle()
 }
 
@@ -71,7 +72,7 @@ func wantHandled(t *testing.T, j *handled, step string, want ...string) {
 // later once the rescan finds them, on the host's clock; never the host's
 // own keys nor keys of other patterns.
 func TestPatternWatchDeliversExistingChangedAndLaterKeys(t *testing.T) {
-	e, clock := newSerialEnv(t)
+	e, vc := newSerialEnv(t)
 	e.set("a/2", "two")
 	e.set("a/1", "one")
 	e.set("b/1", "other")
@@ -90,9 +91,9 @@ func TestPatternWatchDeliversExistingChangedAndLaterKeys(t *testing.T) {
 	e.set("a/3", "three") // not registered yet: found by the rescan
 	e.idle()
 	wantHandled(t, &j, "before the rescan")
-	advance(e, clock, DefaultRescan-time.Millisecond)
+	advance(e, vc, DefaultRescan-time.Millisecond)
 	wantHandled(t, &j, "just before the rescan")
-	advance(e, clock, time.Millisecond)
+	advance(e, vc, time.Millisecond)
 	wantHandled(t, &j, "at the rescan", "SET a/3=three resync")
 	e.set("a/3", "tres")
 	e.idle()
@@ -111,7 +112,7 @@ func TestPatternWatchDeliversExistingChangedAndLaterKeys(t *testing.T) {
 // at once, without a rescan; the writer itself only with self. Two rules
 // watching one pattern share its scans.
 func TestPatternKeyWrittenByARuleFoundAtOnce(t *testing.T) {
-	e, clock := newSerialEnv(t)
+	e, vc := newSerialEnv(t)
 	var a, b, w handled
 	e.load("a", patternRule(&a, "dev/*", abi.WatchOptions{}))
 	e.load("b", patternRule(&b, "dev/*", abi.WatchOptions{Self: true}))
@@ -145,7 +146,7 @@ func TestPatternKeyWrittenByARuleFoundAtOnce(t *testing.T) {
 	e.idle()
 	wantHandled(t, &w, "the writer, for an outside change", "SET dev/7=changed")
 	wantHandled(t, &a, "rule a, for an outside change", "SET dev/7=changed")
-	advance(e, clock, DefaultRescan)
+	advance(e, vc, DefaultRescan)
 	if n := e.host.Stats().Patterns.Scans - scans; n != 1 {
 		t.Errorf("one rescan of dev/* for three rules took %d scans, want 1", n)
 	}
@@ -156,7 +157,7 @@ func TestPatternKeyWrittenByARuleFoundAtOnce(t *testing.T) {
 // fails with LIMIT at the call, and keys found later past it are not
 // watched, counted and reported in the rule's status; other rules go on.
 func TestPatternWatchBoundedByMaxWatchedKeys(t *testing.T) {
-	e, clock := newSerialEnv(t)
+	e, vc := newSerialEnv(t)
 	e.host.defaults.MaxWatchedKeys = 2
 	for _, k := range []string{"a/1", "a/2", "a/3"} {
 		e.set(k, "v")
@@ -190,7 +191,7 @@ func TestPatternWatchBoundedByMaxWatchedKeys(t *testing.T) {
 	if len(got) != 2 {
 		t.Fatalf("a rule whose two patterns cover 3 keys with a bound of 2 got %q, want 2 keys", got)
 	}
-	advance(e, clock, DefaultRescan)
+	advance(e, vc, DefaultRescan)
 	if s := e.status("grows"); s.PatternKeys != 2 || !strings.Contains(s.LastError, "max_watched_keys (2)") {
 		t.Errorf("status: %d keys, last error %q; want 2 and the bound named", s.PatternKeys, s.LastError)
 	}
@@ -470,7 +471,7 @@ func TestPatternWatchTakenOverInGroup(t *testing.T) {
 // New rule settings apply to a rule's pattern watches while it runs: its
 // rescan, and the keys its new permissions no longer allow are let go.
 func TestPatternWatchFollowsRuleSettings(t *testing.T) {
-	e, clock := newSerialEnv(t)
+	e, vc := newSerialEnv(t)
 	e.set("a/1", "v")
 	e.set("a/2", "v")
 	var j handled
@@ -484,7 +485,7 @@ func TestPatternWatchFollowsRuleSettings(t *testing.T) {
 	e.set("a/3", "v")
 	e.idle()
 	wantHandled(t, &j, "after the new settings")
-	advance(e, clock, time.Second) // the new rescan, not the default 10 s
+	advance(e, vc, time.Second) // the new rescan, not the default 10 s
 	wantHandled(t, &j, "at the new rescan", "SET a/3=v resync")
 	if s := e.status("r"); s.PatternKeys != 2 {
 		t.Errorf("%d pattern keys, want 2 (a/1, a/3)", s.PatternKeys)
