@@ -24,6 +24,9 @@
 //	timer    name, delay, {every, payload}      -                           QUOTA (too many timers)   (revision 2)
 //	cancel   name                               -                           NOT_FOUND (none armed)    (revision 2)
 //	now      -                                  Unix milliseconds           -                         (revision 2)
+//	keys     pattern, {limit}                   the matching keys, sorted   LIMIT (more match than limit)   (revision 3)
+//	watch_pattern   pattern, {self}             -                           LIMIT (max_watched_keys)  (revision 3)
+//	unwatch_pattern pattern                     -                           NOT_FOUND (not watched)   (revision 3)
 //
 // Any verb can also fail with INVALID (bad argument), DENIED (the rule's key
 // permissions), TIMEOUT (the call's deadline), UNAVAILABLE (store offline),
@@ -61,6 +64,33 @@
 //     least once: a timer that fired may fire again if the host stops
 //     before it has recorded the firing.
 //   - cancel: disarms the rule's timer name; its pending firing is dropped.
+//   - keys: the keys matching pattern, sorted bytewise, that the rule may
+//     read (the rule's read permissions; keys under the host's reserved
+//     prefix "$ssrun/" never). The pattern is the glob of the ACL's keyType
+//     Pattern and of the store's SCAN: `*` any run of characters ('/'
+//     included), `?` one character, `[a-z]`, `[!a-z]`, `\x` the character x.
+//     A malformed pattern (`[`, a trailing `\`) is INVALID; a pattern that no
+//     key the rule may read can match (its literal beginning is outside
+//     every read permission, or under "$ssrun/") is DENIED. limit (default
+//     DefaultKeysLimit, 1000; at most MaxKeysLimit, 100,000) bounds the
+//     list: when more keys match, keys fails with LIMIT, never a cut list.
+//     The host pages through the store (SCAN) and stops at limit+1 keys, so
+//     memory stays bounded whatever the store holds.
+//   - watch_pattern: the rule receives an event for every key matching
+//     pattern (same glob, same permissions): at once a SET event (resync
+//     set) for each key that exists, then every change of those keys, a SET
+//     (resync set) for each key created later, found by the host's rescan
+//     (every `rescan` of the rule's settings, 10 s by default, or at once
+//     when a rule of the same host writes a matching key), and a DELETE when
+//     one goes away. After a reconnect, a reload or a group's hand-over, the
+//     rule gets what differs from what it last saw, as for watch. The keys
+//     watched through patterns count against the rule's max_watched_keys
+//     (10,000 by default): a pattern that would pass it fails with LIMIT at
+//     the call, and a rescan that finds more keys watches none of the excess,
+//     logs it and counts it (never a silent cut). Idempotent; {self} as for
+//     watch.
+//   - unwatch_pattern: stops the pattern's watch (its keys stay watched if an
+//     exact watch or another pattern covers them).
 //   - now: the host's clock, wall time in Unix milliseconds from the hybrid
 //     logical clock it keeps with the store (so never behind a version the
 //     host has seen); deadlines of TIMER events are on this clock.
@@ -80,7 +110,7 @@
 //
 //	0 OK  1 NOT_FOUND  2 NOT_APPLIED  3 BUFFER_TOO_SMALL  4 INVALID  5 DENIED
 //	6 FENCED  7 LOCK_LOST  8 BUSY  9 TIMEOUT  10 UNAVAILABLE  11 TOO_LARGE
-//	12 QUOTA  13 STORE_ERROR  14 INTERNAL
+//	12 QUOTA  13 STORE_ERROR  14 INTERNAL  15 LIMIT (revision 3)
 //
 // # Lua
 //
@@ -101,6 +131,9 @@
 //	ss.timer(name, delay_ms [, {every=ms, payload=string}]) -> true   (revision 2)
 //	ss.cancel(name)                -> true | false (none armed)
 //	ss.now()                       -> Unix milliseconds
+//	ss.keys(pattern [, limit])     -> a sequence table of keys (#keys counts them)   (revision 3)
+//	ss.watch_pattern(pattern [, {self=true}]) -> true
+//	ss.unwatch_pattern(pattern)    -> true | false (not watched)
 //	ss.json.encode(value), ss.json.decode(text)
 //	                               TIMER events: ev.key (name), ev.value (payload), ev.deadline, ev.late
 //
@@ -190,4 +223,9 @@
 //     revision 1 keeps working; a revision-2 plugin calling timer on an
 //     older host gets STATUS_INTERNAL ("unimplemented"). Lua rules see the
 //     new functions in the ssrun module.
+//   - revision 3 (key families) added keys, watch_pattern, unwatch_pattern
+//     and the status LIMIT. Rules of revisions 1 and 2 load and run
+//     unchanged: a module that does not import the new functions never
+//     sees them, and a rule that never calls watch_pattern gets no event it
+//     did not get before.
 package abi

@@ -29,22 +29,27 @@ const (
 	FnCancel    = "cancel" // revision 2
 	FnNow       = "now"    // revision 2
 
+	FnKeys           = "keys"            // revision 3
+	FnWatchPattern   = "watch_pattern"   // revision 3
+	FnUnwatchPattern = "unwatch_pattern" // revision 3
+
 	// Guest exports.
 	ExportABIVersion = "ssrun_abi_version" // () -> i32: must return Version
 	ExportAlloc      = "ssrun_alloc"       // (size i32) -> i32 ptr
 	ExportOnEvent    = "ssrun_on_event"    // (ptr i32, len i32) -> i32 status
 )
 
-// HostFunctions returns every host function of ABI v1 (revision 2), in a
+// HostFunctions returns every host function of ABI v1 (revision 3), in a
 // new slice.
 func HostFunctions() []string {
 	return []string{FnGet, FnSet, FnDel, FnVDel, FnWatch, FnUnwatch, FnLock, FnUnlock, FnLog, FnResult, FnLastError,
-		FnTimer, FnCancel, FnNow}
+		FnTimer, FnCancel, FnNow, FnKeys, FnWatchPattern, FnUnwatchPattern}
 }
 
 // Verbs returns the ABI verbs every runtime surface offers, in a new slice.
 func Verbs() []string {
-	return []string{FnGet, FnSet, FnDel, FnVDel, FnWatch, FnUnwatch, FnLock, FnUnlock, FnLog, FnTimer, FnCancel, FnNow}
+	return []string{FnGet, FnSet, FnDel, FnVDel, FnWatch, FnUnwatch, FnLock, FnUnlock, FnLog, FnTimer, FnCancel, FnNow,
+		FnKeys, FnWatchPattern, FnUnwatchPattern}
 }
 
 // Op codes of the event record.

@@ -72,6 +72,8 @@ var ruleStats = func() stats[host.RuleStatus] {
 			func(r host.RuleStatus) float64 { return bool01(r.Disabled) }),
 		s("ssrun_rule_timers_pending", "Timers the rule has armed.", gauge,
 			func(r host.RuleStatus) float64 { return float64(r.Timers) }),
+		s("ssrun_rule_pattern_watched_keys", "Keys the rule's pattern watches (watch_pattern) cover.", gauge,
+			func(r host.RuleStatus) float64 { return float64(r.PatternKeys) }),
 	}
 }()
 
@@ -104,6 +106,18 @@ var hostStats = stats[hostSnapshot]{
 		func(h hostSnapshot) float64 { return float64(h.st.Withdrawn) }),
 	newStat("ssrun_host_stuck_calls", "Runtime calls abandoned as stuck and still running.", gauge, nil,
 		func(h hostSnapshot) float64 { return float64(h.st.Stuck) }),
+	newStat("ssrun_host_patterns_watched", "Patterns the rules watch (watch_pattern), each counted once.", gauge, nil,
+		func(h hostSnapshot) float64 { return float64(h.st.Patterns.Patterns) }),
+	newStat("ssrun_host_pattern_scans_total", "Scans of the store (SCAN walks) for keys and pattern watches.", counter, nil,
+		func(h hostSnapshot) float64 { return float64(h.st.Patterns.Scans) }),
+	newStat("ssrun_host_pattern_scan_pages_total", "SCAN pages those scans read.", counter, nil,
+		func(h hostSnapshot) float64 { return float64(h.st.Patterns.Pages) }),
+	newStat("ssrun_host_pattern_keys_found_late_total", "Keys a rule got after its pattern's first scan (rescan, a rule's write, reconnection).", counter, nil,
+		func(h hostSnapshot) float64 { return float64(h.st.Patterns.FoundLate) }),
+	newStat("ssrun_host_pattern_keys_over_limit_total", "Keys not watched because the rule had max_watched_keys already.", counter, nil,
+		func(h hostSnapshot) float64 { return float64(h.st.Patterns.OverLimit) }),
+	newStat("ssrun_host_pattern_scan_errors_total", "Pattern scans that failed (the store online).", counter, nil,
+		func(h hostSnapshot) float64 { return float64(h.st.Patterns.ScanErrors) }),
 }
 
 // hostCollector reads a host's Status and Stats at each scrape.

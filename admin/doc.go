@@ -52,6 +52,7 @@
 //	ssrun_rule_mailbox_depth            gauge     events waiting in the mailbox
 //	ssrun_rule_disabled                 gauge     1 while disabled after repeated failures
 //	ssrun_rule_timers_pending           gauge     timers armed
+//	ssrun_rule_pattern_watched_keys     gauge     keys its pattern watches cover
 //	ssrun_rule_handler_seconds          histogram handler call duration (label rule only)
 //
 // Per host:
@@ -63,6 +64,12 @@
 //	ssrun_host_resyncs_total            counter   resync events after reconnections
 //	ssrun_host_watched_keys             gauge     keys registered for notifications
 //	ssrun_host_stuck_calls              gauge     runtime calls abandoned and still running
+//	ssrun_host_patterns_watched         gauge     patterns the rules watch, each once
+//	ssrun_host_pattern_scans_total      counter   scans of the store (keys, watch_pattern, rescans)
+//	ssrun_host_pattern_scan_pages_total counter   SCAN pages read
+//	ssrun_host_pattern_keys_found_late_total  counter  keys found after a pattern's first scan
+//	ssrun_host_pattern_keys_over_limit_total  counter  keys not watched: max_watched_keys reached
+//	ssrun_host_pattern_scan_errors_total      counter  pattern scans that failed
 //
 // Per store client:
 //

@@ -100,3 +100,30 @@ func TestMetricsMoveWithEvents(t *testing.T) {
 		t.Error("no HELP line for ssrun_rule_events_handled_total")
 	}
 }
+
+// The pattern series move with a rule's pattern watch: its keys, the host's
+// patterns, scans and pages, and the status document says the same.
+func TestMetricsOfPatternWatches(t *testing.T) {
+	e := newEnv(t, map[string]string{"fleet.lua": `local ss = require("ssrun")
+assert(ss.watch_pattern("t/*"))
+function on_event(ev) end
+`}, map[string]host.RuleConfig{"fleet.lua": {Rescan: 20 * time.Millisecond}}, false)
+	e.set("t/1", "1")
+	e.set("t/2", "1")
+	e.waitMetric("the rescan finds both keys", eq(2), "ssrun_rule_pattern_watched_keys", "rule=fleet.lua")
+	if v := e.metric("ssrun_host_patterns_watched"); v != 1 {
+		t.Errorf("ssrun_host_patterns_watched = %v, want 1", v)
+	}
+	if v := e.metric("ssrun_host_pattern_keys_found_late_total"); v != 2 {
+		t.Errorf("ssrun_host_pattern_keys_found_late_total = %v, want 2 (both created after the first scan)", v)
+	}
+	scans, pages := e.metric("ssrun_host_pattern_scans_total"), e.metric("ssrun_host_pattern_scan_pages_total")
+	if scans < 3 || pages < 1 {
+		t.Errorf("%v scans and %v pages: want at least the call's count, the first scan and a rescan", scans, pages)
+	}
+	for _, name := range []string{"ssrun_host_pattern_keys_over_limit_total", "ssrun_host_pattern_scan_errors_total"} {
+		if v := e.metric(name); v != 0 {
+			t.Errorf("%s = %v, want 0", name, v)
+		}
+	}
+}

@@ -41,8 +41,12 @@ type RuleDoc struct {
 	Echoes    uint64     `json:"echoes"`
 	Abandoned uint64     `json:"abandoned"`
 	// Queued is the mailbox depth (absent for a file that failed to load).
-	Queued             *int     `json:"queued,omitempty"`
-	Watches            []string `json:"watches"`
+	Queued  *int     `json:"queued,omitempty"`
+	Watches []string `json:"watches"`
+	// Patterns are the patterns the rule watches (watch_pattern), and
+	// PatternKeys how many keys they cover.
+	Patterns           []string `json:"patterns,omitempty"`
+	PatternKeys        int      `json:"pattern_keys,omitempty"`
 	Locks              []string `json:"locks"`
 	Timers             int      `json:"timers"`
 	LogLinesSuppressed uint64   `json:"log_lines_suppressed"`
@@ -58,6 +62,8 @@ type HostDoc struct {
 	WatchedKeys   int    `json:"watched_keys"`
 	Stuck         int    `json:"stuck"`
 	Timers        int    `json:"timers"`
+	// Patterns: the pattern watches' counters (host.PatternStats).
+	Patterns *PatternsDoc `json:"patterns,omitempty"`
 	// Owned and Standby count, for a host in a group (ssrun run --group),
 	// the shared rules it runs and those another host runs (their state is
 	// "standby: ...").
@@ -69,6 +75,17 @@ type HostDoc struct {
 	Withdrawn int `json:"withdrawn,omitempty"`
 }
 
+// PatternsDoc is host.PatternStats with JSON names (absent while no rule
+// used a pattern).
+type PatternsDoc struct {
+	Watched    int    `json:"watched"`
+	Scans      uint64 `json:"scans"`
+	Pages      uint64 `json:"pages"`
+	FoundLate  uint64 `json:"found_late"`
+	OverLimit  uint64 `json:"over_limit"`
+	ScanErrors uint64 `json:"scan_errors"`
+}
+
 // NewStatusDoc builds the status document of src.
 func NewStatusDoc(src StatusSource) StatusDoc {
 	rs := src.Status()
@@ -76,7 +93,7 @@ func NewStatusDoc(src StatusSource) StatusDoc {
 	for _, s := range rs {
 		d := RuleDoc{Name: filepath.Base(s.Path), Path: s.Path, Kind: s.Kind, Hash: s.Hash, State: s.State,
 			LastError: s.LastError, Handled: s.Handled, Failed: s.Failed, Dropped: s.Dropped, Echoes: s.Echoes,
-			Abandoned: s.Abandoned, Watches: nonNil(s.Watches), Locks: nonNil(s.Locks), Timers: s.Timers,
+			Abandoned: s.Abandoned, Watches: nonNil(s.Watches), Patterns: s.Patterns, PatternKeys: s.PatternKeys, Locks: nonNil(s.Locks), Timers: s.Timers,
 			LogLinesSuppressed: s.LogLinesSuppressed, LogBytesSuppressed: s.LogBytesSuppressed}
 		if s.State != host.StateLoadFailed {
 			q := s.Queued
@@ -95,6 +112,9 @@ func NewStatusDoc(src StatusSource) StatusDoc {
 	st := src.Stats()
 	doc.Host = HostDoc{Notifications: st.Notifications, LoopsDamped: st.LoopsDamped, Resyncs: st.Resyncs, LoadRetries: st.LoadRetries,
 		WatchedKeys: st.WatchedKeys, Stuck: st.Stuck, Timers: st.Timers, Owned: st.Owned, Standby: st.Standby, Withdrawn: st.Withdrawn}
+	if p := st.Patterns; p != (host.PatternStats{}) {
+		doc.Host.Patterns = &PatternsDoc{Watched: p.Patterns, Scans: p.Scans, Pages: p.Pages, FoundLate: p.FoundLate, OverLimit: p.OverLimit, ScanErrors: p.ScanErrors}
+	}
 	return doc
 }
 

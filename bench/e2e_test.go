@@ -95,6 +95,25 @@ func roundTrip(tb testing.TB, c *protocol.Client) time.Duration {
 	return time.Since(t0) / 100
 }
 
+// rotate is the timed part of a throughput benchmark: b.N events of each
+// flow, driven in chunks by drive, the flows in turn and their order
+// rotating each round so that all see the same machine load; it reports
+// each flow's events per second (<name>-ev/s) and its ratio to the first
+// flow's (<name>-x-base).
+func rotate(b *testing.B, flows []flow, chunk int, drive func(f flow, n int) time.Duration) {
+	elapsed := make([]time.Duration, len(flows))
+	b.ResetTimer()
+	for round, done := 0, 0; done < b.N; round, done = round+1, done+chunk {
+		n := min(chunk, b.N-done)
+		for k := range flows {
+			i := (round + k) % len(flows)
+			elapsed[i] += drive(flows[i], n)
+		}
+	}
+	b.StopTimer()
+	testutil.ReportRates(b, elapsed, func(i int) string { return flows[i].name }, "-ev/s", "-x-base")
+}
+
 // onlyFlows returns the flows named in names (comma-separated; all when
 // empty): SSRUN_BENCH_FLOWS=plugin-atend keeps a benchmark to the baseline
 // and that subject, to profile one (e.g. perf record -p of the plugin
@@ -120,13 +139,19 @@ func onlyFlows(tb testing.TB, names string, all []flow) []flow {
 // handled all n.
 func (e *env) drive(f flow, n, inflight int) time.Duration {
 	e.tb.Helper()
+	return e.driveKeys(f, func(int) string { return f.in }, n, inflight)
+}
+
+// driveKeys is drive whose i-th SET is of key(i).
+func (e *env) driveKeys(f flow, key func(i int) string, n, inflight int) time.Duration {
+	e.tb.Helper()
 	before := f.handled()
 	t0 := time.Now()
 	testutil.InFlight(e.tb, inflight, n, func(_, i int) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if _, err := e.user.Set(ctx, []byte(f.in), []byte(strconv.Itoa(i)), protocol.SetOptions{}); err != nil {
-			return fmt.Errorf("set %s: %w", f.in, err)
+		if _, err := e.user.Set(ctx, []byte(key(i)), []byte(strconv.Itoa(i)), protocol.SetOptions{}); err != nil {
+			return fmt.Errorf("set %s: %w", key(i), err)
 		}
 		return nil
 	})

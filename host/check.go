@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -98,7 +99,7 @@ func (c *Checker) Check(ctx context.Context, path string) error {
 	if err != nil {
 		return err
 	}
-	store := &checkStore{Host: sandboxStore(cfg)}
+	store := &checkStore{Host: sandboxStore(cfg), cfg: cfg, rule: filepath.Base(path)}
 	script, err := abandon.Aside(c.calls, ctx, path, "start", c.grace, func(ctx context.Context) (abi.Script, error) {
 		return prog.Start(ctx, store, cfg.limits())
 	}, func(late abi.Script) { _ = late.Close(context.Background()) })
@@ -123,6 +124,7 @@ func (c *Checker) Check(ctx context.Context, path string) error {
 // reserved keys, keys outside the rule's permissions).
 func sandboxStore(cfg RuleConfig) *abitest.Host {
 	s := abitest.New()
+	s.MaxWatchedKeys = cfg.MaxWatchedKeys
 	s.Deny = func(verb, key string) bool {
 		if strings.HasPrefix(key, ReservedPrefix) {
 			return true
@@ -147,6 +149,8 @@ func sandboxStore(cfg RuleConfig) *abitest.Host {
 // fails, and the error says so.
 type checkStore struct {
 	*abitest.Host
+	cfg     RuleConfig // the rule's settings (patterncheck.go)
+	rule    string
 	mu      sync.Mutex
 	missing []string
 }

@@ -34,6 +34,8 @@ import (
 //	log_lines: 100     # LogLines, per second
 //	log_bytes: 64KiB   # LogBytes, per second
 //	max_timers: 10000  # MaxTimers
+//	rescan: 10s        # Rescan (0: RescanOff)
+//	max_watched_keys: 10000  # MaxWatchedKeys
 //	read: [...]        # Read, Write, Watch, Lock
 //	canary: {events: 20, duration: 30s, tolerance: 0.01, ignore: [...]}  # Canary
 type RuleConfig struct {
@@ -68,6 +70,16 @@ type RuleConfig struct {
 	// Each costs about 200 bytes in the host and three keys' worth of
 	// store (its record, a share of its index shard).
 	MaxTimers int
+	// Rescan is how often the patterns the rule watches (watch_pattern)
+	// are scanned again for keys created since (DefaultRescan when zero;
+	// RescanOff: only when watched, reloaded and after a reconnection). A
+	// key a rule of the same host writes is found at once either way.
+	Rescan time.Duration
+	// MaxWatchedKeys bounds the keys the rule's patterns cover
+	// (DefaultMaxWatchedKeys when zero): a watch_pattern matching more
+	// fails with LIMIT; keys found later past it are not watched, logged
+	// and counted (PatternStats.OverLimit).
+	MaxWatchedKeys int
 	// Key permissions: glob patterns (doublestar syntax: `*` stays within a
 	// `/` segment, `**` crosses them). A nil list allows every key; an empty
 	// list allows none. A lease writes its key, so lock and unlock need the
@@ -99,6 +111,18 @@ const (
 	DefaultMaxTimers     = 10000
 )
 
+// Pattern watch settings (RuleConfig.Rescan, RuleConfig.MaxWatchedKeys).
+const (
+	// DefaultRescan is how often a pattern is scanned again for keys
+	// created since.
+	DefaultRescan = 10 * time.Second
+	// RescanOff in RuleConfig.Rescan scans a pattern only when it is
+	// watched (and on a reload or reconnection): `rescan: 0` in ssrun.yaml.
+	RescanOff time.Duration = -1
+	// DefaultMaxWatchedKeys bounds the keys a rule's patterns cover.
+	DefaultMaxWatchedKeys = 10_000
+)
+
 // ReservedPrefix starts every key the host keeps for itself (timers). A
 // rule's get, set, del, vdel, watch, unwatch, lock and unlock of such a key
 // fail with DENIED, whatever its permissions allow.
@@ -121,8 +145,9 @@ const DefaultMaxConcurrentCalls = gate.DefaultMax
 
 // Validate checks the patterns and numbers and says which is wrong.
 func (c RuleConfig) Validate() error {
-	if c.Timeout < 0 || c.Grace < 0 || c.MemoryBytes < 0 || c.MaxValueBytes < 0 || c.Mailbox < 0 || c.LogLines < 0 || c.LogBytes < 0 || c.MaxTimers < 0 {
-		return fmt.Errorf("timeout, grace, memory, max_value, mailbox, log_lines, log_bytes and max_timers must not be negative")
+	if c.Timeout < 0 || c.Grace < 0 || c.MemoryBytes < 0 || c.MaxValueBytes < 0 || c.Mailbox < 0 || c.LogLines < 0 || c.LogBytes < 0 || c.MaxTimers < 0 ||
+		c.MaxWatchedKeys < 0 || (c.Rescan < 0 && c.Rescan != RescanOff) {
+		return fmt.Errorf("timeout, grace, memory, max_value, mailbox, log_lines, log_bytes, max_timers, rescan and max_watched_keys must not be negative")
 	}
 	if err := c.Canary.validate(); err != nil {
 		return err
@@ -142,14 +167,16 @@ func (c RuleConfig) Validate() error {
 
 // ruleDefaults are the values of a RuleConfig's zero fields.
 var ruleDefaults = RuleConfig{
-	Timeout:       DefaultCallTimeout,
-	MemoryBytes:   DefaultMemoryBytes,
-	MaxValueBytes: DefaultMaxValueBytes,
-	Mailbox:       DefaultMailbox,
-	Grace:         DefaultGrace,
-	LogLines:      DefaultLogLines,
-	LogBytes:      DefaultLogBytes,
-	MaxTimers:     DefaultMaxTimers,
+	Timeout:        DefaultCallTimeout,
+	MemoryBytes:    DefaultMemoryBytes,
+	MaxValueBytes:  DefaultMaxValueBytes,
+	Mailbox:        DefaultMailbox,
+	Grace:          DefaultGrace,
+	LogLines:       DefaultLogLines,
+	LogBytes:       DefaultLogBytes,
+	MaxTimers:      DefaultMaxTimers,
+	Rescan:         DefaultRescan,
+	MaxWatchedKeys: DefaultMaxWatchedKeys,
 }
 
 // withDefaults returns c with its zero numbers set to their defaults.
@@ -170,6 +197,8 @@ func (c RuleConfig) merge(o RuleConfig) RuleConfig {
 	c.LogLines = cmp.Or(o.LogLines, c.LogLines)
 	c.LogBytes = cmp.Or(o.LogBytes, c.LogBytes)
 	c.MaxTimers = cmp.Or(o.MaxTimers, c.MaxTimers)
+	c.Rescan = cmp.Or(o.Rescan, c.Rescan)
+	c.MaxWatchedKeys = cmp.Or(o.MaxWatchedKeys, c.MaxWatchedKeys)
 	if o.Read != nil {
 		c.Read = o.Read
 	}

@@ -37,6 +37,12 @@
 //	internal/gate         the bound on handler calls running at once
 //	internal/serial       a serial host's activity and turn; waits and wake-ups that count
 //	internal/contenthash  the SHA-256 of rule files, remembered by content
+//	internal/patterns     a watched pattern compiled and checked against permissions; the rescan schedule
+//
+// Pattern watches (watch_pattern) are the host's in patternhub.go (one scan
+// per pattern for all its rules, rescans, keys rules write) and
+// patternrule.go (a rule's pattern keys and what it saw of them); the verbs
+// in patterns.go.
 //
 // A rule keeps its state under one lock, rule.mu, that only rule.go takes
 // (internal/archtest checks it).

@@ -275,8 +275,10 @@ func New(opts Config) (*Host, error) {
 		h.runtimes[rt.Kind()] = rt
 	}
 	h.reg = watch.New(h.client, h.log)
+	h.pats = newPatternHub(h.client, h.log, opts.Clock, q)
 	h.ctx, h.cancel = context.WithCancel(context.Background())
-	h.wg.Add(4)
+	h.wg.Add(5)
+	go func() { defer h.wg.Done(); h.pats.run(h.ctx) }()
 	go h.dispatch()
 	go h.resyncLoop()
 	go func() { defer h.wg.Done(); h.outcomes.retries.Run(h.ctx, h.retryLoad) }()
@@ -389,6 +391,7 @@ func (h *Host) resyncOnce(checked *int) {
 			w.Enqueue(d)
 		}
 	}
+	h.pats.reconnected() // keys created while offline
 	h.loadTimers()
 }
 
@@ -746,12 +749,14 @@ type Stats struct {
 	// version here failed to load and which this host no longer offers,
 	// another member offering the rule (GroupStatus.Withdrawn).
 	Owned, Standby, Withdrawn int
+	// Patterns are the pattern watches' counters (watch_pattern).
+	Patterns PatternStats
 }
 
 // Stats returns host-wide counters.
 func (h *Host) Stats() Stats {
 	s := Stats{Notifications: h.events.Load(), LoopsDamped: h.damped.Load(), Resyncs: h.resyncs.Load(),
-		LoadRetries: h.loadRetries.Load(), WatchedKeys: h.reg.WatchedKeys(), Stuck: h.calls.Stuck()}
+		LoadRetries: h.loadRetries.Load(), WatchedKeys: h.reg.WatchedKeys(), Stuck: h.calls.Stuck(), Patterns: h.pats.stats()}
 	var excused func(path string) bool // in a group, the shared rules another member is to run
 	if h.group != nil {
 		excused = h.group.excuses

@@ -34,15 +34,16 @@ type Recorder interface {
 
 // Call is one host call of a rule and its reply, for a Recorder.
 type Call struct {
-	Verb  string // get, set, del, vdel, watch, unwatch, lock, unlock, timer, cancel, now
-	Key   string // the key, lock or timer name; empty for now
+	Verb  string // get, set, del, vdel, watch, unwatch, lock, unlock, timer, cancel, now, keys, watch_pattern, unwatch_pattern
+	Key   string // the key, lock or timer name, or the pattern; empty for now
 	Value []byte // set's value, vdel's expected value, timer's payload
 	Cond  abi.Condition
 	TTL   time.Duration // set's ttl, lock's lease
 	Wait  time.Duration // lock
 	Every time.Duration // timer's period; Delay is in TTL
 	Fence string        // set, del, vdel
-	Self  bool          // watch
+	Self  bool          // watch, watch_pattern
+	Limit int           // keys
 
 	// The reply: its status, with the error's message when not OK.
 	Status abi.Status
@@ -53,4 +54,5 @@ type Call struct {
 	Found   bool
 	Version string
 	Now     int64
+	Keys    []string // keys' result
 }

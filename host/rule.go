@@ -60,8 +60,9 @@ type rule struct {
 	disabled bool
 	cfg      RuleConfig
 	watches  map[string]abi.WatchOptions
-	own      echo.Pending // this rule's writes on watched keys, awaiting their echo
-	hash     [32]byte     // content of the running version
+	pats     *rulePatterns // its pattern watches (patternrule.go)
+	own      echo.Pending  // this rule's writes on watched keys, awaiting their echo
+	hash     [32]byte      // content of the running version
 	// The last failure, handler or load, for status; reloadErr while the
 	// file's newest version failed to load and the previous one runs.
 	lastErr   string
@@ -125,6 +126,7 @@ func newRule(s *services, path, kind string, cfg RuleConfig) *rule {
 	if s.group != nil {
 		r.progress = s.group.progressFor(name)
 	}
+	r.pats = newRulePatterns(s, path, name, r.mailbox, r.progress, r)
 	return r
 }
 
@@ -155,6 +157,7 @@ func (r *rule) reconfigure(cfg RuleConfig) {
 	r.mu.Unlock()
 	r.logs.SetLimits(cfg.LogLines, cfg.LogBytes)
 	r.mailbox.SetLimit(cfg.Mailbox)
+	r.pats.reconfigure(r.svc.ctx, cfg)
 }
 
 // watchesOutside returns the keys r watches that patterns do not allow,
@@ -351,6 +354,9 @@ func (r *rule) call(w *worker, d mailbox.Delivery) bool {
 	if d.Ev.Op != abi.OpLockLost && d.Ev.Op != abi.OpTimer {
 		opts, ok := r.watches[d.Ev.Key]
 		if !ok {
+			opts, ok = r.pats.covers(d.Ev.Key)
+		}
+		if !ok {
 			r.mu.Unlock()
 			r.traceSkip(d, SkipUnwatched)
 			return true // no longer watched (unwatched or dropped by a reload)
@@ -498,6 +504,9 @@ func (r *rule) write(verb, key, fence string, ttl time.Duration, value []byte, s
 	if err != nil {
 		version, deleted = "", false
 	}
+	if version != "" && !deleted {
+		r.svc.pats.wrote(r.path, key) // a pattern's key found at once
+	}
 	if version != "" || deleted {
 		r.wrote(key, version, deleted)
 		r.svc.journal.Wrote(r.svc.log, r.svc.clock.Now(), r.name, key, op, value, version, cause, from)
@@ -518,7 +527,11 @@ func (r *rule) handling() provenance.Cause {
 func (r *rule) wrote(key, version string, deleted bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if opts, ok := r.watches[key]; ok && !opts.Self {
+	opts, ok := r.watches[key]
+	if !ok {
+		opts, ok = r.pats.covers(key)
+	}
+	if ok && !opts.Self {
 		r.own.Wrote(key, version, deleted)
 	}
 }
@@ -556,6 +569,7 @@ func (r *rule) swap(ctx context.Context, next *instance) {
 	r.disabled = false
 	r.hash = next.hash
 	r.mu.Unlock()
+	r.pats.swap(ctx, next)
 	next.live = true
 	next.mu.Unlock()
 	r.timers.goLive(next)
@@ -717,6 +731,7 @@ func (r *rule) release(ctx context.Context) {
 	for _, k := range keys {
 		r.svc.reg.Unwatch(ctx, r, k)
 	}
+	r.pats.release(ctx)
 	r.locks.releaseAll(ctx)
 	r.timers.stop()
 	r.logs.Close()
@@ -822,14 +837,18 @@ type RuleStatus struct {
 	// for the file to change.
 	NextRetry time.Time
 	Watches   []string
-	Locks     []string
-	Handled   uint64 // events handled successfully
-	Failed    uint64 // handler calls that failed (timeout, memory, crash, error)
-	Dropped   uint64 // events dropped: mailbox full, or rule disabled
-	Echoes    uint64 // events skipped as echoes of the rule's own writes
-	Timers    int    // timers armed (pending or firing)
-	Queued    int    // events waiting in the mailbox now
-	Disabled  bool
+	// Patterns are the patterns the rule watches (watch_pattern), and
+	// PatternKeys how many keys they cover.
+	Patterns    []string
+	PatternKeys int
+	Locks       []string
+	Handled     uint64 // events handled successfully
+	Failed      uint64 // handler calls that failed (timeout, memory, crash, error)
+	Dropped     uint64 // events dropped: mailbox full, or rule disabled
+	Echoes      uint64 // events skipped as echoes of the rule's own writes
+	Timers      int    // timers armed (pending or firing)
+	Queued      int    // events waiting in the mailbox now
+	Disabled    bool
 	// Stuck is set while a handler call runs past its deadline plus the
 	// grace; Abandoned counts the calls the host gave up on (see
 	// RuleConfig.Grace), each also counted in Failed.
@@ -846,6 +865,7 @@ func (r *rule) status() RuleStatus {
 	s.LogLinesSuppressed, s.LogBytesSuppressed = r.logs.Suppressed()
 	s.Timers = r.timers.count()
 	s.Queued = r.mailbox.Len()
+	s.Patterns, s.PatternKeys = r.pats.status()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s.Disabled = r.disabled
@@ -870,6 +890,22 @@ func (r *rule) status() RuleStatus {
 		s.Watches = append(s.Watches, k)
 	}
 	return s
+}
+
+// noteError records msg as the rule's last error.
+func (r *rule) noteError(msg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.noteErrorLocked(msg)
+}
+
+// watchesExactly reports whether the rule watches key with watch (not
+// through a pattern: patternrule.go).
+func (r *rule) watchesExactly(key string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.watches[key]
+	return ok
 }
 
 // noteErrorLocked records msg as the rule's last error; r.mu is held.

@@ -20,11 +20,16 @@ import (
 )
 
 // serialEnv is a serial host on a store in the same process, all on a
-// virtual clock: e.user writes from outside.
-func newSerialEnv(t *testing.T) (*env, *clock.Virtual) {
+// virtual clock: e.user writes from outside. seed, if given, fills the
+// store first.
+func newSerialEnv(t *testing.T, seed ...func(*store.Store)) (*env, *clock.Virtual) {
 	t.Helper()
 	vc := clock.NewVirtual(time.UnixMilli(t0))
-	srv := inproc.New(store.New(vc.Now, store.Quota{Keys: -1, Bytes: -1}))
+	st := store.New(vc.Now, store.Quota{Keys: -1, Bytes: -1})
+	for _, f := range seed {
+		f(st)
+	}
+	srv := inproc.New(st)
 	dial := func(id string) *protocol.Client {
 		c, err := protocol.NewLocal(context.Background(), protocol.Config{ClientID: id, Now: vc.Now, Logger: slog.New(slog.DiscardHandler)}, srv)
 		if err != nil {

@@ -26,6 +26,7 @@ type services struct {
 	client  Store           // lock requests (a binding gets its own reference)
 	log     *slog.Logger
 	reg     *watch.Registry     // watches
+	pats    *patternHub         // pattern watches (patternhub.go)
 	lin     *lineage.Table      // the feedback-loop damper
 	journal *provenance.Journal // the last write per key, for Why
 	calls   *abandon.Tracker    // goroutines running runtime calls

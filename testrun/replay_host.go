@@ -311,3 +311,21 @@ func levelName(l int32) string {
 	}
 	return "debug"
 }
+
+func (t *tape) Keys(_ context.Context, pattern string, opts abi.KeysOptions) ([]string, error) {
+	r, err := t.play(host.Call{Verb: "keys", Key: pattern, Limit: opts.Limit})
+	if r == nil || err != nil {
+		return nil, err
+	}
+	return slices.Clone(r.Keys), nil
+}
+
+func (t *tape) WatchPattern(_ context.Context, pattern string, opts abi.WatchOptions) error {
+	_, err := t.play(host.Call{Verb: "watch_pattern", Key: pattern, Self: opts.Self})
+	return err
+}
+
+func (t *tape) UnwatchPattern(_ context.Context, pattern string) error {
+	_, err := t.play(host.Call{Verb: "unwatch_pattern", Key: pattern})
+	return err
+}

@@ -86,20 +86,22 @@ type Record struct {
 	Version  string  `json:"version,omitempty"`
 
 	// Host traces (kinds event and call).
-	Rule     string `json:"rule,omitempty"`
-	Deadline int64  `json:"deadline,omitempty"` // event TIMER
-	Late     bool   `json:"late,omitempty"`     // event TIMER
-	Resync   bool   `json:"resync,omitempty"`   // event SET, DELETE
-	Verb     string `json:"verb,omitempty"`     // call: get, set, ... (see callVerbs)
-	Cond     string `json:"cond,omitempty"`     // set: NX or NEX
-	TTLMs    int64  `json:"ttl_ms,omitempty"`   // set's ttl, lock's lease, timer's delay
-	WaitMs   int64  `json:"wait_ms,omitempty"`  // lock
-	EveryMs  int64  `json:"every_ms,omitempty"` // timer
-	Fence    string `json:"fence,omitempty"`    // set, del, vdel
-	Self     bool   `json:"self,omitempty"`     // watch
-	NowMs    int64  `json:"now_ms,omitempty"`   // now: the reading
-	Status   string `json:"status,omitempty"`   // call: the reply's status
-	Err      string `json:"error,omitempty"`    // call: the reply's message, when not OK
+	Rule     string   `json:"rule,omitempty"`
+	Deadline int64    `json:"deadline,omitempty"` // event TIMER
+	Late     bool     `json:"late,omitempty"`     // event TIMER
+	Resync   bool     `json:"resync,omitempty"`   // event SET, DELETE
+	Verb     string   `json:"verb,omitempty"`     // call: get, set, ... (see callVerbs)
+	Cond     string   `json:"cond,omitempty"`     // set: NX or NEX
+	TTLMs    int64    `json:"ttl_ms,omitempty"`   // set's ttl, lock's lease, timer's delay
+	WaitMs   int64    `json:"wait_ms,omitempty"`  // lock
+	EveryMs  int64    `json:"every_ms,omitempty"` // timer
+	Fence    string   `json:"fence,omitempty"`    // set, del, vdel
+	Self     bool     `json:"self,omitempty"`     // watch, watch_pattern
+	Limit    int      `json:"limit,omitempty"`    // keys: its limit (0: the default)
+	Keys     []string `json:"keys,omitempty"`     // keys: the reply's keys
+	NowMs    int64    `json:"now_ms,omitempty"`   // now: the reading
+	Status   string   `json:"status,omitempty"`   // call: the reply's status
+	Err      string   `json:"error,omitempty"`    // call: the reply's message, when not OK
 
 	Line int `json:"-"` // in the file, from 1 (the header)
 }

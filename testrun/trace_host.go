@@ -18,7 +18,8 @@ import (
 // callVerbs are the verbs of call records, with the fields each request
 // and reply may have beyond rule, verb, status and error: k key (required),
 // v value (required), V value (optional), c cond, t ttl_ms, w wait_ms,
-// e every_ms, f fence, s self, n now_ms, F found (get), r version.
+// e every_ms, f fence, s self, n now_ms, F found (get), r version, l limit
+// and K keys (keys; K in the reply).
 var callVerbs = map[string]string{
 	"get":     "kVFr",
 	"set":     "kvctfr",
@@ -31,6 +32,10 @@ var callVerbs = map[string]string{
 	"timer":   "kVte",
 	"cancel":  "k",
 	"now":     "n",
+	// revision 3: k is the pattern
+	"keys":            "klK",
+	"watch_pattern":   "ks",
+	"unwatch_pattern": "k",
 }
 
 // eventOps are the ops of event records, with what they may carry: V a
@@ -53,7 +58,7 @@ func (r *Record) checkHost() error {
 	hasValue := r.Value != nil || r.ValueB64 != nil
 	has := map[byte]bool{'k': r.Key != "", 'v': hasValue, 'c': r.Cond != "", 't': r.TTLMs != 0,
 		'w': r.WaitMs != 0, 'e': r.EveryMs != 0, 'f': r.Fence != "", 's': r.Self, 'n': r.NowMs != 0, 'F': r.Found,
-		'r': r.Version != "", 'd': r.Deadline != 0 || r.Late, 'y': r.Resync}
+		'r': r.Version != "", 'd': r.Deadline != 0 || r.Late, 'y': r.Resync, 'l': r.Limit != 0, 'K': r.Keys != nil}
 	var allowed, what string
 	if r.Kind == RecordEvent {
 		ops, ok := eventOps[r.Op]
@@ -85,12 +90,12 @@ func (r *Record) checkHost() error {
 		if r.Cond != "" && r.Cond != "NX" && r.Cond != "NEX" {
 			return fmt.Errorf("call set: cond %q, want NX or NEX", r.Cond)
 		}
-		if r.TTLMs < 0 || r.WaitMs < 0 || r.EveryMs < 0 {
+		if r.TTLMs < 0 || r.WaitMs < 0 || r.EveryMs < 0 || r.Limit < 0 {
 			return fmt.Errorf("call %s: a negative duration", r.Verb)
 		}
 		allowed, what = fields, "call "+r.Verb
 	}
-	for _, f := range []byte("kvctwefsnFrdy") { // in a fixed order: the same error every time
+	for _, f := range []byte("kvctwefsnFrdylK") { // in a fixed order: the same error every time
 		ok := strings.IndexByte(allowed, f) >= 0 || f == 'v' && strings.IndexByte(allowed, 'V') >= 0
 		if has[f] && !ok {
 			return fmt.Errorf("%s with a field it does not have (%s)", what, fieldName[f])
@@ -105,14 +110,18 @@ func (r *Record) checkHost() error {
 }
 
 var fieldName = map[byte]string{'k': "key", 'v': "value", 'c': "cond", 't': "ttl_ms", 'w': "wait_ms",
-	'e': "every_ms", 'f': "fence", 's': "self", 'n': "now_ms", 'F': "found", 'r': "version", 'd': "deadline", 'y': "resync"}
+	'e': "every_ms", 'f': "fence", 's': "self", 'n': "now_ms", 'F': "found", 'r': "version", 'd': "deadline", 'y': "resync",
+	'l': "limit", 'K': "keys"}
 
 // callRecord is the record of a host call c (the reply's time is set by
 // the writer).
 func callRecord(rule string, c host.Call) Record {
 	r := Record{Kind: RecordCall, Rule: rule, Verb: c.Verb, Key: c.Key, Fence: c.Fence, Self: c.Self,
 		TTLMs: c.TTL.Milliseconds(), WaitMs: c.Wait.Milliseconds(), EveryMs: c.Every.Milliseconds(),
-		Status: c.Status.String(), Err: c.Err, NowMs: c.Now}
+		Status: c.Status.String(), Err: c.Err, NowMs: c.Now, Limit: c.Limit}
+	if c.Verb == "keys" && c.Status == abi.StatusOK {
+		r.Keys = append([]string{}, c.Keys...) // [] for none: the reply had keys
+	}
 	switch c.Cond {
 	case abi.CondNX:
 		r.Cond = "NX"
@@ -158,6 +167,9 @@ func (r *Record) request() string {
 	if r.Cond != "" {
 		b.WriteString(" " + r.Cond)
 	}
+	if r.Limit != 0 {
+		fmt.Fprintf(&b, " limit=%d", r.Limit)
+	}
 	if r.Fence != "" {
 		b.WriteString(" fence=" + r.Fence)
 	}
@@ -172,6 +184,9 @@ func (r *Record) reply() string {
 	s := r.request() + " -> " + r.Status
 	if r.Verb == "get" && r.Found {
 		s += " " + strconv.Quote(string(r.Bytes()))
+	}
+	if r.Verb == "keys" && r.Keys != nil {
+		s += fmt.Sprintf(" %d keys", len(r.Keys))
 	}
 	return s
 }

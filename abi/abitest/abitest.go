@@ -24,15 +24,20 @@ type Host struct {
 	mu      sync.Mutex
 	st      *Store // reset in place: Store returns the same one
 	watches map[string]abi.WatchOptions
-	logs    []LogLine
-	calls   map[string]int
-	last    map[string]Call
-	fail    map[string]error
-	timers  map[string]Timer
-	now     int64 // Unix ms; 0: the real clock
+	// patterns are the patterns watched (WatchPattern).
+	patterns map[string]abi.WatchOptions
+	logs     []LogLine
+	calls    map[string]int
+	last     map[string]Call
+	fail     map[string]error
+	timers   map[string]Timer
+	now      int64 // Unix ms; 0: the real clock
 	// Deny, when set, refuses keys it returns true for with StatusDenied.
 	// Set it before the runtime calls the Host; Reset clears it.
 	Deny func(verb, key string) bool
+	// MaxWatchedKeys bounds the keys a WatchPattern may cover
+	// (DefaultMaxWatchedKeys when zero). Reset keeps it.
+	MaxWatchedKeys int
 }
 
 // Call is what one call of a verb received. Only the fields of that verb's
@@ -42,7 +47,8 @@ type Call struct {
 	Value       []byte           // set, vdel: the value (a copy; nil stays nil)
 	Set         abi.SetOptions   // set
 	Del         abi.DelOptions   // del, vdel
-	Watch       abi.WatchOptions // watch
+	Watch       abi.WatchOptions // watch, watch_pattern (Key: the pattern)
+	Keys        abi.KeysOptions  // keys (Key: the pattern)
 	TTL         time.Duration    // lock
 	Lock        abi.LockOptions  // lock
 	Delay       time.Duration    // timer
@@ -85,7 +91,7 @@ func (h *Host) reset() {
 	h.st.mu.Lock()
 	h.st.reset()
 	h.st.mu.Unlock()
-	h.watches, h.logs = map[string]abi.WatchOptions{}, nil
+	h.watches, h.patterns, h.logs = map[string]abi.WatchOptions{}, map[string]abi.WatchOptions{}, nil
 	h.calls, h.last, h.fail, h.Deny = map[string]int{}, map[string]Call{}, map[string]error{}, nil
 	h.timers, h.now = map[string]Timer{}, 0
 }

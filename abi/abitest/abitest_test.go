@@ -245,19 +245,25 @@ func TestLastCall(t *testing.T) {
 	_ = h.Timer(ctx, "T", time.Second, abi.TimerOptions{Every: time.Minute, Payload: []byte("p")})
 	_ = h.Cancel(ctx, "C")
 	_ = h.Now()
+	_, _ = h.Keys(ctx, "k*", abi.KeysOptions{Limit: 7})
+	_ = h.WatchPattern(ctx, "wp*", abi.WatchOptions{Self: true})
+	_ = h.UnwatchPattern(ctx, "up*")
 
 	for verb, want := range map[string]abitest.Call{
-		abi.FnGet:     {Key: "g"},
-		abi.FnSet:     {Key: "s", Value: []byte("v\x00"), Set: setOpts, HasDeadline: true},
-		abi.FnDel:     {Key: "d", Del: abi.DelOptions{Fence: "F"}},
-		abi.FnVDel:    {Key: "vd", Value: []byte{}},
-		abi.FnWatch:   {Key: "w", Watch: abi.WatchOptions{Self: true}},
-		abi.FnUnwatch: {Key: ""},
-		abi.FnLock:    {Key: "L", TTL: 2 * time.Second, Lock: abi.LockOptions{Wait: time.Millisecond}, HasDeadline: true},
-		abi.FnUnlock:  {Key: "U"},
-		abi.FnLog:     {Level: abi.LevelError, Msg: "m"},
-		abi.FnTimer:   {Key: "T", Delay: time.Second, Timer: abi.TimerOptions{Every: time.Minute, Payload: []byte("p")}},
-		abi.FnCancel:  {Key: "C"},
+		abi.FnGet:            {Key: "g"},
+		abi.FnSet:            {Key: "s", Value: []byte("v\x00"), Set: setOpts, HasDeadline: true},
+		abi.FnDel:            {Key: "d", Del: abi.DelOptions{Fence: "F"}},
+		abi.FnVDel:           {Key: "vd", Value: []byte{}},
+		abi.FnWatch:          {Key: "w", Watch: abi.WatchOptions{Self: true}},
+		abi.FnUnwatch:        {Key: ""},
+		abi.FnLock:           {Key: "L", TTL: 2 * time.Second, Lock: abi.LockOptions{Wait: time.Millisecond}, HasDeadline: true},
+		abi.FnUnlock:         {Key: "U"},
+		abi.FnLog:            {Level: abi.LevelError, Msg: "m"},
+		abi.FnTimer:          {Key: "T", Delay: time.Second, Timer: abi.TimerOptions{Every: time.Minute, Payload: []byte("p")}},
+		abi.FnCancel:         {Key: "C"},
+		abi.FnKeys:           {Key: "k*", Keys: abi.KeysOptions{Limit: 7}},
+		abi.FnWatchPattern:   {Key: "wp*", Watch: abi.WatchOptions{Self: true}},
+		abi.FnUnwatchPattern: {Key: "up*"},
 	} {
 		got, ok := h.LastCall(verb)
 		if !ok || fmt.Sprintf("%#v", got) != fmt.Sprintf("%#v", want) {

@@ -41,6 +41,10 @@ local loops = {
   timer = function(n) local a, b, c for _ = 1, n do a, b, c = ss.timer("bench/t", 60000) end return check(a, b, c) end,
   cancel = function(n) local a, b, c for _ = 1, n do a, b, c = ss.cancel("bench/c") end return check(a ~= nil or nil, b, c) end,
   now = function(n) local r for _ = 1, n do r = ss.now() end return r end,
+  -- revision 3: keys lists bench/k; unwatch_pattern meets NOT_FOUND (false)
+  keys = function(n) local a, b, c for _ = 1, n do a, b, c = ss.keys("bench/*") end return check(a, b, c) end,
+  watch_pattern = function(n) local a, b, c for _ = 1, n do a, b, c = ss.watch_pattern("bench/p*") end return check(a, b, c) end,
+  unwatch_pattern = function(n) local a, b, c for _ = 1, n do a, b, c = ss.unwatch_pattern("bench/none*") end return check(a ~= nil or nil, b, c) end,
 }
 
 function on_event(ev)

@@ -48,6 +48,12 @@ func TestCheckRefusesWhatDevRefuses(t *testing.T) {
 			"bad.lua":    "local ss = require('ssrun')\nassert(ss.watch('secret'))\nfunction on_event() end\n",
 			"ssrun.yaml": "rules:\n  bad.lua:\n    watch: [\"public/**\"]\n  good.lua: {}\n"},
 			"DIR/bad.lua:2: load: watch \"secret\""},
+		{"malformed pattern", map[string]string{"bad.lua": "local ss = require('ssrun')\n\nss.watch_pattern('thermostats/[')\nfunction on_event() end\n"},
+			`DIR/bad.lua:3: load: watch_pattern "thermostats/[": invalid pattern: unterminated [ in pattern`},
+		{"pattern outside its read permissions", map[string]string{
+			"bad.lua":    "local ss = require('ssrun')\nss.watch_pattern('secret/*')\nfunction on_event() end\n",
+			"ssrun.yaml": "rules:\n  bad.lua:\n    read: [\"public/**\"]\n  good.lua: {}\n"},
+			`DIR/bad.lua:2: load: watch_pattern "secret/*": pattern outside the rule's permissions: no key it matches can be read`},
 		{"plugin without handshake", map[string]string{"bad*": "#!/bin/sh\necho not a plugin\n"},
 			"DIR/bad"},
 		{"bad ssrun.yaml", map[string]string{"ssrun.yaml": "defaults:\n  timeout: 1s\n  timout: 2s\n"},

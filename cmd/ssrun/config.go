@@ -31,6 +31,8 @@ import (
 //	  log_lines: 100        # log budget per second; the excess is counted and summarised
 //	  log_bytes: 64KiB
 //	  max_timers: 10000     # timers a rule may have armed at once
+//	  rescan: 10s           # how often watch_pattern patterns are scanned again (0: only when watched)
+//	  max_watched_keys: 10000  # keys a rule's pattern watches may cover
 //	rules:                  # per rule file (exact name, or a glob like "*.wasm")
 //	  thermostat.lua:
 //	    read:  ["thermostat*/**"]
@@ -62,19 +64,23 @@ type pluginSettings struct {
 // ruleSettings is host.RuleConfig as written in YAML (durations like "500ms",
 // sizes like "64MiB").
 type ruleSettings struct {
-	Timeout  duration        `yaml:"timeout"`
-	Grace    duration        `yaml:"grace"`
-	Memory   byteSize        `yaml:"memory"`
-	MaxValue byteSize        `yaml:"max_value"`
-	Mailbox  int             `yaml:"mailbox"`
-	LogLines int             `yaml:"log_lines"`
-	LogBytes byteSize        `yaml:"log_bytes"`
-	Timers   int             `yaml:"max_timers"`
-	Read     *[]string       `yaml:"read"`
-	Write    *[]string       `yaml:"write"`
-	Watch    *[]string       `yaml:"watch"`
-	Lock     *[]string       `yaml:"lock"`
-	Canary   *canarySettings `yaml:"canary"`
+	Timeout  duration `yaml:"timeout"`
+	Grace    duration `yaml:"grace"`
+	Memory   byteSize `yaml:"memory"`
+	MaxValue byteSize `yaml:"max_value"`
+	Mailbox  int      `yaml:"mailbox"`
+	LogLines int      `yaml:"log_lines"`
+	LogBytes byteSize `yaml:"log_bytes"`
+	Timers   int      `yaml:"max_timers"`
+	// Rescan is host.RuleConfig.Rescan; a pointer, since 0 (never) is
+	// not the default.
+	Rescan         *duration       `yaml:"rescan"`
+	MaxWatchedKeys int             `yaml:"max_watched_keys"`
+	Read           *[]string       `yaml:"read"`
+	Write          *[]string       `yaml:"write"`
+	Watch          *[]string       `yaml:"watch"`
+	Lock           *[]string       `yaml:"lock"`
+	Canary         *canarySettings `yaml:"canary"`
 	// Ownership is host.RuleConfig.Ownership: "every-host" or absent.
 	Ownership string `yaml:"ownership"`
 }
@@ -101,21 +107,29 @@ func (s ruleSettings) toHost() host.RuleConfig {
 	if c := s.Canary; c != nil {
 		canary = host.Canary{Events: c.Events, Duration: time.Duration(c.Duration), Tolerance: c.Tolerance, Ignore: c.Ignore}
 	}
+	var rescan time.Duration
+	if s.Rescan != nil {
+		if rescan = time.Duration(*s.Rescan); rescan == 0 {
+			rescan = host.RescanOff
+		}
+	}
 	return host.RuleConfig{
-		Timeout:       time.Duration(s.Timeout),
-		Grace:         time.Duration(s.Grace),
-		MemoryBytes:   int64(s.Memory),
-		MaxValueBytes: int(s.MaxValue),
-		Mailbox:       s.Mailbox,
-		LogLines:      s.LogLines,
-		LogBytes:      int(s.LogBytes),
-		MaxTimers:     s.Timers,
-		Read:          list(s.Read),
-		Write:         list(s.Write),
-		Watch:         list(s.Watch),
-		Lock:          list(s.Lock),
-		Canary:        canary,
-		Ownership:     s.Ownership,
+		Timeout:        time.Duration(s.Timeout),
+		Grace:          time.Duration(s.Grace),
+		MemoryBytes:    int64(s.Memory),
+		MaxValueBytes:  int(s.MaxValue),
+		Mailbox:        s.Mailbox,
+		LogLines:       s.LogLines,
+		LogBytes:       int(s.LogBytes),
+		MaxTimers:      s.Timers,
+		Rescan:         rescan,
+		MaxWatchedKeys: s.MaxWatchedKeys,
+		Read:           list(s.Read),
+		Write:          list(s.Write),
+		Watch:          list(s.Watch),
+		Lock:           list(s.Lock),
+		Canary:         canary,
+		Ownership:      s.Ownership,
 	}
 }
 

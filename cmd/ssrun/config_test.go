@@ -24,6 +24,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/spf13/pflag"
 
+	"github.com/ssrun/ssrun/host"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -94,7 +95,7 @@ func TestLoadConfigErrorsNameFileAndLine(t *testing.T) {
 		{"bad size", "rules:\n  a.lua:\n    memory: lots\n", `line 3: bad size "lots"`},
 		{"bad pattern", "rules:\n  a.lua:\n    read: [\"a/[\"]\n", `rules: a.lua: read: bad key pattern "a/["`},
 		{"plugin without path", "plugins:\n  p: {sha256: ab}\n", "plugins: p: path is required"},
-		{"negative log budget", "rules:\n  a.lua:\n    log_lines: -1\n", "rules: a.lua: timeout, grace, memory, max_value, mailbox, log_lines, log_bytes and max_timers must not be negative"},
+		{"negative log budget", "rules:\n  a.lua:\n    log_lines: -1\n", "rules: a.lua: timeout, grace, memory, max_value, mailbox, log_lines, log_bytes, max_timers, rescan and max_watched_keys must not be negative"},
 		{"not yaml", "rules: [\n", "ssrun.yaml"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -361,5 +362,33 @@ func TestEncryptedClientKey(t *testing.T) {
 	cfg, err := s.clientConfig()
 	if err != nil || len(cfg.TLS.Certificates) != 1 {
 		t.Fatalf("settings with an encrypted key: %v", err)
+	}
+}
+
+// rescan and max_watched_keys reach the host: a duration, 0 for only when
+// watched (host.RescanOff), absent for the default.
+func TestConfigPatternSettings(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "ssrun.yaml")
+	if err := os.WriteFile(p, []byte("defaults:\n  rescan: 30s\n  max_watched_keys: 50\nrules:\n  a.lua:\n    rescan: 0\n  b.lua:\n    max_watched_keys: 7\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := loadConfig(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := c.hostRules()
+	for _, tc := range []struct {
+		file   string
+		rescan time.Duration
+		max    int
+	}{{"a.lua", host.RescanOff, 50}, {"b.lua", 30 * time.Second, 7}, {"c.lua", 30 * time.Second, 50}} {
+		rc := host.RuleConfigFor(c.Defaults.toHost(), rules, tc.file)
+		if rc.Rescan != tc.rescan || rc.MaxWatchedKeys != tc.max {
+			t.Errorf("%s: rescan %v, max_watched_keys %d; want %v, %d", tc.file, rc.Rescan, rc.MaxWatchedKeys, tc.rescan, tc.max)
+		}
+	}
+	if rc := host.RuleConfigFor(host.RuleConfig{}, nil, "d.lua"); rc.Rescan != host.DefaultRescan || rc.MaxWatchedKeys != host.DefaultMaxWatchedKeys {
+		t.Errorf("defaults: rescan %v, max_watched_keys %d", rc.Rescan, rc.MaxWatchedKeys)
 	}
 }

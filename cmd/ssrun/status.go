@@ -60,6 +60,9 @@ func printStatus(w io.Writer, doc admin.StatusDoc) error {
 		if len(r.Watches) > 0 {
 			lines = append(lines, "watches: "+shownAll(r.Watches, ", "))
 		}
+		if len(r.Patterns) > 0 {
+			lines = append(lines, fmt.Sprintf("patterns: %s (%d keys)", shownAll(r.Patterns, ", "), r.PatternKeys))
+		}
 		if len(r.Locks) > 0 {
 			lines = append(lines, "locks:   "+shownAll(r.Locks, ", "))
 		}
@@ -80,6 +83,10 @@ func printStatus(w io.Writer, doc admin.StatusDoc) error {
 	h := doc.Host
 	_, err := fmt.Fprintf(w, "\nhost: %d notifications, %d watched keys, %d loops damped, %d resyncs, %d stuck calls, %d timers\n",
 		h.Notifications, h.WatchedKeys, h.LoopsDamped, h.Resyncs, h.Stuck, h.Timers)
+	if p := h.Patterns; err == nil && p != nil {
+		_, err = fmt.Fprintf(w, "patterns: %d watched, %d scans (%d pages), %d keys found late, %d over max_watched_keys, %d scan errors\n",
+			p.Watched, p.Scans, p.Pages, p.FoundLate, p.OverLimit, p.ScanErrors)
+	}
 	if err == nil && h.Owned+h.Standby+h.Withdrawn > 0 {
 		_, err = fmt.Fprintf(w, "group: %d rule(s) owned here, %d on standby (run by another host)\n", h.Owned, h.Standby)
 		if err == nil && h.Withdrawn > 0 {

@@ -40,3 +40,23 @@ func TestPrintStatusGroupLines(t *testing.T) {
 		})
 	}
 }
+
+// printStatus shows a rule's patterns with the keys they cover, and the
+// host's pattern counters only when a rule used patterns.
+func TestPrintStatusPatterns(t *testing.T) {
+	var b strings.Builder
+	doc := admin.StatusDoc{Rules: []admin.RuleDoc{{Name: "fleet.lua", Path: "r/fleet.lua", Patterns: []string{"t/*/sp", "u/*"}, PatternKeys: 1200}},
+		Host: admin.HostDoc{Patterns: &admin.PatternsDoc{Watched: 2, Scans: 9, Pages: 14, FoundLate: 3, OverLimit: 1}}}
+	if err := printStatus(&b, doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"patterns: t/*/sp, u/* (1200 keys)", "patterns: 2 watched, 9 scans (14 pages), 3 keys found late, 1 over max_watched_keys, 0 scan errors"} {
+		if !strings.Contains(b.String(), w) {
+			t.Errorf("output lacks %q:\n%s", w, b.String())
+		}
+	}
+	b.Reset()
+	if err := printStatus(&b, admin.StatusDoc{}); err != nil || strings.Contains(b.String(), "patterns") {
+		t.Errorf("a host without patterns: %v\n%s", err, b.String())
+	}
+}

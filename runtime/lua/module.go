@@ -42,6 +42,10 @@ func newModule(L *glua.LState, st *state, h abi.Host) *glua.LTable {
 		abi.FnTimer:   m.timer,
 		abi.FnCancel:  m.cancel,
 		abi.FnNow:     m.now,
+
+		abi.FnKeys:           m.keys,
+		abi.FnWatchPattern:   m.watchPattern,
+		abi.FnUnwatchPattern: m.unwatchPattern,
 	} {
 		t.RawSetString(name, L.NewFunction(fn))
 	}

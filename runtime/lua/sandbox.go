@@ -39,6 +39,8 @@ type state struct {
 	// strings' metatable, which the rule may fill but not replace.
 	concatFn *glua.LFunction
 	strMeta  glua.LValue
+	// patterns is what the rule's load did wrong with patterns (patterns.go).
+	patterns patternLoad
 }
 
 // newState returns a state with only the base, table, string and math

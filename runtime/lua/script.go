@@ -93,7 +93,13 @@ func (s *script) Close(context.Context) error {
 func (s *script) load(ctx context.Context) error {
 	st := newState(s.prog.opts, s.host, s.lim.MemoryBytes)
 	s.st = st
-	if err := s.call(ctx, st, callLoad, st.mainFunction(s.prog.proto)); err != nil {
+	st.patterns.loading = true
+	err := s.call(ctx, st, callLoad, st.mainFunction(s.prog.proto))
+	st.patterns.loading = false
+	if err == nil {
+		err = st.patterns.refusal(s.prog.name)
+	}
+	if err != nil {
 		s.st = nil
 		return err
 	}

@@ -201,6 +201,28 @@ func TestVerbs(t *testing.T) {
 		{verb: "cancel", status: "DENIED", setup: func(h *abitest.Host) { arm("t", 100, "")(h); h.Deny = deny("t") }, expr: `ss.cancel("t")`, want: `nil:nil | string:cancel "t": not permitted | string:DENIED`, hostCalled: true, check: armed("t", now0+100, 0, "")},
 		{verb: "cancel", status: "INVALID", expr: `ss.cancel("")`, want: "nil:nil | string:cancel: empty key | string:INVALID", hostCalled: true},
 
+		// keys (revision 3): a sequence table, sorted
+		{verb: "keys", status: "OK", setup: puts("t/2", "t/1", "u/1", "t/3"), expr: `#ss.keys("t/*"), table.concat(ss.keys("t/*", 3), ",")`, want: "number:3 | string:t/1,t/2,t/3", hostCalled: true},
+		{verb: "keys", status: "OK", expr: `#ss.keys("none/*"), next(ss.keys("none/*"))`, want: "number:0 | nil:nil", hostCalled: true},
+		{verb: "keys", status: "LIMIT", setup: puts("t/1", "t/2"), expr: `ss.keys("t/*", 1)`, want: `nil:nil | string:keys "t/*": more than 1 keys match | string:LIMIT`, hostCalled: true},
+		{verb: "keys", status: "DENIED", expr: `ss.keys("$ssrun/*")`, want: `nil:nil | string:keys "$ssrun/*": keys under $ssrun/ are reserved for the host | string:DENIED`, hostCalled: true},
+		{verb: "keys", status: "INVALID", expr: `ss.keys("[")`, want: `nil:nil | string:keys "[": unterminated [ in pattern | string:INVALID`, hostCalled: true},
+		{verb: "keys", status: "INVALID", expr: `ss.keys("t/*", 1.5)`, want: `nil:nil | string:ss.keys: limit must be a whole number between 0 (the default, 1000) and 100000, got 1.5 | string:INVALID`},
+		{verb: "keys", status: "INVALID", expr: `ss.keys("t/*", -1)`, want: `nil:nil | string:ss.keys: limit must be a whole number between 0 (the default, 1000) and 100000, got -1 | string:INVALID`},
+
+		// watch_pattern, unwatch_pattern (revision 3)
+		{verb: "watch_pattern", status: "OK", expr: `ss.watch_pattern("t/*", {self = true})`, want: "boolean:true", hostCalled: true, check: func(t *testing.T, h *abitest.Host) {
+			if o, ok := h.Patterns()["t/*"]; !ok || !o.Self {
+				t.Errorf("patterns %v", h.Patterns())
+			}
+		}},
+		{verb: "watch_pattern", status: "LIMIT", setup: func(h *abitest.Host) { h.MaxWatchedKeys = 1; puts("t/1", "t/2")(h) }, expr: `ss.watch_pattern("t/*")`, want: `nil:nil | string:watch_pattern "t/*": more than max_watched_keys (1) keys match | string:LIMIT`, hostCalled: true},
+		{verb: "watch_pattern", status: "DENIED", setup: func(h *abitest.Host) { h.Deny = deny("t/*") }, expr: `ss.watch_pattern("t/*")`, want: `nil:nil | string:watch_pattern "t/*": not permitted | string:DENIED`, hostCalled: true},
+		{verb: "watch_pattern", status: "INVALID", expr: `ss.watch_pattern("a\\")`, want: `nil:nil | string:watch_pattern "a\\": pattern ends with an escaping backslash | string:INVALID`, hostCalled: true},
+		{verb: "watch_pattern", status: "INVALID", expr: `ss.watch_pattern("t/*", {me = true})`, want: `nil:nil | string:ss.watch_pattern: unknown option "me" (want self) | string:INVALID`},
+		{verb: "unwatch_pattern", status: "OK", setup: func(h *abitest.Host) { h.WatchPattern(context.Background(), "t/*", abi.WatchOptions{}) }, expr: `ss.unwatch_pattern("t/*")`, want: "boolean:true", hostCalled: true},
+		{verb: "unwatch_pattern", status: "NOT_FOUND", expr: `ss.unwatch_pattern("t/*")`, want: "boolean:false", hostCalled: true},
+
 		// now: a whole number of milliseconds, exact
 		{verb: "now", status: "OK", expr: `ss.now(), ss.now() == 1700000000123, math.floor(ss.now()) == ss.now()`, want: "number:1700000000123 | boolean:true | boolean:true", hostCalled: true},
 	}
@@ -219,6 +241,10 @@ func TestVerbs(t *testing.T) {
 		"timer":   {"OK", "QUOTA", "TOO_LARGE", "DENIED", "INVALID"},
 		"cancel":  {"OK", "NOT_FOUND", "DENIED", "INVALID"},
 		"now":     {"OK"},
+
+		"keys":            {"OK", "LIMIT", "DENIED", "INVALID"},
+		"watch_pattern":   {"OK", "LIMIT", "DENIED", "INVALID"},
+		"unwatch_pattern": {"OK", "NOT_FOUND"},
 	}
 	for _, verb := range abi.Verbs() {
 		for _, st := range statuses[verb] {
@@ -249,6 +275,15 @@ func TestVerbs(t *testing.T) {
 				c.check(t, h)
 			}
 		})
+	}
+}
+
+// puts stores each key (value "v") on h.
+func puts(keys ...string) func(h *abitest.Host) {
+	return func(h *abitest.Host) {
+		for _, k := range keys {
+			h.Put(k, []byte("v"))
+		}
 	}
 }
 
@@ -346,6 +381,11 @@ func TestVerbArgumentTypes(t *testing.T) {
 		{`ss.timer("t", 5, {payload = true})`, "ss.timer: option 'payload' must be a string, got boolean"},
 		{`ss.cancel()`, "ss.cancel: bad argument #1 'name' (string expected, got nil)"},
 		{`ss.cancel({})`, "ss.cancel: bad argument #1 'name' (string expected, got table)"},
+		{`ss.keys()`, "ss.keys: bad argument #1 'pattern' (string expected, got nil)"},
+		{`ss.keys("t/*", "5")`, "ss.keys: bad argument #2 'limit' (number expected, got string)"},
+		{`ss.watch_pattern({})`, "ss.watch_pattern: bad argument #1 'pattern' (string expected, got table)"},
+		{`ss.watch_pattern("t/*", {self = 1})`, "ss.watch_pattern: option 'self' must be a boolean, got number"},
+		{`ss.unwatch_pattern()`, "ss.unwatch_pattern: bad argument #1 'pattern' (string expected, got nil)"},
 	} {
 		h := abitest.New()
 		got := evalRule(t, h, `pcall(function() return `+tc.expr+` end)`)

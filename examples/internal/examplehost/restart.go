@@ -23,6 +23,7 @@ type Restartable struct {
 	addr     string
 	dir      string
 	runtimes []abi.Runtime
+	config   func(*host.Config) // nil: none
 	starts   int
 	// User is the user's client (the sensors and the person at the keyboard).
 	User *protocol.Client
@@ -38,8 +39,15 @@ type Restartable struct {
 // test ends. ctx bounds the calls the helpers make.
 func StartRestartable(ctx context.Context, t testing.TB, dir string, runtimes ...abi.Runtime) *Restartable {
 	t.Helper()
+	return StartRestartableWith(ctx, t, dir, nil, runtimes...)
+}
+
+// StartRestartableWith is StartRestartable whose hosts config changes
+// before they start (the rules' settings, as ssrun.yaml gives them).
+func StartRestartableWith(ctx context.Context, t testing.TB, dir string, config func(*host.Config), runtimes ...abi.Runtime) *Restartable {
+	t.Helper()
 	b := brokertest.Start(t)
-	r := &Restartable{t: t, ctx: ctx, addr: b.Addr(), dir: dir, runtimes: runtimes, changes: map[string][]protocol.Event{}}
+	r := &Restartable{t: t, ctx: ctx, addr: b.Addr(), dir: dir, runtimes: runtimes, config: config, changes: map[string][]protocol.Event{}}
 	var wg sync.WaitGroup
 	t.Cleanup(wg.Wait) // after User's Close (cleanups run last first), which closes Events
 	r.User = Client(t, r.addr, "example-user")
@@ -63,7 +71,11 @@ func (r *Restartable) start() {
 	r.t.Helper()
 	r.starts++
 	client := Client(r.t, r.addr, fmt.Sprintf("example-host-%d", r.starts))
-	r.Host = Host(r.t, host.Config{Store: client, Runtimes: r.runtimes})
+	cfg := host.Config{Store: client, Runtimes: r.runtimes}
+	if r.config != nil {
+		r.config(&cfg)
+	}
+	r.Host = Host(r.t, cfg)
 	if err := r.Host.LoadDir(r.ctx, r.dir); err != nil {
 		r.t.Fatalf("loading %s: %v", r.dir, err)
 	}

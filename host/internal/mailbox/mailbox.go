@@ -41,9 +41,15 @@ func New(limit int, q *serial.Quiet, rq *serial.Rule) *Box {
 }
 
 // Push appends d, or reports false when the mailbox is full.
-func (m *Box) Push(d Delivery) bool {
+func (m *Box) Push(d Delivery) bool { return m.put(d, false) }
+
+// PushAlways appends d even past the bound: for the events of a pattern
+// watch's scans (host/patternrule.go), which max_watched_keys bounds.
+func (m *Box) PushAlways(d Delivery) { m.put(d, true) }
+
+func (m *Box) put(d Delivery, always bool) bool {
 	m.mu.Lock()
-	if len(m.q)-m.head >= m.limit {
+	if !always && len(m.q)-m.head >= m.limit {
 		m.mu.Unlock()
 		return false
 	}

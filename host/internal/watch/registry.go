@@ -153,6 +153,21 @@ func (g *Registry) WaitDelete(ctx context.Context, key string, wake func()) (fun
 }
 
 func (g *Registry) acquire(ctx context.Context, key string, add func(*keyState)) error {
+	_, _, err := g.acquireRead(ctx, key, add)
+	return err
+}
+
+// WatchRead is Watch, which also returns the read of the key it made when
+// it registered the key (read true: the key's state once registered); a
+// key registered before is not read. A rule's pattern watch gives the rule
+// that state (host/patternrule.go).
+func (g *Registry) WatchRead(ctx context.Context, w Watcher, key string) (res protocol.GetResult, read bool, err error) {
+	return g.acquireRead(ctx, key, func(ks *keyState) { ks.watchers[w] = true })
+}
+
+// acquireRead is acquire, which also returns the baseline read of the key
+// when it registered it (read true); a key registered before is not read.
+func (g *Registry) acquireRead(ctx context.Context, key string, add func(*keyState)) (res protocol.GetResult, read bool, err error) {
 	defer g.lockKey(key)()
 	g.mu.Lock()
 	ks := g.keys[key]
@@ -164,42 +179,44 @@ func (g *Registry) acquire(ctx context.Context, key string, add func(*keyState))
 	add(ks)
 	g.mu.Unlock()
 	if !first {
-		return nil
+		return res, false, nil
 	}
-	err := g.client.KeyNotify(ctx, []byte(key), protocol.CallOptions{})
+	err = g.client.KeyNotify(ctx, []byte(key), protocol.CallOptions{})
 	switch {
 	case err == nil:
 		g.mu.Lock()
 		ks.registered = true
 		g.mu.Unlock()
-		g.baseline(ctx, key, ks)
-		return nil
+		res, read = g.baseline(ctx, key, ks)
+		return res, read, nil
 	case errors.Is(err, protocol.ErrNotConnected):
 		g.log.Debug("store offline; watch registered when it reconnects", "key", key)
-		return nil
+		return res, false, nil
 	default:
 		g.mu.Lock()
 		delete(g.keys, key)
 		g.mu.Unlock()
-		return err
+		return res, false, err
 	}
 }
 
 // baseline reads the key's current version so that a later reconnect can
-// tell whether it changed while offline.
-func (g *Registry) baseline(ctx context.Context, key string, ks *keyState) {
+// tell whether it changed while offline, and returns the read (ok false
+// when it failed).
+func (g *Registry) baseline(ctx context.Context, key string, ks *keyState) (protocol.GetResult, bool) {
 	g.mu.Lock()
 	gen := ks.gen
 	g.mu.Unlock()
 	res, err := g.client.Get(ctx, []byte(key), protocol.CallOptions{})
 	if err != nil {
-		return // unknown baseline: a reconnect then reports the key if present
+		return res, false // unknown baseline: a reconnect then reports the key if present
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if ks.gen == gen && !ks.known {
 		ks.known, ks.present, ks.version, ks.read = true, res.Found, res.Version, true
 	}
+	return res, true
 }
 
 func (g *Registry) release(ctx context.Context, key string, remove func(*keyState)) {

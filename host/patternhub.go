@@ -1,0 +1,353 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/clock"
+	"github.com/ssrun/ssrun/host/internal/patterns"
+	"github.com/ssrun/ssrun/host/internal/serial"
+	"github.com/ssrun/ssrun/protocol"
+)
+
+// patternHub is the host's side of pattern watches (watch_pattern): the
+// patterns its rules watch, each scanned once for all the rules watching
+// it, rescanned on the host's clock (every rescan of its rules, the
+// shortest of them), at once for every rule after a reconnection, and
+// at once for a key a rule of the host wrote. What a rule does with the
+// keys a scan found is rulePatterns' (patternrule.go).
+//
+// Its loop runs the jobs (scans, written keys) one at a time, in the
+// order they were queued; in a serial host a queued job and a due rescan
+// count as activity until the loop has done them (quiet.go), so ssrun
+// test's steps see their results.
+type patternHub struct {
+	client Store
+	log    *slog.Logger
+	clock  clock.Clock
+	work   serial.Signal // jobs were queued
+	wake   *serial.Wake  // the next rescan is due
+
+	mu    sync.Mutex
+	subs  map[string]*patternSubs // by pattern
+	sched patterns.Schedule
+	jobs  []patternJob
+
+	scans, pages, late, overLimit, scanErrors atomic.Uint64
+}
+
+// patternSubs are the rules watching one pattern, with each one's rescan
+// interval (RescanOff: none).
+type patternSubs struct {
+	pat   patterns.Pattern
+	rules map[patternSub]time.Duration
+}
+
+// patternSub is a rule watching patterns (its rulePatterns).
+type patternSub interface {
+	// found takes the keys a scan of pattern found: all of them if
+	// complete, else the first ones, up to the largest maxKeys of the
+	// pattern's rules; first says it is the pattern's first scan for it.
+	found(ctx context.Context, pattern string, keys []string, complete, first bool)
+	// has reports whether the rule has key through a pattern.
+	has(key string) bool
+	// discovered adds key, set by the rule at path writer.
+	discovered(ctx context.Context, key, writer string)
+	maxKeys() int
+	order() string // the rule's place among a pattern's rules
+}
+
+// patternJob is a scan of pattern for every rule that rescans it, or for
+// all its rules (all: after a reconnection); or, with key set, a key the
+// rule writer wrote.
+type patternJob struct {
+	pattern string
+	all     bool
+	key     string
+	writer  string // the path of the rule that wrote key
+}
+
+// scanner is a Store that lists keys (SCAN): *protocol.Client.
+type scanner interface {
+	Scan(pattern []byte, opts protocol.ScanOptions) *protocol.Pager
+}
+
+func newPatternHub(client Store, log *slog.Logger, c clock.Clock, q *serial.Quiet) *patternHub {
+	return &patternHub{client: client, log: log, clock: c, work: serial.NewSignal(q), wake: serial.NewWake(c, q), subs: map[string]*patternSubs{}}
+}
+
+// run is the hub's loop, until ctx ends.
+func (h *patternHub) run(ctx context.Context) {
+	defer h.wake.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.work.C:
+			h.runJobs(ctx)
+			h.work.Took()
+		case <-h.wake.C():
+			h.rescanDue(ctx)
+			h.wake.Took()
+		}
+	}
+}
+
+// queue adds a job and wakes the loop.
+func (h *patternHub) queue(j patternJob) {
+	h.mu.Lock()
+	h.jobs = append(h.jobs, j)
+	h.mu.Unlock()
+	h.work.Raise()
+}
+
+func (h *patternHub) runJobs(ctx context.Context) {
+	for ctx.Err() == nil {
+		h.mu.Lock()
+		if len(h.jobs) == 0 {
+			h.mu.Unlock()
+			return
+		}
+		j := h.jobs[0]
+		h.jobs = h.jobs[1:]
+		h.mu.Unlock()
+		if j.key != "" {
+			h.discover(ctx, j.key, j.writer)
+			continue
+		}
+		h.scanFor(ctx, j.pattern, h.subscribers(j.pattern, j.all), false)
+	}
+}
+
+// rescanDue rescans the patterns whose time has come, for the rules that
+// rescan them.
+func (h *patternHub) rescanDue(ctx context.Context) {
+	h.mu.Lock()
+	due := h.sched.Due(h.clock.Now())
+	h.mu.Unlock()
+	for _, p := range due {
+		h.scanFor(ctx, p, h.subscribers(p, false), false)
+	}
+	h.rearm()
+}
+
+// subscribers returns the rules a scan of pattern is for: all of them,
+// or (all false) those that rescan.
+func (h *patternHub) subscribers(pattern string, all bool) []patternSub {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.subs[pattern]
+	if s == nil {
+		return nil
+	}
+	var out []patternSub
+	for rp, every := range s.rules {
+		if all || every > 0 {
+			out = append(out, rp)
+		}
+	}
+	slices.SortFunc(out, func(a, b patternSub) int { return strings.Compare(a.order(), b.order()) })
+	return out
+}
+
+// scanFor scans pattern once and hands the keys to rules; first says it
+// is the pattern's first scan for them (keys found later count as late).
+func (h *patternHub) scanFor(ctx context.Context, pattern string, rules []patternSub, first bool) {
+	if len(rules) == 0 {
+		return
+	}
+	bound := 0
+	for _, rp := range rules {
+		bound = max(bound, rp.maxKeys())
+	}
+	keys, complete, err := h.scan(ctx, pattern, bound, nil)
+	if err != nil {
+		if ctx.Err() == nil && !errors.Is(err, protocol.ErrNotConnected) {
+			h.scanErrors.Add(1)
+			h.log.Warn("pattern scan failed; tried again at the next rescan or reconnection", "pattern", pattern, "err", err)
+		}
+		return
+	}
+	for _, rp := range rules {
+		rp.found(ctx, pattern, keys, complete, first)
+	}
+}
+
+// scan lists the keys matching pattern that keep accepts (nil: all),
+// sorted, never those under ReservedPrefix, paging through the store; it
+// stops once it has more than bound (complete false, bound keys
+// returned), so it holds at most bound keys and a page whatever the store
+// holds.
+func (h *patternHub) scan(ctx context.Context, pattern string, bound int, keep func(string) bool) (keys []string, complete bool, err error) {
+	sc, ok := h.client.(scanner)
+	if !ok {
+		return nil, false, abi.Errorf(abi.StatusStoreError, "pattern %q: this store client cannot list keys (SCAN)", pattern)
+	}
+	h.scans.Add(1)
+	p := sc.Scan([]byte(pattern), protocol.ScanOptions{})
+	for p.Next(ctx) {
+		h.pages.Add(1)
+		for _, k := range p.Keys() {
+			key := string(k)
+			if strings.HasPrefix(key, ReservedPrefix) || (keep != nil && !keep(key)) {
+				continue
+			}
+			if len(keys) == bound {
+				slices.Sort(keys)
+				return keys, false, nil
+			}
+			keys = append(keys, key)
+		}
+	}
+	if err := p.Err(); err != nil {
+		return nil, false, err
+	}
+	slices.Sort(keys) // the store's order is bytewise; AIO's is not promised
+	return keys, true, nil
+}
+
+// subscribe makes rp a watcher of pat, rescanning every every (RescanOff:
+// never); the caller scans it for rp first (scanOne).
+func (h *patternHub) subscribe(pat patterns.Pattern, rp patternSub, every time.Duration) {
+	h.mu.Lock()
+	s := h.subs[pat.Src]
+	if s == nil {
+		s = &patternSubs{pat: pat, rules: map[patternSub]time.Duration{}}
+		h.subs[pat.Src] = s
+	}
+	s.rules[rp] = every
+	h.scheduleLocked(pat.Src)
+	h.mu.Unlock()
+	h.rearm()
+}
+
+// scanOne scans pattern for rp alone, now, in the caller's goroutine:
+// first says it is the pattern's first scan for rp.
+func (h *patternHub) scanOne(ctx context.Context, pattern string, rp patternSub, first bool) {
+	h.scanFor(ctx, pattern, []patternSub{rp}, first)
+}
+
+// unsubscribe ends rp's watch of pattern.
+func (h *patternHub) unsubscribe(pattern string, rp patternSub) {
+	h.mu.Lock()
+	if s := h.subs[pattern]; s != nil {
+		delete(s.rules, rp)
+		if len(s.rules) == 0 {
+			delete(h.subs, pattern)
+		}
+	}
+	h.scheduleLocked(pattern)
+	h.mu.Unlock()
+	h.rearm()
+}
+
+// scheduleLocked sets pattern's rescan to the shortest interval of its
+// rules. h.mu is held.
+func (h *patternHub) scheduleLocked(pattern string) {
+	every := time.Duration(0)
+	if s := h.subs[pattern]; s != nil {
+		for _, d := range s.rules {
+			if d > 0 && (every == 0 || d < every) {
+				every = d
+			}
+		}
+	}
+	h.sched.Set(pattern, every, h.clock.Now())
+}
+
+// rearm sets the wake-up for the next rescan due.
+func (h *patternHub) rearm() {
+	h.mu.Lock()
+	next, ok := h.sched.Next()
+	h.mu.Unlock()
+	if !ok {
+		h.wake.Stop()
+		return
+	}
+	h.wake.Reset(next.Sub(h.clock.Now()))
+}
+
+// reconnected queues a scan of every pattern for all its rules: keys
+// created while the host was offline.
+func (h *patternHub) reconnected() {
+	h.mu.Lock()
+	ps := make([]string, 0, len(h.subs))
+	for p := range h.subs {
+		ps = append(ps, p)
+	}
+	h.mu.Unlock()
+	slices.Sort(ps)
+	for _, p := range ps {
+		h.queue(patternJob{pattern: p, all: true})
+	}
+}
+
+// wrote is told of every key a rule of the host (writer) set: if a rule
+// watches a pattern it matches and does not have it yet, the key is added
+// at once, without waiting for a rescan.
+func (h *patternHub) wrote(writer, key string) {
+	h.mu.Lock()
+	missing := false
+	for _, s := range h.subs {
+		if !s.pat.Match(key) {
+			continue
+		}
+		for rp := range s.rules {
+			if !rp.has(key) {
+				missing = true
+				break
+			}
+		}
+	}
+	h.mu.Unlock()
+	if missing {
+		h.queue(patternJob{key: key, writer: writer})
+	}
+}
+
+// discover adds key, written by writer, to every rule watching a pattern
+// it matches that does not have it yet.
+func (h *patternHub) discover(ctx context.Context, key, writer string) {
+	h.mu.Lock()
+	var rules []patternSub
+	for _, s := range h.subs {
+		if !s.pat.Match(key) {
+			continue
+		}
+		for rp := range s.rules {
+			if !slices.Contains(rules, rp) {
+				rules = append(rules, rp)
+			}
+		}
+	}
+	h.mu.Unlock()
+	slices.SortFunc(rules, func(a, b patternSub) int { return strings.Compare(a.order(), b.order()) })
+	for _, rp := range rules {
+		rp.discovered(ctx, key, writer)
+	}
+}
+
+// PatternStats are a host's pattern watch counters (Stats).
+type PatternStats struct {
+	Patterns   int    // patterns watched by the host's rules (each counted once)
+	Scans      uint64 // scans of the store (SCAN walks: keys, watch_pattern, rescans)
+	Pages      uint64 // SCAN pages they read
+	FoundLate  uint64 // keys a rule got after its pattern's first scan (a rescan, a rule's write, a reconnection)
+	OverLimit  uint64 // keys not watched because a rule had max_watched_keys already
+	ScanErrors uint64 // scans that failed (other than offline)
+}
+
+func (h *patternHub) stats() PatternStats {
+	h.mu.Lock()
+	n := len(h.subs)
+	h.mu.Unlock()
+	return PatternStats{Patterns: n, Scans: h.scans.Load(), Pages: h.pages.Load(), FoundLate: h.late.Load(),
+		OverLimit: h.overLimit.Load(), ScanErrors: h.scanErrors.Load()}
+}

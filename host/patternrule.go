@@ -1,0 +1,627 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/mailbox"
+	"github.com/ssrun/ssrun/host/internal/membership"
+	"github.com/ssrun/ssrun/host/internal/patterns"
+	"github.com/ssrun/ssrun/host/provenance"
+	"github.com/ssrun/ssrun/protocol"
+)
+
+// rulePatterns is a rule's pattern watches: its patterns (live, or staged
+// by a version that is starting, as exact watches are), the keys they
+// cover, registered with the watch registry under the rule's patternSink,
+// and what the rule last saw of each key, so that a scan delivers only
+// what differs from it.
+//
+// Lock order: rule.mu, then rulePatterns.mu (call and wrote ask covers
+// under rule.mu); rulePatterns never takes rule.mu while it holds its own,
+// nor calls the registry, the hub or the store.
+type rulePatterns struct {
+	svc      *services
+	path     string // the rule's (its watcherName, and who wrote a key: patternHub.wrote)
+	name     string
+	mailbox  *mailbox.Box
+	progress *membership.Progress // the rule's in a group (nil: not shared)
+	owner    patternOwner
+	sink     *patternSink
+
+	mu       sync.Mutex
+	live     map[string]livePattern
+	staged   map[patternVersion]map[string]livePattern
+	keys     map[string]struct{} // covered by a live pattern and registered
+	seen     map[string]seenKey  // what the rule was last given of each key
+	over     map[string]bool     // patterns whose keys passed max_watched_keys (logged once)
+	released bool
+}
+
+type livePattern struct {
+	pat  patterns.Pattern
+	opts abi.WatchOptions
+}
+
+// seenKey is what a rule was last given of a key, and n counts the
+// notifications given: a scan's read delivers nothing if one came while
+// it was read (it is newer).
+type seenKey struct {
+	version string
+	present bool
+	n       uint64
+}
+
+// patternOwner is what rulePatterns asks of its rule (a *rule).
+type patternOwner interface {
+	config() RuleConfig
+	Enqueue(mailbox.Delivery)
+	watchesExactly(key string) bool
+	noteError(msg string)
+}
+
+// patternSink is a rule's watcher of its pattern keys in the registry. A
+// key the rule also watches exactly reaches it through its own watch.
+type patternSink struct{ rp *rulePatterns }
+
+func newRulePatterns(svc *services, path, name string, mb *mailbox.Box, p *membership.Progress, owner patternOwner) *rulePatterns {
+	rp := &rulePatterns{svc: svc, path: path, name: name, mailbox: mb, progress: p, owner: owner, live: map[string]livePattern{}, staged: map[patternVersion]map[string]livePattern{},
+		keys: map[string]struct{}{}, seen: map[string]seenKey{}, over: map[string]bool{}}
+	rp.sink = &patternSink{rp: rp}
+	return rp
+}
+
+func (s *patternSink) WatcherName() string { return s.rp.path + "\x00patterns" }
+
+func (s *patternSink) Enqueue(d mailbox.Delivery) {
+	rp := s.rp
+	exact := rp.owner.watchesExactly(d.Ev.Key)
+	rp.mu.Lock()
+	if _, ok := rp.keys[d.Ev.Key]; !ok {
+		rp.mu.Unlock()
+		return
+	}
+	present := d.Ev.Op == abi.OpSet
+	sk := rp.seen[d.Ev.Key]
+	if sk.n > 0 && sk.present == present && sk.version == d.Ev.Version {
+		rp.mu.Unlock()
+		return // a scan's read gave the rule this very version
+	}
+	rp.seen[d.Ev.Key] = seenKey{version: d.Ev.Version, present: present, n: sk.n + 1}
+	rp.mu.Unlock()
+	if !exact {
+		rp.owner.Enqueue(d)
+	}
+}
+
+// covers reports whether a live pattern of the rule covers key, with the
+// options it gets (self if a pattern matching it asked for it).
+func (rp *rulePatterns) covers(key string) (abi.WatchOptions, bool) {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	if _, ok := rp.keys[key]; !ok {
+		return abi.WatchOptions{}, false
+	}
+	for _, lp := range rp.live {
+		if lp.opts.Self && lp.pat.Match(key) {
+			return lp.opts, true
+		}
+	}
+	return abi.WatchOptions{}, true
+}
+
+// has reports whether the rule has key through a pattern.
+func (rp *rulePatterns) has(key string) bool {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	_, ok := rp.keys[key]
+	return ok
+}
+
+// patternVersion is a version of the rule (an *instance), which stages
+// its pattern watches while it starts.
+type patternVersion interface {
+	// replaced reports whether the version was replaced or stopped.
+	replaced() bool
+}
+
+// stage records a pattern watch of the version v while it starts (swap
+// applies it).
+func (rp *rulePatterns) stage(v patternVersion, lp livePattern) {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	for other := range rp.staged { // versions that never went live
+		if other.replaced() {
+			delete(rp.staged, other)
+		}
+	}
+	if rp.staged[v] == nil {
+		rp.staged[v] = map[string]livePattern{}
+	}
+	rp.staged[v][lp.pat.Src] = lp
+}
+
+// unstage removes a staged pattern watch of v; false when there was none.
+func (rp *rulePatterns) unstage(v patternVersion, pattern string) bool {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	_, ok := rp.staged[v][pattern]
+	delete(rp.staged[v], pattern)
+	return ok
+}
+
+// add makes lp live, subscribes it and makes its first scan (registering
+// the keys it finds and queueing their events before it returns, as a
+// watch registers its key), or updates the options of a live one.
+func (rp *rulePatterns) add(ctx context.Context, lp livePattern) error {
+	rp.mu.Lock()
+	if rp.released {
+		rp.mu.Unlock()
+		return abi.Errorf(abi.StatusUnavailable, "watch_pattern %q: rule %s was stopped", lp.pat.Src, rp.name)
+	}
+	_, had := rp.live[lp.pat.Src]
+	rp.live[lp.pat.Src] = lp
+	rp.mu.Unlock()
+	if !had {
+		rp.svc.pats.subscribe(lp.pat, rp, rp.owner.config().Rescan)
+		rp.svc.pats.scanOne(ctx, lp.pat.Src, rp, true)
+	}
+	return nil
+}
+
+// drop ends the live pattern watch of pattern, releasing the keys no other
+// live pattern covers; false when it was not watched.
+func (rp *rulePatterns) drop(ctx context.Context, pattern string) bool {
+	rp.mu.Lock()
+	lp, ok := rp.live[pattern]
+	if !ok {
+		rp.mu.Unlock()
+		return false
+	}
+	delete(rp.live, pattern)
+	delete(rp.over, pattern)
+	var gone []string
+	for k := range rp.keys {
+		if lp.pat.Match(k) && !rp.coveredLocked(k) {
+			gone = append(gone, k)
+			delete(rp.keys, k)
+			delete(rp.seen, k)
+		}
+	}
+	rp.mu.Unlock()
+	rp.svc.pats.unsubscribe(pattern, rp)
+	rp.unregister(ctx, gone)
+	return true
+}
+
+// coveredLocked reports whether a live pattern matches key. rp.mu is held.
+func (rp *rulePatterns) coveredLocked(key string) bool {
+	for _, lp := range rp.live {
+		if lp.pat.Match(key) {
+			return true
+		}
+	}
+	return false
+}
+
+// unregister takes the rule's sink off keys in the registry.
+func (rp *rulePatterns) unregister(ctx context.Context, keys []string) {
+	forEachBounded(keys, func(_ int, k string) { rp.svc.reg.Unwatch(ctx, rp.sink, k) })
+}
+
+// swap applies the patterns the version next staged as it started: the
+// new ones are subscribed and scanned, those it does not watch dropped,
+// and those both versions watch scanned again for the rule (keys created
+// meanwhile; what the rule saw is not given again). It runs in rule.swap,
+// next.mu held; the events it queues wait for the swap to end.
+func (rp *rulePatterns) swap(ctx context.Context, next patternVersion) {
+	rp.mu.Lock()
+	want := rp.staged[next]
+	delete(rp.staged, next)
+	var drop, kept []string
+	for src := range rp.live {
+		if _, ok := want[src]; !ok {
+			drop = append(drop, src)
+		}
+	}
+	var add []livePattern
+	for src, lp := range want {
+		if _, ok := rp.live[src]; ok {
+			rp.live[src] = lp
+			kept = append(kept, src)
+		} else {
+			add = append(add, lp)
+		}
+	}
+	rp.mu.Unlock()
+	slices.Sort(drop)
+	slices.Sort(kept)
+	slices.SortFunc(add, func(a, b livePattern) int { return strings.Compare(a.pat.Src, b.pat.Src) })
+	for _, src := range drop {
+		rp.drop(ctx, src)
+	}
+	for _, lp := range add {
+		_ = rp.add(ctx, lp) // fails only once the rule is released
+	}
+	for _, src := range kept {
+		rp.svc.pats.scanOne(ctx, src, rp, false)
+	}
+}
+
+// release ends every pattern watch of the rule. After it, none is added.
+func (rp *rulePatterns) release(ctx context.Context) {
+	rp.mu.Lock()
+	rp.released = true
+	pats := make([]string, 0, len(rp.live))
+	for p := range rp.live {
+		pats = append(pats, p)
+	}
+	keys := make([]string, 0, len(rp.keys))
+	for k := range rp.keys {
+		keys = append(keys, k)
+	}
+	clear(rp.live)
+	clear(rp.staged)
+	clear(rp.keys)
+	clear(rp.seen)
+	rp.mu.Unlock()
+	for _, p := range pats {
+		rp.svc.pats.unsubscribe(p, rp)
+	}
+	rp.unregister(ctx, keys)
+}
+
+// reconfigure applies new settings of the rule: its patterns rescan at
+// its new rescan, and the keys it may no longer read or watch are let go.
+func (rp *rulePatterns) reconfigure(ctx context.Context, cfg RuleConfig) {
+	rp.mu.Lock()
+	pats := make([]patterns.Pattern, 0, len(rp.live))
+	for _, lp := range rp.live {
+		pats = append(pats, lp.pat)
+	}
+	var gone []string
+	for k := range rp.keys {
+		if !patternReadable(cfg, k) {
+			gone = append(gone, k)
+			delete(rp.keys, k)
+			delete(rp.seen, k)
+		}
+	}
+	rp.mu.Unlock()
+	for _, p := range pats {
+		rp.svc.pats.subscribe(p, rp, cfg.Rescan)
+	}
+	rp.unregister(ctx, gone)
+}
+
+// found takes the keys a scan of pattern found (all of them if complete;
+// else the first max_watched_keys): the keys the rule may read and does
+// not have yet are registered and given to it, up to its
+// max_watched_keys; after a complete scan, the keys of the pattern that
+// are gone are given as deleted (if the rule saw them present) and
+// released. first says it is the pattern's first scan for the rule.
+func (rp *rulePatterns) found(ctx context.Context, pattern string, keys []string, complete, first bool) {
+	cfg := rp.owner.config()
+	rp.mu.Lock()
+	lp, ok := rp.live[pattern]
+	if !ok || rp.released {
+		rp.mu.Unlock()
+		return
+	}
+	var fresh []string
+	for _, k := range keys {
+		if _, ok := rp.keys[k]; !ok && patternReadable(cfg, k) {
+			fresh = append(fresh, k)
+		}
+	}
+	room := max(cfg.MaxWatchedKeys-len(rp.keys), 0)
+	over := 0
+	if len(fresh) > room {
+		over = len(fresh) - room
+		fresh = fresh[:room]
+	}
+	if first && complete {
+		fresh = append(fresh, rp.goneSinceOwner(lp.pat, keys, cfg)...)
+	}
+	overLogged := rp.over[pattern]
+	rp.over[pattern] = over > 0 || !complete
+	var gone []string
+	if complete {
+		in := make(map[string]struct{}, len(keys))
+		for _, k := range keys {
+			in[k] = struct{}{}
+		}
+		for k := range rp.keys {
+			if _, ok := in[k]; !ok && lp.pat.Match(k) {
+				gone = append(gone, k)
+			}
+		}
+		slices.Sort(gone)
+	}
+	rp.mu.Unlock()
+	if over > 0 || !complete {
+		rp.svc.pats.overLimit.Add(uint64(over))
+		if !overLogged {
+			more := fmt.Sprintf("%d more keys", over)
+			if !complete {
+				more = "more keys than the scan holds"
+			}
+			msg := fmt.Sprintf("watch_pattern %q: %s match than max_watched_keys (%d) allows: not watched", pattern, more, cfg.MaxWatchedKeys)
+			rp.svc.log.Error("pattern watch past its rule's max_watched_keys: keys not watched", "rule", rp.name, "pattern", pattern,
+				"max_watched_keys", cfg.MaxWatchedKeys, "not_watched", over, "complete", complete)
+			rp.owner.noteError(msg)
+		}
+	}
+	rp.register(ctx, fresh, "", !first)
+	rp.prune(ctx, gone)
+}
+
+// goneSinceOwner returns the keys of pat the group's previous owner of the
+// rule handled present that a complete scan (keys) did not find: deleted
+// while no host ran the rule, to be given as such. rp.mu is held.
+func (rp *rulePatterns) goneSinceOwner(pat patterns.Pattern, keys []string, cfg RuleConfig) []string {
+	p := rp.progress
+	if p == nil {
+		return nil
+	}
+	p.Mu.Lock()
+	defer p.Mu.Unlock()
+	if p.Fresh {
+		return nil
+	}
+	var out []string
+	for k, v := range p.Seen {
+		if _, have := rp.keys[k]; v != "" && !have && pat.Match(k) && patternReadable(cfg, k) {
+			if _, found := slices.BinarySearch(keys, k); !found {
+				out = append(out, k)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// patternReadable reports whether a rule with cfg may get key through a
+// pattern: it may read and watch it, and it is not the host's.
+func patternReadable(cfg RuleConfig, key string) bool {
+	return !hasReservedPrefix(key) && allowed(cfg.Read, key) && allowed(cfg.Watch, key)
+}
+
+// discovered adds key, which writer (a rule of the host) set, if a live
+// pattern of the rule matches it and the rule does not have it yet; the
+// writer itself gets it only if the pattern asked for self.
+func (rp *rulePatterns) discovered(ctx context.Context, key, writer string) {
+	cfg := rp.owner.config()
+	rp.mu.Lock()
+	_, have := rp.keys[key]
+	want := !have && !rp.released && rp.coveredLocked(key) && patternReadable(cfg, key)
+	full := len(rp.keys) >= cfg.MaxWatchedKeys
+	rp.mu.Unlock()
+	if !want {
+		return
+	}
+	if full {
+		rp.svc.pats.overLimit.Add(1)
+		return
+	}
+	rp.register(ctx, []string{key}, writer, true)
+}
+
+// register registers keys for the rule (up to registerAtOnce at once, each
+// a KEYNOTIFY and a read, or a read for a key registered already), then
+// gives the rule, in the order of keys, each one whose state differs from
+// what it last saw (writer: see discovered; late: count them as found
+// late).
+func (rp *rulePatterns) register(ctx context.Context, keys []string, writer string, late bool) {
+	if len(keys) == 0 {
+		return
+	}
+	n0 := make([]uint64, len(keys))
+	rp.mu.Lock()
+	if rp.released {
+		rp.mu.Unlock()
+		return
+	}
+	for i, k := range keys {
+		rp.keys[k] = struct{}{}
+		n0[i] = rp.seen[k].n
+	}
+	rp.mu.Unlock()
+	reads := make([]protocol.GetResult, len(keys))
+	errs := make([]error, len(keys))
+	forEachBounded(keys, func(i int, k string) {
+		res, read, err := rp.svc.reg.WatchRead(ctx, rp.sink, k)
+		if err == nil && !read {
+			res, err = rp.svc.client.Get(ctx, []byte(k), protocol.CallOptions{})
+		}
+		reads[i], errs[i] = res, err
+	})
+	// The rule stopped, or its pattern was unwatched, meanwhile: what
+	// release or drop did not see registered yet is let go here.
+	var stale []string
+	rp.mu.Lock()
+	for _, k := range keys {
+		if rp.released || !rp.coveredLocked(k) {
+			delete(rp.keys, k)
+			stale = append(stale, k)
+		}
+	}
+	rp.mu.Unlock()
+	rp.unregister(context.WithoutCancel(ctx), stale)
+	var failed []string
+	for i, k := range keys {
+		if errs[i] != nil {
+			failed = append(failed, k)
+			continue
+		}
+		if rp.give(k, reads[i], n0[i], writer) && late {
+			rp.svc.pats.late.Add(1)
+		}
+	}
+	if len(failed) > 0 {
+		if ctx.Err() == nil {
+			rp.svc.log.Warn("pattern watch: keys not registered; tried again at the next rescan or reconnection", "rule", rp.name,
+				"keys", len(failed), "first", failed[0], "err", errs[slices.Index(keys, failed[0])])
+		}
+		rp.mu.Lock()
+		for _, k := range failed {
+			delete(rp.keys, k)
+		}
+		rp.mu.Unlock()
+		rp.unregister(context.WithoutCancel(ctx), failed)
+	}
+}
+
+// give delivers the state res read of key to the rule, as a resync event,
+// unless it is what the rule last saw, a notification came since the
+// read began (n0: it is newer), or the previous owner of a rule shared by
+// a group handled that version. It reports whether it delivered (or, for
+// the writer's own write, would have).
+func (rp *rulePatterns) give(key string, res protocol.GetResult, n0 uint64, writer string) bool {
+	version := ""
+	if res.Found {
+		version = res.Version.String()
+	}
+	ev := abi.Event{Key: key, Op: abi.OpDelete, Resync: true}
+	if res.Found {
+		ev.Op, ev.Value, ev.Version = abi.OpSet, res.Value, version
+	}
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	sk := rp.seen[key]
+	if _, ok := rp.keys[key]; !ok || rp.released || sk.n != n0 {
+		return false
+	}
+	if p := rp.progress; p != nil && sk.n == 0 {
+		if v, ok := ownerSaw(p, key); ok { // what the group's previous owner handled
+			sk = seenKey{version: v, present: v != "", n: 1}
+		}
+	}
+	if sk.present == res.Found && sk.version == version && (sk.n > 0 || !res.Found) {
+		if rp.seen[key].n == 0 && sk.n > 0 {
+			rp.seen[key] = seenKey{version: version, present: res.Found, n: n0 + 1}
+		}
+		return false
+	}
+	rp.seen[key] = seenKey{version: version, present: res.Found, n: n0 + 1}
+	lin := provenance.Lineage{Origin: &provenance.Origin{Key: key, Op: string(ev.Op), Version: version}}
+	if writer != "" {
+		lin = rp.svc.lin.Lookup(key, version, ev.Op)
+		if writer == rp.path && !rp.selfLocked(key) {
+			return true // the rule's own write: not an event for it
+		}
+	}
+	rp.mailbox.PushAlways(mailbox.Delivery{Ev: ev, Lin: lin})
+	return true
+}
+
+// selfLocked reports whether a live pattern matching key asked for self.
+// rp.mu is held.
+func (rp *rulePatterns) selfLocked(key string) bool {
+	for _, lp := range rp.live {
+		if lp.opts.Self && lp.pat.Match(key) {
+			return true
+		}
+	}
+	return false
+}
+
+// prune releases keys a complete scan did not find: each is given as
+// deleted if the rule saw it present and a read confirms it is gone (a
+// key created after the scan passed it stays).
+func (rp *rulePatterns) prune(ctx context.Context, keys []string) {
+	var gone []string
+	for _, k := range keys {
+		rp.mu.Lock()
+		sk, ok := rp.seen[k]
+		_, have := rp.keys[k]
+		rp.mu.Unlock()
+		if !have {
+			continue
+		}
+		if ok && sk.present {
+			res, err := rp.svc.client.Get(ctx, []byte(k), protocol.CallOptions{})
+			if err != nil || res.Found {
+				continue
+			}
+			rp.give(k, res, sk.n, "")
+		}
+		rp.mu.Lock()
+		delete(rp.keys, k)
+		delete(rp.seen, k)
+		rp.mu.Unlock()
+		gone = append(gone, k)
+	}
+	rp.unregister(ctx, gone)
+}
+
+// maxKeys is the rule's max_watched_keys (patternSub).
+func (rp *rulePatterns) maxKeys() int { return rp.owner.config().MaxWatchedKeys }
+
+// order is where the rule comes among a pattern's rules (patternSub).
+func (rp *rulePatterns) order() string { return rp.path }
+
+// compilePattern compiles pattern for verb of rule and checks it against
+// perms (each a list as in RuleConfig.Read): INVALID when malformed,
+// DENIED when outside them.
+func compilePattern(verb, pattern, rule string, perms ...[]string) (patterns.Pattern, error) {
+	pat, err := patterns.Compile(pattern)
+	if err != nil {
+		return patterns.Pattern{}, abi.Errorf(abi.StatusInvalid, "%s %.200q: %v", verb, pattern, err)
+	}
+	for _, p := range perms {
+		if err := pat.Check(ReservedPrefix, p); err != nil {
+			return patterns.Pattern{}, abi.Errorf(abi.StatusDenied, "%s %q: %v (rule %s)", verb, pattern, err, rule)
+		}
+	}
+	return pat, nil
+}
+
+// hasReservedPrefix reports whether key is the host's own.
+func hasReservedPrefix(key string) bool { return strings.HasPrefix(key, ReservedPrefix) }
+
+// ownerSaw returns the version of key the rule's previous owner in a
+// group handled (p; "" for deleted); false when it handled none, and on
+// the rule's first run.
+func ownerSaw(p *membership.Progress, key string) (version string, ok bool) {
+	p.Mu.Lock()
+	defer p.Mu.Unlock()
+	v, ok := p.Seen[key]
+	return v, ok && !p.Fresh
+}
+
+// status returns the rule's live patterns, sorted, and how many keys they
+// cover.
+func (rp *rulePatterns) status() ([]string, int) {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	ps := make([]string, 0, len(rp.live))
+	for p := range rp.live {
+		ps = append(ps, p)
+	}
+	slices.Sort(ps)
+	return ps, len(rp.keys)
+}
+
+// registerAtOnce bounds the keys of a scan registered at once (as
+// rule.go's swapWatchers bounds a swap's).
+const registerAtOnce = 16
+
+// forEachBounded calls f for each key, up to registerAtOnce at once, and
+// returns when all calls have.
+func forEachBounded(keys []string, f func(i int, k string)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, registerAtOnce)
+	for i, k := range keys {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			f(i, k)
+		})
+	}
+	wg.Wait()
+}

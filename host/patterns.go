@@ -1,0 +1,124 @@
+package host
+
+import (
+	"context"
+	"errors"
+
+	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/patterns"
+	"github.com/ssrun/ssrun/host/internal/status"
+	"github.com/ssrun/ssrun/protocol"
+)
+
+// This file is the rules' verbs of key families (ABI revision 3): keys,
+// watch_pattern and unwatch_pattern. The scans are the patternHub's
+// (patternhub.go), a rule's patterns and keys its rulePatterns'
+// (patternrule.go).
+
+// compilePattern compiles pattern for verb and checks it against the
+// rule's permissions perms (each a list as in RuleConfig.Read).
+func (b *binding) compilePattern(verb, pattern string, perms ...[]string) (patterns.Pattern, error) {
+	if b.in.closed.Load() {
+		return patterns.Pattern{}, abi.Errorf(abi.StatusUnavailable, "%s %q: this version of %s was replaced or stopped", verb, pattern, b.r.name)
+	}
+	return compilePattern(verb, pattern, b.r.name, perms...)
+}
+
+// Keys implements abi.Host: the store's keys matching pattern that the
+// rule may read, read from the store even in a dry run or a canary's
+// shadow (staged writes are not listed).
+func (b *binding) Keys(ctx context.Context, pattern string, opts abi.KeysOptions) ([]string, error) {
+	cfg := b.r.config()
+	limit := opts.Limit
+	if limit == 0 {
+		limit = abi.DefaultKeysLimit
+	}
+	if limit < 0 || limit > abi.MaxKeysLimit {
+		return nil, abi.Errorf(abi.StatusInvalid, "keys %.200q: limit %d is not between 1 and %d (0: %d)", pattern, opts.Limit, abi.MaxKeysLimit, abi.DefaultKeysLimit)
+	}
+	if _, err := b.compilePattern("keys", pattern, cfg.Read); err != nil {
+		return nil, err
+	}
+	keys, complete, err := b.r.svc.pats.scan(ctx, pattern, limit, func(k string) bool { return allowed(cfg.Read, k) })
+	if err != nil {
+		return nil, status.StoreError(err)
+	}
+	if !complete {
+		return nil, abi.Errorf(abi.StatusLimit, "keys %q: more than %d keys match (pass a larger limit, up to %d, or a narrower pattern)", pattern, limit, abi.MaxKeysLimit)
+	}
+	return keys, nil
+}
+
+// WatchPattern implements abi.Host. The keys the pattern matches now are
+// counted first: more than the rule's max_watched_keys fails with LIMIT
+// (offline, the count waits for the first scan). The watch is staged while
+// the version starts, as Watch's are; the pattern's scans (patternHub)
+// then register its keys and give them to the rule.
+func (b *binding) WatchPattern(ctx context.Context, pattern string, opts abi.WatchOptions) error {
+	cfg := b.r.config()
+	pat, err := b.compilePattern("watch_pattern", pattern, cfg.Read, cfg.Watch)
+	if err != nil {
+		return err
+	}
+	_, complete, err := b.r.svc.pats.scan(ctx, pattern, cfg.MaxWatchedKeys, func(k string) bool { return patternReadable(cfg, k) })
+	switch {
+	case errors.Is(err, protocol.ErrNotConnected):
+	case err != nil:
+		return status.StoreError(err)
+	case !complete:
+		return abi.Errorf(abi.StatusLimit, "watch_pattern %q: more than max_watched_keys (%d) keys match (rule %s; raise max_watched_keys in ssrun.yaml or narrow the pattern)", pattern, cfg.MaxWatchedKeys, b.r.name)
+	}
+	lp := livePattern{pat: pat, opts: opts}
+	in := b.in
+	in.mu.Lock()
+	if !in.live { // swap applies it, as a watch
+		b.r.pats.stage(in, lp)
+		in.mu.Unlock()
+		return nil
+	}
+	in.mu.Unlock()
+	return b.r.pats.add(ctx, lp)
+}
+
+// UnwatchPattern implements abi.Host.
+func (b *binding) UnwatchPattern(ctx context.Context, pattern string) error {
+	if b.in.closed.Load() {
+		return abi.Errorf(abi.StatusUnavailable, "unwatch_pattern %q: this version of %s was replaced or stopped", pattern, b.r.name)
+	}
+	in := b.in
+	in.mu.Lock()
+	if !in.live {
+		ok := b.r.pats.unstage(in, pattern)
+		in.mu.Unlock()
+		if !ok {
+			return abi.Errorf(abi.StatusNotFound, "unwatch_pattern %q: not watched", pattern)
+		}
+		return nil
+	}
+	in.mu.Unlock()
+	if !b.r.pats.drop(ctx, pattern) {
+		return abi.Errorf(abi.StatusNotFound, "unwatch_pattern %q: not watched", pattern)
+	}
+	return nil
+}
+
+// replaced implements patternVersion.
+func (in *instance) replaced() bool { return in.closed.Load() }
+
+func (h recorded) Keys(ctx context.Context, pattern string, opts abi.KeysOptions) ([]string, error) {
+	keys, err := h.b.Keys(ctx, pattern, opts)
+	h.done(Call{Verb: "keys", Key: pattern, Limit: opts.Limit, Keys: keys}, err)
+	return keys, err
+}
+
+func (h recorded) WatchPattern(ctx context.Context, pattern string, opts abi.WatchOptions) error {
+	err := h.b.WatchPattern(ctx, pattern, opts)
+	h.done(Call{Verb: "watch_pattern", Key: pattern, Self: opts.Self}, err)
+	return err
+}
+
+func (h recorded) UnwatchPattern(ctx context.Context, pattern string) error {
+	err := h.b.UnwatchPattern(ctx, pattern)
+	h.done(Call{Verb: "unwatch_pattern", Key: pattern}, err)
+	return err
+}
