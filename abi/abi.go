@@ -14,8 +14,9 @@ const Version = 1
 
 // Revision counts the additions to ABI Version 1, which never change what
 // was there before (see doc.go, Versioning). Revision 2 added the verbs
-// timer, cancel and now and the TIMER event.
-const Revision = 2
+// timer, cancel and now and the TIMER event. Revision 3 added keys,
+// watch_pattern and unwatch_pattern, and StatusLimit.
+const Revision = 3
 
 // Status is the result code of every ABI call, the same in every runtime.
 // Zero is success; the values are part of the binary contract and never
@@ -39,6 +40,7 @@ const (
 	StatusQuota          Status = 12 // the store's key quota is exhausted
 	StatusStoreError     Status = 13 // any other error from the store (message says which)
 	StatusInternal       Status = 14 // a host fault; the message says what
+	StatusLimit          Status = 15 // a bound was reached: more keys match than keys' limit, or a pattern watch would pass the rule's max_watched_keys
 )
 
 var statusNames = [...]string{
@@ -57,6 +59,7 @@ var statusNames = [...]string{
 	StatusQuota:          "QUOTA",
 	StatusStoreError:     "STORE_ERROR",
 	StatusInternal:       "INTERNAL",
+	StatusLimit:          "LIMIT",
 }
 
 // Statuses lists every defined status in numeric order.
@@ -206,6 +209,20 @@ type WatchOptions struct {
 	Self bool
 }
 
+// KeysOptions are the options of keys.
+type KeysOptions struct {
+	// Limit is the most keys Keys returns; 0 means DefaultKeysLimit, and no
+	// more than MaxKeysLimit. When more keys match, Keys fails with
+	// StatusLimit (never a silently cut list).
+	Limit int
+}
+
+// Bounds of keys.
+const (
+	DefaultKeysLimit = 1000
+	MaxKeysLimit     = 100_000
+)
+
 // LockOptions are the options of lock.
 type LockOptions struct {
 	// Wait is how long to wait for a lock held by another holder to be
@@ -262,6 +279,20 @@ type Host interface {
 	Watch(ctx context.Context, key string, opts WatchOptions) error
 	// Unwatch stops delivering changes of key; StatusNotFound when not watched.
 	Unwatch(ctx context.Context, key string) error
+	// Keys returns the keys matching pattern (the glob of the ACL's
+	// keyType Pattern: * ? [set] and \ escapes), sorted bytewise, that the
+	// rule may read; keys under the host's reserved prefix ($ssrun/) never.
+	// StatusInvalid for a malformed pattern, StatusDenied for a pattern no
+	// key the rule may read can match, StatusLimit past opts.Limit.
+	Keys(ctx context.Context, pattern string, opts KeysOptions) ([]string, error)
+	// WatchPattern delivers changes of every key matching pattern: the keys
+	// that exist when it is called (an OpSet event each, as a resync does)
+	// and those created later, and an OpDelete when one goes away.
+	// Idempotent. StatusLimit when the rule would watch more than its
+	// max_watched_keys keys.
+	WatchPattern(ctx context.Context, pattern string, opts WatchOptions) error
+	// UnwatchPattern stops it; StatusNotFound when the pattern is not watched.
+	UnwatchPattern(ctx context.Context, pattern string) error
 	// Lock acquires the lease name for ttl, renewed by the host while held,
 	// and returns its fencing token. StatusBusy when another holder keeps
 	// it past opts.Wait. Locking a lock the rule already holds returns its
