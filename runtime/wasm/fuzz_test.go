@@ -45,7 +45,7 @@ func FuzzOptionArgs(f *testing.F) {
 			t.Fatalf("setOptions error %v", err)
 		}
 
-		w, err := watchOptions(key, flags)
+		w, err := watchOptions(abi.FnWatch, key, flags)
 		if want := flags == 0 || flags == 1; want != (err == nil) || (err == nil && w.Self != (flags == 1)) || (err != nil && !invalid(err)) {
 			t.Fatalf("watchOptions(%d) = %+v, %v", flags, w, err)
 		}
