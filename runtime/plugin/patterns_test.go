@@ -1,0 +1,85 @@
+package plugin
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/internal/ruletest"
+)
+
+// allVerbs is abi.Verbs() with the verbs of revision 3, which the runtimes
+// of this branch serve (once abi.Verbs() lists them, it is abi.Verbs()).
+func allVerbs() []string {
+	verbs := abi.Verbs()
+	for _, v := range []string{abi.FnKeys, abi.FnWatchPattern, abi.FnUnwatchPattern} {
+		if !slices.Contains(verbs, v) {
+			verbs = append(verbs, v)
+		}
+	}
+	return verbs
+}
+
+// patternCases are the shared cases and those particular to plugins: the
+// limit is checked by the host's service before the Host is asked, and a
+// pattern of 1 MiB crosses whole.
+func patternCases() []ruletest.PatternCase {
+	notAsked := func(t *testing.T, h *ruletest.PatternHost) {
+		if c := h.PatternCalls(abi.FnKeys); len(c) != 0 {
+			t.Errorf("the Host was asked: %+v", c)
+		}
+	}
+	invalid := func(limit string) string {
+		return fmt.Sprintf("keys status=INVALID msg=%q n=0 keys=[]",
+			`keys "p/*": limit `+limit+` out of range (0 for the default of 1000, at most 100000)`)
+	}
+	big := strings.Repeat("*?", 512<<10)
+	return append(ruletest.PatternCases(), []ruletest.PatternCase{
+		{Name: "keys negative limit", Cmd: []string{"keys", "p/*", "-1"}, Want: invalid("-1"), Check: notAsked},
+		{Name: "keys limit past the maximum", Cmd: []string{"keys", "p/*", "100001"}, Want: invalid("100001"), Check: notAsked},
+		{Name: "keys 1 MiB pattern", Cmd: []string{"keys", big, "0"}, Want: `keys status=OK msg="" n=0 keys=[]`,
+			Check: func(t *testing.T, h *ruletest.PatternHost) {
+				if c := h.PatternCalls(abi.FnKeys); len(c) != 1 || c[0].Pattern != big {
+					t.Errorf("the Host did not get the whole pattern")
+				}
+			}},
+	}...)
+}
+
+// TestPatternVerbs proves keys, watch_pattern and unwatch_pattern are wired
+// from the Go SDK through gRPC to abi.Host, results (binary keys), options
+// and every status with its message, both ways a plugin may call: on its
+// session while an event runs, and with the Host service.
+func TestPatternVerbs(t *testing.T) {
+	for _, unary := range []bool{false, true} {
+		t.Run(map[bool]string{false: "session", true: "unary"}[unary], func(t *testing.T) {
+			h := ruletest.NewPatternHost(ruletest.PatternKeys...)
+			s := inProcessScriptWith(t, h, unary)
+			ruletest.RunPatternCases(t, patternCases(), func(*testing.T) (abi.Script, *ruletest.PatternHost) {
+				h.Reset()
+				return s, h
+			})
+		})
+	}
+}
+
+// camelToSnake turns a Host method's name into its verb: VDel is vdel,
+// WatchPattern watch_pattern.
+func camelToSnake(name string) string {
+	if name == "VDel" {
+		return abi.FnVDel
+	}
+	var b strings.Builder
+	for i, r := range name {
+		if r >= 'A' && r <= 'Z' {
+			if i > 0 {
+				b.WriteByte('_')
+			}
+			r += 'a' - 'A'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
