@@ -58,6 +58,13 @@ func (h *PatternHost) Reset() {
 	h.patterns, h.fail, h.calls, h.MaxWatched = map[string]abi.WatchOptions{}, map[string]error{}, map[string][]PatternCall{}, 10_000
 }
 
+// SetKeys replaces the keys of h's store.
+func (h *PatternHost) SetKeys(keys ...string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.keys = slices.Sorted(slices.Values(keys))
+}
+
 // FailPattern makes the next calls of verb (keys, watch_pattern,
 // unwatch_pattern) fail with err.
 func (h *PatternHost) FailPattern(verb string, err error) {
