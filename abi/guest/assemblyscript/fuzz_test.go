@@ -69,9 +69,13 @@ func newRawRule(t testing.TB) *rawGuest {
 		case abi.FnWatch, abi.FnUnwatch:
 			fn = func(_ context.Context, m api.Module, stack []uint64) { stack[0] = uint64(abi.StatusOK) }
 		case abi.FnKeys:
-			fn = func(_ context.Context, m api.Module, stack []uint64) { stack[0] = g.result(m, stack[3], stack[4], stack[5]) }
+			fn = func(_ context.Context, m api.Module, stack []uint64) {
+				stack[0] = g.result(m, stack[3], stack[4], stack[5])
+			}
 		case abi.FnResult:
-			fn = func(_ context.Context, m api.Module, stack []uint64) { stack[0] = g.result(m, stack[0], stack[1], stack[2]) }
+			fn = func(_ context.Context, m api.Module, stack []uint64) {
+				stack[0] = g.result(m, stack[0], stack[1], stack[2])
+			}
 		case abi.FnLog:
 			fn = func(_ context.Context, m api.Module, stack []uint64) {
 				msg, _ := m.Memory().Read(api.DecodeU32(stack[1]), api.DecodeU32(stack[2]))
