@@ -3,6 +3,7 @@ package ruletest
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -84,11 +85,7 @@ func (h *PatternHost) PatternCalls(verb string) []PatternCall {
 func (h *PatternHost) Patterns() map[string]abi.WatchOptions {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	out := make(map[string]abi.WatchOptions, len(h.patterns))
-	for p, o := range h.patterns {
-		out[p] = o
-	}
-	return out
+	return maps.Clone(h.patterns)
 }
 
 // begin records a call of verb and returns its injected failure.
