@@ -40,6 +40,9 @@ type PatternCall struct {
 	Watch   abi.WatchOptions
 }
 
+// patternVerbs are the verbs of revision 3, which PatternHost serves.
+var patternVerbs = []string{abi.FnKeys, abi.FnWatchPattern, abi.FnUnwatchPattern}
+
 // reservedPrefix is the host's (host.ReservedPrefix).
 const reservedPrefix = "$ssrun/"
 
@@ -240,7 +243,7 @@ func PatternCases() []PatternCase {
 		{Name: "unwatch_pattern not watched", Cmd: []string{"unwatch_pattern", "hvac/*"},
 			Want: `unwatch_pattern status=NOT_FOUND msg="unwatch_pattern \"hvac/*\": not watched"`},
 	}
-	for _, verb := range []string{abi.FnKeys, abi.FnWatchPattern, abi.FnUnwatchPattern} {
+	for _, verb := range patternVerbs {
 		args, empty := []string{verb, "p/*", ""}, ""
 		switch verb {
 		case abi.FnKeys:
@@ -295,7 +298,7 @@ func RunPatternCases(t *testing.T, cases []PatternCase, open func(t *testing.T) 
 	if t.Failed() {
 		return
 	}
-	for _, verb := range []string{abi.FnKeys, abi.FnWatchPattern, abi.FnUnwatchPattern} {
+	for _, verb := range patternVerbs {
 		for _, st := range abi.Statuses() {
 			if st != abi.StatusBufferTooSmall && !seen[verb][st.String()] {
 				t.Errorf("verb %s: status %s not covered", verb, st)
