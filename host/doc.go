@@ -31,6 +31,9 @@
 //	groupready.go          which failed loads of a group's shared rules
 //	                       make a member not ready
 //	contenthash.go         the SHA-256 of rule files, remembered by content
+//	patterns_guests_stub.go
+//	                       the pattern verbs refused (branch s10-guests only:
+//	                       deleted with this line when s10-patterns merges)
 //	record.go              a version's abi.Host wrapped to report its calls
 //	                       and replies to the Recorder
 //	binding.go             the abi.Host one version of a rule calls
