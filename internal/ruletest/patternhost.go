@@ -228,6 +228,9 @@ func PatternCases() []PatternCase {
 			Want: fmt.Sprintf("keys status=INVALID msg=%q n=0 keys=[]", `keys "thermostats/[": `+globError("thermostats/["))},
 		{Name: "keys reserved", Cmd: []string{"keys", "$ssrun/*", "0"},
 			Want: `keys status=DENIED msg="keys \"$ssrun/*\": keys under $ssrun/ are reserved for the host" n=0 keys=[]`},
+		// The runtime refuses a limit out of range, before the Host.
+		{Name: "keys negative limit", Cmd: []string{"keys", "p/*", "-1"}, Want: limitRefused("-1"), Check: keysNotAsked},
+		{Name: "keys limit past the maximum", Cmd: []string{"keys", "p/*", "100001"}, Want: limitRefused("100001"), Check: keysNotAsked},
 		{Name: "watch_pattern ok", Cmd: []string{"watch_pattern", "thermostats/*/setPoint", ""},
 			Want: `watch_pattern status=OK msg=""`, Check: patternsWatched(map[string]abi.WatchOptions{"thermostats/*/setPoint": {}})},
 		{Name: "watch_pattern self", Cmd: []string{"watch_pattern", "hvac/*", "self"},
@@ -261,6 +264,21 @@ func PatternCases() []PatternCase {
 		}
 	}
 	return cases
+}
+
+// limitRefused is the report of keys "p/*" with limit refused by the
+// runtime.
+func limitRefused(limit string) string {
+	return fmt.Sprintf("keys status=INVALID msg=%q n=0 keys=[]",
+		`keys "p/*": limit `+limit+` out of range (0 for the default of 1000, at most 100000)`)
+}
+
+// keysNotAsked checks that keys did not reach the Host.
+func keysNotAsked(t *testing.T, h *PatternHost) {
+	t.Helper()
+	if c := h.PatternCalls(abi.FnKeys); len(c) != 0 {
+		t.Errorf("the Host was asked: %+v", c)
+	}
 }
 
 // globError is internal/glob's message for a malformed pattern.

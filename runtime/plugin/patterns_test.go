@@ -1,7 +1,6 @@
 package plugin
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -22,30 +21,17 @@ func allVerbs() []string {
 	return verbs
 }
 
-// patternCases are the shared cases and those particular to plugins: the
-// limit is checked by the host's service before the Host is asked, and a
+// patternCases are the shared cases and the one particular to plugins: a
 // pattern of 1 MiB crosses whole.
 func patternCases() []ruletest.PatternCase {
-	notAsked := func(t *testing.T, h *ruletest.PatternHost) {
-		if c := h.PatternCalls(abi.FnKeys); len(c) != 0 {
-			t.Errorf("the Host was asked: %+v", c)
-		}
-	}
-	invalid := func(limit string) string {
-		return fmt.Sprintf("keys status=INVALID msg=%q n=0 keys=[]",
-			`keys "p/*": limit `+limit+` out of range (0 for the default of 1000, at most 100000)`)
-	}
 	big := strings.Repeat("*?", 512<<10)
-	return append(ruletest.PatternCases(), []ruletest.PatternCase{
-		{Name: "keys negative limit", Cmd: []string{"keys", "p/*", "-1"}, Want: invalid("-1"), Check: notAsked},
-		{Name: "keys limit past the maximum", Cmd: []string{"keys", "p/*", "100001"}, Want: invalid("100001"), Check: notAsked},
-		{Name: "keys 1 MiB pattern", Cmd: []string{"keys", big, "0"}, Want: `keys status=OK msg="" n=0 keys=[]`,
-			Check: func(t *testing.T, h *ruletest.PatternHost) {
-				if c := h.PatternCalls(abi.FnKeys); len(c) != 1 || c[0].Pattern != big {
-					t.Errorf("the Host did not get the whole pattern")
-				}
-			}},
-	}...)
+	return append(ruletest.PatternCases(), ruletest.PatternCase{
+		Name: "keys 1 MiB pattern", Cmd: []string{"keys", big, "0"}, Want: `keys status=OK msg="" n=0 keys=[]`,
+		Check: func(t *testing.T, h *ruletest.PatternHost) {
+			if c := h.PatternCalls(abi.FnKeys); len(c) != 1 || c[0].Pattern != big {
+				t.Errorf("the Host did not get the whole pattern")
+			}
+		}})
 }
 
 // TestPatternVerbs proves keys, watch_pattern and unwatch_pattern are wired
