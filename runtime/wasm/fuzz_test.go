@@ -14,7 +14,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/ssrun/ssrun/abi"
-	"github.com/ssrun/ssrun/abi/abitest"
+	"github.com/ssrun/ssrun/internal/ruletest"
 )
 
 // FuzzOptionArgs: the scalar decoders accept exactly their documented
@@ -98,12 +98,12 @@ func FuzzHostCall(f *testing.F) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h := abitest.New()
+			h := ruletest.NewPatternHost("key", "key/1", "key/2") // keys answers with a record
 			s, err := p.Start(context.Background(), h, abi.Limits{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			c = &handABI{s: s.(*script), h: h}
+			c = &handABI{s: s.(*script), h: h.Host}
 		})
 		if c == nil {
 			t.Fatal("no instance")
