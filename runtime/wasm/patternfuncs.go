@@ -59,9 +59,11 @@ func hostUnwatchPattern(ctx context.Context, c *caller, mem guestMem, s []uint64
 }
 
 // maxKeptRecord is the largest result record buffer an instance keeps for
-// the next verb's record: a larger one (keys' list, a large value) is
-// dropped with its record, so an instance does not hold it for life.
-const maxKeptRecord = 64 << 10
+// the next verb's record: a larger one (a long list of keys, a large
+// value) is dropped with its record, so an instance does not hold it for
+// life (a list of 100,000 keys is several MiB). A rule that gets a value
+// this large on every event allocates its record each time instead.
+const maxKeptRecord = 1 << 20
 
 // recBuf returns an empty buffer for a verb's result record: the last
 // record's, unless that is larger than maxKeptRecord.

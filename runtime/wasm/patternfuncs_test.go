@@ -203,14 +203,14 @@ func TestPatternMisuseTraps(t *testing.T) {
 // the next verb's record does not keep that buffer.
 func TestLargeRecordNotKept(t *testing.T) {
 	var keys []string
-	for i := range 3000 {
+	for i := range 30_000 {
 		keys = append(keys, fmt.Sprintf("fleet/%05d/setPoint/%s", i, strings.Repeat("x", 20)))
 	}
 	h := ruletest.NewPatternHost(keys...)
 	s := start(t, compile(t, sharedRuntime(t), "hand.wasm", handGuest(nil).bytes()), h, abi.Limits{})
 	c := &handABI{t: t, s: s, h: h.Host}
 	c.write(atKey, []byte("fleet/*"))
-	c.expect("keys", c.call(abi.FnKeys, atKey, 7, i64arg(5000), atOut, 16, atOutLen), abi.StatusBufferTooSmall)
+	c.expect("keys", c.call(abi.FnKeys, atKey, 7, i64arg(30_000), atOut, 16, atOutLen), abi.StatusBufferTooSmall)
 	cl := sharedRuntime(t).callerOf(s.in.mod)
 	if cap(cl.rec) <= maxKeptRecord {
 		t.Fatalf("the keys record (%d bytes) is not larger than maxKeptRecord: the test proves nothing", c.outLen())
