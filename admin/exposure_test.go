@@ -12,6 +12,7 @@ import (
 
 	"github.com/ssrun/ssrun/admin"
 	"github.com/ssrun/ssrun/host"
+	"github.com/ssrun/ssrun/host/provenance"
 	"github.com/ssrun/ssrun/internal/testutil"
 )
 
@@ -19,7 +20,7 @@ import (
 // client id of its writer, which nobody without the token may read.
 var whySource = fakeHost{
 	rules:  []host.RuleStatus{{Path: "/rules/alarm.lua", Kind: "lua", State: host.StateRunning, LastError: "secret error"}},
-	writes: map[string]host.Write{"door/code": {Key: "door/code", Rule: "alarm.lua", Op: "SET", Value: "1234", ValueSize: 4, Origin: &host.Origin{Key: "door/code", Op: "SET", Client: "keypad-7"}}},
+	writes: map[string]provenance.Write{"door/code": {Key: "door/code", Rule: "alarm.lua", Op: "SET", Value: "1234", ValueSize: 4, Origin: &provenance.Origin{Key: "door/code", Op: "SET", Client: "keypad-7"}}},
 }
 
 // serveAs builds a server configured for addr with cfg's token, serving

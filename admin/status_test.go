@@ -10,17 +10,18 @@ import (
 
 	"github.com/ssrun/ssrun/admin"
 	"github.com/ssrun/ssrun/host"
+	"github.com/ssrun/ssrun/host/provenance"
 )
 
 type fakeHost struct {
 	rules  []host.RuleStatus
 	stats  host.Stats
-	writes map[string]host.Write
+	writes map[string]provenance.Write
 }
 
 func (f fakeHost) Status() []host.RuleStatus { return f.rules }
 func (f fakeHost) Stats() host.Stats         { return f.stats }
-func (f fakeHost) Why(key string) (host.Write, bool) {
+func (f fakeHost) Why(key string) (provenance.Write, bool) {
 	w, ok := f.writes[key]
 	return w, ok
 }

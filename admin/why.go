@@ -4,15 +4,15 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/ssrun/ssrun/host"
+	"github.com/ssrun/ssrun/host/provenance"
 )
 
 // WhySource answers which rule last wrote a key: a *host.Host.
 type WhySource interface {
-	Why(key string) (host.Write, bool)
+	Why(key string) (provenance.Write, bool)
 }
 
-// WhyHandler serves GET /why?key=K: the host.Write journal entry of K, as
+// WhyHandler serves GET /why?key=K: the provenance.Write journal entry of K, as
 // JSON (the rule, op, value, version and time of the last write a rule
 // made to K, the event it handled and the chain back to the outside write
 // that started it). A missing key parameter is 400; a key no rule wrote

@@ -8,18 +8,18 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/admin"
-	"github.com/ssrun/ssrun/host"
+	"github.com/ssrun/ssrun/host/provenance"
 )
 
 func TestWhyDocument(t *testing.T) {
-	w := host.Write{Key: "siren/garden", Rule: "alarm.lua", Op: "SET", Value: "on", ValueSize: 2, Version: "v2",
+	w := provenance.Write{Key: "siren/garden", Rule: "alarm.lua", Op: "SET", Value: "on", ValueSize: 2, Version: "v2",
 		At:     time.Date(2026, 11, 23, 15, 4, 5, 0, time.UTC),
-		Event:  host.Cause{Key: "alarm/state", Op: "SET", Version: "v1", Rule: "door.lua"},
-		Chain:  []host.Step{{Rule: "door.lua", Key: "alarm/state", Op: "SET", Version: "v1"}, {Rule: "alarm.lua", Key: "siren/garden", Op: "SET", Version: "v2"}},
-		Origin: &host.Origin{Key: "door/front", Op: "SET", Version: "v0", Client: "sensor-1"}}
-	src := fakeHost{writes: map[string]host.Write{"siren/garden": w, "a b&c": {Key: "a b&c", Rule: "x.lua"}}}
+		Event:  provenance.Cause{Key: "alarm/state", Op: "SET", Version: "v1", Rule: "door.lua"},
+		Chain:  []provenance.Step{{Rule: "door.lua", Key: "alarm/state", Op: "SET", Version: "v1"}, {Rule: "alarm.lua", Key: "siren/garden", Op: "SET", Version: "v2"}},
+		Origin: &provenance.Origin{Key: "door/front", Op: "SET", Version: "v0", Client: "sensor-1"}}
+	src := fakeHost{writes: map[string]provenance.Write{"siren/garden": w, "a b&c": {Key: "a b&c", Rule: "x.lua"}}}
 
-	var got host.Write
+	var got provenance.Write
 	if code := get(t, admin.WhyHandler(src), "/why?key=siren%2Fgarden", &got); code != http.StatusOK || !reflect.DeepEqual(got, w) {
 		t.Fatalf("%d %+v, want %+v", code, got, w)
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/status"
+	"github.com/ssrun/ssrun/host/staging"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/protocol/hlc"
 )
@@ -57,7 +59,7 @@ func (b *binding) checkValue(verb, key string, value []byte, cfg RuleConfig) err
 
 // staging returns where b's writes are staged: a dry run's, or the
 // canary's while b's version runs in shadow; nil when they go to the store.
-func (b *binding) staging() *staging {
+func (b *binding) staging() *staging.Staging {
 	if b.inShadow() {
 		return b.shadow.st
 	}
@@ -72,13 +74,13 @@ func (b *binding) Get(ctx context.Context, key string) (abi.Value, error) {
 	if err := b.check("get", key, b.r.config().Read); err != nil {
 		return abi.Value{}, err
 	}
-	st := b.client
+	var st staging.StagedStore = b.client
 	if sg := b.staging(); sg != nil {
 		st = sg // the staged writes, then the store
 	}
 	res, err := st.Get(ctx, []byte(key), protocol.CallOptions{})
 	if err != nil {
-		return abi.Value{}, storeError(err)
+		return abi.Value{}, status.StoreError(err)
 	}
 	if !res.Found {
 		return abi.Value{}, abi.Errorf(abi.StatusNotFound, "get %q: not found", key)
@@ -109,11 +111,11 @@ func (b *binding) Set(ctx context.Context, key string, value []byte, opts abi.Se
 		so.Condition = protocol.CondNEX
 	}
 	var version string // the new one, or the stored one when not applied
-	send := func(st Store, token hlc.HLC) (string, bool, error) {
+	send := func(st staging.StagedStore, token hlc.HLC) (string, bool, error) {
 		so.FencingToken = token
 		res, err := st.Set(ctx, []byte(key), value, so)
 		if err != nil {
-			return "", false, storeError(err)
+			return "", false, status.StoreError(err)
 		}
 		version = res.Version.String()
 		if !res.Applied {
@@ -123,8 +125,8 @@ func (b *binding) Set(ctx context.Context, key string, value []byte, opts abi.Se
 	}
 	if sg := b.staging(); sg != nil {
 		w := b.staged("SET", key, value)
-		w.TTL, w.Cond, w.Fence = opts.TTL, condName(opts.Cond), opts.Fence
-		err := sg.write(ctx, w, b.r.locks.holder(), send)
+		w.TTL, w.Cond, w.Fence = opts.TTL, staging.CondName(opts.Cond), opts.Fence
+		err := sg.Write(ctx, w, b.r.locks.holder(), send)
 		return version, err
 	}
 	err := b.r.write("set", key, opts.Fence, opts.TTL, value, b.sendTo(send))
@@ -133,7 +135,7 @@ func (b *binding) Set(ctx context.Context, key string, value []byte, opts abi.Se
 
 // sendTo adapts send, a write made on the store it is given, to
 // rule.write: made on the store, with the token rule.write fences it with.
-func (b *binding) sendTo(send stageFunc) func(token hlc.HLC) (string, bool, error) {
+func (b *binding) sendTo(send staging.StageFunc) func(token hlc.HLC) (string, bool, error) {
 	return func(token hlc.HLC) (string, bool, error) { return send(b.client, token) }
 }
 
@@ -142,14 +144,14 @@ func (b *binding) Del(ctx context.Context, key string, opts abi.DelOptions) erro
 	if err := b.check("del", key, b.r.config().Write); err != nil {
 		return err
 	}
-	send := func(st Store, token hlc.HLC) (string, bool, error) {
+	send := func(st staging.StagedStore, token hlc.HLC) (string, bool, error) {
 		n, err := st.Del(ctx, []byte(key), protocol.DelOptions{FencingToken: token})
-		return "", err == nil && n == 1, deleteResult("del", key, n, err)
+		return "", err == nil && n == 1, status.DeleteResult("del", key, n, err)
 	}
 	if sg := b.staging(); sg != nil {
 		w := b.staged("DEL", key, nil)
 		w.Fence = opts.Fence
-		return sg.write(ctx, w, b.r.locks.holder(), send)
+		return sg.Write(ctx, w, b.r.locks.holder(), send)
 	}
 	return b.r.write("del", key, opts.Fence, 0, nil, b.sendTo(send))
 }
@@ -163,14 +165,14 @@ func (b *binding) VDel(ctx context.Context, key string, value []byte, opts abi.D
 	if err := b.checkValue("vdel", key, value, cfg); err != nil {
 		return err
 	}
-	send := func(st Store, token hlc.HLC) (string, bool, error) {
+	send := func(st staging.StagedStore, token hlc.HLC) (string, bool, error) {
 		n, err := st.VDel(ctx, []byte(key), value, protocol.DelOptions{FencingToken: token})
-		return "", err == nil && n == 1, deleteResult("vdel", key, n, err)
+		return "", err == nil && n == 1, status.DeleteResult("vdel", key, n, err)
 	}
 	if sg := b.staging(); sg != nil {
 		w := b.staged("VDEL", key, value)
 		w.Fence = opts.Fence
-		return sg.write(ctx, w, b.r.locks.holder(), send)
+		return sg.Write(ctx, w, b.r.locks.holder(), send)
 	}
 	return b.r.write("vdel", key, opts.Fence, 0, nil, b.sendTo(send))
 }
@@ -199,7 +201,7 @@ func (b *binding) Lock(ctx context.Context, name string, ttl time.Duration, opts
 	if sg := b.staging(); sg != nil {
 		w := b.staged("LOCK", name, []byte(b.r.locks.holder()))
 		w.TTL = ttl // reported, not applied: the host would renew the lease
-		return sg.lock(ctx, w)
+		return sg.Lock(ctx, w)
 	}
 	return b.r.locks.lock(ctx, name, ttl, opts.Wait)
 }
@@ -210,7 +212,7 @@ func (b *binding) Unlock(ctx context.Context, name string) error {
 		return err
 	}
 	if sg := b.staging(); sg != nil {
-		return sg.unlock(ctx, b.staged("UNLOCK", name, []byte(b.r.locks.holder())))
+		return sg.Unlock(ctx, b.staged("UNLOCK", name, []byte(b.r.locks.holder())))
 	}
 	return b.r.locks.unlock(ctx, name)
 }
@@ -234,7 +236,7 @@ func (b *binding) checkLock(verb, name string) error {
 // Lua's print, WebAssembly and plugin output), held to the rule's log
 // budget.
 func (b *binding) Log(level int32, msg string) {
-	b.r.logs.write(slog.Level(level), msg)
+	b.r.logs.Write(slog.Level(level), msg)
 }
 
 // Timer implements abi.Host: the rule's timer name is kept in the store
@@ -285,11 +287,11 @@ func (b *binding) checkTimer(verb, name string) error {
 }
 
 // Now implements abi.Host: the host's clock (see hostClock), in Unix ms.
-func (b *binding) Now() int64 { return b.r.svc.timers.clock.nowMs() }
+func (b *binding) Now() int64 { return b.r.svc.timers.Clock.NowMs() }
 
-// staged is the StagedWrite of op on key by the rule, in the event it is
+// staged is the staging.Write of op on key by the rule, in the event it is
 // handling, for a dry run (see dryrun.go).
-func (b *binding) staged(op, key string, value []byte) StagedWrite {
+func (b *binding) staged(op, key string, value []byte) staging.Write {
 	// A copy: the report keeps it, and value is only lent (abi.Host).
-	return StagedWrite{Rule: b.r.name, Op: op, Key: key, Value: bytes.Clone(value), Cause: b.r.handling()}
+	return staging.Write{Rule: b.r.name, Op: op, Key: key, Value: bytes.Clone(value), Cause: b.r.handling()}
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/clock"
+	"github.com/ssrun/ssrun/host/staging"
 )
 
 // A canary reload (RuleConfig.Canary) proves a new version of a rule file
@@ -59,17 +61,17 @@ type canary struct {
 	r      *rule
 	in     *instance
 	cfg    Canary
-	st     *staging   // closed when the window ends (detach)
-	timer  ClockTimer // ends the window after Duration (nil: none)
-	begun  time.Time   // the window started
-	owed   atomic.Bool // the window's end rang (ring) and the worker has not swapped yet
-	n      int         // events compared
-	inCall atomic.Bool // the worker is in the shadow's handler
-	live   atomic.Bool // promoted: its binding writes to the store
+	st     *staging.Staging // closed when the window ends (detach)
+	timer  clock.Timer      // ends the window after Duration (nil: none)
+	begun  time.Time        // the window started
+	owed   atomic.Bool      // the window's end rang (ring) and the worker has not swapped yet
+	n      int              // events compared
+	inCall atomic.Bool      // the worker is in the shadow's handler
+	live   atomic.Bool      // promoted: its binding writes to the store
 
 	mu       sync.Mutex
-	liveWs   []StagedWrite // of the event being handled
-	shadowWs []StagedWrite
+	liveWs   []staging.Write // of the event being handled
+	shadowWs []staging.Write
 	locks    map[string]bool // keys the shadow has locked or unlocked
 }
 
@@ -77,7 +79,7 @@ type canary struct {
 // binding writes to. If its shadow does not start, discard it.
 func newCanary(r *rule, in *instance, cfg Canary) (*canary, error) {
 	c := &canary{r: r, in: in, cfg: cfg, locks: map[string]bool{}}
-	st, err := newStaging(r.svc.client, r.svc.timers.clock.nowMs, r.svc.log, c.staged)
+	st, err := staging.NewStaging(r.svc.client, r.svc.timers.Clock.NowMs, ReservedPrefix, r.svc.log, c.staged)
 	if err != nil {
 		return nil, fmt.Errorf("canary of %s: %w", r.path, err)
 	}
@@ -88,13 +90,13 @@ func newCanary(r *rule, in *instance, cfg Canary) (*canary, error) {
 // discard closes the canary's staging: its window ended (detach), or its
 // shadow did not start. Closing it again does nothing.
 func (c *canary) discard() {
-	if err := c.st.close(); err != nil {
+	if err := c.st.Close(); err != nil {
 		c.r.svc.log.Warn("canary: closing its staging failed", "rule", c.r.name, "err", err)
 	}
 }
 
 // staged is the staging's report: a write of the shadow.
-func (c *canary) staged(w StagedWrite) {
+func (c *canary) staged(w staging.Write) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if w.Op == "LOCK" || w.Op == "UNLOCK" {
@@ -108,7 +110,7 @@ func (c *canary) staged(w StagedWrite) {
 func (c *canary) wroteLive(op, key string, value []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.liveWs = append(c.liveWs, StagedWrite{Op: op, Key: key, Value: bytes.Clone(value)})
+	c.liveWs = append(c.liveWs, staging.Write{Op: op, Key: key, Value: bytes.Clone(value)})
 }
 
 // reset forgets the writes of the last event and its staged keys (the
@@ -118,12 +120,12 @@ func (c *canary) reset() {
 	c.liveWs, c.shadowWs = nil, nil
 	locks := maps.Clone(c.locks)
 	c.mu.Unlock()
-	c.st.drop(func(key string) bool { return locks[key] })
+	c.st.Drop(func(key string) bool { return locks[key] })
 }
 
 // differs reports whether the writes of the event differ, and returns both
 // sides without the ignored keys.
-func (c *canary) differs() (live, shadow []StagedWrite, differ bool) {
+func (c *canary) differs() (live, shadow []staging.Write, differ bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	live, shadow = c.compared(c.liveWs), c.compared(c.shadowWs)
@@ -138,8 +140,8 @@ func (c *canary) differs() (live, shadow []StagedWrite, differ bool) {
 	return live, shadow, false
 }
 
-func (c *canary) compared(ws []StagedWrite) []StagedWrite {
-	var out []StagedWrite
+func (c *canary) compared(ws []staging.Write) []staging.Write {
+	var out []staging.Write
 	for _, w := range ws {
 		if c.cfg.Ignore == nil || !allowed(c.cfg.Ignore, w.Key) {
 			out = append(out, w)
@@ -150,7 +152,7 @@ func (c *canary) compared(ws []StagedWrite) []StagedWrite {
 
 // same reports whether two writes match: op, key, and value (numbers
 // within the tolerance; a del's value is not compared).
-func (c *canary) same(a, b StagedWrite) bool {
+func (c *canary) same(a, b staging.Write) bool {
 	if a.Op != b.Op || a.Key != b.Key {
 		return false
 	}
@@ -169,7 +171,7 @@ func (c *canary) over() bool {
 }
 
 // writesOf renders writes for the log.
-func writesOf(ws []StagedWrite) []string {
+func writesOf(ws []staging.Write) []string {
 	out := make([]string, len(ws))
 	for i, w := range ws {
 		out[i] = w.Op + " " + w.Key
@@ -285,17 +287,17 @@ func (c *canary) judge(ctx context.Context, ev abi.Event) {
 // ring ends the window by Duration: it wakes the worker, which swaps the
 // shadow in (due). Until then it counts as activity (quiet.go).
 func (c *canary) ring() {
-	c.r.svc.quiet.add(1)
+	c.r.svc.quiet.Add(1)
 	if !c.owed.CompareAndSwap(false, true) {
-		c.r.svc.quiet.add(-1)
+		c.r.svc.quiet.Add(-1)
 	}
-	c.r.mailbox.signal()
+	c.r.mailbox.Signal()
 }
 
 // settle ends the activity of a ring.
 func (c *canary) settle() {
 	if c.owed.CompareAndSwap(true, false) {
-		c.r.svc.quiet.add(-1)
+		c.r.svc.quiet.Add(-1)
 	}
 }
 

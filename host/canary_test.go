@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/staging"
 )
 
 // withCanary gives the rule file name a canary.
@@ -265,22 +266,22 @@ func TestCanarySameVersionTwiceKeepsShadow(t *testing.T) {
 // Writes match on op, key and value, in order; numbers within the
 // tolerance; ignored keys are left out on both sides.
 func TestCanaryCompare(t *testing.T) {
-	set := func(k, v string) StagedWrite { return StagedWrite{Op: "SET", Key: k, Value: []byte(v)} }
+	set := func(k, v string) staging.Write { return staging.Write{Op: "SET", Key: k, Value: []byte(v)} }
 	for _, tc := range []struct {
 		name         string
 		cfg          Canary
-		live, shadow []StagedWrite
+		live, shadow []staging.Write
 		differ       bool
 	}{
-		{"same", Canary{}, []StagedWrite{set("a", "1"), {Op: "DEL", Key: "b"}}, []StagedWrite{set("a", "1"), {Op: "DEL", Key: "b"}}, false},
-		{"value", Canary{}, []StagedWrite{set("a", "28")}, []StagedWrite{set("a", "29")}, true},
-		{"within tolerance", Canary{Tolerance: 0.5}, []StagedWrite{set("a", "28")}, []StagedWrite{set("a", "28.4")}, false},
-		{"beyond tolerance", Canary{Tolerance: 0.5}, []StagedWrite{set("a", "28")}, []StagedWrite{set("a", "28.6")}, true},
-		{"not numbers", Canary{Tolerance: 0.5}, []StagedWrite{set("a", "x")}, []StagedWrite{set("a", "y")}, true},
-		{"order", Canary{}, []StagedWrite{set("a", "1"), set("b", "1")}, []StagedWrite{set("b", "1"), set("a", "1")}, true},
-		{"op", Canary{}, []StagedWrite{set("a", "1")}, []StagedWrite{{Op: "VDEL", Key: "a", Value: []byte("1")}}, true},
-		{"missing", Canary{}, []StagedWrite{set("a", "1")}, nil, true},
-		{"ignored", Canary{Ignore: []string{"stats/*"}}, []StagedWrite{set("stats/n", "1"), set("a", "1")}, []StagedWrite{set("a", "1"), set("stats/n", "2")}, false},
+		{"same", Canary{}, []staging.Write{set("a", "1"), {Op: "DEL", Key: "b"}}, []staging.Write{set("a", "1"), {Op: "DEL", Key: "b"}}, false},
+		{"value", Canary{}, []staging.Write{set("a", "28")}, []staging.Write{set("a", "29")}, true},
+		{"within tolerance", Canary{Tolerance: 0.5}, []staging.Write{set("a", "28")}, []staging.Write{set("a", "28.4")}, false},
+		{"beyond tolerance", Canary{Tolerance: 0.5}, []staging.Write{set("a", "28")}, []staging.Write{set("a", "28.6")}, true},
+		{"not numbers", Canary{Tolerance: 0.5}, []staging.Write{set("a", "x")}, []staging.Write{set("a", "y")}, true},
+		{"order", Canary{}, []staging.Write{set("a", "1"), set("b", "1")}, []staging.Write{set("b", "1"), set("a", "1")}, true},
+		{"op", Canary{}, []staging.Write{set("a", "1")}, []staging.Write{{Op: "VDEL", Key: "a", Value: []byte("1")}}, true},
+		{"missing", Canary{}, []staging.Write{set("a", "1")}, nil, true},
+		{"ignored", Canary{Ignore: []string{"stats/*"}}, []staging.Write{set("stats/n", "1"), set("a", "1")}, []staging.Write{set("a", "1"), set("stats/n", "2")}, false},
 	} {
 		c := &canary{cfg: tc.cfg, liveWs: tc.live, shadowWs: tc.shadow}
 		if _, _, d := c.differs(); d != tc.differ {

@@ -13,6 +13,9 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/abi/abitest"
+	"github.com/ssrun/ssrun/host/clock"
+	"github.com/ssrun/ssrun/host/internal/abandon"
+	"github.com/ssrun/ssrun/host/rulefile"
 )
 
 // Checker proves rule files without a store (what `ssrun check` does): it
@@ -27,7 +30,7 @@ import (
 type Checker struct {
 	runtimes       map[string]abi.Runtime
 	timeout, grace time.Duration
-	calls          *tracker
+	calls          *abandon.Tracker
 	defaults       RuleConfig
 	rules          map[string]RuleConfig
 }
@@ -38,7 +41,7 @@ func NewChecker(runtimes []abi.Runtime, timeout time.Duration) *Checker {
 	if timeout <= 0 {
 		timeout = DefaultLoadTimeout
 	}
-	c := &Checker{runtimes: map[string]abi.Runtime{}, timeout: timeout, grace: min(timeout, DefaultGrace), calls: newTracker(RealClock{})}
+	c := &Checker{runtimes: map[string]abi.Runtime{}, timeout: timeout, grace: min(timeout, DefaultGrace), calls: abandon.NewTracker(clock.Real{})}
 	for _, rt := range runtimes {
 		c.runtimes[rt.Kind()] = rt
 	}
@@ -61,7 +64,7 @@ func (c *Checker) SetRuleConfig(defaults RuleConfig, rules map[string]RuleConfig
 // loads (LoadDir), in name order; other files (READMEs, tests, data) are
 // not rules.
 func (c *Checker) Files(dir string) ([]string, error) {
-	return ruleFiles(dir, c.runtimes, nil)
+	return rulefile.List(dir, c.runtimes, nil)
 }
 
 // Check compiles the rule file at path with the runtime for its kind and
@@ -74,29 +77,29 @@ func (c *Checker) Check(ctx context.Context, path string) error {
 	if err != nil {
 		return err
 	}
-	kind, _ := RuleKind(path, info)
+	kind, _ := rulefile.Kind(path, info)
 	rt, ok := c.runtimes[kind]
 	if !ok {
-		if lacksExecBit(path, info) {
-			return fmt.Errorf("%s: not a rule file: %s: chmod +x %s", path, notPluginHint, path)
+		if rulefile.LacksExecBit(path, info) {
+			return fmt.Errorf("%s: not a rule file: %s: chmod +x %s", path, rulefile.NotPluginHint, path)
 		}
 		return fmt.Errorf("%s: not a rule file (want .lua, .wasm or an executable plugin)", path)
 	}
-	src, err := ReadRuleFile(path)
+	src, err := rulefile.Read(path)
 	if err != nil {
 		return err // it names the file
 	}
 	cfg := ruleConfigFor(c.defaults, c.rules, path)
 	ctx, cancel := context.WithTimeout(ctx, c.timeout+cfg.Timeout)
 	defer cancel()
-	prog, err := aside(c.calls, ctx, path, "compile", c.grace, func(ctx context.Context) (abi.Program, error) {
+	prog, err := abandon.Aside(c.calls, ctx, path, "compile", c.grace, func(ctx context.Context) (abi.Program, error) {
 		return rt.Compile(ctx, path, src)
 	}, nil)
 	if err != nil {
 		return err
 	}
 	store := &checkStore{Host: sandboxStore(cfg)}
-	script, err := aside(c.calls, ctx, path, "start", c.grace, func(ctx context.Context) (abi.Script, error) {
+	script, err := abandon.Aside(c.calls, ctx, path, "start", c.grace, func(ctx context.Context) (abi.Script, error) {
 		return prog.Start(ctx, store, cfg.limits())
 	}, func(late abi.Script) { _ = late.Close(context.Background()) })
 	if err != nil {
@@ -171,7 +174,7 @@ func (s *checkStore) missed() []string {
 // Close waits until the compiles Check abandoned have ended, or ctx ends,
 // and names those still running.
 func (c *Checker) Close(ctx context.Context) error {
-	if left := c.calls.wait(ctx); len(left) > 0 {
+	if left := c.calls.Wait(ctx); len(left) > 0 {
 		return fmt.Errorf("%d compile(s) still running: %s", len(left), strings.Join(left, ", "))
 	}
 	return nil

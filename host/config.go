@@ -1,6 +1,7 @@
 package host
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -13,6 +14,9 @@ import (
 	"github.com/bmatcuk/doublestar/v4"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/gate"
+	"github.com/ssrun/ssrun/host/internal/loadretry"
+	"github.com/ssrun/ssrun/host/internal/timers"
 )
 
 // RuleConfig holds the limits and permissions of one rule. The zero value
@@ -95,6 +99,26 @@ const (
 	DefaultMaxTimers     = 10000
 )
 
+// ReservedPrefix starts every key the host keeps for itself (timers). A
+// rule's get, set, del, vdel, watch, unwatch, lock and unlock of such a key
+// fail with DENIED, whatever its permissions allow.
+const ReservedPrefix = timers.ReservedPrefix
+
+// MaxTimerName is the longest timer name, in bytes (it is part of a key).
+const MaxTimerName = timers.MaxTimerName
+
+// DefaultLoadRetry is the first wait before a rule file whose start failed
+// is loaded again (Config.LoadRetry when zero); MaxLoadRetry the longest
+// wait between two retries of a file.
+const (
+	DefaultLoadRetry = loadretry.Default
+	MaxLoadRetry     = loadretry.Max
+)
+
+// DefaultMaxConcurrentCalls bounds the handler calls a host runs at once
+// (Config.MaxConcurrentCalls when zero); internal/gate says why 64.
+const DefaultMaxConcurrentCalls = gate.DefaultMax
+
 // Validate checks the patterns and numbers and says which is wrong.
 func (c RuleConfig) Validate() error {
 	if c.Timeout < 0 || c.Grace < 0 || c.MemoryBytes < 0 || c.MaxValueBytes < 0 || c.Mailbox < 0 || c.LogLines < 0 || c.LogBytes < 0 || c.MaxTimers < 0 {
@@ -116,64 +140,36 @@ func (c RuleConfig) Validate() error {
 	return nil
 }
 
-func (c RuleConfig) withDefaults() RuleConfig {
-	if c.Timeout == 0 {
-		c.Timeout = DefaultCallTimeout
-	}
-	if c.MemoryBytes == 0 {
-		c.MemoryBytes = DefaultMemoryBytes
-	}
-	if c.MaxValueBytes == 0 {
-		c.MaxValueBytes = DefaultMaxValueBytes
-	}
-	if c.Mailbox == 0 {
-		c.Mailbox = DefaultMailbox
-	}
-	if c.Grace == 0 {
-		c.Grace = DefaultGrace
-	}
-	if c.LogLines == 0 {
-		c.LogLines = DefaultLogLines
-	}
-	if c.LogBytes == 0 {
-		c.LogBytes = DefaultLogBytes
-	}
-	if c.MaxTimers == 0 {
-		c.MaxTimers = DefaultMaxTimers
-	}
-	return c
+// ruleDefaults are the values of a RuleConfig's zero fields.
+var ruleDefaults = RuleConfig{
+	Timeout:       DefaultCallTimeout,
+	MemoryBytes:   DefaultMemoryBytes,
+	MaxValueBytes: DefaultMaxValueBytes,
+	Mailbox:       DefaultMailbox,
+	Grace:         DefaultGrace,
+	LogLines:      DefaultLogLines,
+	LogBytes:      DefaultLogBytes,
+	MaxTimers:     DefaultMaxTimers,
 }
+
+// withDefaults returns c with its zero numbers set to their defaults.
+func (c RuleConfig) withDefaults() RuleConfig { return ruleDefaults.merge(c) }
 
 func (c RuleConfig) limits() abi.Limits {
 	return abi.Limits{CallTimeout: c.Timeout, MemoryBytes: c.MemoryBytes}
 }
 
-// merge overlays the non-zero fields of o on c.
+// merge overlays the non-zero fields of o on c (cmp.Or: the first that is
+// not zero).
 func (c RuleConfig) merge(o RuleConfig) RuleConfig {
-	if o.Timeout != 0 {
-		c.Timeout = o.Timeout
-	}
-	if o.MemoryBytes != 0 {
-		c.MemoryBytes = o.MemoryBytes
-	}
-	if o.MaxValueBytes != 0 {
-		c.MaxValueBytes = o.MaxValueBytes
-	}
-	if o.Mailbox != 0 {
-		c.Mailbox = o.Mailbox
-	}
-	if o.Grace != 0 {
-		c.Grace = o.Grace
-	}
-	if o.LogLines != 0 {
-		c.LogLines = o.LogLines
-	}
-	if o.LogBytes != 0 {
-		c.LogBytes = o.LogBytes
-	}
-	if o.MaxTimers != 0 {
-		c.MaxTimers = o.MaxTimers
-	}
+	c.Timeout = cmp.Or(o.Timeout, c.Timeout)
+	c.Grace = cmp.Or(o.Grace, c.Grace)
+	c.MemoryBytes = cmp.Or(o.MemoryBytes, c.MemoryBytes)
+	c.MaxValueBytes = cmp.Or(o.MaxValueBytes, c.MaxValueBytes)
+	c.Mailbox = cmp.Or(o.Mailbox, c.Mailbox)
+	c.LogLines = cmp.Or(o.LogLines, c.LogLines)
+	c.LogBytes = cmp.Or(o.LogBytes, c.LogBytes)
+	c.MaxTimers = cmp.Or(o.MaxTimers, c.MaxTimers)
 	if o.Read != nil {
 		c.Read = o.Read
 	}

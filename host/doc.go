@@ -13,81 +13,33 @@
 // hosts share the rules, each rule running on one live host at a time
 // under a fenced ownership lease (group.go).
 //
-// # Files
+// # Packages
 //
-// Each file uses only files on the lines below its own (a type, function,
-// field or method declared there); none reaches up. TestFileLayers keeps it
-// so.
+// The host keeps the Host, a rule's life (its worker, leases, timers,
+// reloads, canary) and the binding a rule calls; what sits below it lives in
+// packages under host/, each with one job, that the compiler and
+// internal/archtest keep apart (docs/architecture.md draws them):
 //
-//	reload.go check.go liveconfig.go grouphost.go idle.go
-//	                       WatchDir, on Load and Remove; Checker (ssrun check);
-//	                       SetRuleConfig, rule settings applied to loaded rules;
-//	                       the host's side of a group; a serial host's
-//	                       WaitIdle and Hold
-//	loaddir.go             LoadDir: a folder's rules, several loading at once
-//	host.go                Host: loads, event routing, resync, Close
-//	loadstatus.go          the files that failed to load, for Status
-//	loadretry.go           loading again the files whose start failed
-//	groupready.go          which failed loads of a group's shared rules
-//	                       make a member not ready
-//	contenthash.go         the SHA-256 of rule files, remembered by content
-//	patterns_guests_stub.go
-//	                       the pattern verbs refused (branch s10-guests only:
-//	                       deleted with this line when s10-patterns merges)
-//	record.go              a version's abi.Host wrapped to report its calls
-//	                       and replies to the Recorder
-//	binding.go             the abi.Host one version of a rule calls
-//	canary.go              a new version in shadow next to the live one,
-//	                       compared write by write, swapped in or refused
-//	group.go               a group of hosts sharing the rules: its loop,
-//	                       membership, takeover and hand-over
-//	grouprules.go          which rules each member has: this host's rule
-//	                       set, the others' read once per digest; warnings
-//	groupstate.go          the group's state, and what an owned rule handled:
-//	                       recorded for, and resynced by, the next owner
-//	rule.go                a rule: its state, under a lock only this file takes;
-//	                       its worker's loop, its writes (one bracket: fence,
-//	                       damper, echo), reloads, stop
-//	groupfence.go timerundo.go
-//	                       a group's ownership leases, fencing owned rules'
-//	                       writes; undoing the timer calls of a failed first
-//	                       load
-//	worker.go locks.go echo.go logbudget.go ruletimers.go
-//	                       a rule's goroutine and call state; its leases; its
-//	                       own writes awaiting their echo; its log budget;
-//	                       its timers (arm, fire, record, load, drop)
-//	grouptimers.go park.go a rule's timer writes, fenced in a group; a
-//	                       handler waiting in a lock wait, idle in a serial
-//	                       host
-//	services.go            what rules use of the host
-//	dryrun.go              a dry run's and a canary's staged writes: made
-//	                       on a layer, reported
-//	layer.go               a copy-on-write layer over the store: the keys
-//	                       written copied into a store in process
-//	journal.go             the provenance journal: each key's last rule write
-//	registry.go lineage.go abandon.go timerstore.go gate.go
-//	                       watch multiplexing; the feedback-loop damper and
-//	                       the chains of rule writes it follows;
-//	                       runtime calls that may not return; the keys and
-//	                       encodings of timers in the store; the bound on
-//	                       handler calls running at once
-//	groupfailed.go         the versions of rules a group member withdrew, as
-//	                       they fail to load there
-//	mailbox.go config.go errors.go rulefile.go groupassign.go groupseen.go
-//	                       ...; which member owns which rule; what an owned
-//	                       rule handled
-//	observer.go recorder.go
-//	                       the metrics observer; the trace recorder
-//	timers.go chain.go groupsets.go virtualclock.go
-//	                       the timer scheduler: one heap, one goroutine; the
-//	                       path of rule writes that led to an event; a
-//	                       group's roster lines and rule sets, stored; the
-//	                       virtual clock of ssrun test and replay
-//	clock.go               the host's Clock; wake-ups that count as activity
-//	quiet.go               a serial host: one handler at a time, in order,
-//	                       and when it is idle
-//	store.go               the Store port: *protocol.Client, over MQTT or to
-//	                       a store in process
+//	clock                 the host's Clock: real, or virtual (ssrun test, replay)
+//	provenance            chains of rule writes; the journal of each key's last write (why)
+//	rulefile              which files are rules, on which runtime; reading them
+//	staging               a dry run's and a canary's staged writes, on a layer over the store
+//	internal/watch        the watch registry: one KEYNOTIFY per key; resync
+//	internal/mailbox      a rule's bounded FIFO of events
+//	internal/lineage      the feedback-loop damper: each event's place in a chain
+//	internal/echo         a rule's own writes awaiting their echo
+//	internal/timers       the timer scheduler; timers' keys and encodings in the store
+//	internal/membership   a group's roster, rule sets, assignment, progress, withdrawals
+//	internal/status       store errors to abi statuses, in one table
+//	internal/abandon      runtime calls that may not return: tracked, given up past their grace
+//	internal/logbudget    a rule's log budget per window
+//	internal/loadretry    loading again the rule files whose start failed
+//	internal/gate         the bound on handler calls running at once
+//	internal/serial       a serial host's activity and turn; waits and wake-ups that count
+//	internal/contenthash  the SHA-256 of rule files, remembered by content
+//
+// A rule keeps its state under one lock, rule.mu, that only rule.go takes
+// (internal/archtest checks it).
 //
 // A rule and its leases share the host's services (client, logger,
 // registry, damper, call tracker, lease clock, lifetime: services in

@@ -12,16 +12,18 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/timers"
+	"github.com/ssrun/ssrun/host/staging"
 	"github.com/ssrun/ssrun/protocol"
 )
 
 // stagedLog collects a dry run's reported writes.
 type stagedLog struct {
 	mu sync.Mutex
-	ws []StagedWrite
+	ws []staging.Write
 }
 
-func (l *stagedLog) add(w StagedWrite) {
+func (l *stagedLog) add(w staging.Write) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.ws = append(l.ws, w)
@@ -178,7 +180,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 			t.Errorf("%s = %q (found %v) after the dry run, want %q (found %v)", k, v, found, want, wantFound)
 		}
 	}
-	if _, found := e.get(timerKey("thermo.gorule", "t")); found {
+	if _, found := e.get(timers.TimerKey("thermo.gorule", "t")); found {
 		t.Error("a dry run's timer was kept in the store")
 	}
 	if n := chained.Load(); n != 0 {

@@ -418,21 +418,7 @@ func TestE2ELockFailoverFencedByStore(t *testing.T) {
 			a.set("lock/tick/b", "1")
 			a.waitValue("lock/result/b", "BUSY:1")
 
-			// The lease vanishes behind a's back (as if it expired during
-			// a pause); b takes it.
-			if n, err := a.user.Del(a.ctx(), []byte("leader"), protocol.DelOptions{}); err != nil || n != 1 {
-				t.Fatalf("del leader: %d, %v", n, err)
-			}
-			a.set("lock/tick/b", "2")
-			a.waitValue("lock/result/b", "OK:2")
-			a.waitValue("shared", "b")
-
-			// a writes late with its old token: the store refuses it.
-			a.set("lock/tick/a", "2")
-			a.waitValue("lock/result/a", "FENCED:2")
-			if v, _ := a.get("shared"); v != "b" {
-				t.Fatalf("shared = %q after the stale write; the old holder's write was applied", v)
-			}
+			a.leaseLostBehindHoldersBack("lock/")
 		})
 	}
 }

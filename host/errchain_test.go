@@ -3,7 +3,6 @@ package host
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -12,30 +11,6 @@ import (
 	"github.com/ssrun/ssrun/internal/testnet"
 	"github.com/ssrun/ssrun/protocol"
 )
-
-// The *abi.Error a rule gets keeps the store client's error as its cause:
-// errors.Is finds every sentinel of the status table through it, and
-// errors.As the service's own error, with the message unchanged.
-func TestStoreErrorKeepsItsCause(t *testing.T) {
-	for _, row := range statusTable {
-		err := fmt.Errorf("protocol: get %q: %w", "k", row.err)
-		got := storeError(err)
-		if !errors.Is(got, row.err) {
-			t.Errorf("%v: errors.Is(storeError(err), %v) is false", err, row.err)
-		}
-		if abi.StatusOf(got) != row.status || got.Error() != err.Error() {
-			t.Errorf("%v: status %v, message %q", err, abi.StatusOf(got), got)
-		}
-	}
-	timeout := fmt.Errorf("protocol: set %q: %w after 5s: %w", "k", protocol.ErrTimeout, context.DeadlineExceeded)
-	if got := storeError(timeout); !errors.Is(got, protocol.ErrTimeout) || !errors.Is(got, context.DeadlineExceeded) {
-		t.Errorf("a timed-out call's error %v lost protocol.ErrTimeout", got)
-	}
-	var se *protocol.ServiceError
-	if got := storeError(fmt.Errorf("protocol: set %q: %w", "k", &protocol.ServiceError{Text: "the quota has been exceeded"})); !errors.As(got, &se) || se.Text != "the quota has been exceeded" {
-		t.Errorf("the service's error is not reachable through %v", got)
-	}
-}
 
 // A host call's error tells why it failed by its cause, not only by its
 // status: a get while the store is offline is protocol.ErrNotConnected, a

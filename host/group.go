@@ -8,6 +8,8 @@ import (
 	"sort"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/membership"
+	"github.com/ssrun/ssrun/host/internal/serial"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -69,9 +71,9 @@ func (g *group) memberKey(id string) string { return g.key("member/" + id) }
 // run is the group's loop: a step at start, every renewal interval, when the
 // roster or a waited-for lease changes, and when a lease is lost.
 func (g *group) run(ctx context.Context) {
-	t := newWake(g.svc.clock, g.svc.quiet)
-	t.reset(g.ttl / 3)
-	defer t.stop()
+	t := serial.NewWake(g.svc.clock, g.svc.quiet)
+	t.Reset(g.ttl / 3)
+	defer t.Stop()
 	tick := func() {}
 	for {
 		g.step(ctx)
@@ -81,8 +83,8 @@ func (g *group) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C():
-			t.reset(g.ttl / 3)
-			tick = t.took
+			t.Reset(g.ttl / 3)
+			tick = t.Took
 		case <-g.wake:
 		case <-g.ls.lostSignal:
 		}
@@ -94,7 +96,7 @@ func (g *group) run(ctx context.Context) {
 func (g *group) step(ctx context.Context) {
 	defer g.steps.Add(1)
 	for _, l := range g.ls.takeLost() {
-		g.svc.quiet.work(g.ls.rq, -1)
+		g.svc.quiet.Work(g.ls.rq, -1)
 		if rule, ok := g.ruleOfLease(l.name); ok {
 			g.drop(ctx, rule, "its ownership lease was lost")
 		}
@@ -107,7 +109,7 @@ func (g *group) step(ctx context.Context) {
 		return
 	}
 	live, err := g.live(ctx, roster)
-	var sets map[string]ruleSet
+	var sets map[string]membership.RuleSet
 	if err == nil {
 		sets, err = g.memberSets(ctx, live, mine, digest)
 	}
@@ -125,7 +127,7 @@ func (g *group) step(ctx context.Context) {
 	g.mu.Lock()
 	g.members = g.members[:0]
 	for _, e := range live {
-		g.members = append(g.members, e.id)
+		g.members = append(g.members, e.ID)
 	}
 	rules := make([]string, 0, len(g.paths))
 	for r := range g.paths {
@@ -141,7 +143,7 @@ func (g *group) step(ctx context.Context) {
 	for _, r := range gone { // removed from this host's folder
 		g.handOver(ctx, r)
 	}
-	owner := assignAmong(sets)
+	owner := membership.AssignAmong(sets)
 	sort.Strings(rules)
 	for _, r := range rules { // hand over first: the next owner waits for it
 		if owner[r] != g.id && g.isOwned(r) {
@@ -176,13 +178,13 @@ func (g *group) ruleOfLease(name string) (string, bool) {
 // join holds this host's member lease and keeps its line in the roster,
 // naming its rule set as it is now; it returns that set, its digest, and
 // the roster as read or as written (with this host's line).
-func (g *group) join(ctx context.Context) (ruleSet, string, []rosterEntry, error) {
+func (g *group) join(ctx context.Context) (membership.RuleSet, string, []membership.RosterEntry, error) {
 	mk := g.memberKey(g.id)
 	if l := g.ls.get(mk); l == nil || l.isLost() {
 		if _, err := g.ls.lock(ctx, mk, g.ttl, 0); err != nil {
 			return nil, "", nil, fmt.Errorf("member lease %s: %w", mk, err)
 		}
-		if err := g.svc.reg.watch(ctx, g, g.key("roster")); err != nil {
+		if err := g.svc.reg.Watch(ctx, g, g.key("roster")); err != nil {
 			return nil, "", nil, fmt.Errorf("watch roster: %w", err)
 		}
 	}
@@ -191,10 +193,10 @@ func (g *group) join(ctx context.Context) (ruleSet, string, []rosterEntry, error
 	if err != nil {
 		return nil, "", nil, err
 	}
-	if e, ok := entryOf(roster, g.id); !ok || e.digest != digest {
-		me := rosterEntry{id: g.id, digest: digest}
-		roster, err = g.editRoster(ctx, func(es []rosterEntry) []rosterEntry { return withEntry(es, me) },
-			&storedSet{digest: digest, value: value})
+	if e, ok := membership.EntryOf(roster, g.id); !ok || e.Digest != digest {
+		me := membership.RosterEntry{ID: g.id, Digest: digest}
+		roster, err = g.editRoster(ctx, func(es []membership.RosterEntry) []membership.RosterEntry { return membership.WithEntry(es, me) },
+			&membership.StoredSet{Digest: digest, Value: value})
 		if err != nil {
 			return nil, "", nil, err
 		}
@@ -204,12 +206,12 @@ func (g *group) join(ctx context.Context) (ruleSet, string, []rosterEntry, error
 
 // roster reads the roster's members (its lines that name none are
 // reported, once each).
-func (g *group) roster(ctx context.Context) ([]rosterEntry, error) {
+func (g *group) roster(ctx context.Context) ([]membership.RosterEntry, error) {
 	res, err := g.svc.client.Get(ctx, []byte(g.key("roster")), protocol.CallOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("read roster: %w", err)
 	}
-	entries, bad := parseRoster(res.Value)
+	entries, bad := membership.ParseRoster(res.Value)
 	g.warnBadLines(bad)
 	return entries, nil
 }
@@ -219,7 +221,7 @@ func (g *group) roster(ctx context.Context) ([]rosterEntry, error) {
 // rule set a line of the edited roster names, stored first; the sets no
 // line names any more are deleted after, with those this host stored for an
 // edit whose roster write failed (g.unnamed).
-func (g *group) editRoster(ctx context.Context, edit func([]rosterEntry) []rosterEntry, put *storedSet) ([]rosterEntry, error) {
+func (g *group) editRoster(ctx context.Context, edit func([]membership.RosterEntry) []membership.RosterEntry, put *membership.StoredSet) ([]membership.RosterEntry, error) {
 	lk := g.key("roster.lock")
 	if _, err := g.ls.lock(ctx, lk, g.ttl, g.ttl); err != nil {
 		return nil, fmt.Errorf("roster lock: %w", err)
@@ -235,23 +237,23 @@ func (g *group) editRoster(ctx context.Context, edit func([]rosterEntry) []roste
 		return nil, err
 	}
 	if put != nil {
-		if _, err := g.svc.client.Set(ctx, []byte(g.setKey(put.digest)), put.value, protocol.SetOptions{FencingToken: tok}); err != nil {
+		if _, err := g.svc.client.Set(ctx, []byte(g.setKey(put.Digest)), put.Value, protocol.SetOptions{FencingToken: tok}); err != nil {
 			return nil, fmt.Errorf("write rule set: %w", err)
 		}
 	}
-	if _, err := g.svc.client.Set(ctx, []byte(g.key("roster")), formatRoster(after), protocol.SetOptions{FencingToken: tok}); err != nil {
-		if put != nil && !slices.ContainsFunc(before, func(e rosterEntry) bool { return e.digest == put.digest }) {
-			g.unnamed[put.digest] = true // stored, maybe named by no line
+	if _, err := g.svc.client.Set(ctx, []byte(g.key("roster")), membership.FormatRoster(after), protocol.SetOptions{FencingToken: tok}); err != nil {
+		if put != nil && !slices.ContainsFunc(before, func(e membership.RosterEntry) bool { return e.Digest == put.Digest }) {
+			g.unnamed[put.Digest] = true // stored, maybe named by no line
 		}
 		return nil, fmt.Errorf("write roster: %w", err)
 	}
 	named := map[string]bool{}
 	for _, e := range after {
-		named[e.digest] = true
+		named[e.Digest] = true
 	}
 	stale := make([]string, 0, len(before)+len(g.unnamed))
 	for _, e := range before {
-		stale = append(stale, e.digest)
+		stale = append(stale, e.Digest)
 	}
 	for d := range g.unnamed {
 		stale = append(stale, d)
@@ -273,27 +275,27 @@ func (g *group) editRoster(ctx context.Context, edit func([]rosterEntry) []roste
 // live returns the members of entries (the roster join read or wrote)
 // whose member key is present, sorted by id; those whose key is gone are
 // taken off the roster.
-func (g *group) live(ctx context.Context, entries []rosterEntry) ([]rosterEntry, error) {
-	var live []rosterEntry
+func (g *group) live(ctx context.Context, entries []membership.RosterEntry) ([]membership.RosterEntry, error) {
+	var live []membership.RosterEntry
 	var dead []string
 	for _, e := range entries {
-		if e.id == g.id {
+		if e.ID == g.id {
 			live = append(live, e)
 			continue
 		}
-		res, err := g.svc.client.Get(ctx, []byte(g.memberKey(e.id)), protocol.CallOptions{})
+		res, err := g.svc.client.Get(ctx, []byte(g.memberKey(e.ID)), protocol.CallOptions{})
 		if err != nil {
-			return nil, fmt.Errorf("read member %s: %w", e.id, err)
+			return nil, fmt.Errorf("read member %s: %w", e.ID, err)
 		}
 		if res.Found {
 			live = append(live, e)
 		} else {
-			dead = append(dead, e.id)
+			dead = append(dead, e.ID)
 		}
 	}
 	if len(dead) > 0 {
-		_, err := g.editRoster(ctx, func(es []rosterEntry) []rosterEntry {
-			return slices.DeleteFunc(slices.Clone(es), func(e rosterEntry) bool { return slices.Contains(dead, e.id) })
+		_, err := g.editRoster(ctx, func(es []membership.RosterEntry) []membership.RosterEntry {
+			return slices.DeleteFunc(slices.Clone(es), func(e membership.RosterEntry) bool { return slices.Contains(dead, e.ID) })
 		}, nil)
 		if err != nil {
 			g.svc.log.Warn("group: cannot take dead members off the roster", "group", g.name, "members", dead, "err", err)
@@ -344,7 +346,7 @@ func (g *group) take(ctx context.Context, rule string) {
 // version failed to load while another live member (of sets) offers the
 // rule, and offers again those withdrawn whose reason no longer holds
 // (groupfailed.go). It reports whether this host's set changed.
-func (g *group) reviewFailed(sets map[string]ruleSet) bool {
+func (g *group) reviewFailed(sets map[string]membership.RuleSet) bool {
 	g.mu.Lock()
 	owned := make(map[string]string, len(g.owned)) // rule -> path
 	for r := range g.owned {
@@ -357,29 +359,29 @@ func (g *group) reviewFailed(sets map[string]ruleSet) bool {
 	if none {
 		return false
 	}
-	var failed []failedLoad
+	var failed []membership.FailedLoad
 	for _, r := range slices.Sorted(maps.Keys(owned)) {
 		p := owned[r]
 		if g.h.ruleAt(p) != nil {
 			continue
 		}
 		if hash, why, ok := g.h.loadFailure(p); ok {
-			failed = append(failed, failedLoad{rule: r, hash: hash, err: why})
+			failed = append(failed, membership.FailedLoad{Rule: r, Hash: hash, Err: why})
 		}
 	}
 	g.mu.Lock()
-	changes := g.withdrawn.review(g.id, sets, g.hashes, failed)
+	changes := g.withdrawn.Review(g.id, sets, g.hashes, failed)
 	if len(changes) > 0 {
 		g.mine = nil
 	}
 	g.mu.Unlock()
 	for _, c := range changes {
-		if c.withdrawn {
+		if c.Withdrawn {
 			g.withdrawals.Add(1)
 			g.svc.log.Warn("group: this host's version of the rule fails to load here; another member offers the rule: withdrawn, the rule moves to a member that offers it",
-				"group", g.name, "rule", c.rule, "version", c.hash, "why", c.why, "err", c.err)
+				"group", g.name, "rule", c.Rule, "version", c.Hash, "why", c.Why, "err", c.Err)
 		} else {
-			g.svc.log.Info("group: this host's version of the rule is offered again", "group", g.name, "rule", c.rule, "version", c.hash, "why", c.why)
+			g.svc.log.Info("group: this host's version of the rule is offered again", "group", g.name, "rule", c.Rule, "version", c.Hash, "why", c.Why)
 		}
 	}
 	return len(changes) > 0
@@ -392,7 +394,7 @@ func (g *group) await(ctx context.Context, lk string) {
 	g.waiting[lk] = true
 	g.mu.Unlock()
 	if !was {
-		if err := g.svc.reg.watch(ctx, g, lk); err != nil {
+		if err := g.svc.reg.Watch(ctx, g, lk); err != nil {
 			g.mu.Lock()
 			delete(g.waiting, lk)
 			g.mu.Unlock()
@@ -407,7 +409,7 @@ func (g *group) unwait(ctx context.Context, lk string) {
 	delete(g.waiting, lk)
 	g.mu.Unlock()
 	if was {
-		g.svc.reg.unwatch(ctx, g, lk)
+		g.svc.reg.Unwatch(ctx, g, lk)
 	}
 }
 
@@ -468,6 +470,6 @@ func (g *group) close(ctx context.Context) {
 	for _, k := range lockedKeys(&g.mu, g.waiting) {
 		g.unwait(ctx, k)
 	}
-	g.svc.reg.unwatch(ctx, g, g.key("roster"))
+	g.svc.reg.Unwatch(ctx, g, g.key("roster"))
 	g.ls.releaseAll(ctx)
 }

@@ -3,8 +3,6 @@ package host
 import (
 	"context"
 	"fmt"
-	"github.com/ssrun/ssrun/abi"
-	"github.com/ssrun/ssrun/protocol"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -13,6 +11,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/protocol"
 )
 
 // groupTestTTL is the group lease time of the tests: short, so a failover

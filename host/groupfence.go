@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/membership"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/protocol/hlc"
 )
@@ -18,12 +19,12 @@ type ownership struct {
 	ls   *leases // member, roster lock and ownership leases
 
 	mu       sync.Mutex
-	paths    map[string]string    // rule name -> path: the rules the group shares
-	progress map[string]*progress // owned rules' handled versions
+	paths    map[string]string               // rule name -> path: the rules the group shares
+	progress map[string]*membership.Progress // owned rules' handled versions
 }
 
 func (o *ownership) key(rest string) string      { return ReservedPrefix + "group/" + o.name + "/" + rest }
-func (o *ownership) leaseKey(rule string) string { return o.key("rule/" + ruleHash(rule)) }
+func (o *ownership) leaseKey(rule string) string { return o.key("rule/" + membership.RuleHash(rule)) }
 
 // fence returns the token an owned rule's write carries (the zero token for
 // a rule the group does not share), or LOCK_LOST when this host does not
@@ -74,7 +75,7 @@ func (o *ownership) refenced(ctx context.Context, rule string, err error) (hlc.H
 
 // progressFor returns where the owned rule name records what it handled,
 // or nil for a rule the group does not share.
-func (o *ownership) progressFor(name string) *progress {
+func (o *ownership) progressFor(name string) *membership.Progress {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.progress[name]

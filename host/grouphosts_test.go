@@ -17,6 +17,7 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/broker/brokertest"
+	"github.com/ssrun/ssrun/host/internal/membership"
 	"github.com/ssrun/ssrun/internal/testnet"
 	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol"
@@ -310,10 +311,10 @@ func (c *cluster) published(ms []*member) bool {
 	if err != nil {
 		return false
 	}
-	entries, _ := parseRoster(res.Value)
+	entries, _ := membership.ParseRoster(res.Value)
 	for _, m := range ms {
-		e, ok := entryOf(entries, m.host.group.id)
-		if _, digest, _ := m.host.group.ownSet(); !ok || e.digest != digest {
+		e, ok := membership.EntryOf(entries, m.host.group.id)
+		if _, digest, _ := m.host.group.ownSet(); !ok || e.Digest != digest {
 			return false
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/membership"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -139,7 +140,7 @@ func (p *procHost) line(t testing.TB) string {
 // leaseHolder returns the holder of the rule's ownership lease ("" when
 // none).
 func (c *cluster) leaseHolder(t *testing.T, rule string) string {
-	res, err := c.user.Get(context.Background(), []byte(ReservedPrefix+"group/"+c.group.Name+"/rule/"+ruleHash(rule+".gorule")), protocol.CallOptions{})
+	res, err := c.user.Get(context.Background(), []byte(ReservedPrefix+"group/"+c.group.Name+"/rule/"+membership.RuleHash(rule+".gorule")), protocol.CallOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

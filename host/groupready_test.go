@@ -63,13 +63,7 @@ func TestGroupWithdrawnVersionIsReady(t *testing.T) {
 func TestGroupFailedEverywhereMakesOwnerNotReady(t *testing.T) {
 	c, ms := versionsHosts(t)
 	name := preferred(ms, 1)
-	ms[0].put(t, name, "broken")
-	waitFor(t, "host 0 owns the rule, failed to load", func() bool { return ms[0].ownsFailed(name) })
-	ms[1].put(t, name, "broken")
-	waitFor(t, "host 1 owns the rule, failed to load", func() bool {
-		return ms[1].ownsFailed(name) && slices.Equal(owner(ms, name), []int{1})
-	})
-	steps(t, ms, 3) // both have seen the hand-over
+	failOnBothHosts(t, ms, name, "broken", "broken")
 	if n0, n1 := ms[0].loadFailed(), ms[1].loadFailed(); n0 != 0 || n1 != 1 {
 		t.Fatalf("failed loads counted by hosts 0, 1: %d, %d; want 0, 1 (the owner's)", n0, n1)
 	}

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ssrun/ssrun/host/internal/membership"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -20,20 +21,20 @@ func (g *group) setKey(digest string) string { return g.key("rules/" + digest) }
 // ownSet returns this host's set, with its digest and stored form: the
 // shared rule files it has now, but for the versions it withdrew
 // (groupfailed.go).
-func (g *group) ownSet() (ruleSet, string, []byte) {
+func (g *group) ownSet() (membership.RuleSet, string, []byte) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.mine == nil {
-		s := make(ruleSet, len(g.hashes))
+		s := make(membership.RuleSet, len(g.hashes))
 		for name, h := range g.hashes {
-			if g.withdrawn.offers(name, h) {
+			if g.withdrawn.Offers(name, h) {
 				s[name] = h
 			}
 		}
-		d, v := s.encode()
-		g.mine = &storedSet{set: s, digest: d, value: v}
+		d, v := s.Encode()
+		g.mine = &membership.StoredSet{Set: s, Digest: d, Value: v}
 	}
-	return g.mine.set, g.mine.digest, g.mine.value
+	return g.mine.Set, g.mine.Digest, g.mine.Value
 }
 
 // setOf returns the set named digest: from memory, or read from the store
@@ -41,7 +42,7 @@ func (g *group) ownSet() (ruleSet, string, []byte) {
 // unreadable is reported (once per digest) and returned as nil: its
 // members are given no rule until it is readable. Only a failed read is an
 // error.
-func (g *group) setOf(ctx context.Context, digest string) (ruleSet, error) {
+func (g *group) setOf(ctx context.Context, digest string) (membership.RuleSet, error) {
 	g.mu.Lock()
 	s, ok := g.sets[digest]
 	g.mu.Unlock()
@@ -54,7 +55,7 @@ func (g *group) setOf(ctx context.Context, digest string) (ruleSet, error) {
 	}
 	if !res.Found {
 		err = errors.New("no such key")
-	} else if s, err = decodeRuleSet(digest, res.Value); err == nil {
+	} else if s, err = membership.DecodeRuleSet(digest, res.Value); err == nil {
 		g.mu.Lock()
 		g.sets[digest] = s
 		g.mu.Unlock()
@@ -70,20 +71,20 @@ func (g *group) setOf(ctx context.Context, digest string) (ruleSet, error) {
 // memberSets returns the rule set of each live member (nil for one whose
 // set is unreadable), this host's (and any with the same digest) being
 // mine, and forgets the sets no live member has.
-func (g *group) memberSets(ctx context.Context, live []rosterEntry, mine ruleSet, digest string) (map[string]ruleSet, error) {
-	out := make(map[string]ruleSet, len(live))
+func (g *group) memberSets(ctx context.Context, live []membership.RosterEntry, mine membership.RuleSet, digest string) (map[string]membership.RuleSet, error) {
+	out := make(map[string]membership.RuleSet, len(live))
 	used := map[string]bool{}
 	for _, e := range live {
-		if e.id == g.id || e.digest == digest {
-			out[e.id] = mine
+		if e.ID == g.id || e.Digest == digest {
+			out[e.ID] = mine
 			continue
 		}
-		s, err := g.setOf(ctx, e.digest)
+		s, err := g.setOf(ctx, e.Digest)
 		if err != nil {
 			return nil, err
 		}
-		out[e.id] = s
-		used[e.digest] = true
+		out[e.ID] = s
+		used[e.Digest] = true
 	}
 	g.mu.Lock()
 	for d := range g.sets {
@@ -113,14 +114,14 @@ func (g *group) warnOnce(what string) bool {
 const maxWarned = 1024
 
 // warnBadLines reports each roster line that names no member, once.
-func (g *group) warnBadLines(bad []badLine) {
+func (g *group) warnBadLines(bad []membership.BadLine) {
 	for _, b := range bad {
-		if g.warnOnce("line " + b.line) {
-			line := b.line
+		if g.warnOnce("line " + b.Line) {
+			line := b.Line
 			if len(line) > 200 {
 				line = line[:200] + "..."
 			}
-			g.svc.log.Warn("group: roster line ignored", "group", g.name, "line", line, "why", b.why)
+			g.svc.log.Warn("group: roster line ignored", "group", g.name, "line", line, "why", b.Why)
 		}
 	}
 }
@@ -129,11 +130,11 @@ func (g *group) warnBadLines(bad []badLine) {
 // content differs between the live members (of sets): each runs its own
 // version when it owns the rule. The sets are compared again only when
 // the members' digests changed.
-func (g *group) warnDiffering(live []rosterEntry, sets map[string]ruleSet) {
+func (g *group) warnDiffering(live []membership.RosterEntry, sets map[string]membership.RuleSet) {
 	var key strings.Builder
 	for _, e := range live {
-		key.WriteString(e.digest)
-		if sets[e.id] == nil {
+		key.WriteString(e.Digest)
+		if sets[e.ID] == nil {
 			key.WriteByte('-')
 		}
 		key.WriteByte(' ')

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/membership"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -126,8 +127,8 @@ func (c *cluster) rosterDigests(ctx context.Context) map[string]string {
 func TestGroupWarnsOnceOfDifferingRule(t *testing.T) {
 	var buf bytes.Buffer
 	g := &group{ownership: &ownership{name: "g"}, svc: &services{log: slog.New(slog.NewTextHandler(&buf, nil))}, warned: map[string]bool{}}
-	sets := map[string]ruleSet{"a": {"r.lua": "1111", "s.lua": "5"}, "b": {"r.lua": "2222", "s.lua": "5"}, "c": {"r.lua": "1111"}}
-	live := []rosterEntry{{"a", "d1"}, {"b", "d2"}, {"c", "d3"}}
+	sets := map[string]membership.RuleSet{"a": {"r.lua": "1111", "s.lua": "5"}, "b": {"r.lua": "2222", "s.lua": "5"}, "c": {"r.lua": "1111"}}
+	live := []membership.RosterEntry{{ID: "a", Digest: "d1"}, {ID: "b", Digest: "d2"}, {ID: "c", Digest: "d3"}}
 	for range 3 {
 		g.warnDiffering(live, sets)
 	}
@@ -139,88 +140,9 @@ func TestGroupWarnsOnceOfDifferingRule(t *testing.T) {
 		t.Fatalf("warning does not name the rule and its versions: %s", out)
 	}
 	sets["b"]["r.lua"] = "3333" // a new version: reported again
-	live[1].digest = "d4"
+	live[1].Digest = "d4"
 	g.warnDiffering(live, sets)
 	if n := strings.Count(buf.String(), "different versions"); n != 2 {
 		t.Fatalf("%d warnings after a new version, want 2", n)
 	}
-}
-
-// The roster's lines: "ID DIGEST" members, sorted; anything else (an older
-// ssrun's bare id, a bad digest, a duplicate, junk) is not a member, with
-// why.
-func TestParseRoster(t *testing.T) {
-	d1, d2 := strings.Repeat("a", digestLen), strings.Repeat("0", digestLen)
-	in := strings.Join([]string{
-		"b " + d1, "", "a " + d2, "old-host", "c " + d1[:10], "d " + d1 + " extra",
-		"b " + d2, "e " + strings.ToUpper(d1), "\x01 " + d1, "f\t" + d2 + "\r",
-	}, "\n")
-	got, bad := parseRoster([]byte(in))
-	want := []rosterEntry{{"a", d2}, {"b", d1}, {"f", d2}}
-	if !slices.Equal(got, want) {
-		t.Fatalf("members %v, want %v", got, want)
-	}
-	if len(bad) != 6 {
-		t.Fatalf("%d bad lines, want 6: %v", len(bad), bad)
-	}
-	if !strings.Contains(bad[0].why, "older ssrun") {
-		t.Fatalf("a bare id: %q", bad[0].why)
-	}
-	if back, _ := parseRoster(formatRoster(got)); !slices.Equal(back, got) {
-		t.Fatalf("round trip: %v", back)
-	}
-}
-
-// A stored rule set is accepted only under its own digest, and only with
-// rule file names in it.
-func TestDecodeRuleSet(t *testing.T) {
-	d, v := ruleSet{"a.lua": "12", "b.wasm": ""}.encode()
-	if s, err := decodeRuleSet(d, v); err != nil || !s.has("a.lua") || !s.has("b.wasm") || len(s) != 2 {
-		t.Fatalf("round trip: %v, %v", s, err)
-	}
-	if d2, _ := (ruleSet{"b.wasm": "", "a.lua": "12"}).encode(); d2 != d {
-		t.Fatal("equal sets have different digests")
-	}
-	if _, err := decodeRuleSet(strings.Repeat("0", digestLen), v); err == nil {
-		t.Fatal("accepted under another digest")
-	}
-	for _, bad := range []string{`[1]`, `{"../x":"1"}`, `{"/":"1"}`, `{"..":"1"}`, `{"":"1"}`, `{"a":1}`} {
-		if _, err := decodeRuleSet(setDigest([]byte(bad)), []byte(bad)); err == nil {
-			t.Fatalf("accepted %s", bad)
-		}
-	}
-}
-
-func FuzzParseRoster(f *testing.F) {
-	f.Add([]byte("a " + strings.Repeat("a", digestLen) + "\nb " + strings.Repeat("1", digestLen)))
-	f.Add([]byte("old-host\nother"))
-	f.Add([]byte("x y z\n\n\t" + strings.Repeat("f", digestLen) + " " + strings.Repeat("f", digestLen)))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		got, _ := parseRoster(b)
-		for i, e := range got {
-			if !validMemberID(e.id) || !validDigest(e.digest) || i > 0 && got[i-1].id >= e.id {
-				t.Fatalf("accepted %+v in %v", e, got)
-			}
-		}
-		if back, bad := parseRoster(formatRoster(got)); !slices.Equal(back, got) || len(bad) > 0 {
-			t.Fatalf("round trip of %v: %v, %v", got, back, bad)
-		}
-	})
-}
-
-func FuzzDecodeRuleSet(f *testing.F) {
-	_, v := ruleSet{"a.lua": "12"}.encode()
-	f.Add(v)
-	f.Add([]byte(`{"a/b":"1"}`))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		s, err := decodeRuleSet(setDigest(b), b)
-		if err != nil {
-			return
-		}
-		for name := range s {
-			if name == "" || strings.ContainsRune(name, '/') {
-				t.Fatalf("accepted name %q", name)
-			}
-		}
-	})
 }

@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/mailbox"
+	"github.com/ssrun/ssrun/host/internal/membership"
+	"github.com/ssrun/ssrun/host/provenance"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -54,17 +57,17 @@ func (c GroupConfig) validate() error {
 	return nil
 }
 
-func (g *group) seenKey(rule string) string { return g.key("seen/" + ruleHash(rule)) }
+func (g *group) seenKey(rule string) string { return g.key("seen/" + membership.RuleHash(rule)) }
 
 // readSeen reads what the rule's last owner recorded.
-func (g *group) readSeen(ctx context.Context, rule string) (*progress, error) {
+func (g *group) readSeen(ctx context.Context, rule string) (*membership.Progress, error) {
 	res, err := g.svc.client.Get(ctx, []byte(g.seenKey(rule)), protocol.CallOptions{})
 	if err != nil {
 		return nil, err
 	}
-	p := &progress{seen: map[string]string{}, fresh: !res.Found}
+	p := &membership.Progress{Seen: map[string]string{}, Fresh: !res.Found}
 	if res.Found {
-		if err := json.Unmarshal(res.Value, &p.seen); err != nil {
+		if err := json.Unmarshal(res.Value, &p.Seen); err != nil {
 			return nil, fmt.Errorf("%s: %w", g.seenKey(rule), err)
 		}
 	}
@@ -75,7 +78,7 @@ func (g *group) readSeen(ctx context.Context, rule string) (*progress, error) {
 // as resync events those that changed since its last owner handled them. On
 // the rule's first run in the group it records their current versions
 // instead.
-func (g *group) resync(ctx context.Context, rule string, p *progress) {
+func (g *group) resync(ctx context.Context, rule string, p *membership.Progress) {
 	g.mu.Lock()
 	path := g.paths[rule]
 	g.mu.Unlock()
@@ -93,22 +96,22 @@ func (g *group) resync(ctx context.Context, rule string, p *progress) {
 		if res.Found {
 			cur = res.Version.String()
 		}
-		p.mu.Lock()
-		prev, had := p.seen[key]
-		if p.fresh || (had && prev == cur) || (!had && !res.Found) {
+		p.Mu.Lock()
+		prev, had := p.Seen[key]
+		if p.Fresh || (had && prev == cur) || (!had && !res.Found) {
 			if !had || prev != cur {
-				p.seen[key], p.dirty = cur, true
+				p.Seen[key], p.Dirty = cur, true
 			}
-			p.mu.Unlock()
+			p.Mu.Unlock()
 			continue
 		}
-		p.mu.Unlock()
+		p.Mu.Unlock()
 		ev := abi.Event{Key: key, Op: abi.OpDelete, Resync: true}
 		if res.Found {
 			ev.Op, ev.Value, ev.Version = abi.OpSet, res.Value, cur
 		}
 		g.resyncs.Add(1)
-		r.enqueue(delivery{ev: ev, lin: lineageEntry{origin: &Origin{Key: key, Op: string(ev.Op), Version: ev.Version}}})
+		r.Enqueue(mailbox.Delivery{Ev: ev, Lin: provenance.Lineage{Origin: &provenance.Origin{Key: key, Op: string(ev.Op), Version: ev.Version}}})
 	}
 	g.flushRule(ctx, rule)
 }
@@ -141,14 +144,14 @@ func (g *group) flushRule(ctx context.Context, rule string) {
 	if p == nil {
 		return
 	}
-	p.mu.Lock()
-	if !p.dirty {
-		p.mu.Unlock()
+	p.Mu.Lock()
+	if !p.Dirty {
+		p.Mu.Unlock()
 		return
 	}
-	b, err := json.Marshal(p.seen)
-	p.dirty = false
-	p.mu.Unlock()
+	b, err := json.Marshal(p.Seen)
+	p.Dirty = false
+	p.Mu.Unlock()
 	if err != nil {
 		return
 	}
@@ -158,9 +161,9 @@ func (g *group) flushRule(ctx context.Context, rule string) {
 		_, err = g.svc.client.Set(ctx, []byte(key), b, protocol.SetOptions{FencingToken: tok})
 	}
 	if err != nil {
-		p.mu.Lock()
-		p.dirty = true
-		p.mu.Unlock()
+		p.Mu.Lock()
+		p.Dirty = true
+		p.Mu.Unlock()
 		if ctx.Err() == nil {
 			g.svc.log.Warn("group: recording what the rule handled failed", "group", g.name, "rule", rule, "err", err)
 		}
@@ -178,18 +181,18 @@ type group struct {
 	wake chan struct{}
 
 	// Under ownership.mu:
-	owned    map[string]bool    // rules this host owns and runs
-	waiting  map[string]bool    // ownership lease keys watched while another host holds them
-	members  []string           // live members at the last step
-	hashes   map[string]string  // rule name -> content hash: this host's shared rule files
-	mine     *storedSet         // this host's rule set (nil: to be made from hashes)
-	sets     map[string]ruleSet // digest -> the rule sets of other members, read once
-	warned   map[string]bool    // what was warned about once (warnOnce)
-	compared string             // the members' digests warnDiffering last compared
+	owned    map[string]bool               // rules this host owns and runs
+	waiting  map[string]bool               // ownership lease keys watched while another host holds them
+	members  []string                      // live members at the last step
+	hashes   map[string]string             // rule name -> content hash: this host's shared rule files
+	mine     *membership.StoredSet         // this host's rule set (nil: to be made from hashes)
+	sets     map[string]membership.RuleSet // digest -> the rule sets of other members, read once
+	warned   map[string]bool               // what was warned about once (warnOnce)
+	compared string                        // the members' digests warnDiffering last compared
 	// withdrawn holds this host's versions that failed to load while
 	// another member offers the rule, left out of mine
 	// (groupfailed.go).
-	withdrawn withdrawals
+	withdrawn membership.Withdrawals
 
 	// unnamed, the loop's own, holds the digests of rule sets this host
 	// stored for a roster write that then failed: no line may name them,
@@ -235,12 +238,12 @@ func newGroup(svc *services, h groupHost, cfg GroupConfig) *group {
 		ownership: &ownership{name: cfg.Name,
 			ls:       &leases{svc: svc, rule: groupHolderRule, lostSignal: make(chan struct{}, 1), m: map[string]*lease{}},
 			paths:    map[string]string{},
-			progress: map[string]*progress{}},
+			progress: map[string]*membership.Progress{}},
 		svc: svc, h: h, ttl: ttl, id: svc.client.ClientID(),
 		wake:  make(chan struct{}, 1),
 		owned: map[string]bool{}, waiting: map[string]bool{},
-		hashes: map[string]string{}, sets: map[string]ruleSet{}, warned: map[string]bool{},
-		withdrawn: withdrawals{}, unnamed: map[string]bool{},
+		hashes: map[string]string{}, sets: map[string]membership.RuleSet{}, warned: map[string]bool{},
+		withdrawn: membership.Withdrawals{}, unnamed: map[string]bool{},
 	}
 }
 
@@ -252,12 +255,12 @@ func (g *group) signal() {
 	}
 }
 
-// enqueue makes the group a watcher (registry.go) of its roster and of the
+// Enqueue makes the group a watcher (registry.go) of its roster and of the
 // leases it waits for: any change wakes its loop.
-func (g *group) enqueue(delivery) { g.signal() }
+func (g *group) Enqueue(mailbox.Delivery) { g.signal() }
 
-// watcherName implements watcher.
-func (g *group) watcherName() string { return "\x00group " + g.name }
+// WatcherName implements watch.Watcher.
+func (g *group) WatcherName() string { return "\x00group " + g.name }
 
 // manages reports whether the rule at path is shared by the group (not
 // every-host).

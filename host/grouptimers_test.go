@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/timers"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -67,7 +68,7 @@ func lateTimerWrite(t *testing.T, every time.Duration) {
 	holdOn.Store(int64(old.i))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	record := []byte(timerKey("r00.gorule", "t"))
+	record := []byte(timers.TimerKey("r00.gorule", "t"))
 	if _, err := c.user.Set(ctx, []byte("in/r00"), []byte("arm"), protocol.SetOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,19 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/clock"
+	"github.com/ssrun/ssrun/host/internal/abandon"
+	"github.com/ssrun/ssrun/host/internal/contenthash"
+	"github.com/ssrun/ssrun/host/internal/gate"
+	"github.com/ssrun/ssrun/host/internal/lineage"
+	"github.com/ssrun/ssrun/host/internal/loadretry"
+	"github.com/ssrun/ssrun/host/internal/mailbox"
+	"github.com/ssrun/ssrun/host/internal/serial"
+	"github.com/ssrun/ssrun/host/internal/timers"
+	"github.com/ssrun/ssrun/host/internal/watch"
+	"github.com/ssrun/ssrun/host/provenance"
+	"github.com/ssrun/ssrun/host/rulefile"
+	"github.com/ssrun/ssrun/host/staging"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -58,13 +71,13 @@ type Config struct {
 	// rules' writes, locks and unlocks are staged in memory and passed to
 	// DryRun, never sent to the store, and their timers are kept in memory.
 	// It is called from the rules' workers, one write at a time.
-	DryRun func(StagedWrite)
+	DryRun func(staging.Write)
 	// Recorder, when set, is told every event the rules handle, every
 	// host call they make with its reply, and the connection going down
 	// and up (see Recorder); nil costs nothing.
 	Recorder Recorder
 	// MaxConcurrentCalls bounds the handler calls running at once, across
-	// all rules (DefaultMaxConcurrentCalls when zero; see callGate): an
+	// all rules (DefaultMaxConcurrentCalls when zero; see internal/gate): an
 	// event whose rule would exceed it waits in the rule's mailbox, and
 	// its call's deadline starts when it gets its place.
 	MaxConcurrentCalls int
@@ -82,9 +95,9 @@ type Config struct {
 	// each failure of the same content, up to MaxLoadRetry, and every
 	// reconnection to the store retries at once (see loadretry.go).
 	LoadRetry time.Duration
-	// Clock is the host's time (see Clock): RealClock when nil; ssrun test
-	// and replay give a VirtualClock.
-	Clock Clock
+	// Clock is the host's time (see package clock): clock.Real when nil; ssrun test
+	// and replay give a clock.Virtual.
+	Clock clock.Clock
 	// Serial makes the host run one handler at a time, in the order their
 	// events were queued across all rules, and able to tell when it is idle
 	// (WaitIdle, Hold; see quiet.go): what ssrun test and replay need to be
@@ -97,7 +110,7 @@ type Config struct {
 	now func() time.Time
 	// clock is the clock of timers (timers.go); hostClock when nil. Tests
 	// inject a fake one.
-	clock timeSource
+	clock timers.TimeSource
 }
 
 // DefaultMaxHops bounds chains of rules triggering each other.
@@ -135,7 +148,7 @@ type Host struct {
 
 	cancel context.CancelFunc // ends ctx
 	wg     sync.WaitGroup     // dispatcher and resync loop
-	resync signal
+	resync serial.Signal
 	all    atomic.Bool // the next resync re-reads every key, not only owed ones
 
 	loads        chan struct{}   // cap 1: held by Load, Remove and Close
@@ -143,9 +156,9 @@ type Host struct {
 	startClosing context.CancelFunc
 	closeOnce    atomic.Bool
 	mu           sync.Mutex
-	slots        map[string]*rule // by path
-	outcomes     loadOutcomes     // files that failed to load, not in slots
-	hashes       *contentHashes   // SHA-256 of rule files, by content
+	slots        map[string]*rule  // by path
+	outcomes     loadOutcomes      // files that failed to load, not in slots
+	hashes       *contenthash.Memo // SHA-256 of rule files, by content
 
 	events, damped, resyncs, loadRetries atomic.Uint64
 	lastDampLog                          atomic.Int64
@@ -188,15 +201,15 @@ func New(opts Config) (*Host, error) {
 		}
 	}
 	if opts.Clock == nil {
-		opts.Clock = RealClock{}
+		opts.Clock = clock.Real{}
 	}
-	var q *quiet
+	var q *serial.Quiet
 	if opts.Serial {
 		ec, ok := opts.Store.(eventCounter)
 		if !ok {
 			return nil, errors.New("host: a serial host needs a store client that counts the events it queues (EventsQueued)")
 		}
-		q = newQuiet(ec.EventsQueued)
+		q = serial.New(ec.EventsQueued)
 	}
 	h := &Host{
 		services: services{
@@ -205,12 +218,12 @@ func New(opts Config) (*Host, error) {
 			clock:   opts.Clock,
 			quiet:   q,
 			now:     opts.now,
-			calls:   newTracker(opts.Clock),
-			lin:     newLineage(1<<16, opts.Clock),
-			journal: newJournal(opts.JournalEntries, opts.JournalBytes),
+			calls:   abandon.NewTracker(opts.Clock),
+			lin:     lineage.New(1<<16, opts.Clock),
+			journal: provenance.NewJournal(opts.JournalEntries, opts.JournalBytes),
 			obs:     opts.Observer,
 			rec:     opts.Recorder,
-			gate:    newCallGate(opts.MaxConcurrentCalls),
+			gate:    gate.New(opts.MaxConcurrentCalls),
 		},
 		runtimes:    map[string]abi.Runtime{},
 		defaults:    opts.Defaults,
@@ -218,11 +231,11 @@ func New(opts Config) (*Host, error) {
 		maxHops:     opts.MaxHops,
 		loadTimeout: opts.LoadTimeout,
 		loadConc:    opts.LoadConcurrency,
-		resync:      newSignal(q),
+		resync:      serial.NewSignal(q),
 		loads:       make(chan struct{}, 1),
 		slots:       map[string]*rule{},
-		hashes:      newContentHashes(),
-		outcomes:    loadOutcomes{retries: newRetries(opts.LoadRetry, opts.Clock, q)},
+		hashes:      contenthash.New(),
+		outcomes:    loadOutcomes{retries: loadretry.New(opts.LoadRetry, opts.Clock, q)},
 	}
 	h.services.host = h
 	if h.log == nil {
@@ -241,13 +254,13 @@ func New(opts Config) (*Host, error) {
 		h.loadConc = DefaultLoadConcurrency()
 	}
 	if opts.clock == nil {
-		opts.clock = hostClock{client: opts.Store, clock: opts.Clock, quiet: q}
+		opts.clock = timers.HostClock{Client: opts.Store, Clock: opts.Clock, Quiet: q}
 	}
 	h.valueLimits.Store(&limits)
-	h.timers = newScheduler(opts.clock, q)
+	h.timers = timers.NewScheduler(opts.clock, q)
 	h.kv = opts.Store
 	if opts.DryRun != nil {
-		dry, err := newStaging(opts.Store, opts.clock.nowMs, h.log, opts.DryRun)
+		dry, err := staging.NewStaging(opts.Store, opts.clock.NowMs, ReservedPrefix, h.log, opts.DryRun)
 		if err != nil {
 			return nil, fmt.Errorf("host: dry run: %w", err)
 		}
@@ -257,13 +270,13 @@ func New(opts Config) (*Host, error) {
 	for _, rt := range opts.Runtimes {
 		h.runtimes[rt.Kind()] = rt
 	}
-	h.reg = newRegistry(h.client, h.log)
+	h.reg = watch.New(h.client, h.log)
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.wg.Add(4)
 	go h.dispatch()
 	go h.resyncLoop()
-	go func() { defer h.wg.Done(); h.outcomes.retries.run(h.ctx, h.retryLoad) }()
-	go func() { defer h.wg.Done(); h.timers.run(h.ctx) }()
+	go func() { defer h.wg.Done(); h.outcomes.retries.Run(h.ctx, h.retryLoad) }()
+	go func() { defer h.wg.Done(); h.timers.Run(h.ctx) }()
 	if opts.Group != nil { // its loop ends before the rules stop (Close)
 		h.group = newGroup(&h.services, h, *opts.Group)
 		h.services.group = h.group.ownership
@@ -278,7 +291,7 @@ func New(opts Config) (*Host, error) {
 // watching rules' mailboxes. It never blocks on a rule.
 func (h *Host) dispatch() {
 	defer h.wg.Done()
-	var buf []watcher
+	var buf []watch.Watcher
 	wasDown := false
 	for {
 		select {
@@ -295,8 +308,8 @@ func (h *Host) dispatch() {
 
 // handleEvent is the dispatcher's handling of one event of the store
 // client's stream.
-func (h *Host) handleEvent(ev protocol.Event, buf *[]watcher, wasDown *bool) {
-	defer h.quiet.routedOne()
+func (h *Host) handleEvent(ev protocol.Event, buf *[]watch.Watcher, wasDown *bool) {
+	defer h.quiet.RoutedOne()
 	switch ev.Kind {
 	case protocol.EventNotify:
 		*buf = h.route(ev, (*buf)[:0])
@@ -306,7 +319,7 @@ func (h *Host) handleEvent(ev protocol.Event, buf *[]watcher, wasDown *bool) {
 		// connection only watches registered while offline are owed.
 		h.all.Store(*wasDown)
 		*wasDown = false
-		h.resync.raise()
+		h.resync.Raise()
 	case protocol.EventDisconnected:
 		h.recordConnection(false)
 		*wasDown = true
@@ -314,20 +327,20 @@ func (h *Host) handleEvent(ev protocol.Event, buf *[]watcher, wasDown *bool) {
 	}
 }
 
-func (h *Host) route(ev protocol.Event, buf []watcher) []watcher {
+func (h *Host) route(ev protocol.Event, buf []watch.Watcher) []watch.Watcher {
 	h.events.Add(1)
 	version := ev.Version.String()
-	lin := h.lin.lookup(string(ev.Key), version, abi.Op(ev.Op))
-	if lin.hop > h.maxHops {
+	lin := h.lin.Lookup(string(ev.Key), version, abi.Op(ev.Op))
+	if lin.Hop > h.maxHops {
 		n := h.damped.Add(1)
 		now := h.clock.Now().UnixNano()
 		if last := h.lastDampLog.Load(); now-last > int64(time.Second) && h.lastDampLog.CompareAndSwap(last, now) {
 			h.log.Warn("feedback loop between rules damped: event dropped", "key", string(ev.Key),
-				"rules", describe(lin.steps), "hops", lin.hop, "damped_total", n)
+				"rules", provenance.Describe(lin.Steps), "hops", lin.Hop, "damped_total", n)
 		}
 		return buf
 	}
-	buf = h.reg.notify(ev, buf)
+	buf = h.reg.Notify(ev, buf)
 	if len(buf) == 0 {
 		return buf
 	}
@@ -335,11 +348,11 @@ func (h *Host) route(ev protocol.Event, buf []watcher) []watcher {
 	if e.Op == abi.OpSet {
 		e.Value = ev.Value
 	}
-	if lin.hop == 0 { // from outside the rules: the origin of any chain it starts
-		lin.origin = &Origin{Key: e.Key, Op: ev.Op, Version: version, Client: ev.Source}
+	if lin.Hop == 0 { // from outside the rules: the origin of any chain it starts
+		lin.Origin = &provenance.Origin{Key: e.Key, Op: ev.Op, Version: version, Client: ev.Source}
 	}
 	for _, w := range buf {
-		w.enqueue(delivery{ev: e, lin: lin})
+		w.Enqueue(mailbox.Delivery{Ev: e, Lin: lin})
 	}
 	return buf
 }
@@ -353,22 +366,22 @@ func (h *Host) resyncLoop() {
 		select {
 		case <-h.ctx.Done():
 			return
-		case <-h.resync.c:
+		case <-h.resync.C:
 		}
 		h.resyncOnce(&checked)
-		h.resync.took()
+		h.resync.Took()
 	}
 }
 
 // resyncOnce is one turn of resyncLoop.
 func (h *Host) resyncOnce(checked *int) {
 	h.warnUncarried(checked)
-	h.outcomes.retries.now() // a start that failed while the store was away
-	for _, re := range h.reg.resync(h.ctx, h.all.Swap(false)) {
+	h.outcomes.retries.Now() // a start that failed while the store was away
+	for _, re := range h.reg.Resync(h.ctx, h.all.Swap(false)) {
 		h.resyncs.Add(1)
-		d := delivery{ev: re.ev, lin: lineageEntry{origin: &Origin{Key: re.ev.Key, Op: string(re.ev.Op), Version: re.ev.Version}}}
-		for _, w := range re.to {
-			w.enqueue(d)
+		d := mailbox.Delivery{Ev: re.Ev, Lin: provenance.Lineage{Origin: &provenance.Origin{Key: re.Ev.Key, Op: string(re.Ev.Op), Version: re.Ev.Version}}}
+		for _, w := range re.To {
+			w.Enqueue(d)
 		}
 	}
 	h.loadTimers()
@@ -400,7 +413,7 @@ func (h *Host) retryLoad(path string) {
 	switch {
 	case errors.Is(err, ErrClosed) || h.ctx.Err() != nil:
 	case err != nil:
-		if at := h.outcomes.retries.at(path); !at.IsZero() {
+		if at := h.outcomes.retries.At(path); !at.IsZero() {
 			h.log.Warn("rule failed to start again; tried again later", "rule", name, "in", at.Sub(h.clock.Now()).Round(time.Millisecond), "err", err)
 		} else {
 			h.log.Error("rule failed to load again; loaded when its file changes", "rule", name, "err", err)
@@ -414,7 +427,7 @@ func (h *Host) retryLoad(path string) {
 // logNotLoaded logs the failed first load of the rule file at path, with
 // when it is tried again, if it is (loadretry.go).
 func (h *Host) logNotLoaded(path string, err error) {
-	if at := h.outcomes.retries.at(path); !at.IsZero() {
+	if at := h.outcomes.retries.At(path); !at.IsZero() {
 		h.log.Error("rule not loaded; its start is tried again", "rule", filepath.Base(path), "in", at.Sub(h.clock.Now()).Round(time.Millisecond), "err", err)
 		return
 	}
@@ -450,7 +463,7 @@ func (h *Host) loaded() []*rule {
 }
 
 func (h *Host) runtimeFor(path string, info os.FileInfo) (abi.Runtime, bool) {
-	kind, ok := RuleKind(path, info)
+	kind, ok := rulefile.Kind(path, info)
 	if !ok {
 		return nil, false
 	}
@@ -510,11 +523,11 @@ func (h *Host) loadLocked(ctx context.Context, path string) (err error) {
 		return fmt.Errorf("load %s: not a rule file (no runtime for it: want .lua, .wasm or an executable plugin)", path)
 	}
 	kind = rt.Kind()
-	src, err := ReadRuleFile(path)
+	src, err := rulefile.Read(path)
 	if err != nil {
 		return fmt.Errorf("load: %w", err) // it names the file
 	}
-	hash = h.hashes.sum(src)
+	hash = h.hashes.Sum(src)
 	h.mu.Lock()
 	r := h.slots[path]
 	h.mu.Unlock()
@@ -532,7 +545,7 @@ func (h *Host) loadLocked(ctx context.Context, path string) (err error) {
 	lctx, cancel := context.WithTimeout(ctx, h.loadTimeout+cfg.Timeout)
 	defer cancel()
 	defer context.AfterFunc(h.closing, cancel)()
-	prog, err := aside(h.calls, lctx, name, "compile", cfg.Grace, func(ctx context.Context) (abi.Program, error) {
+	prog, err := abandon.Aside(h.calls, lctx, name, "compile", cfg.Grace, func(ctx context.Context) (abi.Program, error) {
 		return rt.Compile(ctx, path, src)
 	}, nil)
 	if err != nil {
@@ -560,7 +573,7 @@ func (h *Host) loadLocked(ctx context.Context, path string) (err error) {
 		b.shadow = shadow
 	}
 	retry = true
-	script, err := aside(h.calls, lctx, name, "start", cfg.Grace, func(ctx context.Context) (abi.Script, error) {
+	script, err := abandon.Aside(h.calls, lctx, name, "start", cfg.Grace, func(ctx context.Context) (abi.Script, error) {
 		return prog.Start(ctx, h.hostFor(b), cfg.limits())
 	}, func(late abi.Script) { _ = late.Close(context.Background()) })
 	if err != nil {
@@ -705,7 +718,7 @@ func (h *Host) Status() []RuleStatus {
 // vdel), with the event it handled and the chain back to the outside
 // change that started it; false when no rule wrote key since the host
 // started, or the journal has forgotten it (see Config.JournalEntries).
-func (h *Host) Why(key string) (Write, bool) { return h.journal.get(key) }
+func (h *Host) Why(key string) (provenance.Write, bool) { return h.journal.Get(key) }
 
 // Stats are host-wide counters.
 type Stats struct {
@@ -733,7 +746,7 @@ type Stats struct {
 // Stats returns host-wide counters.
 func (h *Host) Stats() Stats {
 	s := Stats{Notifications: h.events.Load(), LoopsDamped: h.damped.Load(), Resyncs: h.resyncs.Load(),
-		LoadRetries: h.loadRetries.Load(), WatchedKeys: h.reg.watchedKeys(), Stuck: h.calls.stuck()}
+		LoadRetries: h.loadRetries.Load(), WatchedKeys: h.reg.WatchedKeys(), Stuck: h.calls.Stuck()}
 	var excused func(path string) bool // in a group, the shared rules another member is to run
 	if h.group != nil {
 		excused = h.group.excuses
@@ -800,12 +813,17 @@ func (h *Host) Close(ctx context.Context) error {
 	h.cancel()
 	h.wg.Wait()
 	if h.dry != nil {
-		if err := h.dry.close(); err != nil {
+		if err := h.dry.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("the dry run's staging: %w", err))
 		}
 	}
-	if left := h.calls.wait(ctx); len(left) > 0 {
+	if left := h.calls.Wait(ctx); len(left) > 0 {
 		errs = append(errs, fmt.Errorf("%d runtime call(s) still running: %s", len(left), strings.Join(left, ", ")))
 	}
 	return errors.Join(errs...)
 }
+
+// StuckError is the error of a runtime call that did not return within
+// its deadline and grace: the rule's file and the step (see package
+// internal/abandon).
+type StuckError = abandon.StuckError

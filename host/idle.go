@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/serial"
 )
 
 // HostOf returns the Host whose rule was given h (the abi.Host a runtime
@@ -28,9 +29,9 @@ func HostOf(h abi.Host) (*Host, bool) {
 // or ctx ends. Only a serial host (Config.Serial) can tell.
 func (h *Host) WaitIdle(ctx context.Context) error {
 	if h.quiet == nil {
-		return errNotSerial
+		return serial.ErrNotSerial
 	}
-	return h.quiet.waitIdle(ctx)
+	return h.quiet.WaitIdle(ctx)
 }
 
 // Hold takes the turn of a serial host (Config.Serial) as soon as no
@@ -39,9 +40,9 @@ func (h *Host) WaitIdle(ctx context.Context) error {
 // their effects are handled in the order they happened.
 func (h *Host) Hold(ctx context.Context) (release func(), err error) {
 	if h.quiet == nil {
-		return nil, errNotSerial
+		return nil, serial.ErrNotSerial
 	}
-	return h.quiet.hold(ctx)
+	return h.quiet.Hold(ctx)
 }
 
 // TimerNames returns the names of the timers the rule loaded from path has

@@ -7,6 +7,10 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/ssrun/ssrun/host/clock"
+	"github.com/ssrun/ssrun/host/internal/lineage"
+	"github.com/ssrun/ssrun/host/provenance"
 )
 
 // BenchmarkProvenanceMemory is what the chains and the journal hold once a
@@ -22,25 +26,25 @@ func BenchmarkProvenanceMemory(b *testing.B) {
 		runtime.GC()
 		var before, mid, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		lin := newLineage(n, RealClock{})
+		lin := lineage.New(n, clock.Real{})
 		for i := range n {
-			from := lineageEntry{origin: &Origin{Key: fmt.Sprintf("sensor/%06d/in", i), Op: "SET", Version: fmt.Sprintf("%015d:%05d:StateStore", i, 0), Client: "sensor-client"}}
-			end := lin.begin(fmt.Sprintf("sensor/%06d/out", i), "SET", from, "thermostat.lua", 0)
+			from := provenance.Lineage{Origin: &provenance.Origin{Key: fmt.Sprintf("sensor/%06d/in", i), Op: "SET", Version: fmt.Sprintf("%015d:%05d:StateStore", i, 0), Client: "sensor-client"}}
+			end := lin.Begin(fmt.Sprintf("sensor/%06d/out", i), "SET", from, "thermostat.lua", 0)
 			end(fmt.Sprintf("%015d:%05d:StateStore", i, 1))
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&mid)
-		j := newJournal(0, 0)
+		j := provenance.NewJournal(0, 0)
 		log := slog.New(slog.NewTextHandler(io.Discard, nil))
 		value := []byte("21.5")
 		for i := range n {
-			from := lineageEntry{hop: 1, origin: &Origin{Key: fmt.Sprintf("sensor/%06d/in", i), Op: "SET", Version: fmt.Sprintf("%015d:%05d:StateStore", i, 0), Client: "sensor-client"}}
-			cause := Cause{Key: from.origin.Key, Op: "SET", Version: from.origin.Version, Client: "sensor-client"}
-			j.wrote(log, time.Now(), "thermostat.lua", fmt.Sprintf("sensor/%06d/out", i), "SET", value, fmt.Sprintf("%015d:%05d:StateStore", i, 1), cause, from)
+			from := provenance.Lineage{Hop: 1, Origin: &provenance.Origin{Key: fmt.Sprintf("sensor/%06d/in", i), Op: "SET", Version: fmt.Sprintf("%015d:%05d:StateStore", i, 0), Client: "sensor-client"}}
+			cause := provenance.Cause{Key: from.Origin.Key, Op: "SET", Version: from.Origin.Version, Client: "sensor-client"}
+			j.Wrote(log, time.Now(), "thermostat.lua", fmt.Sprintf("sensor/%06d/out", i), "SET", value, fmt.Sprintf("%015d:%05d:StateStore", i, 1), cause, from)
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)
-		entries, _ := j.size()
+		entries, _ := j.Size()
 		perLineage = float64(mid.HeapAlloc-before.HeapAlloc) / n
 		perEntry = float64(after.HeapAlloc-mid.HeapAlloc) / float64(entries)
 		journalMiB = float64(after.HeapAlloc-mid.HeapAlloc) / (1 << 20)
@@ -54,10 +58,10 @@ func BenchmarkProvenanceMemory(b *testing.B) {
 
 // BenchmarkJournalWrite is the journal's cost per rule write (debug off).
 func BenchmarkJournalWrite(b *testing.B) {
-	j := newJournal(0, 0)
+	j := provenance.NewJournal(0, 0)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	from := lineageEntry{hop: 1, origin: &Origin{Key: "thermostat1/setPoint", Op: "SET", Version: "001795446544635:00003:StateStore", Client: "sensor"}}
-	cause := Cause{Key: "thermostat1/setPoint", Op: "SET", Version: "001795446544635:00003:StateStore", Client: "sensor"}
+	from := provenance.Lineage{Hop: 1, Origin: &provenance.Origin{Key: "thermostat1/setPoint", Op: "SET", Version: "001795446544635:00003:StateStore", Client: "sensor"}}
+	cause := provenance.Cause{Key: "thermostat1/setPoint", Op: "SET", Version: "001795446544635:00003:StateStore", Client: "sensor"}
 	keys := make([]string, 1024)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("hvac%d/target", i)
@@ -65,6 +69,6 @@ func BenchmarkJournalWrite(b *testing.B) {
 	value := []byte("28")
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		j.wrote(log, time.Now(), "thermostat.lua", keys[i%len(keys)], "SET", value, "001795446544636:00000:StateStore", cause, from)
+		j.Wrote(log, time.Now(), "thermostat.lua", keys[i%len(keys)], "SET", value, "001795446544636:00000:StateStore", cause, from)
 	}
 }

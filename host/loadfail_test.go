@@ -13,20 +13,13 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/broker/brokertest"
+	"github.com/ssrun/ssrun/host/internal/timers"
 	"github.com/ssrun/ssrun/protocol"
 )
 
 // liveTasks returns what the host's call tracker still counts as running
 // (workers, compiles, starts, closes).
-func liveTasks(h *Host) []string {
-	h.calls.mu.Lock()
-	defer h.calls.mu.Unlock()
-	var out []string
-	for k := range h.calls.live {
-		out = append(out, k.what)
-	}
-	return out
-}
+func liveTasks(h *Host) []string { return h.calls.Live() }
 
 // TestFailedFirstLoadLeavesNothing loads a rule whose first load fails
 // after its initialisation took a lock, watched a key and armed a timer:
@@ -90,10 +83,10 @@ func TestFailedFirstLoadLeavesNothing(t *testing.T) {
 			if v, found := e.get(lock); found {
 				t.Errorf("lock %s still held in the store after the failed load (holder %q)", lock, v)
 			}
-			if n := e.host.reg.watchedKeys(); n != 0 {
+			if n := e.host.reg.WatchedKeys(); n != 0 {
 				t.Errorf("%d watched keys registered after the failed load", n)
 			}
-			if n := e.host.timers.pending(); n != 0 {
+			if n := e.host.timers.Pending(); n != 0 {
 				t.Errorf("%d timers scheduled after the failed load", n)
 			}
 			if _, _, _, found := e.record("lf.gorule", "tick"); found {
@@ -102,7 +95,7 @@ func TestFailedFirstLoadLeavesNothing(t *testing.T) {
 			if names := e.indexed("lf.gorule"); len(names) != 0 {
 				t.Errorf("the store's timer index still lists %q after the failed load", names)
 			}
-			if _, found := e.get(timerDirKey("lf.gorule")); found {
+			if _, found := e.get(timers.TimerDirKey("lf.gorule")); found {
 				t.Error("the timer directory of the failed rule is still in the store")
 			}
 			if r := e.host.ruleAt(p); r != nil {
@@ -130,7 +123,7 @@ func (e *env) storedTimers(rule string, names ...string) map[string]string {
 	e.t.Helper()
 	out := map[string]string{}
 	for _, n := range names {
-		res, err := e.user.Get(e.ctx(), []byte(timerKey(rule, n)), protocol.CallOptions{})
+		res, err := e.user.Get(e.ctx(), []byte(timers.TimerKey(rule, n)), protocol.CallOptions{})
 		if err != nil {
 			e.t.Fatal(err)
 		}
@@ -167,7 +160,7 @@ func TestFailedFirstLoadAfterRestartKeepsTimers(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A record another format version wrote: kept byte for byte.
-	if _, err := first.user.Set(first.ctx(), []byte(timerKey(rule, "junk")), []byte("\x07not a record"), protocol.SetOptions{}); err != nil {
+	if _, err := first.user.Set(first.ctx(), []byte(timers.TimerKey(rule, "junk")), []byte("\x07not a record"), protocol.SetOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	before := first.storedTimers(rule, names...)
@@ -212,7 +205,7 @@ func TestFailedFirstLoadAfterRestartKeepsTimers(t *testing.T) {
 	if got := e.indexed(rule); !slices.Equal(got, wantIndex) {
 		t.Errorf("index after the failed load = %q, want %q", got, wantIndex)
 	}
-	if n := e.host.timers.pending(); n != 0 {
+	if n := e.host.timers.Pending(); n != 0 {
 		t.Errorf("%d timers scheduled after the failed load", n)
 	}
 
@@ -228,7 +221,7 @@ func TestFailedFirstLoadAfterRestartKeepsTimers(t *testing.T) {
 	if s := e.status("keep"); s.Timers != 3 {
 		t.Fatalf("timers armed once the rule loads = %d, want 3 (kept, rearmed, cancelled)", s.Timers)
 	}
-	if n := e.host.timers.pending(); n != 3 {
+	if n := e.host.timers.Pending(); n != 3 {
 		t.Errorf("%d timers scheduled once the rule loads, want 3", n)
 	}
 	if got := e.storedTimers(rule, names...); !maps.Equal(got, before) {
@@ -263,7 +256,7 @@ func TestTimerCallAfterUndoRefused(t *testing.T) {
 	if names := e.indexed(rule); len(names) != 0 {
 		t.Errorf("index after an arm refused: %q", names)
 	}
-	if n := e.host.timers.pending(); n != 0 {
+	if n := e.host.timers.Pending(); n != 0 {
 		t.Errorf("%d timers scheduled", n)
 	}
 }

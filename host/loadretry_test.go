@@ -85,7 +85,7 @@ func TestRetryNotForCompileErrorOrFailedReload(t *testing.T) {
 	if !errors.As(err, &ce) {
 		t.Fatalf("load: %v, want a compile error", err)
 	}
-	if at := e.host.outcomes.retries.at(p); !at.IsZero() {
+	if at := e.host.outcomes.retries.At(p); !at.IsZero() {
 		t.Fatalf("a compile error retried at %v", at)
 	}
 	if st := e.host.Status(); len(st) != 1 || !st[0].NextRetry.IsZero() {
@@ -110,59 +110,11 @@ func TestRetryNotForCompileErrorOrFailedReload(t *testing.T) {
 	if err := e.host.Load(e.ctx(), rp); err == nil {
 		t.Fatal("the reload succeeded")
 	}
-	if at := e.host.outcomes.retries.at(rp); !at.IsZero() {
+	if at := e.host.outcomes.retries.At(rp); !at.IsZero() {
 		t.Fatalf("a failed reload retried at %v", at)
 	}
 	if s := e.status("r"); s.State != StateReloadFailed || !s.NextRetry.IsZero() {
 		t.Fatalf("status: %+v", s)
-	}
-}
-
-// The schedule: the first wait, doubled after each failure of the same
-// content up to MaxLoadRetry, back to the first for another content;
-// nothing when retries are off; take hands out what is due, once, sorted;
-// now makes everything due; drop cancels.
-func TestRetrySchedule(t *testing.T) {
-	t0 := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
-	q := newRetries(time.Second, RealClock{}, nil)
-	a, b := [32]byte{1}, [32]byte{2}
-	for i, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
-		if at := q.failed("/r/x", a, t0); at.Sub(t0) != want {
-			t.Fatalf("failure %d: next try after %v, want %v", i+1, at.Sub(t0), want)
-		}
-	}
-	if at := q.failed("/r/x", b, t0); at.Sub(t0) != time.Second {
-		t.Fatalf("another content: after %v, want the first wait", at.Sub(t0))
-	}
-	for range 20 {
-		q.failed("/r/x", b, t0)
-	}
-	if at := q.at("/r/x"); at.Sub(t0) != MaxLoadRetry {
-		t.Fatalf("after many failures: %v, want %v", at.Sub(t0), MaxLoadRetry)
-	}
-	q.failed("/r/a", a, t0)
-	if got := q.take(t0.Add(time.Second)); len(got) != 1 || got[0] != "/r/a" {
-		t.Fatalf("due after 1s: %v", got)
-	}
-	if got := q.take(t0.Add(time.Hour)); len(got) != 1 || got[0] != "/r/x" {
-		t.Fatalf("due after an hour: %v (a taken retry is not due again)", got)
-	}
-	if _, ok := q.next(); ok {
-		t.Fatal("a retry scheduled after all were taken")
-	}
-	q.failed("/r/b", a, time.Now())
-	q.failed("/r/a", b, time.Now())
-	q.now()
-	if got := q.take(time.Now()); len(got) != 2 || got[0] != "/r/a" || got[1] != "/r/b" {
-		t.Fatalf("due after now: %v", got)
-	}
-	q.failed("/r/a", b, t0)
-	q.drop("/r/a")
-	if at := q.at("/r/a"); !at.IsZero() {
-		t.Fatalf("dropped, still at %v", at)
-	}
-	if off := newRetries(-1, RealClock{}, nil); !off.failed("/r/a", a, t0).IsZero() {
-		t.Fatal("retries off, one scheduled")
 	}
 }
 
@@ -202,14 +154,14 @@ func TestRetryOnReconnect(t *testing.T) {
 
 	e.rt.register("never", copyRule(func(context.Context, abi.Host) error { return errors.New("never starts") }))
 	np, err := e.put("never")
-	if err == nil || e.host.outcomes.retries.at(np).IsZero() {
-		t.Fatalf("load: %v; retry at %v", err, e.host.outcomes.retries.at(np))
+	if err == nil || e.host.outcomes.retries.At(np).IsZero() {
+		t.Fatalf("load: %v; retry at %v", err, e.host.outcomes.retries.At(np))
 	}
 	if err := os.Remove(np); err != nil {
 		t.Fatal(err)
 	}
 	e.host.reconcile(e.ctx(), np)
-	if at := e.host.outcomes.retries.at(np); !at.IsZero() {
+	if at := e.host.outcomes.retries.At(np); !at.IsZero() {
 		t.Fatalf("removed, still retried at %v", at)
 	}
 }
@@ -252,7 +204,7 @@ func TestRetryNotForStuckStart(t *testing.T) {
 		t.Fatalf("load: %v, want a *StuckError", err)
 	}
 	rt.waitBlocked(t, "start s.stuck")
-	if at := e.host.outcomes.retries.at(p); !at.IsZero() {
+	if at := e.host.outcomes.retries.At(p); !at.IsZero() {
 		t.Fatalf("a stuck start retried at %v", at)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/ssrun/ssrun/host/internal/loadretry"
 )
 
 // loadOutcomes keeps the rule files that failed to load while no version
@@ -16,7 +18,7 @@ type loadOutcomes struct {
 	mu     sync.Mutex
 	failed map[string]loadFailure // by path
 	// retries loads again the files whose start failed (loadretry.go).
-	retries *retries
+	retries *loadretry.Retries
 }
 
 // loadFailure is a rule file that failed to load.
@@ -41,18 +43,18 @@ func (o *loadOutcomes) note(r *rule, path, kind string, hash [32]byte, err error
 	defer o.mu.Unlock()
 	if err == nil || r != nil {
 		delete(o.failed, path)
-		o.retries.drop(path)
+		o.retries.Drop(path)
 		return
 	}
 	if o.failed == nil {
 		o.failed = map[string]loadFailure{}
 	}
-	now := o.retries.clock.Now()
+	now := o.retries.Clock.Now()
 	o.failed[path] = loadFailure{kind: kind, hash: hash, err: clip(err.Error()), at: now}
 	if retry {
-		o.retries.failed(path, hash, now)
+		o.retries.Failed(path, hash, now)
 	} else {
-		o.retries.drop(path)
+		o.retries.Drop(path)
 	}
 }
 
@@ -76,7 +78,7 @@ func (o *loadOutcomes) failure(path string) (loadFailure, bool) {
 func (o *loadOutcomes) forget(path string) {
 	o.mu.Lock()
 	delete(o.failed, path)
-	o.retries.drop(path)
+	o.retries.Drop(path)
 	o.mu.Unlock()
 }
 
@@ -104,7 +106,7 @@ func (o *loadOutcomes) list() []RuleStatus {
 	out := make([]RuleStatus, 0, len(o.failed))
 	for p, f := range o.failed {
 		out = append(out, RuleStatus{Path: p, Kind: f.kind, Hash: shortHash(f.hash), State: StateLoadFailed,
-			LastError: f.err, LastErrorAt: f.at, NextRetry: o.retries.at(p)})
+			LastError: f.err, LastErrorAt: f.at, NextRetry: o.retries.At(p)})
 	}
 	return out
 }

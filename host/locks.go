@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/serial"
+	"github.com/ssrun/ssrun/host/internal/status"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/protocol/hlc"
 )
@@ -159,10 +161,10 @@ type leases struct {
 	// the lock key for its DELETE), the lease clock (see lease.until) and
 	// the host's lifetime, which ends renewals.
 	svc  *services
-	rule string     // file name of the rule, for errors and logs
-	rq   *ruleQuiet // the rule's activity, in a serial host (quiet.go)
+	rule string       // file name of the rule, for errors and logs
+	rq   *serial.Rule // the rule's activity, in a serial host (quiet.go)
 	// inCall reports whether the rule's handler is running: a lock wait
-	// of the handler lets the others go on in a serial host (park.go).
+	// of the handler lets the others go on in a serial host (serial.Parker).
 	inCall func() bool
 
 	lostSignal chan struct{}  // cap 1: leases wait in lost
@@ -231,11 +233,11 @@ func (ls *leases) lock(ctx context.Context, name string, ttl, wait time.Duration
 		}
 	}
 
-	p := newParker(ls.svc, ls.rq, ls.inCall != nil && ls.inCall())
+	p := serial.NewParker(ls.svc.quiet, ls.svc.clock, ls.rq, ls.inCall != nil && ls.inCall())
 	if wait > 0 {
-		release, err := ls.svc.reg.waitDelete(ctx, name, p.wake)
+		release, err := ls.svc.reg.WaitDelete(ctx, name, p.Wake)
 		if err != nil {
-			return "", storeError(err)
+			return "", status.StoreError(err)
 		}
 		defer release()
 	}
@@ -245,7 +247,7 @@ func (ls *leases) lock(ctx context.Context, name string, ttl, wait time.Duration
 		sent := ls.svc.now()
 		res, err := ls.svc.client.Set(ctx, []byte(name), []byte(holder), protocol.SetOptions{Condition: protocol.CondNEX, Expiry: ttl})
 		if err != nil {
-			return "", storeError(err)
+			return "", status.StoreError(err)
 		}
 		if res.Applied {
 			return ls.hold(name, holder, ttl, res.Version, sent), nil
@@ -256,7 +258,7 @@ func (ls *leases) lock(ctx context.Context, name string, ttl, wait time.Duration
 		}
 		// Wait for the holder to let go: a DELETE notification, or a
 		// periodic retry in case one was missed.
-		if err := p.wait(ctx, min(remaining, time.Second)); err != nil {
+		if err := p.Wait(ctx, min(remaining, time.Second)); err != nil {
 			return "", abi.Errorf(abi.StatusTimeout, "lock %q: gave up waiting: %w", name, err)
 		}
 	}
@@ -276,8 +278,8 @@ func (ls *leases) hold(name, holder string, ttl time.Duration, token hlc.HLC, se
 	}
 	// Armed before the goroutine starts: a host on a virtual clock is not
 	// idle without its renewal pending.
-	t := newWake(ls.svc.clock, ls.svc.quiet)
-	t.reset(max(ttl/3, time.Millisecond))
+	t := serial.NewWake(ls.svc.clock, ls.svc.quiet)
+	t.Reset(max(ttl/3, time.Millisecond))
 	ls.wg.Add(1)
 	go ls.renew(l, t)
 	return token.String()
@@ -288,11 +290,11 @@ func (ls *leases) hold(name, holder string, ttl time.Duration, token hlc.HLC, se
 // that finds another holder loses it; so does the lease's local expiry (no
 // renewal applied in time, see lapsedReason): the rule gets a LOCK_LOST event
 // and its fenced writes fail locally.
-func (ls *leases) renew(l *lease, t *wake) {
+func (ls *leases) renew(l *lease, t *serial.Wake) {
 	defer ls.wg.Done()
 	defer close(l.done)
 	interval := max(l.ttl/3, time.Millisecond)
-	defer t.stop()
+	defer t.Stop()
 	var lastErr error
 	for {
 		select {
@@ -302,9 +304,9 @@ func (ls *leases) renew(l *lease, t *wake) {
 		}
 		next, goOn := ls.renewOnce(l, interval, &lastErr)
 		if goOn {
-			t.reset(next) // before took: a host on a virtual clock is not idle without it
+			t.Reset(next) // before took: a host on a virtual clock is not idle without it
 		}
-		t.took()
+		t.Took()
 		if !goOn {
 			return
 		}
@@ -361,8 +363,8 @@ func (ls *leases) announceLoss(l *lease, why string) {
 	l.stopRenewal()
 	ls.svc.log.Warn("lock lost", "rule", ls.rule, "lock", l.name, "reason", why)
 	ls.mu.Lock()
-	ls.svc.quiet.work(ls.rq, 1) // until its LOCK_LOST is delivered
-	ls.lost = append(ls.lost, lostLease{name: l.name, ticket: ls.svc.quiet.ticket()})
+	ls.svc.quiet.Work(ls.rq, 1) // until its LOCK_LOST is delivered
+	ls.lost = append(ls.lost, lostLease{name: l.name, ticket: ls.svc.quiet.Ticket()})
 	ls.mu.Unlock()
 	ls.signalLost()
 }
@@ -402,7 +404,7 @@ func (ls *leases) unlock(ctx context.Context, name string) error {
 		return abi.Errorf(abi.StatusNotFound, "unlock %q: not held by this rule", name)
 	}
 	if err := ls.release(ctx, l); err != nil {
-		return storeError(err)
+		return status.StoreError(err)
 	}
 	return nil
 }
@@ -435,7 +437,7 @@ func (ls *leases) releaseAll(ctx context.Context) {
 	}
 	ls.wg.Wait()
 	ls.mu.Lock()
-	ls.svc.quiet.work(ls.rq, -len(ls.lost)) // no LOCK_LOST for a stopped rule
+	ls.svc.quiet.Work(ls.rq, -len(ls.lost)) // no LOCK_LOST for a stopped rule
 	ls.lost = nil
 	ls.mu.Unlock()
 }

@@ -44,20 +44,27 @@ func TestLockFailoverFencedByStore(t *testing.T) {
 	a.set("tick/b", "1")
 	a.waitValue("result/b", "BUSY:1")
 
-	// The lease vanishes behind a's back (as if it expired during a pause).
-	if n, err := a.user.Del(a.ctx(), []byte("leader"), protocol.DelOptions{}); err != nil || n != 1 {
-		t.Fatalf("del leader: %d, %v", n, err)
-	}
-	a.set("tick/b", "2")
-	a.waitValue("result/b", "OK:2")
-	a.waitValue("shared", "b")
+	a.leaseLostBehindHoldersBack("")
+}
 
-	// a still believes it holds the lock: its write reaches the store with
-	// the old token and is refused there.
-	a.set("tick/a", "2")
-	a.waitValue("result/a", "FENCED:2")
-	if v, _ := a.get("shared"); v != "b" {
-		t.Fatalf("shared = %q after the stale write; the old holder's write was applied", v)
+// leaseLostBehindHoldersBack runs the end of a fencing test whose rules a
+// and b share the lock "leader", a holding it, each rule writing
+// prefix+"result/<rule>" for a write to prefix+"tick/<rule>": the lease
+// vanishes behind a's back (as if it expired during a pause) and b takes
+// it; a still believes it holds the lock, so its late write reaches the
+// store with the old token, which refuses it.
+func (e *env) leaseLostBehindHoldersBack(prefix string) {
+	e.t.Helper()
+	if n, err := e.user.Del(e.ctx(), []byte("leader"), protocol.DelOptions{}); err != nil || n != 1 {
+		e.t.Fatalf("del leader: %d, %v", n, err)
+	}
+	e.set(prefix+"tick/b", "2")
+	e.waitValue(prefix+"result/b", "OK:2")
+	e.waitValue("shared", "b")
+	e.set(prefix+"tick/a", "2")
+	e.waitValue(prefix+"result/a", "FENCED:2")
+	if v, _ := e.get("shared"); v != "b" {
+		e.t.Fatalf("shared = %q after the stale write; the old holder's write was applied", v)
 	}
 }
 

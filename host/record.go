@@ -50,7 +50,7 @@ func (h recorded) done(c Call, err error) {
 	}
 	at := c.Now
 	if c.Verb != "now" {
-		at = h.b.r.svc.timers.clock.nowMs()
+		at = h.b.r.svc.timers.Clock.NowMs()
 	}
 	h.rec.RecordCall(h.b.r.name, at, c)
 }
@@ -127,6 +127,6 @@ func (h recorded) Now() int64 {
 // recorder.
 func (s *services) recordConnection(up bool) {
 	if s.rec != nil {
-		s.rec.RecordConnection(s.timers.clock.nowMs(), up)
+		s.rec.RecordConnection(s.timers.Clock.NowMs(), up)
 	}
 }

@@ -12,6 +12,14 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/abandon"
+	"github.com/ssrun/ssrun/host/internal/echo"
+	"github.com/ssrun/ssrun/host/internal/logbudget"
+	"github.com/ssrun/ssrun/host/internal/mailbox"
+	"github.com/ssrun/ssrun/host/internal/membership"
+	"github.com/ssrun/ssrun/host/internal/serial"
+	"github.com/ssrun/ssrun/host/internal/status"
+	"github.com/ssrun/ssrun/host/provenance"
 	"github.com/ssrun/ssrun/protocol/hlc"
 )
 
@@ -30,10 +38,10 @@ type rule struct {
 
 	svc *services // its log, reg, lin and calls; client, now and ctx are its leases'
 
-	mailbox *mailbox
-	quiet   *ruleQuiet // its part in a serial host's activity (quiet.go)
+	mailbox *mailbox.Box
+	quiet   *serial.Rule // its part in a serial host's activity (quiet.go)
 	locks   leases
-	logs    *logBudget
+	logs    *logbudget.Budget
 	timers  *ruleTimers
 	// ctx bounds the rule's handler calls; cancel ends a handler stuck in
 	// Handle (e.g. waiting for a crashed plugin's restart) when the rule is
@@ -52,22 +60,22 @@ type rule struct {
 	disabled bool
 	cfg      RuleConfig
 	watches  map[string]abi.WatchOptions
-	own      echoes   // this rule's writes on watched keys, awaiting their echo
-	hash     [32]byte // content of the running version
+	own      echo.Pending // this rule's writes on watched keys, awaiting their echo
+	hash     [32]byte     // content of the running version
 	// The last failure, handler or load, for status; reloadErr while the
 	// file's newest version failed to load and the previous one runs.
 	lastErr   string
 	lastErrAt time.Time
 	reloadErr bool
-	lin       lineageEntry // lineage of the event being handled
-	cause     Cause        // the event being handled, for the journal
+	lin       provenance.Lineage // lineage of the event being handled
+	cause     provenance.Cause   // the event being handled, for the journal
 	// shadow is a new version running next to the live one, set and
 	// ended by the worker; canaryRefused once such a version was refused.
 	shadow        shadowVersion
 	canaryRefused bool
 	// progress records the watched keys' versions handled, for the next
 	// owner of a rule shared by a group (nil: not shared; see group.go).
-	progress *progress
+	progress *membership.Progress
 
 	handled, failed, dropped, echoes, abandons atomic.Uint64
 	lastDropLog                                atomic.Int64
@@ -94,7 +102,7 @@ func newInstance(hash [32]byte) *instance {
 
 func newRule(s *services, path, kind string, cfg RuleConfig) *rule {
 	name := filepath.Base(path)
-	rq := &ruleQuiet{}
+	rq := &serial.Rule{}
 	r := &rule{
 		path:    path,
 		name:    name,
@@ -102,11 +110,11 @@ func newRule(s *services, path, kind string, cfg RuleConfig) *rule {
 		svc:     s,
 		cfg:     cfg,
 		quiet:   rq,
-		mailbox: newMailbox(cfg.Mailbox, s.quiet, rq),
+		mailbox: mailbox.New(cfg.Mailbox, s.quiet, rq),
 		locks:   leases{svc: s, rule: name, rq: rq, lostSignal: make(chan struct{}, 1), m: map[string]*lease{}},
-		logs:    newLogBudget(s.log, s.clock, name, cfg),
+		logs:    logbudget.New(s.log, s.clock, name, cfg.LogLines, cfg.LogBytes),
 		watches: map[string]abi.WatchOptions{},
-		own:     newEchoes(),
+		own:     echo.New(),
 	}
 	r.locks.inCall = func() bool {
 		w := r.worker()
@@ -120,14 +128,14 @@ func newRule(s *services, path, kind string, cfg RuleConfig) *rule {
 	return r
 }
 
-// enqueue offers an event to the mailbox without blocking; a full mailbox
+// Enqueue offers an event to the mailbox without blocking; a full mailbox
 // drops it, counts it and logs at most once a second.
-func (r *rule) enqueue(d delivery) {
-	if !r.mailbox.push(d) {
+func (r *rule) Enqueue(d mailbox.Delivery) {
+	if !r.mailbox.Push(d) {
 		n := r.dropped.Add(1)
 		now := r.svc.clock.Now().UnixNano()
 		if last := r.lastDropLog.Load(); now-last > int64(time.Second) && r.lastDropLog.CompareAndSwap(last, now) {
-			r.svc.log.Warn("rule mailbox full: event dropped", "rule", r.name, "key", d.ev.Key, "dropped_total", n, "mailbox", r.config().Mailbox)
+			r.svc.log.Warn("rule mailbox full: event dropped", "rule", r.name, "key", d.Ev.Key, "dropped_total", n, "mailbox", r.config().Mailbox)
 		}
 	}
 }
@@ -144,8 +152,8 @@ func (r *rule) reconfigure(cfg RuleConfig) {
 	r.mu.Lock()
 	r.cfg = cfg
 	r.mu.Unlock()
-	r.logs.setLimits(cfg)
-	r.mailbox.setLimit(cfg.Mailbox)
+	r.logs.SetLimits(cfg.LogLines, cfg.LogBytes)
+	r.mailbox.SetLimit(cfg.Mailbox)
 }
 
 // watchesOutside returns the keys r watches that patterns do not allow,
@@ -247,8 +255,8 @@ func (r *rule) startWorker() *worker {
 	r.mu.Unlock()
 	// A worker abandoned in a call may have left events and lost locks
 	// waiting, their signal already taken.
-	if r.mailbox.len() > 0 {
-		r.mailbox.signal()
+	if r.mailbox.Len() > 0 {
+		r.mailbox.Signal()
 	}
 	if r.locks.losing() {
 		r.locks.signalLost()
@@ -282,23 +290,23 @@ func (r *rule) run(w *worker) {
 			f()
 		case <-r.locks.lostSignal:
 			for _, l := range r.locks.takeLost() {
-				ok := r.deliver(w, delivery{ev: abi.Event{Key: l.name, Op: abi.OpLockLost}, ticket: l.ticket})
-				r.svc.quiet.work(r.quiet, -1)
+				ok := r.deliver(w, mailbox.Delivery{Ev: abi.Event{Key: l.name, Op: abi.OpLockLost}, Ticket: l.ticket})
+				r.svc.quiet.Work(r.quiet, -1)
 				if !ok {
 					return
 				}
 			}
-		case <-r.mailbox.ready:
+		case <-r.mailbox.Ready:
 			if sh := r.shadowing(); sh != nil {
 				sh.due() // its window may have ended with no event
 			}
-			d, ok := r.mailbox.pop()
+			d, ok := r.mailbox.Pop()
 			r.timers.refill() // timers that were due while the mailbox was full
 			if !ok {
 				continue
 			}
 			delivered := r.deliver(w, d)
-			r.mailbox.done()
+			r.mailbox.Done()
 			if !delivered {
 				return
 			}
@@ -313,39 +321,39 @@ func (r *rule) run(w *worker) {
 // no version runs (its worker was abandoned: the next version gets it), and
 // recorded once the call returns (not when it was abandoned: see
 // abandoned).
-func (r *rule) deliver(w *worker, d delivery) bool {
-	if d.timer == nil {
+func (r *rule) deliver(w *worker, d mailbox.Delivery) bool {
+	if d.Timer == nil {
 		return r.call(w, d)
 	}
 	if r.cur == nil {
-		r.timers.hold(d.timer, false)
+		r.timers.hold(d.Timer, false)
 		return true
 	}
-	if !r.timers.take(d.timer, &d.ev) {
+	if !r.timers.take(d.Timer, &d.Ev) {
 		return true
 	}
 	if !r.call(w, d) {
 		return false
 	}
-	r.timers.fired(d.timer)
+	r.timers.fired(d.Timer)
 	return true
 }
 
 // call runs the handler of the running version on d, unless d is no
 // longer for it (an unwatched key, an echo, a disabled rule).
-func (r *rule) call(w *worker, d delivery) bool {
+func (r *rule) call(w *worker, d mailbox.Delivery) bool {
 	in := r.cur
 	if in == nil {
 		return true
 	}
 	r.mu.Lock()
-	if d.ev.Op != abi.OpLockLost && d.ev.Op != abi.OpTimer {
-		opts, ok := r.watches[d.ev.Key]
+	if d.Ev.Op != abi.OpLockLost && d.Ev.Op != abi.OpTimer {
+		opts, ok := r.watches[d.Ev.Key]
 		if !ok {
 			r.mu.Unlock()
 			return true // no longer watched (unwatched or dropped by a reload)
 		}
-		if !opts.Self && r.own.consume(d.ev) {
+		if !opts.Self && r.own.Consume(d.Ev) {
 			r.mu.Unlock()
 			r.echoes.Add(1)
 			return true
@@ -356,24 +364,24 @@ func (r *rule) call(w *worker, d delivery) bool {
 		r.dropped.Add(1)
 		return true
 	}
-	r.lin, r.cause = d.lin, causeOf(d)
+	r.lin, r.cause = d.Lin, provenance.CauseOf(d.Ev, d.Lin)
 	timeout := r.cfg.Timeout
 	shadow := r.shadow
 	r.mu.Unlock()
-	// The call's deadline starts once it has a place (see callGate), and
+	// The call's deadline starts once it has a place (see internal/gate), and
 	// in a serial host its turn (quiet.go).
-	if err := r.svc.gate.enter(w.ctx, &w.gated); err != nil {
+	if err := r.svc.gate.Enter(w.ctx, &w.gated); err != nil {
 		return true // shutting down
 	}
 	if q := r.svc.quiet; q != nil {
-		if err := q.enter(w.ctx, r.quiet, d.ticket); err != nil {
-			r.svc.gate.leave(&w.gated)
+		if err := q.Enter(w.ctx, r.quiet, d.Ticket); err != nil {
+			r.svc.gate.Leave(&w.gated)
 			return true
 		}
-		defer q.leave(r.quiet)
+		defer q.Leave(r.quiet)
 	}
-	if shadow != nil && !shadow.handle(w, d.ev, timeout) {
-		r.svc.gate.leave(&w.gated)
+	if shadow != nil && !shadow.handle(w, d.Ev, timeout) {
+		r.svc.gate.Leave(&w.gated)
 		return false
 	}
 
@@ -382,13 +390,13 @@ func (r *rule) call(w *worker, d delivery) bool {
 		start = time.Now()
 	}
 	if r.svc.rec != nil { // what the rule sees, for a trace (see Recorder)
-		r.svc.rec.RecordEvent(r.name, r.svc.timers.clock.nowMs(), d.ev)
+		r.svc.rec.RecordEvent(r.name, r.svc.timers.Clock.NowMs(), d.Ev)
 	}
-	call := w.begin(timeout, d.ev.Key, d.ev.Op)
-	err := in.script.Handle(w.ctx, d.ev)
-	r.svc.gate.leave(&w.gated)
+	call := w.begin(timeout, d.Ev.Key, d.Ev.Op)
+	err := in.script.Handle(w.ctx, d.Ev)
+	r.svc.gate.Leave(&w.gated)
 	r.mu.Lock()
-	r.cause = Cause{} // a write outside a handler (at load, from a plugin's own goroutine) answers no event
+	r.cause = provenance.Cause{} // a write outside a handler (at load, from a plugin's own goroutine) answers no event
 	r.mu.Unlock()
 	if !w.end(call) {
 		if err := in.script.Close(context.Background()); err != nil {
@@ -397,7 +405,7 @@ func (r *rule) call(w *worker, d delivery) bool {
 		return false
 	}
 	if shadow != nil {
-		shadow.judge(w.ctx, d.ev)
+		shadow.judge(w.ctx, d.Ev)
 	}
 	if r.svc.obs != nil {
 		r.svc.obs.ObserveHandle(r.name, time.Since(start), err != nil)
@@ -409,7 +417,7 @@ func (r *rule) call(w *worker, d delivery) bool {
 		return true
 	}
 	if r.progress != nil {
-		r.progress.note(d.ev)
+		r.progress.Note(d.Ev)
 	}
 	if err == nil {
 		r.handled.Add(1)
@@ -417,9 +425,9 @@ func (r *rule) call(w *worker, d delivery) bool {
 		return true
 	}
 	r.consecutive++
-	r.svc.log.Error("rule failed", "rule", r.name, "key", d.ev.Key, "op", string(d.ev.Op), "kind", failureKind(err), "err", err)
+	r.svc.log.Error("rule failed", "rule", r.name, "key", d.Ev.Key, "op", string(d.Ev.Op), "kind", failureKind(err), "err", err)
 	r.mu.Lock()
-	r.noteErrorLocked(fmt.Sprintf("%s %s %q: %v", failureKind(err), d.ev.Op, d.ev.Key, err))
+	r.noteErrorLocked(fmt.Sprintf("%s %s %q: %v", failureKind(err), d.Ev.Op, d.Ev.Key, err))
 	r.disabled = r.disabled || r.consecutive >= maxConsecutiveFailures
 	r.mu.Unlock()
 	// Counted after its error is noted: status loads the count, then reads
@@ -474,7 +482,7 @@ func (r *rule) write(verb, key, fence string, ttl time.Duration, value []byte, s
 		deleted bool
 	)
 	op := strings.ToUpper(verb)
-	end := r.svc.lin.begin(key, op, from, r.name, ttl)
+	end := r.svc.lin.Begin(key, op, from, r.name, ttl)
 	defer func() { end(version) }() // on every path, a panic in send too
 	version, deleted, err = send(token)
 	if err != nil && fence == "" && r.svc.group != nil {
@@ -487,13 +495,13 @@ func (r *rule) write(verb, key, fence string, ttl time.Duration, value []byte, s
 	}
 	if version != "" || deleted {
 		r.wrote(key, version, deleted)
-		r.svc.journal.wrote(r.svc.log, r.svc.clock.Now(), r.name, key, op, value, version, cause, from)
+		r.svc.journal.Wrote(r.svc.log, r.svc.clock.Now(), r.name, key, op, value, version, cause, from)
 	}
 	return err
 }
 
 // handling returns the event the rule is handling (zero outside a handler).
-func (r *rule) handling() Cause {
+func (r *rule) handling() provenance.Cause {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.cause
@@ -505,7 +513,7 @@ func (r *rule) wrote(key, version string, deleted bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if opts, ok := r.watches[key]; ok && !opts.Self {
-		r.own.wrote(key, version, deleted)
+		r.own.Wrote(key, version, deleted)
 	}
 }
 
@@ -534,11 +542,11 @@ func (r *rule) swap(ctx context.Context, next *instance) {
 		delete(want, k)
 	}
 	for _, k := range drop {
-		r.svc.reg.unwatch(ctx, r, k)
+		r.svc.reg.Unwatch(ctx, r, k)
 	}
 	r.mu.Lock()
 	r.watches = want
-	r.own.keepSets(want)
+	r.own.KeepSets(want)
 	r.disabled = false
 	r.hash = next.hash
 	r.mu.Unlock()
@@ -568,7 +576,7 @@ func (r *rule) watchAll(ctx context.Context, keys []string) (failed []string) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if err := r.svc.reg.watch(ctx, r, k); err != nil {
+			if err := r.svc.reg.Watch(ctx, r, k); err != nil {
 				r.svc.log.Error("watch failed", "rule", r.name, "key", k, "err", err)
 				mu.Lock()
 				failed = append(failed, k)
@@ -588,7 +596,7 @@ func (r *rule) closeInstance(ctx context.Context, in *instance, what string) {
 	grace := r.config().Grace
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
 	defer cancel()
-	_, err := aside(r.svc.calls, cctx, r.name, "close", grace, func(ctx context.Context) (struct{}, error) {
+	_, err := abandon.Aside(r.svc.calls, cctx, r.name, "close", grace, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, in.script.Close(ctx)
 	}, nil)
 	if err != nil {
@@ -701,12 +709,12 @@ func (r *rule) release(ctx context.Context) {
 	r.watches = map[string]abi.WatchOptions{}
 	r.mu.Unlock()
 	for _, k := range keys {
-		r.svc.reg.unwatch(ctx, r, k)
+		r.svc.reg.Unwatch(ctx, r, k)
 	}
 	r.locks.releaseAll(ctx)
 	r.timers.stop()
-	r.logs.close()
-	r.mailbox.drop()
+	r.logs.Close()
+	r.mailbox.Drop()
 }
 
 // watch adds a watch of the version in: staged while it starts (swap
@@ -726,13 +734,13 @@ func (r *rule) watch(ctx context.Context, in *instance, key string, opts abi.Wat
 		return nil
 	}
 	r.mu.Unlock()
-	if err := r.svc.reg.watch(ctx, r, key); err != nil {
-		return storeError(err)
+	if err := r.svc.reg.Watch(ctx, r, key); err != nil {
+		return status.StoreError(err)
 	}
 	r.mu.Lock()
 	if r.released { // stopped meanwhile (e.g. abandoned in this very call)
 		r.mu.Unlock()
-		r.svc.reg.unwatch(ctx, r, key)
+		r.svc.reg.Unwatch(ctx, r, key)
 		return abi.Errorf(abi.StatusUnavailable, "watch %q: rule %s was stopped", key, r.name)
 	}
 	r.watches[key] = opts
@@ -765,10 +773,10 @@ func (r *rule) dropWatch(ctx context.Context, key string) bool {
 	r.mu.Lock()
 	_, ok := r.watches[key]
 	delete(r.watches, key)
-	r.own.forget(key)
+	r.own.Forget(key)
 	r.mu.Unlock()
 	if ok {
-		r.svc.reg.unwatch(ctx, r, key)
+		r.svc.reg.Unwatch(ctx, r, key)
 	}
 	return ok
 }
@@ -829,9 +837,9 @@ type RuleStatus struct {
 func (r *rule) status() RuleStatus {
 	s := RuleStatus{Path: r.path, Kind: r.kind, Locks: r.locks.names(), Abandoned: r.abandons.Load(),
 		Handled: r.handled.Load(), Failed: r.failed.Load(), Dropped: r.dropped.Load(), Echoes: r.echoes.Load()}
-	s.LogLinesSuppressed, s.LogBytesSuppressed = r.logs.suppressed()
+	s.LogLinesSuppressed, s.LogBytesSuppressed = r.logs.Suppressed()
 	s.Timers = r.timers.count()
-	s.Queued = r.mailbox.len()
+	s.Queued = r.mailbox.Len()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s.Disabled = r.disabled
@@ -892,8 +900,8 @@ func (r *rule) reloadFailed() bool {
 // shortHash renders a content hash as in RuleStatus.Hash.
 func shortHash(h [32]byte) string { return hex.EncodeToString(h[:6]) }
 
-// watcherName implements watcher: rules get a key's changes in the order
+// WatcherName implements watch.Watcher: rules get a key's changes in the order
 // of their paths.
-func (r *rule) watcherName() string { return r.path }
+func (r *rule) WatcherName() string { return r.path }
 
 func (r *rule) String() string { return fmt.Sprintf("%s rule %s", r.kind, r.path) }

@@ -10,6 +10,10 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/mailbox"
+	"github.com/ssrun/ssrun/host/internal/serial"
+	"github.com/ssrun/ssrun/host/internal/status"
+	"github.com/ssrun/ssrun/host/internal/timers"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -44,7 +48,7 @@ const (
 type ruleTimers struct {
 	rule string
 	svc  *services
-	box  *mailbox
+	box  *mailbox.Box
 
 	// io is held across the store writes of arm, cancel, a firing's
 	// record, load and drop: one at a time reads, changes and writes a
@@ -53,16 +57,16 @@ type ruleTimers struct {
 
 	mu     sync.Mutex
 	loaded bool
-	idx    map[int]map[string]*timer // shard -> the names in the store's index; nil: indexed, not armed
-	dir    timerDir                  // the directory as stored
+	idx    map[int]map[string]*timers.Timer // shard -> the names in the store's index; nil: indexed, not armed
+	dir    timers.TimerDir                  // the directory as stored
 	// unreadable: the index values that did not decode when loaded (shard
 	// numbers; -1 the directory), which are never overwritten: they may be
 	// another format version's, listing timers this host cannot see.
 	unreadable map[int]bool
 	armed      int
-	live       any      // the version that runs (an *instance); nil before the first
-	held       []*timer // waiting for a version to be live
-	waiting    []*timer // due, but the mailbox was full: queued as it drains (refill)
+	live       any             // the version that runs (an *instance); nil before the first
+	held       []*timers.Timer // waiting for a version to be live
+	waiting    []*timers.Timer // due, but the mailbox was full: queued as it drains (refill)
 	parked     atomic.Bool
 	stopped    bool
 	// Until a version of the rule is first live, prior holds, for each
@@ -73,7 +77,7 @@ type ruleTimers struct {
 	discarded bool
 }
 
-func newRuleTimers(s *services, rule string, box *mailbox) *ruleTimers {
+func newRuleTimers(s *services, rule string, box *mailbox.Box) *ruleTimers {
 	return &ruleTimers{rule: rule, svc: s, box: box}
 }
 
@@ -88,8 +92,8 @@ func (rt *ruleTimers) arm(ctx context.Context, version any, name string, delay, 
 	if err := rt.notePrior(ctx, "timer", name); err != nil {
 		return err
 	}
-	deadline := rt.svc.timers.clock.nowMs() + delay.Milliseconds()
-	shard := timerShard(name)
+	deadline := rt.svc.timers.Clock.NowMs() + delay.Milliseconds()
+	shard := timers.TimerShard(name)
 	rt.mu.Lock()
 	old, indexed := rt.idx[shard][name]
 	if old == nil && rt.armed >= limit {
@@ -103,15 +107,15 @@ func (rt *ruleTimers) arm(ctx context.Context, version any, name string, delay, 
 	rt.mu.Unlock()
 	if !indexed {
 		if err := rt.writeIndex(ctx, shard, names); err != nil {
-			return storeError(err)
+			return status.StoreError(err)
 		}
 		rt.indexed(shard, name)
 	}
-	rec := encodeTimerRecord(deadline, every.Milliseconds(), payload)
-	if err := setTimerKey(ctx, rt.svc, rt.rule, timerKey(rt.rule, name), rec); err != nil {
-		return storeError(err)
+	rec := timers.EncodeTimerRecord(deadline, every.Milliseconds(), payload)
+	if err := setTimerKey(ctx, rt.svc, rt.rule, timers.TimerKey(rt.rule, name), rec); err != nil {
+		return status.StoreError(err)
 	}
-	rt.install(version, shard, &timer{owner: rt, name: name, payload: bytes.Clone(payload), deadline: deadline, every: every.Milliseconds(), index: -1})
+	rt.install(version, shard, &timers.Timer{Owner: rt, Name: name, Payload: bytes.Clone(payload), Deadline: deadline, Every: every.Milliseconds(), Index: -1})
 	return nil
 }
 
@@ -136,17 +140,17 @@ func (rt *ruleTimers) notePrior(ctx context.Context, verb, name string) error {
 		rt.mu.Unlock()
 		return nil
 	}
-	old, indexed := rt.idx[timerShard(name)][name]
+	old, indexed := rt.idx[timers.TimerShard(name)][name]
 	rt.mu.Unlock()
 	var p priorRecord
 	switch {
 	case old != nil: // loaded from the store, untouched since
-		p = priorRecord{found: true, value: encodeTimerRecord(old.deadline, old.every, old.payload)}
+		p = priorRecord{found: true, value: timers.EncodeTimerRecord(old.Deadline, old.Every, old.Payload)}
 	case indexed: // a record that did not decode: kept as it is
-		key := timerKey(rt.rule, name)
+		key := timers.TimerKey(rt.rule, name)
 		res, err := rt.svc.kv.Get(ctx, []byte(key), protocol.CallOptions{})
 		if err != nil {
-			return storeError(fmt.Errorf("%s %q: read the stored record %s: %w", verb, name, key, err))
+			return status.StoreError(fmt.Errorf("%s %q: read the stored record %s: %w", verb, name, key, err))
 		}
 		p = priorRecord{found: res.Found, value: res.Value}
 	}
@@ -170,13 +174,13 @@ func (rt *ruleTimers) indexed(shard int, name string) {
 
 // shardLocked returns the names of shard, made if there are none yet.
 // A rule has a map only for the shards its timers use (most rules none).
-func (rt *ruleTimers) shardLocked(shard int) map[string]*timer {
+func (rt *ruleTimers) shardLocked(shard int) map[string]*timers.Timer {
 	m := rt.idx[shard]
 	if m == nil {
 		if rt.idx == nil {
-			rt.idx = map[int]map[string]*timer{}
+			rt.idx = map[int]map[string]*timers.Timer{}
 		}
-		m = map[string]*timer{}
+		m = map[string]*timers.Timer{}
 		rt.idx[shard] = m
 	}
 	return m
@@ -185,15 +189,15 @@ func (rt *ruleTimers) shardLocked(shard int) map[string]*timer {
 // install makes t, whose record is stored, the armed timer of its name
 // (of shard, indexed), replacing the one armed before, and schedules or
 // holds it for version.
-func (rt *ruleTimers) install(version any, shard int, t *timer) {
+func (rt *ruleTimers) install(version any, shard int, t *timers.Timer) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	if old := rt.idx[shard][t.name]; old != nil {
-		rt.svc.timers.unschedule(old)
+	if old := rt.idx[shard][t.Name]; old != nil {
+		rt.svc.timers.Unschedule(old)
 	} else {
 		rt.armed++
 	}
-	rt.shardLocked(shard)[t.name] = t
+	rt.shardLocked(shard)[t.Name] = t
 	rt.placeLocked(t, version)
 }
 
@@ -204,7 +208,7 @@ func (rt *ruleTimers) cancel(ctx context.Context, name string) error {
 	if err := rt.loadLocked(ctx); err != nil {
 		return err
 	}
-	shard := timerShard(name)
+	shard := timers.TimerShard(name)
 	rt.mu.Lock()
 	t := rt.idx[shard][name]
 	rt.mu.Unlock()
@@ -214,8 +218,8 @@ func (rt *ruleTimers) cancel(ctx context.Context, name string) error {
 	if err := rt.notePrior(ctx, "cancel", name); err != nil {
 		return err
 	}
-	if err := delTimerKey(ctx, rt.svc, rt.rule, timerKey(rt.rule, name)); err != nil {
-		return storeError(err)
+	if err := delTimerKey(ctx, rt.svc, rt.rule, timers.TimerKey(rt.rule, name)); err != nil {
+		return status.StoreError(err)
 	}
 	names := rt.forget(t, shard)
 	if err := rt.writeIndex(ctx, shard, names); err != nil {
@@ -227,11 +231,11 @@ func (rt *ruleTimers) cancel(ctx context.Context, name string) error {
 }
 
 // forget removes the armed timer t (of shard) and returns its shard's names.
-func (rt *ruleTimers) forget(t *timer, shard int) []string {
+func (rt *ruleTimers) forget(t *timers.Timer, shard int) []string {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	rt.svc.timers.unschedule(t)
-	delete(rt.idx[shard], t.name)
+	rt.svc.timers.Unschedule(t)
+	delete(rt.idx[shard], t.Name)
 	rt.armed--
 	return rt.namesLocked(shard, "", "")
 }
@@ -256,7 +260,7 @@ const unreadableDir = -1
 // writeIndex stores shard as names (deleting it when empty), then the
 // directory if the shard's presence in it changed.
 func (rt *ruleTimers) writeIndex(ctx context.Context, shard int, names []string) error {
-	key := timerShardKey(rt.rule, shard)
+	key := timers.TimerShardKey(rt.rule, shard)
 	rt.mu.Lock()
 	bad, badDir := rt.unreadable[shard], rt.unreadable[unreadableDir]
 	rt.mu.Unlock()
@@ -267,7 +271,7 @@ func (rt *ruleTimers) writeIndex(ctx context.Context, shard int, names []string)
 	if len(names) == 0 {
 		err = delTimerKey(ctx, rt.svc, rt.rule, key)
 	} else {
-		err = setTimerKey(ctx, rt.svc, rt.rule, key, encodeTimerShard(names))
+		err = setTimerKey(ctx, rt.svc, rt.rule, key, timers.EncodeTimerShard(names))
 	}
 	if err != nil {
 		return err
@@ -275,17 +279,17 @@ func (rt *ruleTimers) writeIndex(ctx context.Context, shard int, names []string)
 	rt.mu.Lock()
 	dir := rt.dir
 	rt.mu.Unlock()
-	if dir.has(shard) == (len(names) > 0) {
+	if dir.Has(shard) == (len(names) > 0) {
 		return nil
 	}
 	if badDir {
 		return nil // it counts as listing every shard: kept as it is
 	}
-	dir.put(shard, len(names) > 0)
-	if dir.empty() {
-		err = delTimerKey(ctx, rt.svc, rt.rule, timerDirKey(rt.rule))
+	dir.Put(shard, len(names) > 0)
+	if dir.Empty() {
+		err = delTimerKey(ctx, rt.svc, rt.rule, timers.TimerDirKey(rt.rule))
 	} else {
-		err = setTimerKey(ctx, rt.svc, rt.rule, timerDirKey(rt.rule), dir.encode())
+		err = setTimerKey(ctx, rt.svc, rt.rule, timers.TimerDirKey(rt.rule), dir.Encode())
 	}
 	if err != nil {
 		return err
@@ -298,16 +302,16 @@ func (rt *ruleTimers) writeIndex(ctx context.Context, shard int, names []string)
 
 // placeLocked schedules t, or holds it while version (nil: any) is not
 // the live one.
-func (rt *ruleTimers) placeLocked(t *timer, version any) {
+func (rt *ruleTimers) placeLocked(t *timers.Timer, version any) {
 	if rt.stopped {
 		return
 	}
 	if rt.live != nil && (version == nil || version == rt.live) {
-		t.held = false
-		rt.svc.timers.schedule(t, t.deadline)
+		t.Held = false
+		rt.svc.timers.Schedule(t, t.Deadline)
 		return
 	}
-	t.held = true
+	t.Held = true
 	rt.held = append(rt.held, t)
 }
 
@@ -326,9 +330,9 @@ func (rt *ruleTimers) goLive(version any) {
 		return
 	}
 	for _, t := range rt.held {
-		if t.held && rt.currentLocked(t) {
-			t.held = false
-			rt.svc.timers.schedule(t, t.deadline)
+		if t.Held && rt.currentLocked(t) {
+			t.Held = false
+			rt.svc.timers.Schedule(t, t.Deadline)
 		}
 	}
 	rt.held = nil
@@ -336,31 +340,31 @@ func (rt *ruleTimers) goLive(version any) {
 
 // currentLocked reports whether t is the armed timer of its name (not
 // cancelled, re-armed or fired for good since).
-func (rt *ruleTimers) currentLocked(t *timer) bool {
-	return rt.idx[timerShard(t.name)][t.name] == t
+func (rt *ruleTimers) currentLocked(t *timers.Timer) bool {
+	return rt.idx[timers.TimerShard(t.Name)][t.Name] == t
 }
 
-// ownerName implements timerOwner.
-func (rt *ruleTimers) ownerName() string { return rt.rule }
+// OwnerName implements timerOwner.
+func (rt *ruleTimers) OwnerName() string { return rt.rule }
 
-// fire implements timerOwner: it queues t's event in the rule's mailbox,
+// Fire implements timerOwner: it queues t's event in the rule's mailbox,
 // or, when the mailbox is full, keeps it waiting until there is room
 // (refill): a timer is never dropped for a full mailbox.
-func (rt *ruleTimers) fire(t *timer, _ int64) {
+func (rt *ruleTimers) Fire(t *timers.Timer, _ int64) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	if rt.stopped || t.inflight || !rt.currentLocked(t) {
+	if rt.stopped || t.Inflight || !rt.currentLocked(t) {
 		return
 	}
-	t.inflight = true
-	if len(rt.waiting) > 0 || !rt.box.push(rt.deliveryLocked(t)) {
+	t.Inflight = true
+	if len(rt.waiting) > 0 || !rt.box.Push(rt.deliveryLocked(t)) {
 		rt.waiting = append(rt.waiting, t)
 		rt.parked.Store(true)
 	}
 }
 
-func (rt *ruleTimers) deliveryLocked(t *timer) delivery {
-	return delivery{ev: abi.Event{Op: abi.OpTimer, Key: t.name, Value: bytes.Clone(t.payload), Deadline: t.deadline}, timer: t}
+func (rt *ruleTimers) deliveryLocked(t *timers.Timer) mailbox.Delivery {
+	return mailbox.Delivery{Ev: abi.Event{Op: abi.OpTimer, Key: t.Name, Value: bytes.Clone(t.Payload), Deadline: t.Deadline}, Timer: t}
 }
 
 // refill queues the timers waiting for room in the mailbox, in order, as
@@ -377,7 +381,7 @@ func (rt *ruleTimers) refill() {
 		if !rt.currentLocked(t) || rt.stopped {
 			continue
 		}
-		if !rt.box.push(rt.deliveryLocked(t)) {
+		if !rt.box.Push(rt.deliveryLocked(t)) {
 			break
 		}
 	}
@@ -389,14 +393,14 @@ func (rt *ruleTimers) refill() {
 
 // hold keeps the queued timer t until a version of the rule is live again
 // (goLive), late if late.
-func (rt *ruleTimers) hold(t *timer, late bool) {
+func (rt *ruleTimers) hold(t *timers.Timer, late bool) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	if !t.inflight || !rt.currentLocked(t) || rt.stopped {
+	if !t.Inflight || !rt.currentLocked(t) || rt.stopped {
 		return
 	}
-	t.inflight, t.held = false, true
-	t.late = t.late || late
+	t.Inflight, t.Held = false, true
+	t.Late = t.Late || late
 	rt.held = append(rt.held, t)
 }
 
@@ -404,7 +408,7 @@ func (rt *ruleTimers) hold(t *timer, late bool) {
 // firing was not recorded, so the next live version gets it, late.
 func (rt *ruleTimers) again(name string) {
 	rt.mu.Lock()
-	t := rt.idx[timerShard(name)][name]
+	t := rt.idx[timers.TimerShard(name)][name]
 	rt.mu.Unlock()
 	if t != nil {
 		rt.hold(t, true)
@@ -414,13 +418,13 @@ func (rt *ruleTimers) again(name string) {
 // take is called by the worker before it hands t's event to the handler:
 // false when t was cancelled or re-armed since it was queued (its event is
 // dropped); otherwise it marks the event late when it is.
-func (rt *ruleTimers) take(t *timer, ev *abi.Event) bool {
+func (rt *ruleTimers) take(t *timers.Timer, ev *abi.Event) bool {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	if !t.inflight || !rt.currentLocked(t) {
+	if !t.Inflight || !rt.currentLocked(t) {
 		return false
 	}
-	ev.Late = t.late || rt.svc.timers.clock.nowMs()-t.deadline > TimerLateTolerance.Milliseconds()
+	ev.Late = t.Late || rt.svc.timers.Clock.NowMs()-t.Deadline > TimerLateTolerance.Milliseconds()
 	return true
 }
 
@@ -430,7 +434,7 @@ func (rt *ruleTimers) take(t *timer, ev *abi.Event) bool {
 // re-armed meanwhile is left alone. Store writes are tried a few times; one
 // that still fails is logged (the store then keeps the old record, and the
 // timer fires again, late, when the rule loads next).
-func (rt *ruleTimers) fired(t *timer) {
+func (rt *ruleTimers) fired(t *timers.Timer) {
 	rt.io.Lock()
 	defer rt.io.Unlock()
 	rt.mu.Lock()
@@ -438,33 +442,33 @@ func (rt *ruleTimers) fired(t *timer) {
 		rt.mu.Unlock()
 		return
 	}
-	t.inflight, t.late = false, false
-	deadline, every := t.deadline, t.every
+	t.Inflight, t.Late = false, false
+	deadline, every := t.Deadline, t.Every
 	rt.mu.Unlock()
 	ctx := rt.svc.ctx
-	key := timerKey(rt.rule, t.name)
+	key := timers.TimerKey(rt.rule, t.Name)
 	if every == 0 {
-		rt.retry(ctx, "delete the record of a fired timer", t.name, func(ctx context.Context) error {
+		rt.retry(ctx, "delete the record of a fired timer", t.Name, func(ctx context.Context) error {
 			return delTimerKey(ctx, rt.svc, rt.rule, key)
 		})
-		shard := timerShard(t.name)
+		shard := timers.TimerShard(t.Name)
 		names := rt.forget(t, shard)
-		rt.retry(ctx, "update the timer index", t.name, func(ctx context.Context) error {
+		rt.retry(ctx, "update the timer index", t.Name, func(ctx context.Context) error {
 			return rt.writeIndex(ctx, shard, names)
 		})
 		return
 	}
 	next := deadline + every
-	if now := rt.svc.timers.clock.nowMs(); next <= now {
+	if now := rt.svc.timers.Clock.NowMs(); next <= now {
 		next += ((now-next)/every + 1) * every // skip the periods that passed
 	}
-	rec := encodeTimerRecord(next, every, t.payload)
-	rt.retry(ctx, "move a periodic timer to its next deadline", t.name, func(ctx context.Context) error {
+	rec := timers.EncodeTimerRecord(next, every, t.Payload)
+	rt.retry(ctx, "move a periodic timer to its next deadline", t.Name, func(ctx context.Context) error {
 		return setTimerKey(ctx, rt.svc, rt.rule, key, rec)
 	})
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	t.deadline = next
+	t.Deadline = next
 	rt.placeLocked(t, nil)
 }
 
@@ -485,7 +489,7 @@ func (rt *ruleTimers) retry(ctx context.Context, what, name string, f func(ctx c
 				"rule", rt.rule, "timer", name, "attempts", attempt, "err", err)
 			return
 		}
-		sleep(rt.svc.clock, rt.svc.quiet, time.Duration(attempt)*100*time.Millisecond, ctx.Done())
+		serial.Sleep(rt.svc.clock, rt.svc.quiet, time.Duration(attempt)*100*time.Millisecond, ctx.Done())
 	}
 }
 
@@ -499,7 +503,7 @@ func (rt *ruleTimers) stop() {
 	for _, m := range rt.idx {
 		for _, t := range m {
 			if t != nil {
-				rt.svc.timers.unschedule(t)
+				rt.svc.timers.Unschedule(t)
 			}
 		}
 	}
@@ -551,34 +555,34 @@ func (rt *ruleTimers) loadLocked(ctx context.Context) error {
 		return nil
 	}
 	c := rt.svc.kv
-	res, err := c.Get(ctx, []byte(timerDirKey(rt.rule)), protocol.CallOptions{})
+	res, err := c.Get(ctx, []byte(timers.TimerDirKey(rt.rule)), protocol.CallOptions{})
 	if err != nil {
 		return rt.loadError(err)
 	}
-	var dir timerDir
+	var dir timers.TimerDir
 	unreadable := map[int]bool{}
 	if res.Found {
-		if dir, err = decodeTimerDir(res.Value); err != nil {
-			rt.svc.log.Warn("timer directory unreadable: reading every shard", "rule", rt.rule, "key", timerDirKey(rt.rule), "err", err)
-			dir = allTimerShards()
+		if dir, err = timers.DecodeTimerDir(res.Value); err != nil {
+			rt.svc.log.Warn("timer directory unreadable: reading every shard", "rule", rt.rule, "key", timers.TimerDirKey(rt.rule), "err", err)
+			dir = timers.AllTimerShards()
 			unreadable[unreadableDir] = true
 		}
 	}
 	var shards []int
-	for i := range timerShards {
-		if dir.has(i) {
+	for i := range timers.TimerShards {
+		if dir.Has(i) {
 			shards = append(shards, i)
 		}
 	}
 	names := make([][]string, len(shards))
 	bad := make([]bool, len(shards))
 	err = parallel(ctx, len(shards), func(ctx context.Context, i int) error {
-		key := timerShardKey(rt.rule, shards[i])
+		key := timers.TimerShardKey(rt.rule, shards[i])
 		res, err := c.Get(ctx, []byte(key), protocol.CallOptions{})
 		if err != nil || !res.Found {
 			return err
 		}
-		if names[i], err = decodeTimerShard(res.Value); err != nil {
+		if names[i], err = timers.DecodeTimerShard(res.Value); err != nil {
 			rt.svc.log.Warn("timer index shard unreadable: skipped, and kept as it is", "rule", rt.rule, "key", key, "err", err)
 			names[i] = nil
 			bad[i] = true
@@ -595,8 +599,8 @@ func (rt *ruleTimers) loadLocked(ctx context.Context) error {
 	}
 	type found struct {
 		name string
-		t    *timer // nil: the record is unreadable
-		ok   bool   // the record exists
+		t    *timers.Timer // nil: the record is unreadable
+		ok   bool          // the record exists
 	}
 	var all []found
 	for _, ns := range names {
@@ -604,21 +608,21 @@ func (rt *ruleTimers) loadLocked(ctx context.Context) error {
 			all = append(all, found{name: n})
 		}
 	}
-	now := rt.svc.timers.clock.nowMs()
+	now := rt.svc.timers.Clock.NowMs()
 	err = parallel(ctx, len(all), func(ctx context.Context, i int) error {
-		key := timerKey(rt.rule, all[i].name)
+		key := timers.TimerKey(rt.rule, all[i].name)
 		res, err := c.Get(ctx, []byte(key), protocol.CallOptions{})
 		if err != nil || !res.Found {
 			return err
 		}
 		all[i].ok = true
-		deadline, every, payload, err := decodeTimerRecord(res.Value)
+		deadline, every, payload, err := timers.DecodeTimerRecord(res.Value)
 		if err != nil {
 			rt.svc.log.Warn("timer record unreadable: skipped", "rule", rt.rule, "key", key, "err", err)
 			return nil
 		}
-		all[i].t = &timer{owner: rt, name: all[i].name, payload: payload, deadline: deadline, every: every,
-			late: deadline < now, index: -1}
+		all[i].t = &timers.Timer{Owner: rt, Name: all[i].name, Payload: payload, Deadline: deadline, Every: every,
+			Late: deadline < now, Index: -1}
 		return nil
 	})
 	if err != nil {
@@ -630,7 +634,7 @@ func (rt *ruleTimers) loadLocked(ctx context.Context) error {
 		if !f.ok {
 			continue
 		}
-		rt.shardLocked(timerShard(f.name))[f.name] = f.t
+		rt.shardLocked(timers.TimerShard(f.name))[f.name] = f.t
 		if f.t != nil {
 			rt.armed++
 			rt.placeLocked(f.t, nil)
@@ -643,7 +647,7 @@ func (rt *ruleTimers) loadLocked(ctx context.Context) error {
 }
 
 func (rt *ruleTimers) loadError(err error) error {
-	return storeError(fmt.Errorf("the timers of rule %s could not be read from the store: %w", rt.rule, err))
+	return status.StoreError(fmt.Errorf("the timers of rule %s could not be read from the store: %w", rt.rule, err))
 }
 
 // drop deletes the rule's timers from the store (its file was deleted):
@@ -659,12 +663,12 @@ func (rt *ruleTimers) drop(ctx context.Context) {
 	var records, index []string
 	for _, m := range rt.idx {
 		for name := range m {
-			records = append(records, timerKey(rt.rule, name))
+			records = append(records, timers.TimerKey(rt.rule, name))
 		}
 	}
-	for shard := range timerShards {
-		if rt.dir.has(shard) {
-			index = append(index, timerShardKey(rt.rule, shard))
+	for shard := range timers.TimerShards {
+		if rt.dir.Has(shard) {
+			index = append(index, timers.TimerShardKey(rt.rule, shard))
 		}
 	}
 	rt.idx, rt.armed = nil, 0
@@ -686,12 +690,12 @@ func (rt *ruleTimers) drop(ctx context.Context) {
 		rt.svc.log.Error("timers of a removed rule stay in the store", "rule", rt.rule, "not_deleted", n)
 		return
 	}
-	if n := del(append(index, timerDirKey(rt.rule))); n > 0 {
+	if n := del(append(index, timers.TimerDirKey(rt.rule))); n > 0 {
 		rt.svc.log.Error("the timer index of a removed rule stays in the store", "rule", rt.rule, "not_deleted", n)
 		return
 	}
 	rt.mu.Lock()
-	rt.dir = timerDir{}
+	rt.dir = timers.TimerDir{}
 	rt.mu.Unlock()
 	rt.svc.log.Info("timers of the removed rule deleted", "rule", rt.rule, "timers", len(records))
 }

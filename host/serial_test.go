@@ -12,52 +12,21 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/clock"
 	"github.com/ssrun/ssrun/inproc"
 	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/store"
 )
 
-// A virtual clock runs its calls only when Fire runs them: in time order,
-// calls due at once in the order they were made; a stopped call never runs.
-func TestVirtualClock(t *testing.T) {
-	start := time.UnixMilli(t0)
-	c := NewVirtualClock(start)
-	var got []string
-	add := func(s string) func() { return func() { got = append(got, s) } }
-	c.AfterFunc(2*time.Second, add("b"))
-	c.AfterFunc(time.Second, add("a1"))
-	c.AfterFunc(time.Second, add("a2"))
-	stopped := c.AfterFunc(time.Second, add("never"))
-	if !stopped.Stop() || stopped.Stop() {
-		t.Fatal("Stop: want true once, then false")
-	}
-	if c.Fire() {
-		t.Fatal("Fire ran a call before its time")
-	}
-	if at, ok := c.Next(); !ok || !at.Equal(start.Add(time.Second)) {
-		t.Fatalf("Next = %v, %v; want start+1s", at, ok)
-	}
-	c.Set(start.Add(5 * time.Second))
-	c.Set(start) // never back
-	for c.Fire() {
-	}
-	if !slices.Equal(got, []string{"a1", "a2", "b"}) || !c.Now().Equal(start.Add(5*time.Second)) {
-		t.Fatalf("ran %q at %v; want a1 a2 b at start+5s", got, c.Now())
-	}
-	if _, ok := c.Next(); ok {
-		t.Fatal("Next reports a call after all ran")
-	}
-}
-
 // serialEnv is a serial host on a store in the same process, all on a
 // virtual clock: e.user writes from outside.
-func newSerialEnv(t *testing.T) (*env, *VirtualClock) {
+func newSerialEnv(t *testing.T) (*env, *clock.Virtual) {
 	t.Helper()
-	clock := NewVirtualClock(time.UnixMilli(t0))
-	srv := inproc.New(store.New(clock.Now, store.Quota{Keys: -1, Bytes: -1}))
+	vc := clock.NewVirtual(time.UnixMilli(t0))
+	srv := inproc.New(store.New(vc.Now, store.Quota{Keys: -1, Bytes: -1}))
 	dial := func(id string) *protocol.Client {
-		c, err := protocol.NewLocal(context.Background(), protocol.Config{ClientID: id, Now: clock.Now, Logger: slog.New(slog.DiscardHandler)}, srv)
+		c, err := protocol.NewLocal(context.Background(), protocol.Config{ClientID: id, Now: vc.Now, Logger: slog.New(slog.DiscardHandler)}, srv)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,8 +34,8 @@ func newSerialEnv(t *testing.T) (*env, *VirtualClock) {
 		return c
 	}
 	e := &env{t: t, rt: &goRuntime{}, dir: t.TempDir(), logs: &testutil.Buffer{}, client: dial("serial-host"), user: dial("serial-user")}
-	e.startHost(func(o *Config) { o.Clock, o.Serial = clock, true })
-	return e, clock
+	e.startHost(func(o *Config) { o.Clock, o.Serial = vc, true })
+	return e, vc
 }
 
 // idle waits until the serial host is idle.

@@ -5,6 +5,17 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/ssrun/ssrun/host/clock"
+	"github.com/ssrun/ssrun/host/internal/abandon"
+	"github.com/ssrun/ssrun/host/internal/gate"
+	"github.com/ssrun/ssrun/host/internal/lineage"
+	"github.com/ssrun/ssrun/host/internal/membership"
+	"github.com/ssrun/ssrun/host/internal/serial"
+	"github.com/ssrun/ssrun/host/internal/timers"
+	"github.com/ssrun/ssrun/host/internal/watch"
+	"github.com/ssrun/ssrun/host/provenance"
+	"github.com/ssrun/ssrun/host/staging"
+	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/protocol/hlc"
 )
 
@@ -14,21 +25,21 @@ type services struct {
 	ctx     context.Context // the host's lifetime: rules and lease renewals end with it
 	client  Store           // lock requests (a binding gets its own reference)
 	log     *slog.Logger
-	reg     *registry        // watches
-	lin     *lineage         // the feedback-loop damper
-	journal *journal         // the last write per key, for Why
-	calls   *tracker         // goroutines running runtime calls
-	clock   Clock            // the host's clock (see Clock)
-	now     func() time.Time // the lease clock: clock.Now, or a test's
-	timers  *scheduler       // every rule's pending timers, and their clock
-	quiet   *quiet           // a serial host's activity and turn (nil: not serial; quiet.go)
-	host    any              // the *Host these services are of (HostOf)
-	obs     Observer         // handler calls, for metrics (nil: none)
-	rec     Recorder         // what the rules see, for a trace (nil: none)
-	dry     *staging         // a dry run's staged writes (nil: writes go to the store)
-	kv      keyStore         // where timers are kept: the client, or a dry run's staging
-	gate    callGate         // bounds the handler calls running at once
-	group   groupFence       // the host's group (nil: none): fences owned rules' writes
+	reg     *watch.Registry     // watches
+	lin     *lineage.Table      // the feedback-loop damper
+	journal *provenance.Journal // the last write per key, for Why
+	calls   *abandon.Tracker    // goroutines running runtime calls
+	clock   clock.Clock         // the host's clock (see clock.Clock)
+	now     func() time.Time    // the lease clock: clock.Now, or a test's
+	timers  *timers.Scheduler   // every rule's pending timers, and their clock
+	quiet   *serial.Quiet       // a serial host's activity and turn (nil: not serial; quiet.go)
+	host    any                 // the *Host these services are of (HostOf)
+	obs     Observer            // handler calls, for metrics (nil: none)
+	rec     Recorder            // what the rules see, for a trace (nil: none)
+	dry     *staging.Staging    // a dry run's staged writes (nil: writes go to the store)
+	kv      keyStore            // where timers are kept: the client, or a dry run's staging
+	gate    gate.Gate           // bounds the handler calls running at once
+	group   groupFence          // the host's group (nil: none): fences owned rules' writes
 }
 
 // groupFence is what the rules of a host in a group use of it (its
@@ -41,5 +52,13 @@ type groupFence interface {
 	// with err, and returns the new token if the write may be retried.
 	refenced(ctx context.Context, rule string, err error) (hlc.HLC, bool)
 	// progressFor returns where an owned rule records what it handled.
-	progressFor(rule string) *progress
+	progressFor(rule string) *membership.Progress
+}
+
+// keyStore is what timers need of the store: the client, or a dry run's
+// staging.
+type keyStore interface {
+	Get(ctx context.Context, key []byte, opts protocol.CallOptions) (protocol.GetResult, error)
+	Set(ctx context.Context, key, value []byte, opts protocol.SetOptions) (protocol.SetResult, error)
+	Del(ctx context.Context, key []byte, opts protocol.DelOptions) (int64, error)
 }

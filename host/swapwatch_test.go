@@ -32,19 +32,19 @@ func TestWatchDuringSwapIsApplied(t *testing.T) {
 	}
 
 	// Hold the registry so that the swap stops in it, registering "b".
-	e.host.reg.opMu.Lock()
+	resume := e.host.reg.Pause()
 	loaded := make(chan error, 1)
 	go func() { loaded <- e.host.Load(e.ctx(), p) }()
 	waitFor(t, "the swap waiting in the registry", func() bool {
 		buf := make([]byte, 1<<20)
-		return bytes.Contains(buf[:runtime.Stack(buf, true)], []byte("host.(*registry).acquire"))
+		return bytes.Contains(buf[:runtime.Stack(buf, true)], []byte("watch.(*Registry).acquire"))
 	})
 	mu.Lock()
 	h := v2
 	mu.Unlock()
 	watched := make(chan error, 1)
 	go func() { watched <- h.Watch(e.ctx(), "c", abi.WatchOptions{}) }()
-	e.host.reg.opMu.Unlock()
+	resume()
 	if err := <-loaded; err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,8 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/broker/brokertest"
+	"github.com/ssrun/ssrun/host/internal/mailbox"
+	"github.com/ssrun/ssrun/host/internal/timers"
 	"github.com/ssrun/ssrun/internal/testutil"
 )
 
@@ -56,9 +58,9 @@ func BenchmarkTimerLateness(b *testing.B) {
 func timerLateness(b *testing.B, pending int) []time.Duration {
 	h, host := benchTimerHost(b)
 	far := time.Now().Add(24 * time.Hour).UnixMilli()
-	idle := ownerFunc(func(*timer, int64) {})
+	idle := ownerFunc(func(*timers.Timer, int64) {})
 	for i := range pending - 1 {
-		host.timers.schedule(&timer{owner: idle, index: -1}, far+int64(i))
+		host.timers.Schedule(&timers.Timer{Owner: idle, Index: -1}, far+int64(i))
 	}
 	lat := make([]time.Duration, 0, b.N)
 	ctx := context.Background()
@@ -136,19 +138,19 @@ func BenchmarkTimerMemory(b *testing.B) {
 		runtime.GC()
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		svc := &services{timers: newScheduler(newFakeTimerClock(), nil), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-		rt := newRuleTimers(svc, "memory.gorule", newMailbox(DefaultMailbox, nil, nil))
+		svc := &services{timers: timers.NewScheduler(newFakeTimerClock(), nil), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		rt := newRuleTimers(svc, "memory.gorule", mailbox.New(DefaultMailbox, nil, nil))
 		rt.goLive(rt) // any version will do
 		for i := range n {
 			name := fmt.Sprintf("timer-%06d", i)
-			shard := timerShard(name)
+			shard := timers.TimerShard(name)
 			rt.indexed(shard, name)
-			rt.install(nil, shard, &timer{owner: rt, name: name, deadline: t0 + int64(i), index: -1})
+			rt.install(nil, shard, &timers.Timer{Owner: rt, Name: name, Deadline: t0 + int64(i), Index: -1})
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)
-		if svc.timers.pending() != n {
-			b.Fatalf("%d scheduled", svc.timers.pending())
+		if svc.timers.Pending() != n {
+			b.Fatalf("%d scheduled", svc.timers.Pending())
 		}
 		perTimer = float64(after.HeapAlloc-before.HeapAlloc) / n
 		runtime.KeepAlive(rt)

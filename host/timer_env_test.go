@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/timers"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -25,13 +26,13 @@ const t0 int64 = 1_732_000_000_000
 
 func newFakeTimerClock() *fakeTimerClock { return &fakeTimerClock{now: t0} }
 
-func (c *fakeTimerClock) nowMs() int64 {
+func (c *fakeTimerClock) NowMs() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.now
 }
 
-func (c *fakeTimerClock) newAlarm() alarm {
+func (c *fakeTimerClock) NewAlarm() timers.Alarm {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	a := &fakeAlarm{c: c, ch: make(chan struct{}, 1)}
@@ -58,16 +59,16 @@ type fakeAlarm struct {
 
 func (a *fakeAlarm) C() <-chan struct{} { return a.ch }
 
-func (a *fakeAlarm) took() {}
+func (a *fakeAlarm) Took() {}
 
-func (a *fakeAlarm) setAt(at int64) {
+func (a *fakeAlarm) SetAt(at int64) {
 	a.c.mu.Lock()
 	defer a.c.mu.Unlock()
 	a.at, a.armed = at, true
 	a.ringLocked()
 }
 
-func (a *fakeAlarm) stop() {
+func (a *fakeAlarm) Stop() {
 	a.c.mu.Lock()
 	defer a.c.mu.Unlock()
 	a.armed = false
@@ -181,14 +182,14 @@ func newTimerEnv(t *testing.T, opts ...func(*Config)) (*env, *fakeTimerClock) {
 // record reads the store's record of the timer name of rule (a file name).
 func (e *env) record(rule, name string) (deadline, every int64, payload string, found bool) {
 	e.t.Helper()
-	res, err := e.user.Get(e.ctx(), []byte(timerKey(rule, name)), protocol.CallOptions{})
+	res, err := e.user.Get(e.ctx(), []byte(timers.TimerKey(rule, name)), protocol.CallOptions{})
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	if !res.Found {
 		return 0, 0, "", false
 	}
-	d, ev, p, err := decodeTimerRecord(res.Value)
+	d, ev, p, err := timers.DecodeTimerRecord(res.Value)
 	if err != nil {
 		e.t.Fatalf("record of %s/%s: %v", rule, name, err)
 	}
@@ -198,30 +199,30 @@ func (e *env) record(rule, name string) (deadline, every int64, payload string, 
 // indexed reads the names in the store's index of rule's timers.
 func (e *env) indexed(rule string) []string {
 	e.t.Helper()
-	res, err := e.user.Get(e.ctx(), []byte(timerDirKey(rule)), protocol.CallOptions{})
+	res, err := e.user.Get(e.ctx(), []byte(timers.TimerDirKey(rule)), protocol.CallOptions{})
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	if !res.Found {
 		return nil
 	}
-	dir, err := decodeTimerDir(res.Value)
+	dir, err := timers.DecodeTimerDir(res.Value)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	var names []string
-	for i := range timerShards {
-		if !dir.has(i) {
+	for i := range timers.TimerShards {
+		if !dir.Has(i) {
 			continue
 		}
-		res, err := e.user.Get(e.ctx(), []byte(timerShardKey(rule, i)), protocol.CallOptions{})
+		res, err := e.user.Get(e.ctx(), []byte(timers.TimerShardKey(rule, i)), protocol.CallOptions{})
 		if err != nil {
 			e.t.Fatal(err)
 		}
 		if !res.Found { // its last name just left it; the directory follows
 			continue
 		}
-		ns, err := decodeTimerShard(res.Value)
+		ns, err := timers.DecodeTimerShard(res.Value)
 		if err != nil {
 			e.t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/timers"
 )
 
 // loadVersion registers r as the rule version and (re)loads the file
@@ -109,14 +110,14 @@ func TestTimerRemovedRuleDropsTimers(t *testing.T) {
 	if err := e.host.Remove(e.ctx(), filepath.Join(e.dir, "gone.gorule")); err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{timerKey(gone.name, "a"), timerKey(gone.name, "b"), timerKey(gone.name, "c"),
-		timerShardKey(gone.name, timerShard("a")), timerShardKey(gone.name, timerShard("b")), timerShardKey(gone.name, timerShard("c")),
-		timerDirKey(gone.name)} {
+	for _, key := range []string{timers.TimerKey(gone.name, "a"), timers.TimerKey(gone.name, "b"), timers.TimerKey(gone.name, "c"),
+		timers.TimerShardKey(gone.name, timers.TimerShard("a")), timers.TimerShardKey(gone.name, timers.TimerShard("b")), timers.TimerShardKey(gone.name, timers.TimerShard("c")),
+		timers.TimerDirKey(gone.name)} {
 		if _, found := e.get(key); found {
 			t.Errorf("%s still in the store after the rule was removed", key)
 		}
 	}
-	if n := e.host.timers.pending(); n != 1 {
+	if n := e.host.timers.Pending(); n != 1 {
 		t.Fatalf("scheduler holds %d timers, want 1 (stays's)", n)
 	}
 	if err := e.host.Close(e.ctx()); err != nil {

@@ -55,8 +55,8 @@ func TestTimerScale(t *testing.T) {
 	}
 	wg.Wait()
 	took := time.Since(start)
-	if s := e.host.Stats(); s.Timers != n || e.host.timers.pending() != n {
-		t.Fatalf("armed %d, scheduled %d; want %d", s.Timers, e.host.timers.pending(), n)
+	if s := e.host.Stats(); s.Timers != n || e.host.timers.Pending() != n {
+		t.Fatalf("armed %d, scheduled %d; want %d", s.Timers, e.host.timers.Pending(), n)
 	}
 	// Request goroutines of the store client end with their requests; a
 	// goroutine per timer would leave n.

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/clock"
+	"github.com/ssrun/ssrun/host/internal/timers"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -38,7 +40,7 @@ func TestTimerFiresAtDeadlineAndIsDeleted(t *testing.T) {
 		t.Fatalf("event %+v at %d; want TIMER door, its payload, deadline t0+1500, on time", f.ev, f.at)
 	}
 	e.waitGone(tr.name, "door")
-	if _, err := e.user.Get(e.ctx(), []byte(timerDirKey(tr.name)), protocol.CallOptions{}); err != nil {
+	if _, err := e.user.Get(e.ctx(), []byte(timers.TimerDirKey(tr.name)), protocol.CallOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "no timer armed", func() bool { return e.ruleStatus(tr.name).Timers == 0 && e.host.Stats().Timers == 0 })
@@ -154,7 +156,7 @@ func TestTimerBusyRuleLateAndFullMailbox(t *testing.T) {
 		tr.arm(t, n, 10*time.Millisecond, abi.TimerOptions{})
 	}
 	clock.set(t0 + 10 + TimerLateTolerance.Milliseconds() + 1)
-	waitFor(t, "due timers queued or waiting", func() bool { return e.host.timers.pending() == 0 })
+	waitFor(t, "due timers queued or waiting", func() bool { return e.host.timers.Pending() == 0 })
 	close(tr.block)
 	got := map[string]bool{}
 	for range 6 {
@@ -226,10 +228,10 @@ func TestTimerReservedPrefixDenied(t *testing.T) {
 	thief := e.loadTimerRule("thief")
 	ctx := e.ctx()
 	h := thief.h
-	for _, key := range []string{timerKey(victim.name, "v"), timerShardKey(victim.name, timerShard("v")), timerDirKey(victim.name), ReservedPrefix + "other"} {
+	for _, key := range []string{timers.TimerKey(victim.name, "v"), timers.TimerShardKey(victim.name, timers.TimerShard("v")), timers.TimerDirKey(victim.name), ReservedPrefix + "other"} {
 		calls := map[string]error{}
 		_, calls["get"] = h.Get(ctx, key)
-		_, calls["set"] = h.Set(ctx, key, encodeTimerRecord(t0, 0, []byte("forged")), abi.SetOptions{})
+		_, calls["set"] = h.Set(ctx, key, timers.EncodeTimerRecord(t0, 0, []byte("forged")), abi.SetOptions{})
 		calls["del"] = h.Del(ctx, key, abi.DelOptions{})
 		calls["vdel"] = h.VDel(ctx, key, nil, abi.DelOptions{})
 		calls["watch"] = h.Watch(ctx, key, abi.WatchOptions{})
@@ -265,25 +267,25 @@ func TestTimerCorruptStoreSkipped(t *testing.T) {
 		}
 	}
 	names := []string{"good", "bad", "gone"}
-	var dir timerDir
+	var dir timers.TimerDir
 	for _, n := range names {
-		dir.put(timerShard(n), true)
-		put(timerShardKey(rule, timerShard(n)), encodeTimerShard([]string{n}))
+		dir.Put(timers.TimerShard(n), true)
+		put(timers.TimerShardKey(rule, timers.TimerShard(n)), timers.EncodeTimerShard([]string{n}))
 	}
-	dir.put(7, true)
-	put(timerShardKey(rule, 7), []byte{1, 200}) // a name cut short
-	put(timerDirKey(rule), dir.encode())
-	put(timerKey(rule, "good"), encodeTimerRecord(t0-5000, 0, []byte("ok")))
-	put(timerKey(rule, "bad"), []byte{9, 9, 9})
+	dir.Put(7, true)
+	put(timers.TimerShardKey(rule, 7), []byte{1, 200}) // a name cut short
+	put(timers.TimerDirKey(rule), dir.Encode())
+	put(timers.TimerKey(rule, "good"), timers.EncodeTimerRecord(t0-5000, 0, []byte("ok")))
+	put(timers.TimerKey(rule, "bad"), []byte{9, 9, 9})
 	tr := e.loadTimerRule("hurt")
 	f := tr.next(t)
 	if f.ev.Key != "good" || !f.ev.Late || f.ev.Deadline != t0-5000 || string(f.ev.Value) != "ok" {
 		t.Fatalf("event %+v; want good, late, its deadline and payload", f.ev)
 	}
-	if len(e.logLines("timer record unreadable", timerKey(rule, "bad"))) != 1 {
+	if len(e.logLines("timer record unreadable", timers.TimerKey(rule, "bad"))) != 1 {
 		t.Errorf("no log line naming the unreadable record:\n%s", e.logs)
 	}
-	if len(e.logLines("timer index shard unreadable", timerShardKey(rule, 7))) != 1 {
+	if len(e.logLines("timer index shard unreadable", timers.TimerShardKey(rule, 7))) != 1 {
 		t.Errorf("no log line naming the unreadable shard:\n%s", e.logs)
 	}
 	if got := tr.sync(t); len(got) != 0 {
@@ -300,9 +302,9 @@ func TestTimerCorruptDirectoryReadsEveryShard(t *testing.T) {
 	e, _ := newTimerEnv(t)
 	const rule = "lost.gorule"
 	for key, value := range map[string][]byte{
-		timerDirKey(rule):                        {1, 2, 3},
-		timerShardKey(rule, timerShard("found")): encodeTimerShard([]string{"found"}),
-		timerKey(rule, "found"):                  encodeTimerRecord(t0, 0, nil),
+		timers.TimerDirKey(rule):                               {1, 2, 3},
+		timers.TimerShardKey(rule, timers.TimerShard("found")): timers.EncodeTimerShard([]string{"found"}),
+		timers.TimerKey(rule, "found"):                         timers.EncodeTimerRecord(t0, 0, nil),
 	} {
 		if _, err := e.user.Set(e.ctx(), []byte(key), value, protocol.SetOptions{}); err != nil {
 			t.Fatal(err)
@@ -312,7 +314,7 @@ func TestTimerCorruptDirectoryReadsEveryShard(t *testing.T) {
 	if f := tr.next(t); f.ev.Key != "found" {
 		t.Fatalf("event %+v", f.ev)
 	}
-	if len(e.logLines("timer directory unreadable", timerDirKey(rule))) != 1 {
+	if len(e.logLines("timer directory unreadable", timers.TimerDirKey(rule))) != 1 {
 		t.Errorf("no log line naming the directory:\n%s", e.logs)
 	}
 }
@@ -337,7 +339,7 @@ func TestTimerStoreOffline(t *testing.T) {
 	if n := e.ruleStatus(tr.name).Timers; n != 1 {
 		t.Fatalf("armed %d, want 1 (the failed arm scheduled nothing, the failed cancel kept it)", n)
 	}
-	if n := e.host.timers.pending(); n != 1 {
+	if n := e.host.timers.Pending(); n != 1 {
 		t.Fatalf("scheduler holds %d timers, want 1", n)
 	}
 }
@@ -356,67 +358,35 @@ func TestTimerNow(t *testing.T) {
 // clock runs ahead of it.
 func TestHostClockFollowsHLC(t *testing.T) {
 	e := newEnv(t)
-	c := hostClock{client: e.client, clock: RealClock{}}
+	c := timers.HostClock{Client: e.client, Clock: clock.Real{}}
 	before := time.Now().UnixMilli()
-	if got := c.nowMs(); got < before {
+	if got := c.NowMs(); got < before {
 		t.Fatalf("nowMs %d behind the wall clock %d", got, before)
 	}
 	v := e.set("hlc", "x") // the host's client sees this version when it writes next
 	if _, err := e.client.Set(e.ctx(), []byte("hlc2"), []byte("y"), protocol.SetOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := c.nowMs(); got < e.client.Now().Wall {
+	if got := c.NowMs(); got < e.client.Now().Wall {
 		t.Fatalf("nowMs %d behind the client's HLC %s (store version %s)", got, e.client.Now(), v)
 	}
 }
 
-// The encodings reject what they cannot read, whatever the bytes.
-func TestTimerEncodings(t *testing.T) {
-	rec := encodeTimerRecord(t0, 250, []byte("pay"))
-	if d, ev, p, err := decodeTimerRecord(rec); err != nil || d != t0 || ev != 250 || string(p) != "pay" {
-		t.Fatalf("record round trip: %d %d %q %v", d, ev, p, err)
-	}
-	for _, bad := range [][]byte{nil, {1}, rec[:16], append([]byte{2}, rec[1:]...), encodeTimerRecord(-1, 0, nil), encodeTimerRecord(t0, -5, nil)} {
-		if _, _, _, err := decodeTimerRecord(bad); !errors.Is(err, errTimerFormat) {
-			t.Errorf("record %v: %v, want errTimerFormat", bad, err)
-		}
-	}
-	names := []string{"b", "a", strings.Repeat("x", MaxTimerName), "with/slash"}
-	got, err := decodeTimerShard(encodeTimerShard(names))
-	if err != nil || !slices.Equal(got, []string{"a", "b", "with/slash", strings.Repeat("x", MaxTimerName)}) {
-		t.Fatalf("shard round trip: %q, %v", got, err)
-	}
-	for _, bad := range [][]byte{nil, {2}, {1, 0}, {1, 5, 'a'}, append([]byte{1, 0x81, 0x02}, strings.Repeat("y", 257)...)} {
-		if _, err := decodeTimerShard(bad); !errors.Is(err, errTimerFormat) {
-			t.Errorf("shard %v: %v, want errTimerFormat", bad, err)
-		}
-	}
-	var d timerDir
-	d.put(0, true)
-	d.put(1023, true)
-	if back, err := decodeTimerDir(d.encode()); err != nil || back != d || !back.has(1023) || back.has(5) {
-		t.Fatalf("directory round trip: %v", err)
-	}
-	if _, err := decodeTimerDir([]byte{1, 2}); !errors.Is(err, errTimerFormat) {
-		t.Fatalf("short directory: %v", err)
-	}
-}
-
 func FuzzDecodeTimerValues(f *testing.F) {
-	f.Add(encodeTimerRecord(t0, 10, []byte("p")))
-	f.Add(encodeTimerShard([]string{"a", "bb"}))
+	f.Add(timers.EncodeTimerRecord(t0, 10, []byte("p")))
+	f.Add(timers.EncodeTimerShard([]string{"a", "bb"}))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if d, every, _, err := decodeTimerRecord(b); err == nil && (d <= 0 || every < 0) {
+		if d, every, _, err := timers.DecodeTimerRecord(b); err == nil && (d <= 0 || every < 0) {
 			t.Fatalf("accepted deadline %d, every %d", d, every)
 		}
-		if names, err := decodeTimerShard(b); err == nil {
+		if names, err := timers.DecodeTimerShard(b); err == nil {
 			for _, n := range names {
 				if n == "" || len(n) > MaxTimerName {
 					t.Fatalf("accepted name %q", n)
 				}
 			}
 		}
-		_, _ = decodeTimerDir(b)
+		_, _ = timers.DecodeTimerDir(b)
 	})
 }
 
@@ -424,19 +394,19 @@ func FuzzDecodeTimerValues(f *testing.F) {
 // out in deadline order, and unschedule takes one out.
 func TestSchedulerOrder(t *testing.T) {
 	clock := newFakeTimerClock()
-	s := newScheduler(clock, nil)
+	s := timers.NewScheduler(clock, nil)
 	got := make(chan string, 10)
-	owner := ownerFunc(func(tm *timer, _ int64) { got <- tm.name })
-	var ts []*timer
+	owner := ownerFunc(func(tm *timers.Timer, _ int64) { got <- tm.Name })
+	var ts []*timers.Timer
 	for i, at := range []int64{30, 10, 20, 40} {
-		tm := &timer{owner: owner, name: string(rune('a' + i)), index: -1}
+		tm := &timers.Timer{Owner: owner, Name: string(rune('a' + i)), Index: -1}
 		ts = append(ts, tm)
-		s.schedule(tm, t0+at)
+		s.Schedule(tm, t0+at)
 	}
-	s.unschedule(ts[3])
+	s.Unschedule(ts[3])
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); s.run(ctx) }()
+	go func() { defer close(done); s.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 	clock.set(t0 + 100)
 	var order []string
@@ -448,13 +418,13 @@ func TestSchedulerOrder(t *testing.T) {
 			t.Fatal("timers did not fire")
 		}
 	}
-	if strings.Join(order, "") != "bca" || s.pending() != 0 {
-		t.Fatalf("order %q, pending %d; want bca, 0 (d unscheduled)", order, s.pending())
+	if strings.Join(order, "") != "bca" || s.Pending() != 0 {
+		t.Fatalf("order %q, pending %d; want bca, 0 (d unscheduled)", order, s.Pending())
 	}
 }
 
-type ownerFunc func(t *timer, now int64)
+type ownerFunc func(t *timers.Timer, now int64)
 
-func (f ownerFunc) fire(t *timer, now int64) { f(t, now) }
+func (f ownerFunc) Fire(t *timers.Timer, now int64) { f(t, now) }
 
-func (f ownerFunc) ownerName() string { return "" }
+func (f ownerFunc) OwnerName() string { return "" }

@@ -3,6 +3,8 @@ package host
 import (
 	"context"
 	"sync/atomic"
+
+	"github.com/ssrun/ssrun/host/internal/timers"
 )
 
 // A rule's first load that fails is undone in the store too (rule.discard):
@@ -46,12 +48,12 @@ func (rt *ruleTimers) undo(ctx context.Context) {
 		if !p.found {
 			continue
 		}
-		shard := timerShard(name)
+		shard := timers.TimerShard(name)
 		t, ok := rt.idx[shard][name]
 		if !ok {
 			added[shard] = true
 		} else if t != nil {
-			rt.svc.timers.unschedule(t)
+			rt.svc.timers.Unschedule(t)
 		}
 		rt.shardLocked(shard)[name] = nil // indexed; the rule runs no version
 	}
@@ -74,7 +76,7 @@ func (rt *ruleTimers) undo(ctx context.Context) {
 	var failed atomic.Int64
 	_ = parallel(ctx, len(changes), func(ctx context.Context, i int) error {
 		c := changes[i]
-		key := timerKey(rt.rule, c.name)
+		key := timers.TimerKey(rt.rule, c.name)
 		var err error
 		if c.found {
 			err = setTimerKey(ctx, rt.svc, rt.rule, key, c.value)
@@ -97,11 +99,11 @@ func (rt *ruleTimers) undo(ctx context.Context) {
 	for i, c := range changes {
 		switch {
 		case gone[i]:
-			if t := rt.idx[timerShard(c.name)][c.name]; t != nil {
-				rt.svc.timers.unschedule(t)
+			if t := rt.idx[timers.TimerShard(c.name)][c.name]; t != nil {
+				rt.svc.timers.Unschedule(t)
 			}
-			delete(rt.idx[timerShard(c.name)], c.name)
-			shrink[timerShard(c.name)] = true
+			delete(rt.idx[timers.TimerShard(c.name)], c.name)
+			shrink[timers.TimerShard(c.name)] = true
 			deleted++
 		case c.found:
 			restored++

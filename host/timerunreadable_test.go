@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/timers"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -20,12 +21,12 @@ func TestUnreadableTimerIndexKept(t *testing.T) {
 	e, _ := newTimerEnv(t)
 	const rule = "skew.gorule"
 	x, y := "x", "y"
-	for timerShard(y) == timerShard(x) {
+	for timers.TimerShard(y) == timers.TimerShard(x) {
 		y += "y"
 	}
 	junkShard := []byte("\x02names of a newer format")
 	junkDir := []byte("\x02a newer directory")
-	for key, v := range map[string][]byte{timerShardKey(rule, timerShard(x)): junkShard, timerDirKey(rule): junkDir} {
+	for key, v := range map[string][]byte{timers.TimerShardKey(rule, timers.TimerShard(x)): junkShard, timers.TimerDirKey(rule): junkDir} {
 		if _, err := e.user.Set(e.ctx(), []byte(key), v, protocol.SetOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -34,14 +35,14 @@ func TestUnreadableTimerIndexKept(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := tr.h.Timer(ctx, x, time.Hour, abi.TimerOptions{})
-	if abi.StatusOf(err) != abi.StatusStoreError || !strings.Contains(err.Error(), timerShardKey(rule, timerShard(x))) {
+	if abi.StatusOf(err) != abi.StatusStoreError || !strings.Contains(err.Error(), timers.TimerShardKey(rule, timers.TimerShard(x))) {
 		t.Errorf("timer %q in the unreadable shard: %v, want STORE_ERROR naming its key", x, err)
 	}
 	tr.arm(t, y, time.Hour, abi.TimerOptions{})
 	if err := tr.h.Cancel(ctx, y); err != nil {
 		t.Fatal(err)
 	}
-	for key, want := range map[string][]byte{timerShardKey(rule, timerShard(x)): junkShard, timerDirKey(rule): junkDir} {
+	for key, want := range map[string][]byte{timers.TimerShardKey(rule, timers.TimerShard(x)): junkShard, timers.TimerDirKey(rule): junkDir} {
 		res, err := e.user.Get(e.ctx(), []byte(key), protocol.CallOptions{})
 		if err != nil {
 			t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/provenance"
 )
 
 // Why answers with the last write a rule made to a key: a SET with its
@@ -44,7 +45,7 @@ func TestWhyRecordsRuleWrites(t *testing.T) {
 	if _, ok := e.host.Why("out"); ok {
 		t.Fatal("a write journaled before any")
 	}
-	if w, ok := e.host.Why("boot"); !ok || w.Rule != "copy.gorule" || w.Event != (Cause{}) || w.Origin != nil || len(w.Chain) != 1 {
+	if w, ok := e.host.Why("boot"); !ok || w.Rule != "copy.gorule" || w.Event != (provenance.Cause{}) || w.Origin != nil || len(w.Chain) != 1 {
 		t.Fatalf("a write at load: %+v (found %t), want no event, no origin", w, ok)
 	}
 	user := e.user.ClientID()
@@ -55,10 +56,10 @@ func TestWhyRecordsRuleWrites(t *testing.T) {
 	if !ok || w.Rule != "copy.gorule" || w.Op != "SET" || w.Value != out || w.Version == "" || w.At.IsZero() {
 		t.Fatalf("after a SET: %+v (found %t), out = %q", w, ok, out)
 	}
-	if want := (Cause{Key: "k", Op: "SET", Version: v, Client: user}); w.Event != want {
+	if want := (provenance.Cause{Key: "k", Op: "SET", Version: v, Client: user}); w.Event != want {
 		t.Errorf("event %+v, want %+v", w.Event, want)
 	}
-	if o := w.Origin; o == nil || *o != (Origin{Key: "k", Op: "SET", Version: v, Client: user}) || len(w.Chain) != 1 || w.Chain[0] != (Step{Rule: "copy.gorule", Key: "out", Op: "SET", Version: w.Version}) {
+	if o := w.Origin; o == nil || *o != (provenance.Origin{Key: "k", Op: "SET", Version: v, Client: user}) || len(w.Chain) != 1 || w.Chain[0] != (provenance.Step{Rule: "copy.gorule", Key: "out", Op: "SET", Version: w.Version}) {
 		t.Errorf("origin %+v, chain %+v", w.Origin, w.Chain)
 	}
 
@@ -82,7 +83,7 @@ func TestWhyRecordsRuleWrites(t *testing.T) {
 	if err := e.host.Load(e.ctx(), p); err != nil {
 		t.Fatal(err)
 	}
-	if w, _ := e.host.Why("boot"); w.Event != (Cause{}) || w.Origin != nil || len(w.Chain) != 1 {
+	if w, _ := e.host.Why("boot"); w.Event != (provenance.Cause{}) || w.Origin != nil || len(w.Chain) != 1 {
 		t.Errorf("a write at reload: event %+v, origin %+v, chain %+v; want none before it", w.Event, w.Origin, w.Chain)
 	}
 

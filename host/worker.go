@@ -8,6 +8,10 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/clock"
+	"github.com/ssrun/ssrun/host/internal/abandon"
+	"github.com/ssrun/ssrun/host/internal/gate"
+	"github.com/ssrun/ssrun/host/internal/serial"
 )
 
 // worker is the goroutine that runs a rule: its events one at a time, and
@@ -21,10 +25,10 @@ type worker struct {
 	ctx    context.Context // the rule's; cancelled when the worker is abandoned
 	cancel context.CancelFunc
 	done   chan struct{}
-	calls  *tracker
-	clock  Clock // of its calls' deadlines and grace
-	quiet  *quiet
-	task   *task
+	calls  *abandon.Tracker
+	clock  clock.Clock // of its calls' deadlines and grace
+	quiet  *serial.Quiet
+	task   *abandon.Task
 	ctrl   chan func() // control functions, run between two events (do)
 	// quit asks the worker to stop the rule and end (see stop); stopCtx,
 	// set before quit is closed, bounds the release.
@@ -35,7 +39,7 @@ type worker struct {
 	// phase. The worker moves it from idle to call and back; whoever needs
 	// the rule moves it from call to abandoned, once the call is overdue.
 	state    atomic.Uint64
-	gated    atomic.Bool  // the call in progress holds a place in the host's callGate
+	gated    atomic.Bool  // the call in progress holds a place in the host's gate (internal/gate)
 	started  atomic.Int64 // of the call in progress, on the monotonic clock (now)
 	deadline atomic.Int64 //
 
@@ -61,13 +65,13 @@ var (
 func newWorker(ctx context.Context, svc *services, what string, grace time.Duration) *worker {
 	ctx, cancel := context.WithCancel(ctx)
 	return &worker{ctx: ctx, cancel: cancel, done: make(chan struct{}), calls: svc.calls, clock: svc.clock, quiet: svc.quiet,
-		task: svc.calls.start(what, grace), ctrl: make(chan func()), quit: make(chan struct{})}
+		task: svc.calls.Start(what, grace), ctrl: make(chan func()), quit: make(chan struct{})}
 }
 
 // run starts the worker's goroutine, which runs loop until it returns.
 func (w *worker) run(loop func()) {
 	go func() {
-		defer w.calls.end(w.task)
+		defer w.calls.End(w.task)
 		defer close(w.done)
 		defer w.cancel()
 		loop()
@@ -80,7 +84,7 @@ func (w *worker) begin(timeout time.Duration, key string, op abi.Op) uint64 {
 	w.mu.Lock()
 	w.key, w.op = key, op
 	w.mu.Unlock()
-	t := mono(w.clock)
+	t := clock.Mono(w.clock)
 	w.started.Store(t)
 	w.deadline.Store(t + int64(timeout))
 	s := (w.state.Load()>>2+1)<<2 | phaseCall
@@ -99,7 +103,7 @@ func (w *worker) end(s uint64) bool {
 func (w *worker) call() (key string, op abi.Op, running time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.key, w.op, time.Duration(mono(w.clock) - w.started.Load())
+	return w.key, w.op, time.Duration(clock.Mono(w.clock) - w.started.Load())
 }
 
 // overdueIn returns how long until the call in progress is overdue (its
@@ -115,7 +119,7 @@ func (w *worker) overdueIn(asked int64, cancelled bool, grace time.Duration) (ti
 	if cancelled && asked < at {
 		at = asked
 	}
-	return time.Duration(at + int64(grace) - mono(w.clock)), s
+	return time.Duration(at + int64(grace) - clock.Mono(w.clock)), s
 }
 
 // stuck reports whether the worker is in a call past its deadline plus grace.
@@ -138,10 +142,10 @@ func (w *worker) abandonNow() bool {
 
 // release lets go of a worker abandoned in a call: its context is cancelled
 // and it counts as stuck until the call returns.
-func (w *worker) release(g callGate) {
-	g.leave(&w.gated)
+func (w *worker) release(g gate.Gate) {
+	g.Leave(&w.gated)
 	w.cancel()
-	w.task.abandoned.Store(true)
+	w.task.Abandoned.Store(true)
 }
 
 // do runs f in w between two events and waits for it. When w is stuck in a
@@ -174,11 +178,11 @@ func (w *worker) stop(ctx context.Context, grace time.Duration) error {
 // (errStuck). cancelled says the rule's context was cancelled now: the
 // grace counts from now when that is earlier than the call's deadline.
 func (w *worker) await(ctx context.Context, cancelled bool, grace time.Duration, ctrl chan func(), job func()) error {
-	asked := mono(w.clock)
+	asked := clock.Mono(w.clock)
 	d, _ := w.overdueIn(asked, cancelled, grace)
-	t := newWake(w.clock, w.quiet)
-	t.reset(d)
-	defer t.stop()
+	t := serial.NewWake(w.clock, w.quiet)
+	t.Reset(d)
+	defer t.Stop()
 	for {
 		select {
 		case ctrl <- job: // a nil ctrl never sends
@@ -188,12 +192,12 @@ func (w *worker) await(ctx context.Context, cancelled bool, grace time.Duration,
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C():
-			t.took()
+			t.Took()
 			if w.abandonIfOverdue(asked, cancelled, grace) {
 				return errStuck
 			}
 			d, _ := w.overdueIn(asked, cancelled, grace)
-			t.reset(d)
+			t.Reset(d)
 		}
 	}
 }

@@ -11,7 +11,7 @@
 // damping, leases, timers, resync, limits and defaults. It is connected
 // through the store client (protocol.NewLocal, package inproc) to a state
 // store in the same process (package store), and the host, the client and
-// the store share a virtual clock (host.VirtualClock): it starts at the
+// the store share a virtual clock (clock.Virtual): it starts at the
 // file's start (2026-01-01T00:00:00Z by default) and moves only with
 // advance steps, stopping at each clock call of the host (a timer, a lease
 // renewal, the end of a lock wait) and each key's expiry on the way. The

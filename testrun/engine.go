@@ -12,6 +12,8 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host"
+	"github.com/ssrun/ssrun/host/clock"
+	"github.com/ssrun/ssrun/host/rulefile"
 	"github.com/ssrun/ssrun/inproc"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/store"
@@ -39,7 +41,7 @@ const (
 
 // engine is the host of one case or replay, and what it saw.
 type engine struct {
-	clock   *host.VirtualClock
+	clock   *clock.Virtual
 	store   *store.Store
 	client  *protocol.Client // the host's connection
 	outside *protocol.Client // the steps' writes
@@ -61,7 +63,7 @@ var seeds sync.Map // *host.Host -> uint64
 func newEngine(ctx context.Context, start time.Time, seed uint64, rules []rule, runtimes []abi.Runtime, obs *observed,
 	init func(ctx context.Context, c *protocol.Client) error) (e *engine, err error) {
 	ctx, cancel := context.WithCancel(ctx)
-	e = &engine{clock: host.NewVirtualClock(start), obs: obs, paths: map[string]string{}, cancel: cancel}
+	e = &engine{clock: clock.NewVirtual(start), obs: obs, paths: map[string]string{}, cancel: cancel}
 	e.store = store.New(e.clock.Now, store.Quota{Keys: -1, Bytes: -1})
 	srv := inproc.New(e.store)
 	quietLog := slog.New(slog.DiscardHandler)
@@ -267,7 +269,7 @@ func (e *engine) reload(ctx context.Context, name, src string) error {
 	if !ok {
 		return fmt.Errorf("reload: no rule %q in the case", name)
 	}
-	b, err := host.ReadRuleFile(src)
+	b, err := rulefile.Read(src)
 	if err != nil {
 		return fmt.Errorf("reload %s: %w", name, err)
 	}

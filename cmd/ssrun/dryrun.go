@@ -9,7 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ssrun/ssrun/host"
+	"github.com/ssrun/ssrun/host/provenance"
+	"github.com/ssrun/ssrun/host/staging"
 )
 
 // dryRunFlag registers --dry-run on cmd (dev and run).
@@ -20,25 +21,25 @@ func dryRunFlag(cmd *cobra.Command, on *bool) {
 
 // stagedWriteJSON is a dry run's write as one JSON object (--log-format json).
 type stagedWriteJSON struct {
-	DryRun      string      `json:"dry_run"` // the op: SET, DEL, VDEL, LOCK or UNLOCK
-	Rule        string      `json:"rule"`
-	Key         string      `json:"key"`
-	Value       *string     `json:"value,omitempty"`        // when it is UTF-8
-	ValueBase64 []byte      `json:"value_base64,omitempty"` // when it is not
-	TTLMs       int64       `json:"ttl_ms,omitempty"`
-	Cond        string      `json:"cond,omitempty"`
-	Fence       string      `json:"fence,omitempty"`
-	Error       string      `json:"error,omitempty"` // why it was not staged
-	Note        string      `json:"note,omitempty"`  // why a harmless write changed nothing
-	Cause       *host.Cause `json:"cause,omitempty"` // the event the rule handled
+	DryRun      string            `json:"dry_run"` // the op: SET, DEL, VDEL, LOCK or UNLOCK
+	Rule        string            `json:"rule"`
+	Key         string            `json:"key"`
+	Value       *string           `json:"value,omitempty"`        // when it is UTF-8
+	ValueBase64 []byte            `json:"value_base64,omitempty"` // when it is not
+	TTLMs       int64             `json:"ttl_ms,omitempty"`
+	Cond        string            `json:"cond,omitempty"`
+	Fence       string            `json:"fence,omitempty"`
+	Error       string            `json:"error,omitempty"` // why it was not staged
+	Note        string            `json:"note,omitempty"`  // why a harmless write changed nothing
+	Cause       *provenance.Cause `json:"cause,omitempty"` // the event the rule handled
 }
 
 // printStagedWrites returns the host.Config.DryRun that prints each write on
-// w: one line (host.StagedWrite.String), or one JSON object per line when
+// w: one line (staging.Write.String), or one JSON object per line when
 // format is "json".
-func printStagedWrites(w io.Writer, format string) func(host.StagedWrite) {
+func printStagedWrites(w io.Writer, format string) func(staging.Write) {
 	var mu sync.Mutex // rules run in parallel
-	return func(s host.StagedWrite) {
+	return func(s staging.Write) {
 		line := s.String()
 		if format == "json" {
 			j := stagedWriteJSON{DryRun: s.Op, Rule: s.Rule, Key: s.Key, TTLMs: s.TTL.Milliseconds(), Cond: s.Cond, Fence: s.Fence, Error: s.Err, Note: s.Note}
@@ -50,7 +51,7 @@ func printStagedWrites(w io.Writer, format string) func(host.StagedWrite) {
 					j.ValueBase64 = s.Value
 				}
 			}
-			if s.Cause != (host.Cause{}) {
+			if s.Cause != (provenance.Cause{}) {
 				j.Cause = &s.Cause
 			}
 			b, err := json.Marshal(j)

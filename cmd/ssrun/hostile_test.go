@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/admin"
-	"github.com/ssrun/ssrun/host"
+	"github.com/ssrun/ssrun/host/provenance"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/protocol/hlc"
 )
@@ -47,12 +47,12 @@ func wantInert(t *testing.T, what, out string, lines int, quoted ...string) {
 // quoted when they hold control characters: the forged chain line stays
 // inside one quoted string.
 func TestWhyQuotesHostileText(t *testing.T) {
-	write := func(client, key, rule, version string) host.Write {
-		return host.Write{Key: key, Rule: rule, Op: "SET", Value: "v", ValueSize: 1, Version: version,
+	write := func(client, key, rule, version string) provenance.Write {
+		return provenance.Write{Key: key, Rule: rule, Op: "SET", Value: "v", ValueSize: 1, Version: version,
 			At:     time.Date(2026, 11, 23, 15, 4, 5, 0, time.UTC),
-			Event:  host.Cause{Key: "ok/in", Op: "SET", Version: "v1", Client: client},
-			Chain:  []host.Step{{Rule: rule, Key: key, Op: "SET", Version: "v2"}},
-			Origin: &host.Origin{Key: "ok/in", Op: "SET", Version: "v1", Client: client}}
+			Event:  provenance.Cause{Key: "ok/in", Op: "SET", Version: "v1", Client: client},
+			Chain:  []provenance.Step{{Rule: rule, Key: key, Op: "SET", Version: "v2"}},
+			Origin: &provenance.Origin{Key: "ok/in", Op: "SET", Version: "v1", Client: client}}
 	}
 	var clean, b strings.Builder
 	if err := printWhy(&clean, write("evil", "k", "a.lua", "12")); err != nil {

@@ -9,8 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-
-	"github.com/ssrun/ssrun/host"
+	"github.com/ssrun/ssrun/host/provenance"
 )
 
 func (a *app) whyCmd() *cobra.Command {
@@ -54,7 +53,7 @@ Exit status: 0 done, 1 no rule wrote KEY (since ssrun started), 2 usage or conne
 // printWhy writes w for people: the write, the event handled, the chain.
 // Keys, versions, rule file names and client ids come from outside: each is
 // shown (quoted when it holds control characters).
-func printWhy(out io.Writer, w host.Write) error {
+func printWhy(out io.Writer, w provenance.Write) error {
 	value := strconv.Quote(w.Value)
 	if w.Truncated {
 		value += fmt.Sprintf(" (first %d of %d bytes)", len(w.Value), w.ValueSize)

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/admin"
-	"github.com/ssrun/ssrun/host"
+	"github.com/ssrun/ssrun/host/provenance"
 	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol"
 )
@@ -73,7 +73,7 @@ func TestWhyChain(t *testing.T) {
 	})
 
 	r = runCLI(t, "", "why", "-o", "json", "--admin", addr, "siren/garden")
-	var w host.Write
+	var w provenance.Write
 	if err := json.Unmarshal([]byte(r.stdout), &w); r.code != 0 || err != nil {
 		t.Fatalf("-o json: %v %+v", err, r)
 	}
@@ -174,12 +174,12 @@ func TestAdminURL(t *testing.T) {
 func TestPrintWhy(t *testing.T) {
 	at := time.Date(2026, 11, 23, 15, 4, 5, 0, time.UTC)
 	for _, c := range []struct {
-		w    host.Write
+		w    provenance.Write
 		want string
 	}{
-		{host.Write{Key: "k", Rule: "r.lua", Op: "SET", Value: "abc", ValueSize: 1000, Truncated: true, Version: "v2", At: at,
-			Event: host.Cause{Key: "in", Op: "SET", Version: "v1"}, Origin: &host.Origin{Key: "in", Op: "SET", Version: "v1"},
-			Chain: []host.Step{{Rule: "r.lua", Key: "k", Op: "SET", Version: "v2"}}},
+		{provenance.Write{Key: "k", Rule: "r.lua", Op: "SET", Value: "abc", ValueSize: 1000, Truncated: true, Version: "v2", At: at,
+			Event: provenance.Cause{Key: "in", Op: "SET", Version: "v1"}, Origin: &provenance.Origin{Key: "in", Op: "SET", Version: "v1"},
+			Chain: []provenance.Step{{Rule: "r.lua", Key: "k", Op: "SET", Version: "v2"}}},
 			`k = "abc" (first 3 of 1000 bytes), version v2
   set by r.lua at 2026-11-23T15:04:05Z
   handling SET in, version v1, from outside the rules (the store does not name the writer)
@@ -187,16 +187,16 @@ chain:
   SET in from outside the rules (the store does not name the writer), version v1
   -> r.lua: SET k, version v2
 `},
-		{host.Write{Key: "k", Rule: "r.lua", Op: "DEL", At: at, Event: host.Cause{Key: "door", Op: "TIMER"},
-			Chain: []host.Step{{Rule: "r.lua", Key: "k", Op: "DEL"}}},
+		{provenance.Write{Key: "k", Rule: "r.lua", Op: "DEL", At: at, Event: provenance.Cause{Key: "door", Op: "TIMER"},
+			Chain: []provenance.Step{{Rule: "r.lua", Key: "k", Op: "DEL"}}},
 			`k deleted (DEL) by r.lua at 2026-11-23T15:04:05Z
   handling TIMER door
 chain:
   TIMER door (no outside write)
   -> r.lua: DEL k
 `},
-		{host.Write{Key: "boot", Rule: "r.lua", Op: "SET", Value: "1", ValueSize: 1, Version: "v1", At: at,
-			Chain: []host.Step{{Rule: "r.lua", Key: "boot", Op: "SET", Version: "v1"}}},
+		{provenance.Write{Key: "boot", Rule: "r.lua", Op: "SET", Value: "1", ValueSize: 1, Version: "v1", At: at,
+			Chain: []provenance.Step{{Rule: "r.lua", Key: "boot", Op: "SET", Version: "v1"}}},
 			`boot = "1", version v1
   set by r.lua at 2026-11-23T15:04:05Z
   outside a handler (while the rule loaded, or from a plugin's own goroutine)

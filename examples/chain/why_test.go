@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ssrun/ssrun/host"
+	"github.com/ssrun/ssrun/host/provenance"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -31,7 +31,7 @@ func TestWhy(t *testing.T) {
 	}
 	door := set("door/front", "open")
 
-	var w host.Write
+	var w provenance.Write
 	for {
 		var ok bool
 		if w, ok = h.Why("siren/garden"); ok {
@@ -56,17 +56,17 @@ func TestWhy(t *testing.T) {
 		t.Errorf("write = %s %s %s %q (%d bytes, cut %t) at %s, want alarm.lua SET siren/garden \"on\" at %s",
 			w.Rule, w.Op, w.Key, w.Value, w.ValueSize, w.Truncated, w.Version, siren)
 	}
-	if want := (host.Cause{Key: "alarm/state", Op: "SET", Version: state, Rule: "door.lua"}); w.Event != want {
+	if want := (provenance.Cause{Key: "alarm/state", Op: "SET", Version: state, Rule: "door.lua"}); w.Event != want {
 		t.Errorf("event = %+v, want %+v", w.Event, want)
 	}
-	want := []host.Step{
+	want := []provenance.Step{
 		{Rule: "door.lua", Key: "alarm/state", Op: "SET", Version: state},
 		{Rule: "alarm.lua", Key: "siren/garden", Op: "SET", Version: siren},
 	}
 	if len(w.Chain) != len(want) || w.Chain[0] != want[0] || w.Chain[1] != want[1] {
 		t.Errorf("chain = %+v, want %+v", w.Chain, want)
 	}
-	if o := w.Origin; o == nil || *o != (host.Origin{Key: "door/front", Op: "SET", Version: door, Client: "chain-user"}) {
+	if o := w.Origin; o == nil || *o != (provenance.Origin{Key: "door/front", Op: "SET", Version: door, Client: "chain-user"}) {
 		t.Errorf("origin = %+v, want the user's (chain-user) SET of door/front at %s", o, door)
 	}
 
@@ -75,7 +75,7 @@ func TestWhy(t *testing.T) {
 	if !ok {
 		t.Fatal("Why(alarm/state): no write recorded")
 	}
-	if want := (host.Cause{Key: "door/front", Op: "SET", Version: door, Client: "chain-user"}); ws.Event != want || len(ws.Chain) != 1 || ws.Chain[0].Rule != "door.lua" {
+	if want := (provenance.Cause{Key: "door/front", Op: "SET", Version: door, Client: "chain-user"}); ws.Event != want || len(ws.Chain) != 1 || ws.Chain[0].Rule != "door.lua" {
 		t.Errorf("alarm/state: event %+v, chain %+v; want %+v and door.lua alone", ws.Event, ws.Chain, want)
 	}
 }

@@ -1,0 +1,119 @@
+// Package mailbox is a rule's bounded FIFO of events, which holds memory
+// only while events wait.
+package mailbox
+
+import (
+	"sync"
+
+	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/serial"
+	"github.com/ssrun/ssrun/host/internal/timers"
+	"github.com/ssrun/ssrun/host/provenance"
+)
+
+// Delivery is one event queued for a rule, with its lineage (see host/internal/lineage),
+// or the timer whose firing it is.
+type Delivery struct {
+	Ev     abi.Event
+	Lin    provenance.Lineage // the event's place in a chain of rule writes
+	Timer  *timers.Timer
+	Ticket uint64 // its place in a serial host's order (package serial); 0 otherwise
+}
+
+// Box is a rule's bounded FIFO of events. It grows up to its bound as
+// events arrive and releases its memory when it drains, so an idle rule
+// costs no queue memory (a buffered channel of the bound would allocate it
+// all at load).
+type Box struct {
+	mu    sync.Mutex
+	q     []Delivery
+	head  int
+	limit int
+	Ready chan struct{} // cap 1: signalled while events wait
+	// In a serial host, each event counts as its rule's work from push
+	// until its worker is done with it (done), and takes a ticket.
+	quiet *serial.Quiet
+	rq    *serial.Rule
+}
+
+func New(limit int, q *serial.Quiet, rq *serial.Rule) *Box {
+	return &Box{limit: limit, Ready: make(chan struct{}, 1), quiet: q, rq: rq}
+}
+
+// Push appends d, or reports false when the mailbox is full.
+func (m *Box) Push(d Delivery) bool {
+	m.mu.Lock()
+	if len(m.q)-m.head >= m.limit {
+		m.mu.Unlock()
+		return false
+	}
+	m.quiet.Work(m.rq, 1)
+	d.Ticket = m.quiet.Ticket()
+	m.q = append(m.q, d)
+	m.mu.Unlock()
+	m.Signal()
+	return true
+}
+
+func (m *Box) Signal() {
+	select {
+	case m.Ready <- struct{}{}:
+	default:
+	}
+}
+
+// Pop removes the oldest event. When more wait, it signals ready again so
+// the owner comes back for them after doing anything else between events.
+func (m *Box) Pop() (Delivery, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.head == len(m.q) {
+		return Delivery{}, false
+	}
+	d := m.q[m.head]
+	m.q[m.head] = Delivery{}
+	m.head++
+	switch {
+	case m.head == len(m.q):
+		if cap(m.q) > 64 {
+			m.q = nil // drained after a burst: give the memory back
+		} else {
+			m.q = m.q[:0]
+		}
+		m.head = 0
+	case m.head >= 64 && m.head*2 >= len(m.q):
+		n := copy(m.q, m.q[m.head:])
+		clear(m.q[n:])
+		m.q, m.head = m.q[:n], 0
+	}
+	if m.head < len(m.q) {
+		m.Signal()
+	}
+	return d, true
+}
+
+// Done ends the work of an event popped, once its worker is done with it.
+func (m *Box) Done() { m.quiet.Work(m.rq, -1) }
+
+// Drop discards the waiting events (the rule stopped).
+func (m *Box) Drop() {
+	m.mu.Lock()
+	n := len(m.q) - m.head
+	m.q, m.head = nil, 0
+	m.mu.Unlock()
+	m.quiet.Work(m.rq, -n)
+}
+
+// Len is the number of waiting events.
+func (m *Box) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.q) - m.head
+}
+
+// SetLimit changes the bound; events already waiting stay.
+func (m *Box) SetLimit(limit int) {
+	m.mu.Lock()
+	m.limit = limit
+	m.mu.Unlock()
+}
