@@ -167,6 +167,13 @@
 //	cancel(name_ptr, name_len) -> status
 //	now(out_ptr) -> status                               writes u64 little-endian Unix ms at out_ptr
 //	    (timer, cancel and now: revision 2)
+//	keys(pattern_ptr, pattern_len, limit i64, out_ptr, out_cap, out_len_ptr) -> status
+//	    limit: 0 = DefaultKeysLimit, at most MaxKeysLimit (else INVALID)
+//	    result record: u32 little-endian count, then count fields, one key
+//	    each (AppendKeys)
+//	watch_pattern(pattern_ptr, pattern_len, flags i32) -> status  flags bit 0: self
+//	unwatch_pattern(pattern_ptr, pattern_len) -> status
+//	    (keys, watch_pattern and unwatch_pattern: revision 3)
 //
 // Results. A verb with results writes a result record (a sequence of fields,
 // each a u32 little-endian length followed by that many bytes; see
@@ -200,8 +207,9 @@
 // must be a v1 function with exactly the signature above, and the three
 // exports must exist with these signatures; otherwise loading fails with an
 // error naming the import or export. Loading then initialises one check
-// instance, in which watch, unwatch, log, timer, cancel and now succeed
-// (timers armed there are dropped) and the other verbs fail with
+// instance, in which watch, unwatch, watch_pattern, unwatch_pattern, log,
+// timer, cancel and now succeed (timers armed and patterns watched there
+// are dropped) and the other verbs fail with
 // UNAVAILABLE, calls ssrun_abi_version, which must return 1, and
 // discards it; starting the rule initialises it again for real.
 //

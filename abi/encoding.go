@@ -191,3 +191,51 @@ func DecodeEvent(b []byte) (Event, error) {
 	}
 	return ev, nil
 }
+
+// AppendKeys appends the result record of keys (revision 3) handed to a
+// WASM guest: the number of keys as u32 little-endian, then each key as a
+// field (AppendField), in order.
+func AppendKeys(dst []byte, keys []string) []byte {
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(keys)))
+	for _, k := range keys {
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(k)))
+		dst = append(dst, k...)
+	}
+	return dst
+}
+
+// KeysSize is the exact size of the keys record of keys.
+func KeysSize(keys []string) int {
+	n := 4 + 4*len(keys)
+	for _, k := range keys {
+		n += len(k)
+	}
+	return n
+}
+
+// DecodeKeys parses a keys record (AppendKeys). The keys are copies. It
+// refuses a count larger than the record could hold (each key takes 4
+// bytes at least) before allocating, a field that runs past the end, and
+// trailing bytes.
+func DecodeKeys(b []byte) ([]string, error) {
+	if len(b) < 4 {
+		return nil, fmt.Errorf("%w: keys record needs 4 bytes for its count, have %d", ErrEncoding, len(b))
+	}
+	n := binary.LittleEndian.Uint32(b)
+	rest := b[4:]
+	if uint64(n) > uint64(len(rest)/4) {
+		return nil, fmt.Errorf("%w: keys record claims %d keys in %d bytes", ErrEncoding, n, len(rest))
+	}
+	keys := make([]string, n)
+	for i := range keys {
+		f, r, err := ReadField(rest)
+		if err != nil {
+			return nil, fmt.Errorf("key %d of %d: %w", i+1, n, err)
+		}
+		keys[i], rest = string(f), r
+	}
+	if len(rest) != 0 {
+		return nil, fmt.Errorf("%w: %d trailing bytes after %d keys", ErrEncoding, len(rest), n)
+	}
+	return keys, nil
+}

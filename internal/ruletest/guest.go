@@ -39,6 +39,7 @@ import (
 //	timer <name> <delay> <every> <payload> (revision 2)
 //	cancel <name>                          (revision 2)
 //	now                                    ms (revision 2)
+//	keys, watch_pattern, unwatch_pattern   (revision 3: see dispatchPattern)
 //	noop                                   (no report)
 //
 // Durations are in time.ParseDuration's syntax, numbers decimal. A rule
@@ -78,7 +79,9 @@ func Dispatch(ctx context.Context, h abi.Host, ev abi.Event) error {
 		Report(h, "now", nil, "ms", h.Now())
 	case "noop":
 	default:
-		return fmt.Errorf("unknown command %q", ev.Key)
+		if !dispatchPattern(ctx, h, ev.Key, a) {
+			return fmt.Errorf("unknown command %q", ev.Key)
+		}
 	}
 	return nil
 }

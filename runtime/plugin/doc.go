@@ -14,8 +14,9 @@
 // protocol only, automatic mTLS, a managed client (go-plugin's
 // CleanupClients kills it at program exit), and a handshake whose magic
 // cookie is SSRUN_PLUGIN and whose protocol version is abi.Version. The host then serves the ABI (get, set,
-// del, vdel, watch, unwatch, lock, unlock, log, and since revision 2 timer,
-// cancel and now), backed by the rule's abi.Host, on ONE go-plugin broker
+// del, vdel, watch, unwatch, lock, unlock, log, since revision 2 timer,
+// cancel and now, and since revision 3 keys, watch_pattern and
+// unwatch_pattern), backed by the rule's abi.Host, on ONE go-plugin broker
 // connection per process, whose id it sends in the Init call; the plugin
 // dials it once and keeps it. Init runs the plugin's initialisation (where
 // it declares its watches) under the call timeout; then the host opens the

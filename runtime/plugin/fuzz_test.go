@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/ssrun/ssrun/abi"
-	"github.com/ssrun/ssrun/abi/abitest"
+	"github.com/ssrun/ssrun/internal/ruletest"
 	pb "github.com/ssrun/ssrun/runtime/plugin/proto/ssrun/plugin/v1"
 )
 
@@ -19,6 +19,7 @@ var hostCalls = []func(ctx context.Context, s *hostServer, data []byte) (proto.M
 	call((*hostServer).Get), call((*hostServer).Set), call((*hostServer).Del), call((*hostServer).VDel),
 	call((*hostServer).Watch), call((*hostServer).Unwatch), call((*hostServer).Lock), call((*hostServer).Unlock),
 	call((*hostServer).Log), call((*hostServer).Timer), call((*hostServer).Cancel), call((*hostServer).Now),
+	call((*hostServer).Keys), call((*hostServer).WatchPattern), call((*hostServer).UnwatchPattern),
 }
 
 func call[Req any, PReq interface {
@@ -52,6 +53,9 @@ func FuzzHostServer(f *testing.F) {
 		&pb.TimerRequest{Name: []byte("t\x00"), DelayMs: math.MaxInt64, EveryMs: -1, Payload: []byte("p")},
 		&pb.CancelRequest{Name: []byte("t")},
 		&pb.NowRequest{},
+		&pb.KeysRequest{Pattern: []byte("k*"), Limit: math.MaxInt64},
+		&pb.WatchPatternRequest{Pattern: []byte("["), Self: true},
+		&pb.UnwatchPatternRequest{Pattern: []byte("k*")},
 	}
 	for i, m := range seeds {
 		b, err := proto.Marshal(m)
@@ -62,7 +66,7 @@ func FuzzHostServer(f *testing.F) {
 	}
 	f.Add(uint8(1), []byte{0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f}) // truncated field
 	f.Fuzz(func(t *testing.T, method uint8, data []byte) {
-		h := abitest.New()
+		h := ruletest.NewPatternHost("k", "k2", "$ssrun/x")
 		h.Put("k", []byte("v"))
 		_, _ = h.Lock(context.Background(), "L", time.Second, abi.LockOptions{})
 		srv := &hostServer{h: h, timeout: time.Second}

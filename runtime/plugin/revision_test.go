@@ -41,16 +41,23 @@ var rev1DescriptorSet []byte
 // rev1Proto returns the revision-1 proto file.
 func rev1Proto(t testing.TB) protoreflect.FileDescriptor {
 	t.Helper()
+	fd := protoFile(t, rev1DescriptorSet)
+	if fd.Messages().ByName("TimerRequest") != nil || fd.Services().ByName("Host").Methods().ByName("Timer") != nil {
+		t.Fatal("the revision-1 descriptor has timers")
+	}
+	return fd
+}
+
+// protoFile returns the proto file of a descriptor set.
+func protoFile(t testing.TB, descriptorSet []byte) protoreflect.FileDescriptor {
+	t.Helper()
 	var set descriptorpb.FileDescriptorSet
-	if err := proto.Unmarshal(rev1DescriptorSet, &set); err != nil {
+	if err := proto.Unmarshal(descriptorSet, &set); err != nil {
 		t.Fatal(err)
 	}
 	fd, err := protodesc.NewFile(set.GetFile()[0], new(protoregistry.Files))
 	if err != nil {
 		t.Fatal(err)
-	}
-	if fd.Messages().ByName("TimerRequest") != nil || fd.Services().ByName("Host").Methods().ByName("Timer") != nil {
-		t.Fatal("the revision-1 descriptor has timers")
 	}
 	return fd
 }

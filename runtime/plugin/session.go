@@ -364,6 +364,13 @@ func (s *hostServer) serve(ctx context.Context, c *pb.HostCall) *pb.HostReply {
 		result(s.Timer(ctx, v.Timer))
 	case *pb.HostCall_Cancel:
 		result(s.Cancel(ctx, v.Cancel))
+	case *pb.HostCall_Keys: // revision 3
+		res, _ := s.Keys(ctx, v.Keys)
+		r.Response = &pb.HostReply_Keys{Keys: res}
+	case *pb.HostCall_WatchPattern:
+		result(s.WatchPattern(ctx, v.WatchPattern))
+	case *pb.HostCall_UnwatchPattern:
+		result(s.UnwatchPattern(ctx, v.UnwatchPattern))
 	default:
 		result(wire.Result(abi.Errorf(abi.StatusInternal, "host call %d: unknown verb (a plugin newer than this host)", c.GetId())), nil)
 	}

@@ -317,7 +317,7 @@ func TestCompileSleepingInit(t *testing.T) {
 	if !errors.As(err, &ce) {
 		t.Fatalf("Compile: %v; want an *abi.CompileError", err)
 	}
-	want := "init.wasm: initialisation failed during the load check (where store verbs other than watch, unwatch, log, timer, cancel and now fail with UNAVAILABLE): " +
+	want := "init.wasm: initialisation failed during the load check (where store verbs other than watch, unwatch, watch_pattern, unwatch_pattern, log, timer, cancel and now fail with UNAVAILABLE): " +
 		"handler exceeded its deadline (limit " + abi.DefaultCallTimeout.String() + ")"
 	if err.Error() != want {
 		t.Fatalf("error\n got %s\nwant %s", err, want)

@@ -129,7 +129,7 @@ func (r *Runtime) probe(ctx context.Context, name string, e *engine, cm wazero.C
 	stdout.Flush()
 	stderr.Flush()
 	if err != nil {
-		return "initialisation failed during the load check (where store verbs other than watch, unwatch, log, timer, cancel and now fail with UNAVAILABLE): " +
+		return "initialisation failed during the load check (where store verbs other than watch, unwatch, watch_pattern, unwatch_pattern, log, timer, cancel and now fail with UNAVAILABLE): " +
 			classify(err, stderr.sawOOM || in.atLimit(e), timeout).Error()
 	}
 	defer r.discard(in)
@@ -178,6 +178,15 @@ func (h probeHost) VDel(_ context.Context, key string, _ []byte, _ abi.DelOption
 
 func (h probeHost) Watch(context.Context, string, abi.WatchOptions) error { return nil }
 func (h probeHost) Unwatch(context.Context, string) error                 { return nil }
+
+// WatchPattern and UnwatchPattern are accepted like Watch; Keys reads the
+// store, which is unavailable.
+func (h probeHost) WatchPattern(context.Context, string, abi.WatchOptions) error { return nil }
+func (h probeHost) UnwatchPattern(context.Context, string) error                 { return nil }
+
+func (h probeHost) Keys(_ context.Context, pattern string, _ abi.KeysOptions) ([]string, error) {
+	return nil, h.unavailable(abi.FnKeys, pattern)
+}
 
 func (h probeHost) Lock(_ context.Context, name string, _ time.Duration, _ abi.LockOptions) (string, error) {
 	return "", h.unavailable(abi.FnLock, name)

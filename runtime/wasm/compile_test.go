@@ -111,13 +111,13 @@ func TestCompileChecks(t *testing.T) {
 		{"ssrun_abi_version traps", minimal().withFunc(wFunc{export: abi.ExportABIVersion, results: sig(i32), body: ops(opUnreachable, i32c(1))}).bytes(),
 			"rule.wasm: ssrun_abi_version failed: handler failed: wasm error: unreachable"},
 		{"initialisation traps", minimal().withFunc(wFunc{export: exportInitialize, body: opUnreachable}).bytes(),
-			"rule.wasm: initialisation failed during the load check (where store verbs other than watch, unwatch, log, timer, cancel and now fail with UNAVAILABLE): handler failed: wasm error: unreachable"},
+			"rule.wasm: initialisation failed during the load check (where store verbs other than watch, unwatch, watch_pattern, unwatch_pattern, log, timer, cancel and now fail with UNAVAILABLE): handler failed: wasm error: unreachable"},
 		{"initialisation exits", func() []byte {
 			m := minimal(wImport{"wasi_snapshot_preview1", "proc_exit", sig(i32), unit})
 			return m.withFunc(wFunc{export: exportInitialize, body: ops(i32c(7), call(0))}).bytes()
-		}(), "rule.wasm: initialisation failed during the load check (where store verbs other than watch, unwatch, log, timer, cancel and now fail with UNAVAILABLE): handler failed: the rule exited with code 7"},
+		}(), "rule.wasm: initialisation failed during the load check (where store verbs other than watch, unwatch, watch_pattern, unwatch_pattern, log, timer, cancel and now fail with UNAVAILABLE): handler failed: the rule exited with code 7"},
 		{"initialisation never ends", minimal().withFunc(wFunc{export: exportInitialize, body: opSpin}).bytes(),
-			"rule.wasm: initialisation failed during the load check (where store verbs other than watch, unwatch, log, timer, cancel and now fail with UNAVAILABLE): handler exceeded its deadline (limit 1s)"},
+			"rule.wasm: initialisation failed during the load check (where store verbs other than watch, unwatch, watch_pattern, unwatch_pattern, log, timer, cancel and now fail with UNAVAILABLE): handler exceeded its deadline (limit 1s)"},
 		{"memory minimum above the default limit", func() []byte { m := minimal(); m.memPages = 1025; return m.bytes() }(),
 			"rule.wasm: invalid module: ..."},
 		{"wrong ABI version (Go)", guest(t, "wrongversion"), "rule.wasm: built for ssrun ABI v2; this host speaks v1"},

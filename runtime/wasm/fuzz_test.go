@@ -14,7 +14,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/ssrun/ssrun/abi"
-	"github.com/ssrun/ssrun/abi/abitest"
+	"github.com/ssrun/ssrun/internal/ruletest"
 )
 
 // FuzzOptionArgs: the scalar decoders accept exactly their documented
@@ -45,7 +45,7 @@ func FuzzOptionArgs(f *testing.F) {
 			t.Fatalf("setOptions error %v", err)
 		}
 
-		w, err := watchOptions(key, flags)
+		w, err := watchOptions(abi.FnWatch, key, flags)
 		if want := flags == 0 || flags == 1; want != (err == nil) || (err == nil && w.Self != (flags == 1)) || (err != nil && !invalid(err)) {
 			t.Fatalf("watchOptions(%d) = %+v, %v", flags, w, err)
 		}
@@ -98,12 +98,12 @@ func FuzzHostCall(f *testing.F) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h := abitest.New()
+			h := ruletest.NewPatternHost("key", "key/1", "key/2") // keys answers with a record
 			s, err := p.Start(context.Background(), h, abi.Limits{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			c = &handABI{s: s.(*script), h: h}
+			c = &handABI{s: s.(*script), h: h.Host}
 		})
 		if c == nil {
 			t.Fatal("no instance")

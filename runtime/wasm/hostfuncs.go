@@ -26,7 +26,7 @@ type hostFunc struct {
 	call   func(ctx context.Context, c *caller, mem guestMem, stack []uint64) abi.Status
 }
 
-// hostFuncs is ABI v1 (revision 2) as the guest sees it (abi/doc.go), in
+// hostFuncs is ABI v1 (revision 3) as the guest sees it (abi/doc.go), in
 // the order of abi.HostFunctions(). Every function returns one i32 status.
 // The import check in Compile uses the same table.
 var hostFuncs = []hostFunc{
@@ -59,6 +59,13 @@ var hostFuncs = []hostFunc{
 		[]string{"name_ptr", "name_len"}, hostCancel},
 	{abi.FnNow, []api.ValueType{i32},
 		[]string{"out_ptr"}, hostNow},
+	// Revision 3 (patternfuncs.go).
+	{abi.FnKeys, []api.ValueType{i32, i32, i64, i32, i32, i32},
+		[]string{"pattern_ptr", "pattern_len", "limit", "out_ptr", "out_cap", "out_len_ptr"}, hostKeys},
+	{abi.FnWatchPattern, []api.ValueType{i32, i32, i32},
+		[]string{"pattern_ptr", "pattern_len", "flags"}, hostWatchPattern},
+	{abi.FnUnwatchPattern, []api.ValueType{i32, i32},
+		[]string{"pattern_ptr", "pattern_len"}, hostUnwatchPattern},
 }
 
 // caller is the per-instance state the host functions work on: the rule's
@@ -187,13 +194,13 @@ func (c *caller) reply(err error, rec []byte, hasRec bool, o outBuf) abi.Status 
 }
 
 // status is reply for verbs without results.
-func (c *caller) status(err error) abi.Status { return c.reply(err, c.rec[:0], false, outBuf{}) }
+func (c *caller) status(err error) abi.Status { return c.reply(err, c.recBuf(), false, outBuf{}) }
 
 func hostGet(ctx context.Context, c *caller, mem guestMem, s []uint64) abi.Status {
 	key := c.key(mem, abi.FnGet, "key", s[0], s[1])
 	o := mem.out(abi.FnGet, s[2], s[3], s[4])
 	v, err := c.host.Get(ctx, key)
-	rec := c.rec[:0]
+	rec := c.recBuf()
 	if err == nil {
 		rec = abi.AppendField(abi.AppendField(rec, v.Data), []byte(v.Version))
 	}
@@ -212,7 +219,7 @@ func hostSet(ctx context.Context, c *caller, mem guestMem, s []uint64) abi.Statu
 	}
 	st := abi.StatusOf(err)
 	hasRec := st == abi.StatusOK || st == abi.StatusNotApplied
-	return c.reply(err, abi.AppendField(c.rec[:0], []byte(version)), hasRec, o)
+	return c.reply(err, abi.AppendField(c.recBuf(), []byte(version)), hasRec, o)
 }
 
 func hostDel(ctx context.Context, c *caller, mem guestMem, s []uint64) abi.Status {
@@ -230,7 +237,7 @@ func hostVDel(ctx context.Context, c *caller, mem guestMem, s []uint64) abi.Stat
 
 func hostWatch(ctx context.Context, c *caller, mem guestMem, s []uint64) abi.Status {
 	key := c.key(mem, abi.FnWatch, "key", s[0], s[1])
-	opts, err := watchOptions(key, api.DecodeI32(s[2]))
+	opts, err := watchOptions(abi.FnWatch, key, api.DecodeI32(s[2]))
 	if err == nil {
 		err = c.host.Watch(ctx, key, opts)
 	}
@@ -249,7 +256,7 @@ func hostLock(ctx context.Context, c *caller, mem guestMem, s []uint64) abi.Stat
 	if err == nil {
 		token, err = c.host.Lock(ctx, name, ttl, opts)
 	}
-	return c.reply(err, abi.AppendField(c.rec[:0], []byte(token)), err == nil, o)
+	return c.reply(err, abi.AppendField(c.recBuf(), []byte(token)), err == nil, o)
 }
 
 func hostUnlock(ctx context.Context, c *caller, mem guestMem, s []uint64) abi.Status {
@@ -307,10 +314,10 @@ func setOptions(key string, cond int32, ttlMs int64, fence string) (abi.SetOptio
 // watchFlagSelf is watch's flags bit 0.
 const watchFlagSelf = 1
 
-// watchOptions decodes watch's flags.
-func watchOptions(key string, flags int32) (abi.WatchOptions, error) {
+// watchOptions decodes the flags of verb (watch, watch_pattern).
+func watchOptions(verb, key string, flags int32) (abi.WatchOptions, error) {
 	if flags&^watchFlagSelf != 0 {
-		return abi.WatchOptions{}, abi.Errorf(abi.StatusInvalid, "watch %q: unknown flags %#x", key, uint32(flags))
+		return abi.WatchOptions{}, abi.Errorf(abi.StatusInvalid, "%s %q: unknown flags %#x", verb, key, uint32(flags))
 	}
 	return abi.WatchOptions{Self: flags&watchFlagSelf != 0}, nil
 }

@@ -30,16 +30,21 @@ func (e *countingError) Unwrap() error { return e.st }
 // (Error, made valid UTF-8) is built when the guest calls last_error, once
 // however often it asks, and is exactly the error's text. A successful
 // call leaves it; the next failure replaces it. A module built for
-// revision 1 (no timer, cancel, now) gets the same.
+// revision 2 (no keys, watch_pattern, unwatch_pattern) or revision 1 (no
+// timer, cancel, now either) gets the same.
 func TestLastErrorTextOnlyWhenAsked(t *testing.T) {
-	revision1 := slices.DeleteFunc(abi.HostFunctions(), func(fn string) bool {
+	revision2 := slices.DeleteFunc(abi.HostFunctions(), func(fn string) bool {
+		return fn == abi.FnKeys || fn == abi.FnWatchPattern || fn == abi.FnUnwatchPattern
+	})
+	revision1 := slices.DeleteFunc(slices.Clone(revision2), func(fn string) bool {
 		return fn == abi.FnTimer || fn == abi.FnCancel || fn == abi.FnNow
 	})
 	for _, tc := range []struct {
 		name    string
 		imports []string
 	}{
-		{"revision 2", abi.HostFunctions()},
+		{"revision 3", abi.HostFunctions()},
+		{"revision 2", revision2},
 		{"revision 1", revision1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

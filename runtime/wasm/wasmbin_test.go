@@ -128,6 +128,10 @@ var handParams = map[string][]api.ValueType{
 	abi.FnTimer:     {i32, i32, i64, i64, i32, i32},
 	abi.FnCancel:    {i32, i32},
 	abi.FnNow:       {i32},
+	// Revision 3.
+	abi.FnKeys:           {i32, i32, i64, i32, i32, i32},
+	abi.FnWatchPattern:   {i32, i32, i32},
+	abi.FnUnwatchPattern: {i32, i32},
 }
 
 // handAllocAt is where the hand-made guest's ssrun_alloc puts every event.

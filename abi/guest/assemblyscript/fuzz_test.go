@@ -17,15 +17,29 @@ import (
 
 // rawGuest is the test rule instantiated directly on wazero, so that the
 // test can hand it any bytes as an event record (the runtime only sends
-// well-formed ones). Its host accepts watch, unwatch and log and answers
-// UNAVAILABLE to the rest.
+// well-formed ones). Its host accepts watch, unwatch and log, answers keys
+// with keysRec (as any result, through `result` when it does not fit), and
+// answers UNAVAILABLE to the rest.
 type rawGuest struct {
 	alloc, onEvent api.Function
 	mem            api.Memory
 	logs           []string
+	keysRec        []byte
 }
 
+// newRawGuest returns the test rule reporting every event it gets
+// ("echo-all").
 func newRawGuest(t testing.TB) *rawGuest {
+	t.Helper()
+	g := newRawRule(t)
+	if rc, err := g.deliver(abi.AppendEvent(nil, abi.Event{Key: "echo-all", Op: abi.OpSet})); rc != 0 || err != nil {
+		t.Fatalf("echo-all: rc %d, %v; logs %q", rc, err, g.logs)
+	}
+	return g
+}
+
+// newRawRule returns the test rule running its commands.
+func newRawRule(t testing.TB) *rawGuest {
 	t.Helper()
 	path := filepath.Join("testdata", "verbs.wasm")
 	if p := os.Getenv(moduleEnv); p != "" {
@@ -54,6 +68,14 @@ func newRawGuest(t testing.TB) *rawGuest {
 		switch name {
 		case abi.FnWatch, abi.FnUnwatch:
 			fn = func(_ context.Context, m api.Module, stack []uint64) { stack[0] = uint64(abi.StatusOK) }
+		case abi.FnKeys:
+			fn = func(_ context.Context, m api.Module, stack []uint64) {
+				stack[0] = g.result(m, stack[3], stack[4], stack[5])
+			}
+		case abi.FnResult:
+			fn = func(_ context.Context, m api.Module, stack []uint64) {
+				stack[0] = g.result(m, stack[0], stack[1], stack[2])
+			}
 		case abi.FnLog:
 			fn = func(_ context.Context, m api.Module, stack []uint64) {
 				msg, _ := m.Memory().Read(api.DecodeU32(stack[1]), api.DecodeU32(stack[2]))
@@ -71,10 +93,18 @@ func newRawGuest(t testing.TB) *rawGuest {
 		t.Fatal(err)
 	}
 	g.alloc, g.onEvent, g.mem = mod.ExportedFunction(abi.ExportAlloc), mod.ExportedFunction(abi.ExportOnEvent), mod.Memory()
-	if rc, err := g.deliver(abi.AppendEvent(nil, abi.Event{Key: "echo-all", Op: abi.OpSet})); rc != 0 || err != nil {
-		t.Fatalf("echo-all: rc %d, %v; logs %q", rc, err, g.logs)
-	}
 	return g
+}
+
+// result writes keysRec's length at out_len and keysRec at out if it fits
+// (status OK), else BUFFER_TOO_SMALL, as the runtime does.
+func (g *rawGuest) result(m api.Module, out, outCap, lenPtr uint64) uint64 {
+	m.Memory().WriteUint32Le(api.DecodeU32(lenPtr), uint32(len(g.keysRec)))
+	if uint32(len(g.keysRec)) > api.DecodeU32(outCap) {
+		return uint64(abi.StatusBufferTooSmall)
+	}
+	m.Memory().Write(api.DecodeU32(out), g.keysRec)
+	return uint64(abi.StatusOK)
 }
 
 // deliver hands rec to the guest as the host does and returns

@@ -40,6 +40,33 @@ func ssrunImports(t *testing.T, src []byte) []string {
 	return out
 }
 
+// startFrozen loads a frozen module (path, src) on a runtime of its own
+// and starts it on an abitest.Host, checking the watch its initialisation
+// declares.
+func startFrozen(t *testing.T, path string, src []byte) (abi.Script, *abitest.Host) {
+	t.Helper()
+	ctx := context.Background()
+	rt, err := wasm.New(wasm.Config{CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.Close(ctx) })
+	p, err := rt.Compile(ctx, path, src)
+	if err != nil {
+		t.Fatalf("%s does not load: %v", path, err)
+	}
+	h := abitest.New()
+	s, err := p.Start(ctx, h, abi.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(ctx) })
+	if _, ok := h.Watches()["init/watched"]; !ok {
+		t.Fatalf("watches after start %v", h.Watches())
+	}
+	return s, h
+}
+
 // TestRevision1Module: a module built for revision 1 imports none of
 // timer, cancel and now, loads on this runtime, and runs as before; the
 // SDK imports them only into a rule that calls them (testdata/verbs.wasm).
@@ -62,25 +89,7 @@ func TestRevision1Module(t *testing.T) {
 		t.Fatalf("testdata/verbs.wasm imports %v, want timer, cancel and now among them", got)
 	}
 
-	ctx := context.Background()
-	rt, err := wasm.New(wasm.Config{CacheDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = rt.Close(ctx) }()
-	p, err := rt.Compile(ctx, revision1Module, src)
-	if err != nil {
-		t.Fatalf("revision-1 module does not load: %v", err)
-	}
-	h := abitest.New()
-	s, err := p.Start(ctx, h, abi.Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = s.Close(ctx) }()
-	if _, ok := h.Watches()["init/watched"]; !ok {
-		t.Fatalf("watches after start %v", h.Watches())
-	}
+	s, h := startFrozen(t, revision1Module, src)
 	h.Put("k", []byte("v"))
 	ev := abi.Event{Key: "event", Op: abi.OpSet, Value: []byte("\x00v"), Version: "v1", Resync: true}
 	for _, tc := range []struct {

@@ -291,6 +291,9 @@ func TestVerbs(t *testing.T) {
 	for verb := range sharedTimerCases(t) {
 		seen[verb] = true
 	}
+	for verb := range sharedPatternCases(t) {
+		seen[verb] = true
+	}
 	for _, verb := range abi.Verbs() {
 		if !seen[verb] {
 			t.Errorf("verb %s has no case", verb)

@@ -38,6 +38,12 @@
 // keeping many long-lived results should bytes.Clone or strings.Clone
 // them.
 //
+// Key families (ABI revision 3): Keys lists the keys matching a glob
+// pattern (bounded: StatusLimit past the limit, never a cut list),
+// WatchPattern delivers every key matching one, now or created later, and
+// UnwatchPattern stops it. A rule that never calls them does not import
+// them, so it loads on a host of revision 2 too.
+//
 // The SDK exports
 // ssrun_abi_version, ssrun_alloc and ssrun_on_event and imports the host
 // functions from module "ssrun".

@@ -22,6 +22,12 @@ func TestOptionsCount(t *testing.T) {
 	if err := Timer("t", time.Second, TimerOptions{}, TimerOptions{}); StatusOf(err) != StatusInvalid || err.Error() != `timer "t": 2 options values, want at most one` {
 		t.Fatalf("Timer with two options: %v", err)
 	}
+	if _, err := Keys("k/*", KeysOptions{}, KeysOptions{}); StatusOf(err) != StatusInvalid || err.Error() != `keys "k/*": 2 options values, want at most one` {
+		t.Fatalf("Keys with two options: %v", err)
+	}
+	if err := WatchPattern("k/*", WatchOptions{}, WatchOptions{}); StatusOf(err) != StatusInvalid || err.Error() != `watch_pattern "k/*": 2 options values, want at most one` {
+		t.Fatalf("WatchPattern with two options: %v", err)
+	}
 }
 
 func TestMillis(t *testing.T) {

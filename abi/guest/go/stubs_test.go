@@ -16,10 +16,15 @@ func TestStubs(t *testing.T) {
 	_, getErr := Get("k")
 	_, setErr := Set("k", []byte("v"))
 	_, lockErr := Lock("k", time.Second)
+	keysList, keysErr := Keys("k/*")
+	if keysList != nil {
+		t.Errorf("Keys outside wasm returned %q", keysList)
+	}
 	for verb, err := range map[string]error{
 		"get": getErr, "set": setErr, "del": Del("k"), "vdel": VDel("k", nil), "watch": Watch("k"),
 		"unwatch": Unwatch("k"), "lock": lockErr, "unlock": Unlock("k"), "log": Log(LevelInfo, "m"),
 		"timer": Timer("k", time.Second), "cancel": Cancel("k"),
+		"keys": keysErr, "watch_pattern": WatchPattern("k/*"), "unwatch_pattern": UnwatchPattern("k/*"),
 	} {
 		var e *Error
 		if !errors.As(err, &e) || e.Status != StatusUnavailable || !strings.HasPrefix(e.Msg, verb+" ") {

@@ -52,6 +52,18 @@
 // and Cancel fail with StatusInternal (the host answers gRPC's
 // Unimplemented) and Now returns the plugin's own wall clock.
 //
+// Key families (ABI revision 3). Host.Keys lists the keys matching a glob
+// pattern (`*`, `?`, `[a-z]`, `\x`), sorted, that the rule may read, at
+// most opts.Limit of them (abi.DefaultKeysLimit when 0, at most
+// abi.MaxKeysLimit): when more match it fails with abi.StatusLimit, never
+// with a cut list. Host.WatchPattern delivers the changes of every key
+// matching a pattern, those that exist (an abi.OpSet event each) and those
+// created later, and an abi.OpDelete when one goes away; StatusLimit when
+// the rule would watch more than its max_watched_keys keys.
+// Host.UnwatchPattern stops it. A malformed pattern or a limit out of
+// range is abi.StatusInvalid. On a host older than revision 3 they fail
+// with StatusInternal (the host answers gRPC's Unimplemented).
+//
 // Output. Lines the plugin writes to stdout and stderr reach the host's log,
 // tagged with the rule, at info and warn level, and so does what processes
 // it starts write to the stderr they inherit. The plugin ignores SIGINT

@@ -44,11 +44,16 @@ export enum Status {
   Quota = 12,
   StoreError = 13,
   Internal = 14,
+  /**
+   * A bound was reached: more keys match than keys' limit, or a pattern
+   * watch would pass the rule's max_watched_keys (ABI revision 3).
+   */
+  Limit = 15,
 }
 
 const statusNames: string[] = [
   "OK", "NOT_FOUND", "NOT_APPLIED", "BUFFER_TOO_SMALL", "INVALID", "DENIED", "FENCED",
-  "LOCK_LOST", "BUSY", "TIMEOUT", "UNAVAILABLE", "TOO_LARGE", "QUOTA", "STORE_ERROR", "INTERNAL",
+  "LOCK_LOST", "BUSY", "TIMEOUT", "UNAVAILABLE", "TOO_LARGE", "QUOTA", "STORE_ERROR", "INTERNAL", "LIMIT",
 ];
 
 /** The ABI name of a status, e.g. "NOT_FOUND"; "STATUS_<n>" for unknown codes. */
@@ -246,6 +251,13 @@ export class LockResult {
   get ok(): bool { return this.status == Status.OK; }
 }
 
+/** Result of keys: the matching keys, sorted bytewise (empty unless status is OK). */
+export class KeysResult {
+  constructor(public status: Status, public keys: string[]) {}
+
+  get ok(): bool { return this.status == Status.OK; }
+}
+
 /** The handler: return Status.OK when the event is handled. */
 export type Handler = (ev: Event) => Status;
 
@@ -416,6 +428,58 @@ export function now(): i64 {
   return load<i64>(out);
 }
 
+// Key families (ABI revision 3). A rule that never calls keys,
+// watchPattern or unwatchPattern does not import them, so it also loads on
+// a host of revisions 1 and 2. A pattern is the glob of the ACL's keyType
+// Pattern: `*` any run of characters ('/' included), `?` one character,
+// `[a-z]`, `[!a-z]`, and `\x` for x itself.
+
+/**
+ * Returns the keys matching pattern, sorted bytewise, that the rule may
+ * read, decoded as UTF-8. limit bounds the list (0: the default of 1000;
+ * at most 100000): when more keys match the status is Status.Limit and the
+ * list empty, never cut. Status.Invalid for a malformed pattern or a limit
+ * out of range, Status.Denied for a pattern no key the rule may read can
+ * match.
+ */
+export function keys(pattern: string, limit: i64 = 0): KeysResult {
+  const p = arg(pattern, 0), pn = argLen;
+  const st = begin(host_keys(p, pn, limit, out, OUT_CAP, outLen));
+  if (st != Status.OK) return new KeysResult(fail("keys", pattern, st), new Array<string>(0));
+  // The record: a u32 count, then one field per key.
+  if (recLen < 4) return new KeysResult(badRecord("keys", pattern), new Array<string>(0));
+  const n = load<u32>(recPtr);
+  const r = result.reset(recPtr + 4, recLen - 4);
+  const list = new Array<string>(0);
+  let ok = <u64>n <= <u64>(r.left / 4); // each key takes 4 bytes at least
+  for (let i: u32 = 0; ok && i < n; i++) {
+    ok = r.next();
+    if (ok) list.push(r.text());
+  }
+  if (!ok || !r.done()) return new KeysResult(badRecord("keys", pattern), new Array<string>(0));
+  return new KeysResult(Status.OK, list);
+}
+
+/**
+ * Delivers changes of every key matching pattern to the handler: an
+ * Op.Set event (resync set) for each key that exists when it is called and
+ * for each key created later, every change of those keys, and an
+ * Op.Delete when one goes away; not this rule's own writes, unless
+ * opts.self. Status.Limit when the rule would watch more than its
+ * max_watched_keys keys.
+ */
+export function watchPattern(pattern: string, opts: WatchOptions | null = null): Status {
+  const p = arg(pattern, 0), pn = argLen;
+  const flags: i32 = opts && opts.self ? 1 : 0;
+  return status("watch_pattern", pattern, host_watch_pattern(p, pn, flags));
+}
+
+/** Stops watchPattern's deliveries; Status.NotFound when the pattern is not watched. */
+export function unwatchPattern(pattern: string): Status {
+  const p = arg(pattern, 0), pn = argLen;
+  return status("unwatch_pattern", pattern, host_unwatch_pattern(p, pn));
+}
+
 // ---------------------------------------------------------------------------
 // ABI exports: re-export these three from the rule's entry file.
 
@@ -521,6 +585,17 @@ declare function host_cancel(namePtr: usize, nameLen: i32): i32;
 
 @external("ssrun", "now")
 declare function host_now(outPtr: usize): i32;
+
+// Revision 3, imported only if the module calls them, as revision 2's.
+
+@external("ssrun", "keys")
+declare function host_keys(patternPtr: usize, patternLen: i32, limit: i64, outPtr: usize, outCap: i32, outLenPtr: usize): i32;
+
+@external("ssrun", "watch_pattern")
+declare function host_watch_pattern(patternPtr: usize, patternLen: i32, flags: i32): i32;
+
+@external("ssrun", "unwatch_pattern")
+declare function host_unwatch_pattern(patternPtr: usize, patternLen: i32): i32;
 
 // The shared result buffer and its length word live in static memory, out
 // of the collector's reach. Larger results take the BUFFER_TOO_SMALL path.

@@ -92,6 +92,18 @@ function run(ev: ss.Event): ss.Status {
   } else if (cmd == "now") {
     const ms = ss.now();
     reportShared(cmd, ss.Status.OK, "ms=" + ms.toString());
+  } else if (cmd == "keys") { // the shared cases of internal/ruletest (PatternCases)
+    const r = ss.keys(text(a[0]), I64.parseInt(text(a[1])));
+    let list = "[";
+    for (let i = 0; i < r.keys.length; i++) {
+      if (i > 0) list += " ";
+      list += quote(r.keys[i]);
+    }
+    reportShared(cmd, r.status, "n=" + r.keys.length.toString() + " keys=" + list + "]");
+  } else if (cmd == "watch_pattern") {
+    reportShared(cmd, ss.watchPattern(text(a[0]), { self: text(a[1]) == "self" } as ss.WatchOptions), "");
+  } else if (cmd == "unwatch_pattern") {
+    reportShared(cmd, ss.unwatchPattern(text(a[0])), "");
   } else if (cmd == "fail") { // fail the event with the status of a failed get
     ss.get("absent");
     return <ss.Status>I32.parseInt(text(a[0]));

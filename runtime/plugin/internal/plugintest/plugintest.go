@@ -216,6 +216,14 @@ func loop(ctx context.Context, h abi.Host, verb string, n int) error {
 			}
 		case abi.FnNow:
 			h.Now()
+		case abi.FnKeys: // revision 3
+			_, err = h.Keys(ctx, "bench*", abi.KeysOptions{})
+		case abi.FnWatchPattern:
+			err = h.WatchPattern(ctx, "bench*", abi.WatchOptions{})
+		case abi.FnUnwatchPattern: // NOT_FOUND after the first
+			if err = h.UnwatchPattern(ctx, "bench*"); abi.StatusOf(err) == abi.StatusNotFound {
+				err = nil
+			}
 		default:
 			return fmt.Errorf("loop: unknown verb %q", verb)
 		}

@@ -55,3 +55,15 @@ func (host) Timer(_ context.Context, name string, delay time.Duration, opts abi.
 func (host) Cancel(_ context.Context, name string) error { return ssrun.Cancel(name) }
 
 func (host) Now() int64 { return ssrun.Now() }
+
+func (host) Keys(_ context.Context, pattern string, opts abi.KeysOptions) ([]string, error) {
+	return ssrun.Keys(pattern, opts)
+}
+
+func (host) WatchPattern(_ context.Context, pattern string, opts abi.WatchOptions) error {
+	return ssrun.WatchPattern(pattern, opts)
+}
+
+func (host) UnwatchPattern(_ context.Context, pattern string) error {
+	return ssrun.UnwatchPattern(pattern)
+}
