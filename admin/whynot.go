@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/ssrun/ssrun/host"
+	"github.com/ssrun/ssrun/internal/glob"
 )
 
 // Why not: for a key and a rule, why the rule did not react to the key's
@@ -107,12 +108,12 @@ func (c *Console) WhyNot(src WhyNotSource, key, rule string) WhyNotDoc {
 	if st.Disabled && !slices.ContainsFunc(doc.Reasons, func(r WhyNotReason) bool { return r.Code == WhyNotDisabled }) {
 		add(WhyNotDisabled, "it is disabled after repeated failures: "+st.LastError, nil)
 	}
-	if !slices.Contains(st.Watches, key) {
+	if !slices.Contains(st.Watches, key) && !slices.ContainsFunc(st.Patterns, func(p string) bool { return patternMatches(p, key) }) {
 		cfg, _ := src.RuleConfigOf(st.Path)
 		if !host.Allowed(cfg.Watch, key) && !slices.ContainsFunc(doc.Reasons, func(r WhyNotReason) bool { return r.Code == WhyNotPermission }) {
 			add(WhyNotPermission, "its watch permission does not allow the key (ssrun.yaml: watch)", nil)
 		}
-		add(WhyNotWatched, "it does not watch the key: its watches are "+quoteList(st.Watches), nil)
+		add(WhyNotWatched, "it does not watch the key: its watches are "+quoteList(st.Watches)+", its patterns "+quoteList(st.Patterns), nil)
 	}
 	if src.DryRun() {
 		add(WhyNotDryRun, "ssrun runs as a dry run: the rule's writes never reach the store", nil)
@@ -121,6 +122,13 @@ func (c *Console) WhyNot(src WhyNotSource, key, rule string) WhyNotDoc {
 		add(WhyNotNoRecord, "it watches the key, and the console saw no change of it reach the rule since it started (or has forgotten it)", nil)
 	}
 	return doc
+}
+
+// patternMatches reports whether the rule's watched pattern (the glob of
+// watch_pattern, as the host compiled it when the rule watched it) matches key.
+func patternMatches(pattern, key string) bool {
+	g, err := glob.Compile(pattern, nil)
+	return err == nil && g.MatchString(key, nil)
 }
 
 func quoteList(ss []string) string {

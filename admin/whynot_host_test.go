@@ -82,6 +82,25 @@ func TestWhyNotNotWatched(t *testing.T) {
 	}
 }
 
+// A key a rule's pattern watch covers is watched: why-not says it reacted,
+// not that it watches no such key; a key the pattern does not cover is
+// not watched, with the pattern named.
+func TestWhyNotPatternWatch(t *testing.T) {
+	r := newConsoleRig(t, map[string]string{"f.lua": `local ss = require("ssrun")
+assert(ss.watch_pattern("fleet/*/in"))
+function on_event(ev) end`}, host.Config{})
+	r.set("fleet/7/in", "1")
+	doc := r.waitFirst("fleet/7/in", "f.lua", admin.WhyNotReacted)
+	if hasReason(doc, admin.WhyNotWatched) {
+		t.Errorf("%+v: the pattern covers the key, yet it is called not watched", doc)
+	}
+	r.set("fleet/7/out", "1")
+	doc = r.waitFirst("fleet/7/out", "f.lua", admin.WhyNotWatched)
+	if !strings.Contains(doc.Reasons[0].Text, `"fleet/*/in"`) {
+		t.Errorf("%+v: want the rule's pattern named", doc)
+	}
+}
+
 func TestWhyNotPermission(t *testing.T) {
 	r := newConsoleRig(t, map[string]string{"p.lua": `local ss = require("ssrun")
 ss.watch("ok/in")
