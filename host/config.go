@@ -30,6 +30,7 @@ import (
 //	memory: 64MiB      # MemoryBytes
 //	max_value: 1MiB    # MaxValueBytes
 //	mailbox: 1024      # Mailbox
+//	mailbox_keys: 65536  # MailboxKeys
 //	log_lines: 100     # LogLines, per second
 //	log_bytes: 64KiB   # LogBytes, per second
 //	max_timers: 10000  # MaxTimers
@@ -51,9 +52,15 @@ type RuleConfig struct {
 	MemoryBytes int64
 	// MaxValueBytes refuses set/vdel values larger than this (TOO_LARGE).
 	MaxValueBytes int
-	// Mailbox is how many events may wait for the rule; more are dropped
-	// and counted.
+	// Mailbox is how many events may wait for the rule before its mailbox
+	// conflates by key: a change of a key replaces the key's waiting event
+	// (RuleStatus.Coalesced; the event's abi.Event.Coalesced says how many
+	// it replaced), and a change of another key waits while fewer than
+	// MailboxKeys events do; past that it is dropped (RuleStatus.Dropped).
 	Mailbox int
+	// MailboxKeys bounds the events waiting in a full mailbox, so the
+	// distinct keys it conflates (about 200 bytes each, plus the value).
+	MailboxKeys int
 	// LogLines and LogBytes are the rule's log budget: how many lines, and
 	// how many bytes of message, it may log per second (a line longer than
 	// LogBytes is cut to it). The excess is dropped, counted in RuleStatus
@@ -92,6 +99,7 @@ const (
 	DefaultMemoryBytes   = abi.DefaultMemoryBytes
 	DefaultMaxValueBytes = 1 << 20
 	DefaultMailbox       = 1024
+	DefaultMailboxKeys   = 65536
 	DefaultGrace         = 5 * time.Second
 	DefaultLogLines      = 100
 	DefaultLogBytes      = 64 << 10
@@ -120,8 +128,8 @@ const DefaultMaxConcurrentCalls = gate.DefaultMax
 
 // Validate checks the patterns and numbers and says which is wrong.
 func (c RuleConfig) Validate() error {
-	if c.Timeout < 0 || c.Grace < 0 || c.MemoryBytes < 0 || c.MaxValueBytes < 0 || c.Mailbox < 0 || c.LogLines < 0 || c.LogBytes < 0 || c.MaxTimers < 0 {
-		return fmt.Errorf("timeout, grace, memory, max_value, mailbox, log_lines, log_bytes and max_timers must not be negative")
+	if c.Timeout < 0 || c.Grace < 0 || c.MemoryBytes < 0 || c.MaxValueBytes < 0 || c.Mailbox < 0 || c.MailboxKeys < 0 || c.LogLines < 0 || c.LogBytes < 0 || c.MaxTimers < 0 {
+		return fmt.Errorf("timeout, grace, memory, max_value, mailbox, mailbox_keys, log_lines, log_bytes and max_timers must not be negative")
 	}
 	if err := c.Canary.validate(); err != nil {
 		return err
@@ -145,6 +153,7 @@ var ruleDefaults = RuleConfig{
 	MemoryBytes:   DefaultMemoryBytes,
 	MaxValueBytes: DefaultMaxValueBytes,
 	Mailbox:       DefaultMailbox,
+	MailboxKeys:   DefaultMailboxKeys,
 	Grace:         DefaultGrace,
 	LogLines:      DefaultLogLines,
 	LogBytes:      DefaultLogBytes,
@@ -171,6 +180,9 @@ func (c RuleConfig) merge(o RuleConfig) RuleConfig {
 	}
 	if o.Mailbox != 0 {
 		c.Mailbox = o.Mailbox
+	}
+	if o.MailboxKeys != 0 {
+		c.MailboxKeys = o.MailboxKeys
 	}
 	if o.Grace != 0 {
 		c.Grace = o.Grace

@@ -78,6 +78,7 @@ type rule struct {
 	progress *membership.Progress
 
 	handled, failed, dropped, echoes, abandons atomic.Uint64
+	coalesced                                  atomic.Uint64 // events replaced in the mailbox by a newer change of their key
 	lastDropLog                                atomic.Int64
 }
 
@@ -110,7 +111,7 @@ func newRule(s *services, path, kind string, cfg RuleConfig) *rule {
 		svc:     s,
 		cfg:     cfg,
 		quiet:   rq,
-		mailbox: mailbox.New(cfg.Mailbox, s.quiet, rq),
+		mailbox: mailbox.New(cfg.Mailbox, cfg.MailboxKeys, s.quiet, rq),
 		locks:   leases{svc: s, rule: name, rq: rq, lostSignal: make(chan struct{}, 1), m: map[string]*lease{}},
 		logs:    logbudget.New(s.log, s.clock, name, cfg.LogLines, cfg.LogBytes),
 		watches: map[string]abi.WatchOptions{},
@@ -128,14 +129,20 @@ func newRule(s *services, path, kind string, cfg RuleConfig) *rule {
 	return r
 }
 
-// Enqueue offers an event to the mailbox without blocking; a full mailbox
-// drops it, counts it and logs at most once a second.
+// Enqueue offers an event to the mailbox without blocking. A full mailbox
+// conflates it with its key's waiting event (counted), or drops it past
+// its bound of keys (counted, and logged at most once a second).
 func (r *rule) Enqueue(d mailbox.Delivery) {
-	if !r.mailbox.Push(d) {
+	switch r.mailbox.Push(d) {
+	case mailbox.Coalesced:
+		r.coalesced.Add(1)
+	case mailbox.Dropped:
 		n := r.dropped.Add(1)
 		now := r.svc.clock.Now().UnixNano()
 		if last := r.lastDropLog.Load(); now-last > int64(time.Second) && r.lastDropLog.CompareAndSwap(last, now) {
-			r.svc.log.Warn("rule mailbox full: event dropped", "rule", r.name, "key", d.Ev.Key, "dropped_total", n, "mailbox", r.config().Mailbox)
+			cfg := r.config()
+			r.svc.log.Warn("rule mailbox full of distinct keys: event dropped", "rule", r.name, "key", d.Ev.Key, "dropped_total", n,
+				"mailbox", cfg.Mailbox, "mailbox_keys", cfg.MailboxKeys)
 		}
 	}
 }
@@ -153,7 +160,7 @@ func (r *rule) reconfigure(cfg RuleConfig) {
 	r.cfg = cfg
 	r.mu.Unlock()
 	r.logs.SetLimits(cfg.LogLines, cfg.LogBytes)
-	r.mailbox.SetLimit(cfg.Mailbox)
+	r.mailbox.SetLimit(cfg.Mailbox, cfg.MailboxKeys)
 }
 
 // watchesOutside returns the keys r watches that patterns do not allow,
@@ -819,7 +826,10 @@ type RuleStatus struct {
 	Locks     []string
 	Handled   uint64 // events handled successfully
 	Failed    uint64 // handler calls that failed (timeout, memory, crash, error)
-	Dropped   uint64 // events dropped: mailbox full, or rule disabled
+	Dropped   uint64 // events dropped: mailbox full of distinct keys, or rule disabled
+	// Coalesced counts changes that replaced a waiting change of their key
+	// in a full mailbox (each handled as part of the newer one).
+	Coalesced uint64
 	Echoes    uint64 // events skipped as echoes of the rule's own writes
 	Timers    int    // timers armed (pending or firing)
 	Queued    int    // events waiting in the mailbox now
@@ -836,7 +846,8 @@ type RuleStatus struct {
 
 func (r *rule) status() RuleStatus {
 	s := RuleStatus{Path: r.path, Kind: r.kind, Locks: r.locks.names(), Abandoned: r.abandons.Load(),
-		Handled: r.handled.Load(), Failed: r.failed.Load(), Dropped: r.dropped.Load(), Echoes: r.echoes.Load()}
+		Handled: r.handled.Load(), Failed: r.failed.Load(), Dropped: r.dropped.Load(), Echoes: r.echoes.Load(),
+		Coalesced: r.coalesced.Load()}
 	s.LogLinesSuppressed, s.LogBytesSuppressed = r.logs.Suppressed()
 	s.Timers = r.timers.count()
 	s.Queued = r.mailbox.Len()

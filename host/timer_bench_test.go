@@ -139,7 +139,7 @@ func BenchmarkTimerMemory(b *testing.B) {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		svc := &services{timers: timers.NewScheduler(newFakeTimerClock(), nil), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-		rt := newRuleTimers(svc, "memory.gorule", mailbox.New(DefaultMailbox, nil, nil))
+		rt := newRuleTimers(svc, "memory.gorule", mailbox.New(DefaultMailbox, 0, nil, nil))
 		rt.goLive(rt) // any version will do
 		for i := range n {
 			name := fmt.Sprintf("timer-%06d", i)

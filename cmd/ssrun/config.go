@@ -67,6 +67,7 @@ type ruleSettings struct {
 	Memory   byteSize        `yaml:"memory"`
 	MaxValue byteSize        `yaml:"max_value"`
 	Mailbox  int             `yaml:"mailbox"`
+	Keys     int             `yaml:"mailbox_keys"`
 	LogLines int             `yaml:"log_lines"`
 	LogBytes byteSize        `yaml:"log_bytes"`
 	Timers   int             `yaml:"max_timers"`
@@ -107,6 +108,7 @@ func (s ruleSettings) toHost() host.RuleConfig {
 		MemoryBytes:   int64(s.Memory),
 		MaxValueBytes: int(s.MaxValue),
 		Mailbox:       s.Mailbox,
+		MailboxKeys:   s.Keys,
 		LogLines:      s.LogLines,
 		LogBytes:      int(s.LogBytes),
 		MaxTimers:     s.Timers,
