@@ -74,7 +74,12 @@
 // (the event was synthesised after a reconnect because the key changed while
 // the host was offline; intermediate changes may be missed); deadline (TIMER:
 // when it was due, Unix milliseconds); late (TIMER: delivered after its
-// deadline, because the host was down or the rule busy).
+// deadline, because the host was down or the rule busy); coalesced (SET and
+// DELETE: how many earlier changes of the key this event replaced while they
+// waited in the rule's full mailbox; 0 for most events). Under overload the
+// host conflates by key rather than dropping: a rule sees the latest value
+// and version of every key it watches, possibly skipping intermediate ones,
+// and a key's versions still arrive in increasing order.
 //
 // # Status codes
 //
@@ -86,7 +91,7 @@
 //
 //	local ss = require("ssrun")
 //	ss.watch("thermostat1/setPoint")          -- at load
-//	function on_event(ev) ... end             -- ev.key, ev.op, ev.value, ev.version, ev.resync
+//	function on_event(ev) ... end             -- ev.key, ev.op, ev.value, ev.version, ev.resync, ev.coalesced
 //
 //	ss.get(key)                    -> value, version | nil (absent)
 //	ss.set(key, value [, {nx=true | nex=true, ttl=ms, fence="lock"}])
