@@ -165,6 +165,10 @@
 //	                                        AppendEvent); 0 = handled, other = failed
 //	_initialize                             optional (reactors, e.g. Go c-shared): run once
 //	                                        at start; the place to call watch
+//	ssrun_event_coalesced() -> i32          optional: return 1; the guest decodes the
+//	                                        coalesced flag and count of an event record
+//	                                        (see AppendEvent). Without it the host never
+//	                                        sets them (the guest sees coalesced 0).
 //
 // The host calls ssrun_alloc for the event record, writes it, calls
 // ssrun_on_event, and never touches that buffer again: the guest owns and
