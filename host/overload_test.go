@@ -75,11 +75,11 @@ func (b *burst) rule() goRule {
 	}
 }
 
-// send writes b.changes values over b.keys keys (a multiple of 8) from 8
-// writers, each owning every 8th key and writing its keys in turn, so each
+// send writes b.changes values over b.keys keys (a multiple of 40) from 40
+// writers, each owning every 40th key and writing its keys in turn, so each
 // key's last value is known: it returns them.
 func (b *burst) send(ctx context.Context, c *protocol.Client) (map[string]string, error) {
-	const writers = 8
+	const writers = 40
 	last := make([]map[string]string, writers)
 	errs := make([]error, writers)
 	var wg sync.WaitGroup
@@ -178,7 +178,7 @@ func overloadHost(tb testing.TB, rule goRule, mailbox int) (*Host, *protocol.Cli
 // keys. Before conflation the mailbox dropped what did not fit and most
 // keys ended stale.
 func TestOverloadRuleSeesLatestOfEveryKey(t *testing.T) {
-	const keys, changes, mailbox = 512, 20_000, 64
+	const keys, changes, mailbox = 520, 20_000, 64
 	b := newBurst(keys, changes)
 	b.open = make(chan struct{})
 	h, user := overloadHost(t, b.rule(), mailbox)
