@@ -31,6 +31,7 @@ import (
 //	max_value: 1MiB    # MaxValueBytes
 //	mailbox: 1024      # Mailbox
 //	mailbox_keys: 65536  # MailboxKeys
+//	mode: queued       # Mode: queued | latest
 //	log_lines: 100     # LogLines, per second
 //	log_bytes: 64KiB   # LogBytes, per second
 //	max_timers: 10000  # MaxTimers
@@ -61,6 +62,12 @@ type RuleConfig struct {
 	// MailboxKeys bounds the events waiting in a full mailbox, so the
 	// distinct keys it conflates (about 200 bytes each, plus the value).
 	MailboxKeys int
+	// Mode is how the mailbox treats a key's changes: ModeQueued (the
+	// default, "") hands the rule every change in order and conflates by
+	// key only when the mailbox is full; ModeLatest always conflates, so a
+	// rule never handles a change of a key that a newer one already
+	// replaced while it waited.
+	Mode string
 	// LogLines and LogBytes are the rule's log budget: how many lines, and
 	// how many bytes of message, it may log per second (a line longer than
 	// LogBytes is cut to it). The excess is dropped, counted in RuleStatus
@@ -133,6 +140,9 @@ func (c RuleConfig) Validate() error {
 	}
 	if err := c.Canary.validate(); err != nil {
 		return err
+	}
+	if c.Mode != "" && c.Mode != ModeQueued && c.Mode != ModeLatest {
+		return fmt.Errorf("mode: %q is not a choice: say %q (the default) or %q", c.Mode, ModeQueued, ModeLatest)
 	}
 	if c.Ownership != "" && c.Ownership != OwnershipEveryHost {
 		return fmt.Errorf("ownership: %q is not a choice: leave it out (one host of the group) or say %q", c.Ownership, OwnershipEveryHost)
@@ -210,6 +220,9 @@ func (c RuleConfig) merge(o RuleConfig) RuleConfig {
 	}
 	if !o.Canary.zero() {
 		c.Canary = o.Canary
+	}
+	if o.Mode != "" {
+		c.Mode = o.Mode
 	}
 	if o.Ownership != "" {
 		c.Ownership = o.Ownership
@@ -402,6 +415,12 @@ func (c Canary) validate() error {
 	}
 	return nil
 }
+
+// Modes of RuleConfig.Mode.
+const (
+	ModeQueued = "queued"
+	ModeLatest = "latest"
+)
 
 // OwnershipEveryHost in RuleConfig.Ownership runs the rule on every host of
 // a group instead of one.

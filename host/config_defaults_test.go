@@ -14,7 +14,7 @@ func TestRuleConfigWithDefaults(t *testing.T) {
 	if got := (RuleConfig{}).withDefaults(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("zero config: %+v, want %+v", got, want)
 	}
-	set := RuleConfig{Timeout: time.Second, Grace: 2 * time.Second, MemoryBytes: 3, MaxValueBytes: 4, Mailbox: 5, MailboxKeys: 9, LogLines: 6,
+	set := RuleConfig{Timeout: time.Second, Grace: 2 * time.Second, MemoryBytes: 3, MaxValueBytes: 4, Mailbox: 5, MailboxKeys: 9, Mode: ModeLatest, LogLines: 6,
 		LogBytes: 7, MaxTimers: 8, Read: []string{}, Write: []string{"w"}, Watch: []string{"a/**"}, Lock: []string{"l"},
 		Canary: Canary{Ignore: []string{}}, Ownership: OwnershipEveryHost}
 	if got := set.withDefaults(); !reflect.DeepEqual(got, set) {

@@ -121,6 +121,7 @@ func newRule(s *services, path, kind string, cfg RuleConfig) *rule {
 		w := r.worker()
 		return w != nil && w.state.Load()&phaseMask == phaseCall
 	}
+	r.mailbox.SetLatest(cfg.Mode == ModeLatest)
 	r.timers = newRuleTimers(s, name, r.mailbox)
 	r.ctx, r.cancel = context.WithCancel(s.ctx)
 	if s.group != nil {
@@ -161,6 +162,7 @@ func (r *rule) reconfigure(cfg RuleConfig) {
 	r.mu.Unlock()
 	r.logs.SetLimits(cfg.LogLines, cfg.LogBytes)
 	r.mailbox.SetLimit(cfg.Mailbox, cfg.MailboxKeys)
+	r.mailbox.SetLatest(cfg.Mode == ModeLatest)
 }
 
 // watchesOutside returns the keys r watches that patterns do not allow,

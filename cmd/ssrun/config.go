@@ -68,6 +68,7 @@ type ruleSettings struct {
 	MaxValue byteSize        `yaml:"max_value"`
 	Mailbox  int             `yaml:"mailbox"`
 	Keys     int             `yaml:"mailbox_keys"`
+	Mode     string          `yaml:"mode"`
 	LogLines int             `yaml:"log_lines"`
 	LogBytes byteSize        `yaml:"log_bytes"`
 	Timers   int             `yaml:"max_timers"`
@@ -109,6 +110,7 @@ func (s ruleSettings) toHost() host.RuleConfig {
 		MaxValueBytes: int(s.MaxValue),
 		Mailbox:       s.Mailbox,
 		MailboxKeys:   s.Keys,
+		Mode:          s.Mode,
 		LogLines:      s.LogLines,
 		LogBytes:      int(s.LogBytes),
 		MaxTimers:     s.Timers,

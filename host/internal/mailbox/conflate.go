@@ -22,6 +22,15 @@ import "github.com/ssrun/ssrun/abi"
 // fills (one pass over the events waiting) and dropped when it drains, so
 // an unloaded rule pays nothing for it.
 
+// SetLatest makes the mailbox conflate a key's changes whenever one of
+// the key waits, full or not (a rule's mode: latest); false restores
+// conflating only when full.
+func (m *Box) SetLatest(on bool) {
+	m.mu.Lock()
+	m.latest = on
+	m.mu.Unlock()
+}
+
 // keyed reports whether d is a change of a store key (its Key is one).
 func keyed(d *Delivery) bool {
 	return d.Timer == nil && (d.Ev.Op == abi.OpSet || d.Ev.Op == abi.OpDelete)
@@ -38,7 +47,7 @@ func (m *Box) pushFullLocked(d Delivery) Outcome {
 	if m.idx == nil {
 		m.indexLocked()
 	}
-	if full && conflatable(&d) {
+	if (full || m.latest) && conflatable(&d) {
 		if s, ok := m.idx[d.Ev.Key]; ok {
 			old := &m.q[m.head+int(s-m.seq0)]
 			if conflatable(old) {

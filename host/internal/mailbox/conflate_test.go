@@ -113,6 +113,7 @@ func TestConflateProperty(t *testing.T) {
 		limit, keys := 1+rng.IntN(8), rng.IntN(12)
 		nkeys := 1 + rng.IntN(10)
 		m := New(limit, keys, nil, nil)
+		m.SetLatest(rng.IntN(3) == 0)
 		last := map[string]int{}    // last change pushed
 		seen := map[string]int{}    // last version popped
 		lastOut := map[string]int{} // value of the last event popped
@@ -164,5 +165,27 @@ func TestConflateProperty(t *testing.T) {
 				t.Fatalf("seed %d: key %s ended at %d, its last change was %d", seed, k, lastOut[k], v)
 			}
 		}
+	}
+}
+
+// In latest mode a key's change replaces its waiting one however few wait;
+// other keys, resyncs and timers queue as in a FIFO.
+func TestConflateLatestMode(t *testing.T) {
+	m := New(100, 100, nil, nil)
+	m.SetLatest(true)
+	want := []Outcome{Queued, Coalesced, Queued, Coalesced, Queued}
+	for i, d := range []Delivery{set("a", 1), set("a", 2), set("b", 3), del("a", 4),
+		{Ev: abi.Event{Key: "t", Op: abi.OpTimer}, Timer: &timers.Timer{Name: "t"}}} {
+		if got := m.Push(d); got != want[i] {
+			t.Fatalf("push %d (%s %s): %d, want %d", i, d.Ev.Key, d.Ev.Op, got, want[i])
+		}
+	}
+	if got, want := describe(drain(m)), "a:DELETE:/2 b:SET:3/0 t:TIMER:/0 "; got != want {
+		t.Fatalf("drained %q, want %q", got, want)
+	}
+	m.SetLatest(false)
+	m.Push(set("a", 5))
+	if got := m.Push(set("a", 6)); got != Queued {
+		t.Fatalf("queued mode with room: %d, want Queued", got)
 	}
 }

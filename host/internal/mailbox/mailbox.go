@@ -34,10 +34,11 @@ type Box struct {
 	// mailbox is full; idx, built when it first fills and kept until it
 	// drains, maps a key to the sequence number of its last waiting
 	// event; seq0 is the sequence number of q[head].
-	keys  int
-	idx   map[string]uint64
-	seq0  uint64
-	Ready chan struct{} // cap 1: signalled while events wait
+	keys   int
+	idx    map[string]uint64
+	seq0   uint64
+	latest bool          // conflate always, not only when full (SetLatest)
+	Ready  chan struct{} // cap 1: signalled while events wait
 	// In a serial host, each event counts as its rule's work from push
 	// until its worker is done with it (done), and takes a ticket.
 	quiet *serial.Quiet
@@ -64,7 +65,7 @@ const (
 // owner keeps it until Refill), and any event past the bound of keys.
 func (m *Box) Push(d Delivery) Outcome {
 	m.mu.Lock()
-	if len(m.q)-m.head >= m.limit || m.idx != nil {
+	if len(m.q)-m.head >= m.limit || m.idx != nil || m.latest {
 		out := m.pushFullLocked(d)
 		m.mu.Unlock()
 		if out == Queued {
