@@ -64,6 +64,8 @@ var ruleStats = func() stats[host.RuleStatus] {
 			func(r host.RuleStatus) float64 { return float64(r.Dropped) }),
 		s("ssrun_rule_events_coalesced_total", "Changes replaced in the rule's full mailbox by a newer change of their key.", counter,
 			func(r host.RuleStatus) float64 { return float64(r.Coalesced) }),
+		s("ssrun_rule_calls_restarted_total", "Handler calls cut by a newer change of their key (mode restart).", counter,
+			func(r host.RuleStatus) float64 { return float64(r.Restarted) }),
 		s("ssrun_rule_echoes_suppressed_total", "Events skipped as echoes of the rule's own writes.", counter,
 			func(r host.RuleStatus) float64 { return float64(r.Echoes) }),
 		s("ssrun_rule_calls_abandoned_total", "Handler calls given up on as stuck (also counted as failed).", counter,

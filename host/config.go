@@ -31,7 +31,7 @@ import (
 //	max_value: 1MiB    # MaxValueBytes
 //	mailbox: 1024      # Mailbox
 //	mailbox_keys: 65536  # MailboxKeys
-//	mode: queued       # Mode: queued | latest
+//	mode: queued       # Mode: queued | latest | restart
 //	log_lines: 100     # LogLines, per second
 //	log_bytes: 64KiB   # LogBytes, per second
 //	max_timers: 10000  # MaxTimers
@@ -66,7 +66,9 @@ type RuleConfig struct {
 	// default, "") hands the rule every change in order and conflates by
 	// key only when the mailbox is full; ModeLatest always conflates, so a
 	// rule never handles a change of a key that a newer one already
-	// replaced while it waited.
+	// replaced while it waited; ModeRestart conflates as latest does and a
+	// key's new change also cuts the running call of the same key (see
+	// restart.go).
 	Mode string
 	// LogLines and LogBytes are the rule's log budget: how many lines, and
 	// how many bytes of message, it may log per second (a line longer than
@@ -141,8 +143,8 @@ func (c RuleConfig) Validate() error {
 	if err := c.Canary.validate(); err != nil {
 		return err
 	}
-	if c.Mode != "" && c.Mode != ModeQueued && c.Mode != ModeLatest {
-		return fmt.Errorf("mode: %q is not a choice: say %q (the default) or %q", c.Mode, ModeQueued, ModeLatest)
+	if c.Mode != "" && c.Mode != ModeQueued && c.Mode != ModeLatest && c.Mode != ModeRestart {
+		return fmt.Errorf("mode: %q is not a choice: say %q (the default), %q or %q", c.Mode, ModeQueued, ModeLatest, ModeRestart)
 	}
 	if c.Ownership != "" && c.Ownership != OwnershipEveryHost {
 		return fmt.Errorf("ownership: %q is not a choice: leave it out (one host of the group) or say %q", c.Ownership, OwnershipEveryHost)
@@ -418,8 +420,9 @@ func (c Canary) validate() error {
 
 // Modes of RuleConfig.Mode.
 const (
-	ModeQueued = "queued"
-	ModeLatest = "latest"
+	ModeQueued  = "queued"
+	ModeLatest  = "latest"
+	ModeRestart = "restart"
 )
 
 // OwnershipEveryHost in RuleConfig.Ownership runs the rule on every host of

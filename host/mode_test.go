@@ -56,3 +56,42 @@ func TestModeLatest(t *testing.T) {
 		t.Fatalf("dropped %d", st.Dropped)
 	}
 }
+
+// In mode restart a change of a key cuts the running call of the same key
+// (counted as restarted, not failed), not that of another key; the key's
+// latest change is handled next.
+func TestModeRestart(t *testing.T) {
+	e := newEnv(t, func(o *Config) {
+		o.Rules = map[string]RuleConfig{"restart.gorule": {Mode: ModeRestart, Timeout: 30 * time.Second}}
+	})
+	var mu sync.Mutex
+	var seen []string
+	e.load("restart", goRule{init: watchInit("k", "j"), handle: func(ctx context.Context, _ abi.Host, ev abi.Event) error {
+		mu.Lock()
+		seen = append(seen, fmt.Sprintf("%s=%s", ev.Key, ev.Value))
+		mu.Unlock()
+		if string(ev.Value) == "slow" {
+			<-ctx.Done() // only a cut (or the deadline) ends it
+			return ctx.Err()
+		}
+		return nil
+	}})
+	e.set("k", "slow")
+	waitFor(t, "k's slow call running", func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == 1 })
+	e.set("j", "x")
+	waitFor(t, "j waiting", func() bool { return e.status("restart").Queued == 1 })
+	if st := e.status("restart"); st.Restarted != 0 {
+		t.Fatalf("a change of another key cut the call: %+v", st)
+	}
+	e.set("k", "fast")
+	waitFor(t, "everything handled", func() bool { return e.status("restart").Handled == 2 })
+	st := e.status("restart")
+	if st.Restarted != 1 || st.Failed != 0 {
+		t.Fatalf("restarted %d failed %d, want 1 and 0", st.Restarted, st.Failed)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got, want := strings.Join(seen, ","), "k=slow,j=x,k=fast"; got != want {
+		t.Fatalf("handled %s, want %s", got, want)
+	}
+}

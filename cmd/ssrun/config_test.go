@@ -96,7 +96,7 @@ func TestLoadConfigErrorsNameFileAndLine(t *testing.T) {
 		{"bad size", "rules:\n  a.lua:\n    memory: lots\n", `line 3: bad size "lots"`},
 		{"bad pattern", "rules:\n  a.lua:\n    read: [\"a/[\"]\n", `rules: a.lua: read: bad key pattern "a/["`},
 		{"plugin without path", "plugins:\n  p: {sha256: ab}\n", "plugins: p: path is required"},
-		{"unknown mode", "rules:\n  a.lua:\n    mode: parallel\n", `rules: a.lua: mode: "parallel" is not a choice: say "queued" (the default) or "latest"`},
+		{"unknown mode", "rules:\n  a.lua:\n    mode: parallel\n", `rules: a.lua: mode: "parallel" is not a choice: say "queued" (the default), "latest" or "restart"`},
 		{"negative log budget", "rules:\n  a.lua:\n    log_lines: -1\n", "rules: a.lua: timeout, grace, memory, max_value, mailbox, mailbox_keys, log_lines, log_bytes and max_timers must not be negative"},
 		{"not yaml", "rules: [\n", "ssrun.yaml"},
 	} {
