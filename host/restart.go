@@ -10,8 +10,8 @@ import (
 // Mode restart (RuleConfig.Mode): a new change of a key cuts the running
 // handler call of the same key, as its deadline would (the runtime stops
 // it where it can: Lua between instructions, WebAssembly at its next loop
-// or call, a plugin's context; a Lua state or WebAssembly instance cut
-// mid-call is rebuilt, as after a timeout), and the mailbox conflates by
+// or call, a plugin's context; as after a timeout a Lua state is kept and
+// a WebAssembly instance rebuilt), and the mailbox conflates by
 // key always (as in mode latest), so the next call is the key's latest
 // change. A cut call is counted in RuleStatus.Restarted, not as a failure.
 
