@@ -199,4 +199,10 @@
 //     revision 1 keeps working; a revision-2 plugin calling timer on an
 //     older host gets STATUS_INTERNAL ("unimplemented"). Lua rules see the
 //     new functions in the ssrun module.
+//   - the event field coalesced (Event.Coalesced) is additive and needs no
+//     verb: Lua rules see ev.coalesced (0 on a host without it); plugins get
+//     Event.coalesced (protobuf field 8, skipped by older plugins); a
+//     WebAssembly module gets it only if it exports ssrun_event_coalesced
+//     (the Go and AssemblyScript SDKs provide it), so a module built before
+//     it gets the record it always got.
 package abi
