@@ -181,55 +181,34 @@ func (c RuleConfig) limits() abi.Limits {
 
 // merge overlays the non-zero fields of o on c.
 func (c RuleConfig) merge(o RuleConfig) RuleConfig {
-	if o.Timeout != 0 {
-		c.Timeout = o.Timeout
-	}
-	if o.MemoryBytes != 0 {
-		c.MemoryBytes = o.MemoryBytes
-	}
-	if o.MaxValueBytes != 0 {
-		c.MaxValueBytes = o.MaxValueBytes
-	}
-	if o.Mailbox != 0 {
-		c.Mailbox = o.Mailbox
-	}
-	if o.MailboxKeys != 0 {
-		c.MailboxKeys = o.MailboxKeys
-	}
-	if o.Grace != 0 {
-		c.Grace = o.Grace
-	}
-	if o.LogLines != 0 {
-		c.LogLines = o.LogLines
-	}
-	if o.LogBytes != 0 {
-		c.LogBytes = o.LogBytes
-	}
-	if o.MaxTimers != 0 {
-		c.MaxTimers = o.MaxTimers
-	}
-	if o.Read != nil {
-		c.Read = o.Read
-	}
-	if o.Write != nil {
-		c.Write = o.Write
-	}
-	if o.Watch != nil {
-		c.Watch = o.Watch
-	}
-	if o.Lock != nil {
-		c.Lock = o.Lock
+	overlay(&c.Timeout, o.Timeout)
+	overlay(&c.MemoryBytes, o.MemoryBytes)
+	overlay(&c.MaxValueBytes, o.MaxValueBytes)
+	overlay(&c.Mailbox, o.Mailbox)
+	overlay(&c.MailboxKeys, o.MailboxKeys)
+	overlay(&c.Grace, o.Grace)
+	overlay(&c.LogLines, o.LogLines)
+	overlay(&c.LogBytes, o.LogBytes)
+	overlay(&c.MaxTimers, o.MaxTimers)
+	overlay(&c.Mode, o.Mode)
+	overlay(&c.Ownership, o.Ownership)
+	for _, f := range []struct{ dst, v *[]string }{{&c.Read, &o.Read}, {&c.Write, &o.Write}, {&c.Watch, &o.Watch}, {&c.Lock, &o.Lock}} {
+		if *f.v != nil { // nil: not said; empty: none allowed
+			*f.dst = *f.v
+		}
 	}
 	if !o.Canary.zero() {
 		c.Canary = o.Canary
 	}
-	if o.Mode != "" {
-		c.Mode = o.Mode
-	}
-	if o.Ownership != "" {
-		c.Ownership = o.Ownership
-	}
 	return c
+}
+
+// overlay sets *dst to v unless v is its type's zero value.
+func overlay[T comparable](dst *T, v T) {
+	var zero T
+	if v != zero {
+		*dst = v
+	}
 }
 
 // allowed reports whether key matches one of patterns (nil allows all).
