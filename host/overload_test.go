@@ -142,23 +142,32 @@ func newBurst(keys, changes int) *burst {
 	return &burst{keys: keys, changes: changes, seen: map[string]string{}, versions: map[string]string{}}
 }
 
-// overloadHost is a host on a fresh embedded broker running rule as
-// "burst" with the mailbox given, and a client acting as the user; both
-// closed when the test ends.
+// overloadHost is a host running rule as "burst" with the mailbox given,
+// and a client acting as the user.
 func overloadHost(tb testing.TB, rule goRule, mailbox int) (*Host, *protocol.Client) {
+	tb.Helper()
+	h, addr := goRuleHost(tb, "burst", rule, Config{
+		Rules:  map[string]RuleConfig{"burst.gorule": {Mailbox: mailbox, Timeout: 10 * time.Minute}},
+		Logger: slog.New(slog.NewTextHandler(testutil.LogWriter(tb), &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	return h, newClient(tb, addr)
+}
+
+// goRuleHost is a host with cfg (its Store and Runtimes set here) on a
+// fresh embedded broker, running rule as name.gorule; closed when tb ends.
+// It returns the host and the broker's address.
+func goRuleHost(tb testing.TB, name string, rule goRule, cfg Config) (*Host, string) {
 	tb.Helper()
 	br := brokertest.Start(tb)
 	rt := &goRuntime{}
-	rt.register("burst", rule)
-	h, err := New(Config{Store: newClient(tb, br.Addr()), Runtimes: []abi.Runtime{rt},
-		Rules:  map[string]RuleConfig{"burst.gorule": {Mailbox: mailbox, Timeout: 10 * time.Minute}},
-		Logger: slog.New(slog.NewTextHandler(testutil.LogWriter(tb), &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	rt.register(name, rule)
+	cfg.Store, cfg.Runtimes = newClient(tb, br.Addr()), []abi.Runtime{rt}
+	h, err := New(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	testutil.CloseAtEnd(tb, "host", h.Close)
-	file := filepath.Join(tb.TempDir(), "burst.gorule")
-	if err := os.WriteFile(file, []byte("burst"), 0o644); err != nil {
+	file := filepath.Join(tb.TempDir(), name+".gorule")
+	if err := os.WriteFile(file, []byte(name), 0o644); err != nil {
 		tb.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -166,7 +175,7 @@ func overloadHost(tb testing.TB, rule goRule, mailbox int) (*Host, *protocol.Cli
 	if err := h.Load(ctx, file); err != nil {
 		tb.Fatal(err)
 	}
-	return h, newClient(tb, br.Addr())
+	return h, br.Addr()
 }
 
 // The must-show of issue 28 at a scale CI runs: a burst of changes over
