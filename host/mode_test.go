@@ -95,3 +95,31 @@ func TestModeRestart(t *testing.T) {
 		t.Fatalf("handled %s, want %s", got, want)
 	}
 }
+
+// Mode restart cuts a Lua handler spinning in a loop (the runtime stops it
+// between instructions) when its key changes again; the state is kept, and
+// the newer change is handled.
+func TestModeRestartCutsLua(t *testing.T) {
+	e := newE2E(t, sandbox{kind: "lua"}, func(o *Config) {
+		o.Rules = map[string]RuleConfig{"spin.lua": {Mode: ModeRestart, Timeout: 5 * time.Minute}}
+	})
+	e.loadRule("spin.lua", []byte(`local ss = require("ssrun")
+ss.watch("k")
+calls = 0
+function on_event(ev)
+  calls = calls + 1
+  if ev.value == "spin" then
+    ss.set("spinning", "yes")
+    while true do end
+  end
+  ss.set("out", ev.value .. " after " .. calls .. " calls")
+end
+`))
+	e.set("k", "spin")
+	e.waitValue("spinning", "yes")
+	e.set("k", "go")
+	e.waitValue("out", "go after 2 calls")
+	if st := e.ruleStatus("spin.lua"); st.Restarted != 1 || st.Failed != 0 || st.Handled != 1 {
+		t.Fatalf("restarted %d failed %d handled %d, want 1, 0, 1", st.Restarted, st.Failed, st.Handled)
+	}
+}

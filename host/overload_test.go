@@ -125,17 +125,19 @@ func (b *burst) stale(last map[string]string) int {
 // settled reports whether every change has reached the host and the
 // rule has nothing waiting and nothing running.
 func (b *burst) settled(h *Host, name string) bool {
-	st := ruleStatus(h, name)
+	st, _ := ruleStatus(h, name+".gorule")
 	return h.Stats().Notifications >= uint64(b.changes) && st.Queued == 0 && b.busy.Load() == 0
 }
 
-func ruleStatus(h *Host, name string) RuleStatus {
+// ruleStatus is the status of the rule file named file; false when h has
+// no such rule.
+func ruleStatus(h *Host, file string) (RuleStatus, bool) {
 	for _, s := range h.Status() {
-		if filepath.Base(s.Path) == name+".gorule" {
-			return s
+		if filepath.Base(s.Path) == file {
+			return s, true
 		}
 	}
-	return RuleStatus{}
+	return RuleStatus{}, false
 }
 
 func newBurst(keys, changes int) *burst {
@@ -198,12 +200,12 @@ func TestOverloadRuleSeesLatestOfEveryKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "every change routed", func() bool { return h.Stats().Notifications >= changes })
-	if q := ruleStatus(h, "burst").Queued; q > keys {
-		t.Fatalf("%d events wait for %d keys: the mailbox grows with changes", q, keys)
+	if st, _ := ruleStatus(h, "burst.gorule"); st.Queued > keys {
+		t.Fatalf("%d events wait for %d keys: the mailbox grows with changes", st.Queued, keys)
 	}
 	close(b.open)
 	waitFor(t, "the rule settled", func() bool { return b.settled(h, "burst") })
-	st := ruleStatus(h, "burst")
+	st, _ := ruleStatus(h, "burst.gorule")
 	if n := b.stale(last); n != 0 {
 		t.Fatalf("%d of %d keys stale after the burst (status %+v)", n, keys, st)
 	}
@@ -257,17 +259,17 @@ func benchBurst(b *testing.B, keys, changes int) {
 	// Every change routed, most still waiting: what the host holds now.
 	runtime.GC()
 	runtime.ReadMemStats(&routed)
-	queued := ruleStatus(h, "burst").Queued
+	routedSt, _ := ruleStatus(h, "burst.gorule")
 	for !br.settled(h, "burst") {
 		time.Sleep(10 * time.Millisecond) // a benchmark's poll: settling takes seconds
 	}
 	settle := time.Since(start)
 	base, top := peak.stop()
-	st := ruleStatus(h, "burst")
+	st, _ := ruleStatus(h, "burst.gorule")
 	b.ReportMetric(float64(br.stale(last)), "stale-keys")
 	b.ReportMetric(float64(top-base)/(1<<20), "peak-heap-MiB")
 	b.ReportMetric((float64(routed.HeapAlloc)-float64(before.HeapAlloc))/(1<<20), "live-heap-routed-MiB")
-	b.ReportMetric(float64(queued), "queued-routed")
+	b.ReportMetric(float64(routedSt.Queued), "queued-routed")
 	b.ReportMetric(sent.Seconds(), "burst-s")
 	b.ReportMetric(settle.Seconds(), "settled-s")
 	b.ReportMetric(float64(st.Dropped), "dropped")
