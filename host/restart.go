@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"github.com/ssrun/ssrun/abi"
 )
@@ -18,11 +19,11 @@ import (
 // errRestarted is the cause of a call's context cut by a newer change.
 var errRestarted = errors.New("a newer change of the key restarted the handler")
 
-// cuttable holds the running call that a change of its key may cut; mu
-// guards it (the rule's lock).
+// cuttable holds the running call that a change of its key may cut.
 type cuttable struct {
+	mu  sync.Mutex
 	key string
-	cut context.CancelCauseFunc
+	cut context.CancelCauseFunc // nil: no call may be cut
 }
 
 // beginCuttable returns the context of a call on ev, which a newer change
@@ -33,13 +34,14 @@ func (r *rule) beginCuttable(ctx context.Context, ev abi.Event) (context.Context
 		return ctx, func() bool { return false }
 	}
 	ctx, cut := context.WithCancelCause(ctx)
-	r.mu.Lock()
-	r.running = cuttable{key: ev.Key, cut: cut}
-	r.mu.Unlock()
+	c := &r.running
+	c.mu.Lock()
+	c.key, c.cut = ev.Key, cut
+	c.mu.Unlock()
 	return ctx, func() bool {
-		r.mu.Lock()
-		r.running = cuttable{}
-		r.mu.Unlock()
+		c.mu.Lock()
+		c.key, c.cut = "", nil
+		c.mu.Unlock()
 		cut(nil)
 		return errors.Is(context.Cause(ctx), errRestarted)
 	}
@@ -51,9 +53,10 @@ func (r *rule) cutRunning(key string) {
 	if !r.restart.Load() {
 		return
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.running.cut != nil && r.running.key == key {
-		r.running.cut(errRestarted)
+	c := &r.running
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cut != nil && c.key == key {
+		c.cut(errRestarted)
 	}
 }
