@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -121,5 +122,40 @@ end
 	e.waitValue("out", "go after 2 calls")
 	if st := e.ruleStatus("spin.lua"); st.Restarted != 1 || st.Failed != 0 || st.Handled != 1 {
 		t.Fatalf("restarted %d failed %d handled %d, want 1, 0, 1", st.Restarted, st.Failed, st.Handled)
+	}
+}
+
+// Property: under every mode, random bursts over few keys into a rule
+// stuck until the burst is over, with a random small mailbox: each key's
+// versions reach the rule in increasing order and the rule ends at each
+// key's last value (none dropped: the keys are fewer than mailbox_keys).
+func TestModesBurstProperty(t *testing.T) {
+	for _, mode := range []string{ModeQueued, ModeLatest, ModeRestart} {
+		for seed := range uint64(5) {
+			t.Run(fmt.Sprintf("%s/%d", mode, seed), func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(seed, uint64(len(mode))))
+				keys := 40 * (1 + rng.IntN(2))
+				b := newBurst(keys, keys*(1+rng.IntN(8)))
+				b.open = make(chan struct{})
+				h, user := overloadHost(t, b.rule(), RuleConfig{Mailbox: 1 + rng.IntN(16), Mode: mode})
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				last, err := b.send(ctx, user)
+				if err != nil {
+					t.Fatal(err)
+				}
+				waitFor(t, "every change routed", func() bool { return h.Stats().Notifications >= uint64(b.changes) })
+				close(b.open)
+				waitFor(t, "the rule settled", func() bool { return b.settled(h, "burst") })
+				if n := b.stale(last); n != 0 {
+					t.Fatalf("%d of %d keys stale", n, keys)
+				}
+				b.mu.Lock()
+				defer b.mu.Unlock()
+				if b.backwards != 0 {
+					t.Fatalf("%d events went back in their key's versions", b.backwards)
+				}
+			})
+		}
 	}
 }

@@ -144,12 +144,13 @@ func newBurst(keys, changes int) *burst {
 	return &burst{keys: keys, changes: changes, seen: map[string]string{}, versions: map[string]string{}}
 }
 
-// overloadHost is a host running rule as "burst" with the mailbox given,
-// and a client acting as the user.
-func overloadHost(tb testing.TB, rule goRule, mailbox int) (*Host, *protocol.Client) {
+// overloadHost is a host running rule as "burst" with the settings given
+// (and a long timeout), and a client acting as the user.
+func overloadHost(tb testing.TB, rule goRule, cfg RuleConfig) (*Host, *protocol.Client) {
 	tb.Helper()
+	cfg.Timeout = 10 * time.Minute
 	h, addr := goRuleHost(tb, "burst", rule, Config{
-		Rules:  map[string]RuleConfig{"burst.gorule": {Mailbox: mailbox, Timeout: 10 * time.Minute}},
+		Rules:  map[string]RuleConfig{"burst.gorule": cfg},
 		Logger: slog.New(slog.NewTextHandler(testutil.LogWriter(tb), &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	return h, newClient(tb, addr)
 }
@@ -192,7 +193,7 @@ func TestOverloadRuleSeesLatestOfEveryKey(t *testing.T) {
 	const keys, changes, mailbox = 520, 20_000, 64
 	b := newBurst(keys, changes)
 	b.open = make(chan struct{})
-	h, user := overloadHost(t, b.rule(), mailbox)
+	h, user := overloadHost(t, b.rule(), RuleConfig{Mailbox: mailbox})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	last, err := b.send(ctx, user)
@@ -242,7 +243,7 @@ func BenchmarkOverloadBurst(b *testing.B) {
 func benchBurst(b *testing.B, keys, changes int) {
 	br := newBurst(keys, changes)
 	br.pace = time.Millisecond
-	h, user := overloadHost(b, br.rule(), DefaultMailbox)
+	h, user := overloadHost(b, br.rule(), RuleConfig{})
 	runtime.GC()
 	var before, routed runtime.MemStats
 	runtime.ReadMemStats(&before)
