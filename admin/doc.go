@@ -9,6 +9,19 @@
 //	               broker-only process once it listens
 //	GET /metrics   Prometheus text format (OpenMetrics when asked)
 //
+// The web console (Console.Register; dev and run) adds, behind the token:
+//
+//	GET /               the console's page (admin/console: HTML, CSS and
+//	                    JavaScript embedded in the binary)
+//	GET /console/api/*  the JSON it draws (rules, rule, events, stream (SSE),
+//	                    keys, key, timers, group)
+//	GET /whynot         why a rule did not react to a key's last change
+//
+// and, open, POST /console/login, where a browser gives the token once for
+// a cookie checked like the header (consoleauth.go). Its memory is a
+// host.Tracer of bounded rings (console.go); its streams never block a rule
+// (stream.go).
+//
 // Other endpoints are added with Server.Handle (/status, /why: they show
 // values, client ids and errors) or Server.HandleOpen (/metrics). With a
 // token (Config.Token), what Handle added answers only requests that carry

@@ -131,10 +131,16 @@ func connect(t *testing.T, addr string, obs protocol.Observer) *protocol.Client 
 
 func (e *env) set(key, value string) {
 	e.t.Helper()
+	setKey(e.t, e.user, key, value)
+}
+
+// setKey sets key to value with the client c, failing t if it cannot.
+func setKey(t *testing.T, c *protocol.Client, key, value string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := e.user.Set(ctx, []byte(key), []byte(value), protocol.SetOptions{}); err != nil {
-		e.t.Fatal(err)
+	if _, err := c.Set(ctx, []byte(key), []byte(value), protocol.SetOptions{}); err != nil {
+		t.Fatalf("set %s: %v", key, err)
 	}
 }
 

@@ -68,6 +68,9 @@ type Server struct {
 	srv  *http.Server
 	ln   net.Listener
 	done chan struct{} // closed when the serving goroutine returns
+
+	shutdown     chan struct{} // closed when Close starts
+	shutdownOnce sync.Once
 }
 
 // New checks cfg.Addr and builds a Server with /healthz and /readyz.
@@ -76,7 +79,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{addr: addr, given: cfg.Listener, log: cfg.Logger, mux: http.NewServeMux()}
+	s := &Server{addr: addr, given: cfg.Listener, log: cfg.Logger, mux: http.NewServeMux(), shutdown: make(chan struct{})}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -110,10 +113,12 @@ func (s *Server) authorized(h http.Handler) http.Handler {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-		sum := sha256.Sum256([]byte(strings.TrimSpace(token))) // equal lengths: only equality shows
-		if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare(sum[:], s.token[:]) != 1 {
+		if !s.carriesToken(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="ssrun admin"`)
+			if wantsPage(r) {
+				loginPage(w, r.URL.Path)
+				return
+			}
 			writeJSON(w, http.StatusUnauthorized, ErrorDoc{Error: "missing or wrong bearer token: " + r.URL.Path +
 				" needs the token of the admin endpoint (Authorization: Bearer TOKEN; ssrun status and why: --admin-token-file)"})
 			return
@@ -121,6 +126,29 @@ func (s *Server) authorized(h http.Handler) http.Handler {
 		h.ServeHTTP(w, r)
 	})
 }
+
+// carriesToken reports whether r carries the server's token: in the
+// Authorization header (Bearer), or in the console's cookie (see
+// consoleauth.go), compared in constant time.
+func (s *Server) carriesToken(r *http.Request) bool {
+	if scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " "); strings.EqualFold(scheme, "Bearer") {
+		return s.tokenIs(strings.TrimSpace(token))
+	}
+	if c, err := r.Cookie(tokenCookie); err == nil {
+		return s.tokenIs(c.Value)
+	}
+	return false
+}
+
+// tokenIs compares token with the server's in constant time.
+func (s *Server) tokenIs(token string) bool {
+	sum := sha256.Sum256([]byte(token)) // equal lengths: only equality shows
+	return subtle.ConstantTimeCompare(sum[:], s.token[:]) == 1
+}
+
+// ShuttingDown is closed when Close starts: long answers (the console's
+// live streams) end then, so that Close need not wait for them.
+func (s *Server) ShuttingDown() <-chan struct{} { return s.shutdown }
 
 // ReadyCheck adds a readiness check: /readyz answers 503 while check
 // returns an error, naming the check and the error. Checks may be added
@@ -190,6 +218,7 @@ func (s *Server) Close(ctx context.Context) error {
 	s.mu.Lock()
 	srv, done := s.srv, s.done
 	s.mu.Unlock()
+	s.shutdownOnce.Do(func() { close(s.shutdown) })
 	if srv == nil {
 		return nil
 	}

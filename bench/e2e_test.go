@@ -205,28 +205,16 @@ func BenchmarkRuleThroughputLink(b *testing.B) { ruleThroughput(b, 250*time.Micr
 // ruleThroughput runs BenchmarkRuleThroughput with every connection to the
 // broker delayed by link each way (none when 0).
 func ruleThroughput(b *testing.B, link time.Duration) {
-	const chunk, inflight = 500, 64
 	prebuild(b, "A")
 	e := newEnvLink(b, host.RuleConfig{Mailbox: 1 << 16}, sharedWasmCache(b), link)
 	native := startNativeClient(b, e.addr, e.log)
 	flows := append([]flow{{"baseline", "go/in", "go/out", native.handled.Load}}, e.hostFlows()...)
-	for _, f := range flows { // warm up: connections, caches, first instances
-		e.drive(f, 50, inflight)
-	}
+	e.warmUp(flows)
 	var rtt time.Duration
 	if link > 0 {
 		rtt = roundTrip(b, native.c)
 	}
-	elapsed := make([]time.Duration, len(flows))
-	b.ResetTimer()
-	for round, done := 0, 0; done < b.N; round, done = round+1, done+chunk {
-		n := min(chunk, b.N-done)
-		for k := range flows {
-			i := (round + k) % len(flows)
-			elapsed[i] += e.drive(flows[i], n, inflight)
-		}
-	}
-	b.StopTimer()
+	elapsed := e.rotate(b, flows, nil)
 	testutil.ReportRates(b, elapsed, func(i int) string { return flows[i].name }, "-ev/s", "-x-base")
 	if link > 0 {
 		b.ReportMetric(float64(rtt.Microseconds()), "get-us")

@@ -45,39 +45,97 @@ func newMetricsPair(tb testing.TB) *metricsPair {
 	tb.Helper()
 	e := newEnv(tb, host.RuleConfig{Mailbox: 1 << 16})
 	m := admin.NewMetrics()
-	c := dial(tb, e.addr, "metrics", e.log, func(cfg *protocol.Config) { cfg.Observer = m })
+	h, c, on := sideHost(tb, e, "on", host.Config{Observer: m}, func(cfg *protocol.Config) { cfg.Observer = m })
+	m.WatchHost(h)
+	m.WatchClient(c)
+	offPath := e.load("off.lua", copyRule("off"), false)
+	return &metricsPair{e: e, metrics: m, flows: []flow{
+		{"metrics-off", "off/in", "off/out", handledOf(e.host, offPath)},
+		{"metrics-" + on.name, on.in, on.out, on.handled},
+	}}
+}
+
+// sideHost starts a second host on e's broker, with cfg's Observer and
+// Tracer and mod applied to its client's settings, running copyRule(name)
+// from e's folder; it returns the host, its client and the rule's flow.
+func sideHost(tb testing.TB, e *env, name string, cfg host.Config, mod ...func(*protocol.Config)) (*host.Host, *protocol.Client, flow) {
+	tb.Helper()
+	c := dial(tb, e.addr, name, e.log, mod...)
 	rt := lua.New(lua.Config{})
 	tb.Cleanup(func() { _ = rt.Close(context.Background()) }) // after the host's Close
-	h, err := host.New(host.Config{Store: c, Runtimes: []abi.Runtime{rt}, Logger: e.log,
-		Defaults: host.RuleConfig{Mailbox: 1 << 16}, Observer: m})
+	cfg.Store, cfg.Runtimes, cfg.Logger, cfg.Defaults = c, []abi.Runtime{rt}, e.log, host.RuleConfig{Mailbox: 1 << 16}
+	h, err := host.New(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	testutil.CloseAtEnd(tb, "host with metrics", h.Close)
-	m.WatchHost(h)
-	m.WatchClient(c)
-
-	offPath := e.load("off.lua", copyRule("off"), false)
-	onPath := e.write("on.lua", copyRule("on"), false)
+	testutil.CloseAtEnd(tb, "host "+name, h.Close)
+	path := e.write(name+".lua", copyRule(name), false)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := h.Load(ctx, onPath); err != nil {
+	if err := h.Load(ctx, path); err != nil {
 		tb.Fatal(err)
 	}
-	handled := func(h *host.Host, path string) func() uint64 {
-		return func() uint64 {
-			for _, s := range h.Status() {
-				if s.Path == path {
-					return s.Handled
-				}
-			}
-			return 0
+	return h, c, flow{name, name + "/in", name + "/out", handledOf(h, path)}
+}
+
+// warmUp drives 50 events of each flow: connections, caches, first
+// instances.
+func (e *env) warmUp(flows []flow) {
+	for _, f := range flows {
+		e.drive(f, 50, rotateInflight)
+	}
+}
+
+// rotateInflight is the events rotate (and warmUp) keep in flight.
+const rotateInflight = 64
+
+// rotate drives b.N events of each of flows in chunks of 500, the order
+// rotating each round, and returns the time each took; between, when not
+// nil, runs after each round, outside the timing.
+func (e *env) rotate(b *testing.B, flows []flow, between func()) []time.Duration {
+	const chunk = 500
+	elapsed := make([]time.Duration, len(flows))
+	b.ResetTimer()
+	for round, done := 0, 0; done < b.N; round, done = round+1, done+chunk {
+		n := min(chunk, b.N-done)
+		for k := range flows {
+			i := (round + k) % len(flows)
+			elapsed[i] += e.drive(flows[i], n, rotateInflight)
+		}
+		if between != nil {
+			b.StopTimer()
+			between()
+			b.StartTimer()
 		}
 	}
-	return &metricsPair{e: e, metrics: m, flows: []flow{
-		{"metrics-off", "off/in", "off/out", handled(e.host, offPath)},
-		{"metrics-on", "on/in", "on/out", handled(h, onPath)},
-	}}
+	b.StopTimer()
+	return elapsed
+}
+
+// compare warms up flows, drives them in turn (rotate), reports each one's
+// rate and its ratio to the first, and checks that every rule copied its
+// last value with nothing dropped or failed.
+func (e *env) compare(b *testing.B, flows []flow) {
+	e.warmUp(flows)
+	elapsed := e.rotate(b, flows, nil)
+	testutil.ReportRates(b, elapsed, func(i int) string { return flows[i].name }, "-ev/s", "-x-base")
+	for _, f := range flows {
+		e.checkCopied(f)
+	}
+	e.checkClean()
+}
+
+// handledOf returns a function counting the events the rule at path of h
+// handled.
+func handledOf(h *host.Host, path string) func() uint64 {
+	return func() uint64 {
+		for _, s := range h.Status() {
+			if s.Path == path {
+				return s.Handled
+			}
+		}
+		return 0
+	}
 }
 
 // scrape gathers the metrics as a Prometheus scrape does and returns them.
@@ -124,24 +182,9 @@ func TestMetricsPair(t *testing.T) {
 // each. Reports metrics-off-ev/s, metrics-on-ev/s and metrics-on-x-base
 // (target >= 0.97).
 func BenchmarkRuleThroughputMetrics(b *testing.B) {
-	const chunk, inflight = 500, 64
 	p := newMetricsPair(b)
-	for _, f := range p.flows { // warm up
-		p.e.drive(f, 50, inflight)
-	}
-	elapsed := make([]time.Duration, len(p.flows))
-	b.ResetTimer()
-	for round, done := 0, 0; done < b.N; round, done = round+1, done+chunk {
-		n := min(chunk, b.N-done)
-		for k := range p.flows {
-			i := (round + k) % len(p.flows)
-			elapsed[i] += p.e.drive(p.flows[i], n, inflight)
-		}
-		b.StopTimer()
-		p.scrape(b)
-		b.StartTimer()
-	}
-	b.StopTimer()
+	p.e.warmUp(p.flows)
+	elapsed := p.e.rotate(b, p.flows, func() { p.scrape(b) })
 	testutil.ReportRates(b, elapsed, func(i int) string { return p.flows[i].name }, "-ev/s", "-x-base")
 	p.check(b, uint64(b.N)+50)
 }

@@ -45,6 +45,9 @@ func (b *binding) check(verb, key string, patterns []string) error {
 		return abi.Errorf(abi.StatusDenied, "%s %q: keys under %s are reserved for the host", verb, key, ReservedPrefix)
 	}
 	if !allowed(patterns, key) {
+		if t := b.r.svc.trace; t != nil {
+			t.Denied(b.r.name, verb, key)
+		}
 		return abi.Errorf(abi.StatusDenied, "%s %q: not permitted for rule %s", verb, key, b.r.name)
 	}
 	return nil

@@ -15,6 +15,7 @@ import (
 	"github.com/ssrun/ssrun/abi/abitest"
 	"github.com/ssrun/ssrun/host/clock"
 	"github.com/ssrun/ssrun/host/internal/abandon"
+	"github.com/ssrun/ssrun/host/rulefile"
 )
 
 // Checker proves rule files without a store (what `ssrun check` does): it
@@ -63,7 +64,7 @@ func (c *Checker) SetRuleConfig(defaults RuleConfig, rules map[string]RuleConfig
 // loads (LoadDir), in name order; other files (READMEs, tests, data) are
 // not rules.
 func (c *Checker) Files(dir string) ([]string, error) {
-	return ruleFiles(dir, c.runtimes, nil)
+	return rulefile.List(dir, c.runtimes, nil)
 }
 
 // Check compiles the rule file at path with the runtime for its kind and
@@ -76,15 +77,15 @@ func (c *Checker) Check(ctx context.Context, path string) error {
 	if err != nil {
 		return err
 	}
-	kind, _ := RuleKind(path, info)
+	kind, _ := rulefile.Kind(path, info)
 	rt, ok := c.runtimes[kind]
 	if !ok {
-		if lacksExecBit(path, info) {
-			return fmt.Errorf("%s: not a rule file: %s: chmod +x %s", path, notPluginHint, path)
+		if rulefile.LacksExecBit(path, info) {
+			return fmt.Errorf("%s: not a rule file: %s: chmod +x %s", path, rulefile.NotPluginHint, path)
 		}
 		return fmt.Errorf("%s: not a rule file (want .lua, .wasm or an executable plugin)", path)
 	}
-	src, err := ReadRuleFile(path)
+	src, err := rulefile.Read(path)
 	if err != nil {
 		return err // it names the file
 	}

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -181,36 +182,38 @@ func (c RuleConfig) limits() abi.Limits {
 	return abi.Limits{CallTimeout: c.Timeout, MemoryBytes: c.MemoryBytes}
 }
 
-// merge overlays the non-zero fields of o on c.
+// merge overlays the non-zero fields of o on c (cmp.Or: the first that is
+// not zero).
 func (c RuleConfig) merge(o RuleConfig) RuleConfig {
-	overlay(&c.Timeout, o.Timeout)
-	overlay(&c.MemoryBytes, o.MemoryBytes)
-	overlay(&c.MaxValueBytes, o.MaxValueBytes)
-	overlay(&c.Mailbox, o.Mailbox)
-	overlay(&c.MailboxKeys, o.MailboxKeys)
-	overlay(&c.Grace, o.Grace)
-	overlay(&c.LogLines, o.LogLines)
-	overlay(&c.LogBytes, o.LogBytes)
-	overlay(&c.MaxTimers, o.MaxTimers)
-	overlay(&c.Mode, o.Mode)
-	overlay(&c.Ownership, o.Ownership)
-	for _, f := range []struct{ dst, v *[]string }{{&c.Read, &o.Read}, {&c.Write, &o.Write}, {&c.Watch, &o.Watch}, {&c.Lock, &o.Lock}} {
-		if *f.v != nil { // nil: not said; empty: none allowed
-			*f.dst = *f.v
-		}
+	c.Timeout = cmp.Or(o.Timeout, c.Timeout)
+	c.Grace = cmp.Or(o.Grace, c.Grace)
+	c.MemoryBytes = cmp.Or(o.MemoryBytes, c.MemoryBytes)
+	c.MaxValueBytes = cmp.Or(o.MaxValueBytes, c.MaxValueBytes)
+	c.Mailbox = cmp.Or(o.Mailbox, c.Mailbox)
+	c.MailboxKeys = cmp.Or(o.MailboxKeys, c.MailboxKeys)
+	c.Mode = cmp.Or(o.Mode, c.Mode)
+	c.LogLines = cmp.Or(o.LogLines, c.LogLines)
+	c.LogBytes = cmp.Or(o.LogBytes, c.LogBytes)
+	c.MaxTimers = cmp.Or(o.MaxTimers, c.MaxTimers)
+	if o.Read != nil {
+		c.Read = o.Read
+	}
+	if o.Write != nil {
+		c.Write = o.Write
+	}
+	if o.Watch != nil {
+		c.Watch = o.Watch
+	}
+	if o.Lock != nil {
+		c.Lock = o.Lock
 	}
 	if !o.Canary.zero() {
 		c.Canary = o.Canary
 	}
-	return c
-}
-
-// overlay sets *dst to v unless v is its type's zero value.
-func overlay[T comparable](dst *T, v T) {
-	var zero T
-	if v != zero {
-		*dst = v
+	if o.Ownership != "" {
+		c.Ownership = o.Ownership
 	}
+	return c
 }
 
 // allowed reports whether key matches one of patterns (nil allows all).

@@ -15,27 +15,28 @@
 //
 // # Packages
 //
-// The host keeps the Host, a rule's life (its worker, mailbox, leases,
-// timers, reloads) and the binding a rule calls; what sits below it lives in
+// The host keeps the Host, a rule's life (its worker, leases, timers,
+// reloads, canary) and the binding a rule calls; what sits below it lives in
 // packages under host/, each with one job, that the compiler and
 // internal/archtest keep apart (docs/architecture.md draws them):
 //
 //	clock                 the host's Clock: real, or virtual (ssrun test, replay)
-//	staging               a dry run's and a canary's staged writes, on a layer over the store
-//	internal/serial       a serial host's activity and turn; wake-ups that count
 //	provenance            chains of rule writes; the journal of each key's last write (why)
+//	rulefile              which files are rules, on which runtime; reading them
+//	staging               a dry run's and a canary's staged writes, on a layer over the store
+//	internal/watch        the watch registry: one KEYNOTIFY per key; resync
+//	internal/mailbox      a rule's bounded FIFO of events
 //	internal/lineage      the feedback-loop damper: each event's place in a chain
+//	internal/echo         a rule's own writes awaiting their echo
 //	internal/timers       the timer scheduler; timers' keys and encodings in the store
+//	internal/membership   a group's roster, rule sets, assignment, progress, withdrawals
+//	internal/status       store errors to abi statuses, in one table
 //	internal/abandon      runtime calls that may not return: tracked, given up past their grace
 //	internal/logbudget    a rule's log budget per window
 //	internal/loadretry    loading again the rule files whose start failed
-//	internal/membership   a group's roster, rule sets, assignment, progress, withdrawals
-//	internal/watch        the watch registry: one KEYNOTIFY per key; resync
-//	internal/mailbox      a rule's bounded FIFO of events
-//	internal/status       store errors to abi statuses, in one table
-//	internal/contenthash  the SHA-256 of rule files, remembered by content
-//	internal/echo         a rule's own writes awaiting their echo
 //	internal/gate         the bound on handler calls running at once
+//	internal/serial       a serial host's activity and turn; waits and wake-ups that count
+//	internal/contenthash  the SHA-256 of rule files, remembered by content
 //
 // A rule keeps its state under one lock, rule.mu, that only rule.go takes
 // (internal/archtest checks it).

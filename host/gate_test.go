@@ -3,7 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
-	"sync"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -61,14 +61,7 @@ func TestAbandonedCallLeavesTheGate(t *testing.T) {
 	}
 	e.set("k", "1")
 	rt.waitBlocked(t, "handle a.stuck")
-	var mu sync.Mutex
-	var seen []string
-	e.load("healthy", goRule{init: watchInit("k"), handle: func(_ context.Context, _ abi.Host, ev abi.Event) error {
-		mu.Lock()
-		defer mu.Unlock()
-		seen = append(seen, string(ev.Value))
-		return nil
-	}})
+	seen := e.loadValues("healthy", "k")
 	e.set("k", "2")
 	var err error
 	within(t, stuckBound, "Remove", func() { err = e.host.Remove(e.ctx(), p) })
@@ -76,9 +69,7 @@ func TestAbandonedCallLeavesTheGate(t *testing.T) {
 		t.Fatalf("remove: %v", err)
 	}
 	waitFor(t, "the healthy rule handled k=2 while the abandoned call still runs", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(seen) == 1 && seen[0] == "2"
+		return slices.Equal(seen(), []string{"2"})
 	})
 	if n := e.host.Stats().Stuck; n != 1 {
 		t.Fatalf("stuck goroutines = %d, want 1 (the abandoned call has not returned)", n)

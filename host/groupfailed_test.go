@@ -318,14 +318,7 @@ func TestGroupMovesRuleThatFailsOnlyOnItsOwner(t *testing.T) {
 func TestGroupTriesRuleThatFailsEverywhereOnEachHostOnce(t *testing.T) {
 	_, ms, name := versionsCluster(t)
 	failOnBothHosts(t, ms, name, "broken", "broken")
-	before := groupCounts(ms)
-	steps(t, ms, 20)
-	if after := groupCounts(ms); after != before || !slices.Equal(owner(ms, name), []int{1}) {
-		t.Fatalf("takeovers, handovers, withdrawals went from %v to %v; owner %v", before, after, owner(ms, name))
-	}
-	if before[2] != 1 {
-		t.Fatalf("%d withdrawals, want 1 (host 0's)", before[2])
-	}
+	settledOnHost1(t, ms, name)
 	for i := range ms {
 		st := ms[i].ruleStatus(name)
 		if len(st) != 1 || st[0].State != StateLoadFailed || !strings.Contains(st[0].LastError, `no rule named "broken"`) {
@@ -344,14 +337,7 @@ func TestGroupTriesRuleThatFailsEverywhereOnEachHostOnce(t *testing.T) {
 func TestGroupSettlesWhenEveryVersionFails(t *testing.T) {
 	_, ms, name := versionsCluster(t)
 	failOnBothHosts(t, ms, name, "broken", "broken2")
-	before := groupCounts(ms)
-	steps(t, ms, 20)
-	if after := groupCounts(ms); after != before || !slices.Equal(owner(ms, name), []int{1}) {
-		t.Fatalf("takeovers, handovers, withdrawals went from %v to %v; owner %v", before, after, owner(ms, name))
-	}
-	if before[2] != 1 {
-		t.Fatalf("%d withdrawals, want 1 (host 0's)", before[2])
-	}
+	settledOnHost1(t, ms, name)
 	for i, want := range []string{`"broken"`, `"broken2"`} {
 		st := ms[i].ruleStatus(name)
 		if len(st) != 1 || st[0].State != StateLoadFailed || !strings.Contains(st[0].LastError, want) {
@@ -379,4 +365,19 @@ func failOnBothHosts(t *testing.T, ms []*member, name, v0, v1 string) {
 		return ms[1].ownsFailed(name) && slices.Equal(owner(ms, name), []int{1})
 	})
 	steps(t, ms, 3)
+}
+
+// settledOnHost1 steps each host of ms 20 more times and checks that
+// nothing is taken over, handed over or withdrawn any more, that host 1
+// owns the rule name, and that the one withdrawal was host 0's.
+func settledOnHost1(t *testing.T, ms []*member, name string) {
+	t.Helper()
+	before := groupCounts(ms)
+	steps(t, ms, 20)
+	if after := groupCounts(ms); after != before || !slices.Equal(owner(ms, name), []int{1}) {
+		t.Fatalf("takeovers, handovers, withdrawals went from %v to %v; owner %v", before, after, owner(ms, name))
+	}
+	if before[2] != 1 {
+		t.Fatalf("%d withdrawals, want 1 (host 0's)", before[2])
+	}
 }

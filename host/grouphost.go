@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+
+	"github.com/ssrun/ssrun/host/rulefile"
 )
 
 // The host's side of a group (group.go): the groupHost its group calls.
@@ -18,7 +20,7 @@ func (h *Host) shares(path string) bool {
 // why). The sum goes through the host's memo (contenthash.go), as the load's
 // own does, so a big module shared by many files is hashed once.
 func (h *Host) contentHash(path string) string {
-	src, err := ReadRuleFile(path)
+	src, err := rulefile.Read(path)
 	if err != nil {
 		return ""
 	}

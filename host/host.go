@@ -26,6 +26,7 @@ import (
 	"github.com/ssrun/ssrun/host/internal/timers"
 	"github.com/ssrun/ssrun/host/internal/watch"
 	"github.com/ssrun/ssrun/host/provenance"
+	"github.com/ssrun/ssrun/host/rulefile"
 	"github.com/ssrun/ssrun/host/staging"
 	"github.com/ssrun/ssrun/protocol"
 )
@@ -66,6 +67,9 @@ type Config struct {
 	// Observer, when set, is told the duration and result of every handler
 	// call (see Observer); nil costs nothing.
 	Observer Observer
+	// Tracer, when set, is told what becomes of each event (see Tracer);
+	// nil costs nothing.
+	Tracer Tracer
 	// DryRun, when set, makes the host a dry run (see dryrun.go): the
 	// rules' writes, locks and unlocks are staged in memory and passed to
 	// DryRun, never sent to the store, and their timers are kept in memory.
@@ -221,6 +225,7 @@ func New(opts Config) (*Host, error) {
 			lin:     lineage.New(1<<16, opts.Clock),
 			journal: provenance.NewJournal(opts.JournalEntries, opts.JournalBytes),
 			obs:     opts.Observer,
+			trace:   opts.Tracer,
 			rec:     opts.Recorder,
 			gate:    gate.New(opts.MaxConcurrentCalls),
 		},
@@ -332,6 +337,7 @@ func (h *Host) route(ev protocol.Event, buf []watch.Watcher) []watch.Watcher {
 	lin := h.lin.Lookup(string(ev.Key), version, abi.Op(ev.Op))
 	if lin.Hop > h.maxHops {
 		n := h.damped.Add(1)
+		h.traceDamped(abi.Event{Key: string(ev.Key), Op: abi.Op(ev.Op), Version: version}, lin)
 		now := h.clock.Now().UnixNano()
 		if last := h.lastDampLog.Load(); now-last > int64(time.Second) && h.lastDampLog.CompareAndSwap(last, now) {
 			h.log.Warn("feedback loop between rules damped: event dropped", "key", string(ev.Key),
@@ -462,7 +468,7 @@ func (h *Host) loaded() []*rule {
 }
 
 func (h *Host) runtimeFor(path string, info os.FileInfo) (abi.Runtime, bool) {
-	kind, ok := RuleKind(path, info)
+	kind, ok := rulefile.Kind(path, info)
 	if !ok {
 		return nil, false
 	}
@@ -522,7 +528,7 @@ func (h *Host) loadLocked(ctx context.Context, path string) (err error) {
 		return fmt.Errorf("load %s: not a rule file (no runtime for it: want .lua, .wasm or an executable plugin)", path)
 	}
 	kind = rt.Kind()
-	src, err := ReadRuleFile(path)
+	src, err := rulefile.Read(path)
 	if err != nil {
 		return fmt.Errorf("load: %w", err) // it names the file
 	}

@@ -7,6 +7,8 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+
+	"github.com/ssrun/ssrun/host/rulefile"
 )
 
 // LoadDir loads every rule file in dir, up to Config.LoadConcurrency of them
@@ -17,7 +19,7 @@ import (
 // with the failures. Load, Remove and Close wait for LoadDir to end (Close
 // makes the loads in progress fail, and the rest not start).
 func (h *Host) LoadDir(ctx context.Context, dir string) error {
-	files, err := ruleFiles(dir, h.runtimes, func(p string, info os.FileInfo) { warnNotRule(h.log, p, info) })
+	files, err := rulefile.List(dir, h.runtimes, func(p string, info os.FileInfo) { rulefile.WarnNotRule(h.log, p, info) })
 	if err != nil {
 		return err
 	}

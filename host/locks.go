@@ -164,7 +164,7 @@ type leases struct {
 	rule string       // file name of the rule, for errors and logs
 	rq   *serial.Rule // the rule's activity, in a serial host (quiet.go)
 	// inCall reports whether the rule's handler is running: a lock wait
-	// of the handler lets the others go on in a serial host (park.go).
+	// of the handler lets the others go on in a serial host (serial.Parker).
 	inCall func() bool
 
 	lostSignal chan struct{}  // cap 1: leases wait in lost
@@ -233,9 +233,9 @@ func (ls *leases) lock(ctx context.Context, name string, ttl, wait time.Duration
 		}
 	}
 
-	p := newParker(ls.svc, ls.rq, ls.inCall != nil && ls.inCall())
+	p := serial.NewParker(ls.svc.quiet, ls.svc.clock, ls.rq, ls.inCall != nil && ls.inCall())
 	if wait > 0 {
-		release, err := ls.svc.reg.WaitDelete(ctx, name, p.wake)
+		release, err := ls.svc.reg.WaitDelete(ctx, name, p.Wake)
 		if err != nil {
 			return "", status.StoreError(err)
 		}
@@ -258,7 +258,7 @@ func (ls *leases) lock(ctx context.Context, name string, ttl, wait time.Duration
 		}
 		// Wait for the holder to let go: a DELETE notification, or a
 		// periodic retry in case one was missed.
-		if err := p.wait(ctx, min(remaining, time.Second)); err != nil {
+		if err := p.Wait(ctx, min(remaining, time.Second)); err != nil {
 			return "", abi.Errorf(abi.StatusTimeout, "lock %q: gave up waiting: %w", name, err)
 		}
 	}

@@ -100,6 +100,9 @@ func TestWriteOverBrokerPacketLimitIsTooLargeForItsRule(t *testing.T) {
 	if _, ok := e.get("big/out"); ok {
 		t.Error("big/out was written")
 	}
+	// small's last write is seen before its handler has returned and been
+	// counted: wait for the count.
+	waitFor(t, "small's events all counted", func() bool { s := e.status("small"); return s.Failed+s.Handled == events })
 	if s := e.status("small"); s.Failed != 0 || s.Handled != events {
 		t.Errorf("small: handled %d, failed %d; want %d and 0", s.Handled, s.Failed, events)
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/ssrun/ssrun/host/rulefile"
 	"github.com/ssrun/ssrun/internal/fsfollow"
 )
 
@@ -103,7 +104,7 @@ func (h *Host) reconcile(ctx context.Context, p string) {
 	info, err := os.Stat(p)
 	if err != nil || !h.IsRule(p) || info.IsDir() {
 		if err == nil {
-			warnNotRule(h.log, p, info)
+			rulefile.WarnNotRule(h.log, p, info)
 		}
 		switch {
 		case loaded:

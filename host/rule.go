@@ -145,6 +145,7 @@ func (r *rule) Enqueue(d mailbox.Delivery) {
 		r.coalesced.Add(1)
 		r.cutRunning(d.Ev.Key)
 	case mailbox.Dropped:
+		r.traceSkip(d, SkipMailboxFull)
 		n := r.dropped.Add(1)
 		now := r.svc.clock.Now().UnixNano()
 		if last := r.lastDropLog.Load(); now-last > int64(time.Second) && r.lastDropLog.CompareAndSwap(last, now) {
@@ -373,16 +374,19 @@ func (r *rule) call(w *worker, d mailbox.Delivery) bool {
 		opts, ok := r.watches[d.Ev.Key]
 		if !ok {
 			r.mu.Unlock()
+			r.traceSkip(d, SkipUnwatched)
 			return true // no longer watched (unwatched or dropped by a reload)
 		}
 		if !opts.Self && r.own.Consume(d.Ev) {
 			r.mu.Unlock()
+			r.traceSkip(d, SkipEcho)
 			r.echoes.Add(1)
 			return true
 		}
 	}
 	if r.disabled {
 		r.mu.Unlock()
+		r.traceSkip(d, SkipDisabled)
 		r.dropped.Add(1)
 		return true
 	}
@@ -408,7 +412,7 @@ func (r *rule) call(w *worker, d mailbox.Delivery) bool {
 	}
 
 	var start time.Time
-	if r.svc.obs != nil {
+	if r.svc.obs != nil || r.svc.trace != nil {
 		start = time.Now()
 	}
 	if r.svc.rec != nil { // what the rule sees, for a trace (see Recorder)
@@ -434,6 +438,7 @@ func (r *rule) call(w *worker, d mailbox.Delivery) bool {
 	if r.svc.obs != nil {
 		r.svc.obs.ObserveHandle(r.name, time.Since(start), err != nil)
 	}
+	r.traceRan(d, start, time.Since(start), err)
 	if err != nil && w.ctx.Err() != nil {
 		// Stopped mid-call (shutting down, or handed over to another host
 		// of a group): the event was not handled, so it is not recorded as
@@ -526,6 +531,7 @@ func (r *rule) write(verb, key, fence string, ttl time.Duration, value []byte, s
 	if version != "" || deleted {
 		r.wrote(key, version, deleted)
 		r.svc.journal.Wrote(r.svc.log, r.svc.clock.Now(), r.name, key, op, value, version, cause, from)
+		r.traceWrote(key, op, version, cause)
 	}
 	return err
 }

@@ -8,11 +8,12 @@ import (
 	"testing"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/rulefile"
 	"github.com/ssrun/ssrun/internal/testutil"
 )
 
 // A rule file that is a link to /dev/zero, a named pipe, or a (sparse) file
-// over MaxRuleFileBytes is refused at once, with an error naming it, and
+// over rulefile.MaxBytes is refused at once, with an error naming it, and
 // is never read whole: the folder's other rules load, and reload when
 // edited, and the host stops without waiting on it.
 func TestHostileRuleFilesRefused(t *testing.T) {
@@ -31,7 +32,7 @@ func TestHostileRuleFilesRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Close()
-			if err := f.Truncate(MaxRuleFileBytes + 1); err != nil {
+			if err := f.Truncate(rulefile.MaxBytes + 1); err != nil {
 				t.Fatal(err)
 			}
 		}, "more than the limit of 256 MiB"},

@@ -35,6 +35,7 @@ type services struct {
 	quiet   *serial.Quiet       // a serial host's activity and turn (nil: not serial; quiet.go)
 	host    any                 // the *Host these services are of (HostOf)
 	obs     Observer            // handler calls, for metrics (nil: none)
+	trace   Tracer              // what becomes of events, for the console (nil: none)
 	rec     Recorder            // what the rules see, for a trace (nil: none)
 	dry     *staging.Staging    // a dry run's staged writes (nil: writes go to the store)
 	kv      keyStore            // where timers are kept: the client, or a dry run's staging

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -285,17 +286,28 @@ func TestStuckRuleDoesNotStopOthers(t *testing.T) {
 	if err := e.host.Load(e.ctx(), e.writeStuck("x", "handle")); err != nil {
 		t.Fatal(err)
 	}
+	seen := e.loadValues("healthy", "k")
+	for i := range 5 {
+		e.set("k", fmt.Sprint(i))
+	}
+	rt.waitBlocked(t, "handle x.stuck")
+	waitFor(t, "healthy rule handled every event", func() bool { return len(seen()) == 5 })
+}
+
+// loadValues loads the rule name, which watches key and keeps the value of
+// each event it handles; the function returned gives those values so far.
+func (e *env) loadValues(name, key string) func() []string {
 	var mu sync.Mutex
 	var seen []string
-	e.load("healthy", goRule{init: watchInit("k"), handle: func(_ context.Context, _ abi.Host, ev abi.Event) error {
+	e.load(name, goRule{init: watchInit(key), handle: func(_ context.Context, _ abi.Host, ev abi.Event) error {
 		mu.Lock()
 		defer mu.Unlock()
 		seen = append(seen, string(ev.Value))
 		return nil
 	}})
-	for i := range 5 {
-		e.set("k", fmt.Sprint(i))
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(seen)
 	}
-	rt.waitBlocked(t, "handle x.stuck")
-	waitFor(t, "healthy rule handled every event", func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == 5 })
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host"
 	"github.com/ssrun/ssrun/host/clock"
+	"github.com/ssrun/ssrun/host/rulefile"
 	"github.com/ssrun/ssrun/inproc"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/store"
@@ -268,7 +269,7 @@ func (e *engine) reload(ctx context.Context, name, src string) error {
 	if !ok {
 		return fmt.Errorf("reload: no rule %q in the case", name)
 	}
-	b, err := host.ReadRuleFile(src)
+	b, err := rulefile.Read(src)
 	if err != nil {
 		return fmt.Errorf("reload %s: %w", name, err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host"
+	"github.com/ssrun/ssrun/host/rulefile"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -170,7 +171,7 @@ func compile(ctx context.Context, f *File, opts Options) ([]rule, error) {
 			if err != nil {
 				return nil, err
 			}
-			if kind, ok := host.RuleKind(e.Name(), info); ok && kinds[kind] != nil {
+			if kind, ok := rulefile.Kind(e.Name(), info); ok && kinds[kind] != nil {
 				names = append(names, e.Name())
 			}
 		}
@@ -188,11 +189,11 @@ func compile(ctx context.Context, f *File, opts Options) ([]rule, error) {
 		if w := staleRule(p, info.ModTime()); w != "" && opts.Warn != nil {
 			opts.Warn(w)
 		}
-		kind, ok := host.RuleKind(p, info)
+		kind, ok := rulefile.Kind(p, info)
 		if !ok || kinds[kind] == nil {
 			return nil, fmt.Errorf("rules: %s is not a rule file ssrun runs", n)
 		}
-		src, err := host.ReadRuleFile(p)
+		src, err := rulefile.Read(p)
 		if err != nil {
 			return nil, fmt.Errorf("rules: %w", err)
 		}
@@ -306,7 +307,7 @@ func (e *engine) step(ctx context.Context, s *Step) error {
 func copyRules(rules []rule, dir string) ([]rule, error) {
 	out := slices.Clone(rules)
 	for i, r := range out {
-		src, err := host.ReadRuleFile(r.path)
+		src, err := rulefile.Read(r.path)
 		if err != nil {
 			return nil, err
 		}

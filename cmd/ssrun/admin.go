@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -23,7 +24,8 @@ type adminFlags struct {
 	addr        string
 	tokenFile   string
 	allowFailed bool
-	dev         bool // ssrun dev's: on by default, its address published for status and why
+	dev         bool   // ssrun dev's: on by default, its address published for status and why
+	otlp        string // --otlp-endpoint: the collector that gets a span per rule run and the metrics
 }
 
 // devAdminDefault is ssrun dev's --admin default: a free port on loopback.
@@ -40,6 +42,7 @@ func (f *adminFlags) register(cmd *cobra.Command, rules bool) {
 	if rules {
 		fs.StringVar(&f.tokenFile, "admin-token-file", "", "a `FILE` holding the bearer token /status and /why require (needed with --admin off loopback)")
 		fs.BoolVar(&f.allowFailed, "ready-allow-failed-rules", false, "with --admin, report ready even if some rule files failed to load")
+		fs.StringVar(&f.otlp, "otlp-endpoint", "", "with --admin, send a span per rule run (one trace per chain) and the metrics to this OpenTelemetry collector (OTLP/HTTP: http://HOST:PORT; default off)")
 	}
 }
 
@@ -75,6 +78,9 @@ type adminRun struct {
 	unpublish func() // removes the address ssrun dev published
 	metrics   *admin.Metrics
 	rules     *admin.RulesReady
+	console   *admin.Console // the web console's memory (nil: a broker alone)
+	otlp      *admin.OTLP    // nil without --otlp-endpoint
+	log       *slog.Logger
 	client    atomic.Pointer[protocol.Client]
 	host      atomic.Pointer[host.Host]
 	brokerUp  atomic.Bool
@@ -87,6 +93,9 @@ func (a *app) startAdmin(ctx context.Context, f *adminFlags, parts adminParts) (
 	if f.addr == "" || f.dev && f.addr == "off" {
 		if f.tokenFile != "" {
 			return nil, usageError("%s goes with --admin", a.flagSource("admin-token-file"))
+		}
+		if f.otlp != "" {
+			return nil, usageError("%s goes with --admin", a.flagSource("otlp-endpoint"))
 		}
 		return nil, nil
 	}
@@ -101,7 +110,7 @@ func (a *app) startAdmin(ctx context.Context, f *adminFlags, parts adminParts) (
 	if err != nil {
 		return nil, usageError("--admin: %v", err)
 	}
-	r := &adminRun{srv: srv, metrics: admin.NewMetrics(), rules: &admin.RulesReady{AllowFailed: f.allowFailed}}
+	r := &adminRun{srv: srv, metrics: admin.NewMetrics(), rules: &admin.RulesReady{AllowFailed: f.allowFailed}, log: a.log}
 	srv.HandleOpen("GET /metrics", r.metrics.Handler())
 	if parts.broker {
 		srv.ReadyCheck("broker", func() error {
@@ -122,8 +131,22 @@ func (a *app) startAdmin(ctx context.Context, f *adminFlags, parts adminParts) (
 		srv.ReadyCheck("rules", r.rules.Check)
 		srv.Handle("GET /status", r.withHost(func(h *host.Host) http.Handler { return admin.StatusHandler(h) }))
 		srv.Handle("GET /why", r.withHost(func(h *host.Host) http.Handler { return admin.WhyHandler(h) }))
+		r.console = admin.NewConsole(admin.ConsoleConfig{})
+		r.console.Register(srv, r.consoleSource, r.keySource)
+		if f.otlp != "" {
+			if _, _, err := admin.ParseOTLPEndpoint(f.otlp); err != nil {
+				return nil, usageError("%s: %v", a.flagSource("otlp-endpoint"), err)
+			}
+			if r.otlp, err = admin.NewOTLP(ctx, admin.OTLPConfig{Endpoint: f.otlp, Metrics: r.metrics, Logger: a.log}); err != nil {
+				return nil, err
+			}
+			r.otlp.Attach(r.console)
+		}
 	}
 	if err := srv.Start(ctx); err != nil {
+		if r.otlp != nil {
+			_ = r.otlp.Close(ctx) // nothing was sent
+		}
 		if errors.Is(err, admin.ErrTokenRequired) {
 			return nil, usageError("%s: %v\ngive the endpoint a token with --admin-token-file FILE (or %s), or listen on loopback (--admin %s)",
 				a.flagSource("admin"), err, envName("admin-token-file"), loopbackPort(srv.Addr()))
@@ -132,7 +155,7 @@ func (a *app) startAdmin(ctx context.Context, f *adminFlags, parts adminParts) (
 	}
 	what := "/metrics, /healthz, /readyz"
 	if parts.rules {
-		what += ", /status, /why"
+		what += ", /status, /why, the console at /"
 		if token != "" {
 			what += " (with the token)"
 		}
@@ -166,6 +189,11 @@ func (r *adminRun) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), DefaultShutdownTimeout)
 	defer cancel()
 	_ = r.srv.Close(ctx)
+	if r.otlp != nil {
+		if err := r.otlp.Close(ctx); err != nil {
+			r.log.Warn("the last spans and metrics were not sent", "err", err)
+		}
+	}
 }
 
 // requestObserver is for protocol.Config.Observer (nil without --admin).
@@ -182,6 +210,31 @@ func (r *adminRun) handleObserver() host.Observer {
 		return nil
 	}
 	return r.metrics
+}
+
+// handleTracer is for host.Config.Tracer: the console (nil without
+// --admin).
+func (r *adminRun) handleTracer() host.Tracer {
+	if r == nil || r.console == nil {
+		return nil
+	}
+	return r.console
+}
+
+// consoleSource is the host once its rules are loaded, else nil.
+func (r *adminRun) consoleSource() admin.ConsoleSource {
+	if h := r.host.Load(); h != nil {
+		return h
+	}
+	return nil
+}
+
+// keySource is the store client once there is one, else nil.
+func (r *adminRun) keySource() admin.KeySource {
+	if c := r.client.Load(); c != nil {
+		return c
+	}
+	return nil
 }
 
 // brokerStarted shows b's metrics and marks it listening.

@@ -6,7 +6,7 @@ import "github.com/ssrun/ssrun/internal/safefile"
 // is not a regular file (a link to /dev/zero, a named pipe, a device) is
 // refused without reading it or waiting on it, and so is a file over its
 // limit; every error names the file. Rule files go through
-// host.ReadRuleFile, test files and traces through package testrun.
+// rulefile.Read, test files and traces through package testrun.
 const (
 	// maxConfigBytes bounds ssrun.yaml (and a checkout's go.mod).
 	maxConfigBytes = 4 << 20

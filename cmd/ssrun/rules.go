@@ -116,7 +116,7 @@ func (a *app) serveRules(ctx context.Context, client *protocol.Client, dir strin
 	if err != nil {
 		return err
 	}
-	opts := host.Config{Store: client, Runtimes: rts, Logger: a.log, Observer: adm.handleObserver()}
+	opts := host.Config{Store: client, Runtimes: rts, Logger: a.log, Observer: adm.handleObserver(), Tracer: adm.handleTracer()}
 	if rec != nil {
 		opts.Recorder = rec
 	}

@@ -14,8 +14,9 @@ import (
 
 func (a *app) whyCmd() *cobra.Command {
 	var f adminClientFlags
+	var rule string
 	cmd := &cobra.Command{
-		Use:   "why KEY [--admin ADDR] [-o json]",
+		Use:   "why KEY [--rule NAME] [--admin ADDR] [-o json]",
 		Short: "Say which rule last wrote KEY, handling which event, and the chain back to the outside write",
 		Long: `Ask a running ssrun dev or run (started with --admin) why KEY has its value: the rule that last
 wrote it, with the value (its first 256 bytes), version and time; the event the rule was handling
@@ -23,6 +24,11 @@ wrote it, with the value (its first 256 bytes), version and time; the event the 
 change from outside the rules that started it, with the client that made it when the store names
 it (ssrun's embedded broker does). The host keeps the last write of the 4096 most recently written
 keys, in memory. -o json prints the /why document.
+
+With --rule NAME (a rule's file name), say instead why that rule did not react to KEY's last
+change: not watched, its watch permission, the echo of its own write, a damped loop, a full
+mailbox, another host of the group owns it, disabled or failing, a dry run, not loaded yet (or
+that it did react). -o json prints the /whynot document.
 
 Exit status: 0 done, 1 no rule wrote KEY (since ssrun started), 2 usage or connection error.`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -34,6 +40,13 @@ Exit status: 0 done, 1 no rule wrote KEY (since ssrun started), 2 usage or conne
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := f.check(); err != nil {
 				return err
+			}
+			if rule != "" {
+				body, err := adminGet(cmd.Context(), &f, "/whynot", url.Values{"key": {args[0]}, "rule": {rule}})
+				if err != nil {
+					return err
+				}
+				return showAdmin(a.stdout, &f, body, printWhyNot)
 			}
 			body, err := adminGet(cmd.Context(), &f, "/why", url.Values{"key": {args[0]}})
 			var nf *errAdminNotFound
@@ -47,6 +60,7 @@ Exit status: 0 done, 1 no rule wrote KEY (since ssrun started), 2 usage or conne
 		},
 	}
 	f.register(cmd.Flags())
+	cmd.Flags().StringVar(&rule, "rule", "", "say why the rule `NAME` (its file name) did not react to KEY's last change")
 	return cmd
 }
 

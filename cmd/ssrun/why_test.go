@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -26,11 +27,35 @@ import (
 // client.
 func chainAdmin(t *testing.T) (addr string, user *protocol.Client) {
 	t.Helper()
+	addr, user = chainDev(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, kv := range [][2]string{{"alarm/armed", "yes"}, {"door/front", "open"}} {
+		if _, err := user.Set(ctx, []byte(kv[0]), []byte(kv[1]), protocol.SetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testutil.WaitFor(t, "the siren's write in the journal", func() bool {
+		return runCLI(t, "", "why", "siren/garden", "--admin", addr).code == 0
+	})
+	return addr, user
+}
+
+// chainDev runs `ssrun dev --admin 127.0.0.1:0` and args on a copy of the
+// examples/chain rules and files (name -> content), and returns the admin
+// endpoint's address and a client of its broker with id door-sensor.
+func chainDev(t *testing.T, files map[string]string, args ...string) (addr string, user *protocol.Client) {
+	t.Helper()
 	dir := t.TempDir()
 	for _, f := range []string{"door.lua", "alarm.lua"} {
 		copyFile(t, filepath.Join("../../examples/chain", f), filepath.Join(dir, f), 0o644)
 	}
-	p, brokerAddr := startDev(t, dir, "--admin", "127.0.0.1:0")
+	for name, src := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, brokerAddr := startDev(t, dir, append([]string{"--admin", "127.0.0.1:0"}, args...)...)
 	addr = waitOutput(t, p.stdout, adminListening)[1]
 	user, err := protocol.New(context.Background(), protocol.Config{Servers: []string{brokerAddr}, ClientID: "door-sensor", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -42,14 +67,6 @@ func chainAdmin(t *testing.T) (addr string, user *protocol.Client) {
 	if err := user.AwaitConnection(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, kv := range [][2]string{{"alarm/armed", "yes"}, {"door/front", "open"}} {
-		if _, err := user.Set(ctx, []byte(kv[0]), []byte(kv[1]), protocol.SetOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	testutil.WaitFor(t, "the siren's write in the journal", func() bool {
-		return runCLI(t, "", "why", "siren/garden", "--admin", addr).code == 0
-	})
 	return addr, user
 }
 

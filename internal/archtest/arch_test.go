@@ -55,6 +55,9 @@ var rules = []rule{
 	// and the journal, over abi's events).
 	{pkg: "host/clock", allow: []string{"host/clock"}, deny: thirdParty},
 	{pkg: "host/provenance", allow: []string{"host/provenance", "abi"}, deny: thirdParty},
+	// rulefile (which files are rules, and reading them), which testrun
+	// and cmd/ssrun use as the host does.
+	{pkg: "host/rulefile", allow: []string{"host/rulefile", "abi", "internal/safefile"}},
 	// staging (a dry run's and a canary's staged writes, whose Write
 	// cmd/ssrun prints) stages on the store engine in process, and uses
 	// the host's status table and provenance.

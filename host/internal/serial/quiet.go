@@ -1,7 +1,8 @@
 // Package serial keeps a serial host's activity (ssrun test and replay run one
 // handler at a time, in ticket order, and ask when the host is idle) and the
-// wake-ups between the host's goroutines that count as activity: Signal, Wake
-// and Sleep on the host's clock. A nil *Quiet counts nothing.
+// waits and wake-ups between the host's goroutines that count as activity:
+// Signal, Wake and Sleep on the host's clock, and a handler parked in a lock
+// wait (Parker). A nil *Quiet counts nothing.
 package serial
 
 import (

@@ -1,0 +1,100 @@
+package host
+
+import (
+	"time"
+
+	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/mailbox"
+	"github.com/ssrun/ssrun/host/provenance"
+)
+
+// Tracer is told what becomes of the events on their way to the rules: the
+// handler calls that returned (Ran), the events a rule did not get (Skipped,
+// with why), the writes the store applied (Wrote) and the host calls its
+// permissions refused (Denied). Package admin keeps the last of each in
+// bounded rings for its console (recent runs, the live feed, "why not").
+// It is called on the dispatcher's and the rules' worker goroutines, so it
+// must be fast and must not block or call the Host. A nil Config.Tracer
+// costs nothing.
+type Tracer interface {
+	Ran(Run)
+	Skipped(Skip)
+	Wrote(rule string, step provenance.Step, cause provenance.Cause)
+	Denied(rule, verb, key string)
+}
+
+// SkipReason says why a rule did not get an event.
+type SkipReason string
+
+// The reasons of a Skip.
+const (
+	// SkipDamped: the feedback-loop damper dropped the change before any
+	// rule got it (Skip.Rule is empty: every rule watching the key).
+	SkipDamped SkipReason = "damped loop"
+	// SkipMailboxFull: the rule's mailbox was full.
+	SkipMailboxFull SkipReason = "mailbox full"
+	// SkipEcho: the change was the echo of the rule's own write.
+	SkipEcho SkipReason = "echo of its own write"
+	// SkipDisabled: the rule is disabled after repeated failures.
+	SkipDisabled SkipReason = "disabled"
+	// SkipUnwatched: the rule stopped watching the key before the event's
+	// turn came (it unwatched it, or a reload dropped the watch).
+	SkipUnwatched SkipReason = "no longer watched"
+)
+
+// Skip is an event a rule did not get.
+type Skip struct {
+	Rule   string           // file name; empty for every rule (SkipDamped)
+	Event  provenance.Cause // the event, and who caused it
+	Reason SkipReason
+	At     time.Time
+}
+
+// Run is one handler call that returned.
+type Run struct {
+	Rule  string           // file name
+	Event provenance.Cause // the event handled, and who caused it
+	At    time.Time
+	Took  time.Duration
+	Err   string // empty: handled
+	// Origin is the change from outside the rules that started the chain
+	// the event is on (nil: a timer, a lost lock, a write outside a
+	// handler).
+	Origin *provenance.Origin
+}
+
+// traceRan tells the tracer, if any, about a call of r on d that returned
+// err after took.
+func (r *rule) traceRan(d mailbox.Delivery, at time.Time, took time.Duration, err error) {
+	t := r.svc.trace
+	if t == nil {
+		return
+	}
+	run := Run{Rule: r.name, Event: provenance.CauseOf(d.Ev, d.Lin), At: at, Took: took, Origin: d.Lin.Origin}
+	if err != nil {
+		run.Err = clip(err.Error())
+	}
+	t.Ran(run)
+}
+
+// traceSkip tells the tracer, if any, that r did not get d, for reason.
+func (r *rule) traceSkip(d mailbox.Delivery, reason SkipReason) {
+	if t := r.svc.trace; t != nil {
+		t.Skipped(Skip{Rule: r.name, Event: provenance.CauseOf(d.Ev, d.Lin), Reason: reason, At: r.svc.clock.Now()})
+	}
+}
+
+// traceWrote tells the tracer, if any, about a write of r the store
+// applied, made while r handled cause (zero: outside a handler).
+func (r *rule) traceWrote(key, op, version string, cause provenance.Cause) {
+	if t := r.svc.trace; t != nil {
+		t.Wrote(r.name, provenance.Step{Rule: r.name, Key: key, Op: op, Version: version}, cause)
+	}
+}
+
+// traceDamped tells the tracer, if any, that the damper dropped ev.
+func (h *Host) traceDamped(ev abi.Event, lin provenance.Lineage) {
+	if t := h.trace; t != nil {
+		t.Skipped(Skip{Event: provenance.CauseOf(ev, lin), Reason: SkipDamped, At: h.clock.Now()})
+	}
+}
