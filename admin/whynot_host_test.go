@@ -166,17 +166,6 @@ end`}, host.Config{Rules: map[string]host.RuleConfig{"m.lua": {Mailbox: 1, Mailb
 	}
 }
 
-// running reports whether rule's handler call is in progress: its first
-// event left the mailbox and is not handled yet.
-func running(r *consoleRig, rule string) bool {
-	for _, s := range r.host.Status() {
-		if strings.HasSuffix(s.Path, "/"+rule) {
-			return s.Handled == 0 && s.Queued == 0 && len(r.console.Runs(rule)) == 0
-		}
-	}
-	return false
-}
-
 func TestWhyNotFailingThenDisabled(t *testing.T) {
 	r := newConsoleRig(t, map[string]string{"f.lua": `local ss = require("ssrun")
 ss.watch("f/in")
