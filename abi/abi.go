@@ -173,6 +173,11 @@ type Event struct {
 	// Late marks an OpTimer event delivered after its deadline (the host
 	// was down, or the rule busy past it).
 	Late bool
+	// Coalesced is how many earlier changes of the key this OpSet or
+	// OpDelete event replaced while they waited in the rule's full mailbox
+	// (the event stands for Coalesced+1 changes; 0: none). The rule still
+	// sees the key's latest value and version.
+	Coalesced int
 }
 
 // Condition is the write condition of a set.

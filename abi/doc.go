@@ -104,7 +104,12 @@
 // (the event was synthesised after a reconnect because the key changed while
 // the host was offline; intermediate changes may be missed); deadline (TIMER:
 // when it was due, Unix milliseconds); late (TIMER: delivered after its
-// deadline, because the host was down or the rule busy).
+// deadline, because the host was down or the rule busy); coalesced (SET and
+// DELETE: how many earlier changes of the key this event replaced while they
+// waited in the rule's full mailbox; 0 for most events). Under overload the
+// host conflates by key rather than dropping: a rule sees the latest value
+// and version of every key it watches, possibly skipping intermediate ones,
+// and a key's versions still arrive in increasing order.
 //
 // # Status codes
 //
@@ -116,7 +121,7 @@
 //
 //	local ss = require("ssrun")
 //	ss.watch("thermostat1/setPoint")          -- at load
-//	function on_event(ev) ... end             -- ev.key, ev.op, ev.value, ev.version, ev.resync
+//	function on_event(ev) ... end             -- ev.key, ev.op, ev.value, ev.version, ev.resync, ev.coalesced
 //
 //	ss.get(key)                    -> value, version | nil (absent)
 //	ss.set(key, value [, {nx=true | nex=true, ttl=ms, fence="lock"}])
@@ -200,6 +205,10 @@
 //	                                        AppendEvent); 0 = handled, other = failed
 //	_initialize                             optional (reactors, e.g. Go c-shared): run once
 //	                                        at start; the place to call watch
+//	ssrun_event_coalesced() -> i32          optional: return 1; the guest decodes the
+//	                                        coalesced flag and count of an event record
+//	                                        (see AppendEvent). Without it the host never
+//	                                        sets them (the guest sees coalesced 0).
 //
 // The host calls ssrun_alloc for the event record, writes it, calls
 // ssrun_on_event, and never touches that buffer again: the guest owns and
@@ -236,4 +245,10 @@
 //     unchanged: a module that does not import the new functions never
 //     sees them, and a rule that never calls watch_pattern gets no event it
 //     did not get before.
+//   - the event field coalesced (Event.Coalesced) is additive and needs no
+//     verb: Lua rules see ev.coalesced (0 on a host without it); plugins get
+//     Event.coalesced (protobuf field 8, skipped by older plugins); a
+//     WebAssembly module gets it only if it exports ssrun_event_coalesced
+//     (the Go and AssemblyScript SDKs provide it), so a module built before
+//     it gets the record it always got.
 package abi

@@ -37,6 +37,10 @@ const (
 	ExportABIVersion = "ssrun_abi_version" // () -> i32: must return Version
 	ExportAlloc      = "ssrun_alloc"       // (size i32) -> i32 ptr
 	ExportOnEvent    = "ssrun_on_event"    // (ptr i32, len i32) -> i32 status
+	// ExportCoalesced (optional, () -> i32 returning 1) says the guest
+	// decodes the coalesced flag of an event record (see AppendEvent); a
+	// guest without it never gets one, and sees no Event.Coalesced.
+	ExportCoalesced = "ssrun_event_coalesced"
 )
 
 // HostFunctions returns every host function of ABI v1 (revision 3), in a
@@ -59,8 +63,9 @@ const (
 	opCodeLockLost = 3
 	opCodeTimer    = 4 // revision 2
 
-	flagResync = 1
-	flagLate   = 2 // revision 2: TIMER only
+	flagResync    = 1
+	flagLate      = 2 // revision 2: TIMER only
+	flagCoalesced = 4 // SET and DELETE only, to a guest exporting ExportCoalesced
 )
 
 // ErrEncoding reports a malformed event or result record.
@@ -89,12 +94,16 @@ func ReadField(b []byte) (field, rest []byte, err error) {
 // AppendEvent appends the binary event record handed to a WASM guest:
 //
 //	u8 op (1 SET, 2 DELETE, 3 LOCK_LOST, 4 TIMER)
-//	u8 flags (bit 0 resync; bit 1 late, TIMER only) | u16 zero
+//	u8 flags (bit 0 resync; bit 1 late, TIMER only; bit 2 coalesced) | u16 zero
 //	field key | field value | field version      (fields as in AppendField)
 //	TIMER only: u64 little-endian deadline (Unix milliseconds)
+//	coalesced only: u32 little-endian Event.Coalesced (at most 2^32-1)
 //
 // A guest built before revision 2 never gets a TIMER record: only a rule
-// that arms a timer (an import it does not have) receives one.
+// that arms a timer (an import it does not have) receives one. The
+// coalesced flag is set when Event.Coalesced > 0 (SET and DELETE only); the
+// host clears Coalesced for a guest that does not export ExportCoalesced,
+// so a guest built before it never sees the flag.
 func AppendEvent(dst []byte, ev Event) []byte {
 	var op byte
 	switch ev.Op {
@@ -114,6 +123,10 @@ func AppendEvent(dst []byte, ev Event) []byte {
 	if ev.Late && ev.Op == OpTimer {
 		flags |= flagLate
 	}
+	coalesced := coalescedOf(ev)
+	if coalesced > 0 {
+		flags |= flagCoalesced
+	}
 	dst = append(dst, op, flags, 0, 0)
 	dst = AppendField(dst, []byte(ev.Key))
 	dst = AppendField(dst, ev.Value)
@@ -121,7 +134,19 @@ func AppendEvent(dst []byte, ev Event) []byte {
 	if ev.Op == OpTimer {
 		dst = binary.LittleEndian.AppendUint64(dst, uint64(ev.Deadline))
 	}
+	if coalesced > 0 {
+		dst = binary.LittleEndian.AppendUint32(dst, coalesced)
+	}
 	return dst
+}
+
+// coalescedOf is ev.Coalesced as recorded: 0 unless a SET or DELETE,
+// saturated at the u32's bound.
+func coalescedOf(ev Event) uint32 {
+	if ev.Coalesced <= 0 || (ev.Op != OpSet && ev.Op != OpDelete) {
+		return 0
+	}
+	return uint32(min(uint64(ev.Coalesced), 1<<32-1))
 }
 
 // EventSize is the exact size of ev's record.
@@ -129,6 +154,9 @@ func EventSize(ev Event) int {
 	n := 4 + 12 + len(ev.Key) + len(ev.Value) + len(ev.Version)
 	if ev.Op == OpTimer {
 		n += 8
+	}
+	if coalescedOf(ev) > 0 {
+		n += 4
 	}
 	return n
 }
@@ -153,8 +181,11 @@ func DecodeEvent(b []byte) (Event, error) {
 		return Event{}, fmt.Errorf("%w: unknown op code %d", ErrEncoding, b[0])
 	}
 	allowed := byte(flagResync)
-	if ev.Op == OpTimer {
+	switch ev.Op {
+	case OpTimer:
 		allowed |= flagLate
+	case OpSet, OpDelete:
+		allowed |= flagCoalesced
 	}
 	if b[1]&^allowed != 0 || b[2] != 0 || b[3] != 0 {
 		return Event{}, fmt.Errorf("%w: reserved event header bits set", ErrEncoding)
@@ -179,6 +210,13 @@ func DecodeEvent(b []byte) (Event, error) {
 		}
 		ev.Deadline = int64(binary.LittleEndian.Uint64(rest))
 		rest = rest[8:]
+	}
+	if b[1]&flagCoalesced != 0 {
+		if len(rest) < 4 {
+			return Event{}, fmt.Errorf("%w: coalesced event without its 4-byte count", ErrEncoding)
+		}
+		ev.Coalesced = int(binary.LittleEndian.Uint32(rest))
+		rest = rest[4:]
 	}
 	if len(rest) != 0 {
 		return Event{}, fmt.Errorf("%w: %d trailing bytes after event", ErrEncoding, len(rest))

@@ -14,6 +14,8 @@ func TestEventRoundTrip(t *testing.T) {
 		{Key: "lock", Op: OpLockLost},
 		{Key: "door", Op: OpTimer, Value: []byte("open-too-long"), Deadline: 1_795_000_000_123},
 		{Key: "tick", Op: OpTimer, Value: []byte{}, Deadline: 1, Late: true},
+		{Key: "k", Op: OpSet, Value: []byte("v"), Version: "v", Coalesced: 999_999},
+		{Key: "k", Op: OpDelete, Version: "v", Resync: true, Coalesced: 1},
 	} {
 		b := AppendEvent(nil, ev)
 		if len(b) != EventSize(ev) {
@@ -24,7 +26,7 @@ func TestEventRoundTrip(t *testing.T) {
 			t.Fatalf("DecodeEvent(%+v): %v", ev, err)
 		}
 		if got.Key != ev.Key || got.Op != ev.Op || !bytes.Equal(got.Value, ev.Value) || got.Version != ev.Version || got.Resync != ev.Resync ||
-			got.Deadline != ev.Deadline || got.Late != ev.Late {
+			got.Deadline != ev.Deadline || got.Late != ev.Late || got.Coalesced != ev.Coalesced {
 			t.Fatalf("round trip: got %+v, want %+v", got, ev)
 		}
 		if ev.Op == OpSet && got.Value == nil {
@@ -40,22 +42,50 @@ func TestDecodeEventRejects(t *testing.T) {
 	timer := AppendEvent(nil, Event{Key: "t", Op: OpTimer, Value: []byte("p"), Deadline: 42})
 	lateSet := append([]byte{}, good...)
 	lateSet[1] = flagLate
+	coalesced := AppendEvent(nil, Event{Key: "k", Op: OpSet, Value: []byte("v"), Coalesced: 3})
+	coalescedTimer := append([]byte{}, timer...)
+	coalescedTimer[1] = flagCoalesced
+	coalescedTimer = append(coalescedTimer, 3, 0, 0, 0)
 	cases := map[string][]byte{
-		"empty":                  nil,
-		"short header":           good[:3],
-		"unknown op":             append([]byte{9}, good[1:]...),
-		"reserved flags":         append([]byte{good[0], 2}, good[2:]...),
-		"truncated":              good[:len(good)-1],
-		"trailing":               append(append([]byte{}, good...), 0),
-		"huge length":            append(append([]byte{}, good[:4]...), 0xff, 0xff, 0xff, 0xff),
-		"delete value":           withValue,
-		"timer without deadline": timer[:len(timer)-8],
-		"timer short deadline":   timer[:len(timer)-1],
-		"late on a SET":          lateSet,
+		"coalesced without count": coalesced[:len(coalesced)-4],
+		"coalesced short count":   coalesced[:len(coalesced)-1],
+		"coalesced on a TIMER":    coalescedTimer,
+		"empty":                   nil,
+		"short header":            good[:3],
+		"unknown op":              append([]byte{9}, good[1:]...),
+		"reserved flags":          append([]byte{good[0], 2}, good[2:]...),
+		"truncated":               good[:len(good)-1],
+		"trailing":                append(append([]byte{}, good...), 0),
+		"huge length":             append(append([]byte{}, good[:4]...), 0xff, 0xff, 0xff, 0xff),
+		"delete value":            withValue,
+		"timer without deadline":  timer[:len(timer)-8],
+		"timer short deadline":    timer[:len(timer)-1],
+		"late on a SET":           lateSet,
 	}
 	for name, b := range cases {
 		if ev, err := DecodeEvent(b); !errors.Is(err, ErrEncoding) {
 			t.Errorf("%s: DecodeEvent = %+v, %v; want ErrEncoding", name, ev, err)
+		}
+	}
+}
+
+// An event that coalesced nothing, and a coalesced count on an op that
+// cannot coalesce, encode as before coalescing existed: byte for byte what
+// a guest built before it decodes.
+func TestCoalescedEncodingOnlyWhenSet(t *testing.T) {
+	for _, ev := range []Event{
+		{Key: "k", Op: OpSet, Value: []byte("v"), Version: "1"},
+		{Key: "t", Op: OpTimer, Value: []byte("p"), Deadline: 5, Coalesced: 7},
+		{Key: "l", Op: OpLockLost, Coalesced: 2},
+	} {
+		b := AppendEvent(nil, ev)
+		if b[1]&flagCoalesced != 0 {
+			t.Errorf("%s: coalesced flag set", ev.Op)
+		}
+		plain := ev
+		plain.Coalesced = 0
+		if !bytes.Equal(b, AppendEvent(nil, plain)) {
+			t.Errorf("%s: record differs from the one without Coalesced", ev.Op)
 		}
 	}
 }

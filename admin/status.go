@@ -38,6 +38,8 @@ type RuleDoc struct {
 	Handled   uint64     `json:"handled"`
 	Failed    uint64     `json:"failed"`
 	Dropped   uint64     `json:"dropped"`
+	Coalesced uint64     `json:"coalesced"` // changes replaced in a full mailbox by a newer change of their key
+	Restarted uint64     `json:"restarted"` // calls cut by a newer change of their key (mode restart)
 	Echoes    uint64     `json:"echoes"`
 	Abandoned uint64     `json:"abandoned"`
 	// Queued is the mailbox depth (absent for a file that failed to load).
@@ -93,6 +95,7 @@ func NewStatusDoc(src StatusSource) StatusDoc {
 	for _, s := range rs {
 		d := RuleDoc{Name: filepath.Base(s.Path), Path: s.Path, Kind: s.Kind, Hash: s.Hash, State: s.State,
 			LastError: s.LastError, Handled: s.Handled, Failed: s.Failed, Dropped: s.Dropped, Echoes: s.Echoes,
+			Coalesced: s.Coalesced, Restarted: s.Restarted,
 			Abandoned: s.Abandoned, Watches: nonNil(s.Watches), Patterns: s.Patterns, PatternKeys: s.PatternKeys, Locks: nonNil(s.Locks), Timers: s.Timers,
 			LogLinesSuppressed: s.LogLinesSuppressed, LogBytesSuppressed: s.LogBytesSuppressed}
 		if s.State != host.StateLoadFailed {

@@ -31,6 +31,8 @@ import (
 //	memory: 64MiB      # MemoryBytes
 //	max_value: 1MiB    # MaxValueBytes
 //	mailbox: 1024      # Mailbox
+//	mailbox_keys: 65536  # MailboxKeys
+//	mode: queued       # Mode: queued | latest | restart
 //	log_lines: 100     # LogLines, per second
 //	log_bytes: 64KiB   # LogBytes, per second
 //	max_timers: 10000  # MaxTimers
@@ -54,9 +56,25 @@ type RuleConfig struct {
 	MemoryBytes int64
 	// MaxValueBytes refuses set/vdel values larger than this (TOO_LARGE).
 	MaxValueBytes int
-	// Mailbox is how many events may wait for the rule; more are dropped
-	// and counted.
+	// Mailbox is how many events may wait for the rule before its mailbox
+	// conflates by key: a change of a key replaces the key's waiting event
+	// (RuleStatus.Coalesced; the event's abi.Event.Coalesced says how many
+	// it replaced), and a change of another key waits while fewer than
+	// MailboxKeys events do; past that it is dropped (RuleStatus.Dropped).
 	Mailbox int
+	// MailboxKeys bounds the events waiting in a full mailbox, so the
+	// distinct keys it conflates: about 1 KiB each with a small value, as
+	// measured (the event, its lineage and what it keeps of the
+	// notification it came in); 64 MiB at the default.
+	MailboxKeys int
+	// Mode is how the mailbox treats a key's changes: ModeQueued (the
+	// default, "") hands the rule every change in order and conflates by
+	// key only when the mailbox is full; ModeLatest always conflates, so a
+	// rule never handles a change of a key that a newer one already
+	// replaced while it waited; ModeRestart conflates as latest does and a
+	// key's new change also cuts the running call of the same key (see
+	// restart.go).
+	Mode string
 	// LogLines and LogBytes are the rule's log budget: how many lines, and
 	// how many bytes of message, it may log per second (a line longer than
 	// LogBytes is cut to it). The excess is dropped, counted in RuleStatus
@@ -105,6 +123,7 @@ const (
 	DefaultMemoryBytes   = abi.DefaultMemoryBytes
 	DefaultMaxValueBytes = 1 << 20
 	DefaultMailbox       = 1024
+	DefaultMailboxKeys   = 65536
 	DefaultGrace         = 5 * time.Second
 	DefaultLogLines      = 100
 	DefaultLogBytes      = 64 << 10
@@ -145,12 +164,15 @@ const DefaultMaxConcurrentCalls = gate.DefaultMax
 
 // Validate checks the patterns and numbers and says which is wrong.
 func (c RuleConfig) Validate() error {
-	if c.Timeout < 0 || c.Grace < 0 || c.MemoryBytes < 0 || c.MaxValueBytes < 0 || c.Mailbox < 0 || c.LogLines < 0 || c.LogBytes < 0 || c.MaxTimers < 0 ||
+	if c.Timeout < 0 || c.Grace < 0 || c.MemoryBytes < 0 || c.MaxValueBytes < 0 || c.Mailbox < 0 || c.MailboxKeys < 0 || c.LogLines < 0 || c.LogBytes < 0 || c.MaxTimers < 0 ||
 		c.MaxWatchedKeys < 0 || (c.Rescan < 0 && c.Rescan != RescanOff) {
-		return fmt.Errorf("timeout, grace, memory, max_value, mailbox, log_lines, log_bytes, max_timers, rescan and max_watched_keys must not be negative")
+		return fmt.Errorf("timeout, grace, memory, max_value, mailbox, mailbox_keys, log_lines, log_bytes, max_timers, rescan and max_watched_keys must not be negative")
 	}
 	if err := c.Canary.validate(); err != nil {
 		return err
+	}
+	if c.Mode != "" && c.Mode != ModeQueued && c.Mode != ModeLatest && c.Mode != ModeRestart {
+		return fmt.Errorf("mode: %q is not a choice: say %q (the default), %q or %q", c.Mode, ModeQueued, ModeLatest, ModeRestart)
 	}
 	if c.Ownership != "" && c.Ownership != OwnershipEveryHost {
 		return fmt.Errorf("ownership: %q is not a choice: leave it out (one host of the group) or say %q", c.Ownership, OwnershipEveryHost)
@@ -171,6 +193,7 @@ var ruleDefaults = RuleConfig{
 	MemoryBytes:    DefaultMemoryBytes,
 	MaxValueBytes:  DefaultMaxValueBytes,
 	Mailbox:        DefaultMailbox,
+	MailboxKeys:    DefaultMailboxKeys,
 	Grace:          DefaultGrace,
 	LogLines:       DefaultLogLines,
 	LogBytes:       DefaultLogBytes,
@@ -194,6 +217,8 @@ func (c RuleConfig) merge(o RuleConfig) RuleConfig {
 	c.MemoryBytes = cmp.Or(o.MemoryBytes, c.MemoryBytes)
 	c.MaxValueBytes = cmp.Or(o.MaxValueBytes, c.MaxValueBytes)
 	c.Mailbox = cmp.Or(o.Mailbox, c.Mailbox)
+	c.MailboxKeys = cmp.Or(o.MailboxKeys, c.MailboxKeys)
+	c.Mode = cmp.Or(o.Mode, c.Mode)
 	c.LogLines = cmp.Or(o.LogLines, c.LogLines)
 	c.LogBytes = cmp.Or(o.LogBytes, c.LogBytes)
 	c.MaxTimers = cmp.Or(o.MaxTimers, c.MaxTimers)
@@ -405,6 +430,13 @@ func (c Canary) validate() error {
 	}
 	return nil
 }
+
+// Modes of RuleConfig.Mode.
+const (
+	ModeQueued  = "queued"
+	ModeLatest  = "latest"
+	ModeRestart = "restart"
+)
 
 // OwnershipEveryHost in RuleConfig.Ownership runs the rule on every host of
 // a group instead of one.

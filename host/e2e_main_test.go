@@ -231,13 +231,11 @@ func (e *env) longCtx() context.Context {
 // ruleStatus is the status of the rule loaded from the file name.
 func (e *env) ruleStatus(name string) RuleStatus {
 	e.t.Helper()
-	for _, s := range e.host.Status() {
-		if filepath.Base(s.Path) == name {
-			return s
-		}
+	s, ok := ruleStatus(e.host, name)
+	if !ok {
+		e.t.Fatalf("rule %s not loaded", name)
 	}
-	e.t.Fatalf("rule %s not loaded", name)
-	return RuleStatus{}
+	return s
 }
 
 // lookup reads key with the user client (safe from any goroutine).

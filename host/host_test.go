@@ -89,23 +89,25 @@ func TestOneRegistrationPerKey(t *testing.T) {
 	}
 }
 
-// Events reach a rule one at a time and in order; a full mailbox drops and
-// counts; other rules run in parallel meanwhile.
+// Events reach a rule one at a time and in order; a full mailbox
+// conflates a key's changes into its last waiting event, and past its
+// bound of keys drops and counts a change of another key; other rules run
+// in parallel meanwhile.
 func TestMailboxOrderOverflowAndParallelism(t *testing.T) {
 	e := newEnv(t, func(o *Config) {
-		o.Rules = map[string]RuleConfig{"slow.gorule": {Mailbox: 4, Timeout: 30 * time.Second}}
+		o.Rules = map[string]RuleConfig{"slow.gorule": {Mailbox: 4, MailboxKeys: 4, Timeout: 30 * time.Second}}
 	})
 	release := make(chan struct{})
 	var mu sync.Mutex
 	var seen []string
 	var inHandler atomic.Int32
-	e.load("slow", goRule{init: watchInit("seq"), handle: func(ctx context.Context, _ abi.Host, ev abi.Event) error {
+	e.load("slow", goRule{init: watchInit("seq", "more"), handle: func(ctx context.Context, _ abi.Host, ev abi.Event) error {
 		if inHandler.Add(1) != 1 {
 			t.Error("two events handled at once")
 		}
 		defer inHandler.Add(-1)
 		mu.Lock()
-		seen = append(seen, string(ev.Value))
+		seen = append(seen, fmt.Sprintf("%s/%d", ev.Value, ev.Coalesced))
 		first := len(seen) == 1
 		mu.Unlock()
 		if first {
@@ -124,13 +126,15 @@ func TestMailboxOrderOverflowAndParallelism(t *testing.T) {
 	// The slow rule is stuck; the fast one still works.
 	e.set("other", "x")
 	waitFor(t, "fast rule handles while slow one is busy", func() bool { return fast.Load() == 1 })
-	waitFor(t, "overflow counted", func() bool { return e.status("slow").Dropped == 6 })
+	waitFor(t, "overflow coalesced", func() bool { return e.status("slow").Coalesced == 6 })
+	e.set("more", "m") // a key with nothing waiting, past the bound of keys
+	waitFor(t, "overflow dropped", func() bool { return e.status("slow").Dropped == 1 })
 	close(release)
 	waitFor(t, "queued events handled", func() bool { return e.status("slow").Handled == 5 })
 	mu.Lock()
 	defer mu.Unlock()
-	if got := strings.Join(seen, ","); got != "0,1,2,3,4" {
-		t.Fatalf("handled %s, want 0,1,2,3,4 (mailbox of 4 kept the oldest, dropped 6)", got)
+	if got := strings.Join(seen, ","); got != "0/0,1/0,2/0,3/0,10/6" {
+		t.Fatalf("handled %s, want 0/0,1/0,2/0,3/0,10/6 (value/coalesced: 4..10 conflated into the last waiting)", got)
 	}
 	if !strings.Contains(e.logs.String(), "rule mailbox full") {
 		t.Fatal("overflow was not logged")

@@ -78,7 +78,12 @@ type rule struct {
 	// owner of a rule shared by a group (nil: not shared; see group.go).
 	progress *membership.Progress
 
+	running cuttable // the call a newer change of its key may cut (restart.go)
+
 	handled, failed, dropped, echoes, abandons atomic.Uint64
+	coalesced                                  atomic.Uint64 // events replaced in the mailbox by a newer change of their key
+	restarted                                  atomic.Uint64 // calls cut by a newer change of their key (restart.go)
+	restart                                    atomic.Bool   // the mode is restart
 	lastDropLog                                atomic.Int64
 }
 
@@ -111,7 +116,7 @@ func newRule(s *services, path, kind string, cfg RuleConfig) *rule {
 		svc:     s,
 		cfg:     cfg,
 		quiet:   rq,
-		mailbox: mailbox.New(cfg.Mailbox, s.quiet, rq),
+		mailbox: mailbox.New(cfg.Mailbox, cfg.MailboxKeys, s.quiet, rq),
 		locks:   leases{svc: s, rule: name, rq: rq, lostSignal: make(chan struct{}, 1), m: map[string]*lease{}},
 		logs:    logbudget.New(s.log, s.clock, name, cfg.LogLines, cfg.LogBytes),
 		watches: map[string]abi.WatchOptions{},
@@ -121,6 +126,7 @@ func newRule(s *services, path, kind string, cfg RuleConfig) *rule {
 		w := r.worker()
 		return w != nil && w.state.Load()&phaseMask == phaseCall
 	}
+	r.setMode(cfg.Mode)
 	r.timers = newRuleTimers(s, name, r.mailbox)
 	r.ctx, r.cancel = context.WithCancel(s.ctx)
 	if s.group != nil {
@@ -130,17 +136,32 @@ func newRule(s *services, path, kind string, cfg RuleConfig) *rule {
 	return r
 }
 
-// Enqueue offers an event to the mailbox without blocking; a full mailbox
-// drops it, counts it and logs at most once a second.
+// Enqueue offers an event to the mailbox without blocking. A full mailbox
+// conflates it with its key's waiting event (counted), or drops it past
+// its bound of keys (counted, and logged at most once a second).
 func (r *rule) Enqueue(d mailbox.Delivery) {
-	if !r.mailbox.Push(d) {
+	switch r.mailbox.Push(d) {
+	case mailbox.Queued:
+		r.cutRunning(d.Ev.Key)
+	case mailbox.Coalesced:
+		r.coalesced.Add(1)
+		r.cutRunning(d.Ev.Key)
+	case mailbox.Dropped:
 		r.traceSkip(d, SkipMailboxFull)
 		n := r.dropped.Add(1)
 		now := r.svc.clock.Now().UnixNano()
 		if last := r.lastDropLog.Load(); now-last > int64(time.Second) && r.lastDropLog.CompareAndSwap(last, now) {
-			r.svc.log.Warn("rule mailbox full: event dropped", "rule", r.name, "key", d.Ev.Key, "dropped_total", n, "mailbox", r.config().Mailbox)
+			cfg := r.config()
+			r.svc.log.Warn("rule mailbox full of distinct keys: event dropped", "rule", r.name, "key", d.Ev.Key, "dropped_total", n,
+				"mailbox", cfg.Mailbox, "mailbox_keys", cfg.MailboxKeys)
 		}
 	}
+}
+
+// setMode applies RuleConfig.Mode: latest and restart conflate always.
+func (r *rule) setMode(mode string) {
+	r.mailbox.SetLatest(mode == ModeLatest || mode == ModeRestart)
+	r.restart.Store(mode == ModeRestart)
 }
 
 // config returns the rule's settings.
@@ -156,7 +177,8 @@ func (r *rule) reconfigure(cfg RuleConfig) {
 	r.cfg = cfg
 	r.mu.Unlock()
 	r.logs.SetLimits(cfg.LogLines, cfg.LogBytes)
-	r.mailbox.SetLimit(cfg.Mailbox)
+	r.mailbox.SetLimit(cfg.Mailbox, cfg.MailboxKeys)
+	r.setMode(cfg.Mode)
 	r.pats.reconfigure(r.svc.ctx, cfg)
 }
 
@@ -403,7 +425,9 @@ func (r *rule) call(w *worker, d mailbox.Delivery) bool {
 		r.svc.rec.RecordEvent(r.name, r.svc.timers.Clock.NowMs(), d.Ev)
 	}
 	call := w.begin(timeout, d.Ev.Key, d.Ev.Op)
-	err := in.script.Handle(w.ctx, d.Ev)
+	ctx, endCuttable := r.beginCuttable(w.ctx, d.Ev)
+	err := in.script.Handle(ctx, d.Ev)
+	cut := endCuttable()
 	r.svc.gate.Leave(&w.gated)
 	r.mu.Lock()
 	r.cause = provenance.Cause{} // a write outside a handler (at load, from a plugin's own goroutine) answers no event
@@ -425,6 +449,12 @@ func (r *rule) call(w *worker, d mailbox.Delivery) bool {
 		// Stopped mid-call (shutting down, or handed over to another host
 		// of a group): the event was not handled, so it is not recorded as
 		// handled, and a group's next owner delivers it again.
+		return true
+	}
+	if err != nil && cut {
+		// A newer change of the key, waiting now, stands for this one.
+		r.restarted.Add(1)
+		r.svc.log.Debug("handler restarted by a newer change of its key", "rule", r.name, "key", d.Ev.Key)
 		return true
 	}
 	if r.progress != nil {
@@ -844,11 +874,17 @@ type RuleStatus struct {
 	Locks       []string
 	Handled     uint64 // events handled successfully
 	Failed      uint64 // handler calls that failed (timeout, memory, crash, error)
-	Dropped     uint64 // events dropped: mailbox full, or rule disabled
-	Echoes      uint64 // events skipped as echoes of the rule's own writes
-	Timers      int    // timers armed (pending or firing)
-	Queued      int    // events waiting in the mailbox now
-	Disabled    bool
+	Dropped     uint64 // events dropped: mailbox full of distinct keys, or rule disabled
+	// Coalesced counts changes that replaced a waiting change of their key
+	// in a full mailbox (each handled as part of the newer one).
+	Coalesced uint64
+	// Restarted counts handler calls cut by a newer change of their key
+	// (mode restart); they are not failures.
+	Restarted uint64
+	Echoes    uint64 // events skipped as echoes of the rule's own writes
+	Timers    int    // timers armed (pending or firing)
+	Queued    int    // events waiting in the mailbox now
+	Disabled  bool
 	// Stuck is set while a handler call runs past its deadline plus the
 	// grace; Abandoned counts the calls the host gave up on (see
 	// RuleConfig.Grace), each also counted in Failed.
@@ -861,7 +897,8 @@ type RuleStatus struct {
 
 func (r *rule) status() RuleStatus {
 	s := RuleStatus{Path: r.path, Kind: r.kind, Locks: r.locks.names(), Abandoned: r.abandons.Load(),
-		Handled: r.handled.Load(), Failed: r.failed.Load(), Dropped: r.dropped.Load(), Echoes: r.echoes.Load()}
+		Handled: r.handled.Load(), Failed: r.failed.Load(), Dropped: r.dropped.Load(), Echoes: r.echoes.Load(),
+		Coalesced: r.coalesced.Load(), Restarted: r.restarted.Load()}
 	s.LogLinesSuppressed, s.LogBytesSuppressed = r.logs.Suppressed()
 	s.Timers = r.timers.count()
 	s.Queued = r.mailbox.Len()

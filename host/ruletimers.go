@@ -357,7 +357,7 @@ func (rt *ruleTimers) Fire(t *timers.Timer, _ int64) {
 		return
 	}
 	t.Inflight = true
-	if len(rt.waiting) > 0 || !rt.box.Push(rt.deliveryLocked(t)) {
+	if len(rt.waiting) > 0 || rt.box.Push(rt.deliveryLocked(t)) != mailbox.Queued {
 		rt.waiting = append(rt.waiting, t)
 		rt.parked.Store(true)
 	}
@@ -381,7 +381,7 @@ func (rt *ruleTimers) refill() {
 		if !rt.currentLocked(t) || rt.stopped {
 			continue
 		}
-		if !rt.box.Push(rt.deliveryLocked(t)) {
+		if rt.box.Push(rt.deliveryLocked(t)) != mailbox.Queued {
 			break
 		}
 	}

@@ -5,18 +5,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
-	"github.com/ssrun/ssrun/broker/brokertest"
 	"github.com/ssrun/ssrun/host/internal/mailbox"
 	"github.com/ssrun/ssrun/host/internal/timers"
-	"github.com/ssrun/ssrun/internal/testutil"
 )
 
 // benchDelay is the delay of each probe timer: long enough that the probe
@@ -88,13 +84,11 @@ type benchProbe struct {
 // closed when the benchmark ends.
 func benchTimerHost(b *testing.B) (*benchProbe, *Host) {
 	b.Helper()
-	br := brokertest.Start(b)
-	rt := &goRuntime{}
 	p := &benchProbe{fired: make(chan struct {
 		at       time.Time
 		deadline int64
 	}, 1)}
-	rt.register("probe", goRule{
+	h, _ := goRuleHost(b, "probe", goRule{
 		init: func(_ context.Context, h abi.Host) error { p.rule = h; return nil },
 		handle: func(_ context.Context, _ abi.Host, ev abi.Event) error {
 			if ev.Op == abi.OpTimer {
@@ -105,19 +99,7 @@ func benchTimerHost(b *testing.B) (*benchProbe, *Host) {
 			}
 			return nil
 		},
-	})
-	h, err := New(Config{Store: newClient(b, br.Addr()), Runtimes: []abi.Runtime{rt}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		b.Fatal(err)
-	}
-	testutil.CloseAtEnd(b, "host", h.Close)
-	file := filepath.Join(b.TempDir(), "probe.gorule")
-	if err := os.WriteFile(file, []byte("probe"), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	if err := h.Load(context.Background(), file); err != nil {
-		b.Fatal(err)
-	}
+	}, Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	return p, h
 }
 
@@ -139,7 +121,7 @@ func BenchmarkTimerMemory(b *testing.B) {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		svc := &services{timers: timers.NewScheduler(newFakeTimerClock(), nil), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-		rt := newRuleTimers(svc, "memory.gorule", mailbox.New(DefaultMailbox, nil, nil))
+		rt := newRuleTimers(svc, "memory.gorule", mailbox.New(DefaultMailbox, 0, nil, nil))
 		rt.goLive(rt) // any version will do
 		for i := range n {
 			name := fmt.Sprintf("timer-%06d", i)

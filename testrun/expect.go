@@ -59,9 +59,9 @@ func (en *engine) check(ctx context.Context, e *Expect, logs, writes []string) [
 			out = append(out, fmt.Sprintf("status: no such rule %q", name))
 			continue
 		}
-		want, got := e.Status[name], Counts{Handled: int(st.Handled), Failed: int(st.Failed)}
-		if want != got {
-			out = append(out, fmt.Sprintf("status of %s: want handled %d failed %d, got handled %d failed %d", name, want.Handled, want.Failed, got.Handled, got.Failed))
+		want := e.Status[name]
+		if !want.Match(st.Handled, st.Failed, st.Coalesced, st.Dropped) {
+			out = append(out, fmt.Sprintf("status of %s: want %s, got %s", name, want, want.Got(st.Handled, st.Failed, st.Coalesced, st.Dropped)))
 		}
 	}
 	if len(out) > 0 {

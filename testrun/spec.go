@@ -78,10 +78,14 @@ type Expect struct {
 	Status map[string]Counts `yaml:"status"`
 }
 
-// Counts are a rule's event counts since the case began.
+// Counts are a rule's event counts since the case began (counts.go).
 type Counts struct {
 	Handled int `yaml:"handled"`
 	Failed  int `yaml:"failed"`
+	// Coalesced and Dropped, checked when given: changes conflated by key
+	// in the rule's full mailbox, and changes dropped (host.RuleStatus).
+	Coalesced *int `yaml:"coalesced"`
+	Dropped   *int `yaml:"dropped"`
 }
 
 // KV is a key and value; KVs keep the order of a YAML mapping.

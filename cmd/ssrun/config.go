@@ -69,6 +69,8 @@ type ruleSettings struct {
 	Memory   byteSize `yaml:"memory"`
 	MaxValue byteSize `yaml:"max_value"`
 	Mailbox  int      `yaml:"mailbox"`
+	Keys     int      `yaml:"mailbox_keys"`
+	Mode     string   `yaml:"mode"`
 	LogLines int      `yaml:"log_lines"`
 	LogBytes byteSize `yaml:"log_bytes"`
 	Timers   int      `yaml:"max_timers"`
@@ -119,6 +121,8 @@ func (s ruleSettings) toHost() host.RuleConfig {
 		MemoryBytes:    int64(s.Memory),
 		MaxValueBytes:  int(s.MaxValue),
 		Mailbox:        s.Mailbox,
+		MailboxKeys:    s.Keys,
+		Mode:           s.Mode,
 		LogLines:       s.LogLines,
 		LogBytes:       int(s.LogBytes),
 		MaxTimers:      s.Timers,

@@ -49,6 +49,8 @@ defaults:
   memory: 32MiB
   max_value: 64KiB
   mailbox: 64
+  mailbox_keys: 4096
+  mode: latest
   grace: 2s
   log_lines: 50
   log_bytes: 8KiB
@@ -68,7 +70,7 @@ rules:
 		t.Fatalf("broker: %+v", c.Broker)
 	}
 	d := c.Defaults.toHost()
-	if d.Timeout != 500*time.Millisecond || d.MemoryBytes != 32<<20 || d.MaxValueBytes != 64<<10 || d.Mailbox != 64 || d.Read != nil ||
+	if d.Timeout != 500*time.Millisecond || d.MemoryBytes != 32<<20 || d.MaxValueBytes != 64<<10 || d.Mailbox != 64 || d.MailboxKeys != 4096 || d.Mode != "latest" || d.Read != nil ||
 		d.Grace != 2*time.Second || d.LogLines != 50 || d.LogBytes != 8<<10 || d.MaxTimers != 7 {
 		t.Fatalf("defaults: %+v", d)
 	}
@@ -95,7 +97,8 @@ func TestLoadConfigErrorsNameFileAndLine(t *testing.T) {
 		{"bad size", "rules:\n  a.lua:\n    memory: lots\n", `line 3: bad size "lots"`},
 		{"bad pattern", "rules:\n  a.lua:\n    read: [\"a/[\"]\n", `rules: a.lua: read: bad key pattern "a/["`},
 		{"plugin without path", "plugins:\n  p: {sha256: ab}\n", "plugins: p: path is required"},
-		{"negative log budget", "rules:\n  a.lua:\n    log_lines: -1\n", "rules: a.lua: timeout, grace, memory, max_value, mailbox, log_lines, log_bytes, max_timers, rescan and max_watched_keys must not be negative"},
+		{"unknown mode", "rules:\n  a.lua:\n    mode: parallel\n", `rules: a.lua: mode: "parallel" is not a choice: say "queued" (the default), "latest" or "restart"`},
+		{"negative log budget", "rules:\n  a.lua:\n    log_lines: -1\n", "rules: a.lua: timeout, grace, memory, max_value, mailbox, mailbox_keys, log_lines, log_bytes, max_timers, rescan and max_watched_keys must not be negative"},
 		{"not yaml", "rules: [\n", "ssrun.yaml"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

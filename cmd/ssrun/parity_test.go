@@ -298,7 +298,7 @@ func (h *liveHost) settle(s *testrun.Step) {
 		}
 		st := h.status()
 		for name, want := range e.Status {
-			if got := st[name]; int(got.Handled) != want.Handled || int(got.Failed) != want.Failed {
+			if got := st[name]; !want.Match(got.Handled, got.Failed, got.Coalesced, got.Dropped) {
 				return false
 			}
 		}
@@ -389,8 +389,8 @@ func (h *liveHost) check(e *testrun.Expect) []string {
 	}
 	st := h.status()
 	for name, want := range e.Status {
-		if got := st[name]; int(got.Handled) != want.Handled || int(got.Failed) != want.Failed {
-			out = append(out, fmt.Sprintf("status of %s: want %+v, got handled %d failed %d", name, want, got.Handled, got.Failed))
+		if got := st[name]; !want.Match(got.Handled, got.Failed, got.Coalesced, got.Dropped) {
+			out = append(out, fmt.Sprintf("status of %s: want %s, got %s", name, want, want.Got(got.Handled, got.Failed, got.Coalesced, got.Dropped)))
 		}
 	}
 	if len(out) > 0 {

@@ -200,8 +200,9 @@ func TestSummary(t *testing.T) {
 // changes arrives: it is restarted, its init rebuilds the state, and
 // handling continues. Every change sent is accounted for: handled, failed
 // (the event in flight when the process died, reported as lost by the
-// runtime) or dropped (the rule's mailbox, bounded at 8, was full while
-// the plugin restarted).
+// runtime), coalesced (the rule's mailbox, bounded at 8, was full while
+// the plugin restarted, and kept the latest of the key) or dropped; and the
+// summary ends at the last value sent.
 func TestKillMidStream(t *testing.T) {
 	e := newEnv(t, host.RuleConfig{Mailbox: 8})
 	e.install(binary(t, "dev"))
@@ -219,12 +220,13 @@ func TestKillMidStream(t *testing.T) {
 	}
 	testutil.ProcessGone(t, pid1)
 	var st host.RuleStatus
-	testutil.WaitFor(t, "every change to be handled, failed or dropped", func() bool {
+	testutil.WaitFor(t, "every change to be handled, failed, coalesced or dropped", func() bool {
 		st = e.status()
-		return st.Handled+st.Failed+st.Dropped == n
+		return st.Handled+st.Failed+st.Coalesced+st.Dropped == n
 	})
 	ps := e.stats()
-	t.Logf("sent %d: handled %d, failed %d, dropped %d; runtime: lost %d, exits %d, starts %d", n, st.Handled, st.Failed, st.Dropped, ps.Lost, ps.Exits, ps.Starts)
+	t.Logf("sent %d: handled %d, failed %d, coalesced %d, dropped %d; runtime: lost %d, exits %d, starts %d", n, st.Handled, st.Failed, st.Coalesced, st.Dropped, ps.Lost, ps.Exits, ps.Starts)
+	e.waitSummary("the last value sent", func(s summary) bool { return s.Values["sensor/1"] == n })
 	if ps.Lost != st.Failed || ps.Lost > 1 {
 		t.Errorf("runtime lost %d events, host counted %d failures; want equal and at most 1 (one event at a time)", ps.Lost, st.Failed)
 	}

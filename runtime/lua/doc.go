@@ -6,13 +6,15 @@
 //
 //	local ss = require("ssrun")
 //	ss.watch("thermostat1/setPoint")          -- at load
-//	function on_event(ev) ... end             -- ev.key, ev.op, ev.value, ev.version, ev.resync
+//	function on_event(ev) ... end             -- ev.key, ev.op, ev.value, ev.version, ev.resync, ev.coalesced
 //
 // A rule's top-level code runs once when it starts (and again whenever its
 // state is rebuilt, see below) and must define a global function on_event,
 // which receives one event table at a time: key, op ("SET", "DELETE",
 // "LOCK_LOST" or "TIMER"), value (a string for SET and TIMER, else nil),
-// version (a string, "" when unknown) and resync (a boolean). A TIMER event
+// version (a string, "" when unknown), resync (a boolean) and coalesced (how
+// many earlier changes of the key this one replaced in the rule's full
+// mailbox, see abi.Event.Coalesced; 0 for most events). A TIMER event
 // (one of the rule's timers fired; key is its name, value its payload, ""
 // when it has none) also has deadline, when it was due in Unix
 // milliseconds, and late, true when it fired after that (the host was down

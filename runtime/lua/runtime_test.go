@@ -186,20 +186,20 @@ func TestEventFields(t *testing.T) {
 	s := startRule(t, `
 local ss = require("ssrun")
 function on_event(ev)
-  ss.log("info", string.format("%s|%s|%s|%s|%s|%s|%s", type(ev.value), ev.key, ev.op,
-    tostring(ev.value), ev.version, tostring(ev.resync), type(ev.resync)))
+  ss.log("info", string.format("%s|%s|%s|%s|%s|%s|%s|%s", type(ev.value), ev.key, ev.op,
+    tostring(ev.value), ev.version, tostring(ev.resync), type(ev.resync), tostring(ev.coalesced)))
 end`, h, abi.Limits{})
 	events := []abi.Event{
 		{Key: "k\x00\r\n", Op: abi.OpSet, Value: []byte("v\r\n\x00\xff"), Version: "001:00001:x"},
 		{Key: "k", Op: abi.OpSet, Version: "002:00001:x", Resync: true},
-		{Key: "k", Op: abi.OpDelete, Version: "003:00001:x"},
+		{Key: "k", Op: abi.OpDelete, Version: "003:00001:x", Coalesced: 41},
 		{Key: "lock1", Op: abi.OpLockLost},
 	}
 	want := []string{
-		"string|k\x00\r\n|SET|v\r\n\x00\xff|001:00001:x|false|boolean",
-		"string|k|SET||002:00001:x|true|boolean",
-		"nil|k|DELETE|nil|003:00001:x|false|boolean",
-		"nil|lock1|LOCK_LOST|nil||false|boolean",
+		"string|k\x00\r\n|SET|v\r\n\x00\xff|001:00001:x|false|boolean|0",
+		"string|k|SET||002:00001:x|true|boolean|0",
+		"nil|k|DELETE|nil|003:00001:x|false|boolean|41",
+		"nil|lock1|LOCK_LOST|nil||false|boolean|0",
 	}
 	for _, ev := range events {
 		if err := s.Handle(context.Background(), ev); err != nil {

@@ -257,7 +257,7 @@ func position(file, msg, traceback string) (int, string) {
 
 // eventTable returns ev as the table on_event receives.
 func eventTable(L *glua.LState, ev abi.Event) *glua.LTable {
-	t := L.CreateTable(0, 7)
+	t := L.CreateTable(0, 8)
 	t.RawSetString("key", glua.LString(ev.Key))
 	t.RawSetString("op", glua.LString(ev.Op))
 	switch ev.Op {
@@ -270,5 +270,6 @@ func eventTable(L *glua.LState, ev abi.Event) *glua.LTable {
 	}
 	t.RawSetString("version", glua.LString(ev.Version))
 	t.RawSetString("resync", glua.LBool(ev.Resync))
+	t.RawSetString("coalesced", glua.LNumber(ev.Coalesced))
 	return t
 }

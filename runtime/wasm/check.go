@@ -91,6 +91,11 @@ func checkModule(cm wazero.CompiledModule, e *engine) string {
 			add("export %s has signature %s; want %s", exportInitialize, got, signature(nil, nil))
 		}
 	}
+	if def, ok := exports[abi.ExportCoalesced]; ok {
+		if got, want := signature(def.ParamTypes(), def.ResultTypes()), signature(nil, []api.ValueType{i32}); got != want {
+			add("export %s has signature %s; want %s", abi.ExportCoalesced, got, want)
+		}
+	}
 	if len(cm.ImportedMemories()) == 0 {
 		if _, ok := cm.ExportedMemories()["memory"]; !ok {
 			add("does not export its memory as \"memory\"")

@@ -93,7 +93,10 @@ type instance struct {
 	mod            api.Module
 	alloc, onEvent api.Function
 	stack          []uint64
-	sleep          *sleeper
+	// coalesced: the guest exports abi.ExportCoalesced, so its event
+	// records may carry Event.Coalesced.
+	coalesced bool
+	sleep     *sleeper
 
 	// interrupt is the module's interrupt flag (see instrument): set, the
 	// guest traps within tickEvery loop iterations and calls. raise sets
@@ -158,6 +161,7 @@ func (r *Runtime) instantiate(ctx context.Context, e *engine, cm wazero.Compiled
 		mod:       mod,
 		alloc:     mod.ExportedFunction(abi.ExportAlloc),
 		onEvent:   mod.ExportedFunction(abi.ExportOnEvent),
+		coalesced: mod.ExportedFunction(abi.ExportCoalesced) != nil,
 		stack:     make([]uint64, 2),
 		sleep:     sl,
 		interrupt: flag,
@@ -317,6 +321,9 @@ func (s *script) release() {
 // A failed call discards the instance.
 func (s *script) deliver(ctx context.Context, ev abi.Event) error {
 	in := s.in
+	if !in.coalesced {
+		ev.Coalesced = 0 // a guest built before it cannot decode the flag
+	}
 	s.rec = abi.AppendEvent(s.rec[:0], ev)
 	if len(s.rec) > math.MaxInt32 {
 		return fmt.Errorf("%w: event record of %d bytes exceeds the 2 GiB ABI limit", abi.ErrCrashed, len(s.rec))

@@ -141,6 +141,8 @@ func FuzzEventRecord(f *testing.F) {
 		{Key: "", Op: abi.OpSet, Value: []byte{}},
 		{Key: "door", Op: abi.OpTimer, Value: []byte("open\xff"), Deadline: 1_732_000_000_123, Late: true},
 		{Key: "tick", Op: abi.OpTimer, Value: []byte{}, Deadline: -1},
+		{Key: "k", Op: abi.OpSet, Value: []byte("v"), Coalesced: 3},
+		{Key: "k", Op: abi.OpDelete, Coalesced: 1 << 31},
 	} {
 		f.Add(abi.AppendEvent(nil, ev))
 	}
@@ -168,7 +170,8 @@ func FuzzEventRecord(f *testing.F) {
 			return
 		}
 		want := fmt.Sprintf("report event op=%s key=%s value=%s text=%s version=%s resync=%t deadline=%d late=%t",
-			ev.Op, runes([]byte(ev.Key)), show(ev.Value), runes(ev.Value), runes([]byte(ev.Version)), ev.Resync, ev.Deadline, ev.Late)
+			ev.Op, runes([]byte(ev.Key)), show(ev.Value), runes(ev.Value), runes([]byte(ev.Version)), ev.Resync, ev.Deadline, ev.Late) +
+			coalescedSuffix(ev)
 		if rc != 0 || len(g.logs) != 1 || g.logs[0] != want {
 			t.Fatalf("record %q: rc %d, logs %q; want 0 and %q", rec, rc, g.logs, want)
 		}

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -385,9 +386,11 @@ func TestEvents(t *testing.T) {
 		{Key: "event", Op: abi.OpDelete, Version: "v2", Resync: true},
 		{Key: "event", Op: abi.OpLockLost},
 		{Key: "event", Op: abi.OpTimer, Value: []byte("open-too-long"), Deadline: 1_732_000_000_123},
+		{Key: "event", Op: abi.OpSet, Value: []byte("last"), Version: "v9", Coalesced: 41},
+		{Key: "event", Op: abi.OpDelete, Version: "v10", Coalesced: 1},
 	}...) {
 		want := fmt.Sprintf("event op=%s key=%s value=%s text=%s version=%s resync=%t deadline=%d late=%t",
-			ev.Op, ev.Key, show(ev.Value), runes(ev.Value), ev.Version, ev.Resync, ev.Deadline, ev.Late)
+			ev.Op, ev.Key, show(ev.Value), runes(ev.Value), ev.Version, ev.Resync, ev.Deadline, ev.Late) + coalescedSuffix(ev)
 		if got := ruletest.Run(t, s, h, ev); got != want {
 			t.Errorf("got  %.200q\nwant %.200q", got, want)
 		}
@@ -456,4 +459,13 @@ func TestEventBuffersReleased(t *testing.T) {
 			t.Fatalf("event %d: %v", i, err)
 		}
 	}
+}
+
+// coalescedSuffix is what testdata/verbs.ts adds to an event's line for
+// its coalesced count (kept up to the largest i32).
+func coalescedSuffix(ev abi.Event) string {
+	if ev.Coalesced == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" coalesced=%d", min(ev.Coalesced, math.MaxInt32))
 }

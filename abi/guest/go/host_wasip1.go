@@ -475,6 +475,12 @@ func now() int64 {
 //go:wasmexport ssrun_abi_version
 func abiVersion() int32 { return abi.Version }
 
+// ssrun_event_coalesced (abi.ExportCoalesced) says this SDK decodes
+// Event.Coalesced.
+//
+//go:wasmexport ssrun_event_coalesced
+func eventCoalesced() int32 { return 1 }
+
 // events keeps the buffers handed to the host by ssrun_alloc alive until
 // ssrun_on_event takes them. The host calls the exports one at a time,
 // while no other guest code runs.

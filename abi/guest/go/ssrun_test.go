@@ -147,3 +147,18 @@ func FuzzParseRecord(f *testing.F) {
 		}
 	})
 }
+
+// A coalesced event reaches the handler with its count (the SDK exports
+// ssrun_event_coalesced, so the host sends it).
+func TestDispatchCoalesced(t *testing.T) {
+	rec := abi.AppendEvent(nil, abi.Event{Key: "k", Op: abi.OpDelete, Version: "9", Coalesced: 12})
+	var got Event
+	withHandler(func(ev Event) error { got = ev; return nil }, func() {
+		if rc := dispatch(rec, func(int32, string) {}); rc != 0 {
+			t.Fatalf("dispatch = %d", rc)
+		}
+	})
+	if got.Op != abi.OpDelete || got.Version != "9" || got.Coalesced != 12 {
+		t.Fatalf("handler got %+v, want DELETE version 9 coalesced 12", got)
+	}
+}

@@ -15,7 +15,7 @@ import {
   Event, Op, Status, del, handle, lastError, set, setBytes, watch,
 } from "../../../abi/guest/assemblyscript/assembly";
 export {
-  ssrun_abi_version, ssrun_alloc, ssrun_on_event,
+  ssrun_abi_version, ssrun_alloc, ssrun_on_event, ssrun_event_coalesced,
 } from "../../../abi/guest/assemblyscript/assembly";
 
 const SET_POINT = "thermostat1/setPoint";

@@ -1,5 +1,6 @@
 // Package mailbox is a rule's bounded FIFO of events, which holds memory
-// only while events wait.
+// only while events wait. When it is full it conflates by key (see
+// conflate.go): the rule then sees the latest state of every key.
 package mailbox
 
 import (
@@ -29,36 +30,74 @@ type Box struct {
 	q     []Delivery
 	head  int
 	limit int
-	Ready chan struct{} // cap 1: signalled while events wait
+	// Conflation (conflate.go): keys bounds the events waiting once the
+	// mailbox is full; idx, built when it first fills and kept until it
+	// drains, maps a key to the sequence number of its last waiting
+	// event; seq0 is the sequence number of q[head].
+	keys   int
+	idx    map[string]uint64
+	seq0   uint64
+	latest bool          // conflate always, not only when full (SetLatest)
+	Ready  chan struct{} // cap 1: signalled while events wait
 	// In a serial host, each event counts as its rule's work from push
 	// until its worker is done with it (done), and takes a ticket.
 	quiet *serial.Quiet
 	rq    *serial.Rule
 }
 
-func New(limit int, q *serial.Quiet, rq *serial.Rule) *Box {
-	return &Box{limit: limit, Ready: make(chan struct{}, 1), quiet: q, rq: rq}
+// New returns an empty mailbox of limit events, which conflates by key
+// when full, up to keys events waiting (see conflate.go).
+func New(limit, keys int, q *serial.Quiet, rq *serial.Rule) *Box {
+	return &Box{limit: limit, keys: keys, Ready: make(chan struct{}, 1), quiet: q, rq: rq}
 }
 
-// Push appends d, or reports false when the mailbox is full.
-func (m *Box) Push(d Delivery) bool { return m.put(d, false) }
+// Outcome is what Push did with an event.
+type Outcome uint8
 
-// PushAlways appends d even past the bound: for the events of a pattern
-// watch's scans (host/patternrule.go), which max_watched_keys bounds.
-func (m *Box) PushAlways(d Delivery) { m.put(d, true) }
+const (
+	Dropped   Outcome = iota // refused: see Push
+	Queued                   // appended
+	Coalesced                // replaced the waiting event of its key
+)
 
-func (m *Box) put(d Delivery, always bool) bool {
+// Push appends d while fewer than the limit wait. A full mailbox conflates
+// (see conflate.go); a timer's firing is refused when it is full (its
+// owner keeps it until Refill), and any event past the bound of keys.
+func (m *Box) Push(d Delivery) Outcome {
 	m.mu.Lock()
-	if !always && len(m.q)-m.head >= m.limit {
+	if len(m.q)-m.head >= m.limit || m.idx != nil || m.latest {
+		out := m.pushFullLocked(d)
 		m.mu.Unlock()
-		return false
+		if out == Queued {
+			m.Signal()
+		}
+		return out
 	}
+	m.appendLocked(d)
+	m.mu.Unlock()
+	m.Signal()
+	return Queued
+}
+
+// PushAlways appends d even past the bounds, never conflated into a
+// waiting event: for the events of a pattern watch's scans
+// (host/patternrule.go), which max_watched_keys bounds. Later changes of
+// its key queue behind it (it is indexed), and conflate with it only if it
+// is not a resync event, as any event.
+func (m *Box) PushAlways(d Delivery) {
+	m.mu.Lock()
+	if m.idx != nil && keyed(&d) {
+		m.idx[d.Ev.Key] = m.seq0 + uint64(len(m.q)-m.head)
+	}
+	m.appendLocked(d)
+	m.mu.Unlock()
+	m.Signal()
+}
+
+func (m *Box) appendLocked(d Delivery) {
 	m.quiet.Work(m.rq, 1)
 	d.Ticket = m.quiet.Ticket()
 	m.q = append(m.q, d)
-	m.mu.Unlock()
-	m.Signal()
-	return true
 }
 
 func (m *Box) Signal() {
@@ -78,9 +117,11 @@ func (m *Box) Pop() (Delivery, bool) {
 	}
 	d := m.q[m.head]
 	m.q[m.head] = Delivery{}
+	m.popIndexLocked(d)
 	m.head++
 	switch {
 	case m.head == len(m.q):
+		m.idx = nil
 		if cap(m.q) > 64 {
 			m.q = nil // drained after a burst: give the memory back
 		} else {
@@ -105,7 +146,8 @@ func (m *Box) Done() { m.quiet.Work(m.rq, -1) }
 func (m *Box) Drop() {
 	m.mu.Lock()
 	n := len(m.q) - m.head
-	m.q, m.head = nil, 0
+	m.q, m.head, m.idx = nil, 0, nil
+	m.seq0 += uint64(n)
 	m.mu.Unlock()
 	m.quiet.Work(m.rq, -n)
 }
@@ -117,9 +159,10 @@ func (m *Box) Len() int {
 	return len(m.q) - m.head
 }
 
-// SetLimit changes the bound; events already waiting stay.
-func (m *Box) SetLimit(limit int) {
+// SetLimit changes the bounds (keys: see conflate.go); events already
+// waiting stay.
+func (m *Box) SetLimit(limit, keys int) {
 	m.mu.Lock()
-	m.limit = limit
+	m.limit, m.keys = limit, keys
 	m.mu.Unlock()
 }

@@ -8,13 +8,13 @@ import (
 )
 
 func TestMailboxBoundedFIFO(t *testing.T) {
-	m := New(100, nil, nil)
+	m := New(100, 0, nil, nil)
 	next := 0
 	pushed := 0
 	// Interleave pushes and pops so the queue compacts and wraps.
 	for round := 0; round < 50; round++ {
 		for i := 0; i < 7; i++ {
-			if m.Push(Delivery{Ev: abi.Event{Key: strconv.Itoa(pushed)}}) {
+			if m.Push(Delivery{Ev: abi.Event{Key: strconv.Itoa(pushed)}}) == Queued {
 				pushed++
 			}
 		}
@@ -34,12 +34,12 @@ func TestMailboxBoundedFIFO(t *testing.T) {
 		t.Fatalf("len %d, pushed-popped %d, want 95", got, pushed-next)
 	}
 	for i := 0; i < 5; i++ {
-		if !m.Push(Delivery{Ev: abi.Event{Key: strconv.Itoa(pushed)}}) {
+		if m.Push(Delivery{Ev: abi.Event{Key: strconv.Itoa(pushed)}}) != Queued {
 			t.Fatalf("push %d of 5 into a mailbox of 95/100 refused", i)
 		}
 		pushed++
 	}
-	if m.Push(Delivery{}) {
+	if m.Push(Delivery{}) != Dropped {
 		t.Fatal("push beyond the bound succeeded")
 	}
 	for m.Len() > 0 {
@@ -59,7 +59,7 @@ func TestMailboxBoundedFIFO(t *testing.T) {
 
 // An idle rule's mailbox holds no memory however large its bound.
 func TestMailboxAllocatesOnDemand(t *testing.T) {
-	m := New(1<<20, nil, nil)
+	m := New(1<<20, 0, nil, nil)
 	if cap(m.q) != 0 {
 		t.Fatalf("new mailbox allocated %d slots", cap(m.q))
 	}

@@ -4,10 +4,10 @@
 //
 // A rule's entry file declares its watches and its handler at top level
 // (compiled into the reactor's _initialize) and re-exports the three ABI
-// exports:
+// exports (and ssrun_event_coalesced, to see Event.coalesced):
 //
 //   import { Event, Status, handle, set, watch } from "<path>/abi/guest/assemblyscript/assembly";
-//   export { ssrun_abi_version, ssrun_alloc, ssrun_on_event } from "<path>/abi/guest/assemblyscript/assembly";
+//   export { ssrun_abi_version, ssrun_alloc, ssrun_on_event, ssrun_event_coalesced } from "<path>/abi/guest/assemblyscript/assembly";
 //
 //   watch("thermostat1/setPoint");
 //   handle((ev: Event): Status => set("thermostat1/echo", ev.text()).status);
@@ -157,6 +157,12 @@ export class Event {
     public deadline: i64 = 0,
     /** Op.Timer: it fired after its deadline (the host was down or the rule busy). */
     public late: bool = false,
+    /**
+     * Op.Set and Op.Delete: how many earlier changes of the key this one
+     * replaced in the rule's full mailbox (0: none). Only a module that
+     * re-exports ssrun_event_coalesced gets it; others always see 0.
+     */
+    public coalesced: i32 = 0,
   ) {}
 
   /** The value decoded as UTF-8. */
@@ -505,6 +511,11 @@ export function ssrun_alloc(size: i32): usize {
   return pending;
 }
 
+/** Export ssrun_event_coalesced: this SDK decodes Event.coalesced (abi.ExportCoalesced). */
+export function ssrun_event_coalesced(): i32 {
+  return 1;
+}
+
 /** Export ssrun_on_event: decodes the event record and runs the handler. */
 export function ssrun_on_event(p: usize, len: i32): i32 {
   if (!pending || p != pending || len < 0 || len > changetype<ArrayBuffer>(p).byteLength) {
@@ -829,6 +840,7 @@ class Reader {
   start: usize = 0;
   len: i32 = 0;
   word: i64 = 0;
+  count: i32 = 0;
   constructor(private p: usize, public left: i32) {}
 
   // reset starts reading the record of len bytes at p.
@@ -838,6 +850,7 @@ class Reader {
     this.start = 0;
     this.len = 0;
     this.word = 0;
+    this.count = 0;
     return this;
   }
 
@@ -867,6 +880,15 @@ class Reader {
     return true;
   }
 
+  // u32 reads a little-endian u32 (at most 2^31-1 kept) into count, like u64.
+  u32(): bool {
+    if (this.left < 4) return false;
+    this.count = <i32>min<u32>(load<u32>(this.p), <u32>i32.MAX_VALUE);
+    this.p += 4;
+    this.left -= 4;
+    return true;
+  }
+
   text(): string {
     return decodeUTF8(this.start, this.len);
   }
@@ -891,8 +913,8 @@ function dispatch(buf: ArrayBuffer, len: i32): i32 {
     problem = "event header needs 4 bytes, have " + len.toString();
   } else {
     const op = load<u8>(p);
-    // flags: bit 0 resync; bit 1 late, on TIMER only
-    const allowed: u8 = op == <u8>Op.Timer ? 3 : 1;
+    // flags: bit 0 resync; bit 1 late, on TIMER only; bit 2 coalesced, on SET and DELETE only
+    const allowed: u8 = op == <u8>Op.Timer ? 3 : op == <u8>Op.Set || op == <u8>Op.Delete ? 5 : 1;
     if (op < <u8>Op.Set || op > <u8>Op.Timer) {
       problem = "unknown op code " + op.toString();
     } else if ((load<u8>(p, 1) & ~allowed) != 0 || load<u16>(p, 2) != 0) {
@@ -915,6 +937,8 @@ function dispatch(buf: ArrayBuffer, len: i32): i32 {
         problem = "event version: malformed field";
       } else if (op == Op.Timer && !r.u64()) {
         problem = "TIMER event without its 8-byte deadline";
+      } else if ((load<u8>(p, 1) & 4) != 0 && !r.u32()) {
+        problem = "coalesced event without its 4-byte count";
       } else if (!r.done()) {
         problem = r.left.toString() + " trailing bytes after event";
       } else {
@@ -924,7 +948,7 @@ function dispatch(buf: ArrayBuffer, len: i32): i32 {
           return -1;
         }
         const flags = load<u8>(p, 1);
-        const ev = new Event(key, op, value, r.text(), (flags & 1) != 0, r.word, (flags & 2) != 0);
+        const ev = new Event(key, op, value, r.text(), (flags & 1) != 0, r.word, (flags & 2) != 0, r.count);
         const st = h(ev);
         if (st != Status.OK) {
           let msg = "handler: " + statusName(st);

@@ -9,7 +9,7 @@
 
 import * as ss from "../assembly/index";
 import { benchLoop } from "./bench";
-export { ssrun_abi_version, ssrun_alloc, ssrun_on_event } from "../assembly/index";
+export { ssrun_abi_version, ssrun_alloc, ssrun_on_event, ssrun_event_coalesced } from "../assembly/index";
 
 // kept is an event value held across events.
 let kept: Uint8Array = new Uint8Array(0);
@@ -27,7 +27,8 @@ function run(ev: ss.Event): ss.Status {
   if (echoAll || ev.key == "event") {
     report("event op=" + ss.opName(ev.op) + " key=" + ev.key + " value=" + show(ev.value) +
       " text=" + ev.text() + " version=" + ev.version + " resync=" + (ev.resync ? "true" : "false") +
-      " deadline=" + ev.deadline.toString() + " late=" + (ev.late ? "true" : "false"));
+      " deadline=" + ev.deadline.toString() + " late=" + (ev.late ? "true" : "false") +
+      (ev.coalesced != 0 ? " coalesced=" + ev.coalesced.toString() : ""));
     return ss.Status.OK;
   }
   const cmd = ev.key;

@@ -75,7 +75,7 @@ func EventToPB(ev abi.Event) (*pb.Event, bool) {
 		return nil, false
 	}
 	return &pb.Event{Key: []byte(ev.Key), Op: op, Value: ev.Value, Version: []byte(ev.Version), Resync: ev.Resync,
-		DeadlineMs: ev.Deadline, Late: ev.Late}, true
+		DeadlineMs: ev.Deadline, Late: ev.Late, Coalesced: uint32(min(max(ev.Coalesced, 0), math.MaxUint32))}, true
 }
 
 // EventFromPB converts e. The value of a SET or TIMER is never nil (an
@@ -84,7 +84,7 @@ func EventToPB(ev abi.Event) (*pb.Event, bool) {
 // number) as text.
 func EventFromPB(e *pb.Event) abi.Event {
 	ev := abi.Event{Key: string(e.GetKey()), Version: string(e.GetVersion()), Resync: e.GetResync(),
-		Deadline: e.GetDeadlineMs(), Late: e.GetLate()}
+		Deadline: e.GetDeadlineMs(), Late: e.GetLate(), Coalesced: int(e.GetCoalesced())}
 	switch e.GetOp() {
 	case pb.Op_OP_SET:
 		ev.Op, ev.Value = abi.OpSet, NonNil(e.GetValue())

@@ -58,7 +58,8 @@ func TestEventRoundTrip(t *testing.T) {
 	for _, ev := range []abi.Event{
 		{Key: "k\x00\xff", Op: abi.OpSet, Value: []byte("v"), Version: "001732000000000:00001:StateStore", Resync: true},
 		{Key: "k", Op: abi.OpSet, Value: []byte{}},
-		{Key: "k", Op: abi.OpDelete, Version: "v"},
+		{Key: "k", Op: abi.OpDelete, Version: "v", Coalesced: 7},
+		{Key: "k", Op: abi.OpSet, Value: []byte("v"), Coalesced: 1_000_000},
 		{Key: "L", Op: abi.OpLockLost},
 		{Key: "t\x00", Op: abi.OpTimer, Value: []byte("p"), Deadline: 1732000000123, Late: true},
 		{Key: "t", Op: abi.OpTimer, Value: []byte{}, Deadline: 1},
@@ -69,7 +70,8 @@ func TestEventRoundTrip(t *testing.T) {
 		}
 		got := EventFromPB(e)
 		if got.Key != ev.Key || got.Op != ev.Op || string(got.Value) != string(ev.Value) || (got.Value == nil) != (ev.Value == nil) ||
-			got.Version != ev.Version || got.Resync != ev.Resync || got.Deadline != ev.Deadline || got.Late != ev.Late {
+			got.Version != ev.Version || got.Resync != ev.Resync || got.Deadline != ev.Deadline || got.Late != ev.Late ||
+			got.Coalesced != ev.Coalesced {
 			t.Errorf("round trip %+v -> %+v", ev, got)
 		}
 	}

@@ -1,7 +1,10 @@
 -- Blocks in a lock wait on "block" while more events arrive: its mailbox
--- of 2 keeps two, the rest are dropped.
+-- of 2 keeps two; past that a change of a waiting key replaces it
+-- (conflated), and one of another key is dropped (mailbox_keys: 2). It
+-- writes how many changes each event replaced.
 local ss = require("ssrun")
 ss.watch("in")
+ss.watch("other")
 
 function on_event(ev)
   if ev.value == "block" then
@@ -10,5 +13,5 @@ function on_event(ev)
     ss.info("lock: " .. tostring(token ~= false and token ~= nil))
     return
   end
-  assert(ss.set("seen/" .. ev.value, "1"))
+  assert(ss.set("seen/" .. ev.value, tostring(ev.coalesced)))
 end

@@ -311,8 +311,12 @@ type Event struct {
 	Resync  bool                   `protobuf:"varint,5,opt,name=resync,proto3" json:"resync,omitempty"`  // synthesised after a reconnect
 	// Revision 2 (OP_TIMER only; a plugin of revision 1 never gets OP_TIMER
 	// and ignores these fields as unknown):
-	DeadlineMs    int64 `protobuf:"varint,6,opt,name=deadline_ms,json=deadlineMs,proto3" json:"deadline_ms,omitempty"` // when the timer was due, Unix milliseconds of the host's clock
-	Late          bool  `protobuf:"varint,7,opt,name=late,proto3" json:"late,omitempty"`                               // delivered after the deadline (the host was down, or the rule busy)
+	DeadlineMs int64 `protobuf:"varint,6,opt,name=deadline_ms,json=deadlineMs,proto3" json:"deadline_ms,omitempty"` // when the timer was due, Unix milliseconds of the host's clock
+	Late       bool  `protobuf:"varint,7,opt,name=late,proto3" json:"late,omitempty"`                               // delivered after the deadline (the host was down, or the rule busy)
+	// OP_SET and OP_DELETE: how many earlier changes of the key this event
+	// replaced in the rule's full mailbox (abi.Event.Coalesced; 0: none). A
+	// plugin built before it ignores the field as unknown.
+	Coalesced     uint32 `protobuf:"varint,8,opt,name=coalesced,proto3" json:"coalesced,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -394,6 +398,13 @@ func (x *Event) GetLate() bool {
 		return x.Late
 	}
 	return false
+}
+
+func (x *Event) GetCoalesced() uint32 {
+	if x != nil {
+		return x.Coalesced
+	}
+	return 0
 }
 
 type HandleRequest struct {
@@ -2411,7 +2422,7 @@ const file_ssrun_plugin_v1_plugin_proto_rawDesc = "" +
 	"\rsession_token\x18\x03 \x01(\fR\fsessionToken\x12!\n" +
 	"\fsession_wake\x18\x04 \x01(\bR\vsessionWake\x12\x1f\n" +
 	"\vdone_writes\x18\x05 \x01(\bR\n" +
-	"doneWrites\"\xbb\x01\n" +
+	"doneWrites\"\xd9\x01\n" +
 	"\x05Event\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12#\n" +
 	"\x02op\x18\x02 \x01(\x0e2\x13.ssrun.plugin.v1.OpR\x02op\x12\x14\n" +
@@ -2420,7 +2431,8 @@ const file_ssrun_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x06resync\x18\x05 \x01(\bR\x06resync\x12\x1f\n" +
 	"\vdeadline_ms\x18\x06 \x01(\x03R\n" +
 	"deadlineMs\x12\x12\n" +
-	"\x04late\x18\a \x01(\bR\x04late\"=\n" +
+	"\x04late\x18\a \x01(\bR\x04late\x12\x1c\n" +
+	"\tcoalesced\x18\b \x01(\rR\tcoalesced\"=\n" +
 	"\rHandleRequest\x12,\n" +
 	"\x05event\x18\x01 \x01(\v2\x16.ssrun.plugin.v1.EventR\x05event\"\x1e\n" +
 	"\n" +
