@@ -113,7 +113,11 @@ func (c *Console) WhyNot(src WhyNotSource, key, rule string) WhyNotDoc {
 		if !host.Allowed(cfg.Watch, key) && !slices.ContainsFunc(doc.Reasons, func(r WhyNotReason) bool { return r.Code == WhyNotPermission }) {
 			add(WhyNotPermission, "its watch permission does not allow the key (ssrun.yaml: watch)", nil)
 		}
-		add(WhyNotWatched, "it does not watch the key: its watches are "+quoteList(st.Watches)+", its patterns "+quoteList(st.Patterns), nil)
+		text := "it does not watch the key: its watches are " + quoteList(st.Watches)
+		if len(st.Patterns) > 0 {
+			text += ", its patterns " + quoteList(st.Patterns)
+		}
+		add(WhyNotWatched, text, nil)
 	}
 	if src.DryRun() {
 		add(WhyNotDryRun, "ssrun runs as a dry run: the rule's writes never reach the store", nil)

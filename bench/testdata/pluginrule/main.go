@@ -99,6 +99,12 @@ func loop(ctx context.Context, h sdk.Host, verb string, n int) error {
 			err = expect(h.Cancel(ctx, "bench/c"), abi.StatusNotFound)
 		case "now":
 			h.Now()
+		case "keys": // revision 3
+			_, err = h.Keys(ctx, "bench/*", abi.KeysOptions{})
+		case "watch_pattern":
+			err = h.WatchPattern(ctx, "bench/p*", abi.WatchOptions{})
+		case "unwatch_pattern":
+			err = expect(h.UnwatchPattern(ctx, "bench/none*"), abi.StatusNotFound)
 		default:
 			return fmt.Errorf("unknown verb %q", verb)
 		}

@@ -81,6 +81,18 @@ func loop(verb string, n int) error {
 		for range n {
 			ssrun.Now()
 		}
+	case "keys": // revision 3: keys lists bench/k; unwatch_pattern meets NOT_FOUND
+		for i := 0; i < n && err == nil; i++ {
+			_, err = ssrun.Keys("bench/*")
+		}
+	case "watch_pattern":
+		for i := 0; i < n && err == nil; i++ {
+			err = ssrun.WatchPattern("bench/p*")
+		}
+	case "unwatch_pattern":
+		for i := 0; i < n && err == nil; i++ {
+			err = expect(ssrun.UnwatchPattern("bench/none*"), ssrun.StatusNotFound)
+		}
 	default:
 		return errors.New("unknown verb " + verb)
 	}

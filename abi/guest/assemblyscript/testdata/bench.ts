@@ -21,7 +21,9 @@ const rawOut = memory.data(64);
 const verbs = ["floor", "get", "set", "del", "vdel", "watch", "unwatch", "lock", "unlock", "log", "timer", "cancel", "now",
   // Where a get's time goes: the bare host call, an allocation (a
   // Uint8Array is two), the decoding of a version.
-  "raw-get", "alloc", "text"];
+  "raw-get", "alloc", "text",
+  // Revision 3: keys lists bench/k; unwatch_pattern meets NOT_FOUND.
+  "keys", "watch_pattern", "unwatch_pattern"];
 
 // benchLoop calls verb n times: Status.OK when every call had its expected
 // outcome, else the first other status (Status.Invalid for an unknown
@@ -55,6 +57,9 @@ export function benchLoop(verb: string, n: i32): ss.Status {
       for (; i < n; i++) r.text();
       break;
     }
+    case 16: for (; i < n && st == ss.Status.OK; i++) st = ss.keys("bench/*").status; break;
+    case 17: for (; i < n && st == ss.Status.OK; i++) st = ss.watchPattern("bench/p*"); break;
+    case 18: for (; i < n && st == ss.Status.OK; i++) st = expect(ss.unwatchPattern("bench/none*"), ss.Status.NotFound); break;
     default: return ss.Status.Invalid;
   }
   return st;
