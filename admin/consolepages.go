@@ -35,11 +35,7 @@ func consoleAsset(name string) http.Handler {
 // server's token. src returns the host once its rules are loaded (nil
 // before: 503), keys the store client (nil: not connected yet, 503).
 func (c *Console) Register(s *Server, src func() ConsoleSource, keys func() KeySource) {
-	s.Handle("GET /{$}", consoleAsset("index.html"))
-	s.Handle("GET /console/app.js", consoleAsset("app.js"))
-	s.Handle("GET /console/style.css", consoleAsset("style.css"))
-	s.HandleOpen("GET /console/login.css", consoleAsset("login.css"))
-	s.HandleOpen("POST "+loginPath, s.loginHandler())
+	registerShell(s, rulesPages)
 
 	withSrc := func(h func(ConsoleSource) http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -69,4 +65,24 @@ func (c *Console) Register(s *Server, src func() ConsoleSource, keys func() KeyS
 	s.Handle("GET /console/api/keys", withKeys(func(ks KeySource, _ WhySource) http.Handler { return keysHandler(ks) }))
 	s.Handle("GET /console/api/key", withKeys(keyHandler))
 	s.Handle("GET /whynot", withSrc(func(cs ConsoleSource) http.Handler { return c.whyNotHandler(cs) }))
+}
+
+// The pages of each console, in the order of its menu (the first is
+// shown at /): the script shows only those GET /console/api/pages names.
+var (
+	rulesPages  = []string{"rules", "events", "keys", "why", "whynot", "timers", "group"}
+	brokerPages = []string{"keys", "clients"}
+)
+
+// registerShell serves what every console shares: the page, its files, the
+// login and the list of its pages.
+func registerShell(s *Server, pages []string) {
+	s.Handle("GET /{$}", consoleAsset("index.html"))
+	s.Handle("GET /console/app.js", consoleAsset("app.js"))
+	s.Handle("GET /console/style.css", consoleAsset("style.css"))
+	s.HandleOpen("GET /console/login.css", consoleAsset("login.css"))
+	s.HandleOpen("POST "+loginPath, s.loginHandler())
+	s.Handle("GET /console/api/pages", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"pages": pages})
+	}))
 }
