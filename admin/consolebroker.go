@@ -52,13 +52,7 @@ type ClientsDoc struct {
 func RegisterBrokerConsole(s *Server, src func() BrokerSource) {
 	registerShell(s, brokerPages)
 	with := func(h func(BrokerSource) http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if b := src(); b != nil {
-				h(b).ServeHTTP(w, r)
-				return
-			}
-			writeJSON(w, http.StatusServiceUnavailable, ErrorDoc{Error: "the broker is not listening yet"})
-		})
+		return whenThere(src, "the broker is not listening yet", h)
 	}
 	s.Handle("GET /console/api/keys", with(func(b BrokerSource) http.Handler { return keysHandler(brokerKeys{b}) }))
 	s.Handle("GET /console/api/key", with(func(b BrokerSource) http.Handler { return keyHandler(brokerKeys{b}, nil) }))

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"testing"
@@ -23,47 +22,27 @@ import (
 // loopback server configured for addr with token.
 func brokerConsole(t *testing.T, b *broker.Broker, addr, token string) (string, error) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := admin.New(admin.Config{Addr: addr, Logger: quiet, Listener: ln, Token: token})
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin.RegisterBrokerConsole(srv, func() admin.BrokerSource {
-		if b == nil {
-			return nil
-		}
-		return b
+	return serveWith(t, addr, token, func(srv *admin.Server) {
+		admin.RegisterBrokerConsole(srv, func() admin.BrokerSource {
+			if b == nil {
+				return nil
+			}
+			return b
+		})
 	})
-	if err := srv.Start(context.Background()); err != nil {
-		ln.Close()
-		return "", err
-	}
-	testutil.CloseAtEnd(t, "admin server", srv.Close)
-	return "http://" + srv.Addr(), nil
 }
 
-// getJSON gets base+path with auth (an Authorization header, or none),
-// decodes a 200 answer into v and returns the status.
+// getJSON gets url with auth (an Authorization header, or none), decodes
+// a 200 answer into v and returns the status.
 func getJSON(t *testing.T, url, auth string, v any) int {
 	t.Helper()
-	req, _ := http.NewRequest("GET", url, nil)
-	if auth != "" {
-		req.Header.Set("Authorization", auth)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode == http.StatusOK && v != nil {
-		if err := json.NewDecoder(res.Body).Decode(v); err != nil {
+	code, body := fetch(t, url, auth)
+	if code == http.StatusOK && v != nil {
+		if err := json.Unmarshal([]byte(body), v); err != nil {
 			t.Fatalf("%s: %v", url, err)
 		}
 	}
-	return res.StatusCode
+	return code
 }
 
 // The broker's console on a real broker: its keys by pattern (the value as

@@ -38,13 +38,7 @@ func (c *Console) Register(s *Server, src func() ConsoleSource, keys func() KeyS
 	registerShell(s, rulesPages)
 
 	withSrc := func(h func(ConsoleSource) http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if cs := src(); cs != nil {
-				h(cs).ServeHTTP(w, r)
-				return
-			}
-			writeJSON(w, http.StatusServiceUnavailable, ErrorDoc{Error: "the rules are not loaded yet"})
-		})
+		return whenThere(src, "the rules are not loaded yet", h)
 	}
 	withKeys := func(h func(KeySource, WhySource) http.Handler) http.Handler {
 		return withSrc(func(cs ConsoleSource) http.Handler {
@@ -85,4 +79,17 @@ func registerShell(s *Server, pages []string) {
 	s.Handle("GET /console/api/pages", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"pages": pages})
 	}))
+}
+
+// whenThere serves h of what src returns, or 503 saying missing while src
+// returns nil.
+func whenThere[S comparable](src func() S, missing string, h func(S) http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var none S
+		if v := src(); v != none {
+			h(v).ServeHTTP(w, r)
+			return
+		}
+		writeJSON(w, http.StatusServiceUnavailable, ErrorDoc{Error: missing})
+	})
 }

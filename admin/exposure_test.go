@@ -29,6 +29,18 @@ var whySource = fakeHost{
 // on loopback only. It returns the server's base URL, or Start's error.
 func serveAs(t *testing.T, addr, token string) (string, error) {
 	t.Helper()
+	return serveWith(t, addr, token, func(srv *admin.Server) {
+		srv.Handle("GET /why", admin.WhyHandler(whySource))
+		srv.Handle("GET /status", admin.StatusHandler(whySource))
+		srv.HandleOpen("GET /metrics", admin.NewMetrics().Handler())
+	})
+}
+
+// serveWith starts a server configured for addr with token, listening on
+// 127.0.0.1, with what register adds; it returns its URL, or Start's
+// error.
+func serveWith(t *testing.T, addr, token string, register func(*admin.Server)) (string, error) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -38,9 +50,7 @@ func serveAs(t *testing.T, addr, token string) (string, error) {
 		_ = ln.Close()
 		t.Fatal(err)
 	}
-	srv.Handle("GET /why", admin.WhyHandler(whySource))
-	srv.Handle("GET /status", admin.StatusHandler(whySource))
-	srv.HandleOpen("GET /metrics", admin.NewMetrics().Handler())
+	register(srv)
 	if err := srv.Start(context.Background()); err != nil {
 		_ = ln.Close()
 		return "", err
