@@ -84,8 +84,8 @@ func fetch(t *testing.T, url, auth string) (int, string) {
 // A server configured for an address other hosts may reach, serving /why
 // and /status, does not start without a token: its error names the
 // address and what the endpoints would show. On loopback it starts, and
-// so does a server off loopback that serves only the probes and /metrics
-// (ssrun broker's). (Every server here listens on 127.0.0.1; the address
+// so does a server off loopback that serves only the probes and /metrics.
+// (Every server here listens on 127.0.0.1; the address
 // configured is what the decision is made on.)
 func TestAdminOffLoopbackRefusedWithoutToken(t *testing.T) {
 	for _, addr := range []string{"0.0.0.0:9310", "[::]:9310", "10.1.2.3:9310", "ssrun.example:9310"} {

@@ -18,8 +18,9 @@ import (
 	"github.com/ssrun/ssrun/protocol"
 )
 
-// adminFlags are --admin, on dev, run and broker, and for processes with
-// rules --admin-token-file and --ready-allow-failed-rules.
+// adminFlags are --admin and --admin-token-file, on dev, run and broker,
+// and for processes with rules --ready-allow-failed-rules and
+// --otlp-endpoint.
 type adminFlags struct {
 	addr        string
 	tokenFile   string
