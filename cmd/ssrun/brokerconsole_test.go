@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net/http"
 	"regexp"
 	"strings"
 	"testing"
@@ -70,5 +71,33 @@ func TestBrokerAdminOffLoopbackNeedsTokenFile(t *testing.T) {
 	r := runCLI(t, "", "broker", "--listen", "127.0.0.1:0", "--admin", "192.0.2.1:0")
 	if r.code != 2 || !strings.Contains(r.stderr, "reachable from other hosts needs a token") || !strings.Contains(r.stderr, "--admin-token-file FILE") {
 		t.Errorf("exit %d, stderr:\n%s\nwant exit 2 and the need of a token", r.code, r.stderr)
+	}
+}
+
+// With --admin-token-file the broker's console answers only requests that
+// carry the token, on loopback too.
+func TestBrokerConsoleToken(t *testing.T) {
+	const token = "0123456789abcdef-broker-cli"
+	p := startProc(t, "broker", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--admin-token-file", writeToken(t, token))
+	base := "http://" + waitOutput(t, p.stdout, adminListening)[1]
+	waitOutput(t, p.stdout, regexp.MustCompile(`try: ssrun kv --broker (\S+) set`)) // the broker listens: its pages answer
+	get := func(auth string) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", base+"/console/api/clients", nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	if code := get(""); code != http.StatusUnauthorized {
+		t.Errorf("clients without the token: %d, want 401", code)
+	}
+	if code := get("Bearer " + token); code != http.StatusOK {
+		t.Errorf("clients with the token: %d, want 200", code)
 	}
 }
