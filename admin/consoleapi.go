@@ -241,6 +241,8 @@ func keysHandler(ks KeySource) http.Handler {
 	})
 }
 
+// keyHandler serves a key; src, nil on the broker's console, names the
+// rule that last wrote it.
 func keyHandler(ks KeySource, src WhySource) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := r.URL.Query().Get("key")
@@ -264,8 +266,10 @@ func keyHandler(ks KeySource, src WhySource) http.Handler {
 				doc.Value, doc.Hex = hex.EncodeToString(v), true
 			}
 		}
-		if wr, ok := src.Why(key); ok {
-			doc.LastWrite = &wr
+		if src != nil { // nil on the broker's console: the store keeps no writer
+			if wr, ok := src.Why(key); ok {
+				doc.LastWrite = &wr
+			}
 		}
 		writeJSON(w, http.StatusOK, doc)
 	})

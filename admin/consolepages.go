@@ -35,20 +35,10 @@ func consoleAsset(name string) http.Handler {
 // server's token. src returns the host once its rules are loaded (nil
 // before: 503), keys the store client (nil: not connected yet, 503).
 func (c *Console) Register(s *Server, src func() ConsoleSource, keys func() KeySource) {
-	s.Handle("GET /{$}", consoleAsset("index.html"))
-	s.Handle("GET /console/app.js", consoleAsset("app.js"))
-	s.Handle("GET /console/style.css", consoleAsset("style.css"))
-	s.HandleOpen("GET /console/login.css", consoleAsset("login.css"))
-	s.HandleOpen("POST "+loginPath, s.loginHandler())
+	registerShell(s, rulesPages)
 
 	withSrc := func(h func(ConsoleSource) http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if cs := src(); cs != nil {
-				h(cs).ServeHTTP(w, r)
-				return
-			}
-			writeJSON(w, http.StatusServiceUnavailable, ErrorDoc{Error: "the rules are not loaded yet"})
-		})
+		return whenThere(src, "the rules are not loaded yet", h)
 	}
 	withKeys := func(h func(KeySource, WhySource) http.Handler) http.Handler {
 		return withSrc(func(cs ConsoleSource) http.Handler {
@@ -69,4 +59,37 @@ func (c *Console) Register(s *Server, src func() ConsoleSource, keys func() KeyS
 	s.Handle("GET /console/api/keys", withKeys(func(ks KeySource, _ WhySource) http.Handler { return keysHandler(ks) }))
 	s.Handle("GET /console/api/key", withKeys(keyHandler))
 	s.Handle("GET /whynot", withSrc(func(cs ConsoleSource) http.Handler { return c.whyNotHandler(cs) }))
+}
+
+// The pages of each console, in the order of its menu (the first is
+// shown at /): the script shows only those GET /console/api/pages names.
+var (
+	rulesPages  = []string{"rules", "events", "keys", "why", "whynot", "timers", "group"}
+	brokerPages = []string{"keys", "clients"}
+)
+
+// registerShell serves what every console shares: the page, its files, the
+// login and the list of its pages.
+func registerShell(s *Server, pages []string) {
+	s.Handle("GET /{$}", consoleAsset("index.html"))
+	s.Handle("GET /console/app.js", consoleAsset("app.js"))
+	s.Handle("GET /console/style.css", consoleAsset("style.css"))
+	s.HandleOpen("GET /console/login.css", consoleAsset("login.css"))
+	s.HandleOpen("POST "+loginPath, s.loginHandler())
+	s.Handle("GET /console/api/pages", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"pages": pages})
+	}))
+}
+
+// whenThere serves h of what src returns, or 503 saying missing while src
+// returns nil.
+func whenThere[S comparable](src func() S, missing string, h func(S) http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var none S
+		if v := src(); v != none {
+			h(v).ServeHTTP(w, r)
+			return
+		}
+		writeJSON(w, http.StatusServiceUnavailable, ErrorDoc{Error: missing})
+	})
 }

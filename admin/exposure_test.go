@@ -29,6 +29,18 @@ var whySource = fakeHost{
 // on loopback only. It returns the server's base URL, or Start's error.
 func serveAs(t *testing.T, addr, token string) (string, error) {
 	t.Helper()
+	return serveWith(t, addr, token, func(srv *admin.Server) {
+		srv.Handle("GET /why", admin.WhyHandler(whySource))
+		srv.Handle("GET /status", admin.StatusHandler(whySource))
+		srv.HandleOpen("GET /metrics", admin.NewMetrics().Handler())
+	})
+}
+
+// serveWith starts a server configured for addr with token, listening on
+// 127.0.0.1, with what register adds; it returns its URL, or Start's
+// error.
+func serveWith(t *testing.T, addr, token string, register func(*admin.Server)) (string, error) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -38,9 +50,7 @@ func serveAs(t *testing.T, addr, token string) (string, error) {
 		_ = ln.Close()
 		t.Fatal(err)
 	}
-	srv.Handle("GET /why", admin.WhyHandler(whySource))
-	srv.Handle("GET /status", admin.StatusHandler(whySource))
-	srv.HandleOpen("GET /metrics", admin.NewMetrics().Handler())
+	register(srv)
 	if err := srv.Start(context.Background()); err != nil {
 		_ = ln.Close()
 		return "", err
@@ -74,8 +84,8 @@ func fetch(t *testing.T, url, auth string) (int, string) {
 // A server configured for an address other hosts may reach, serving /why
 // and /status, does not start without a token: its error names the
 // address and what the endpoints would show. On loopback it starts, and
-// so does a server off loopback that serves only the probes and /metrics
-// (ssrun broker's). (Every server here listens on 127.0.0.1; the address
+// so does a server off loopback that serves only the probes and /metrics.
+// (Every server here listens on 127.0.0.1; the address
 // configured is what the decision is made on.)
 func TestAdminOffLoopbackRefusedWithoutToken(t *testing.T) {
 	for _, addr := range []string{"0.0.0.0:9310", "[::]:9310", "10.1.2.3:9310", "ssrun.example:9310"} {

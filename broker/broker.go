@@ -317,6 +317,7 @@ func New(cfg Config) (*Broker, error) {
 		boxes:            make(map[string]*outbox),
 		conns:            make(map[string]*mqtt.Client),
 		watchers:         make(map[*mqtt.Client]*watcher),
+		since:            make(map[*mqtt.Client]time.Time),
 	}
 	if creds != nil || policy != nil || cfg.Authorize {
 		b.hook.authz = newAuthz(b.srv, cfg.Logger, creds, policy)

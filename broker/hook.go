@@ -61,9 +61,10 @@ type storeHook struct {
 	outStats             outboxStats
 
 	mu       sync.Mutex
-	boxes    map[string]*outbox        // sessions (client ids) the store has sent to
-	conns    map[string]*mqtt.Client   // the connection holding each session, once established
-	watchers map[*mqtt.Client]*watcher // connections that registered keys
+	boxes    map[string]*outbox         // sessions (client ids) the store has sent to
+	conns    map[string]*mqtt.Client    // the connection holding each session, once established
+	watchers map[*mqtt.Client]*watcher  // connections that registered keys
+	since    map[*mqtt.Client]time.Time // when each connection's session was established (inspect.go)
 	closed   bool
 	wg       sync.WaitGroup // outbox writers and overflow disconnections
 }

@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"time"
+
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/ssrun/ssrun/store"
@@ -85,6 +87,7 @@ func (h *storeHook) watcher(cl *mqtt.Client) *watcher {
 func (h *storeHook) OnSessionEstablished(cl *mqtt.Client, pk packets.Packet) {
 	h.mu.Lock()
 	h.conns[cl.ID] = cl
+	h.since[cl] = time.Now()
 	o := h.boxes[cl.ID]
 	if o != nil && pk.Connect.Clean {
 		delete(h.boxes, cl.ID)
@@ -106,6 +109,7 @@ func (h *storeHook) disconnected(cl *mqtt.Client, expire bool) {
 	h.mu.Lock()
 	w := h.watchers[cl]
 	delete(h.watchers, cl)
+	delete(h.since, cl)
 	if h.conns[cl.ID] == cl {
 		delete(h.conns, cl.ID)
 	}
@@ -184,6 +188,7 @@ func (h *storeHook) closeBoxes() {
 	h.closed = true
 	boxes, watchers := h.boxes, h.watchers
 	h.boxes, h.watchers, h.conns = map[string]*outbox{}, map[*mqtt.Client]*watcher{}, map[string]*mqtt.Client{}
+	clear(h.since)
 	h.mu.Unlock()
 	for _, w := range watchers {
 		h.store.DropObserver(w)

@@ -142,3 +142,13 @@ func (s *Store) DropObserver(o Observer) {
 	}
 	delete(s.owned, o)
 }
+
+// RegistrationsOf returns how many KEYNOTIFY registrations client holds.
+func (s *Store) RegistrationsOf(client string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if u := s.regs.byClient[client]; u != nil {
+		return u.count
+	}
+	return 0
+}

@@ -198,7 +198,20 @@ async function showKey(key, into) {
     el("span", {}, "value"), d.found ? el("pre", { class: "mono" }, d.value) : el("span", { class: "muted" }, "not found"),
     el("span", {}, "encoding"), el("span", {}, d.hex ? "hex (not UTF-8)" : "text", d.truncated ? `, first bytes of ${d.size}` : ""),
     el("span", {}, "version"), el("code", {}, d.version || ""),
-    el("span", {}, "last rule write"), w ? el("span", {}, ruleLink(w.rule), " at " + when(w.at) + " ", link("#/why?" + q({ key }), "why")) : el("span", { class: "muted" }, "no rule wrote it (that the journal remembers)")));
+    (await pages).includes("why")
+      ? [el("span", {}, "last rule write"), w ? el("span", {}, ruleLink(w.rule), " at " + when(w.at) + " ", link("#/why?" + q({ key }), "why")) : el("span", { class: "muted" }, "no rule wrote it (that the journal remembers)")]
+      : [el("span", {}, "last writer"), el("span", { class: "muted" }, "not kept by the store")]));
+}
+
+// clients is the broker's page of its connected MQTT clients.
+async function clients() {
+  const doc = await api("/console/api/clients");
+  const rows = doc.clients.map((c) => el("tr", { "data-client": c.id },
+    el("td", { class: "mono" }, c.id), el("td", {}, c.username || ""), el("td", { class: "mono" }, c.remote),
+    el("td", {}, when(c.since)), el("td", {}, c.session_expiry_s + " s"), el("td", {}, c.subscriptions),
+    el("td", {}, c.inflight), el("td", {}, c.queued), el("td", {}, c.registrations)));
+  page("Clients", table([`${doc.total} connected${doc.more ? ` (${doc.clients.length} listed)` : ""}`, "user", "remote", "since",
+    "session expiry", "subscriptions", "in flight", "queued by the store", "KEYNOTIFY"], rows));
 }
 
 function keyForm(hash, key, extra) {
@@ -277,14 +290,24 @@ async function group() {
     el("span", {}, "takeovers / handovers / lost"), el("span", {}, `${g.Takeovers} / ${g.Handovers} / ${g.Lost}`)));
 }
 
-const routes = { rules, rule, events, keys, why, whynot, timers, group };
+const routes = { rules, rule, events, keys, why, whynot, timers, group, clients };
+
+// pages are this console's (GET /console/api/pages): the rules' or the
+// broker's; the menu shows only those, and the first is the default.
+const pages = api("/console/api/pages").then((d) => d.pages, () => ["rules"]);
 
 async function route() {
   if (live) { live.close(); live = null; }
-  const [path, query] = (location.hash.slice(1) || "/rules").split("?");
-  const name = path.replace(/^\//, "") || "rules";
-  for (const a of document.querySelectorAll("#nav a")) a.classList.toggle("on", a.getAttribute("href") === "#/" + name);
-  const fn = routes[name] || rules;
+  const mine = await pages;
+  const [path, query] = (location.hash.slice(1) || "/" + mine[0]).split("?");
+  let name = path.replace(/^\//, "") || mine[0];
+  if (!mine.includes(name) && !(name === "rule" && mine.includes("rules"))) name = mine[0];
+  for (const a of document.querySelectorAll("#nav a")) {
+    const href = a.getAttribute("href");
+    a.hidden = !mine.includes(href.slice(2));
+    a.classList.toggle("on", href === "#/" + name);
+  }
+  const fn = routes[name];
   try {
     await fn(new URLSearchParams(query || ""));
   } catch (err) {

@@ -18,8 +18,9 @@ import (
 	"github.com/ssrun/ssrun/protocol"
 )
 
-// adminFlags are --admin, on dev, run and broker, and for processes with
-// rules --admin-token-file and --ready-allow-failed-rules.
+// adminFlags are --admin and --admin-token-file, on dev, run and broker,
+// and for processes with rules --ready-allow-failed-rules and
+// --otlp-endpoint.
 type adminFlags struct {
 	addr        string
 	tokenFile   string
@@ -37,10 +38,10 @@ func (f *adminFlags) register(cmd *cobra.Command, rules bool) {
 		f.dev = true
 		fs.StringVar(&f.addr, "admin", devAdminDefault, "serve /healthz, /readyz, /metrics, /status, /why on HOST:PORT (:PORT or PORT: on 127.0.0.1; default a free port on 127.0.0.1, which ssrun status and why find; off: none)")
 	} else {
-		fs.StringVar(&f.addr, "admin", "", "serve /healthz, /readyz, /metrics (and with rules /status, /why) on HOST:PORT (:PORT or PORT: on 127.0.0.1; default off)")
+		fs.StringVar(&f.addr, "admin", "", "serve /healthz, /readyz, /metrics and the web console at / (and with rules /status, /why) on HOST:PORT (:PORT or PORT: on 127.0.0.1; default off)")
 	}
+	fs.StringVar(&f.tokenFile, "admin-token-file", "", "a `FILE` holding the bearer token the console (and /status, /why) require (needed with --admin off loopback)")
 	if rules {
-		fs.StringVar(&f.tokenFile, "admin-token-file", "", "a `FILE` holding the bearer token /status and /why require (needed with --admin off loopback)")
 		fs.BoolVar(&f.allowFailed, "ready-allow-failed-rules", false, "with --admin, report ready even if some rule files failed to load")
 		fs.StringVar(&f.otlp, "otlp-endpoint", "", "with --admin, send a span per rule run (one trace per chain) and the metrics to this OpenTelemetry collector (OTLP/HTTP: http://HOST:PORT; default off)")
 	}
@@ -84,6 +85,7 @@ type adminRun struct {
 	client    atomic.Pointer[protocol.Client]
 	host      atomic.Pointer[host.Host]
 	brokerUp  atomic.Bool
+	broker    atomic.Pointer[broker.Broker] // a broker alone's, for its console
 }
 
 // startAdmin starts the endpoint when --admin is set. Its readiness checks
@@ -116,6 +118,14 @@ func (a *app) startAdmin(ctx context.Context, f *adminFlags, parts adminParts) (
 		srv.ReadyCheck("broker", func() error {
 			if !r.brokerUp.Load() {
 				return errors.New("the broker is not listening yet")
+			}
+			return nil
+		})
+	}
+	if parts.broker && !parts.rules {
+		admin.RegisterBrokerConsole(srv, func() admin.BrokerSource {
+			if b := r.broker.Load(); b != nil {
+				return b
 			}
 			return nil
 		})
@@ -156,9 +166,11 @@ func (a *app) startAdmin(ctx context.Context, f *adminFlags, parts adminParts) (
 	what := "/metrics, /healthz, /readyz"
 	if parts.rules {
 		what += ", /status, /why, the console at /"
-		if token != "" {
-			what += " (with the token)"
-		}
+	} else {
+		what += ", the console at / (keys, clients)"
+	}
+	if token != "" {
+		what += " (with the token)"
 	}
 	fmt.Fprintf(a.stdout, "ssrun: admin endpoint on http://%s (%s)\n", srv.Addr(), what)
 	r.unpublish = func() {}
@@ -243,6 +255,7 @@ func (r *adminRun) brokerStarted(b *broker.Broker) {
 		return
 	}
 	r.metrics.WatchBroker(b)
+	r.broker.Store(b)
 	r.brokerUp.Store(true)
 }
 
