@@ -100,15 +100,64 @@ func startScript(t testing.TB, handler func(req packets.Packet) []packets.Packet
 	if err := s.srv.AddHook(&scriptHook{s: s}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.srv.AddListener(listeners.NewNet("t", ln)); err != nil {
+	cln := &countingListener{Listener: ln}
+	if err := s.srv.AddListener(countedNet{listeners.NewNet("t", cln), cln}); err != nil {
 		t.Fatal(err)
 	}
 	s.inline = s.srv.NewClient(nil, mqtt.LocalListener, "script-inline", true)
 	if err := s.srv.Serve(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = s.srv.Close() })
+	t.Cleanup(func() { s.close(cln) })
 	return s
+}
+
+// close stops the server. mochi's Server.Close lists the clients with
+// Clients.GetByListener, which takes its read lock twice: a connection
+// ending in between (Clients.Delete waits for the write lock, which blocks
+// the second read lock) deadlocks it, as a client the proxy of a test cut
+// does. So (as broker.Close does) stop accepting, disconnect every client
+// and wait for every connection's goroutine to return before Server.Close.
+func (s *scriptServer) close(ln *countingListener) {
+	_ = ln.Close()
+	testutil.WaitFor(s.t, "the script server's connections to end", func() bool {
+		for _, cl := range s.srv.Clients.GetAll() {
+			if !cl.Net.Inline && !cl.Closed() {
+				_ = s.srv.DisconnectClient(cl, packets.ErrServerShuttingDown)
+			}
+		}
+		return ln.live.Load() == 0
+	})
+	_ = s.srv.Close()
+}
+
+// countingListener counts the connections it accepted whose mochi
+// goroutine (establish) has not returned yet.
+type countingListener struct {
+	net.Listener
+	live atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.live.Add(1)
+	}
+	return c, err
+}
+
+// countedNet is mochi's TCP listener whose connections' goroutines are
+// counted by ln.
+type countedNet struct {
+	*listeners.Net
+	ln *countingListener
+}
+
+func (n countedNet) Serve(establish listeners.EstablishFn) {
+	n.Net.Serve(func(id string, c net.Conn) error {
+		defer n.ln.live.Add(-1)
+		return establish(id, c)
+	})
 }
 
 func (s *scriptServer) setHandler(h func(req packets.Packet) []packets.Packet) {
