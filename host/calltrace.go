@@ -54,6 +54,14 @@ func (h traced) done(verb, key string, at time.Time, err error) {
 	h.t.Called(h.b.r.name, TracedCall{Verb: verb, Key: key, Status: abi.StatusOf(err), At: at, Took: time.Since(at)})
 }
 
+// call makes the call f, of verb on key, and tells the tracer.
+func (h traced) call(verb, key string, f func() error) error {
+	at := time.Now()
+	err := f()
+	h.done(verb, key, at, err)
+	return err
+}
+
 func (h traced) Get(ctx context.Context, key string) (abi.Value, error) {
 	at := time.Now()
 	v, err := h.h.Get(ctx, key)
@@ -69,31 +77,19 @@ func (h traced) Set(ctx context.Context, key string, value []byte, opts abi.SetO
 }
 
 func (h traced) Del(ctx context.Context, key string, opts abi.DelOptions) error {
-	at := time.Now()
-	err := h.h.Del(ctx, key, opts)
-	h.done("del", key, at, err)
-	return err
+	return h.call("del", key, func() error { return h.h.Del(ctx, key, opts) })
 }
 
 func (h traced) VDel(ctx context.Context, key string, value []byte, opts abi.DelOptions) error {
-	at := time.Now()
-	err := h.h.VDel(ctx, key, value, opts)
-	h.done("vdel", key, at, err)
-	return err
+	return h.call("vdel", key, func() error { return h.h.VDel(ctx, key, value, opts) })
 }
 
 func (h traced) Watch(ctx context.Context, key string, opts abi.WatchOptions) error {
-	at := time.Now()
-	err := h.h.Watch(ctx, key, opts)
-	h.done("watch", key, at, err)
-	return err
+	return h.call("watch", key, func() error { return h.h.Watch(ctx, key, opts) })
 }
 
 func (h traced) Unwatch(ctx context.Context, key string) error {
-	at := time.Now()
-	err := h.h.Unwatch(ctx, key)
-	h.done("unwatch", key, at, err)
-	return err
+	return h.call("unwatch", key, func() error { return h.h.Unwatch(ctx, key) })
 }
 
 func (h traced) Keys(ctx context.Context, pattern string, opts abi.KeysOptions) ([]string, error) {
@@ -104,17 +100,11 @@ func (h traced) Keys(ctx context.Context, pattern string, opts abi.KeysOptions) 
 }
 
 func (h traced) WatchPattern(ctx context.Context, pattern string, opts abi.WatchOptions) error {
-	at := time.Now()
-	err := h.h.WatchPattern(ctx, pattern, opts)
-	h.done("watch_pattern", pattern, at, err)
-	return err
+	return h.call("watch_pattern", pattern, func() error { return h.h.WatchPattern(ctx, pattern, opts) })
 }
 
 func (h traced) UnwatchPattern(ctx context.Context, pattern string) error {
-	at := time.Now()
-	err := h.h.UnwatchPattern(ctx, pattern)
-	h.done("unwatch_pattern", pattern, at, err)
-	return err
+	return h.call("unwatch_pattern", pattern, func() error { return h.h.UnwatchPattern(ctx, pattern) })
 }
 
 func (h traced) Lock(ctx context.Context, name string, ttl time.Duration, opts abi.LockOptions) (string, error) {
@@ -125,26 +115,17 @@ func (h traced) Lock(ctx context.Context, name string, ttl time.Duration, opts a
 }
 
 func (h traced) Unlock(ctx context.Context, name string) error {
-	at := time.Now()
-	err := h.h.Unlock(ctx, name)
-	h.done("unlock", name, at, err)
-	return err
+	return h.call("unlock", name, func() error { return h.h.Unlock(ctx, name) })
 }
 
 func (h traced) Log(level int32, msg string) { h.h.Log(level, msg) }
 
 func (h traced) Timer(ctx context.Context, name string, delay time.Duration, opts abi.TimerOptions) error {
-	at := time.Now()
-	err := h.h.Timer(ctx, name, delay, opts)
-	h.done("timer", name, at, err)
-	return err
+	return h.call("timer", name, func() error { return h.h.Timer(ctx, name, delay, opts) })
 }
 
 func (h traced) Cancel(ctx context.Context, name string) error {
-	at := time.Now()
-	err := h.h.Cancel(ctx, name)
-	h.done("cancel", name, at, err)
-	return err
+	return h.call("cancel", name, func() error { return h.h.Cancel(ctx, name) })
 }
 
 func (h traced) Now() int64 { return h.h.Now() }
