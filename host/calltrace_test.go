@@ -42,7 +42,7 @@ func (c *callTracer) got() []string {
 // A tracer that wants the host calls is told those a rule makes in its
 // handlers (not at load), with their status, also with a Recorder; one
 // that does not gets the rule's binding itself, unwrapped.
-func TestCallTracerSeesHandlerCalls(t *testing.T) {
+func TestCallTracerSeesHandlerCallsForOTLP(t *testing.T) {
 	for _, wants := range []bool{true, false} {
 		ct := &callTracer{wants: wants}
 		e := newEnv(t, func(o *Config) { o.Tracer, o.Recorder = ct, &callLog{} })
