@@ -87,8 +87,11 @@ type Console struct {
 	seenAge []pairKey                   // FIFO of seen's keys, to bound it
 	subs    map[*stream]struct{}
 	// sink, when set (before the host runs), is handed each run as it
-	// ends, outside the lock: the OTLP export (otlp.go).
-	sink func(e Entry, took time.Duration)
+	// ends, with the host calls it made, outside the lock: the OTLP export
+	// (otlp.go). Only then are the calls traced (TracesCalls), and
+	// wroteSink told of each write made during a handler.
+	sink      func(e Entry, took time.Duration, calls []host.TracedCall)
+	wroteSink func(rule string, step provenance.Step, cause provenance.Cause)
 }
 
 type pairKey struct{ rule, key string }
@@ -97,9 +100,28 @@ type pairKey struct{ rule, key string }
 type call struct {
 	writes []provenance.Step
 	denied []string
+	calls  []host.TracedCall // only with a sink
 }
 
-var _ host.Tracer = (*Console)(nil)
+var (
+	_ host.Tracer     = (*Console)(nil)
+	_ host.CallTracer = (*Console)(nil)
+)
+
+// TracesCalls implements host.CallTracer: the host calls are wanted only
+// for an export (Attach).
+func (c *Console) TracesCalls() bool { return c.sink != nil }
+
+// Called implements host.CallTracer: a host call during a handler joins
+// its run, for the export.
+func (c *Console) Called(rule string, tc host.TracedCall) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cl := c.callLocked(rule)
+	if len(cl.calls) < maxPendingWrites {
+		cl.calls = append(cl.calls, tc)
+	}
+}
 
 // NewConsole returns a Console with cfg's bounds.
 func NewConsole(cfg ConsoleConfig) *Console {
@@ -125,6 +147,9 @@ func NewConsole(cfg ConsoleConfig) *Console {
 func (c *Console) Wrote(rule string, step provenance.Step, cause provenance.Cause) {
 	if cause.Op == "" {
 		return // outside a handler: no run to join
+	}
+	if c.wroteSink != nil {
+		c.wroteSink(rule, step, cause)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -162,9 +187,10 @@ func (c *Console) callLocked(rule string) *call {
 func (c *Console) Ran(r host.Run) {
 	e := entryOf(r.Event)
 	e.Kind, e.Rule, e.At, e.TookMS, e.Err, e.Origin = "run", r.Rule, r.At, float64(r.Took.Microseconds())/1000, r.Err, r.Origin
+	var calls []host.TracedCall
 	c.mu.Lock()
 	if cl := c.calls[r.Rule]; cl != nil {
-		e.Writes, e.Denied = cl.writes, cl.denied
+		e.Writes, e.Denied, calls = cl.writes, cl.denied, cl.calls
 		delete(c.calls, r.Rule)
 	}
 	switch {
@@ -180,7 +206,7 @@ func (c *Console) Ran(r host.Run) {
 	c.addLocked(e)
 	c.mu.Unlock()
 	if c.sink != nil {
-		c.sink(e, r.Took)
+		c.sink(e, r.Took, calls)
 	}
 }
 

@@ -3,15 +3,19 @@ package admin
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/url"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/ssrun/ssrun/host"
+	"github.com/ssrun/ssrun/host/provenance"
 	promBridge "go.opentelemetry.io/contrib/bridges/prometheus"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -56,6 +60,11 @@ type OTLP struct {
 	tp     *sdktrace.TracerProvider
 	mp     *sdkmetric.MeterProvider // nil without metrics
 	tracer trace.Tracer
+
+	mu      sync.Mutex
+	writers map[writeKey]writer // the run that made each recent write in a handler
+	order   []writeKey          // writers' keys, oldest first, to bound it
+	next    int                 // where in order the next write goes once full
 
 	closeOnce sync.Once
 	closeErr  error
@@ -110,7 +119,8 @@ func NewOTLP(ctx context.Context, cfg OTLPConfig) (*OTLP, error) {
 		service = "ssrun"
 	}
 	res := resource.NewSchemaless(attribute.String("service.name", service))
-	o := &OTLP{tp: sdktrace.NewTracerProvider(sdktrace.WithBatcher(texp), sdktrace.WithResource(res))}
+	o := &OTLP{tp: sdktrace.NewTracerProvider(sdktrace.WithBatcher(texp), sdktrace.WithResource(res), sdktrace.WithIDGenerator(runIDs{})),
+		writers: map[writeKey]writer{}}
 	o.tracer = o.tp.Tracer("github.com/ssrun/ssrun/admin")
 	if cfg.Metrics != nil {
 		mexp, err := otlpmetrichttp.New(ctx, mopts...)
@@ -128,13 +138,96 @@ func NewOTLP(ctx context.Context, cfg OTLPConfig) (*OTLP, error) {
 	return o, nil
 }
 
-// Attach makes o export the runs c sees; call it before the host runs.
-func (o *OTLP) Attach(c *Console) { c.sink = o.export }
+// Attach makes o export the runs c sees, with their host calls; call it
+// before the host runs.
+func (o *OTLP) Attach(c *Console) { c.sink, c.wroteSink = o.export, o.wrote }
 
-// export sends the span of one run.
-func (o *OTLP) export(e Entry, took time.Duration) {
+// maxWriters bounds the writes whose runs o remembers, to parent the runs
+// they cause.
+const maxWriters = 4096
+
+type writeKey struct{ key, version string }
+
+// writer is the run that made a write: its rule and event.
+type writer struct {
+	rule  string
+	cause provenance.Cause
+}
+
+// wrote remembers which run made a write, for the runs it causes.
+func (o *OTLP) wrote(rule string, step provenance.Step, cause provenance.Cause) {
+	k := writeKey{step.Key, step.Version}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, ok := o.writers[k]; !ok {
+		if len(o.order) < maxWriters {
+			o.order = append(o.order, k)
+		} else {
+			delete(o.writers, o.order[o.next])
+			o.order[o.next] = k
+			o.next = (o.next + 1) % maxWriters
+		}
+	}
+	o.writers[k] = writer{rule, cause}
+}
+
+// parentOf returns the span ID of the run whose write caused e's event,
+// if it is known.
+func (o *OTLP) parentOf(e Entry) (trace.SpanID, bool) {
+	if e.ByRule == "" || e.Origin == nil { // without an origin, writer and run are in traces of their own
+		return trace.SpanID{}, false
+	}
+	o.mu.Lock()
+	w, ok := o.writers[writeKey{e.Key, e.Version}]
+	o.mu.Unlock()
+	if !ok || w.rule != e.ByRule {
+		return trace.SpanID{}, false
+	}
+	return runSpanID(w.rule, w.cause.Key, w.cause.Op, w.cause.Version), true
+}
+
+// runSpanID derives the span ID of rule's run on an event.
+func runSpanID(rule, key, op, version string) trace.SpanID {
+	h := sha256.Sum256([]byte("span\x00" + rule + "\x00" + key + "\x00" + op + "\x00" + version))
+	return trace.SpanID(h[:8])
+}
+
+// spanIDKey carries the span ID runIDs gives the span started with it.
+type spanIDKey struct{}
+
+// runIDs gives a run's span its derived ID, and every other span a random
+// one (math/rand/v2's generator: unique enough for span IDs, and cheap per
+// host call).
+type runIDs struct{}
+
+func (runIDs) NewIDs(ctx context.Context) (trace.TraceID, trace.SpanID) {
+	var tid trace.TraceID
+	for !tid.IsValid() {
+		binary.LittleEndian.PutUint64(tid[:8], rand.Uint64())
+		binary.LittleEndian.PutUint64(tid[8:], rand.Uint64())
+	}
+	return tid, runIDs{}.NewSpanID(ctx, tid)
+}
+
+func (runIDs) NewSpanID(ctx context.Context, _ trace.TraceID) trace.SpanID {
+	if id, ok := ctx.Value(spanIDKey{}).(trace.SpanID); ok {
+		return id
+	}
+	var sid trace.SpanID
+	for !sid.IsValid() {
+		binary.LittleEndian.PutUint64(sid[:], rand.Uint64())
+	}
+	return sid
+}
+
+// export sends the span of one run, and its calls'.
+func (o *OTLP) export(e Entry, took time.Duration, calls []host.TracedCall) {
 	origin := chainID(e)
-	parent := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID(origin[:16]), SpanID: trace.SpanID(origin[16:24]),
+	sid := trace.SpanID(origin[16:24])
+	if p, ok := o.parentOf(e); ok {
+		sid = p
+	}
+	parent := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID(origin[:16]), SpanID: sid,
 		TraceFlags: trace.FlagsSampled, Remote: true})
 	attrs := []attribute.KeyValue{attribute.String("ssrun.rule", e.Rule), attribute.String("ssrun.key", e.Key),
 		attribute.String("ssrun.op", e.Op), attribute.String("ssrun.version", e.Version), attribute.String("ssrun.outcome", e.Outcome)}
@@ -148,8 +241,15 @@ func (o *OTLP) export(e Entry, took time.Duration) {
 		attrs = append(attrs, attribute.String("ssrun.origin.key", e.Origin.Key), attribute.String("ssrun.origin.version", e.Origin.Version),
 			attribute.String("ssrun.origin.client", e.Origin.Client))
 	}
-	_, span := o.tracer.Start(trace.ContextWithRemoteSpanContext(context.Background(), parent), "rule "+e.Rule,
+	ctx := context.WithValue(trace.ContextWithRemoteSpanContext(context.Background(), parent), spanIDKey{}, runSpanID(e.Rule, e.Key, e.Op, e.Version))
+	ctx, span := o.tracer.Start(ctx, "rule "+e.Rule,
 		trace.WithTimestamp(e.At), trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
+	ctx = context.WithValue(ctx, spanIDKey{}, nil) // the calls' spans get IDs of their own
+	for _, c := range calls {
+		_, cs := o.tracer.Start(ctx, c.Verb, trace.WithTimestamp(c.At), trace.WithSpanKind(trace.SpanKindClient),
+			trace.WithAttributes(attribute.String("ssrun.key", c.Key), attribute.String("ssrun.status", c.Status.String())))
+		cs.End(trace.WithTimestamp(c.At.Add(c.Took)))
+	}
 	for _, w := range e.Writes {
 		span.AddEvent("write", trace.WithAttributes(attribute.String("ssrun.op", w.Op), attribute.String("ssrun.key", w.Key),
 			attribute.String("ssrun.version", w.Version)))

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -85,8 +86,10 @@ func TestOTLPExportsTheChain(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := newConsoleRig(t, map[string]string{
-		"door.lua":  `local ss = require("ssrun"); ss.watch("door/front"); function on_event(ev) assert(ss.set("alarm/state", "intrusion")) end`,
-		"alarm.lua": `local ss = require("ssrun"); ss.watch("alarm/state"); function on_event(ev) assert(ss.set("siren/garden", "on")) end`,
+		"door.lua": `local ss = require("ssrun"); ss.watch("door/front")
+			function on_event(ev) assert(ss.get("door/front")); assert(ss.set("alarm/state", "intrusion")) end`,
+		"alarm.lua": `local ss = require("ssrun"); ss.watch("alarm/state")
+			function on_event(ev) local v = ss.get("siren/garden"); assert(v == nil); assert(ss.set("siren/garden", "on")) end`,
 	}, host.Config{}, o.Attach)
 	r.set("door/front", "open")
 	testutil.WaitFor(t, "both runs", func() bool {
@@ -99,15 +102,26 @@ func TestOTLPExportsTheChain(t *testing.T) {
 	}
 	spans, metrics := col.got()
 	byRule := map[string]*tracepb.Span{}
+	var calls []*tracepb.Span
 	for _, s := range spans {
-		byRule[attr(s, "ssrun.rule")] = s
+		if rule := attr(s, "ssrun.rule"); rule != "" {
+			byRule[rule] = s
+		} else {
+			calls = append(calls, s)
+		}
 	}
 	door, alarm := byRule["door.lua"], byRule["alarm.lua"]
-	if len(spans) != 2 || door == nil || alarm == nil {
-		t.Fatalf("spans %v, want one of door.lua and one of alarm.lua", spans)
+	if len(byRule) != 2 || door == nil || alarm == nil {
+		t.Fatalf("spans %v, want one run of door.lua and one of alarm.lua", spans)
 	}
-	if string(door.TraceId) != string(alarm.TraceId) || string(door.ParentSpanId) != string(alarm.ParentSpanId) {
+	if string(door.TraceId) != string(alarm.TraceId) {
 		t.Errorf("the chain's runs are in traces %x and %x, want one", door.TraceId, alarm.TraceId)
+	}
+	if string(alarm.ParentSpanId) != string(door.SpanId) {
+		t.Errorf("alarm.lua's run hangs under span %x, want door.lua's run (%x), whose write caused it", alarm.ParentSpanId, door.SpanId)
+	}
+	if len(door.ParentSpanId) == 0 || string(door.ParentSpanId) == string(door.SpanId) {
+		t.Errorf("door.lua's run hangs under %x, want the chain's origin", door.ParentSpanId)
 	}
 	if door.Name != "rule door.lua" || attr(door, "ssrun.key") != "door/front" || attr(door, "ssrun.origin.key") != "door/front" ||
 		attr(alarm, "ssrun.caused_by.rule") != "door.lua" || attr(alarm, "ssrun.outcome") != admin.OutcomeHandled {
@@ -118,6 +132,31 @@ func TestOTLPExportsTheChain(t *testing.T) {
 	}
 	if door.EndTimeUnixNano < door.StartTimeUnixNano || door.StartTimeUnixNano == 0 {
 		t.Errorf("door.lua's span runs %d..%d", door.StartTimeUnixNano, door.EndTimeUnixNano)
+	}
+	// The host calls of each run are child spans of it, with
+	// their status and never a value.
+	want := map[string][]string{
+		string(door.SpanId):  {"get door/front OK", "set alarm/state OK"},
+		string(alarm.SpanId): {"get siren/garden NOT_FOUND", "set siren/garden OK"},
+	}
+	got := map[string][]string{}
+	for _, c := range calls {
+		got[string(c.ParentSpanId)] = append(got[string(c.ParentSpanId)], c.Name+" "+attr(c, "ssrun.key")+" "+attr(c, "ssrun.status"))
+		if string(c.TraceId) != string(door.TraceId) || c.StartTimeUnixNano == 0 || c.EndTimeUnixNano < c.StartTimeUnixNano {
+			t.Errorf("call span %v: want it in the chain's trace, with its times", c)
+		}
+		if strings.Contains(c.String(), "intrusion") || strings.Contains(c.String(), "open") {
+			t.Errorf("call span %v carries a value", c)
+		}
+	}
+	for parent, w := range want {
+		sort.Strings(got[parent])
+		if strings.Join(got[parent], ", ") != strings.Join(w, ", ") {
+			t.Errorf("calls under %x: %q, want %q", parent, got[parent], w)
+		}
+	}
+	if len(calls) != 4 {
+		t.Errorf("%d call spans, want 4: %v", len(calls), calls)
 	}
 	if metrics == 0 {
 		t.Error("no metrics export at close")

@@ -227,6 +227,51 @@ func TestWhyNotLoading(t *testing.T) {
 	}
 }
 
+func TestWhyNotLoadingMidStart(t *testing.T) {
+	// A rule whose start is held (its top level waits for a lock another
+	// client holds) is "loading" until its start returns, and no longer
+	// once it has.
+	r := newConsoleRig(t, nil, host.Config{})
+	setKey(t, r.user, "gate", "held by another client") // a lease is its key: the rule's lock is busy
+	dir := t.TempDir()
+	testutil.WriteFiles(t, dir, map[string]string{"held.lua": `local ss = require("ssrun")
+		assert(ss.set("held/started", "yes"))
+		assert(ss.lock("gate", 10000, {wait = 60000}))
+		ss.watch("k")
+		function on_event(ev) end`})
+	loaded := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		loaded <- r.host.LoadDir(ctx, dir)
+	}()
+	testutil.WaitFor(t, "held.lua's start under way", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		res, err := r.user.Get(ctx, []byte("held/started"), protocol.CallOptions{})
+		return err == nil && res.Found
+	})
+	select {
+	case err := <-loaded:
+		t.Fatalf("the load returned (%v) while the rule's start waits for the lock", err)
+	default:
+	}
+	if doc := r.console.WhyNot(r.host, "k", "held.lua"); len(doc.Reasons) == 0 || doc.Reasons[0].Code != admin.WhyNotLoading {
+		t.Errorf("a rule caught mid-start: %+v, want %s first", doc, admin.WhyNotLoading)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := r.user.Del(ctx, []byte("gate"), protocol.DelOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-loaded; err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	if doc := r.console.WhyNot(r.host, "k", "held.lua"); len(doc.Reasons) == 0 || doc.Reasons[0].Code == admin.WhyNotLoading {
+		t.Errorf("a rule whose start returned: %+v, want a reason other than %s", doc, admin.WhyNotLoading)
+	}
+}
+
 func TestWhyNotNotOwner(t *testing.T) {
 	// Two hosts of a group load the same rule; one runs it, the other
 	// stands by and says so.

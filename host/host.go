@@ -67,7 +67,8 @@ type Config struct {
 	// Observer, when set, is told the duration and result of every handler
 	// call (see Observer); nil costs nothing.
 	Observer Observer
-	// Tracer, when set, is told what becomes of each event (see Tracer);
+	// Tracer, when set, is told what becomes of each event (see Tracer),
+	// and each host call of a handler if it is a CallTracer that asks;
 	// nil costs nothing.
 	Tracer Tracer
 	// DryRun, when set, makes the host a dry run (see dryrun.go): the

@@ -13,6 +13,8 @@ import (
 func HostOf(h abi.Host) (*Host, bool) {
 	var svc *services
 	switch b := h.(type) {
+	case traced:
+		svc = b.b.r.svc
 	case recorded:
 		svc = b.b.r.svc
 	case *binding:

@@ -19,12 +19,13 @@ type recorded struct {
 var _ abi.Host = recorded{}
 
 // hostFor is what the version of b is started with: b itself, or b wrapped
-// for the recorder.
+// for the recorder, and for a tracer that wants the calls (calltrace.go).
 func (s *services) hostFor(b *binding) abi.Host {
-	if s.rec == nil {
-		return b
+	var h abi.Host = b
+	if s.rec != nil {
+		h = recorded{b: b, rec: s.rec}
 	}
-	return recorded{b: b, rec: s.rec}
+	return s.tracedFor(b, h)
 }
 
 // RuleOf returns the file name of the rule h serves (as in the logs and a
@@ -32,6 +33,8 @@ func (s *services) hostFor(b *binding) abi.Host {
 // lua.Config.Rand uses it to give each rule its own generator.
 func RuleOf(h abi.Host) (string, bool) {
 	switch b := h.(type) {
+	case traced:
+		return b.b.r.name, true
 	case recorded:
 		return b.b.r.name, true
 	case *binding:

@@ -26,7 +26,7 @@ type adminFlags struct {
 	tokenFile   string
 	allowFailed bool
 	dev         bool   // ssrun dev's: on by default, its address published for status and why
-	otlp        string // --otlp-endpoint: the collector that gets a span per rule run and the metrics
+	otlp        string // --otlp-endpoint: the collector that gets a span per rule run (and per host call in it) and the metrics
 }
 
 // devAdminDefault is ssrun dev's --admin default: a free port on loopback.
@@ -43,7 +43,7 @@ func (f *adminFlags) register(cmd *cobra.Command, rules bool) {
 	fs.StringVar(&f.tokenFile, "admin-token-file", "", "a `FILE` holding the bearer token the console (and /status, /why) require (needed with --admin off loopback)")
 	if rules {
 		fs.BoolVar(&f.allowFailed, "ready-allow-failed-rules", false, "with --admin, report ready even if some rule files failed to load")
-		fs.StringVar(&f.otlp, "otlp-endpoint", "", "with --admin, send a span per rule run (one trace per chain) and the metrics to this OpenTelemetry collector (OTLP/HTTP: http://HOST:PORT; default off)")
+		fs.StringVar(&f.otlp, "otlp-endpoint", "", "with --admin, send a span per rule run and per host call in it (one trace per chain) and the metrics to this OpenTelemetry collector (OTLP/HTTP: http://HOST:PORT; default off)")
 	}
 }
 
