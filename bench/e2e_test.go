@@ -96,11 +96,19 @@ func roundTrip(tb testing.TB, c *protocol.Client) time.Duration {
 }
 
 // rotate is the timed part of a throughput benchmark: b.N events of each
-// flow, driven in chunks by drive, the flows in turn and their order
-// rotating each round so that all see the same machine load; it reports
-// each flow's events per second (<name>-ev/s) and its ratio to the first
-// flow's (<name>-x-base).
+// flow, driven in chunks by drive (rotateChunks); it reports each flow's
+// events per second (<name>-ev/s) and its ratio to the first flow's
+// (<name>-x-base).
 func rotate(b *testing.B, flows []flow, chunk int, drive func(f flow, n int) time.Duration) {
+	elapsed := rotateChunks(b, flows, chunk, drive, nil)
+	testutil.ReportRates(b, elapsed, func(i int) string { return flows[i].name }, "-ev/s", "-x-base")
+}
+
+// rotateChunks drives b.N events of each flow in chunks by drive, the
+// flows in turn and their order rotating each round so that all see the
+// same machine load, and returns the time each took; between, when not
+// nil, runs after each round, outside the timing.
+func rotateChunks(b *testing.B, flows []flow, chunk int, drive func(f flow, n int) time.Duration, between func()) []time.Duration {
 	elapsed := make([]time.Duration, len(flows))
 	b.ResetTimer()
 	for round, done := 0, 0; done < b.N; round, done = round+1, done+chunk {
@@ -109,9 +117,14 @@ func rotate(b *testing.B, flows []flow, chunk int, drive func(f flow, n int) tim
 			i := (round + k) % len(flows)
 			elapsed[i] += drive(flows[i], n)
 		}
+		if between != nil {
+			b.StopTimer()
+			between()
+			b.StartTimer()
+		}
 	}
 	b.StopTimer()
-	testutil.ReportRates(b, elapsed, func(i int) string { return flows[i].name }, "-ev/s", "-x-base")
+	return elapsed
 }
 
 // onlyFlows returns the flows named in names (comma-separated; all when

@@ -89,27 +89,11 @@ func (e *env) warmUp(flows []flow) {
 // rotateInflight is the events rotate (and warmUp) keep in flight.
 const rotateInflight = 64
 
-// rotate drives b.N events of each of flows in chunks of 500, the order
-// rotating each round, and returns the time each took; between, when not
-// nil, runs after each round, outside the timing.
+// rotate drives b.N events of each of flows in chunks of 500
+// (rotateChunks) and returns the time each took; between, when not nil,
+// runs after each round, outside the timing.
 func (e *env) rotate(b *testing.B, flows []flow, between func()) []time.Duration {
-	const chunk = 500
-	elapsed := make([]time.Duration, len(flows))
-	b.ResetTimer()
-	for round, done := 0, 0; done < b.N; round, done = round+1, done+chunk {
-		n := min(chunk, b.N-done)
-		for k := range flows {
-			i := (round + k) % len(flows)
-			elapsed[i] += e.drive(flows[i], n, rotateInflight)
-		}
-		if between != nil {
-			b.StopTimer()
-			between()
-			b.StartTimer()
-		}
-	}
-	b.StopTimer()
-	return elapsed
+	return rotateChunks(b, flows, 500, func(f flow, n int) time.Duration { return e.drive(f, n, rotateInflight) }, between)
 }
 
 // compare warms up flows, drives them in turn (rotate), reports each one's
