@@ -105,6 +105,10 @@ func newClient(t testing.TB, addr string) *protocol.Client {
 		ClientID: fmt.Sprintf("host-test-%d", clientSeq.Add(1)),
 		Timeout:  5 * time.Second,
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+		// A short, flat backoff: with the default (doubling to 30 s) a
+		// test that cuts the network for a few seconds under load could
+		// wait longer for the reconnection than its bound.
+		ReconnectBackoff: func(n int) time.Duration { return time.Duration(min(n, 1)) * 20 * time.Millisecond },
 	})
 	if err != nil {
 		t.Fatal(err)
