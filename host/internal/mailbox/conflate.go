@@ -42,7 +42,7 @@ func conflatable(d *Delivery) bool { return keyed(d) && !d.Ev.Resync }
 
 // pushFullLocked pushes d into a mailbox that is full or still indexed.
 func (m *Box) pushFullLocked(d Delivery) Outcome {
-	n := len(m.q) - m.head
+	n := len(m.q) - m.head - m.holes
 	full := n >= m.limit
 	if m.idx == nil {
 		m.indexLocked()
@@ -62,7 +62,7 @@ func (m *Box) pushFullLocked(d Delivery) Outcome {
 		return Dropped
 	}
 	if keyed(&d) {
-		m.idx[d.Ev.Key] = m.seq0 + uint64(n)
+		m.idx[d.Ev.Key] = m.seq0 + uint64(len(m.q)-m.head)
 	}
 	m.appendLocked(d)
 	return Queued

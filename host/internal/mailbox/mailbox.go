@@ -29,6 +29,7 @@ type Box struct {
 	mu    sync.Mutex
 	q     []Delivery
 	head  int
+	holes int // events taken from behind the head (PopFree), left as holes
 	limit int
 	// Conflation (conflate.go): keys bounds the events waiting once the
 	// mailbox is full; idx, built when it first fills and kept until it
@@ -65,7 +66,7 @@ const (
 // owner keeps it until Refill), and any event past the bound of keys.
 func (m *Box) Push(d Delivery) Outcome {
 	m.mu.Lock()
-	if len(m.q)-m.head >= m.limit || m.idx != nil || m.latest {
+	if len(m.q)-m.head-m.holes >= m.limit || m.idx != nil || m.latest {
 		out := m.pushFullLocked(d)
 		m.mu.Unlock()
 		if out == Queued {
@@ -119,6 +120,16 @@ func (m *Box) Pop() (Delivery, bool) {
 	m.q[m.head] = Delivery{}
 	m.popIndexLocked(d)
 	m.head++
+	if m.holes > 0 { // left by PopFree, under a concurrency since lowered
+		m.skipHolesLocked()
+	}
+	m.settleLocked()
+	return d, true
+}
+
+// settleLocked gives back the memory of a drained queue, or compacts it
+// once its head has moved far, and signals ready while events wait.
+func (m *Box) settleLocked() {
 	switch {
 	case m.head == len(m.q):
 		m.idx = nil
@@ -136,7 +147,6 @@ func (m *Box) Pop() (Delivery, bool) {
 	if m.head < len(m.q) {
 		m.Signal()
 	}
-	return d, true
 }
 
 // Done ends the work of an event popped, once its worker is done with it.
@@ -145,8 +155,8 @@ func (m *Box) Done() { m.quiet.Work(m.rq, -1) }
 // Drop discards the waiting events (the rule stopped).
 func (m *Box) Drop() {
 	m.mu.Lock()
-	n := len(m.q) - m.head
-	m.q, m.head, m.idx = nil, 0, nil
+	n := len(m.q) - m.head - m.holes
+	m.q, m.head, m.idx, m.holes = nil, 0, nil, 0
 	m.seq0 += uint64(n)
 	m.mu.Unlock()
 	m.quiet.Work(m.rq, -n)
@@ -156,7 +166,7 @@ func (m *Box) Drop() {
 func (m *Box) Len() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.q) - m.head
+	return len(m.q) - m.head - m.holes
 }
 
 // SetLimit changes the bounds (keys: see conflate.go); events already
