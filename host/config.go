@@ -33,6 +33,7 @@ import (
 //	mailbox: 1024      # Mailbox
 //	mailbox_keys: 65536  # MailboxKeys
 //	mode: queued       # Mode: queued | latest | restart
+//	concurrency: 1     # Concurrency: 1..MaxConcurrency
 //	log_lines: 100     # LogLines, per second
 //	log_bytes: 64KiB   # LogBytes, per second
 //	max_timers: 10000  # MaxTimers
@@ -75,6 +76,16 @@ type RuleConfig struct {
 	// key's new change also cuts the running call of the same key (see
 	// restart.go).
 	Mode string
+	// Concurrency is how many events of different keys the rule handles at
+	// once (1, the default, when zero; at most MaxConcurrency): one key's
+	// events are still handled in order, one at a time, under every mode.
+	// It is for rules whose handlers wait (plugins, locks). A rule with
+	// concurrency N runs N instances of its version (see concurrency.go):
+	// N Lua states or WebAssembly instances, each with its own memory of up
+	// to MemoryBytes, or N plugin processes; the host's bound on
+	// concurrent calls (Config.MaxConcurrentCalls) holds across all rules.
+	// It cannot be combined with Canary.
+	Concurrency int
 	// LogLines and LogBytes are the rule's log budget: how many lines, and
 	// how many bytes of message, it may log per second (a line longer than
 	// LogBytes is cut to it). The excess is dropped, counted in RuleStatus
@@ -128,6 +139,10 @@ const (
 	DefaultLogLines      = 100
 	DefaultLogBytes      = 64 << 10
 	DefaultMaxTimers     = 10000
+	DefaultConcurrency   = 1
+	// MaxConcurrency bounds RuleConfig.Concurrency: a rule of 64 instances
+	// already fills the host's default bound on concurrent calls.
+	MaxConcurrency = 64
 )
 
 // Pattern watch settings (RuleConfig.Rescan, RuleConfig.MaxWatchedKeys).
@@ -174,6 +189,12 @@ func (c RuleConfig) Validate() error {
 	if c.Mode != "" && c.Mode != ModeQueued && c.Mode != ModeLatest && c.Mode != ModeRestart {
 		return fmt.Errorf("mode: %q is not a choice: say %q (the default), %q or %q", c.Mode, ModeQueued, ModeLatest, ModeRestart)
 	}
+	if c.Concurrency < 0 || c.Concurrency > MaxConcurrency {
+		return fmt.Errorf("concurrency: %d is out of range: say 1 (the default) to %d", c.Concurrency, MaxConcurrency)
+	}
+	if err := c.checkConcurrency(); err != nil {
+		return err
+	}
 	if c.Ownership != "" && c.Ownership != OwnershipEveryHost {
 		return fmt.Errorf("ownership: %q is not a choice: leave it out (one host of the group) or say %q", c.Ownership, OwnershipEveryHost)
 	}
@@ -200,6 +221,7 @@ var ruleDefaults = RuleConfig{
 	MaxTimers:      DefaultMaxTimers,
 	Rescan:         DefaultRescan,
 	MaxWatchedKeys: DefaultMaxWatchedKeys,
+	Concurrency:    DefaultConcurrency,
 }
 
 // withDefaults returns c with its zero numbers set to their defaults.
@@ -219,6 +241,7 @@ func (c RuleConfig) merge(o RuleConfig) RuleConfig {
 	c.Mailbox = cmp.Or(o.Mailbox, c.Mailbox)
 	c.MailboxKeys = cmp.Or(o.MailboxKeys, c.MailboxKeys)
 	c.Mode = cmp.Or(o.Mode, c.Mode)
+	c.Concurrency = cmp.Or(o.Concurrency, c.Concurrency)
 	c.LogLines = cmp.Or(o.LogLines, c.LogLines)
 	c.LogBytes = cmp.Or(o.LogBytes, c.LogBytes)
 	c.MaxTimers = cmp.Or(o.MaxTimers, c.MaxTimers)
@@ -291,6 +314,9 @@ func validateRuleConfigs(defaults RuleConfig, rules map[string]RuleConfig) error
 			return fmt.Errorf("host: rule %q: bad file name pattern: %w", name, err)
 		}
 		if err := rc.Validate(); err != nil {
+			return fmt.Errorf("host: rule %q: %w", name, err)
+		}
+		if err := defaults.merge(rc).checkConcurrency(); err != nil { // one set here, the other in defaults
 			return fmt.Errorf("host: rule %q: %w", name, err)
 		}
 	}
@@ -427,6 +453,16 @@ func (c Canary) validate() error {
 		if !doublestar.ValidatePattern(p) {
 			return fmt.Errorf("canary: ignore: bad key pattern %q", p)
 		}
+	}
+	return nil
+}
+
+// checkConcurrency refuses a concurrency above 1 with a canary: a canary
+// judges its shadow against the live version event by event, in order,
+// which concurrent calls would not keep.
+func (c RuleConfig) checkConcurrency() error {
+	if c.Concurrency > 1 && c.Canary.on() {
+		return fmt.Errorf("concurrency: %d cannot be combined with canary: a canary compares the new version with the live one event by event, in order; say concurrency: 1 or drop canary", c.Concurrency)
 	}
 	return nil
 }

@@ -71,9 +71,11 @@ type ruleSettings struct {
 	Mailbox  int      `yaml:"mailbox"`
 	Keys     int      `yaml:"mailbox_keys"`
 	Mode     string   `yaml:"mode"`
-	LogLines int      `yaml:"log_lines"`
-	LogBytes byteSize `yaml:"log_bytes"`
-	Timers   int      `yaml:"max_timers"`
+	// Concurrency is host.RuleConfig.Concurrency.
+	Concurrency int      `yaml:"concurrency"`
+	LogLines    int      `yaml:"log_lines"`
+	LogBytes    byteSize `yaml:"log_bytes"`
+	Timers      int      `yaml:"max_timers"`
 	// Rescan is host.RuleConfig.Rescan; a pointer, since 0 (never) is
 	// not the default.
 	Rescan         *duration       `yaml:"rescan"`
@@ -123,6 +125,7 @@ func (s ruleSettings) toHost() host.RuleConfig {
 		Mailbox:        s.Mailbox,
 		MailboxKeys:    s.Keys,
 		Mode:           s.Mode,
+		Concurrency:    s.Concurrency,
 		LogLines:       s.LogLines,
 		LogBytes:       int(s.LogBytes),
 		MaxTimers:      s.Timers,

@@ -58,6 +58,7 @@ defaults:
 rules:
   thermostat.lua:
     timeout: 2000
+    concurrency: 4
     read: ["thermostat*/**"]
     write: ["hvac/**"]
     lock: []
@@ -75,7 +76,7 @@ rules:
 		t.Fatalf("defaults: %+v", d)
 	}
 	r := c.hostRules()["thermostat.lua"]
-	if r.Timeout != 2*time.Second || len(r.Read) != 1 || r.Write[0] != "hvac/**" {
+	if r.Timeout != 2*time.Second || len(r.Read) != 1 || r.Write[0] != "hvac/**" || r.Concurrency != 4 {
 		t.Fatalf("rule: %+v", r)
 	}
 	if r.Lock == nil || len(r.Lock) != 0 {
