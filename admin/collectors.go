@@ -72,6 +72,8 @@ var ruleStats = func() stats[host.RuleStatus] {
 			func(r host.RuleStatus) float64 { return float64(r.Abandoned) }),
 		s("ssrun_rule_mailbox_depth", "Events waiting in the rule's mailbox.", gauge,
 			func(r host.RuleStatus) float64 { return float64(r.Queued) }),
+		s("ssrun_rule_calls_in_flight", "Handler calls of the rule running now (up to its concurrency).", gauge,
+			func(r host.RuleStatus) float64 { return float64(r.InFlight) }),
 		s("ssrun_rule_disabled", "1 while the rule is disabled after repeated failures.", gauge,
 			func(r host.RuleStatus) float64 { return bool01(r.Disabled) }),
 		s("ssrun_rule_timers_pending", "Timers the rule has armed.", gauge,

@@ -43,8 +43,11 @@ type RuleDoc struct {
 	Echoes    uint64     `json:"echoes"`
 	Abandoned uint64     `json:"abandoned"`
 	// Queued is the mailbox depth (absent for a file that failed to load).
-	Queued  *int     `json:"queued,omitempty"`
-	Watches []string `json:"watches"`
+	Queued *int `json:"queued,omitempty"`
+	// InFlight is how many handler calls of the rule run now (up to its
+	// concurrency).
+	InFlight int      `json:"in_flight"`
+	Watches  []string `json:"watches"`
 	// Patterns are the patterns the rule watches (watch_pattern), and
 	// PatternKeys how many keys they cover.
 	Patterns           []string `json:"patterns,omitempty"`
@@ -95,7 +98,7 @@ func NewStatusDoc(src StatusSource) StatusDoc {
 	for _, s := range rs {
 		d := RuleDoc{Name: filepath.Base(s.Path), Path: s.Path, Kind: s.Kind, Hash: s.Hash, State: s.State,
 			LastError: s.LastError, Handled: s.Handled, Failed: s.Failed, Dropped: s.Dropped, Echoes: s.Echoes,
-			Coalesced: s.Coalesced, Restarted: s.Restarted,
+			Coalesced: s.Coalesced, Restarted: s.Restarted, InFlight: s.InFlight,
 			Abandoned: s.Abandoned, Watches: nonNil(s.Watches), Patterns: s.Patterns, PatternKeys: s.PatternKeys, Locks: nonNil(s.Locks), Timers: s.Timers,
 			LogLinesSuppressed: s.LogLinesSuppressed, LogBytesSuppressed: s.LogBytesSuppressed}
 		if s.State != host.StateLoadFailed {

@@ -58,7 +58,7 @@ func TestStatusDocument(t *testing.T) {
 	rules := doc["rules"].([]any)
 	a, b := rules[0].(map[string]any), rules[1].(map[string]any)
 	want := map[string]any{"name": "a.lua", "path": "/rules/a.lua", "kind": "lua", "hash": "0123456789ab", "state": "running",
-		"handled": 7.0, "failed": 2.0, "dropped": 1.0, "coalesced": 6.0, "restarted": 2.0, "echoes": 3.0, "abandoned": 0.0, "watches": []any{"k"}, "locks": []any{"l"},
+		"handled": 7.0, "failed": 2.0, "dropped": 1.0, "coalesced": 6.0, "restarted": 2.0, "in_flight": 0.0, "echoes": 3.0, "abandoned": 0.0, "watches": []any{"k"}, "locks": []any{"l"},
 		"timers": 4.0, "queued": 5.0, "last_error": "error SET \"k\": boom", "last_error_at": "2026-11-23T14:04:05Z",
 		"log_lines_suppressed": 0.0, "log_bytes_suppressed": 0.0}
 	if !reflect.DeepEqual(a, want) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
@@ -26,6 +27,13 @@ type binding struct {
 	// canary.go): until it goes live, its writes are staged in the
 	// canary's staging and its timers are not armed.
 	shadow *canary
+	// own is the event this instance is handling when its rule has
+	// concurrency > 1 (each instance of the pool its own; see replica.go);
+	// nil: the rule's (concurrency 1).
+	own *callCause
+	// replica is set while an extra instance of a pool runs its
+	// initialisation: its watches are no-ops, its writes refused.
+	replica atomic.Bool
 }
 
 var _ abi.Host = (*binding)(nil)
@@ -94,6 +102,9 @@ func (b *binding) Get(ctx context.Context, key string) (abi.Value, error) {
 // Set implements abi.Host.
 func (b *binding) Set(ctx context.Context, key string, value []byte, opts abi.SetOptions) (string, error) {
 	cfg := b.r.config()
+	if err := b.refuseInReplica("set", key); err != nil {
+		return "", err
+	}
 	if err := b.check("set", key, cfg.Write); err != nil {
 		return "", err
 	}
@@ -132,7 +143,7 @@ func (b *binding) Set(ctx context.Context, key string, value []byte, opts abi.Se
 		err := sg.Write(ctx, w, b.r.locks.holder(), send)
 		return version, err
 	}
-	err := b.r.write("set", key, opts.Fence, opts.TTL, value, b.sendTo(send))
+	err := b.r.write(b.own, "set", key, opts.Fence, opts.TTL, value, b.sendTo(send))
 	return version, err
 }
 
@@ -144,6 +155,9 @@ func (b *binding) sendTo(send staging.StageFunc) func(token hlc.HLC) (string, bo
 
 // Del implements abi.Host.
 func (b *binding) Del(ctx context.Context, key string, opts abi.DelOptions) error {
+	if err := b.refuseInReplica("del", key); err != nil {
+		return err
+	}
 	if err := b.check("del", key, b.r.config().Write); err != nil {
 		return err
 	}
@@ -156,12 +170,15 @@ func (b *binding) Del(ctx context.Context, key string, opts abi.DelOptions) erro
 		w.Fence = opts.Fence
 		return sg.Write(ctx, w, b.r.locks.holder(), send)
 	}
-	return b.r.write("del", key, opts.Fence, 0, nil, b.sendTo(send))
+	return b.r.write(b.own, "del", key, opts.Fence, 0, nil, b.sendTo(send))
 }
 
 // VDel implements abi.Host.
 func (b *binding) VDel(ctx context.Context, key string, value []byte, opts abi.DelOptions) error {
 	cfg := b.r.config()
+	if err := b.refuseInReplica("vdel", key); err != nil {
+		return err
+	}
 	if err := b.check("vdel", key, cfg.Write); err != nil {
 		return err
 	}
@@ -177,13 +194,16 @@ func (b *binding) VDel(ctx context.Context, key string, value []byte, opts abi.D
 		w.Fence = opts.Fence
 		return sg.Write(ctx, w, b.r.locks.holder(), send)
 	}
-	return b.r.write("vdel", key, opts.Fence, 0, nil, b.sendTo(send))
+	return b.r.write(b.own, "vdel", key, opts.Fence, 0, nil, b.sendTo(send))
 }
 
 // Watch implements abi.Host.
 func (b *binding) Watch(ctx context.Context, key string, opts abi.WatchOptions) error {
 	if err := b.check("watch", key, b.r.config().Watch); err != nil {
 		return err
+	}
+	if b.replica.Load() {
+		return nil // the first instance's watches stand
 	}
 	return b.r.watch(ctx, b.in, key, opts)
 }
@@ -193,11 +213,17 @@ func (b *binding) Unwatch(ctx context.Context, key string) error {
 	if err := b.check("unwatch", key, nil); err != nil {
 		return err
 	}
+	if b.replica.Load() {
+		return nil
+	}
 	return b.r.unwatch(ctx, b.in, key)
 }
 
 // Lock implements abi.Host.
 func (b *binding) Lock(ctx context.Context, name string, ttl time.Duration, opts abi.LockOptions) (string, error) {
+	if err := b.refuseInReplica("lock", name); err != nil {
+		return "", err
+	}
 	if err := b.checkLock("lock", name); err != nil {
 		return "", err
 	}
@@ -211,6 +237,9 @@ func (b *binding) Lock(ctx context.Context, name string, ttl time.Duration, opts
 
 // Unlock implements abi.Host.
 func (b *binding) Unlock(ctx context.Context, name string) error {
+	if err := b.refuseInReplica("unlock", name); err != nil {
+		return err
+	}
 	if err := b.checkLock("unlock", name); err != nil {
 		return err
 	}
@@ -246,6 +275,9 @@ func (b *binding) Log(level int32, msg string) {
 // before it returns, then scheduled (see ruleTimers).
 func (b *binding) Timer(ctx context.Context, name string, delay time.Duration, opts abi.TimerOptions) error {
 	cfg := b.r.config()
+	if err := b.refuseInReplica("timer", name); err != nil {
+		return err
+	}
 	if err := b.checkTimer("timer", name); err != nil {
 		return err
 	}
@@ -266,6 +298,9 @@ func (b *binding) Timer(ctx context.Context, name string, delay time.Duration, o
 
 // Cancel implements abi.Host.
 func (b *binding) Cancel(ctx context.Context, name string) error {
+	if err := b.refuseInReplica("cancel", name); err != nil {
+		return err
+	}
 	if err := b.checkTimer("cancel", name); err != nil {
 		return err
 	}
@@ -296,5 +331,5 @@ func (b *binding) Now() int64 { return b.r.svc.timers.Clock.NowMs() }
 // handling, for a dry run (see dryrun.go).
 func (b *binding) staged(op, key string, value []byte) staging.Write {
 	// A copy: the report keeps it, and value is only lent (abi.Host).
-	return staging.Write{Rule: b.r.name, Op: op, Key: key, Value: bytes.Clone(value), Cause: b.r.handling()}
+	return staging.Write{Rule: b.r.name, Op: op, Key: key, Value: bytes.Clone(value), Cause: b.handling()}
 }

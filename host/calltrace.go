@@ -48,7 +48,7 @@ func (s *services) tracedFor(b *binding, h abi.Host) abi.Host {
 }
 
 func (h traced) done(verb, key string, at time.Time, err error) {
-	if h.b.inShadow() || h.b.r.handling().Op == "" {
+	if h.b.inShadow() || h.b.handling().Op == "" {
 		return // a shadow's calls never reach the store; outside a handler there is no run
 	}
 	h.t.Called(h.b.r.name, TracedCall{Verb: verb, Key: key, Status: abi.StatusOf(err), At: at, Took: time.Since(at)})

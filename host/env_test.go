@@ -31,6 +31,7 @@ type goRuntime struct {
 type goRule struct {
 	init   func(ctx context.Context, h abi.Host) error
 	handle func(ctx context.Context, h abi.Host, ev abi.Event) error
+	closed func() // called by each of its scripts' Close, when set
 }
 
 func (rt *goRuntime) Kind() string { return "gorule" }
@@ -81,7 +82,12 @@ func (s *goScript) Handle(ctx context.Context, ev abi.Event) error {
 	return s.r.handle(ctx, s.h, ev)
 }
 
-func (s *goScript) Close(context.Context) error { return nil }
+func (s *goScript) Close(context.Context) error {
+	if s.r.closed != nil {
+		s.r.closed()
+	}
+	return nil
+}
 
 // env is one embedded broker, a host on its own client, a rules folder, and
 // a second client acting as the user.

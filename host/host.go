@@ -550,6 +550,9 @@ func (h *Host) loadLocked(ctx context.Context, path string) (err error) {
 		return nil
 	}
 	cfg := ruleConfigFor(h.defaults, h.rules, path)
+	if err := cfg.checkConcurrency(); err != nil { // set by entries that match it apart
+		return fmt.Errorf("load %s: %w", path, err)
+	}
 	name := filepath.Base(path)
 	lctx, cancel := context.WithTimeout(ctx, h.loadTimeout+cfg.Timeout)
 	defer cancel()
@@ -574,6 +577,9 @@ func (h *Host) loadLocked(ctx context.Context, path string) (err error) {
 	}
 	next := newInstance(hash)
 	b := newBinding(r, next, h.client)
+	if cfg.Concurrency > 1 {
+		b.own = &callCause{} // each instance of the pool its own event (replica.go)
+	}
 	var shadow *canary
 	if !fresh && cfg.Canary.on() && h.dry == nil {
 		if shadow, err = newCanary(r, next, cfg.Canary); err != nil {
@@ -603,6 +609,15 @@ func (h *Host) loadLocked(ctx context.Context, path string) (err error) {
 		return fmt.Errorf("start %s: %w", path, err)
 	}
 	next.script = script
+	if err := h.startPool(lctx, r, next, b, prog, cfg); err != nil {
+		r.closeInstance(ctx, next, "new version")
+		if fresh {
+			r.discard(ctx)
+		} else {
+			r.timers.goLive(nil)
+		}
+		return fmt.Errorf("start %s: %w", path, err)
+	}
 	if shadow != nil {
 		return shadow.start(ctx, h.ctx)
 	}

@@ -60,6 +60,9 @@ func (b *binding) WatchPattern(ctx context.Context, pattern string, opts abi.Wat
 	if err != nil {
 		return err
 	}
+	if b.replica.Load() {
+		return nil // the first instance's watches stand
+	}
 	_, complete, err := b.r.svc.pats.scan(ctx, pattern, cfg.MaxWatchedKeys, func(k string) bool { return patternReadable(cfg, k) })
 	switch {
 	case errors.Is(err, protocol.ErrNotConnected):
@@ -84,6 +87,9 @@ func (b *binding) WatchPattern(ctx context.Context, pattern string, opts abi.Wat
 func (b *binding) UnwatchPattern(ctx context.Context, pattern string) error {
 	if b.in.closed.Load() {
 		return abi.Errorf(abi.StatusUnavailable, "unwatch_pattern %q: this version of %s was replaced or stopped", pattern, b.r.name)
+	}
+	if b.replica.Load() {
+		return nil
 	}
 	in := b.in
 	in.mu.Lock()

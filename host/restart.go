@@ -19,11 +19,13 @@ import (
 // errRestarted is the cause of a call's context cut by a newer change.
 var errRestarted = errors.New("a newer change of the key restarted the handler")
 
-// cuttable holds the running call that a change of its key may cut.
+// cuttable holds the running call that a change of its key may cut, and
+// those of a pool (concurrency > 1), one per key.
 type cuttable struct {
-	mu  sync.Mutex
-	key string
-	cut context.CancelCauseFunc // nil: no call may be cut
+	mu   sync.Mutex
+	key  string
+	cut  context.CancelCauseFunc // nil: no call may be cut
+	keys map[string]context.CancelCauseFunc
 }
 
 // beginCuttable returns the context of a call on ev, which a newer change
@@ -58,5 +60,31 @@ func (r *rule) cutRunning(key string) {
 	defer c.mu.Unlock()
 	if c.cut != nil && c.key == key {
 		c.cut(errRestarted)
+	}
+	if cut := c.keys[key]; cut != nil {
+		cut(errRestarted)
+	}
+}
+
+// beginCuttableKey is beginCuttable for a call of a pool: the calls of
+// different keys run at once, each cut by a newer change of its own key.
+func (r *rule) beginCuttableKey(ctx context.Context, ev abi.Event) (context.Context, func() bool) {
+	if !r.restart.Load() || (ev.Op != abi.OpSet && ev.Op != abi.OpDelete) {
+		return ctx, func() bool { return false }
+	}
+	ctx, cut := context.WithCancelCause(ctx)
+	c := &r.running
+	c.mu.Lock()
+	if c.keys == nil {
+		c.keys = map[string]context.CancelCauseFunc{}
+	}
+	c.keys[ev.Key] = cut
+	c.mu.Unlock()
+	return ctx, func() bool {
+		c.mu.Lock()
+		delete(c.keys, ev.Key)
+		c.mu.Unlock()
+		cut(nil)
+		return errors.Is(context.Cause(ctx), errRestarted)
 	}
 }

@@ -52,7 +52,7 @@ type rule struct {
 	// Owned by the live worker (by the host while there is none, or once it
 	// has abandoned it).
 	cur         *instance
-	consecutive int
+	consecutive atomic.Int64 // handler failures in a row (atomic: a pool's calls end at once)
 
 	mu       sync.Mutex
 	w        *worker // the live worker
@@ -93,6 +93,10 @@ type instance struct {
 	script abi.Script
 	hash   [32]byte
 	closed atomic.Bool // replaced or stopped: its calls fail
+	// members, when the rule's concurrency is above 1, are the instances
+	// of its pool: script first, then its replicas (see replica.go); nil
+	// otherwise.
+	members []poolMember
 
 	// While the version starts, its watches are staged, not applied, so the
 	// old version keeps its own; swap applies them and makes it live,
@@ -124,7 +128,7 @@ func newRule(s *services, path, kind string, cfg RuleConfig) *rule {
 	}
 	r.locks.inCall = func() bool {
 		w := r.worker()
-		return w != nil && w.state.Load()&phaseMask == phaseCall
+		return w != nil && w.inFlight() > 0
 	}
 	r.setMode(cfg.Mode)
 	r.timers = newRuleTimers(s, name, r.mailbox)
@@ -287,7 +291,7 @@ func (r *rule) startWorker() *worker {
 	if r.locks.losing() {
 		r.locks.signalLost()
 	}
-	w.run(func() { r.run(w) })
+	w.run(func() { r.loop(w) })
 	return w
 }
 
@@ -298,28 +302,50 @@ func (r *rule) worker() *worker {
 	return r.w
 }
 
+// loop runs the worker w: one event at a time (run), or with a version
+// of concurrency > 1 its pool (runPool), switching when a reload changes
+// the concurrency, until w ends.
+func (r *rule) loop(w *worker) {
+	for {
+		var more bool
+		if in := r.cur; in != nil && in.members != nil {
+			more = r.runPool(w)
+		} else {
+			more = r.run(w)
+		}
+		if !more {
+			return
+		}
+	}
+}
+
 // run is the loop of the worker w: a stop request first, then control
-// functions, lost locks and events, one at a time.
-func (r *rule) run(w *worker) {
+// functions, lost locks and events, one at a time. It returns true when a
+// control function installed a version of concurrency > 1 (see loop),
+// false when w ends.
+func (r *rule) run(w *worker) bool {
 	for {
 		select {
 		case <-w.quit: // first, before anything else that is ready
 			r.shutdown(w.stopCtx)
-			return
+			return false
 		default:
 		}
 		select {
 		case <-w.quit:
 			r.shutdown(w.stopCtx)
-			return
+			return false
 		case f := <-w.ctrl:
 			f()
+			if in := r.cur; in != nil && in.members != nil {
+				return true
+			}
 		case <-r.locks.lostSignal:
 			for _, l := range r.locks.takeLost() {
 				ok := r.deliver(w, mailbox.Delivery{Ev: abi.Event{Key: l.name, Op: abi.OpLockLost}, Ticket: l.ticket})
 				r.svc.quiet.Work(r.quiet, -1)
 				if !ok {
-					return
+					return false
 				}
 			}
 		case <-r.mailbox.Ready:
@@ -334,7 +360,7 @@ func (r *rule) run(w *worker) {
 			delivered := r.deliver(w, d)
 			r.mailbox.Done()
 			if !delivered {
-				return
+				return false
 			}
 		}
 	}
@@ -373,27 +399,9 @@ func (r *rule) call(w *worker, d mailbox.Delivery) bool {
 		return true
 	}
 	r.mu.Lock()
-	if d.Ev.Op != abi.OpLockLost && d.Ev.Op != abi.OpTimer {
-		opts, ok := r.watches[d.Ev.Key]
-		if !ok {
-			opts, ok = r.pats.covers(d.Ev.Key)
-		}
-		if !ok {
-			r.mu.Unlock()
-			r.traceSkip(d, SkipUnwatched)
-			return true // no longer watched (unwatched or dropped by a reload)
-		}
-		if !opts.Self && r.own.Consume(d.Ev) {
-			r.mu.Unlock()
-			r.traceSkip(d, SkipEcho)
-			r.echoes.Add(1)
-			return true
-		}
-	}
-	if r.disabled {
+	if why := r.skipLocked(d); why != "" {
 		r.mu.Unlock()
-		r.traceSkip(d, SkipDisabled)
-		r.dropped.Add(1)
+		r.skipped(d, why)
 		return true
 	}
 	r.lin, r.cause = d.Lin, provenance.CauseOf(d.Ev, d.Lin)
@@ -402,18 +410,18 @@ func (r *rule) call(w *worker, d mailbox.Delivery) bool {
 	r.mu.Unlock()
 	// The call's deadline starts once it has a place (see internal/gate), and
 	// in a serial host its turn (quiet.go).
-	if err := r.svc.gate.Enter(w.ctx, &w.gated); err != nil {
+	if err := r.svc.gate.Enter(w.ctx, &w.cs.gated); err != nil {
 		return true // shutting down
 	}
 	if q := r.svc.quiet; q != nil {
 		if err := q.Enter(w.ctx, r.quiet, d.Ticket); err != nil {
-			r.svc.gate.Leave(&w.gated)
+			r.svc.gate.Leave(&w.cs.gated)
 			return true
 		}
 		defer q.Leave(r.quiet)
 	}
 	if shadow != nil && !shadow.handle(w, d.Ev, timeout) {
-		r.svc.gate.Leave(&w.gated)
+		r.svc.gate.Leave(&w.cs.gated)
 		return false
 	}
 
@@ -428,7 +436,7 @@ func (r *rule) call(w *worker, d mailbox.Delivery) bool {
 	ctx, endCuttable := r.beginCuttable(w.ctx, d.Ev)
 	err := in.script.Handle(ctx, d.Ev)
 	cut := endCuttable()
-	r.svc.gate.Leave(&w.gated)
+	r.svc.gate.Leave(&w.cs.gated)
 	r.mu.Lock()
 	r.cause = provenance.Cause{} // a write outside a handler (at load, from a plugin's own goroutine) answers no event
 	r.mu.Unlock()
@@ -441,6 +449,49 @@ func (r *rule) call(w *worker, d mailbox.Delivery) bool {
 	if shadow != nil {
 		shadow.judge(w.ctx, d.Ev)
 	}
+	r.after(w, d, start, err, cut)
+	return true
+}
+
+// skipLocked says why d is no longer for the running version ("": it
+// is): an unwatched key, an echo of the rule's own write, a disabled rule.
+// r.mu is held; skipped then accounts for it, unlocked.
+func (r *rule) skipLocked(d mailbox.Delivery) SkipReason {
+	if d.Ev.Op != abi.OpLockLost && d.Ev.Op != abi.OpTimer {
+		opts, ok := r.watches[d.Ev.Key]
+		if !ok {
+			opts, ok = r.pats.covers(d.Ev.Key)
+		}
+		if !ok {
+			return SkipUnwatched // no longer watched (unwatched or dropped by a reload)
+		}
+		if !opts.Self && r.own.Consume(d.Ev) {
+			return SkipEcho
+		}
+	}
+	if r.disabled {
+		return SkipDisabled
+	}
+	return ""
+}
+
+// skipped traces and counts d, skipped for why (see skipLocked).
+func (r *rule) skipped(d mailbox.Delivery, why SkipReason) {
+	r.traceSkip(d, why)
+	switch why {
+	case SkipEcho:
+		r.echoes.Add(1)
+	case SkipDisabled:
+		r.dropped.Add(1)
+	}
+}
+
+// after accounts for a handler call on d that started at start (zero when
+// neither observed nor traced) and returned err, cut when a newer change
+// of its key cut it (mode restart): observed, traced, counted; a failure is
+// logged and noted, and disables the rule after maxConsecutiveFailures in a
+// row.
+func (r *rule) after(w *worker, d mailbox.Delivery, start time.Time, err error, cut bool) {
 	if r.svc.obs != nil {
 		r.svc.obs.ObserveHandle(r.name, time.Since(start), err != nil)
 	}
@@ -449,36 +500,35 @@ func (r *rule) call(w *worker, d mailbox.Delivery) bool {
 		// Stopped mid-call (shutting down, or handed over to another host
 		// of a group): the event was not handled, so it is not recorded as
 		// handled, and a group's next owner delivers it again.
-		return true
+		return
 	}
 	if err != nil && cut {
 		// A newer change of the key, waiting now, stands for this one.
 		r.restarted.Add(1)
 		r.svc.log.Debug("handler restarted by a newer change of its key", "rule", r.name, "key", d.Ev.Key)
-		return true
+		return
 	}
 	if r.progress != nil {
 		r.progress.Note(d.Ev)
 	}
 	if err == nil {
 		r.handled.Add(1)
-		r.consecutive = 0
-		return true
+		r.consecutive.Store(0)
+		return
 	}
-	r.consecutive++
+	n := r.consecutive.Add(1)
 	r.svc.log.Error("rule failed", "rule", r.name, "key", d.Ev.Key, "op", string(d.Ev.Op), "kind", failureKind(err), "err", err)
 	r.mu.Lock()
 	r.noteErrorLocked(fmt.Sprintf("%s %s %q: %v", failureKind(err), d.Ev.Op, d.Ev.Key, err))
-	r.disabled = r.disabled || r.consecutive >= maxConsecutiveFailures
+	r.disabled = r.disabled || n >= maxConsecutiveFailures
 	r.mu.Unlock()
 	// Counted after its error is noted: status loads the count, then reads
 	// the error under r.mu, so a status that counts a failure shows it.
 	r.failed.Add(1)
-	if r.consecutive >= maxConsecutiveFailures {
+	if n >= maxConsecutiveFailures {
 		r.svc.log.Error("rule disabled after repeated failures; save a fixed version of the file to restart it",
-			"rule", r.name, "failures", r.consecutive)
+			"rule", r.name, "failures", n)
 	}
-	return true
 }
 
 func failureKind(err error) string {
@@ -495,7 +545,8 @@ func failureKind(err error) string {
 	return "error"
 }
 
-// write is one write of the rule to key, made by send; verb names it in
+// write is one write of the rule to key, made by send, by an instance
+// handling own's event (nil: the rule's, see handlingIn); verb names it in
 // errors. It takes the fencing token of the lock fence ("" for none: a zero
 // token), failing with LOCK_LOST when the rule does not hold the lock for
 // certain; registers the write with the feedback-loop damper before send
@@ -504,7 +555,7 @@ func failureKind(err error) string {
 // every path with what send reports: the version it created, or that it
 // deleted the key, which is also remembered for echo suppression. A write
 // that fails creates and deletes nothing.
-func (r *rule) write(verb, key, fence string, ttl time.Duration, value []byte, send func(token hlc.HLC) (version string, deleted bool, err error)) error {
+func (r *rule) write(own *callCause, verb, key, fence string, ttl time.Duration, value []byte, send func(token hlc.HLC) (version string, deleted bool, err error)) error {
 	if sh := r.shadowing(); sh != nil {
 		sh.wroteLive(strings.ToUpper(verb), key, value)
 	}
@@ -515,9 +566,7 @@ func (r *rule) write(verb, key, fence string, ttl time.Duration, value []byte, s
 	if err != nil {
 		return err
 	}
-	r.mu.Lock()
-	from, cause := r.lin, r.cause
-	r.mu.Unlock()
+	from, cause := r.handlingIn(own)
 	var (
 		version string
 		deleted bool
@@ -545,11 +594,16 @@ func (r *rule) write(verb, key, fence string, ttl time.Duration, value []byte, s
 	return err
 }
 
-// handling returns the event the rule is handling (zero outside a handler).
-func (r *rule) handling() provenance.Cause {
+// handlingIn returns the event an instance is handling (zero outside a
+// handler), and its lineage: own's for an instance of a pool, else the
+// rule's.
+func (r *rule) handlingIn(own *callCause) (provenance.Lineage, provenance.Cause) {
+	if own != nil {
+		return own.get()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.cause
+	return r.lin, r.cause
 }
 
 // wrote records a write of this rule for echo suppression (only on watched
@@ -605,7 +659,7 @@ func (r *rule) swap(ctx context.Context, next *instance) {
 	r.timers.goLive(next)
 	old := r.cur
 	r.cur = next
-	r.consecutive = 0
+	r.consecutive.Store(0)
 	if old != nil {
 		r.closeInstance(ctx, old, "previous version")
 	}
@@ -647,11 +701,25 @@ func (r *rule) closeInstance(ctx context.Context, in *instance, what string) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
 	defer cancel()
 	_, err := abandon.Aside(r.svc.calls, cctx, r.name, "close", grace, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, in.script.Close(ctx)
+		return struct{}{}, in.closeScripts(ctx)
 	}, nil)
 	if err != nil {
 		r.svc.log.Warn("closing "+what+" failed", "rule", r.name, "err", err)
 	}
+}
+
+// closeScripts closes in's script and its pool's replicas.
+func (in *instance) closeScripts(ctx context.Context) error {
+	var errs []error
+	if in.script != nil {
+		errs = append(errs, in.script.Close(ctx))
+	}
+	for _, m := range in.members {
+		if m.script != in.script {
+			errs = append(errs, m.script.Close(ctx))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // shutdown closes the script and releases the rule. It runs in the live
@@ -734,16 +802,22 @@ func (r *rule) abandoned(w *worker, why string) {
 	}
 	cfg := r.cfg
 	r.mu.Unlock()
-	key, op, running := w.call()
+	lost := w.lostCalls()
+	if len(lost) == 0 { // cannot be: w was abandoned in a call
+		lost = []lostCall{{}}
+	}
+	key, op, running := lost[0].key, lost[0].op, lost[0].running
 	r.mu.Lock()
 	r.noteErrorLocked(fmt.Sprintf("abandoned %s %q: the handler did not return within its deadline plus the grace", op, key))
 	r.mu.Unlock()
-	r.failed.Add(1)        // after its error is noted, as in the handled path
-	if op == abi.OpTimer { // its firing was not recorded: the next version gets it again, late
-		r.timers.again(key)
+	r.failed.Add(uint64(len(lost))) // after its error is noted, as in the handled path
+	for _, c := range lost {
+		if c.op == abi.OpTimer { // its firing was not recorded: the next version gets it again, late
+			r.timers.again(c.key)
+		}
 	}
 	r.svc.log.Error("rule abandoned: its handler did not return within its deadline plus the grace; it is left to end on its own",
-		"rule", r.name, "key", key, "op", string(op), "timeout", cfg.Timeout, "grace", cfg.Grace,
+		"rule", r.name, "key", key, "op", string(op), "timeout", cfg.Timeout, "grace", cfg.Grace, "calls", len(lost),
 		"running", running.Round(time.Millisecond), "for", why)
 }
 
@@ -884,7 +958,10 @@ type RuleStatus struct {
 	Echoes    uint64 // events skipped as echoes of the rule's own writes
 	Timers    int    // timers armed (pending or firing)
 	Queued    int    // events waiting in the mailbox now
-	Disabled  bool
+	// InFlight is how many handler calls run now: at most the rule's
+	// concurrency (RuleConfig.Concurrency).
+	InFlight int
+	Disabled bool
 	// Stuck is set while a handler call runs past its deadline plus the
 	// grace; Abandoned counts the calls the host gave up on (see
 	// RuleConfig.Grace), each also counted in Failed.
@@ -907,6 +984,9 @@ func (r *rule) status() RuleStatus {
 	defer r.mu.Unlock()
 	s.Disabled = r.disabled
 	s.Stuck = r.w != nil && r.w.stuck(r.cfg.Grace)
+	if r.w != nil {
+		s.InFlight = r.w.inFlight()
+	}
 	s.Hash = shortHash(r.hash)
 	s.LastError, s.LastErrorAt = r.lastErr, r.lastErrAt
 	switch {
