@@ -90,6 +90,7 @@ func (r *rule) runPool(w *worker) bool {
 			busy[key] = struct{}{}
 		}
 		inflight++
+		w.taken.Add(1)
 		wg.Go(func() {
 			ok := r.callPooled(w, slots[i], in.members[i], d)
 			results <- poolResult{slot: i, key: key, ok: ok, lockLost: lockLost}
@@ -171,6 +172,7 @@ func (r *rule) runPool(w *worker) bool {
 				delete(busy, res.key)
 				r.mailbox.Done()
 			}
+			w.taken.Add(-1)
 			gone = gone || !res.ok
 		}
 	}

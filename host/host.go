@@ -581,7 +581,14 @@ func (h *Host) loadLocked(ctx context.Context, path string) (err error) {
 		b.own = &callCause{} // each instance of the pool its own event (replica.go)
 	}
 	var shadow *canary
-	if !fresh && cfg.Canary.on() && h.dry == nil {
+	canary := !fresh && cfg.Canary.on() && h.dry == nil
+	if canary && r.runsPool() {
+		// A shadow is judged event by event next to the live version,
+		// which a pool does not run one at a time: this reload swaps.
+		h.log.Warn("canary skipped: the running version has concurrency above 1; the new version is swapped in at once", "rule", r.name)
+		canary = false
+	}
+	if canary {
 		if shadow, err = newCanary(r, next, cfg.Canary); err != nil {
 			return err
 		}
@@ -610,6 +617,8 @@ func (h *Host) loadLocked(ctx context.Context, path string) (err error) {
 	}
 	next.script = script
 	if err := h.startPool(lctx, r, next, b, prog, cfg); err != nil {
+		var se *StuckError
+		retry = !errors.As(err, &se)
 		r.closeInstance(ctx, next, "new version")
 		if fresh {
 			r.discard(ctx)

@@ -12,10 +12,11 @@ import (
 // permissions (read, write, watch, lock), value size, timer quota and log
 // budget, and its next events against its new mailbox bound and grace.
 //
-// Two settings are handed to a rule's runtime when a version of it starts,
-// so they apply from the rule's next version (its file changed or touched):
-// the call timeout and the memory limit (a running WebAssembly instance
-// cannot shrink its memory). A rule's watches of keys its new watch
+// Three settings are taken when a version of a rule starts, so they apply
+// from the rule's next version (its file changed or touched): the call
+// timeout and the memory limit, handed to its runtime (a running
+// WebAssembly instance cannot shrink its memory), and the concurrency
+// (the instances the version starts). A rule's watches of keys its new watch
 // permission does not allow are removed (and logged): no further event
 // of them reaches it, and its unwatch of them reports NOT_FOUND.
 //

@@ -63,6 +63,7 @@ type rule struct {
 	pats     *rulePatterns // its pattern watches (patternrule.go)
 	own      echo.Pending  // this rule's writes on watched keys, awaiting their echo
 	hash     [32]byte      // content of the running version
+	pooled   bool          // the running version runs a pool (concurrency > 1)
 	// The last failure, handler or load, for status; reloadErr while the
 	// file's newest version failed to load and the previous one runs.
 	lastErr   string
@@ -268,6 +269,14 @@ func (r *rule) watchedKeys() []string {
 		keys = append(keys, k)
 	}
 	return keys
+}
+
+// runsPool reports whether the running version runs a pool of instances
+// (concurrency > 1).
+func (r *rule) runsPool() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.pooled
 }
 
 // runs reports whether the running version has content hash.
@@ -652,6 +661,7 @@ func (r *rule) swap(ctx context.Context, next *instance) {
 	r.own.KeepSets(want)
 	r.disabled = false
 	r.hash = next.hash
+	r.pooled = next.members != nil
 	r.mu.Unlock()
 	r.pats.swap(ctx, next)
 	next.live = true
@@ -958,8 +968,10 @@ type RuleStatus struct {
 	Echoes    uint64 // events skipped as echoes of the rule's own writes
 	Timers    int    // timers armed (pending or firing)
 	Queued    int    // events waiting in the mailbox now
-	// InFlight is how many handler calls run now: at most the rule's
-	// concurrency (RuleConfig.Concurrency).
+	// InFlight is how many events the rule is handling now: the call
+	// running, or with concurrency > 1 (RuleConfig.Concurrency) the events
+	// its instances took from the mailbox, running or waiting for a place
+	// among the host's concurrent calls; at most the concurrency.
 	InFlight int
 	Disabled bool
 	// Stuck is set while a handler call runs past its deadline plus the

@@ -47,6 +47,9 @@ type worker struct {
 	// it was: a pool then takes no more events.
 	lost []lostCall
 	gone atomic.Bool
+	// taken counts the events a pool has handed to its instances and not
+	// yet accounted for (in flight, from the mailbox's point of view).
+	taken atomic.Int32
 	// wantCtrl counts control functions waiting for a pool to drain (do):
 	// the pool stops starting calls meanwhile.
 	wantCtrl atomic.Int32
@@ -190,14 +193,13 @@ func (w *worker) stuck(grace time.Duration) bool {
 	return c != nil && d < 0
 }
 
-// inFlight counts w's handler calls in progress.
+// inFlight counts w's handler calls in progress: its own, and the events
+// its pool has taken from the mailbox and not yet accounted for.
 func (w *worker) inFlight() int {
-	n := 0
-	w.eachCall(func(c *callState) {
-		if c.state.Load()&phaseMask == phaseCall {
-			n++
-		}
-	})
+	n := int(w.taken.Load())
+	if w.cs.state.Load()&phaseMask == phaseCall {
+		n++
+	}
 	return n
 }
 
