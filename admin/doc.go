@@ -49,7 +49,10 @@
 //	ssrun_rule_events_dropped_total     counter   events dropped: mailbox full, or rule disabled
 //	ssrun_rule_echoes_suppressed_total  counter   events skipped as echoes of the rule's own writes
 //	ssrun_rule_calls_abandoned_total    counter   handler calls given up on as stuck (also failed)
+//	ssrun_rule_events_coalesced_total   counter   changes replaced in the mailbox by a newer change of their key
+//	ssrun_rule_calls_restarted_total    counter   handler calls cut by a newer change of their key (mode restart)
 //	ssrun_rule_mailbox_depth            gauge     events waiting in the mailbox
+//	ssrun_rule_calls_in_flight          gauge     events being handled now (up to the rule's concurrency)
 //	ssrun_rule_disabled                 gauge     1 while disabled after repeated failures
 //	ssrun_rule_timers_pending           gauge     timers armed
 //	ssrun_rule_pattern_watched_keys     gauge     keys its pattern watches cover

@@ -32,8 +32,11 @@ type binding struct {
 	// nil: the rule's (concurrency 1).
 	own *callCause
 	// replica is set while an extra instance of a pool runs its
-	// initialisation: its watches are no-ops, its writes refused.
+	// initialisation: its watches are no-ops, its writes refused, the
+	// first refusal kept in refused (it fails the load, whether the
+	// rule's code checked the call's error or not).
 	replica atomic.Bool
+	refused atomic.Pointer[error]
 }
 
 var _ abi.Host = (*binding)(nil)

@@ -523,3 +523,95 @@ func TestConcurrencySerialHost(t *testing.T) {
 		}
 	}
 }
+
+// A lost lock's LOCK_LOST event runs alone in a pool: it waits for the
+// calls in flight, and nothing else starts while it runs.
+func TestConcurrencyLockLostRunsAlone(t *testing.T) {
+	e := newEnv(t, func(o *Config) {
+		o.Rules = map[string]RuleConfig{"ll.gorule": {Concurrency: 3, Timeout: time.Minute}}
+	})
+	release := make(chan struct{})
+	var mu sync.Mutex
+	running, lostWith, lost := 0, -1, 0
+	e.load("ll", goRule{init: watchInit("take", "x", "y"), handle: func(ctx context.Context, h abi.Host, ev abi.Event) error {
+		mu.Lock()
+		running++
+		if ev.Op == abi.OpLockLost {
+			lostWith, lost = running-1, lost+1
+		}
+		mu.Unlock()
+		defer func() { mu.Lock(); running--; mu.Unlock() }()
+		switch {
+		case ev.Op == abi.OpLockLost:
+			return nil
+		case ev.Key == "take":
+			_, err := h.Lock(ctx, "leader", 300*time.Millisecond, abi.LockOptions{})
+			return err
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return nil
+	}})
+	e.set("take", "1")
+	waitFor(t, "the lock taken", func() bool { return len(e.status("ll").Locks) == 1 })
+	e.set("x", "1")
+	e.set("y", "1")
+	waitFor(t, "x and y in", func() bool { mu.Lock(); defer mu.Unlock(); return running == 2 })
+	e.set("leader", "someone else") // the next renewal finds it taken
+	waitFor(t, "the lock lost", func() bool { return strings.Contains(e.logs.String(), "lock lost") })
+	e.set("take", "2") // waits behind the LOCK_LOST
+	mu.Lock()
+	if lost != 0 {
+		t.Errorf("LOCK_LOST ran while x and y ran")
+	}
+	mu.Unlock()
+	close(release)
+	waitFor(t, "LOCK_LOST handled", func() bool { mu.Lock(); defer mu.Unlock(); return lost == 1 })
+	waitFor(t, "all handled", func() bool { st := e.status("ll"); return st.Handled+st.Failed == 5 }) // take 2 finds the lock taken
+	mu.Lock()
+	defer mu.Unlock()
+	if lostWith != 0 {
+		t.Fatalf("LOCK_LOST ran with %d other calls", lostWith)
+	}
+}
+
+// A Lua rule of concurrency 2 end to end: its instances handle two keys
+// at once (each handler spins until the other has started, through the
+// store), keep their own globals, and a version whose top level writes
+// fails to load, saying why.
+func TestConcurrencyLua(t *testing.T) {
+	e := newE2E(t, sandbox{kind: "lua"}, func(o *Config) {
+		o.Rules = map[string]RuleConfig{"*.lua": {Concurrency: 2, Timeout: time.Minute}}
+	})
+	e.loadRule("pair.lua", []byte(`local ss = require("ssrun")
+ss.watch("a")
+ss.watch("b")
+calls = 0
+function on_event(ev)
+  calls = calls + 1
+  ss.set("in/" .. ev.key, "yes")
+  local other = ev.key == "a" and "b" or "a"
+  while ss.get("in/" .. other) == nil do end -- only a call running at once ends this
+  ss.set("out/" .. ev.key, ev.value .. " after " .. calls .. " calls")
+end
+`))
+	e.set("a", "1")
+	e.set("b", "1")
+	e.waitValue("out/a", "1 after 1 calls")
+	e.waitValue("out/b", "1 after 1 calls") // each instance counted its own call
+	p := e.writeRule("pair.lua", []byte(`local ss = require("ssrun")
+ss.watch("a")
+ss.set("started", "yes")
+function on_event(ev) end
+`))
+	err := e.host.Load(e.ctx(), p)
+	if err == nil || !strings.Contains(err.Error(), "concurrency 2, so its top level runs once per instance") {
+		t.Fatalf("a top level that writes at concurrency 2: %v", err)
+	}
+	if st := e.ruleStatus("pair.lua"); st.State != StateReloadFailed {
+		t.Fatalf("state %q, want the previous version running", st.State)
+	}
+}

@@ -17,8 +17,9 @@ import (
 // rule's; the N-1 others, its replicas, run their initialisation against
 // a host where watch, watch_pattern and their unwatch are no-ops (the
 // first instance's stand), reads work, and writes, locks and timers are
-// refused with an error that says why, so a top level that writes fails
-// the load instead of writing N times. Once started, every instance
+// refused with an error that says why, and the load fails with it (even
+// when the rule's code ignores the call's error), so a top level that
+// writes fails the load instead of writing N times. Once started, every instance
 // handles events alike (writes, locks and timers included), each with its
 // own event for lineage and provenance (callCause).
 //
@@ -67,9 +68,11 @@ func (b *binding) refuseInReplica(verb, key string) error {
 	if !b.replica.Load() {
 		return nil
 	}
-	return abi.Errorf(abi.StatusDenied,
+	err := abi.Errorf(abi.StatusDenied,
 		"%s %q: rule %s has concurrency %d, so its top level runs once per instance; only the first instance's may write, lock or arm timers: write from a handler, or run the rule with concurrency 1",
 		verb, key, b.r.name, b.r.config().Concurrency)
+	b.refused.CompareAndSwap(nil, &err)
+	return err
 }
 
 // startPool starts the replicas of next, the version of r whose own
@@ -89,11 +92,16 @@ func (h *Host) startPool(ctx context.Context, r *rule, next *instance, b *bindin
 		script, err := abandon.Aside(h.calls, ctx, r.name, "start", cfg.Grace, func(ctx context.Context) (abi.Script, error) {
 			return prog.Start(ctx, h.hostFor(rb), cfg.limits())
 		}, func(late abi.Script) { _ = late.Close(context.Background()) })
+		if err == nil {
+			rb.replica.Store(false)
+			next.members = append(next.members, poolMember{script: script, own: rb.own}) // closed with next
+			if refused := rb.refused.Load(); refused != nil {
+				err = *refused // the rule went on without checking the call's error
+			}
+		}
 		if err != nil {
 			return fmt.Errorf("instance %d of %d (concurrency): %w", i, cfg.Concurrency, err)
 		}
-		rb.replica.Store(false)
-		next.members = append(next.members, poolMember{script: script, own: rb.own})
 	}
 	return nil
 }
