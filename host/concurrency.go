@@ -93,10 +93,20 @@ func (r *rule) runPool(w *worker) bool {
 		w.taken.Add(1)
 		wg.Go(func() {
 			ok := r.callPooled(w, slots[i], in.members[i], d)
+			if ok && d.Timer != nil {
+				r.timers.fired(d.Timer) // as deliver does
+			}
 			results <- poolResult{slot: i, key: key, ok: ok, lockLost: lockLost}
 		})
 	}
 	for {
+		if !quitting {
+			select {
+			case <-w.quit: // first, before anything else that is ready (as run)
+				quitting = true
+			default:
+			}
+		}
 		switch {
 		case inflight > 0:
 		case gone:
@@ -111,7 +121,7 @@ func (r *rule) runPool(w *worker) bool {
 			l := lost[0]
 			lost = lost[1:]
 			d := mailbox.Delivery{Ev: abi.Event{Key: l.name, Op: abi.OpLockLost}, Ticket: l.ticket}
-			if !r.admit(w, &d) {
+			if !r.admit(&d) {
 				r.svc.quiet.Work(r.quiet, -1)
 				continue
 			}
@@ -129,7 +139,7 @@ func (r *rule) runPool(w *worker) bool {
 				if !ok {
 					break
 				}
-				if !r.admit(w, &d) {
+				if !r.admit(&d) {
 					r.mailbox.Done()
 					continue
 				}
@@ -180,8 +190,9 @@ func (r *rule) runPool(w *worker) bool {
 
 // admit checks d before the pool starts a call on it: false when it is no
 // longer for the running version (see skipLocked), or is a timer's firing
-// cancelled or re-armed since it was queued.
-func (r *rule) admit(w *worker, d *mailbox.Delivery) bool {
+// cancelled or re-armed since it was queued. A timer's firing skipped is
+// recorded as fired, as deliver does.
+func (r *rule) admit(d *mailbox.Delivery) bool {
 	if d.Timer != nil && !r.timers.take(d.Timer, &d.Ev) {
 		return false
 	}
@@ -190,6 +201,9 @@ func (r *rule) admit(w *worker, d *mailbox.Delivery) bool {
 	r.mu.Unlock()
 	if why != "" {
 		r.skipped(*d, why)
+		if d.Timer != nil {
+			r.timers.fired(d.Timer)
+		}
 		return false
 	}
 	return true
@@ -236,8 +250,5 @@ func (r *rule) callPooled(w *worker, c *callState, m poolMember, d mailbox.Deliv
 		return false
 	}
 	r.after(w, d, start, err, cut)
-	if d.Timer != nil {
-		r.timers.fired(d.Timer)
-	}
 	return true
 }

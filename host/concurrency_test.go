@@ -615,3 +615,34 @@ function on_event(ev) end
 		t.Fatalf("state %q, want the previous version running", st.State)
 	}
 }
+
+// Timers in a pool: a periodic timer's firings are handled one at a time
+// (keyed by its name), next to the calls of keys, and keep firing.
+func TestConcurrencyTimers(t *testing.T) {
+	e := newEnv(t, func(o *Config) {
+		o.Rules = map[string]RuleConfig{"tm.gorule": {Concurrency: 3}}
+	})
+	kt := newKeyTracker()
+	var fired atomic.Int32
+	e.load("tm", goRule{init: watchInit("arm", "k"), handle: kt.wrap(func(ctx context.Context, h abi.Host, ev abi.Event) error {
+		switch {
+		case ev.Op == abi.OpTimer:
+			fired.Add(1)
+			return nil
+		case ev.Key == "arm":
+			return h.Timer(ctx, "tick", time.Millisecond, abi.TimerOptions{Every: 2 * time.Millisecond})
+		}
+		_, err := h.Set(ctx, "k/out", ev.Value, abi.SetOptions{})
+		return err
+	})})
+	e.set("arm", "1")
+	waitFor(t, "the timer fired 20 times", func() bool { return fired.Load() >= 20 })
+	e.set("k", "1")
+	e.waitValue("k/out", "1")
+	if twice, _ := kt.result(); twice != 0 {
+		t.Fatalf("%d calls ran while a call of their key or timer ran", twice)
+	}
+	if st := e.status("tm"); st.Failed != 0 || st.Timers != 1 {
+		t.Fatalf("failed %d, timers %d; want 0 and the periodic one", st.Failed, st.Timers)
+	}
+}
