@@ -20,7 +20,10 @@ type Runtime interface {
 	Close(ctx context.Context) error
 }
 
-// Program is a compiled rule, ready to start any number of times.
+// Program is a compiled rule, ready to start any number of times. A rule
+// whose concurrency is above 1 (the host's per-key concurrency) runs that
+// many Scripts of one Program at once, each with its own Host, and each
+// called by one goroutine at a time: the Scripts must share no state.
 type Program interface {
 	// Start instantiates the rule bound to h and runs its initialisation,
 	// during which the rule declares its watches through h.Watch. The
