@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"github.com/ssrun/ssrun/host/internal/patterns"
 	"github.com/ssrun/ssrun/host/internal/serial"
 	"github.com/ssrun/ssrun/protocol"
+	"github.com/ssrun/ssrun/protocol/hlc"
 )
 
 // patternHub is the host's side of pattern watches (watch_pattern): the
@@ -58,8 +60,8 @@ type patternSub interface {
 	found(ctx context.Context, pattern string, keys []string, complete, first bool)
 	// has reports whether the rule has key through a pattern.
 	has(key string) bool
-	// discovered adds key, set by the rule at path writer.
-	discovered(ctx context.Context, key, writer string)
+	// discovered adds key, set to known by the rule at path writer.
+	discovered(ctx context.Context, key, writer string, known *protocol.GetResult)
 	maxKeys() int
 	order() string // the rule's place among a pattern's rules
 }
@@ -71,7 +73,8 @@ type patternJob struct {
 	pattern string
 	all     bool
 	key     string
-	writer  string // the path of the rule that wrote key
+	writer  string             // the path of the rule that wrote key
+	known   *protocol.GetResult // what it wrote: value and version (nil: read it)
 }
 
 // scanner is a Store that lists keys (SCAN): *protocol.Client.
@@ -119,7 +122,7 @@ func (h *patternHub) runJobs(ctx context.Context) {
 		h.jobs = h.jobs[1:]
 		h.mu.Unlock()
 		if j.key != "" {
-			h.discover(ctx, j.key, j.writer)
+			h.discover(ctx, j.key, j.writer, j.known)
 			continue
 		}
 		h.scanFor(ctx, j.pattern, h.subscribers(j.pattern, j.all), false)
@@ -289,10 +292,10 @@ func (h *patternHub) reconnected() {
 	}
 }
 
-// wrote is told of every key a rule of the host (writer) set: if a rule
-// watches a pattern it matches and does not have it yet, the key is added
-// at once, without waiting for a rescan.
-func (h *patternHub) wrote(writer, key string) {
+// wrote is told of every key a rule of the host (writer) set, to value
+// with version: if a rule watches a pattern it matches and does not have
+// it yet, the key is added at once, without waiting for a rescan.
+func (h *patternHub) wrote(writer, key string, value []byte, version string) {
 	h.mu.Lock()
 	missing := false
 	for _, s := range h.subs {
@@ -307,14 +310,19 @@ func (h *patternHub) wrote(writer, key string) {
 		}
 	}
 	h.mu.Unlock()
-	if missing {
-		h.queue(patternJob{key: key, writer: writer})
+	if !missing {
+		return
 	}
+	j := patternJob{key: key, writer: writer}
+	if v, err := hlc.Parse(version); err == nil { // else a read gives the state
+		j.known = &protocol.GetResult{Found: true, Value: bytes.Clone(value), Version: v}
+	}
+	h.queue(j)
 }
 
-// discover adds key, written by writer, to every rule watching a pattern
-// it matches that does not have it yet.
-func (h *patternHub) discover(ctx context.Context, key, writer string) {
+// discover adds key, written by writer (known: what it wrote), to every
+// rule watching a pattern it matches that does not have it yet.
+func (h *patternHub) discover(ctx context.Context, key, writer string, known *protocol.GetResult) {
 	h.mu.Lock()
 	var rules []patternSub
 	for _, s := range h.subs {
@@ -330,7 +338,7 @@ func (h *patternHub) discover(ctx context.Context, key, writer string) {
 	h.mu.Unlock()
 	slices.SortFunc(rules, func(a, b patternSub) int { return strings.Compare(a.order(), b.order()) })
 	for _, rp := range rules {
-		rp.discovered(ctx, key, writer)
+		rp.discovered(ctx, key, writer, known)
 	}
 }
 
