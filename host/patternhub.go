@@ -73,7 +73,7 @@ type patternJob struct {
 	pattern string
 	all     bool
 	key     string
-	writer  string             // the path of the rule that wrote key
+	writer  string              // the path of the rule that wrote key
 	known   *protocol.GetResult // what it wrote: value and version (nil: read it)
 }
 
