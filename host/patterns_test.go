@@ -491,3 +491,49 @@ func TestPatternWatchFollowsRuleSettings(t *testing.T) {
 		t.Errorf("%d pattern keys, want 2 (a/1, a/3)", s.PatternKeys)
 	}
 }
+
+// In a dry run keys() lists the store as the rule's staged writes left it,
+// as the real store would after those writes: a key it created is listed,
+// a key it deleted is not, while the store itself has neither change.
+func TestKeysInDryRunSeeStagedWrites(t *testing.T) {
+	var staged stagedLog
+	e := newEnv(t, func(o *Config) { o.DryRun = staged.add })
+	e.set("t/1", "1")
+	e.set("t/2", "2")
+	listed := make(chan []string, 1)
+	e.load("r", goRule{
+		init: func(ctx context.Context, h abi.Host) error { return h.Watch(ctx, "go", abi.WatchOptions{}) },
+		handle: func(ctx context.Context, h abi.Host, ev abi.Event) error {
+			if _, err := h.Set(ctx, "t/new", []byte("n"), abi.SetOptions{}); err != nil {
+				return err
+			}
+			if err := h.Del(ctx, "t/1", abi.DelOptions{}); err != nil {
+				return err
+			}
+			keys, err := h.Keys(ctx, "t/*", abi.KeysOptions{})
+			if err != nil {
+				return err
+			}
+			if _, err := h.Keys(ctx, "t/*", abi.KeysOptions{Limit: 1}); abi.StatusOf(err) != abi.StatusLimit {
+				return fmt.Errorf("keys with limit 1 over 2 keys: %v, want LIMIT", err)
+			}
+			listed <- keys
+			return nil
+		},
+	})
+	e.set("go", "1")
+	select {
+	case keys := <-listed:
+		if !slices.Equal(keys, []string{"t/2", "t/new"}) {
+			t.Errorf("keys in the dry run: %q, want t/2 and t/new (t/1 deleted, t/new created, both staged)", keys)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the rule did not list its keys; status %+v", e.status("r"))
+	}
+	if _, found := e.get("t/new"); found {
+		t.Error("a dry run's write reached the store")
+	}
+	if _, found := e.get("t/1"); !found {
+		t.Error("a dry run's delete reached the store")
+	}
+}
