@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -43,6 +44,8 @@ type patternHub struct {
 	jobs  []patternJob
 
 	scans, pages, late, overLimit, scanErrors atomic.Uint64
+
+	hints atomic.Pointer[groupHints] // the other members' patterns, in a group (grouppatterns.go)
 }
 
 // patternSubs are the rules watching one pattern, with each one's rescan
@@ -75,6 +78,7 @@ type patternJob struct {
 	key     string
 	writer  string              // the path of the rule that wrote key
 	known   *protocol.GetResult // what it wrote: value and version (nil: read it)
+	ring    []string            // doorbells to ring with key, in a group (grouppatterns.go)
 }
 
 // scanner is a Store that lists keys (SCAN): *protocol.Client.
@@ -121,6 +125,10 @@ func (h *patternHub) runJobs(ctx context.Context) {
 		j := h.jobs[0]
 		h.jobs = h.jobs[1:]
 		h.mu.Unlock()
+		if len(j.ring) > 0 {
+			h.ringAll(ctx, j.key, j.ring)
+			continue
+		}
 		if j.key != "" {
 			h.discover(ctx, j.key, j.writer, j.known)
 			continue
@@ -280,14 +288,7 @@ func (h *patternHub) rearm() {
 // reconnected queues a scan of every pattern for all its rules: keys
 // created while the host was offline.
 func (h *patternHub) reconnected() {
-	h.mu.Lock()
-	ps := make([]string, 0, len(h.subs))
-	for p := range h.subs {
-		ps = append(ps, p)
-	}
-	h.mu.Unlock()
-	slices.Sort(ps)
-	for _, p := range ps {
+	for _, p := range h.patternList() {
 		h.queue(patternJob{pattern: p, all: true})
 	}
 }
@@ -296,21 +297,12 @@ func (h *patternHub) reconnected() {
 // with version: if a rule watches a pattern it matches and does not have
 // it yet, the key is added at once, without waiting for a rescan.
 func (h *patternHub) wrote(writer, key string, value []byte, version string) {
-	h.mu.Lock()
-	missing := false
-	for _, s := range h.subs {
-		if !s.pat.Match(key) {
-			continue
-		}
-		for rp := range s.rules {
-			if !rp.has(key) {
-				missing = true
-				break
-			}
+	if gh := h.hints.Load(); gh != nil {
+		if bells := gh.doorbells(key); len(bells) > 0 {
+			h.queue(patternJob{key: key, ring: bells})
 		}
 	}
-	h.mu.Unlock()
-	if !missing {
+	if !h.missing(key) {
 		return
 	}
 	j := patternJob{key: key, writer: writer}
@@ -318,6 +310,49 @@ func (h *patternHub) wrote(writer, key string, value []byte, version string) {
 		j.known = &protocol.GetResult{Found: true, Value: bytes.Clone(value), Version: v}
 	}
 	h.queue(j)
+}
+
+// missing reports whether a rule watches a pattern key matches and does
+// not have key yet.
+func (h *patternHub) missing(key string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, s := range h.subs {
+		if !s.pat.Match(key) {
+			continue
+		}
+		for rp := range s.rules {
+			if !rp.has(key) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// rang is told of a key a rule of another member of the group wrote (its
+// doorbell rang): the key is added, as in wrote, its state read.
+func (h *patternHub) rang(key string) {
+	if h.missing(key) {
+		h.queue(patternJob{key: key})
+	}
+}
+
+// ringAll rings each doorbell with key (grouppatterns.go). A failure only
+// costs the other member the wait for its rescan.
+func (h *patternHub) ringAll(ctx context.Context, key string, bells []string) {
+	for _, b := range bells {
+		if _, err := h.client.Set(ctx, []byte(b), []byte(key), protocol.SetOptions{}); err != nil && ctx.Err() == nil {
+			h.log.Debug("group: ringing a member's doorbell failed; it finds the key at its rescan", "doorbell", b, "key", key, "err", err)
+		}
+	}
+}
+
+// patternList returns the patterns the host's rules watch, sorted.
+func (h *patternHub) patternList() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Sorted(maps.Keys(h.subs))
 }
 
 // discover adds key, written by writer (known: what it wrote), to every

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -630,12 +631,7 @@ func ownerSaw(p *membership.Progress, key string) (version string, ok bool) {
 func (rp *rulePatterns) status() ([]string, int) {
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
-	ps := make([]string, 0, len(rp.live))
-	for p := range rp.live {
-		ps = append(ps, p)
-	}
-	slices.Sort(ps)
-	return ps, len(rp.keys)
+	return slices.Sorted(maps.Keys(rp.live)), len(rp.keys)
 }
 
 // registerAtOnce bounds the keys of a scan registered at once (as
