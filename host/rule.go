@@ -593,7 +593,7 @@ func (r *rule) write(own *callCause, verb, key, fence string, ttl time.Duration,
 		version, deleted = "", false
 	}
 	if version != "" && !deleted {
-		r.svc.pats.wrote(r.path, key) // a pattern's key found at once
+		r.svc.pats.wrote(r.path, key, value, version) // a pattern's key found at once
 	}
 	if version != "" || deleted {
 		r.wrote(key, version, deleted)
