@@ -145,11 +145,13 @@ func newRule(s *services, path, kind string, cfg RuleConfig) *rule {
 // conflates it with its key's waiting event (counted), or drops it past
 // its bound of keys (counted, and logged at most once a second).
 func (r *rule) Enqueue(d mailbox.Delivery) {
-	switch r.mailbox.Push(d) {
+	out, replaced := r.mailbox.PushReplacing(d)
+	switch out {
 	case mailbox.Queued:
 		r.cutRunning(d.Ev.Key)
 	case mailbox.Coalesced:
 		r.coalesced.Add(1)
+		r.traceCoalesced(replaced, d.Ev.Version)
 		r.cutRunning(d.Ev.Key)
 	case mailbox.Dropped:
 		r.traceSkip(d, SkipMailboxFull)
