@@ -110,6 +110,9 @@ func (r *rule) runPool(w *worker) bool {
 		switch {
 		case inflight > 0:
 		case gone:
+			if len(lost) > 0 { // theirs to deliver, in the rule's next worker
+				r.locks.giveBack(lost)
+			}
 			if err := in.closeScripts(context.Background()); err != nil {
 				r.svc.log.Warn("closing an abandoned version failed", "rule", r.name, "err", err)
 			}
@@ -128,7 +131,10 @@ func (r *rule) runPool(w *worker) bool {
 			exclusive = true
 			start(d, true)
 		}
-		gone = gone || w.gone.Load()
+		if !gone && w.gone.Load() {
+			gone = true
+			r.mailbox.Signal() // a ready signal this pool took is the next worker's
+		}
 		canStart := !gone && !quitting && !exclusive && len(lost) == 0 && w.wantCtrl.Load() == 0
 		if canStart && inflight < limit {
 			if sh := r.shadowing(); sh != nil {
@@ -169,6 +175,10 @@ func (r *rule) runPool(w *worker) bool {
 				return true // another version: loop starts its pool, or runs it alone
 			}
 		case <-lostC:
+			if w.gone.Load() { // abandoned meanwhile: the signal is the next worker's
+				r.locks.signalLost()
+				continue
+			}
 			lost = append(lost, r.locks.takeLost()...)
 		case <-ready:
 		case <-w.nudge:
@@ -183,7 +193,10 @@ func (r *rule) runPool(w *worker) bool {
 				r.mailbox.Done()
 			}
 			w.taken.Add(-1)
-			gone = gone || !res.ok
+			if !gone && !res.ok {
+				gone = true
+				r.mailbox.Signal()
+			}
 		}
 	}
 }

@@ -387,6 +387,16 @@ func (ls *leases) takeLost() []lostLease {
 	return lost
 }
 
+// giveBack returns lost leases taken (takeLost) and not delivered, ahead
+// of those lost since, and signals them: a pool abandoned before it
+// delivered them leaves them to the rule's next worker.
+func (ls *leases) giveBack(lost []lostLease) {
+	ls.mu.Lock()
+	ls.lost = append(lost, ls.lost...)
+	ls.mu.Unlock()
+	ls.signalLost()
+}
+
 // losing reports whether lost leases wait to be taken.
 func (ls *leases) losing() bool {
 	ls.mu.Lock()
