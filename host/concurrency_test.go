@@ -466,7 +466,7 @@ func TestConcurrencyAbandonStuckCall(t *testing.T) {
 	e.waitValue("ab/t", "1") // the other instance handles t meanwhile
 	waitFor(t, "the rule stuck", func() bool { return e.status("ab").Stuck })
 	e.rt.register("ab2", goRule{init: watchInit("t"), handle: func(ctx context.Context, h abi.Host, ev abi.Event) error {
-		_, err := h.Set(ctx, "ab/"+ev.Key, []byte("v2:"+string(ev.Value)), abi.SetOptions{})
+		_, err := h.Set(context.WithoutCancel(ctx), "ab/"+ev.Key, []byte("v2:"+string(ev.Value)), abi.SetOptions{}) // not bound by the short deadline
 		return err
 	}})
 	if err := os.WriteFile(p, []byte("ab2"), 0o644); err != nil {
