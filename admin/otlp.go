@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/url"
@@ -35,7 +36,11 @@ import (
 // change, the rules it set off, the rules their writes set off) share a
 // trace, whose ID is derived from the chain's origin: the change's key and
 // version; each run's span hangs under a span of that origin (not itself
-// exported). A run's writes are events of its span.
+// exported), or under the span of the run whose write caused it. A run's
+// host calls (verb, key, status, time taken; never a value) and its writes
+// are events of its span: a child span per call cost a third of the
+// throughput budget (BENCHMARKS.md, issue 30). --otlp-sample exports a
+// share of the chains, each whole or not at all.
 
 // OTLPConfig configures an OTLP export.
 type OTLPConfig struct {
@@ -48,6 +53,10 @@ type OTLPConfig struct {
 	MetricsInterval time.Duration
 	// Service names the process (service.name): "ssrun" when empty.
 	Service string
+	// Sample is the share of chains exported, in (0, 1]; 0 is 1. Every
+	// run of a chain is exported or none: the choice is made on the
+	// chain's trace ID, derived from its origin.
+	Sample float64
 	// Logger gets the exporter's failures (a collector away); slog.Default()
 	// when nil. The OpenTelemetry SDK has one error handler per process:
 	// the last OTLP made sets it.
@@ -61,10 +70,14 @@ type OTLP struct {
 	mp     *sdkmetric.MeterProvider // nil without metrics
 	tracer trace.Tracer
 
+	sampleAll   bool   // every chain
+	sampleBound uint64 // else a chain whose trace ID's last 8 bytes, halved, are below it
+
 	mu      sync.Mutex
 	writers map[writeKey]writer // the run that made each recent write in a handler
 	order   []writeKey          // writers' keys, oldest first, to bound it
 	next    int                 // where in order the next write goes once full
+	names   map[string]string   // rule -> its span's name
 
 	closeOnce sync.Once
 	closeErr  error
@@ -100,6 +113,9 @@ func NewOTLP(ctx context.Context, cfg OTLPConfig) (*OTLP, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Sample < 0 || cfg.Sample > 1 || math.IsNaN(cfg.Sample) {
+		return nil, fmt.Errorf("otlp sample %v: want a ratio in (0, 1]", cfg.Sample)
+	}
 	topts := []otlptracehttp.Option{otlptracehttp.WithEndpoint(hostport)}
 	mopts := []otlpmetrichttp.Option{otlpmetrichttp.WithEndpoint(hostport)}
 	if insecure {
@@ -120,7 +136,12 @@ func NewOTLP(ctx context.Context, cfg OTLPConfig) (*OTLP, error) {
 	}
 	res := resource.NewSchemaless(attribute.String("service.name", service))
 	o := &OTLP{tp: sdktrace.NewTracerProvider(sdktrace.WithBatcher(texp), sdktrace.WithResource(res), sdktrace.WithIDGenerator(runIDs{})),
-		writers: map[writeKey]writer{}}
+		writers: map[writeKey]writer{}, names: map[string]string{}}
+	if cfg.Sample == 0 || cfg.Sample == 1 {
+		o.sampleAll = true
+	} else {
+		o.sampleBound = uint64(cfg.Sample * (1 << 63))
+	}
 	o.tracer = o.tp.Tracer("github.com/ssrun/ssrun/admin")
 	if cfg.Metrics != nil {
 		mexp, err := otlpmetrichttp.New(ctx, mopts...)
@@ -220,17 +241,23 @@ func (runIDs) NewSpanID(ctx context.Context, _ trace.TraceID) trace.SpanID {
 	return sid
 }
 
-// export sends the span of one run, and its calls'.
+// export sends the span of one run: its host calls and writes are events
+// of it (a span each cost a third of the throughput's 5% budget).
 func (o *OTLP) export(e Entry, took time.Duration, calls []host.TracedCall) {
 	origin := chainID(e)
+	tid := trace.TraceID(origin[:16])
+	if !o.sampled(tid) {
+		return
+	}
 	sid := trace.SpanID(origin[16:24])
 	if p, ok := o.parentOf(e); ok {
 		sid = p
 	}
-	parent := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID(origin[:16]), SpanID: sid,
+	parent := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid,
 		TraceFlags: trace.FlagsSampled, Remote: true})
-	attrs := []attribute.KeyValue{attribute.String("ssrun.rule", e.Rule), attribute.String("ssrun.key", e.Key),
-		attribute.String("ssrun.op", e.Op), attribute.String("ssrun.version", e.Version), attribute.String("ssrun.outcome", e.Outcome)}
+	attrs := make([]attribute.KeyValue, 0, 10)
+	attrs = append(attrs, attribute.String("ssrun.rule", e.Rule), attribute.String("ssrun.key", e.Key),
+		attribute.String("ssrun.op", e.Op), attribute.String("ssrun.version", e.Version), attribute.String("ssrun.outcome", e.Outcome))
 	if e.ByRule != "" {
 		attrs = append(attrs, attribute.String("ssrun.caused_by.rule", e.ByRule))
 	}
@@ -242,25 +269,46 @@ func (o *OTLP) export(e Entry, took time.Duration, calls []host.TracedCall) {
 			attribute.String("ssrun.origin.client", e.Origin.Client))
 	}
 	ctx := context.WithValue(trace.ContextWithRemoteSpanContext(context.Background(), parent), spanIDKey{}, runSpanID(e.Rule, e.Key, e.Op, e.Version))
-	ctx, span := o.tracer.Start(ctx, "rule "+e.Rule,
+	_, span := o.tracer.Start(ctx, o.spanName(e.Rule),
 		trace.WithTimestamp(e.At), trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
-	ctx = context.WithValue(ctx, spanIDKey{}, nil) // the calls' spans get IDs of their own
 	for _, c := range calls {
-		_, cs := o.tracer.Start(ctx, c.Verb, trace.WithTimestamp(c.At), trace.WithSpanKind(trace.SpanKindClient),
-			trace.WithAttributes(attribute.String("ssrun.key", c.Key), attribute.String("ssrun.status", c.Status.String())))
-		cs.End(trace.WithTimestamp(c.At.Add(c.Took)))
+		span.AddEvent(c.Verb, trace.WithTimestamp(c.At), trace.WithAttributes(attribute.String("ssrun.key", c.Key),
+			attribute.String("ssrun.status", c.Status.String()), attribute.Int64("ssrun.took_us", c.Took.Microseconds())))
 	}
+	end := trace.WithTimestamp(e.At.Add(took))
 	for _, w := range e.Writes {
-		span.AddEvent("write", trace.WithAttributes(attribute.String("ssrun.op", w.Op), attribute.String("ssrun.key", w.Key),
+		span.AddEvent("write", end, trace.WithAttributes(attribute.String("ssrun.op", w.Op), attribute.String("ssrun.key", w.Key),
 			attribute.String("ssrun.version", w.Version)))
 	}
 	for _, d := range e.Denied {
-		span.AddEvent("denied", trace.WithAttributes(attribute.String("ssrun.call", d)))
+		span.AddEvent("denied", end, trace.WithAttributes(attribute.String("ssrun.call", d)))
 	}
 	if e.Err != "" {
 		span.SetStatus(codes.Error, e.Err)
 	}
-	span.End(trace.WithTimestamp(e.At.Add(took)))
+	span.End(end)
+}
+
+// spanName returns "rule R", made once per rule.
+func (o *OTLP) spanName(rule string) string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n, ok := o.names[rule]
+	if !ok {
+		if len(o.names) >= maxWriters { // rules come and go: start again rather than grow
+			clear(o.names)
+		}
+		n = "rule " + rule
+		o.names[rule] = n
+	}
+	return n
+}
+
+// sampled reports whether the chain of trace tid is exported: the same
+// answer for every run of a chain, whose runs share the trace ID (the
+// test of the SDK's TraceIDRatioBased, on the ID's last 8 bytes).
+func (o *OTLP) sampled(tid trace.TraceID) bool {
+	return o.sampleAll || binary.BigEndian.Uint64(tid[8:16])>>1 < o.sampleBound
 }
 
 // chainID derives the trace (the first 16 bytes) and origin span (the next
