@@ -25,7 +25,7 @@ type adminFlags struct {
 	addr        string
 	tokenFile   string
 	allowFailed bool
-	dev         bool   // ssrun dev's: on by default, its address published for status and why
+	dev         bool    // ssrun dev's: on by default, its address published for status and why
 	otlp        string  // --otlp-endpoint: the collector that gets a span per rule run (its host calls and writes as events) and the metrics
 	otlpSample  float64 // --otlp-sample: the share of chains exported
 }
