@@ -15,6 +15,7 @@ import (
 	"github.com/ssrun/ssrun/admin"
 	"github.com/ssrun/ssrun/broker"
 	"github.com/ssrun/ssrun/broker/brokertest"
+	"github.com/ssrun/ssrun/host"
 	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/protocol/protocoltest"
@@ -262,5 +263,30 @@ func TestBrokerConsoleToken(t *testing.T) {
 	}
 	if code := getJSON(t, base+"/console/api/clients", "Bearer "+token, nil); code != http.StatusServiceUnavailable {
 		t.Errorf("clients before the broker listens: %d, want 503", code)
+	}
+}
+
+// The host console's Keys page leaves out the host's own keys (under
+// $ssrun/), counting them, unless reserved=1; a key made of HTML is listed
+// as it is.
+func TestConsoleKeysHideReserved(t *testing.T) {
+	r := newConsoleRig(t, map[string]string{"noop.lua": `local ss = require("ssrun"); ss.watch("x"); function on_event(ev) end`}, host.Config{})
+	base, err := serveWith(t, "127.0.0.1:0", "", func(srv *admin.Server) {
+		r.console.Register(srv, func() admin.ConsoleSource { return r.host }, func() admin.KeySource { return r.user })
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"a/1", "<script>alert(1)</script>", "$ssrun/timers/t1", "$ssrun/x"} {
+		r.set(k, "v")
+	}
+	var doc admin.KeysDoc
+	if code := getJSON(t, base+"/console/api/keys", "", &doc); code != 200 || doc.Hidden != 2 || fmt.Sprint(doc.Keys) != "[<script>alert(1)</script> a/1]" {
+		t.Errorf("keys: %d %+v, want the two keys and two hidden", code, doc)
+	}
+	doc = admin.KeysDoc{}
+	if code := getJSON(t, base+"/console/api/keys?reserved=1", "", &doc); code != 200 || doc.Hidden != 0 ||
+		fmt.Sprint(doc.Keys) != "[$ssrun/timers/t1 $ssrun/x <script>alert(1)</script> a/1]" {
+		t.Errorf("keys with reserved=1: %d %+v, want all four", code, doc)
 	}
 }

@@ -192,7 +192,7 @@ async function keys(params) {
   el("button", { type: "submit" }, "Scan"));
   const detail = el("div", { id: "key" });
   const doc = await api("/console/api/keys?" + q({ pattern, reserved, after }));
-  const rows = doc.keys.map((k) => el("tr", { class: "click", onclick: () => showKey(k, detail) }, el("td", { class: "mono" }, k)));
+  const rows = doc.keys.map((k) => el("tr", { class: "click", "data-key": k, onclick: () => showKey(k, detail) }, el("td", { class: "mono" }, k)));
   const note = (doc.hidden ? `, ${doc.hidden} under $ssrun/ hidden` : "") + (doc.more && !doc.next ? " (more not listed)" : "");
   const nav = el("p", { class: "bar", id: "pager" },
     after ? link("#/keys?" + q({ pattern, reserved }), "first page", { id: "first-page" }) : "",
