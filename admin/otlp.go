@@ -209,8 +209,22 @@ func (o *OTLP) parentOf(e Entry) (trace.SpanID, bool) {
 
 // runSpanID derives the span ID of rule's run on an event.
 func runSpanID(rule, key, op, version string) trace.SpanID {
-	h := sha256.Sum256([]byte("span\x00" + rule + "\x00" + key + "\x00" + op + "\x00" + version))
+	h := hashOf("span", rule, key, op, version)
 	return trace.SpanID(h[:8])
+}
+
+// hashOf is the SHA-256 of parts joined by NULs, built on the stack when
+// short (no allocation per run).
+func hashOf(parts ...string) [32]byte {
+	var buf [256]byte
+	b := buf[:0]
+	for i, p := range parts {
+		if i > 0 {
+			b = append(b, 0)
+		}
+		b = append(b, p...)
+	}
+	return sha256.Sum256(b)
 }
 
 // spanIDKey carries the span ID runIDs gives the span started with it.
@@ -316,9 +330,9 @@ func (o *OTLP) sampled(tid trace.TraceID) bool {
 // run itself.
 func chainID(e Entry) [32]byte {
 	if o := e.Origin; o != nil {
-		return sha256.Sum256([]byte("origin\x00" + o.Key + "\x00" + o.Version))
+		return hashOf("origin", o.Key, o.Version)
 	}
-	return sha256.Sum256([]byte("run\x00" + e.Rule + "\x00" + e.Key + "\x00" + e.Op + "\x00" + e.Version))
+	return hashOf("run", e.Rule, e.Key, e.Op, e.Version)
 }
 
 // Close sends what is pending, until ctx ends, and stops the export.
