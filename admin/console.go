@@ -33,7 +33,7 @@ const (
 	OutcomeDenied  = "denied" // handled or failed, with a host call refused by the rule's permissions
 	OutcomeFenced  = "fenced" // failed on a write under a lock (or a group's lease) it no longer held
 	OutcomeDropped = "dropped"
-	OutcomeSkipped = "skipped" // an echo, or a key no longer watched
+	OutcomeSkipped = "skipped" // an echo, a key no longer watched, a change coalesced into a newer one
 )
 
 // Entry is one line of the live feed: a handler run, or an event a rule did
@@ -53,6 +53,7 @@ type Entry struct {
 	ByClient string            `json:"by_client,omitempty"`
 	Outcome  string            `json:"outcome"`
 	Reason   string            `json:"reason,omitempty"` // a skip's host.SkipReason
+	Into     string            `json:"into,omitempty"`   // a coalesced skip's: the version that replaced it
 	TookMS   float64           `json:"took_ms,omitempty"`
 	Err      string            `json:"error,omitempty"`
 	Writes   []provenance.Step `json:"writes,omitempty"`
@@ -213,10 +214,10 @@ func (c *Console) Ran(r host.Run) {
 // Skipped implements host.Tracer.
 func (c *Console) Skipped(s host.Skip) {
 	e := entryOf(s.Event)
-	e.Kind, e.Rule, e.At, e.Reason = "skip", s.Rule, s.At, string(s.Reason)
+	e.Kind, e.Rule, e.At, e.Reason, e.Into = "skip", s.Rule, s.At, string(s.Reason), s.Into
 	e.Outcome = OutcomeDropped
-	if s.Reason == host.SkipEcho || s.Reason == host.SkipUnwatched {
-		e.Outcome = OutcomeSkipped
+	if s.Reason == host.SkipEcho || s.Reason == host.SkipUnwatched || s.Reason == host.SkipCoalesced {
+		e.Outcome = OutcomeSkipped // nothing lost: a coalesced change's newer one reaches the rule
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

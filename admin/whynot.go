@@ -29,6 +29,7 @@ const (
 	WhyNotDamped     = "damped"       // the feedback-loop damper dropped the change
 	WhyNotMailbox    = "mailbox_full" // its mailbox was full
 	WhyNotUnwatched  = "unwatched"    // it stopped watching the key before the event's turn
+	WhyNotCoalesced  = "coalesced"    // a newer change of the key replaced it in the mailbox
 	WhyNotDryRun     = "dry_run"      // it reacts, but its writes never reach the store
 	WhyNotNoRecord   = "no_record"    // it watches the key, and nothing of it is remembered
 )
@@ -99,6 +100,9 @@ func (c *Console) WhyNot(src WhyNotSource, key, rule string) WhyNotDoc {
 			add(WhyNotMailbox, "its mailbox was full when the change "+e.Version+" came: the event was dropped", &e)
 		case e.Reason == string(host.SkipDisabled):
 			add(WhyNotDisabled, "it was disabled when the change "+e.Version+" came", &e)
+		case e.Reason == string(host.SkipCoalesced):
+			add(WhyNotCoalesced, "the change "+e.Version+" waited in its mailbox and was coalesced into version "+e.Into+
+				", a newer change of the key, which the rule gets instead (mode latest or restart, or a full mailbox)", &e)
 		case e.Reason == string(host.SkipUnwatched):
 			add(WhyNotUnwatched, "it no longer watched the key when the change "+e.Version+" reached it", &e)
 		case e.Outcome == OutcomeDenied:

@@ -185,6 +185,45 @@ end`}, host.Config{Rules: map[string]host.RuleConfig{"m.lua": {Mailbox: 1, Mailb
 	}
 }
 
+// In mode latest a change that waits in the mailbox is coalesced into the
+// key's next change: why-not names both versions while the newer one
+// waits, and says the rule reacted once it has run.
+func TestWhyNotCoalesced(t *testing.T) {
+	r := newConsoleRig(t, map[string]string{"c.lua": `local ss = require("ssrun")
+ss.watch("c/in")
+local waited = false
+function on_event(ev)
+  if waited then return end
+  waited = true
+  ss.set("c/waiting", "yes")
+  while ss.get("c/gate") ~= "open" do end
+end`}, host.Config{Rules: map[string]host.RuleConfig{"c.lua": {Mode: host.ModeLatest}}})
+	r.set("c/in", "1")
+	testutil.WaitFor(t, "the first event in the handler", func() bool {
+		res, err := r.user.Get(context.Background(), []byte("c/waiting"), protocol.CallOptions{})
+		return err == nil && res.Found
+	})
+	ctx := context.Background()
+	var versions []string
+	for _, v := range []string{"2", "3"} {
+		res, err := r.user.Set(ctx, []byte("c/in"), []byte(v), protocol.SetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		versions = append(versions, res.Version.String())
+	}
+	doc := r.waitFirst("c/in", "c.lua", admin.WhyNotCoalesced)
+	if e := doc.Reasons[0].Entry; e == nil || e.Version != versions[0] || e.Into != versions[1] ||
+		!strings.Contains(doc.Reasons[0].Text, "coalesced into version "+versions[1]) {
+		t.Errorf("%+v: want version %s coalesced into %s", doc.Reasons[0], versions[0], versions[1])
+	}
+	r.set("c/gate", "open")
+	doc = r.waitFirst("c/in", "c.lua", admin.WhyNotReacted)
+	if e := doc.Reasons[0].Entry; e == nil || e.Version != versions[1] {
+		t.Errorf("%+v: want the newer change %s handled", doc.Reasons[0], versions[1])
+	}
+}
+
 func TestWhyNotFailingThenDisabled(t *testing.T) {
 	r := newConsoleRig(t, map[string]string{"f.lua": `local ss = require("ssrun")
 ss.watch("f/in")

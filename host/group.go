@@ -35,6 +35,7 @@ import (
 //	                             name hashes to H (ruleHash)
 //	$ssrun/group/NAME/seen/H     the versions of the watched keys the rule's
 //	                             owner handled last, for the next owner
+//	$ssrun/group/NAME/patterns/ID, found/ID  pattern hints (grouppatterns.go)
 //
 // The live members are those of the roster whose member key is present.
 // Each host assigns the rules to them, each rule among the members that
@@ -129,6 +130,12 @@ func (g *group) step(ctx context.Context) {
 	for _, e := range live {
 		g.members = append(g.members, e.ID)
 	}
+	ids := slices.Clone(g.members)
+	g.mu.Unlock()
+	if err := g.hints.sync(ctx, g.svc.reg, g.svc.client, ids); err != nil && ctx.Err() == nil {
+		g.svc.log.Debug("group: pattern hints not in step; the rules' rescans find the keys", "group", g.name, "err", err)
+	}
+	g.mu.Lock()
 	rules := make([]string, 0, len(g.paths))
 	for r := range g.paths {
 		rules = append(rules, r)
@@ -186,6 +193,9 @@ func (g *group) join(ctx context.Context) (membership.RuleSet, string, []members
 		}
 		if err := g.svc.reg.Watch(ctx, g, g.key("roster")); err != nil {
 			return nil, "", nil, fmt.Errorf("watch roster: %w", err)
+		}
+		if err := g.svc.reg.Watch(ctx, g.hints.bell, g.hints.bell.key); err != nil {
+			return nil, "", nil, fmt.Errorf("watch doorbell: %w", err)
 		}
 	}
 	mine, digest, value := g.ownSet()
@@ -471,5 +481,7 @@ func (g *group) close(ctx context.Context) {
 		g.unwait(ctx, k)
 	}
 	g.svc.reg.Unwatch(ctx, g, g.key("roster"))
+	g.svc.reg.Unwatch(ctx, g.hints.bell, g.hints.bell.key)
+	g.hints.leave(ctx, g.svc.reg, g.svc.client)
 	g.ls.releaseAll(ctx)
 }

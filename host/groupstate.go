@@ -200,6 +200,8 @@ type group struct {
 	// roster does not name (editRoster).
 	unnamed map[string]bool
 
+	hints *groupHints // pattern hints to and from the other members (grouppatterns.go)
+
 	takeovers, handovers, lost, resyncs, withdrawals atomic.Uint64
 	// steps counts the loop's steps (the tests bound a count of takeovers
 	// by steps, not by time).
@@ -234,12 +236,16 @@ func newGroup(svc *services, h groupHost, cfg GroupConfig) *group {
 	if ttl == 0 {
 		ttl = DefaultGroupTTL
 	}
+	own := &ownership{name: cfg.Name,
+		ls:       &leases{svc: svc, rule: groupHolderRule, lostSignal: make(chan struct{}, 1), m: map[string]*lease{}},
+		paths:    map[string]string{},
+		progress: map[string]*membership.Progress{}}
+	id := svc.client.ClientID()
+	hints := newGroupHints(own, id, svc.pats)
+	svc.pats.hints.Store(hints)
 	return &group{
-		ownership: &ownership{name: cfg.Name,
-			ls:       &leases{svc: svc, rule: groupHolderRule, lostSignal: make(chan struct{}, 1), m: map[string]*lease{}},
-			paths:    map[string]string{},
-			progress: map[string]*membership.Progress{}},
-		svc: svc, h: h, ttl: ttl, id: svc.client.ClientID(),
+		ownership: own, hints: hints,
+		svc: svc, h: h, ttl: ttl, id: id,
 		wake:  make(chan struct{}, 1),
 		owned: map[string]bool{}, waiting: map[string]bool{},
 		hashes: map[string]string{}, sets: map[string]membership.RuleSet{}, warned: map[string]bool{},

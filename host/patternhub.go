@@ -1,9 +1,11 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +17,7 @@ import (
 	"github.com/ssrun/ssrun/host/internal/patterns"
 	"github.com/ssrun/ssrun/host/internal/serial"
 	"github.com/ssrun/ssrun/protocol"
+	"github.com/ssrun/ssrun/protocol/hlc"
 )
 
 // patternHub is the host's side of pattern watches (watch_pattern): the
@@ -41,6 +44,8 @@ type patternHub struct {
 	jobs  []patternJob
 
 	scans, pages, late, overLimit, scanErrors atomic.Uint64
+
+	hints atomic.Pointer[groupHints] // the other members' patterns, in a group (grouppatterns.go)
 }
 
 // patternSubs are the rules watching one pattern, with each one's rescan
@@ -58,8 +63,8 @@ type patternSub interface {
 	found(ctx context.Context, pattern string, keys []string, complete, first bool)
 	// has reports whether the rule has key through a pattern.
 	has(key string) bool
-	// discovered adds key, set by the rule at path writer.
-	discovered(ctx context.Context, key, writer string)
+	// discovered adds key, set to known by the rule at path writer.
+	discovered(ctx context.Context, key, writer string, known *protocol.GetResult)
 	maxKeys() int
 	order() string // the rule's place among a pattern's rules
 }
@@ -71,7 +76,9 @@ type patternJob struct {
 	pattern string
 	all     bool
 	key     string
-	writer  string // the path of the rule that wrote key
+	writer  string              // the path of the rule that wrote key
+	known   *protocol.GetResult // what it wrote: value and version (nil: read it)
+	ring    []string            // doorbells to ring with key, in a group (grouppatterns.go)
 }
 
 // scanner is a Store that lists keys (SCAN): *protocol.Client.
@@ -118,8 +125,12 @@ func (h *patternHub) runJobs(ctx context.Context) {
 		j := h.jobs[0]
 		h.jobs = h.jobs[1:]
 		h.mu.Unlock()
+		if len(j.ring) > 0 {
+			h.ringAll(ctx, j.key, j.ring)
+			continue
+		}
 		if j.key != "" {
-			h.discover(ctx, j.key, j.writer)
+			h.discover(ctx, j.key, j.writer, j.known)
 			continue
 		}
 		h.scanFor(ctx, j.pattern, h.subscribers(j.pattern, j.all), false)
@@ -277,44 +288,76 @@ func (h *patternHub) rearm() {
 // reconnected queues a scan of every pattern for all its rules: keys
 // created while the host was offline.
 func (h *patternHub) reconnected() {
-	h.mu.Lock()
-	ps := make([]string, 0, len(h.subs))
-	for p := range h.subs {
-		ps = append(ps, p)
-	}
-	h.mu.Unlock()
-	slices.Sort(ps)
-	for _, p := range ps {
+	for _, p := range h.patternList() {
 		h.queue(patternJob{pattern: p, all: true})
 	}
 }
 
-// wrote is told of every key a rule of the host (writer) set: if a rule
-// watches a pattern it matches and does not have it yet, the key is added
-// at once, without waiting for a rescan.
-func (h *patternHub) wrote(writer, key string) {
+// wrote is told of every key a rule of the host (writer) set, to value
+// with version: if a rule watches a pattern it matches and does not have
+// it yet, the key is added at once, without waiting for a rescan.
+func (h *patternHub) wrote(writer, key string, value []byte, version string) {
+	if gh := h.hints.Load(); gh != nil {
+		if bells := gh.doorbells(key); len(bells) > 0 {
+			h.queue(patternJob{key: key, ring: bells})
+		}
+	}
+	if !h.missing(key) {
+		return
+	}
+	j := patternJob{key: key, writer: writer}
+	if v, err := hlc.Parse(version); err == nil { // else a read gives the state
+		j.known = &protocol.GetResult{Found: true, Value: bytes.Clone(value), Version: v}
+	}
+	h.queue(j)
+}
+
+// missing reports whether a rule watches a pattern key matches and does
+// not have key yet.
+func (h *patternHub) missing(key string) bool {
 	h.mu.Lock()
-	missing := false
+	defer h.mu.Unlock()
 	for _, s := range h.subs {
 		if !s.pat.Match(key) {
 			continue
 		}
 		for rp := range s.rules {
 			if !rp.has(key) {
-				missing = true
-				break
+				return true
 			}
 		}
 	}
-	h.mu.Unlock()
-	if missing {
-		h.queue(patternJob{key: key, writer: writer})
+	return false
+}
+
+// rang is told of a key a rule of another member of the group wrote (its
+// doorbell rang): the key is added, as in wrote, its state read.
+func (h *patternHub) rang(key string) {
+	if h.missing(key) {
+		h.queue(patternJob{key: key})
 	}
 }
 
-// discover adds key, written by writer, to every rule watching a pattern
-// it matches that does not have it yet.
-func (h *patternHub) discover(ctx context.Context, key, writer string) {
+// ringAll rings each doorbell with key (grouppatterns.go). A failure only
+// costs the other member the wait for its rescan.
+func (h *patternHub) ringAll(ctx context.Context, key string, bells []string) {
+	for _, b := range bells {
+		if _, err := h.client.Set(ctx, []byte(b), []byte(key), protocol.SetOptions{}); err != nil && ctx.Err() == nil {
+			h.log.Debug("group: ringing a member's doorbell failed; it finds the key at its rescan", "doorbell", b, "key", key, "err", err)
+		}
+	}
+}
+
+// patternList returns the patterns the host's rules watch, sorted.
+func (h *patternHub) patternList() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Sorted(maps.Keys(h.subs))
+}
+
+// discover adds key, written by writer (known: what it wrote), to every
+// rule watching a pattern it matches that does not have it yet.
+func (h *patternHub) discover(ctx context.Context, key, writer string, known *protocol.GetResult) {
 	h.mu.Lock()
 	var rules []patternSub
 	for _, s := range h.subs {
@@ -330,7 +373,7 @@ func (h *patternHub) discover(ctx context.Context, key, writer string) {
 	h.mu.Unlock()
 	slices.SortFunc(rules, func(a, b patternSub) int { return strings.Compare(a.order(), b.order()) })
 	for _, rp := range rules {
-		rp.discovered(ctx, key, writer)
+		rp.discovered(ctx, key, writer, known)
 	}
 }
 

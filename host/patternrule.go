@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -356,7 +357,7 @@ func (rp *rulePatterns) found(ctx context.Context, pattern string, keys []string
 			rp.owner.noteError(msg)
 		}
 	}
-	rp.register(ctx, fresh, "", !first)
+	rp.register(ctx, fresh, "", !first, nil)
 	rp.prune(ctx, gone)
 }
 
@@ -391,10 +392,13 @@ func patternReadable(cfg RuleConfig, key string) bool {
 	return !hasReservedPrefix(key) && allowed(cfg.Read, key) && allowed(cfg.Watch, key)
 }
 
-// discovered adds key, which writer (a rule of the host) set, if a live
-// pattern of the rule matches it and the rule does not have it yet; the
-// writer itself gets it only if the pattern asked for self.
-func (rp *rulePatterns) discovered(ctx context.Context, key, writer string) {
+// discovered adds key, which writer (a rule of the host) set to known (nil:
+// unknown, read it), if a live pattern of the rule matches it and the rule does not have it yet;
+// the writer itself gets it only if the pattern asked for self. The rule
+// gets known once the key is registered (one round trip after the write:
+// no read first), then whatever a read finds newer (a write from elsewhere
+// that came before the registration).
+func (rp *rulePatterns) discovered(ctx context.Context, key, writer string, known *protocol.GetResult) {
 	cfg := rp.owner.config()
 	rp.mu.Lock()
 	_, have := rp.keys[key]
@@ -408,15 +412,20 @@ func (rp *rulePatterns) discovered(ctx context.Context, key, writer string) {
 		rp.svc.pats.overLimit.Add(1)
 		return
 	}
-	rp.register(ctx, []string{key}, writer, true)
+	var k []protocol.GetResult
+	if known != nil {
+		k = []protocol.GetResult{*known}
+	}
+	rp.register(ctx, []string{key}, writer, true, k)
 }
 
 // register registers keys for the rule (up to registerAtOnce at once, each
 // a KEYNOTIFY and a read, or a read for a key registered already), then
 // gives the rule, in the order of keys, each one whose state differs from
 // what it last saw (writer: see discovered; late: count them as found
-// late).
-func (rp *rulePatterns) register(ctx context.Context, keys []string, writer string, late bool) {
+// late). known, when not nil, holds each key's state as the writer stored
+// it: it is given without a read before, and the read follows (verify).
+func (rp *rulePatterns) register(ctx context.Context, keys []string, writer string, late bool, known []protocol.GetResult) {
 	if len(keys) == 0 {
 		return
 	}
@@ -434,6 +443,10 @@ func (rp *rulePatterns) register(ctx context.Context, keys []string, writer stri
 	reads := make([]protocol.GetResult, len(keys))
 	errs := make([]error, len(keys))
 	forEachBounded(keys, func(i int, k string) {
+		if known != nil {
+			reads[i], errs[i] = known[i], rp.svc.reg.WatchKnown(ctx, rp.sink, k, known[i])
+			return
+		}
 		res, read, err := rp.svc.reg.WatchRead(ctx, rp.sink, k)
 		if err == nil && !read {
 			res, err = rp.svc.client.Get(ctx, []byte(k), protocol.CallOptions{})
@@ -460,6 +473,9 @@ func (rp *rulePatterns) register(ctx context.Context, keys []string, writer stri
 		}
 		if rp.give(k, reads[i], n0[i], writer) && late {
 			rp.svc.pats.late.Add(1)
+		}
+		if known != nil {
+			rp.verify(ctx, k)
 		}
 	}
 	if len(failed) > 0 {
@@ -517,6 +533,22 @@ func (rp *rulePatterns) give(key string, res protocol.GetResult, n0 uint64, writ
 	}
 	rp.mailbox.PushAlways(mailbox.Delivery{Ev: ev, Lin: lin})
 	return true
+}
+
+// verify reads key, which the rule was given from what a writer of the
+// host stored, and gives the rule what the read finds if it is newer: a
+// write from elsewhere between the writer's and the key's registration,
+// which no notification reports. A notification since the key was given
+// is newer than the read, which is then dropped (see give).
+func (rp *rulePatterns) verify(ctx context.Context, key string) {
+	rp.mu.Lock()
+	n := rp.seen[key].n
+	rp.mu.Unlock()
+	res, err := rp.svc.client.Get(ctx, []byte(key), protocol.CallOptions{})
+	if err != nil {
+		return // the next rescan or reconnection reads it
+	}
+	rp.give(key, res, n, "")
 }
 
 // selfLocked reports whether a live pattern matching key asked for self.
@@ -599,12 +631,7 @@ func ownerSaw(p *membership.Progress, key string) (version string, ok bool) {
 func (rp *rulePatterns) status() ([]string, int) {
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
-	ps := make([]string, 0, len(rp.live))
-	for p := range rp.live {
-		ps = append(ps, p)
-	}
-	slices.Sort(ps)
-	return ps, len(rp.keys)
+	return slices.Sorted(maps.Keys(rp.live)), len(rp.keys)
 }
 
 // registerAtOnce bounds the keys of a scan registered at once (as

@@ -36,12 +36,21 @@ func (b *binding) Keys(ctx context.Context, pattern string, opts abi.KeysOptions
 	if limit < 0 || limit > abi.MaxKeysLimit {
 		return nil, abi.Errorf(abi.StatusInvalid, "keys %.200q: limit %d is not between 1 and %d (0: %d)", pattern, opts.Limit, abi.MaxKeysLimit, abi.DefaultKeysLimit)
 	}
-	if _, err := b.compilePattern("keys", pattern, cfg.Read); err != nil {
+	pat, err := b.compilePattern("keys", pattern, cfg.Read)
+	if err != nil {
 		return nil, err
 	}
-	keys, complete, err := b.r.svc.pats.scan(ctx, pattern, limit, func(k string) bool { return allowed(cfg.Read, k) })
+	readable := func(k string) bool { return allowed(cfg.Read, k) }
+	keys, complete, err := b.r.svc.pats.scan(ctx, pattern, limit, readable)
 	if err != nil {
 		return nil, status.StoreError(err)
+	}
+	if sg := b.staging(); sg != nil && complete { // a dry run lists what it staged, as the store would
+		keys, err = sg.Keys(ctx, keys, func(k string) bool { return pat.Match(k) && readable(k) && !hasReservedPrefix(k) })
+		if err != nil {
+			return nil, status.StoreError(err)
+		}
+		complete = len(keys) <= limit
 	}
 	if !complete {
 		return nil, abi.Errorf(abi.StatusLimit, "keys %q: more than %d keys match (pass a larger limit, up to %d, or a narrower pattern)", pattern, limit, abi.MaxKeysLimit)

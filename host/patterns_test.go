@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -489,5 +490,209 @@ func TestPatternWatchFollowsRuleSettings(t *testing.T) {
 	wantHandled(t, &j, "at the new rescan", "SET a/3=v resync")
 	if s := e.status("r"); s.PatternKeys != 2 {
 		t.Errorf("%d pattern keys, want 2 (a/1, a/3)", s.PatternKeys)
+	}
+}
+
+// In a dry run keys() lists the store as the rule's staged writes left it,
+// as the real store would after those writes: a key it created is listed,
+// a key it deleted is not, while the store itself has neither change.
+func TestKeysInDryRunSeeStagedWrites(t *testing.T) {
+	var staged stagedLog
+	e := newEnv(t, func(o *Config) { o.DryRun = staged.add })
+	e.set("t/1", "1")
+	e.set("t/2", "2")
+	listed := make(chan []string, 1)
+	e.load("r", goRule{
+		init: func(ctx context.Context, h abi.Host) error { return h.Watch(ctx, "go", abi.WatchOptions{}) },
+		handle: func(ctx context.Context, h abi.Host, ev abi.Event) error {
+			if _, err := h.Set(ctx, "t/new", []byte("n"), abi.SetOptions{}); err != nil {
+				return err
+			}
+			if err := h.Del(ctx, "t/1", abi.DelOptions{}); err != nil {
+				return err
+			}
+			keys, err := h.Keys(ctx, "t/*", abi.KeysOptions{})
+			if err != nil {
+				return err
+			}
+			if _, err := h.Keys(ctx, "t/*", abi.KeysOptions{Limit: 1}); abi.StatusOf(err) != abi.StatusLimit {
+				return fmt.Errorf("keys with limit 1 over 2 keys: %v, want LIMIT", err)
+			}
+			listed <- keys
+			return nil
+		},
+	})
+	e.set("go", "1")
+	select {
+	case keys := <-listed:
+		if !slices.Equal(keys, []string{"t/2", "t/new"}) {
+			t.Errorf("keys in the dry run: %q, want t/2 and t/new (t/1 deleted, t/new created, both staged)", keys)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the rule did not list its keys; status %+v", e.status("r"))
+	}
+	if _, found := e.get("t/new"); found {
+		t.Error("a dry run's write reached the store")
+	}
+	if _, found := e.get("t/1"); !found {
+		t.Error("a dry run's delete reached the store")
+	}
+}
+
+// hookStore is the host's store with hooks on the calls of one key: run
+// before its KEYNOTIFY is sent, and before its GET is.
+type hookStore struct {
+	*protocol.Client
+	key          string
+	onKeyNotify  atomic.Pointer[func()]
+	onGet        atomic.Pointer[func()]
+	gets, notify atomic.Int32
+}
+
+func (s *hookStore) KeyNotify(ctx context.Context, key []byte, opts protocol.CallOptions) error {
+	if string(key) == s.key {
+		s.notify.Add(1)
+		if f := s.onKeyNotify.Load(); f != nil {
+			(*f)()
+		}
+	}
+	return s.Client.KeyNotify(ctx, key, opts)
+}
+
+func (s *hookStore) Get(ctx context.Context, key []byte, opts protocol.CallOptions) (protocol.GetResult, error) {
+	if string(key) == s.key {
+		s.gets.Add(1)
+		if f := s.onGet.Load(); f != nil {
+			(*f)()
+		}
+	}
+	return s.Client.Get(ctx, key, opts)
+}
+
+// A key a rule of the host writes reaches a rule whose pattern matches it
+// once the key is registered, from what the writer stored: before any read
+// of the key (one round trip after the write, not two). The read that
+// follows still finds a write another client made between the rule's write
+// and the registration, which no notification reports, and the rule gets
+// that too: nothing is missed for the round trip saved.
+func TestPatternKeyWrittenByARuleNeedsNoReadFirst(t *testing.T) {
+	hs := &hookStore{key: "dev/7"}
+	e := newEnv(t, func(o *Config) {
+		hs.Client = o.Store.(*protocol.Client)
+		o.Store = hs
+	})
+	var a handled
+	e.load("a", patternRule(&a, "dev/*", abi.WatchOptions{}))
+	e.load("w", goRule{
+		init: func(ctx context.Context, h abi.Host) error { return h.Watch(ctx, "make", abi.WatchOptions{}) },
+		handle: func(ctx context.Context, h abi.Host, ev abi.Event) error {
+			_, err := h.Set(ctx, "dev/"+string(ev.Value), []byte("new"), abi.SetOptions{})
+			return err
+		},
+	})
+	// Between the rule's write and the key's registration, another client
+	// writes the key: the store sends the host no notification of it.
+	outside := func() { // on the host's goroutine: no t.Fatal
+		if _, err := e.user.Set(context.Background(), []byte("dev/7"), []byte("outside"), protocol.SetOptions{}); err != nil {
+			t.Errorf("the outside write: %v", err)
+		}
+	}
+	hs.onKeyNotify.Store(&outside)
+	// The host's read of the key waits until rule a has the rule's write:
+	// had the host read the key before giving it, this would time out.
+	var givenBeforeRead atomic.Bool
+	waitGiven := func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			if len(a.snapshot()) > 0 {
+				givenBeforeRead.Store(true)
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	hs.onGet.Store(&waitGiven)
+	e.set("make", "7")
+	waitFor(t, "the rule's write, then the outside write", func() bool { return len(a.snapshot()) == 2 })
+	wantHandled(t, &a, "rule a", "SET dev/7=new resync", "SET dev/7=outside resync")
+	if !givenBeforeRead.Load() {
+		t.Error("rule a got the key only after the host read it: two round trips after the write, want one")
+	}
+	if n, g := hs.notify.Load(), hs.gets.Load(); n != 1 || g != 1 {
+		t.Errorf("%d KEYNOTIFY and %d GET of dev/7, want 1 and 1 (the read after the key was given)", n, g)
+	}
+	e.set("dev/7", "later")
+	waitFor(t, "a later change", func() bool { return len(a.snapshot()) == 1 })
+	wantHandled(t, &a, "a later change", "SET dev/7=later")
+}
+
+// In a group, a key a rule of one member writes reaches a pattern watch of
+// a rule another member runs at once, through that member's doorbell, not
+// at its next rescan (there is none here); the doorbell takes no reserved
+// key and no key outside the member's patterns, and a member's published
+// patterns that do not compile are left out.
+func TestPatternKeyWrittenOnAnotherMemberFoundAtOnce(t *testing.T) {
+	c := newCluster(t, 0, groupTestTTL)
+	c.rulesCfg = map[string]RuleConfig{"p.gorule": {Rescan: RescanOff}}
+	var p handled
+	c.custom = map[string]func(int) goRule{
+		"p": func(int) goRule { return patternRule(&p, "dev/*", abi.WatchOptions{}) },
+		"w": func(int) goRule {
+			return goRule{
+				init: func(ctx context.Context, h abi.Host) error { return h.Watch(ctx, "make", abi.WatchOptions{}) },
+				handle: func(ctx context.Context, h abi.Host, ev abi.Event) error {
+					_, err := h.Set(ctx, "dev/"+string(ev.Value), []byte("new"), abi.SetOptions{})
+					return err
+				},
+			}
+		},
+	}
+	c.files = func(i int) map[string]string {
+		if i == 0 {
+			return map[string]string{"w.gorule": "w"}
+		}
+		return map[string]string{"p.gorule": "p"}
+	}
+	m0, m1 := c.start(), c.start()
+	id1 := m1.client.ClientID()
+	waitFor(t, "host 0 knows host 1's pattern", func() bool {
+		gh := m0.host.group.hints
+		gh.mu.Lock()
+		defer gh.mu.Unlock()
+		return len(gh.others[id1]) == 1
+	})
+	scans := m1.host.Stats().Patterns.Scans
+	ctx := context.Background()
+	bell := m1.host.group.hints.doorbellKey(id1)
+	for _, hostile := range []string{ReservedPrefix + "group/g/roster", "other/1"} {
+		if _, err := c.user.Set(ctx, []byte(bell), []byte(hostile), protocol.SetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.user.Set(ctx, []byte("make"), []byte("7"), protocol.SetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "host 1's rule gets the key host 0's rule wrote", func() bool { return len(p.snapshot()) == 1 })
+	wantHandled(t, &p, "host 1's rule", "SET dev/7=new resync")
+	if n := m1.host.Stats().Patterns.Scans; n != scans {
+		t.Errorf("host 1 scanned %d times to find the key, want none", n-scans)
+	}
+	if _, err := c.user.Set(ctx, []byte("make"), []byte("7"), protocol.SetOptions{}); err != nil { // host 0's rule writes it again
+		t.Fatal(err)
+	}
+	waitFor(t, "its later change", func() bool { return len(p.snapshot()) == 1 })
+	wantHandled(t, &p, "a later change, notified", "SET dev/7=new")
+}
+
+// A member's published patterns are hostile input to the others: lines
+// that do not compile are left out, the rest kept.
+func TestParsePatternLinesLeavesOutBadLines(t *testing.T) {
+	got := parsePatternLines([]byte("a/*\n[\n\n" + strings.Repeat("*", 70<<10) + "\nb/?"))
+	var srcs []string
+	for _, p := range got {
+		srcs = append(srcs, p.Src)
+	}
+	if !slices.Equal(srcs, []string{"a/*", "b/?"}) {
+		t.Errorf("parsed %q, want a/* and b/?", srcs)
 	}
 }

@@ -140,11 +140,13 @@ func newRule(s *services, path, kind string, cfg RuleConfig) *rule {
 // conflates it with its key's waiting event (counted), or drops it past
 // its bound of keys (counted, and logged at most once a second).
 func (r *rule) Enqueue(d mailbox.Delivery) {
-	switch r.mailbox.Push(d) {
+	out, replaced := r.mailbox.PushReplacing(d)
+	switch out {
 	case mailbox.Queued:
 		r.cutRunning(d.Ev.Key)
 	case mailbox.Coalesced:
 		r.coalesced.Add(1)
+		r.traceCoalesced(replaced, d.Ev.Version)
 		r.cutRunning(d.Ev.Key)
 	case mailbox.Dropped:
 		r.traceSkip(d, SkipMailboxFull)
@@ -535,7 +537,7 @@ func (r *rule) write(verb, key, fence string, ttl time.Duration, value []byte, s
 		version, deleted = "", false
 	}
 	if version != "" && !deleted {
-		r.svc.pats.wrote(r.path, key) // a pattern's key found at once
+		r.svc.pats.wrote(r.path, key, value, version) // a pattern's key found at once
 	}
 	if version != "" || deleted {
 		r.wrote(key, version, deleted)

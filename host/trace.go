@@ -40,6 +40,10 @@ const (
 	// SkipUnwatched: the rule stopped watching the key before the event's
 	// turn came (it unwatched it, or a reload dropped the watch).
 	SkipUnwatched SkipReason = "no longer watched"
+	// SkipCoalesced: a newer change of the key (Skip.Into) replaced the
+	// event while it waited in the rule's mailbox (mode latest or restart,
+	// or a full mailbox); the rule gets that one.
+	SkipCoalesced SkipReason = "coalesced"
 )
 
 // Skip is an event a rule did not get.
@@ -48,6 +52,7 @@ type Skip struct {
 	Event  provenance.Cause // the event, and who caused it
 	Reason SkipReason
 	At     time.Time
+	Into   string // SkipCoalesced: the version of the change that replaced it
 }
 
 // Run is one handler call that returned.
@@ -81,6 +86,14 @@ func (r *rule) traceRan(d mailbox.Delivery, at time.Time, took time.Duration, er
 func (r *rule) traceSkip(d mailbox.Delivery, reason SkipReason) {
 	if t := r.svc.trace; t != nil {
 		t.Skipped(Skip{Rule: r.name, Event: provenance.CauseOf(d.Ev, d.Lin), Reason: reason, At: r.svc.clock.Now()})
+	}
+}
+
+// traceCoalesced tells the tracer, if any, that the change of version
+// into replaced d while d waited in r's mailbox.
+func (r *rule) traceCoalesced(d mailbox.Delivery, into string) {
+	if t := r.svc.trace; t != nil {
+		t.Skipped(Skip{Rule: r.name, Event: provenance.CauseOf(d.Ev, d.Lin), Reason: SkipCoalesced, At: r.svc.clock.Now(), Into: into})
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -154,4 +155,45 @@ func (l *layer) VDel(ctx context.Context, key, value []byte, opts protocol.DelOp
 		return 0, err
 	}
 	return l.local.VDel(ctx, key, value, opts)
+}
+
+// Keys returns the keys a listing of the real store found (sorted, as
+// SCAN lists them), as the layer sees them: with the keys it holds that
+// match (match) and are present in it added, and those it holds that are
+// absent (a staged delete) taken out; sorted. A key the layer holds is in
+// the result only if present in the layer, whatever the real store has.
+func (l *layer) Keys(ctx context.Context, real []string, match func(key string) bool) ([]string, error) {
+	l.mu.Lock()
+	var held []string
+	for k := range l.held {
+		if match(k) {
+			held = append(held, k)
+		}
+	}
+	l.mu.Unlock()
+	if len(held) == 0 {
+		return real, nil
+	}
+	present := make(map[string]bool, len(held))
+	for _, k := range held {
+		res, err := l.local.Get(ctx, []byte(k), protocol.CallOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("read the staged key %q: %w", k, err)
+		}
+		present[k] = res.Found
+	}
+	out := make([]string, 0, len(real)+len(held))
+	for _, k := range real {
+		if p, ok := present[k]; !ok || p {
+			out = append(out, k)
+		}
+		delete(present, k)
+	}
+	for k, p := range present {
+		if p {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }

@@ -40,8 +40,9 @@ func keyed(d *Delivery) bool {
 // change of its key.
 func conflatable(d *Delivery) bool { return keyed(d) && !d.Ev.Resync }
 
-// pushFullLocked pushes d into a mailbox that is full or still indexed.
-func (m *Box) pushFullLocked(d Delivery) Outcome {
+// pushFullLocked pushes d into a mailbox that is full or still indexed;
+// when d coalesced, it returns the event it replaced.
+func (m *Box) pushFullLocked(d Delivery) (Outcome, Delivery) {
 	n := len(m.q) - m.head
 	full := n >= m.limit
 	if m.idx == nil {
@@ -53,19 +54,20 @@ func (m *Box) pushFullLocked(d Delivery) Outcome {
 			if conflatable(old) {
 				d.Ev.Coalesced += old.Ev.Coalesced + 1
 				d.Ticket = old.Ticket // its place in a serial host's order too
+				replaced := *old
 				*old = d
-				return Coalesced
+				return Coalesced, replaced
 			}
 		}
 	}
 	if full && (d.Timer != nil || n >= m.keys) {
-		return Dropped
+		return Dropped, Delivery{}
 	}
 	if keyed(&d) {
 		m.idx[d.Ev.Key] = m.seq0 + uint64(n)
 	}
 	m.appendLocked(d)
-	return Queued
+	return Queued, Delivery{}
 }
 
 // indexLocked builds the index of the events waiting.

@@ -64,19 +64,26 @@ const (
 // (see conflate.go); a timer's firing is refused when it is full (its
 // owner keeps it until Refill), and any event past the bound of keys.
 func (m *Box) Push(d Delivery) Outcome {
+	out, _ := m.PushReplacing(d)
+	return out
+}
+
+// PushReplacing is Push, which also returns the event d replaced when it
+// coalesced (Coalesced): the key's change that waited, for a trace.
+func (m *Box) PushReplacing(d Delivery) (Outcome, Delivery) {
 	m.mu.Lock()
 	if len(m.q)-m.head >= m.limit || m.idx != nil || m.latest {
-		out := m.pushFullLocked(d)
+		out, old := m.pushFullLocked(d)
 		m.mu.Unlock()
 		if out == Queued {
 			m.Signal()
 		}
-		return out
+		return out, old
 	}
 	m.appendLocked(d)
 	m.mu.Unlock()
 	m.Signal()
-	return Queued
+	return Queued, Delivery{}
 }
 
 // PushAlways appends d even past the bounds, never conflated into a

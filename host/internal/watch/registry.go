@@ -153,7 +153,7 @@ func (g *Registry) WaitDelete(ctx context.Context, key string, wake func()) (fun
 }
 
 func (g *Registry) acquire(ctx context.Context, key string, add func(*keyState)) error {
-	_, _, err := g.acquireRead(ctx, key, add)
+	_, _, err := g.acquireRead(ctx, key, add, g.baseline)
 	return err
 }
 
@@ -162,12 +162,34 @@ func (g *Registry) acquire(ctx context.Context, key string, add func(*keyState))
 // key registered before is not read. A rule's pattern watch gives the rule
 // that state (host/patternrule.go).
 func (g *Registry) WatchRead(ctx context.Context, w Watcher, key string) (res protocol.GetResult, read bool, err error) {
-	return g.acquireRead(ctx, key, func(ks *keyState) { ks.watchers[w] = true })
+	return g.acquireRead(ctx, key, func(ks *keyState) { ks.watchers[w] = true }, g.baseline)
 }
 
-// acquireRead is acquire, which also returns the baseline read of the key
-// when it registered it (read true); a key registered before is not read.
-func (g *Registry) acquireRead(ctx context.Context, key string, add func(*keyState)) (res protocol.GetResult, read bool, err error) {
+// WatchKnown is Watch for a key whose state the caller knows already:
+// known is what a write of this host stored, its value and the version of
+// the store's reply. A first registration takes known as the key's
+// baseline instead of reading it, which saves a round trip. known can be
+// stale by a write another client made between that write and the
+// KEYNOTIFY: the caller reads the key once it has used known (as
+// host/patternrule.go does), so no change is missed.
+func (g *Registry) WatchKnown(ctx context.Context, w Watcher, key string, known protocol.GetResult) error {
+	_, _, err := g.acquireRead(ctx, key, func(ks *keyState) { ks.watchers[w] = true },
+		func(_ context.Context, _ string, ks *keyState) (protocol.GetResult, bool) {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			if !ks.known {
+				ks.known, ks.present, ks.version, ks.read = true, known.Found, known.Version, true
+			}
+			return known, true
+		})
+	return err
+}
+
+// acquireRead is acquire, which also returns the key's baseline when it
+// registered it (read true), as base gives it; a key registered before has
+// none.
+func (g *Registry) acquireRead(ctx context.Context, key string, add func(*keyState),
+	base func(context.Context, string, *keyState) (protocol.GetResult, bool)) (res protocol.GetResult, read bool, err error) {
 	defer g.lockKey(key)()
 	g.mu.Lock()
 	ks := g.keys[key]
@@ -187,7 +209,7 @@ func (g *Registry) acquireRead(ctx context.Context, key string, add func(*keySta
 		g.mu.Lock()
 		ks.registered = true
 		g.mu.Unlock()
-		res, read = g.baseline(ctx, key, ks)
+		res, read = base(ctx, key, ks)
 		return res, read, nil
 	case errors.Is(err, protocol.ErrNotConnected):
 		g.log.Debug("store offline; watch registered when it reconnects", "key", key)

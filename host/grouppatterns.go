@@ -1,0 +1,225 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/mailbox"
+	"github.com/ssrun/ssrun/host/internal/patterns"
+	"github.com/ssrun/ssrun/host/internal/watch"
+	"github.com/ssrun/ssrun/protocol"
+)
+
+// Pattern hints across a group: a key that a rule of one member writes
+// reaches the pattern watches of the rules other members run at once, as
+// it does on its own host (patternHub.wrote), not at their next rescan.
+// The rescans stay what makes a pattern watch miss nothing; the hints
+// save the wait. Two keys per member, under the group's:
+//
+//	$ssrun/group/NAME/patterns/ID  the patterns the rules of member ID
+//	                               watch, one a line: written by the
+//	                               member when they change, read by the
+//	                               others at each step of their loop
+//	$ssrun/group/NAME/found/ID     the doorbell of member ID, which it
+//	                               watches: a member whose rule wrote a
+//	                               key matching one of ID's patterns sets
+//	                               it to that key, once per key
+//
+// A member's patterns are at most a step (ttl/3) old where the others
+// read them: a key written meanwhile is found at the next rescan.
+
+// maxRung bounds the (member, key) pairs a member remembers having rung
+// for; past it the memory is cleared, and a key may be rung for again.
+const maxRung = 1 << 16
+
+// maxPublished bounds the patterns a member publishes, in bytes: past it,
+// it publishes none, and the others' writes reach its rules at their
+// rescans only.
+const maxPublished = 64 << 10
+
+// groupHints are a member's side of the pattern hints: what it published
+// of its own patterns, the other members' patterns, and the keys it has
+// rung for.
+type groupHints struct {
+	o    *ownership // the group's keys
+	id   string     // this member
+	hub  *patternHub
+	bell *doorbell // this member's doorbell, which it watches
+
+	mu        sync.Mutex
+	published string                        // this member's patterns as last written ("" at first)
+	others    map[string][]patterns.Pattern // by member id: its patterns as last read or notified
+	watching  map[string]*memberPatterns    // by member id: the watch of its patterns
+	rung      map[string]bool               // id + "\x00" + key: rung once
+}
+
+func newGroupHints(o *ownership, id string, hub *patternHub) *groupHints {
+	gh := &groupHints{o: o, id: id, hub: hub, others: map[string][]patterns.Pattern{}, watching: map[string]*memberPatterns{}, rung: map[string]bool{}}
+	gh.bell = &doorbell{hub: hub, key: gh.doorbellKey(id)}
+	return gh
+}
+
+func (gh *groupHints) patternsKey(id string) string { return gh.o.key("patterns/" + id) }
+func (gh *groupHints) doorbellKey(id string) string { return gh.o.key("found/" + id) }
+
+// sync publishes this member's patterns if they changed, and watches the
+// patterns of the live members (each member's are read when it is first
+// seen, then come with their notifications: a step at rest costs no
+// request); a member that left is let go.
+func (gh *groupHints) sync(ctx context.Context, reg *watch.Registry, store Store, live []string) error {
+	mine := strings.Join(gh.hub.patternList(), "\n")
+	if len(mine) > maxPublished {
+		mine = ""
+	}
+	gh.mu.Lock()
+	changed := mine != gh.published
+	gh.mu.Unlock()
+	var errs []error
+	if changed {
+		if _, err := store.Set(ctx, []byte(gh.patternsKey(gh.id)), []byte(mine), protocol.SetOptions{}); err != nil {
+			errs = append(errs, err)
+		} else {
+			gh.mu.Lock()
+			gh.published = mine
+			gh.mu.Unlock()
+		}
+	}
+	for _, id := range live {
+		gh.mu.Lock()
+		_, watched := gh.watching[id]
+		gh.mu.Unlock()
+		if id == gh.id || watched {
+			continue
+		}
+		w := &memberPatterns{gh: gh, id: id}
+		key := gh.patternsKey(id)
+		gh.mu.Lock()
+		gh.watching[id] = w // its notifications count from now
+		gh.mu.Unlock()
+		res, read, err := reg.WatchRead(ctx, w, key)
+		if err == nil && !read {
+			res, err = store.Get(ctx, []byte(key), protocol.CallOptions{})
+		}
+		gh.mu.Lock()
+		if err != nil {
+			delete(gh.watching, id)
+			delete(gh.others, id)
+		} else if _, notified := gh.others[id]; !notified { // a notification since the read began is newer
+			gh.others[id] = parsePatternLines(res.Value)
+		}
+		gh.mu.Unlock()
+		if err != nil {
+			reg.Unwatch(ctx, w, key)
+			errs = append(errs, err)
+		}
+	}
+	gh.mu.Lock()
+	var gone []*memberPatterns
+	for id, w := range gh.watching {
+		if !slices.Contains(live, id) {
+			gone = append(gone, w)
+			delete(gh.watching, id)
+			delete(gh.others, id)
+		}
+	}
+	gh.mu.Unlock()
+	for _, w := range gone {
+		reg.Unwatch(ctx, w, gh.patternsKey(w.id))
+	}
+	return errors.Join(errs...)
+}
+
+// memberPatterns is the watcher of another member's published patterns.
+type memberPatterns struct {
+	gh *groupHints
+	id string
+}
+
+// Enqueue implements watch.Watcher: the member's patterns as they are now.
+func (w *memberPatterns) Enqueue(d mailbox.Delivery) {
+	var ps []patterns.Pattern
+	if d.Ev.Op == abi.OpSet {
+		ps = parsePatternLines(d.Ev.Value)
+	}
+	w.gh.mu.Lock()
+	defer w.gh.mu.Unlock()
+	if w.gh.watching[w.id] == w { // not a watch let go
+		w.gh.others[w.id] = ps
+	}
+}
+
+// WatcherName implements watch.Watcher.
+func (w *memberPatterns) WatcherName() string { return "\x00patterns " + w.id }
+
+// parsePatternLines compiles a member's published patterns, one a line,
+// leaving out any that does not compile (another version of ssrun, or a
+// hostile write: it only costs a rescan's wait).
+func parsePatternLines(v []byte) []patterns.Pattern {
+	var out []patterns.Pattern
+	for line := range strings.SplitSeq(string(v), "\n") {
+		if p, err := patterns.Compile(line); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// doorbells returns the doorbell keys of the other members with a pattern
+// matching key that were not rung for key yet, and notes them as rung.
+func (gh *groupHints) doorbells(key string) []string {
+	gh.mu.Lock()
+	defer gh.mu.Unlock()
+	var out []string
+	for id, ps := range gh.others {
+		if gh.rung[id+"\x00"+key] || !slices.ContainsFunc(ps, func(p patterns.Pattern) bool { return p.Match(key) }) {
+			continue
+		}
+		if len(gh.rung) >= maxRung {
+			clear(gh.rung)
+		}
+		gh.rung[id+"\x00"+key] = true
+		out = append(out, gh.doorbellKey(id))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// leave lets go of the other members' patterns and deletes this member's
+// published ones (its doorbell is let go with its watch).
+func (gh *groupHints) leave(ctx context.Context, reg *watch.Registry, store Store) {
+	gh.mu.Lock()
+	published := gh.published
+	watching := gh.watching
+	gh.watching, gh.others = map[string]*memberPatterns{}, map[string][]patterns.Pattern{}
+	gh.mu.Unlock()
+	for id, w := range watching {
+		reg.Unwatch(ctx, w, gh.patternsKey(id))
+	}
+	if published == "" {
+		return
+	}
+	_, _ = store.Del(ctx, []byte(gh.patternsKey(gh.id)), protocol.DelOptions{}) // it expires with nothing: the others read only live members'
+}
+
+// doorbell is the watcher of a member's doorbell key: each key another
+// member rings with goes to the pattern hub, as a key a rule of this host
+// wrote would (its state read, since this host does not know it).
+type doorbell struct {
+	hub *patternHub
+	key string
+}
+
+// Enqueue implements watch.Watcher.
+func (d *doorbell) Enqueue(dl mailbox.Delivery) {
+	if dl.Ev.Op != abi.OpSet || len(dl.Ev.Value) == 0 || hasReservedPrefix(string(dl.Ev.Value)) {
+		return
+	}
+	d.hub.rang(string(dl.Ev.Value))
+}
+
+// WatcherName implements watch.Watcher.
+func (d *doorbell) WatcherName() string { return "\x00doorbell " + d.key }
