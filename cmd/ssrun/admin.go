@@ -35,6 +35,7 @@ const devAdminDefault = "127.0.0.1:0"
 
 func (f *adminFlags) register(cmd *cobra.Command, rules bool) {
 	fs := cmd.Flags()
+	f.otlpSample = 1 // its default also where it is not a flag (broker)
 	if cmd.Name() == "dev" {
 		f.dev = true
 		fs.StringVar(&f.addr, "admin", devAdminDefault, "serve /healthz, /readyz, /metrics, /status, /why on HOST:PORT (:PORT or PORT: on 127.0.0.1; default a free port on 127.0.0.1, which ssrun status and why find; off: none)")
