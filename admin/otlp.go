@@ -27,16 +27,17 @@ import (
 
 // OpenTelemetry export (--otlp-endpoint; off by default, and then nothing
 // of it runs): a span per rule run, encoded and batched by otlpspans.go
-// and sent over OTLP/HTTP, and the admin metrics, read from their
-// Prometheus registry at each export by the official SDK. The runs of one chain (an outside
-// change, the rules it set off, the rules their writes set off) share a
-// trace, whose ID is derived from the chain's origin: the change's key and
-// version; each run's span hangs under a span of that origin (not itself
-// exported), or under the span of the run whose write caused it. A run's
-// host calls (verb, key, status, time taken; never a value) and its writes
-// are events of its span: a child span per call cost a third of the
-// throughput budget (BENCHMARKS.md, issue 30). --otlp-sample exports a
-// share of the chains, each whole or not at all.
+// and posted over OTLP/HTTP, and the admin metrics, read from their
+// Prometheus registry at each export by the official SDK. The runs of one
+// chain (an outside change, the rules it set off, the rules their writes
+// set off) share a trace, whose ID is derived from the chain's origin: the
+// change's key and version; each run's span hangs under a span of that
+// origin (not itself exported), or under the span of the run whose write
+// caused it. A run's host calls (verb, key, status, time taken; never a
+// value) and its writes are events of its span. With the SDK's spans, and
+// a child span per call, the export cost about 5% of the throughput
+// (BENCHMARKS.md, issue 30). --otlp-sample exports a share of the chains,
+// each whole or not at all.
 
 // OTLPConfig configures an OTLP export.
 type OTLPConfig struct {
