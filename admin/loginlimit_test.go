@@ -89,6 +89,18 @@ func TestAdminWrongTokensLimited(t *testing.T) {
 		func() (int, string) { return get("", &http.Cookie{Name: "ssrun_admin_token", Value: "wrong-cookie"}) },
 		func() (int, string) { return login("wrong-login-token") },
 	}
+	// A wrong cookie is dropped: the browser stops sending it.
+	req, _ := http.NewRequest("GET", base+"/console/api/pages", nil)
+	req.AddCookie(&http.Cookie{Name: "ssrun_admin_token", Value: "stale-cookie"})
+	res, err := noRedirect.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if cs := res.Cookies(); res.StatusCode != http.StatusUnauthorized || len(cs) != 1 || cs[0].Name != "ssrun_admin_token" || cs[0].MaxAge >= 0 {
+		t.Errorf("a stale cookie: %d, cookies %v; want 401 and the cookie dropped", res.StatusCode, cs)
+	}
+	clock.add(time.Minute) // that failure's window ends
 	for i := range 10 {
 		if code, _ := wrong[i%3](); code != http.StatusUnauthorized {
 			t.Fatalf("wrong token %d: %d, want 401", i+1, code)

@@ -131,6 +131,11 @@ func (s *Server) authorized(h http.Handler) http.Handler {
 			if tried {
 				s.fails.fail(src)
 			}
+			if _, err := r.Cookie(tokenCookie); err == nil {
+				// A stale cookie (the token changed) is dropped, lest the
+				// page's every request count against the limit.
+				http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="ssrun admin"`)
 			if wantsPage(r) {
 				loginPage(w, r.URL.Path)
