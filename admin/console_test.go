@@ -20,14 +20,16 @@ import (
 )
 
 // consoleServer serves a console of cfg (no host: the API's host pages
-// answer 503) on a loopback server configured for addr with token.
+// answer 503) on a loopback server configured for addr with token. Its
+// tests send more wrong tokens than the default limit lets through (the
+// limit's own test: TestAdminWrongTokensLimited).
 func consoleServer(t *testing.T, cfg admin.ConsoleConfig, addr, token string) (*admin.Console, string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := admin.New(admin.Config{Addr: addr, Logger: quiet, Listener: ln, Token: token})
+	srv, err := admin.New(admin.Config{Addr: addr, Logger: quiet, Listener: ln, Token: token, AuthFailures: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}

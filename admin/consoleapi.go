@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"fmt"
@@ -68,11 +69,41 @@ type TimerDoc struct {
 	Firing      bool       `json:"firing,omitempty"`
 }
 
-// KeysDoc is GET /console/api/keys?pattern=P.
+// KeysDoc is GET /console/api/keys?pattern=P[&reserved=1][&after=T]: a
+// page of the keys, without the host's own (under $ssrun/) unless
+// reserved=1.
 type KeysDoc struct {
 	Pattern string   `json:"pattern"`
 	Keys    []string `json:"keys"`
 	More    bool     `json:"more"` // cut at the bound
+	// Next, on the broker's console, is the after= of the next page
+	// (empty on the last).
+	Next string `json:"next,omitempty"`
+	// Hidden counts the keys under $ssrun/ left out of this page.
+	Hidden int `json:"hidden,omitempty"`
+}
+
+// keysQuery reads a keys page's pattern and whether it shows the host's
+// own keys; ok=false once it has answered 400.
+func keysQuery(w http.ResponseWriter, r *http.Request) (pattern string, reserved, ok bool) {
+	pattern = r.URL.Query().Get("pattern")
+	if pattern == "" {
+		pattern = "*"
+	}
+	if len(pattern) > MaxFilter {
+		writeJSON(w, http.StatusBadRequest, ErrorDoc{Error: fmt.Sprintf("a pattern is at most %d bytes", MaxFilter)})
+		return "", false, false
+	}
+	return pattern, r.URL.Query().Get("reserved") == "1", true
+}
+
+// add lists key on d, or counts it hidden.
+func (d *KeysDoc) add(key []byte, reserved bool) {
+	if !reserved && bytes.HasPrefix(key, []byte(host.ReservedPrefix)) {
+		d.Hidden++
+		return
+	}
+	d.Keys = append(d.Keys, string(key))
 }
 
 // KeyDoc is GET /console/api/key?key=K: its value (text when it is UTF-8,
@@ -86,6 +117,10 @@ type KeyDoc struct {
 	Truncated bool              `json:"truncated,omitempty"`
 	Version   string            `json:"version,omitempty"`
 	LastWrite *provenance.Write `json:"last_write,omitempty"`
+	// Writer, on the broker's console, is the client id of the SET of
+	// this version (empty when the store does not know it: written
+	// before the broker started).
+	Writer string `json:"writer,omitempty"`
 }
 
 // GroupDoc is GET /console/api/group.
@@ -214,12 +249,8 @@ func (c *Console) eventsHandler() http.Handler {
 
 func keysHandler(ks KeySource) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		pattern := r.URL.Query().Get("pattern")
-		if pattern == "" {
-			pattern = "*"
-		}
-		if len(pattern) > MaxFilter {
-			writeJSON(w, http.StatusBadRequest, ErrorDoc{Error: fmt.Sprintf("a pattern is at most %d bytes", MaxFilter)})
+		pattern, reserved, ok := keysQuery(w, r)
+		if !ok {
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), keysTimeout)
@@ -234,7 +265,7 @@ func keysHandler(ks KeySource) http.Handler {
 				doc.More = true
 				break
 			}
-			doc.Keys = append(doc.Keys, string(k))
+			doc.add(k, reserved)
 		}
 		slices.Sort(doc.Keys)
 		writeJSON(w, http.StatusOK, doc)
@@ -246,31 +277,40 @@ func keysHandler(ks KeySource) http.Handler {
 func keyHandler(ks KeySource, src WhySource) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := r.URL.Query().Get("key")
-		ctx, cancel := context.WithTimeout(r.Context(), keysTimeout)
-		defer cancel()
-		res, err := ks.Get(ctx, []byte(key), protocol.CallOptions{})
-		if err != nil {
-			writeJSON(w, http.StatusBadGateway, ErrorDoc{Error: "get " + key + ": " + err.Error()})
+		doc, ok := keyDoc(w, r, ks, key)
+		if !ok {
 			return
 		}
-		doc := KeyDoc{Key: key, Found: res.Found, Size: len(res.Value)}
-		if res.Found {
-			doc.Version = res.Version.String()
-			v := res.Value
-			if len(v) > maxValueShown {
-				v, doc.Truncated = v[:maxValueShown], true
-			}
-			if utf8.Valid(v) {
-				doc.Value = string(v)
-			} else {
-				doc.Value, doc.Hex = hex.EncodeToString(v), true
-			}
-		}
-		if src != nil { // nil on the broker's console: the store keeps no writer
+		if src != nil {
 			if wr, ok := src.Why(key); ok {
 				doc.LastWrite = &wr
 			}
 		}
 		writeJSON(w, http.StatusOK, doc)
 	})
+}
+
+// keyDoc reads key from ks; ok=false once it has answered 502.
+func keyDoc(w http.ResponseWriter, r *http.Request, ks KeySource, key string) (doc KeyDoc, ok bool) {
+	ctx, cancel := context.WithTimeout(r.Context(), keysTimeout)
+	defer cancel()
+	res, err := ks.Get(ctx, []byte(key), protocol.CallOptions{})
+	if err != nil {
+		writeJSON(w, http.StatusBadGateway, ErrorDoc{Error: "get " + key + ": " + err.Error()})
+		return KeyDoc{}, false
+	}
+	doc = KeyDoc{Key: key, Found: res.Found, Size: len(res.Value)}
+	if res.Found {
+		doc.Version = res.Version.String()
+		v := res.Value
+		if len(v) > maxValueShown {
+			v, doc.Truncated = v[:maxValueShown], true
+		}
+		if utf8.Valid(v) {
+			doc.Value = string(v)
+		} else {
+			doc.Value, doc.Hex = hex.EncodeToString(v), true
+		}
+	}
+	return doc, true
 }

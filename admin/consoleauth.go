@@ -47,9 +47,15 @@ func loginPage(w http.ResponseWriter, next string) {
 }
 
 // loginHandler takes the posted token: right, it is set in the cookie and
-// the browser goes back to the page it asked for; wrong, 401 again.
+// the browser goes back to the page it asked for; wrong, 401 again; from
+// an address that sent too many wrong tokens, 429 (loginlimit.go).
 func (s *Server) loginHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		src := source(r)
+		if wait := s.fails.blocked(src); wait > 0 {
+			tooManyFailures(w, wait)
+			return
+		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxLoginBytes)
 		if err := r.ParseForm(); err != nil {
 			writeJSON(w, http.StatusBadRequest, ErrorDoc{Error: "a login is a small form: " + err.Error()})
@@ -57,6 +63,9 @@ func (s *Server) loginHandler() http.Handler {
 		}
 		next := safeNext(r.PostForm.Get("next"))
 		if s.token == nil || !s.tokenIs(strings.TrimSpace(r.PostForm.Get("token"))) {
+			if s.token != nil {
+				s.fails.fail(src)
+			}
 			loginPage(w, next)
 			return
 		}

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"encoding/base64"
 	"iter"
 	"net/http"
 	"time"
@@ -14,17 +15,24 @@ import (
 // The console of `ssrun broker --admin`: the same page, script and token
 // as the rules' console (consolepages.go), with two pages of its own
 // broker: Keys, its store browsed by the store's own SCAN, and Clients,
-// the connected MQTT clients. Both only read, and list a bounded number.
+// the connected MQTT clients. Both only read, and list a bounded number:
+// the keys a page at a time (a link to the next), each page at most
+// maxScanPages of the store's SCAN pages.
 
 // BrokerSource is what the broker's console shows: a *broker.Broker.
 type BrokerSource interface {
 	ScanKeys(pattern, token []byte) (keys [][]byte, next []byte, err error)
 	GetKey(key []byte) (value []byte, version hlc.HLC, found bool, err error)
+	KeyWriter(key []byte) (client string, version hlc.HLC, found bool)
 	Clients(max int) ([]broker.ClientInfo, int)
 }
 
 // maxClientsListed bounds the clients page.
 const maxClientsListed = 500
+
+// maxScanPages bounds the SCAN pages (each at most 1,000 keys, 10,000
+// examined) one keys page takes: it stops at maxKeysListed keys or there.
+const maxScanPages = 8
 
 // ClientDoc is one client of GET /console/api/clients.
 type ClientDoc struct {
@@ -54,8 +62,8 @@ func RegisterBrokerConsole(s *Server, src func() BrokerSource) {
 	with := func(h func(BrokerSource) http.Handler) http.Handler {
 		return whenThere(src, "the broker is not listening yet", h)
 	}
-	s.Handle("GET /console/api/keys", with(func(b BrokerSource) http.Handler { return keysHandler(brokerKeys{b}) }))
-	s.Handle("GET /console/api/key", with(func(b BrokerSource) http.Handler { return keyHandler(brokerKeys{b}, nil) }))
+	s.Handle("GET /console/api/keys", with(brokerKeysHandler))
+	s.Handle("GET /console/api/key", with(brokerKeyHandler))
 	s.Handle("GET /console/api/clients", with(clientsHandler))
 }
 
@@ -71,6 +79,64 @@ func clientsHandler(b BrokerSource) http.Handler {
 				d.Since = &since
 			}
 			doc.Clients = append(doc.Clients, d)
+		}
+		writeJSON(w, http.StatusOK, doc)
+	})
+}
+
+// brokerKeysHandler serves a page of the store's keys: SCAN pages from
+// after= (the previous page's next, the store's token in base64url) until
+// it holds maxKeysListed keys, the store's last page or maxScanPages.
+func brokerKeysHandler(b BrokerSource) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		pattern, reserved, ok := keysQuery(w, r)
+		if !ok {
+			return
+		}
+		var token []byte
+		if after := r.URL.Query().Get("after"); after != "" {
+			var err error
+			if token, err = base64.RawURLEncoding.DecodeString(after); err != nil || len(token) == 0 {
+				writeJSON(w, http.StatusBadRequest, ErrorDoc{Error: "after= is the next of a keys page"})
+				return
+			}
+		}
+		doc := KeysDoc{Pattern: pattern, Keys: []string{}}
+		for range maxScanPages {
+			keys, next, err := b.ScanKeys([]byte(pattern), token)
+			if err != nil && token != nil {
+				writeJSON(w, http.StatusBadRequest, ErrorDoc{Error: "after= is not a page of " + pattern + " on this broker (restarted since?): " + err.Error()})
+				return
+			}
+			if err != nil {
+				writeJSON(w, http.StatusInternalServerError, ErrorDoc{Error: "scan " + pattern + ": " + err.Error()})
+				return
+			}
+			for _, k := range keys {
+				doc.add(k, reserved)
+			}
+			token = next
+			if next == nil || len(doc.Keys) >= maxKeysListed {
+				break
+			}
+		}
+		if token != nil {
+			doc.More, doc.Next = true, base64.RawURLEncoding.EncodeToString(token)
+		}
+		writeJSON(w, http.StatusOK, doc)
+	})
+}
+
+// brokerKeyHandler serves a key with the client that wrote it.
+func brokerKeyHandler(b BrokerSource) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.URL.Query().Get("key")
+		doc, ok := keyDoc(w, r, brokerKeys{b}, key)
+		if !ok {
+			return
+		}
+		if client, v, found := b.KeyWriter([]byte(key)); found && doc.Found && v.String() == doc.Version {
+			doc.Writer = client // of the version shown, not of a later write
 		}
 		writeJSON(w, http.StatusOK, doc)
 	})

@@ -2,9 +2,11 @@ package admin_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"github.com/ssrun/ssrun/admin"
 	"github.com/ssrun/ssrun/broker"
 	"github.com/ssrun/ssrun/broker/brokertest"
+	"github.com/ssrun/ssrun/host"
 	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/protocol/protocoltest"
@@ -73,12 +76,17 @@ func TestBrokerConsole(t *testing.T) {
 	}
 	var k admin.KeyDoc
 	getJSON(t, base+"/console/api/key?"+url.Values{"key": {"<b>k</b>"}}.Encode(), "", &k)
-	if !k.Found || k.Value != "<script>v</script>" || k.Hex || k.Version == "" || k.LastWrite != nil {
-		t.Errorf("key <b>k</b>: %+v", k)
+	if !k.Found || k.Value != "<script>v</script>" || k.Hex || k.Version == "" || k.LastWrite != nil || k.Writer != "<i>console-client</i>" {
+		t.Errorf("key <b>k</b>: %+v, want its value, version and writer", k)
 	}
+	other := protocoltest.Connect(t, protocol.Config{Servers: []string{b.Addr()}, Logger: quiet, ClientID: "other-writer"})
+	setKey(t, other, "bin", "\xff\x00\x01")
 	getJSON(t, base+"/console/api/key?key=bin", "", &k)
-	if !k.Found || k.Value != "ff0001" || !k.Hex || k.Size != 3 {
-		t.Errorf("key bin: %+v, want it in hex", k)
+	if !k.Found || k.Value != "ff0001" || !k.Hex || k.Size != 3 || k.Writer != "other-writer" {
+		t.Errorf("key bin: %+v, want it in hex, written last by other-writer", k)
+	}
+	if err := other.Close(); err != nil {
+		t.Fatal(err)
 	}
 	getJSON(t, base+"/console/api/key?key=absent", "", &k)
 	if k.Found {
@@ -102,7 +110,7 @@ func TestBrokerConsole(t *testing.T) {
 	})
 }
 
-// The keys page crosses the store's SCAN pages and stops at its bound.
+// ScanKeys crosses the store's SCAN pages.
 func TestBrokerConsoleKeysBounded(t *testing.T) {
 	b := brokertest.Start(t)
 	base, err := brokerConsole(t, b, "127.0.0.1:0", "")
@@ -135,16 +143,100 @@ func TestBrokerConsoleKeysBounded(t *testing.T) {
 		t.Errorf("ScanKeys p/*: %d keys in %d pages, want %d in at least 2", len(seen), pages, n)
 	}
 	var keys admin.KeysDoc
-	getJSON(t, base+"/console/api/keys?pattern=p/*", "", &keys)
-	if len(keys.Keys) != 500 || !keys.More {
-		t.Errorf("keys p/*: %d, more %v; want the first 500 and more", len(keys.Keys), keys.More)
-	}
 	getJSON(t, base+"/console/api/keys?pattern=oth*", "", &keys)
-	if fmt.Sprint(keys.Keys) != "[other]" || keys.More {
+	if fmt.Sprint(keys.Keys) != "[other]" || keys.More || keys.Next != "" {
 		t.Errorf("keys oth*: %+v", keys)
 	}
 	if _, _, err := b.ScanKeys([]byte("p/*"), []byte("1;forged")); err == nil {
 		t.Error("a forged SCAN token was taken")
+	}
+}
+
+// walkKeys follows the keys pages of query from the first to the last by
+// their next links, and returns every key listed with how many times, the
+// pages, and the $ssrun/ keys hidden.
+func walkKeys(t *testing.T, base string, query url.Values) (seen map[string]int, pages, hidden int) {
+	t.Helper()
+	seen = map[string]int{}
+	for {
+		var doc admin.KeysDoc
+		if code := getJSON(t, base+"/console/api/keys?"+query.Encode(), "", &doc); code != 200 {
+			t.Fatalf("keys %v: %d", query, code)
+		}
+		pages++
+		if len(doc.Keys) > 500+1000 {
+			t.Errorf("a page of %d keys, want at most 1,500 (stops at 500, after a SCAN page)", len(doc.Keys))
+		}
+		for _, k := range doc.Keys {
+			seen[k]++
+		}
+		hidden += doc.Hidden
+		if doc.More != (doc.Next != "") {
+			t.Fatalf("page %d: more %v, next %q", pages, doc.More, doc.Next)
+		}
+		if doc.Next == "" {
+			return seen, pages, hidden
+		}
+		if pages > 100 {
+			t.Fatal("no last page after 100")
+		}
+		query.Set("after", doc.Next)
+	}
+}
+
+// The broker's keys page is paged: following its next links reaches every
+// key exactly once, the $ssrun/ keys hidden unless asked for; a key made
+// of HTML is listed as it is; a forged or stale after= is refused.
+func TestBrokerConsoleKeysPaged(t *testing.T) {
+	b := brokertest.Start(t)
+	base, err := brokerConsole(t, b, "127.0.0.1:0", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := protocoltest.Connect(t, protocol.Config{Servers: []string{b.Addr()}, Logger: quiet})
+	const n = 2300 // more than two SCAN pages (1,000 keys each)
+	want := map[string]int{}
+	for i := range n {
+		k := fmt.Sprintf("p/%04d", i)
+		setKey(t, c, k, "v")
+		want[k] = 1
+	}
+	for _, k := range []string{"<script>alert(1)</script>", "other"} {
+		setKey(t, c, k, "v")
+		want[k] = 1
+	}
+	reserved := []string{"$ssrun/timers/a", "$ssrun/timers/b", "$ssrun/x"}
+	for _, k := range reserved {
+		setKey(t, c, k, "v")
+	}
+
+	seen, pages, hidden := walkKeys(t, base, url.Values{})
+	if pages < 3 || hidden != len(reserved) || !maps.Equal(seen, want) {
+		t.Errorf("pages of *: %d pages, %d hidden, %d keys (%d wanted), each once: %v; want every key but $ssrun/'s once, in at least 3 pages",
+			pages, hidden, len(seen), len(want), maps.Equal(seen, want))
+	}
+	for _, k := range reserved {
+		want[k] = 1
+	}
+	seen, _, hidden = walkKeys(t, base, url.Values{"reserved": {"1"}})
+	if hidden != 0 || !maps.Equal(seen, want) {
+		t.Errorf("pages of * with reserved=1: %d hidden, %d keys (%d wanted)", hidden, len(seen), len(want))
+	}
+	seen, pages, _ = walkKeys(t, base, url.Values{"pattern": {"p/2*"}})
+	if len(seen) != 300 || pages != 1 {
+		t.Errorf("pages of p/2*: %d keys in %d pages, want 300 in 1", len(seen), pages)
+	}
+
+	var first admin.KeysDoc
+	getJSON(t, base+"/console/api/keys?pattern=p/*", "", &first)
+	for name, q := range map[string]url.Values{
+		"forged":          {"pattern": {"p/*"}, "after": {base64.RawURLEncoding.EncodeToString([]byte("1;00000000000000000000000000000000;p/0001"))}},
+		"another pattern": {"pattern": {"p*"}, "after": {first.Next}},
+		"not base64":      {"pattern": {"p/*"}, "after": {"%%%"}},
+	} {
+		if code, body := fetch(t, base+"/console/api/keys?"+q.Encode(), ""); code != http.StatusBadRequest {
+			t.Errorf("after= %s: %d %s, want 400", name, code, body)
+		}
 	}
 }
 
@@ -171,5 +263,30 @@ func TestBrokerConsoleToken(t *testing.T) {
 	}
 	if code := getJSON(t, base+"/console/api/clients", "Bearer "+token, nil); code != http.StatusServiceUnavailable {
 		t.Errorf("clients before the broker listens: %d, want 503", code)
+	}
+}
+
+// The host console's Keys page leaves out the host's own keys (under
+// $ssrun/), counting them, unless reserved=1; a key made of HTML is listed
+// as it is.
+func TestConsoleKeysHideReserved(t *testing.T) {
+	r := newConsoleRig(t, map[string]string{"noop.lua": `local ss = require("ssrun"); ss.watch("x"); function on_event(ev) end`}, host.Config{})
+	base, err := serveWith(t, "127.0.0.1:0", "", func(srv *admin.Server) {
+		r.console.Register(srv, func() admin.ConsoleSource { return r.host }, func() admin.KeySource { return r.user })
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"a/1", "<script>alert(1)</script>", "$ssrun/timers/t1", "$ssrun/x"} {
+		r.set(k, "v")
+	}
+	var doc admin.KeysDoc
+	if code := getJSON(t, base+"/console/api/keys", "", &doc); code != 200 || doc.Hidden != 2 || fmt.Sprint(doc.Keys) != "[<script>alert(1)</script> a/1]" {
+		t.Errorf("keys: %d %+v, want the two keys and two hidden", code, doc)
+	}
+	doc = admin.KeysDoc{}
+	if code := getJSON(t, base+"/console/api/keys?reserved=1", "", &doc); code != 200 || doc.Hidden != 0 ||
+		fmt.Sprint(doc.Keys) != "[$ssrun/timers/t1 $ssrun/x <script>alert(1)</script> a/1]" {
+		t.Errorf("keys with reserved=1: %d %+v, want all four", code, doc)
 	}
 }

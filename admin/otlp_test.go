@@ -2,6 +2,7 @@ package admin_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -102,16 +103,11 @@ func TestOTLPExportsTheChain(t *testing.T) {
 	}
 	spans, metrics := col.got()
 	byRule := map[string]*tracepb.Span{}
-	var calls []*tracepb.Span
 	for _, s := range spans {
-		if rule := attr(s, "ssrun.rule"); rule != "" {
-			byRule[rule] = s
-		} else {
-			calls = append(calls, s)
-		}
+		byRule[attr(s, "ssrun.rule")] = s
 	}
 	door, alarm := byRule["door.lua"], byRule["alarm.lua"]
-	if len(byRule) != 2 || door == nil || alarm == nil {
+	if len(spans) != 2 || door == nil || alarm == nil {
 		t.Fatalf("spans %v, want one run of door.lua and one of alarm.lua", spans)
 	}
 	if string(door.TraceId) != string(alarm.TraceId) {
@@ -127,40 +123,41 @@ func TestOTLPExportsTheChain(t *testing.T) {
 		attr(alarm, "ssrun.caused_by.rule") != "door.lua" || attr(alarm, "ssrun.outcome") != admin.OutcomeHandled {
 		t.Errorf("attributes: door %v, alarm %v", door.Attributes, alarm.Attributes)
 	}
-	if len(door.Events) != 1 || door.Events[0].Name != "write" || !strings.Contains(door.Events[0].String(), "alarm/state") {
-		t.Errorf("door.lua's span events: %v, want its write of alarm/state", door.Events)
-	}
 	if door.EndTimeUnixNano < door.StartTimeUnixNano || door.StartTimeUnixNano == 0 {
 		t.Errorf("door.lua's span runs %d..%d", door.StartTimeUnixNano, door.EndTimeUnixNano)
 	}
-	// The host calls of each run are child spans of it, with
-	// their status and never a value.
-	want := map[string][]string{
-		string(door.SpanId):  {"get door/front OK", "set alarm/state OK"},
-		string(alarm.SpanId): {"get siren/garden NOT_FOUND", "set siren/garden OK"},
-	}
-	got := map[string][]string{}
-	for _, c := range calls {
-		got[string(c.ParentSpanId)] = append(got[string(c.ParentSpanId)], c.Name+" "+attr(c, "ssrun.key")+" "+attr(c, "ssrun.status"))
-		if string(c.TraceId) != string(door.TraceId) || c.StartTimeUnixNano == 0 || c.EndTimeUnixNano < c.StartTimeUnixNano {
-			t.Errorf("call span %v: want it in the chain's trace, with its times", c)
+	// Each run's events: its host calls, in order, with their status and
+	// never a value, then its writes.
+	for s, want := range map[*tracepb.Span]string{
+		door:  "get door/front OK, set alarm/state OK, write alarm/state",
+		alarm: "get siren/garden NOT_FOUND, set siren/garden OK, write siren/garden",
+	} {
+		var got []string
+		for _, ev := range s.Events {
+			got = append(got, strings.TrimSpace(ev.Name+" "+evAttr(ev, "ssrun.key")+" "+evAttr(ev, "ssrun.status")))
+			if ev.TimeUnixNano < s.StartTimeUnixNano || ev.TimeUnixNano > s.EndTimeUnixNano {
+				t.Errorf("%s: event %v outside its run %d..%d", s.Name, ev, s.StartTimeUnixNano, s.EndTimeUnixNano)
+			}
+			if strings.Contains(ev.String(), "intrusion") || strings.Contains(ev.String(), "\"on\"") || strings.Contains(ev.String(), "open") {
+				t.Errorf("%s: event %v carries a value", s.Name, ev)
+			}
 		}
-		if strings.Contains(c.String(), "intrusion") || strings.Contains(c.String(), "open") {
-			t.Errorf("call span %v carries a value", c)
+		if strings.Join(got, ", ") != want {
+			t.Errorf("%s: events %q, want %q", s.Name, got, want)
 		}
-	}
-	for parent, w := range want {
-		sort.Strings(got[parent])
-		if strings.Join(got[parent], ", ") != strings.Join(w, ", ") {
-			t.Errorf("calls under %x: %q, want %q", parent, got[parent], w)
-		}
-	}
-	if len(calls) != 4 {
-		t.Errorf("%d call spans, want 4: %v", len(calls), calls)
 	}
 	if metrics == 0 {
 		t.Error("no metrics export at close")
 	}
+}
+
+func evAttr(ev *tracepb.Span_Event, key string) string {
+	for _, a := range ev.Attributes {
+		if a.Key == key {
+			return a.Value.GetStringValue()
+		}
+	}
+	return ""
 }
 
 func TestParseOTLPEndpoint(t *testing.T) {
@@ -173,6 +170,57 @@ func TestParseOTLPEndpoint(t *testing.T) {
 	for _, bad := range []string{"", "ftp://x:1", "http://x", "http://x:1/v1/traces", "http://u:p@x:1", ":4318"} {
 		if _, _, err := admin.ParseOTLPEndpoint(bad); err == nil {
 			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// With Sample 0.5, a share of the chains is exported, each whole: both of
+// its runs or neither.
+func TestOTLPSampleKeepsChainsWhole(t *testing.T) {
+	col := newCollector(t)
+	o, err := admin.NewOTLP(context.Background(), admin.OTLPConfig{Endpoint: col.srv.URL, Sample: 0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newConsoleRig(t, map[string]string{
+		"door.lua":  `local ss = require("ssrun"); ss.watch("door/front"); function on_event(ev) assert(ss.set("alarm/state", ev.value)) end`,
+		"alarm.lua": `local ss = require("ssrun"); ss.watch("alarm/state"); function on_event(ev) end`,
+	}, host.Config{}, o.Attach)
+	const chains = 24
+	for i := range chains {
+		r.set("door/front", fmt.Sprint("open ", i))
+		testutil.WaitFor(t, "the chain's runs", func() bool { // one chain at a time: each is whole
+			n := 0
+			for _, e := range r.console.Recent() {
+				if e.Rule == "alarm.lua" && e.Outcome == admin.OutcomeHandled {
+					n++
+				}
+			}
+			return n == i+1
+		})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := o.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	spans, _ := col.got()
+	perTrace := map[string][]string{}
+	for _, s := range spans {
+		perTrace[string(s.TraceId)] = append(perTrace[string(s.TraceId)], attr(s, "ssrun.rule"))
+	}
+	for tid, rules := range perTrace {
+		if sort.Strings(rules); strings.Join(rules, " ") != "alarm.lua door.lua" {
+			t.Errorf("trace %x has runs %v, want both of its chain", tid, rules)
+		}
+	}
+	// The chance of 0 or 24 of 24 chains at 0.5 is 2 in 16 million.
+	if n := len(perTrace); n == 0 || n == chains {
+		t.Errorf("%d of %d chains exported at 0.5", n, chains)
+	}
+	for _, bad := range []float64{-0.1, 1.5} {
+		if _, err := admin.NewOTLP(context.Background(), admin.OTLPConfig{Endpoint: col.srv.URL, Sample: bad}); err == nil {
+			t.Errorf("sample %v accepted", bad)
 		}
 	}
 }

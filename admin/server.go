@@ -49,6 +49,12 @@ type Config struct {
 	// (/metrics) stay open. Without a token, Start refuses an address
 	// other hosts may reach (see Loopback) when Handle added anything.
 	Token string
+	// Now is the clock of the limit on wrong tokens (loginlimit.go):
+	// time.Now when nil.
+	Now func() time.Time
+	// AuthFailures is how many wrong tokens an address may send in a
+	// minute before it gets 429 (loginlimit.go); 0 is 10.
+	AuthFailures int
 }
 
 // Server is the admin HTTP endpoint: /healthz and /readyz from the start,
@@ -63,6 +69,7 @@ type Server struct {
 	ready   readiness
 	token   *[sha256.Size]byte // SHA-256 of Config.Token; nil without one
 	private []string           // the paths added with Handle, for Start's refusal
+	fails   *authFailures      // wrong tokens per address
 
 	mu   sync.Mutex
 	srv  *http.Server
@@ -79,7 +86,8 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{addr: addr, given: cfg.Listener, log: cfg.Logger, mux: http.NewServeMux(), shutdown: make(chan struct{})}
+	s := &Server{addr: addr, given: cfg.Listener, log: cfg.Logger, mux: http.NewServeMux(), shutdown: make(chan struct{}),
+		fails: newAuthFailures(cfg.Now, cfg.AuthFailures)}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -107,13 +115,27 @@ func (s *Server) Handle(pattern string, h http.Handler) {
 func (s *Server) HandleOpen(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
 
 // authorized serves h to the requests that carry the server's token (all,
-// without one), and answers the others 401.
+// without one), and answers the others 401, or 429 to an address that
+// sent too many wrong tokens (loginlimit.go).
 func (s *Server) authorized(h http.Handler) http.Handler {
 	if s.token == nil {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.carriesToken(r) {
+		src := source(r)
+		if wait := s.fails.blocked(src); wait > 0 {
+			tooManyFailures(w, wait)
+			return
+		}
+		if ok, tried := s.carriesToken(r); !ok {
+			if tried {
+				s.fails.fail(src)
+			}
+			if _, err := r.Cookie(tokenCookie); err == nil {
+				// A stale cookie (the token changed) is dropped, lest the
+				// page's every request count against the limit.
+				http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="ssrun admin"`)
 			if wantsPage(r) {
 				loginPage(w, r.URL.Path)
@@ -129,15 +151,17 @@ func (s *Server) authorized(h http.Handler) http.Handler {
 
 // carriesToken reports whether r carries the server's token: in the
 // Authorization header (Bearer), or in the console's cookie (see
-// consoleauth.go), compared in constant time.
-func (s *Server) carriesToken(r *http.Request) bool {
-	if scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " "); strings.EqualFold(scheme, "Bearer") {
-		return s.tokenIs(strings.TrimSpace(token))
+// consoleauth.go), compared in constant time; tried is whether it carries
+// any (an Authorization header, the cookie).
+func (s *Server) carriesToken(r *http.Request) (ok, tried bool) {
+	auth := r.Header.Get("Authorization")
+	if scheme, token, _ := strings.Cut(auth, " "); strings.EqualFold(scheme, "Bearer") {
+		return s.tokenIs(strings.TrimSpace(token)), true
 	}
 	if c, err := r.Cookie(tokenCookie); err == nil {
-		return s.tokenIs(c.Value)
+		return s.tokenIs(c.Value), true
 	}
-	return false
+	return false, auth != ""
 }
 
 // tokenIs compares token with the server's in constant time.

@@ -14,14 +14,15 @@ import (
 	"github.com/ssrun/ssrun/internal/testutil"
 )
 
-// otlpPair is two hosts on one broker running the same Lua rule: off, the
-// env's own host, and on, a host whose console exports a span per run and
-// the metrics to a collector stub on loopback (--otlp-endpoint).
+// otlpPair is three hosts on one broker running the same Lua rule: off,
+// the env's own host; admin, a host with the console and metrics of
+// --admin but no export; and on, a host whose console exports a span per
+// run and the metrics to a collector stub on loopback (--otlp-endpoint).
 type otlpPair struct {
 	e     *env
 	posts *atomic.Int64 // exports the collector took
 	otlp  *admin.OTLP
-	flows []flow // off, on
+	flows []flow // off, admin, on
 }
 
 func newOTLPPair(tb testing.TB) *otlpPair {
@@ -44,9 +45,14 @@ func newOTLPPair(tb testing.TB) *otlpPair {
 	h, client, on := sideHost(tb, e, "otlp", host.Config{Tracer: c, Observer: m})
 	m.WatchHost(h)
 	m.WatchClient(client)
+	ma := admin.NewMetrics()
+	ha, clientA, adm := sideHost(tb, e, "otlpadm", host.Config{Tracer: admin.NewConsole(admin.ConsoleConfig{}), Observer: ma})
+	ma.WatchHost(ha)
+	ma.WatchClient(clientA)
 	offPath := e.load("off.lua", copyRule("off"), false)
 	return &otlpPair{e: e, posts: &posts, otlp: o, flows: []flow{
 		{"otlp-off", "off/in", "off/out", handledOf(e.host, offPath)},
+		{"otlp-admin", adm.in, adm.out, adm.handled},
 		{"otlp-on", on.in, on.out, on.handled},
 	}}
 }
@@ -69,13 +75,23 @@ func TestOTLPPair(t *testing.T) {
 	}
 }
 
-// BenchmarkRuleThroughputOTLP is BenchmarkRuleThroughput's Lua flow on two
-// hosts of one broker, without export (the baseline) and with a span per
-// run and the metrics (every second) exported to a collector stub over
+// BenchmarkRuleThroughputOTLP is BenchmarkRuleThroughput's Lua flow on
+// three hosts of one broker: without export or console (the baseline),
+// with the console and metrics of --admin but no export, and with a span
+// per run and the metrics (every second) exported to a collector stub over
 // OTLP/HTTP. They run in turn in chunks of 500 events, the order rotating
-// each round. Reports otlp-off-ev/s, otlp-on-ev/s and otlp-on-x-base
-// (target >= 0.95).
+// each round. Reports each flow's ev/s, otlp-on-x-base (on ÷ bare, target
+// >= 0.95), otlp-admin-x-base and otlp-on-x-admin (on ÷ admin: the export
+// alone).
 func BenchmarkRuleThroughputOTLP(b *testing.B) {
 	p := newOTLPPair(b)
-	p.e.compare(b, p.flows)
+	e := p.e
+	e.warmUp(p.flows)
+	elapsed := e.rotate(b, p.flows, nil)
+	testutil.ReportRates(b, elapsed, func(i int) string { return p.flows[i].name }, "-ev/s", "-x-base")
+	b.ReportMetric(elapsed[1].Seconds()/elapsed[2].Seconds(), "otlp-on-x-admin")
+	for _, f := range p.flows {
+		e.checkCopied(f)
+	}
+	e.checkClean()
 }

@@ -50,6 +50,13 @@ func (b *Broker) GetKey(key []byte) (value []byte, version hlc.HLC, found bool, 
 	return r.Str, rep.Version, true, nil
 }
 
+// KeyWriter returns the client id that last wrote key ("" when unknown:
+// written before a restart, or seeded) and the version it wrote; found is
+// false when key is not stored.
+func (b *Broker) KeyWriter(key []byte) (client string, version hlc.HLC, found bool) {
+	return b.store.Writer(key)
+}
+
 // ClientInfo is one connected MQTT client as the broker sees it.
 type ClientInfo struct {
 	ID       string

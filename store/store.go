@@ -65,6 +65,10 @@ type entry struct {
 	fenced  bool
 	expires time.Time // zero: no expiry
 	index   int       // position in the expiry heap, -1 when not in it
+	// writer is the client id of the last SET, for the broker's console
+	// ("" when unknown: recovered from the data directory, or seeded). It
+	// shares the connection's id string, so it costs its header only.
+	writer string
 }
 
 // Store is safe for concurrent use. One mutex serialises every operation,
@@ -222,6 +226,7 @@ func (s *Store) set(a setArgs) (applied bool, version hlc.HLC, err error) {
 	e.version = v
 	e.fence, e.fenced = fence, fenced
 	e.expires = expires
+	e.writer = a.src
 	if a.px > 0 {
 		heap.Push(&s.expiry, e)
 		if e.index == 0 {
@@ -319,6 +324,20 @@ func (s *Store) lookup(key []byte, now time.Time) *entry {
 		return nil
 	}
 	return e
+}
+
+// Writer returns the client id that last wrote key ("" when unknown:
+// recovered from the data directory or seeded) and the version it wrote;
+// found is false when key is not stored. It only reads (an expired key is
+// left to the expiry loop).
+func (s *Store) Writer(key []byte) (client string, version hlc.HLC, found bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.live(string(key), s.now()) {
+		return "", hlc.HLC{}, false
+	}
+	e := s.entries[string(key)]
+	return e.writer, e.version, true
 }
 
 // removeLocked journals the deletion of e, deletes it and notifies its

@@ -177,16 +177,28 @@ function events(params) {
   live.onopen = () => { document.getElementById("conn").textContent = ""; };
 }
 
+// keys lists the store's keys: without the host's own (under $ssrun/)
+// unless asked; on the broker's console a page at a time.
 async function keys(params) {
   const pattern = params.get("pattern") || "*";
+  const reserved = params.get("reserved") === "1" ? "1" : "";
+  const after = params.get("after") || "";
   const form = el("form", { class: "bar", onsubmit: (ev) => {
     ev.preventDefault();
-    location.hash = "#/keys?" + q({ pattern: form.pattern.value });
-  } }, el("label", {}, "pattern ", el("input", { name: "pattern", value: pattern })), el("button", { type: "submit" }, "Scan"));
+    location.hash = "#/keys?" + q({ pattern: form.pattern.value, reserved: form.reserved.checked ? "1" : "" });
+  } }, el("label", {}, "pattern ", el("input", { name: "pattern", value: pattern })),
+  el("label", {}, el("input", { type: "checkbox", name: "reserved", id: "reserved", checked: reserved === "1",
+    onchange: () => form.requestSubmit() }), " show $ssrun/ keys"),
+  el("button", { type: "submit" }, "Scan"));
   const detail = el("div", { id: "key" });
-  const doc = await api("/console/api/keys?" + q({ pattern }));
-  const rows = doc.keys.map((k) => el("tr", { class: "click", onclick: () => showKey(k, detail) }, el("td", { class: "mono" }, k)));
-  page("Keys", form, detail, table([`${doc.keys.length} keys${doc.more ? " (more not listed)" : ""}`], rows));
+  const doc = await api("/console/api/keys?" + q({ pattern, reserved, after }));
+  const rows = doc.keys.map((k) => el("tr", { class: "click", "data-key": k, onclick: () => showKey(k, detail) }, el("td", { class: "mono" }, k)));
+  const note = (doc.hidden ? `, ${doc.hidden} under $ssrun/ hidden` : "") + (doc.more && !doc.next ? " (more not listed)" : "");
+  const nav = el("p", { class: "bar", id: "pager" },
+    after ? link("#/keys?" + q({ pattern, reserved }), "first page", { id: "first-page" }) : "",
+    after && doc.next ? " · " : "",
+    doc.next ? link("#/keys?" + q({ pattern, reserved, after: doc.next }), "next page", { id: "next-page" }) : "");
+  page("Keys", form, detail, table([`${doc.keys.length} keys${after ? " on this page" : ""}${note}`], rows), nav);
   const key = params.get("key");
   if (key) showKey(key, detail);
 }
@@ -200,7 +212,8 @@ async function showKey(key, into) {
     el("span", {}, "version"), el("code", {}, d.version || ""),
     (await pages).includes("why")
       ? [el("span", {}, "last rule write"), w ? el("span", {}, ruleLink(w.rule), " at " + when(w.at) + " ", link("#/why?" + q({ key }), "why")) : el("span", { class: "muted" }, "no rule wrote it (that the journal remembers)")]
-      : [el("span", {}, "last writer"), el("span", { class: "muted" }, "not kept by the store")]));
+      : [el("span", {}, "last writer"), d.writer ? el("code", { id: "writer" }, d.writer)
+        : el("span", { class: "muted" }, d.found ? "unknown (written before the broker started)" : "")]));
 }
 
 // clients is the broker's page of its connected MQTT clients.

@@ -25,8 +25,9 @@ type adminFlags struct {
 	addr        string
 	tokenFile   string
 	allowFailed bool
-	dev         bool   // ssrun dev's: on by default, its address published for status and why
-	otlp        string // --otlp-endpoint: the collector that gets a span per rule run (and per host call in it) and the metrics
+	dev         bool    // ssrun dev's: on by default, its address published for status and why
+	otlp        string  // --otlp-endpoint: the collector that gets a span per rule run (its host calls and writes as events) and the metrics
+	otlpSample  float64 // --otlp-sample: the share of chains exported
 }
 
 // devAdminDefault is ssrun dev's --admin default: a free port on loopback.
@@ -34,6 +35,7 @@ const devAdminDefault = "127.0.0.1:0"
 
 func (f *adminFlags) register(cmd *cobra.Command, rules bool) {
 	fs := cmd.Flags()
+	f.otlpSample = 1 // its default also where it is not a flag (broker)
 	if cmd.Name() == "dev" {
 		f.dev = true
 		fs.StringVar(&f.addr, "admin", devAdminDefault, "serve /healthz, /readyz, /metrics, /status, /why on HOST:PORT (:PORT or PORT: on 127.0.0.1; default a free port on 127.0.0.1, which ssrun status and why find; off: none)")
@@ -43,7 +45,8 @@ func (f *adminFlags) register(cmd *cobra.Command, rules bool) {
 	fs.StringVar(&f.tokenFile, "admin-token-file", "", "a `FILE` holding the bearer token the console (and /status, /why) require (needed with --admin off loopback)")
 	if rules {
 		fs.BoolVar(&f.allowFailed, "ready-allow-failed-rules", false, "with --admin, report ready even if some rule files failed to load")
-		fs.StringVar(&f.otlp, "otlp-endpoint", "", "with --admin, send a span per rule run and per host call in it (one trace per chain) and the metrics to this OpenTelemetry collector (OTLP/HTTP: http://HOST:PORT; default off)")
+		fs.StringVar(&f.otlp, "otlp-endpoint", "", "with --admin, send a span per rule run, its host calls and writes as events (one trace per chain), and the metrics to this OpenTelemetry collector (OTLP/HTTP: http://HOST:PORT; default off)")
+		fs.Float64Var(&f.otlpSample, "otlp-sample", 1, "with --otlp-endpoint, the `RATIO` of chains whose traces are sent, each whole or not at all (0 < RATIO <= 1)")
 	}
 }
 
@@ -99,6 +102,9 @@ func (a *app) startAdmin(ctx context.Context, f *adminFlags, parts adminParts) (
 		if f.otlp != "" {
 			return nil, usageError("%s goes with --admin", a.flagSource("otlp-endpoint"))
 		}
+		if f.otlpSample != 1 {
+			return nil, usageError("%s goes with --otlp-endpoint", a.flagSource("otlp-sample"))
+		}
 		return nil, nil
 	}
 	var token string
@@ -143,11 +149,17 @@ func (a *app) startAdmin(ctx context.Context, f *adminFlags, parts adminParts) (
 		srv.Handle("GET /why", r.withHost(func(h *host.Host) http.Handler { return admin.WhyHandler(h) }))
 		r.console = admin.NewConsole(admin.ConsoleConfig{})
 		r.console.Register(srv, r.consoleSource, r.keySource)
+		if f.otlp == "" && f.otlpSample != 1 {
+			return nil, usageError("%s goes with --otlp-endpoint", a.flagSource("otlp-sample"))
+		}
 		if f.otlp != "" {
 			if _, _, err := admin.ParseOTLPEndpoint(f.otlp); err != nil {
 				return nil, usageError("%s: %v", a.flagSource("otlp-endpoint"), err)
 			}
-			if r.otlp, err = admin.NewOTLP(ctx, admin.OTLPConfig{Endpoint: f.otlp, Metrics: r.metrics, Logger: a.log}); err != nil {
+			if !(f.otlpSample > 0 && f.otlpSample <= 1) {
+				return nil, usageError("%s %v: want a ratio above 0, at most 1", a.flagSource("otlp-sample"), f.otlpSample)
+			}
+			if r.otlp, err = admin.NewOTLP(ctx, admin.OTLPConfig{Endpoint: f.otlp, Sample: f.otlpSample, Metrics: r.metrics, Logger: a.log}); err != nil {
 				return nil, err
 			}
 			r.otlp.Attach(r.console)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -14,9 +15,10 @@ import (
 )
 
 // The broker's own console in a headless browser, on the `ssrun broker
-// --admin 127.0.0.1:0` binary: a client sets a key made of HTML; the Keys
-// page lists it and shows its value as text, the Clients page lists the
-// client; the rules' pages are not in its menu.
+// --admin 127.0.0.1:0` binary: a client sets keys made of HTML; the Keys
+// page lists them and shows a value and its writer as text, a page at a
+// time (next page, first page); the Clients page lists the client; the
+// rules' pages are not in its menu.
 func TestBrokerConsoleInBrowser(t *testing.T) {
 	p := startProc(t, "broker", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0")
 	base := "http://" + waitOutput(t, p.stdout, adminListening)[1]
@@ -24,6 +26,7 @@ func TestBrokerConsoleInBrowser(t *testing.T) {
 	user := protocoltest.Connect(t, protocol.Config{Servers: []string{brokerAddr}, ClientID: "<i>door-sensor</i>"})
 	const key = "<b>k</b>"
 	userSet(t, user, key, hostileVal)
+	userSet(t, user, hostileKey, "v")
 	ctx, dialogs := browser(t)
 
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/#/keys?pattern=*"), chromedp.WaitVisible(chromedp.CSS("main table"))); err != nil {
@@ -34,10 +37,14 @@ func TestBrokerConsoleInBrowser(t *testing.T) {
 	}
 	waitFor(t, ctx, "#key pre")
 	detail := text(t, ctx, "#key")
-	if v := text(t, ctx, "#key pre"); v != hostileVal || !strings.Contains(detail, "Key "+key) || !strings.Contains(detail, "not kept by the store") {
-		t.Errorf("the key's detail: %q (value %q), want the key and value as text and no last writer", detail, v)
+	waitFor(t, ctx, "#writer")
+	if v, w := text(t, ctx, "#key pre"), text(t, ctx, "#writer"); v != hostileVal || !strings.Contains(detail, "Key "+key) || w != "<i>door-sensor</i>" {
+		t.Errorf("the key's detail: %q (value %q, writer %q), want the key, value and writer as text", detail, v, w)
 	}
-	bolds, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("main b, img").length`))
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](fmt.Sprintf(`[...document.querySelectorAll("td")].some((td) => td.textContent === %q)`, hostileKey))); err != nil {
+		t.Errorf("the key %s is not listed as text: %v", hostileKey, err)
+	}
+	bolds, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("main b, main i, img, main script").length`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,6 +56,24 @@ func TestBrokerConsoleInBrowser(t *testing.T) {
 		t.Errorf("the broker's menu: %q, want Keys and Clients only", nav)
 	}
 	shoot(t, ctx, "broker-keys")
+
+	// 1,200 more keys: a page, then a next one, the first link back.
+	for i := range 1200 {
+		userSet(t, user, fmt.Sprintf("p/%04d", i), "v")
+	}
+	if err := goTo(ctx, "#/keys?pattern=p/*", "#next-page"); err != nil {
+		t.Fatalf("keys p/*: %v; the page says %q", err, text(t, ctx, "main"))
+	}
+	first := countRows(t, ctx)
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#next-page")), chromedp.WaitVisible(chromedp.CSS("#first-page"))); err != nil {
+		t.Fatalf("the next page: %v; the page says %q", err, text(t, ctx, "main"))
+	}
+	if second := countRows(t, ctx); first+second != 1200 || first < 500 {
+		t.Errorf("pages of p/*: %d then %d keys, want 1,200 in two", first, second)
+	}
+	if n, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#next-page").length`)); n != 0 {
+		t.Error("the last page links a next one")
+	}
 
 	if err := goTo(ctx, "#/clients", `main tr[data-client]`); err != nil {
 		t.Fatalf("clients page: %v; the page says %q", err, text(t, ctx, "main"))
@@ -63,6 +88,16 @@ func TestBrokerConsoleInBrowser(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS(`#nav a.on[href="#/keys"]`))); err != nil {
 		t.Fatalf("the console's first page: %v", err)
 	}
+}
+
+// countRows counts the keys listed on the page.
+func countRows(t *testing.T, ctx context.Context) int {
+	t.Helper()
+	n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("main tr[data-key]").length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // The broker's console off loopback without --admin-token-file is refused

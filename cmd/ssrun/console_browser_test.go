@@ -281,6 +281,14 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("value shown %q (want %q as text); %d script elements (want the console's 1), %d img, %d dialogs", value, hostileVal, scripts, imgs, dialogs.Load())
 	}
 	shoot(t, ctx, "keys")
+	// tick.lua's timer is kept under $ssrun/: hidden, until the toggle.
+	reservedRows, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('main tr[data-key^="$ssrun/"]').length`))
+	if keys := text(t, ctx, "main table"); err != nil || reservedRows != 0 || !strings.Contains(keys, "under $ssrun/ hidden") {
+		t.Errorf("keys page: %q (%d $ssrun/ rows, %v), want the $ssrun/ keys hidden and counted", keys, reservedRows, err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#reserved")), chromedp.WaitVisible(chromedp.CSS(`main tr[data-key^="$ssrun/timers/"]`))); err != nil {
+		t.Fatalf("keys page with the $ssrun/ keys shown: %v; the page says %q", err, text(t, ctx, "main"))
+	}
 
 	if err := goTo(ctx, "#/timers", "main table"); err != nil {
 		t.Fatalf("timers page: %v", err)

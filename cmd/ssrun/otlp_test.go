@@ -24,6 +24,14 @@ func TestOTLPFlagNeedsAdmin(t *testing.T) {
 	if r.code != 2 || !strings.Contains(r.stderr, "the scheme is http or https") {
 		t.Errorf("dev with an ftp endpoint: exit %d, stderr:\n%s", r.code, r.stderr)
 	}
+	r = runCLI(t, "", "dev", dir, "--listen", "127.0.0.1:0", "--otlp-endpoint", "http://127.0.0.1:4318", "--otlp-sample", "1.5")
+	if r.code != 2 || !strings.Contains(r.stderr, "--otlp-sample 1.5: want a ratio") {
+		t.Errorf("dev with --otlp-sample 1.5: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	r = runCLI(t, "", "dev", dir, "--listen", "127.0.0.1:0", "--otlp-sample", "0.5")
+	if r.code != 2 || !strings.Contains(r.stderr, "--otlp-sample goes with --otlp-endpoint") {
+		t.Errorf("dev with --otlp-sample alone: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
 }
 
 // ssrun dev --otlp-endpoint sends the chain's runs to the collector (at
