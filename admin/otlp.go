@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ssrun/ssrun/host"
@@ -20,15 +21,18 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
-	"google.golang.org/protobuf/encoding/protowire"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 )
 
 // OpenTelemetry export (--otlp-endpoint; off by default, and then nothing
-// of it runs): a span per rule run, encoded and batched by otlpspans.go
-// and posted over OTLP/HTTP, and the admin metrics, read from their
-// Prometheus registry at each export by the official SDK. The runs of one
+// of it runs): a span per rule run, built as the official OTLP protobuf
+// types, batched by otlpspans.go and uploaded by the official OTLP/HTTP
+// client (otlptracehttp; it takes the OTEL_EXPORTER_OTLP_* variables:
+// headers, TLS, compression, timeout; and retries), and the admin metrics,
+// read from their Prometheus registry at each export by the official SDK. The runs of one
 // chain (an outside change, the rules it set off, the rules their writes
 // set off) share a trace, whose ID is derived from the chain's origin: the
 // change's key and version; each run's span hangs under a span of that
@@ -36,13 +40,15 @@ import (
 // caused it. A run's host calls (verb, key, status, time taken; never a
 // value) and its writes are events of its span. With the SDK's spans, and
 // a child span per call, the export cost about 5% of the throughput
-// (BENCHMARKS.md, issue 30). --otlp-sample exports a share of the chains,
+// (BENCHMARKS.md, issue 30); the spans are now built without the SDK. --otlp-sample exports a share of the chains,
 // each whole or not at all.
 
 // OTLPConfig configures an OTLP export.
 type OTLPConfig struct {
 	// Endpoint is the collector's OTLP/HTTP address: http://HOST:PORT,
-	// https://HOST:PORT, or HOST:PORT for http.
+	// https://HOST:PORT, or HOST:PORT for http. It overrides
+	// OTEL_EXPORTER_OTLP_ENDPOINT; the other OTEL_EXPORTER_OTLP_*
+	// variables (headers, certificates, compression, timeout) apply.
 	Endpoint string
 	// Metrics, when set, are exported too, every MetricsInterval (15 s
 	// when zero).
@@ -68,6 +74,9 @@ type OTLP struct {
 
 	sampleAll   bool   // every chain
 	sampleBound uint64 // else a chain whose trace ID's last 8 bytes, halved, are below it
+
+	names  sync.Map     // rule name: its runs' span name
+	nNames atomic.Int64 // names stored, to bound them
 
 	mu      sync.Mutex
 	writers map[writeKey]writer // the run that made each recent write in a handler
@@ -111,11 +120,11 @@ func NewOTLP(ctx context.Context, cfg OTLPConfig) (*OTLP, error) {
 	if cfg.Sample < 0 || cfg.Sample > 1 || math.IsNaN(cfg.Sample) {
 		return nil, fmt.Errorf("otlp sample %v: want a ratio in (0, 1]", cfg.Sample)
 	}
-	var mopts []otlpmetrichttp.Option
-	mopts = append(mopts, otlpmetrichttp.WithEndpoint(hostport))
+	mopts := []otlpmetrichttp.Option{otlpmetrichttp.WithEndpoint(hostport)}
+	topts := []otlptracehttp.Option{otlptracehttp.WithEndpoint(hostport)}
 	scheme := "https://"
 	if insecure {
-		mopts, scheme = append(mopts, otlpmetrichttp.WithInsecure()), "http://"
+		mopts, topts, scheme = append(mopts, otlpmetrichttp.WithInsecure()), append(topts, otlptracehttp.WithInsecure()), "http://"
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -146,7 +155,12 @@ func NewOTLP(ctx context.Context, cfg OTLPConfig) (*OTLP, error) {
 		res := resource.NewSchemaless(attribute.String("service.name", service))
 		o.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithResource(res))
 	}
-	o.spans = newSpanBatcher(scheme+hostport+"/v1/traces", service, log)
+	if o.spans, err = newSpanBatcher(ctx, otlptracehttp.NewClient(topts...), scheme+hostport, service, log); err != nil {
+		if o.mp != nil {
+			_ = o.mp.Shutdown(ctx) // nothing was sent
+		}
+		return nil, err
+	}
 	return o, nil
 }
 
@@ -218,7 +232,7 @@ func hashOf(parts ...string) [32]byte {
 	return sha256.Sum256(b)
 }
 
-// export encodes the span of one run, with its host calls, writes and
+// export builds the span of one run, with its host calls, writes and
 // refused calls as its events, and adds it to the batch.
 func (o *OTLP) export(e Entry, took time.Duration, calls []host.TracedCall) {
 	origin := chainID(e)
@@ -230,82 +244,86 @@ func (o *OTLP) export(e Entry, took time.Duration, calls []host.TracedCall) {
 	if p, ok := o.parentOf(e); ok {
 		parent = p
 	}
-	sid := runSpanID(e.Rule, e.Key, e.Op, e.Version)
-	end := unixNano(e.At.Add(took))
-	var stack [1536]byte
-	b := stack[:0]
-	b = protowire.AppendTag(b, fSpanTraceID, protowire.BytesType)
-	b = protowire.AppendBytes(b, tid[:])
-	b = protowire.AppendTag(b, fSpanSpanID, protowire.BytesType)
-	b = protowire.AppendBytes(b, sid[:])
-	b = protowire.AppendTag(b, fSpanParentSpanID, protowire.BytesType)
-	b = protowire.AppendBytes(b, parent[:])
-	b = protowire.AppendTag(b, fSpanName, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(len("rule ")+len(e.Rule)))
-	b = append(append(b, "rule "...), e.Rule...)
-	b = protowire.AppendTag(b, fSpanKind, protowire.VarintType)
-	b = protowire.AppendVarint(b, spanKindConsumer)
-	b = protowire.AppendTag(b, fSpanStart, protowire.Fixed64Type)
-	b = protowire.AppendFixed64(b, unixNano(e.At))
-	b = protowire.AppendTag(b, fSpanEnd, protowire.Fixed64Type)
-	b = protowire.AppendFixed64(b, end)
-	b = appendKVString(b, fSpanAttributes, "ssrun.rule", e.Rule)
-	b = appendKVString(b, fSpanAttributes, "ssrun.key", e.Key)
-	b = appendKVString(b, fSpanAttributes, "ssrun.op", e.Op)
-	b = appendKVString(b, fSpanAttributes, "ssrun.version", e.Version)
-	b = appendKVString(b, fSpanAttributes, "ssrun.outcome", e.Outcome)
+	strs := 5 + 2*len(calls) + 3*len(e.Writes) + len(e.Denied)
 	if e.ByRule != "" {
-		b = appendKVString(b, fSpanAttributes, "ssrun.caused_by.rule", e.ByRule)
+		strs++
 	}
 	if e.ByClient != "" {
-		b = appendKVString(b, fSpanAttributes, "ssrun.caused_by.client", e.ByClient)
+		strs++
 	}
 	if e.Origin != nil {
-		b = appendKVString(b, fSpanAttributes, "ssrun.origin.key", e.Origin.Key)
-		b = appendKVString(b, fSpanAttributes, "ssrun.origin.version", e.Origin.Version)
-		b = appendKVString(b, fSpanAttributes, "ssrun.origin.client", e.Origin.Client)
+		strs += 3
 	}
+	s := newRunSpan(strs, len(calls), len(calls)+len(e.Writes)+len(e.Denied))
+	copy(s.ids[:16], tid[:])
+	sid := runSpanID(e.Rule, e.Key, e.Op, e.Version)
+	copy(s.ids[16:24], sid[:])
+	copy(s.ids[24:], parent[:])
+	end := unixNano(e.At.Add(took))
+	sp := &s.span
+	sp.TraceId, sp.SpanId, sp.ParentSpanId = s.ids[:16:16], s.ids[16:24:24], s.ids[24:32:32]
+	sp.Name, sp.Kind = o.spanName(e.Rule), tracepb.Span_SPAN_KIND_CONSUMER
+	sp.StartTimeUnixNano, sp.EndTimeUnixNano = unixNano(e.At), end
+	s.str("ssrun.rule", e.Rule)
+	s.str("ssrun.key", e.Key)
+	s.str("ssrun.op", e.Op)
+	s.str("ssrun.version", e.Version)
+	s.str("ssrun.outcome", e.Outcome)
+	if e.ByRule != "" {
+		s.str("ssrun.caused_by.rule", e.ByRule)
+	}
+	if e.ByClient != "" {
+		s.str("ssrun.caused_by.client", e.ByClient)
+	}
+	if e.Origin != nil {
+		s.str("ssrun.origin.key", e.Origin.Key)
+		s.str("ssrun.origin.version", e.Origin.Version)
+		s.str("ssrun.origin.client", e.Origin.Client)
+	}
+	sp.Attributes = s.attrsFrom(0)
 	for _, c := range calls {
-		status, us := c.Status.String(), c.Took.Microseconds()
-		b = appendEventHead(b, unixNano(c.At), c.Verb, sizeKVString(fEventAttributes, "ssrun.key", c.Key)+
-			sizeKVString(fEventAttributes, "ssrun.status", status)+sizeKVInt(fEventAttributes, "ssrun.took_us", us))
-		b = appendKVString(b, fEventAttributes, "ssrun.key", c.Key)
-		b = appendKVString(b, fEventAttributes, "ssrun.status", status)
-		b = appendKVInt(b, fEventAttributes, "ssrun.took_us", us)
+		ev, from := s.event(unixNano(c.At), c.Verb), s.nkv
+		s.str("ssrun.key", c.Key)
+		s.str("ssrun.status", c.Status.String())
+		s.int("ssrun.took_us", c.Took.Microseconds())
+		ev.Attributes = s.attrsFrom(from)
 	}
 	for _, w := range e.Writes {
-		b = appendEventHead(b, end, "write", sizeKVString(fEventAttributes, "ssrun.op", w.Op)+
-			sizeKVString(fEventAttributes, "ssrun.key", w.Key)+sizeKVString(fEventAttributes, "ssrun.version", w.Version))
-		b = appendKVString(b, fEventAttributes, "ssrun.op", w.Op)
-		b = appendKVString(b, fEventAttributes, "ssrun.key", w.Key)
-		b = appendKVString(b, fEventAttributes, "ssrun.version", w.Version)
+		ev, from := s.event(end, "write"), s.nkv
+		s.str("ssrun.op", w.Op)
+		s.str("ssrun.key", w.Key)
+		s.str("ssrun.version", w.Version)
+		ev.Attributes = s.attrsFrom(from)
 	}
 	for _, d := range e.Denied {
-		b = appendEventHead(b, end, "denied", sizeKVString(fEventAttributes, "ssrun.call", d))
-		b = appendKVString(b, fEventAttributes, "ssrun.call", d)
+		ev, from := s.event(end, "denied"), s.nkv
+		s.str("ssrun.call", d)
+		ev.Attributes = s.attrsFrom(from)
+	}
+	if s.nev > 0 {
+		sp.Events = s.events[:s.nev:s.nev]
 	}
 	if e.Err != "" {
-		b = protowire.AppendTag(b, fSpanStatus, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(protowire.SizeTag(fStatusMessage)+protowire.SizeBytes(len(e.Err))+
-			protowire.SizeTag(fStatusCode)+protowire.SizeVarint(statusCodeError)))
-		b = protowire.AppendTag(b, fStatusMessage, protowire.BytesType)
-		b = protowire.AppendString(b, e.Err)
-		b = protowire.AppendTag(b, fStatusCode, protowire.VarintType)
-		b = protowire.AppendVarint(b, statusCodeError)
+		s.status.Message, s.status.Code = e.Err, tracepb.Status_STATUS_CODE_ERROR
+		sp.Status = &s.status
 	}
-	o.spans.add(b)
+	o.spans.add(s)
 }
 
-// appendEventHead appends the start of a span's event (its field, length,
-// time and name); its attributes, attrs bytes in all, follow.
-func appendEventHead(b []byte, at uint64, name string, attrs int) []byte {
-	n := protowire.SizeTag(fEventTime) + 8 + protowire.SizeTag(fEventName) + protowire.SizeBytes(len(name)) + attrs
-	b = protowire.AppendTag(b, fSpanEvents, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(n))
-	b = protowire.AppendTag(b, fEventTime, protowire.Fixed64Type)
-	b = protowire.AppendFixed64(b, at)
-	b = protowire.AppendTag(b, fEventName, protowire.BytesType)
-	return protowire.AppendString(b, name)
+// maxSpanNames bounds the span names o keeps ("rule " and the rule's
+// name, made once per rule).
+const maxSpanNames = 1024
+
+// spanName is the name of rule's runs' spans.
+func (o *OTLP) spanName(rule string) string {
+	if n, ok := o.names.Load(rule); ok {
+		return n.(string)
+	}
+	n := "rule " + rule
+	if o.nNames.Add(1) <= maxSpanNames {
+		o.names.Store(rule, n)
+	}
+	return n
 }
 
 // sampled reports whether the chain of trace tid is exported: the same
@@ -339,3 +357,6 @@ func (o *OTLP) Close(ctx context.Context) error {
 	})
 	return o.closeErr
 }
+
+// unixNano is t for OTLP: nanoseconds since the epoch.
+func unixNano(t time.Time) uint64 { return uint64(t.UnixNano()) }

@@ -1,6 +1,7 @@
 package admin_test
 
 import (
+	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
@@ -28,13 +29,23 @@ type collector struct {
 	mu      sync.Mutex
 	spans   []*tracepb.Span
 	metrics int
+	headers []http.Header // of the trace posts
 }
 
 func newCollector(t *testing.T) *collector {
 	t.Helper()
 	c := &collector{}
 	c.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
+		var body io.Reader = r.Body
+		if r.Header.Get("Content-Encoding") == "gzip" {
+			gz, err := gzip.NewReader(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			body = gz
+		}
+		b, err := io.ReadAll(body)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -44,7 +55,8 @@ func newCollector(t *testing.T) *collector {
 		switch r.URL.Path {
 		case "/v1/traces":
 			var req collectortrace.ExportTraceServiceRequest
-			if err := proto.Unmarshal(body, &req); err != nil {
+			c.headers = append(c.headers, r.Header.Clone())
+			if err := proto.Unmarshal(b, &req); err != nil {
 				http.Error(w, err.Error(), http.StatusBadRequest)
 				return
 			}
@@ -222,5 +234,37 @@ func TestOTLPSampleKeepsChainsWhole(t *testing.T) {
 		if _, err := admin.NewOTLP(context.Background(), admin.OTLPConfig{Endpoint: col.srv.URL, Sample: bad}); err == nil {
 			t.Errorf("sample %v accepted", bad)
 		}
+	}
+}
+
+// The spans' exporter takes the OTEL_EXPORTER_OTLP_* variables: here extra
+// headers and gzip.
+func TestOTLPTakesTheEnvironment(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-tenant=garden,authorization=Bearer%20t0k")
+	t.Setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")
+	col := newCollector(t)
+	o, err := admin.NewOTLP(context.Background(), admin.OTLPConfig{Endpoint: col.srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newConsoleRig(t, map[string]string{
+		"door.lua": `local ss = require("ssrun"); ss.watch("door/front"); function on_event(ev) end`,
+	}, host.Config{}, o.Attach)
+	r.set("door/front", "open")
+	testutil.WaitFor(t, "the run", func() bool { return len(r.console.Runs("door.lua")) == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := o.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	spans, _ := col.got()
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	if len(spans) != 1 || spans[0].Name != "rule door.lua" || len(col.headers) != 1 {
+		t.Fatalf("%d posts, spans %v; want one post of door.lua's run", len(col.headers), spans)
+	}
+	h := col.headers[0]
+	if h.Get("Content-Encoding") != "gzip" || h.Get("X-Tenant") != "garden" || h.Get("Authorization") != "Bearer t0k" {
+		t.Errorf("headers %v, want gzip, x-tenant and authorization", h)
 	}
 }

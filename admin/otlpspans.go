@@ -1,118 +1,95 @@
 package admin
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net/http"
 	"sync"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protowire"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 )
 
-// The spans' own OTLP/HTTP exporter: each run's span is encoded straight
-// into protobuf (opentelemetry-proto's trace.proto field numbers) and
-// appended to a batch, which one goroutine posts to the collector's
-// /v1/traces. The SDK's span objects, attribute copies, snapshots and
-// protobuf structs cost about 18 µs and 100 allocations a run
-// (BenchmarkOTLPExportRun); this costs a few µs and none but the batch's
-// growth. The metrics still go through the SDK: every 15 s, not per run.
+// The spans' batching: each run's span is built as the official OTLP
+// protobuf types (tracepb.Span and its KeyValues), from a pooled runSpan
+// that holds all of one span's messages in a few slices, and appended to a
+// batch, which one goroutine uploads through the official OTLP/HTTP client
+// (otlptracehttp.NewClient: the OTEL_EXPORTER_OTLP_* variables, headers,
+// TLS, gzip, retries); the runSpans go back to the pool once their batch is
+// uploaded. The SDK's span pipeline (span objects, attribute copies,
+// snapshots, then these protobuf structs) costs about 18 µs and 100
+// allocations a run (BenchmarkOTLPExportRun); this builds the protobuf
+// structs alone, without allocating once the pool is warm. The metrics
+// still go through the SDK: every 15 s, not per run.
 
 // Batch bounds.
 const (
-	spanBatch       = 512             // spans that start a post at once
-	spanFlushEvery  = 2 * time.Second // else pending spans wait at most this
-	maxPendingBytes = 4 << 20         // spans encoded and not yet posted; past it new spans are dropped
-	postTimeout     = 10 * time.Second
+	spanBatch       = 512              // spans that start an upload at once, and the most in one upload
+	spanFlushEvery  = 2 * time.Second  // else pending spans wait at most this
+	maxPendingSpans = 4096             // spans built and not yet uploading; past it new spans are dropped
+	uploadTimeout   = 30 * time.Second // one upload with its retries (each request: OTEL_EXPORTER_OTLP_TIMEOUT, 10 s)
 	scopeName       = "github.com/ssrun/ssrun/admin"
 )
 
-// Field numbers of opentelemetry-proto (collector/trace/v1, trace/v1,
-// common/v1, resource/v1).
-const (
-	fReqResourceSpans  = 1 // ExportTraceServiceRequest.resource_spans
-	fRSResource        = 1 // ResourceSpans.resource
-	fRSScopeSpans      = 2 // ResourceSpans.scope_spans
-	fResAttributes     = 1 // Resource.attributes
-	fSSScope           = 1 // ScopeSpans.scope
-	fSSSpans           = 2 // ScopeSpans.spans
-	fScopeName         = 1 // InstrumentationScope.name
-	fSpanTraceID       = 1
-	fSpanSpanID        = 2
-	fSpanParentSpanID  = 4
-	fSpanName          = 5
-	fSpanKind          = 6
-	fSpanStart         = 7
-	fSpanEnd           = 8
-	fSpanAttributes    = 9
-	fSpanEvents        = 11
-	fSpanStatus        = 15
-	fEventTime         = 1
-	fEventName         = 2
-	fEventAttributes   = 3
-	fStatusMessage     = 2
-	fStatusCode        = 3
-	fKVKey             = 1
-	fKVValue           = 2
-	fAnyString         = 1
-	fAnyInt            = 3
-	spanKindConsumer   = 5
-	statusCodeError    = 2
-	protobufContentTyp = "application/x-protobuf"
-)
-
-// spanBatcher gathers encoded spans and posts them.
+// spanBatcher gathers the runs' spans and uploads them.
 type spanBatcher struct {
-	url    string
-	client *http.Client
-	log    *slog.Logger
-	head   []byte // ResourceSpans.resource, encoded
-	scope  []byte // the InstrumentationScope, encoded
+	client   otlptrace.Client
+	endpoint string // for the logs
+	log      *slog.Logger
 
 	mu      sync.Mutex
-	pending []byte // encoded ScopeSpans.spans fields
-	n       int    // spans in pending
-	spare   []byte // the last posted batch's buffer, for reuse
-	dropped int    // spans dropped since the last post, the buffer full
+	pending []*runSpan
+	spare   []*runSpan // the last uploaded batch's slice, for reuse
+	dropped int        // spans dropped since the last upload, the batch full
 	closed  bool
 
-	kick    chan struct{} // a batch is full
-	stop    chan struct{} // closed by close
-	stopped chan struct{} // closed when run returns
-	flushed chan error    // run's last flush
+	// Held by an upload: the messages below are reused by each.
+	upMu  sync.Mutex
+	rs    []*tracepb.ResourceSpans // one: the resource and scope, and the spans of one upload
+	ss    *tracepb.ScopeSpans
+	spans []*tracepb.Span
+
+	kick    chan struct{}   // a batch is full
+	stop    chan struct{}   // closed by close
+	stopped chan struct{}   // closed when run returns
+	flushed chan error      // run's last flush
+	final   context.Context // close's context, for the last flush; set before stop is closed
 }
 
-func newSpanBatcher(url, service string, log *slog.Logger) *spanBatcher {
-	var res []byte // Resource{attributes: [service.name]}
-	res = appendKVString(res, fResAttributes, "service.name", service)
-	var head []byte // ResourceSpans.resource
-	head = protowire.AppendTag(head, fRSResource, protowire.BytesType)
-	head = protowire.AppendBytes(head, res)
-	var scope []byte // InstrumentationScope{name}
-	scope = protowire.AppendTag(scope, fScopeName, protowire.BytesType)
-	scope = protowire.AppendString(scope, scopeName)
-	sb := &spanBatcher{url: url, client: &http.Client{Timeout: postTimeout}, log: log, head: head, scope: scope,
-		kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}), flushed: make(chan error, 1)}
+// newSpanBatcher uploads spans of service through client, which it
+// starts; close stops it.
+func newSpanBatcher(ctx context.Context, client otlptrace.Client, endpoint, service string, log *slog.Logger) (*spanBatcher, error) {
+	if err := client.Start(ctx); err != nil {
+		return nil, fmt.Errorf("otlp traces: %w", err)
+	}
+	ss := &tracepb.ScopeSpans{Scope: &commonpb.InstrumentationScope{Name: scopeName}}
+	res := &resourcepb.Resource{Attributes: []*commonpb.KeyValue{{Key: "service.name",
+		Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: service}}}}}
+	sb := &spanBatcher{client: client, endpoint: endpoint, log: log,
+		rs: []*tracepb.ResourceSpans{{Resource: res, ScopeSpans: []*tracepb.ScopeSpans{ss}}}, ss: ss,
+		spans: make([]*tracepb.Span, 0, spanBatch),
+		kick:  make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}), flushed: make(chan error, 1)}
 	go sb.run()
-	return sb
+	return sb, nil
 }
 
-// add appends one encoded span (the Span message's bytes).
-func (sb *spanBatcher) add(span []byte) {
+// add queues one run's span; the batcher owns it from then on.
+func (sb *spanBatcher) add(s *runSpan) {
 	sb.mu.Lock()
-	if sb.closed || len(sb.pending)+len(span) > maxPendingBytes {
+	if sb.closed || len(sb.pending) >= maxPendingSpans {
 		sb.dropped++
 		sb.mu.Unlock()
+		s.release()
 		return
 	}
-	sb.pending = protowire.AppendTag(sb.pending, fSSSpans, protowire.BytesType)
-	sb.pending = protowire.AppendBytes(sb.pending, span)
-	sb.n++
-	full := sb.n == spanBatch
+	if sb.pending == nil {
+		sb.pending = make([]*runSpan, 0, spanBatch)
+	}
+	sb.pending = append(sb.pending, s)
+	full := len(sb.pending) == spanBatch
 	sb.mu.Unlock()
 	if full {
 		select {
@@ -122,7 +99,7 @@ func (sb *spanBatcher) add(span []byte) {
 	}
 }
 
-// run posts the batches until close, then the last one.
+// run uploads the batches until close, then the last one.
 func (sb *spanBatcher) run() {
 	defer close(sb.stopped)
 	t := time.NewTicker(spanFlushEvery)
@@ -132,80 +109,69 @@ func (sb *spanBatcher) run() {
 		case <-sb.kick:
 		case <-t.C:
 		case <-sb.stop:
-			sb.flushed <- sb.flush(context.Background())
+			sb.flushed <- sb.flush(sb.final)
 			return
 		}
-		if err := sb.flush(context.Background()); err != nil {
-			sb.log.Warn("otlp export failed", "endpoint", sb.url, "err", err)
+		ctx, cancel := context.WithTimeout(context.Background(), uploadTimeout)
+		err := sb.flush(ctx)
+		cancel()
+		if err != nil {
+			sb.log.Warn("otlp export failed", "endpoint", sb.endpoint, "err", err)
 		}
 	}
 }
 
-// flush posts what is pending.
+// flush uploads what is pending, spanBatch spans at a time; after a failed
+// upload (the client has retried it) the rest is dropped too.
 func (sb *spanBatcher) flush(ctx context.Context) error {
 	sb.mu.Lock()
-	spans, n, dropped := sb.pending, sb.n, sb.dropped
-	sb.pending, sb.n, sb.dropped, sb.spare = sb.spare[:0], 0, 0, nil
+	batch, dropped := sb.pending, sb.dropped
+	sb.pending, sb.dropped, sb.spare = sb.spare, 0, nil
 	sb.mu.Unlock()
 	if dropped > 0 {
-		sb.log.Warn("otlp spans dropped: the collector does not keep up", "endpoint", sb.url, "dropped", dropped)
+		sb.log.Warn("otlp spans dropped: the collector does not keep up", "endpoint", sb.endpoint, "dropped", dropped)
 	}
-	if n == 0 {
-		sb.giveBack(spans)
-		return nil
+	var err error
+	failed := 0
+	for start := 0; start < len(batch); start += spanBatch {
+		chunk := batch[start:min(start+spanBatch, len(batch))]
+		if err == nil {
+			if err = sb.upload(ctx, chunk); err != nil {
+				failed = len(batch) - start
+			}
+		}
+		for _, s := range chunk {
+			s.release()
+		}
 	}
-	err := sb.post(ctx, sb.request(spans))
-	sb.giveBack(spans)
-	if err != nil {
-		return fmt.Errorf("%d spans: %w", n, err)
-	}
-	return nil
-}
-
-func (sb *spanBatcher) giveBack(buf []byte) {
+	clear(batch)
 	sb.mu.Lock()
-	if sb.spare == nil && cap(buf) <= maxPendingBytes {
-		sb.spare = buf[:0]
+	if sb.spare == nil && cap(batch) <= maxPendingSpans {
+		sb.spare = batch[:0]
 	}
 	sb.mu.Unlock()
-}
-
-// request wraps spans in an ExportTraceServiceRequest.
-func (sb *spanBatcher) request(spans []byte) []byte {
-	ssLen := protowire.SizeTag(fSSScope) + protowire.SizeBytes(len(sb.scope)) + len(spans)
-	rsLen := len(sb.head) + protowire.SizeTag(fRSScopeSpans) + protowire.SizeBytes(ssLen)
-	b := make([]byte, 0, protowire.SizeTag(fReqResourceSpans)+protowire.SizeBytes(rsLen))
-	b = protowire.AppendTag(b, fReqResourceSpans, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(rsLen))
-	b = append(b, sb.head...)
-	b = protowire.AppendTag(b, fRSScopeSpans, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(ssLen))
-	b = protowire.AppendTag(b, fSSScope, protowire.BytesType)
-	b = protowire.AppendBytes(b, sb.scope)
-	return append(b, spans...)
-}
-
-func (sb *spanBatcher) post(ctx context.Context, body []byte) error {
-	ctx, cancel := context.WithTimeout(ctx, postTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, sb.url, bytes.NewReader(body))
 	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", protobufContentTyp)
-	res, err := sb.client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer res.Body.Close()
-	msg, _ := io.ReadAll(io.LimitReader(res.Body, 512)) // the status says enough if this fails
-	if res.StatusCode/100 != 2 {
-		return fmt.Errorf("collector answered %s: %q", res.Status, msg)
+		return fmt.Errorf("%d spans: %w", failed, err)
 	}
 	return nil
 }
 
-// close posts what is pending and stops, waiting until ctx ends.
+// upload sends spans in one request.
+func (sb *spanBatcher) upload(ctx context.Context, spans []*runSpan) error {
+	sb.upMu.Lock()
+	defer sb.upMu.Unlock()
+	for _, s := range spans {
+		sb.spans = append(sb.spans, &s.span)
+	}
+	sb.ss.Spans = sb.spans
+	err := sb.client.UploadTraces(ctx, sb.rs)
+	clear(sb.spans)
+	sb.spans, sb.ss.Spans = sb.spans[:0], nil
+	return err
+}
+
+// close uploads what is pending and stops the client, waiting until ctx
+// ends: then the upload under way is cut off.
 func (sb *spanBatcher) close(ctx context.Context) error {
 	sb.mu.Lock()
 	already := sb.closed
@@ -214,56 +180,125 @@ func (sb *spanBatcher) close(ctx context.Context) error {
 	if already {
 		return nil
 	}
+	sb.final = ctx
 	close(sb.stop)
+	var err error
 	select {
-	case err := <-sb.flushed:
-		<-sb.stopped
-		return err
+	case err = <-sb.flushed:
 	case <-ctx.Done():
-		return fmt.Errorf("spans not all sent: %w", errors.Join(ctx.Err(), context.Cause(ctx)))
+		err = fmt.Errorf("spans not all sent: %w", context.Cause(ctx))
 	}
+	if serr := sb.client.Stop(context.WithoutCancel(ctx)); serr != nil && err == nil { // Stop cuts off an upload under way
+		err = fmt.Errorf("stopping the client: %w", serr)
+	}
+	<-sb.stopped
+	return err
 }
 
-// appendKVString appends a KeyValue with a string value as field num.
-func appendKVString(b []byte, num protowire.Number, key, value string) []byte {
-	any := protowire.SizeTag(fAnyString) + protowire.SizeBytes(len(value))
-	kv := protowire.SizeTag(fKVKey) + protowire.SizeBytes(len(key)) + protowire.SizeTag(fKVValue) + protowire.SizeBytes(any)
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(kv))
-	b = protowire.AppendTag(b, fKVKey, protowire.BytesType)
-	b = protowire.AppendString(b, key)
-	b = protowire.AppendTag(b, fKVValue, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(any))
-	b = protowire.AppendTag(b, fAnyString, protowire.BytesType)
-	return protowire.AppendString(b, value)
+// runSpan is one run's span with the messages it points to, kept in a few
+// slices that are reused: pooled, and released once the span is uploaded
+// (or dropped).
+type runSpan struct {
+	span   tracepb.Span
+	ids    [32]byte // the trace ID (16 bytes), span ID and parent span ID (8 each)
+	status tracepb.Status
+
+	attrs  []*commonpb.KeyValue // the span's attributes, then each event's
+	kvs    []commonpb.KeyValue
+	anys   []commonpb.AnyValue
+	strs   []commonpb.AnyValue_StringValue
+	ints   []commonpb.AnyValue_IntValue
+	events []*tracepb.Span_Event
+	evs    []tracepb.Span_Event
+
+	nkv, nstr, nint, nev int // in use
 }
 
-// sizeKVString is the size of appendKVString's field.
-func sizeKVString(num protowire.Number, key, value string) int {
-	any := protowire.SizeTag(fAnyString) + protowire.SizeBytes(len(value))
-	kv := protowire.SizeTag(fKVKey) + protowire.SizeBytes(len(key)) + protowire.SizeTag(fKVValue) + protowire.SizeBytes(any)
-	return protowire.SizeTag(num) + protowire.SizeBytes(kv)
+var runSpans = sync.Pool{New: func() any { return new(runSpan) }}
+
+// maxPooledAttrs bounds the attributes a pooled runSpan keeps room for: a
+// run with many calls does not make every span hold its size.
+const maxPooledAttrs = 256
+
+// newRunSpan returns a runSpan with room for strs string and ints int
+// attributes and events events, in all (the span's and its events').
+func newRunSpan(strs, ints, events int) *runSpan {
+	s := runSpans.Get().(*runSpan)
+	s.kvs = grow(s.kvs, strs+ints)
+	s.attrs = grow(s.attrs, strs+ints)
+	s.anys = grow(s.anys, strs+ints)
+	s.strs = grow(s.strs, strs)
+	s.ints = grow(s.ints, ints)
+	s.events = grow(s.events, events)
+	s.evs = grow(s.evs, events)
+	s.nkv, s.nstr, s.nint, s.nev = 0, 0, 0, 0
+	return s
 }
 
-// appendKVInt appends a KeyValue with an int value as field num.
-func appendKVInt(b []byte, num protowire.Number, key string, value int64) []byte {
-	any := protowire.SizeTag(fAnyInt) + protowire.SizeVarint(uint64(value))
-	kv := protowire.SizeTag(fKVKey) + protowire.SizeBytes(len(key)) + protowire.SizeTag(fKVValue) + protowire.SizeBytes(any)
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(kv))
-	b = protowire.AppendTag(b, fKVKey, protowire.BytesType)
-	b = protowire.AppendString(b, key)
-	b = protowire.AppendTag(b, fKVValue, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(any))
-	b = protowire.AppendTag(b, fAnyInt, protowire.VarintType)
-	return protowire.AppendVarint(b, uint64(value))
+// grow returns b with length n, reusing its array when it is large enough.
+func grow[T any](b []T, n int) []T {
+	if cap(b) < n {
+		return make([]T, n)
+	}
+	return b[:n]
 }
 
-func sizeKVInt(num protowire.Number, key string, value int64) int {
-	any := protowire.SizeTag(fAnyInt) + protowire.SizeVarint(uint64(value))
-	kv := protowire.SizeTag(fKVKey) + protowire.SizeBytes(len(key)) + protowire.SizeTag(fKVValue) + protowire.SizeBytes(any)
-	return protowire.SizeTag(num) + protowire.SizeBytes(kv)
+// release puts s back in the pool; the caller no longer uses it.
+func (s *runSpan) release() {
+	if len(s.kvs) > maxPooledAttrs || len(s.evs) > maxPooledAttrs {
+		return
+	}
+	// The strings of the last run are let go; the messages are overwritten
+	// field by field on reuse (keeping their protobuf state).
+	for i := range s.nstr {
+		s.strs[i].StringValue = ""
+	}
+	for i := range s.nkv {
+		s.kvs[i].Key = ""
+	}
+	for i := range s.nev {
+		s.evs[i].Name = ""
+	}
+	s.span.Name, s.span.Attributes, s.span.Events, s.span.Status, s.status.Message = "", nil, nil, nil, ""
+	runSpans.Put(s)
 }
 
-// unixNano is t for OTLP: nanoseconds since the epoch.
-func unixNano(t time.Time) uint64 { return uint64(t.UnixNano()) }
+// str adds a string attribute; the caller places it with attrsFrom.
+func (s *runSpan) str(key, value string) {
+	v := &s.strs[s.nstr]
+	v.StringValue = value
+	s.nstr++
+	s.kv(key).Value = v
+}
+
+// int adds an int attribute.
+func (s *runSpan) int(key string, value int64) {
+	v := &s.ints[s.nint]
+	v.IntValue = value
+	s.nint++
+	s.kv(key).Value = v
+}
+
+// kv adds an attribute named key; the caller sets its value.
+func (s *runSpan) kv(key string) *commonpb.AnyValue {
+	a, kv := &s.anys[s.nkv], &s.kvs[s.nkv]
+	kv.Key, kv.Value = key, a
+	s.attrs[s.nkv] = kv
+	s.nkv++
+	return a
+}
+
+// attrsFrom is the attributes added since the from'th.
+func (s *runSpan) attrsFrom(from int) []*commonpb.KeyValue {
+	return s.attrs[from:s.nkv:s.nkv]
+}
+
+// event adds an event at time at; its attributes are added after it,
+// then set with endEvent.
+func (s *runSpan) event(at uint64, name string) *tracepb.Span_Event {
+	ev := &s.evs[s.nev]
+	ev.TimeUnixNano, ev.Name, ev.Attributes = at, name, nil
+	s.events[s.nev] = ev
+	s.nev++
+	return ev
+}
