@@ -8,11 +8,18 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host"
 )
 
 // newTestBatcher is a spanBatcher uploading to the collector at url (an
@@ -120,5 +127,64 @@ func TestSpanBatcherCloseCutsOff(t *testing.T) {
 	case <-sb.stopped:
 	default:
 		t.Fatal("the batcher's goroutine still runs after close")
+	}
+}
+
+// A failed run's span has its error status and refused calls; the next
+// span, likely built in the same pooled runSpan once the first is sent,
+// has nothing of it.
+func TestRunSpanReused(t *testing.T) {
+	var mu sync.Mutex
+	var spans []*tracepb.Span
+	col := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var req collectortrace.ExportTraceServiceRequest
+		if err := proto.Unmarshal(b, &req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, rs := range req.ResourceSpans {
+			if rs.Resource.Attributes[0].Value.GetStringValue() != "ssrun" || rs.ScopeSpans[0].Scope.Name != scopeName {
+				t.Errorf("resource %v, scope %v", rs.Resource, rs.ScopeSpans[0].Scope)
+			}
+			for _, ss := range rs.ScopeSpans {
+				spans = append(spans, ss.Spans...)
+			}
+		}
+	}))
+	defer col.Close()
+	o, err := NewOTLP(context.Background(), OTLPConfig{Endpoint: col.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	at := time.Now()
+	o.export(Entry{At: at, Rule: "a.lua", Key: "k", Op: "SET", Version: "1:0:x", Outcome: OutcomeFailed, Err: "boom",
+		Denied: []string{"set other/k"}}, time.Millisecond,
+		[]host.TracedCall{{Verb: "get", Key: "k", Status: abi.StatusOK, At: at, Took: 3 * time.Microsecond}})
+	if err := o.spans.flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	o.export(Entry{At: at, Rule: "b.lua", Key: "k", Op: "SET", Version: "2:0:x", Outcome: OutcomeHandled}, time.Millisecond, nil)
+	if err := o.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(spans) != 2 {
+		t.Fatalf("%d spans, want 2", len(spans))
+	}
+	a, b := spans[0], spans[1]
+	if a.Name != "rule a.lua" || a.Status.GetCode() != tracepb.Status_STATUS_CODE_ERROR || a.Status.GetMessage() != "boom" ||
+		len(a.Events) != 2 || a.Events[0].Name != "get" || a.Events[1].Name != "denied" ||
+		a.Events[0].Attributes[2].Key != "ssrun.took_us" || a.Events[0].Attributes[2].Value.GetIntValue() != 3 ||
+		a.Events[1].Attributes[0].Value.GetStringValue() != "set other/k" || len(a.Attributes) != 5 {
+		t.Errorf("the failed run's span: %v", a)
+	}
+	if b.Name != "rule b.lua" || b.Status != nil || len(b.Events) != 0 || len(b.Attributes) != 5 || b.Attributes[0].Value.GetStringValue() != "b.lua" {
+		t.Errorf("the next span: %v", b)
 	}
 }
