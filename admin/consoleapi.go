@@ -3,9 +3,9 @@ package admin
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
-	"iter"
 	"net/http"
 	"slices"
 	"time"
@@ -30,7 +30,7 @@ type ConsoleSource interface {
 
 // KeySource browses the store: a *protocol.Client.
 type KeySource interface {
-	Keys(ctx context.Context, pattern []byte, opts protocol.ScanOptions) iter.Seq2[[]byte, error]
+	ScanPage(ctx context.Context, pattern, token []byte, opts protocol.ScanOptions) (keys [][]byte, next []byte, err error)
 	Get(ctx context.Context, key []byte, opts protocol.CallOptions) (protocol.GetResult, error)
 }
 
@@ -75,9 +75,8 @@ type TimerDoc struct {
 type KeysDoc struct {
 	Pattern string   `json:"pattern"`
 	Keys    []string `json:"keys"`
-	More    bool     `json:"more"` // cut at the bound
-	// Next, on the broker's console, is the after= of the next page
-	// (empty on the last).
+	More    bool     `json:"more"` // more keys follow: see Next
+	// Next is the after= of the next page (empty on the last).
 	Next string `json:"next,omitempty"`
 	// Hidden counts the keys under $ssrun/ left out of this page.
 	Hidden int `json:"hidden,omitempty"`
@@ -247,25 +246,52 @@ func (c *Console) eventsHandler() http.Handler {
 	})
 }
 
-func keysHandler(ks KeySource) http.Handler {
+// scanPage reads one SCAN page of a store (KeySource.ScanPage): the
+// host's connection, or the broker's own store.
+type scanPage func(ctx context.Context, pattern, token []byte) (keys [][]byte, next []byte, err error)
+
+// keysHandler serves a page of the store's keys, for both consoles: SCAN
+// pages from after= (the previous page's next, the store's token in
+// base64url) until it holds maxKeysListed keys, the store's last page or
+// maxScanPages; sorted. where names the store in the error of an after=
+// it refuses.
+func keysHandler(scan scanPage, where string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		pattern, reserved, ok := keysQuery(w, r)
 		if !ok {
 			return
 		}
+		var token []byte
+		if after := r.URL.Query().Get("after"); after != "" {
+			var err error
+			if token, err = base64.RawURLEncoding.DecodeString(after); err != nil || len(token) == 0 {
+				writeJSON(w, http.StatusBadRequest, ErrorDoc{Error: "after= is the next of a keys page"})
+				return
+			}
+		}
 		ctx, cancel := context.WithTimeout(r.Context(), keysTimeout)
 		defer cancel()
 		doc := KeysDoc{Pattern: pattern, Keys: []string{}}
-		for k, err := range ks.Keys(ctx, []byte(pattern), protocol.ScanOptions{}) {
+		for range maxScanPages {
+			keys, next, err := scan(ctx, []byte(pattern), token)
+			if err != nil && token != nil {
+				writeJSON(w, http.StatusBadRequest, ErrorDoc{Error: "after= is not a page of " + pattern + " on " + where + " (restarted since?): " + err.Error()})
+				return
+			}
 			if err != nil {
 				writeJSON(w, http.StatusBadGateway, ErrorDoc{Error: "scan " + pattern + ": " + err.Error()})
 				return
 			}
-			if len(doc.Keys) == maxKeysListed {
-				doc.More = true
+			for _, k := range keys {
+				doc.add(k, reserved)
+			}
+			token = next
+			if next == nil || len(doc.Keys) >= maxKeysListed {
 				break
 			}
-			doc.add(k, reserved)
+		}
+		if token != nil {
+			doc.More, doc.Next = true, base64.RawURLEncoding.EncodeToString(token)
 		}
 		slices.Sort(doc.Keys)
 		writeJSON(w, http.StatusOK, doc)

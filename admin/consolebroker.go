@@ -2,8 +2,6 @@ package admin
 
 import (
 	"context"
-	"encoding/base64"
-	"iter"
 	"net/http"
 	"time"
 
@@ -62,7 +60,11 @@ func RegisterBrokerConsole(s *Server, src func() BrokerSource) {
 	with := func(h func(BrokerSource) http.Handler) http.Handler {
 		return whenThere(src, "the broker is not listening yet", h)
 	}
-	s.Handle("GET /console/api/keys", with(brokerKeysHandler))
+	s.Handle("GET /console/api/keys", with(func(b BrokerSource) http.Handler {
+		return keysHandler(func(_ context.Context, pattern, token []byte) ([][]byte, []byte, error) {
+			return b.ScanKeys(pattern, token)
+		}, "this broker")
+	}))
 	s.Handle("GET /console/api/key", with(brokerKeyHandler))
 	s.Handle("GET /console/api/clients", with(clientsHandler))
 }
@@ -79,49 +81,6 @@ func clientsHandler(b BrokerSource) http.Handler {
 				d.Since = &since
 			}
 			doc.Clients = append(doc.Clients, d)
-		}
-		writeJSON(w, http.StatusOK, doc)
-	})
-}
-
-// brokerKeysHandler serves a page of the store's keys: SCAN pages from
-// after= (the previous page's next, the store's token in base64url) until
-// it holds maxKeysListed keys, the store's last page or maxScanPages.
-func brokerKeysHandler(b BrokerSource) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		pattern, reserved, ok := keysQuery(w, r)
-		if !ok {
-			return
-		}
-		var token []byte
-		if after := r.URL.Query().Get("after"); after != "" {
-			var err error
-			if token, err = base64.RawURLEncoding.DecodeString(after); err != nil || len(token) == 0 {
-				writeJSON(w, http.StatusBadRequest, ErrorDoc{Error: "after= is the next of a keys page"})
-				return
-			}
-		}
-		doc := KeysDoc{Pattern: pattern, Keys: []string{}}
-		for range maxScanPages {
-			keys, next, err := b.ScanKeys([]byte(pattern), token)
-			if err != nil && token != nil {
-				writeJSON(w, http.StatusBadRequest, ErrorDoc{Error: "after= is not a page of " + pattern + " on this broker (restarted since?): " + err.Error()})
-				return
-			}
-			if err != nil {
-				writeJSON(w, http.StatusInternalServerError, ErrorDoc{Error: "scan " + pattern + ": " + err.Error()})
-				return
-			}
-			for _, k := range keys {
-				doc.add(k, reserved)
-			}
-			token = next
-			if next == nil || len(doc.Keys) >= maxKeysListed {
-				break
-			}
-		}
-		if token != nil {
-			doc.More, doc.Next = true, base64.RawURLEncoding.EncodeToString(token)
 		}
 		writeJSON(w, http.StatusOK, doc)
 	})
@@ -145,31 +104,9 @@ func brokerKeyHandler(b BrokerSource) http.Handler {
 // brokerKeys is the KeySource of the broker's own store.
 type brokerKeys struct{ b BrokerSource }
 
-// Keys lists the keys of pattern a SCAN page at a time, until ctx ends.
-func (k brokerKeys) Keys(ctx context.Context, pattern []byte, _ protocol.ScanOptions) iter.Seq2[[]byte, error] {
-	return func(yield func([]byte, error) bool) {
-		var token []byte
-		for {
-			if err := ctx.Err(); err != nil {
-				yield(nil, err)
-				return
-			}
-			keys, next, err := k.b.ScanKeys(pattern, token)
-			if err != nil {
-				yield(nil, err)
-				return
-			}
-			for _, key := range keys {
-				if !yield(key, nil) {
-					return
-				}
-			}
-			if next == nil {
-				return
-			}
-			token = next
-		}
-	}
+// ScanPage is one SCAN page of the broker's store.
+func (k brokerKeys) ScanPage(_ context.Context, pattern, token []byte, _ protocol.ScanOptions) ([][]byte, []byte, error) {
+	return k.b.ScanKeys(pattern, token)
 }
 
 func (k brokerKeys) Get(_ context.Context, key []byte, _ protocol.CallOptions) (protocol.GetResult, error) {

@@ -193,7 +193,29 @@ func TestBrokerConsoleKeysPaged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := protocoltest.Connect(t, protocol.Config{Servers: []string{b.Addr()}, Logger: quiet})
+	checkKeysPaged(t, base, protocoltest.Connect(t, protocol.Config{Servers: []string{b.Addr()}, Logger: quiet}))
+}
+
+// The host console's Keys page pages the same way, through the host's
+// connection (protocol.Client.ScanPage): every key once, the store's
+// token in after=, a refused token a 400.
+func TestConsoleKeysPaged(t *testing.T) {
+	r := newConsoleRig(t, map[string]string{"noop.lua": `local ss = require("ssrun"); ss.watch("x"); function on_event(ev) end`}, host.Config{})
+	base, err := serveWith(t, "127.0.0.1:0", "", func(srv *admin.Server) {
+		r.console.Register(srv, func() admin.ConsoleSource { return r.host }, func() admin.KeySource { return r.user })
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkKeysPaged(t, base, r.user)
+}
+
+// checkKeysPaged writes keys through c and walks a console's keys pages
+// at base: every key once across the pages ($ssrun/'s hidden, or listed
+// with reserved=1), a narrower pattern in one page, and a forged token, a
+// token of another pattern and one that is no base64 each a 400.
+func checkKeysPaged(t *testing.T, base string, c *protocol.Client) {
+	t.Helper()
 	const n = 2300 // more than two SCAN pages (1,000 keys each)
 	want := map[string]int{}
 	for i := range n {

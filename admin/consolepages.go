@@ -1,10 +1,13 @@
 package admin
 
 import (
+	"context"
 	"embed"
 	"io/fs"
 	"net/http"
 	"path"
+
+	"github.com/ssrun/ssrun/protocol"
 )
 
 // The console's pages: one HTML page, a script and a style sheet, written
@@ -56,7 +59,11 @@ func (c *Console) Register(s *Server, src func() ConsoleSource, keys func() KeyS
 	s.Handle("GET /console/api/group", withSrc(groupHandler))
 	s.Handle("GET /console/api/events", c.eventsHandler())
 	s.Handle("GET /console/api/stream", c.streamHandler(s.ShuttingDown()))
-	s.Handle("GET /console/api/keys", withKeys(func(ks KeySource, _ WhySource) http.Handler { return keysHandler(ks) }))
+	s.Handle("GET /console/api/keys", withKeys(func(ks KeySource, _ WhySource) http.Handler {
+		return keysHandler(func(ctx context.Context, pattern, token []byte) ([][]byte, []byte, error) {
+			return ks.ScanPage(ctx, pattern, token, protocol.ScanOptions{})
+		}, "the store")
+	}))
 	s.Handle("GET /console/api/key", withKeys(keyHandler))
 	s.Handle("GET /whynot", withSrc(func(cs ConsoleSource) http.Handler { return c.whyNotHandler(cs) }))
 }

@@ -209,10 +209,7 @@ func (r *rule) admit(d *mailbox.Delivery) bool {
 	if d.Timer != nil && !r.timers.take(d.Timer, &d.Ev) {
 		return false
 	}
-	r.mu.Lock()
-	why := r.skipLocked(*d)
-	r.mu.Unlock()
-	if why != "" {
+	if why := r.skipReason(*d); why != "" {
 		r.skipped(*d, why)
 		if d.Timer != nil {
 			r.timers.fired(d.Timer)

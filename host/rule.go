@@ -464,6 +464,13 @@ func (r *rule) call(w *worker, d mailbox.Delivery) bool {
 	return true
 }
 
+// skipReason is skipLocked, taking r.mu.
+func (r *rule) skipReason(d mailbox.Delivery) SkipReason {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.skipLocked(d)
+}
+
 // skipLocked says why d is no longer for the running version ("": it
 // is): an unwatched key, an echo of the rule's own write, a disabled rule.
 // r.mu is held; skipped then accounts for it, unlocked.

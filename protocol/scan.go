@@ -57,35 +57,50 @@ func (p *Pager) Next(ctx context.Context) bool {
 		return false
 	}
 	for !p.done {
-		args := [][]byte{bScan, p.pattern}
-		if p.token != nil {
-			args = append(args, p.token)
-		}
-		rep, err := p.c.call(ctx, cmdScan, p.pattern, args, callOpts{timeout: p.opts.Timeout})
+		keys, next, err := p.c.ScanPage(ctx, p.pattern, p.token, p.opts)
 		if err != nil {
 			p.err = err
 			return false
 		}
-		if rep.r.Kind != resp.KindArray {
-			p.err = fmt.Errorf("protocol: %s %s: %w", cmdScan, keyText(p.pattern), unexpected(rep.r))
-			return false
-		}
-		keys, token, more, err := resp.ParseScanReply(rep.r.Str)
-		if err != nil {
-			p.err = fmt.Errorf("protocol: %s %s: %w: %w", cmdScan, keyText(p.pattern), ErrUnexpectedReply, err)
-			return false
-		}
-		if more {
-			p.token = slices.Clone(token)
-		} else {
-			p.done = true
-		}
+		p.token, p.done = next, next == nil
 		if len(keys) > 0 {
 			p.keys = keys
 			return true
 		}
 	}
 	return false
+}
+
+// ScanPage is one SCAN request: the keys of the page that token (nil: the
+// first page) continues, and the token of the page after it, nil after
+// the last. A page may hold no keys and still have a next (the store
+// walked keys that do not match). Pager calls it page after page; a
+// caller that pages across requests of its own (a web page's next link)
+// keeps the token. A token is the store's: one it refuses (malformed,
+// forged, of another pattern) fails the request.
+func (c *Client) ScanPage(ctx context.Context, pattern, token []byte, opts ScanOptions) (keys [][]byte, next []byte, err error) {
+	if err := checkKey(cmdScan, pattern); err != nil {
+		return nil, nil, err
+	}
+	args := [][]byte{bScan, pattern}
+	if token != nil {
+		args = append(args, token)
+	}
+	rep, err := c.call(ctx, cmdScan, pattern, args, callOpts{timeout: opts.Timeout})
+	if err != nil {
+		return nil, nil, err
+	}
+	if rep.r.Kind != resp.KindArray {
+		return nil, nil, fmt.Errorf("protocol: %s %s: %w", cmdScan, keyText(pattern), unexpected(rep.r))
+	}
+	keys, tok, more, err := resp.ParseScanReply(rep.r.Str)
+	if err != nil {
+		return nil, nil, fmt.Errorf("protocol: %s %s: %w: %w", cmdScan, keyText(pattern), ErrUnexpectedReply, err)
+	}
+	if more {
+		next = slices.Clone(tok)
+	}
+	return keys, next, nil
 }
 
 // Keys returns the keys of the page Next fetched. They are the page's own

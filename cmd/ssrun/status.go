@@ -20,6 +20,7 @@ func (a *app) statusCmd() *cobra.Command {
 		Short: "Show the rules of a running ssrun: version, state, counts, last error",
 		Long: `Show the rules of a running ssrun dev or run (started with --admin): each rule's kind, version
 (content hash), state, events handled / failed / dropped, mailbox depth, watches, locks and timers,
+events coalesced (mode latest, a full mailbox), restarted (mode restart) and in flight (concurrency),
 and its last error with its time; then the host's counters. -o json prints the /status document.
 
 Exit status: 0 done, 2 usage or connection error.`,
@@ -65,6 +66,9 @@ func printStatus(w io.Writer, doc admin.StatusDoc) error {
 		}
 		if len(r.Locks) > 0 {
 			lines = append(lines, "locks:   "+shownAll(r.Locks, ", "))
+		}
+		if r.Coalesced > 0 || r.Restarted > 0 || r.InFlight > 0 {
+			lines = append(lines, fmt.Sprintf("events:  %d coalesced, %d restarted, %d in flight", r.Coalesced, r.Restarted, r.InFlight))
 		}
 		if r.LastError != "" {
 			at := "?"

@@ -117,6 +117,21 @@ func TestStatusTable(t *testing.T) {
 
 // The clients say what is wrong: nothing listening (and how to start it),
 // an endpoint without /status or /why (ssrun broker's), bad flags.
+// A rule under overload shows in its details what became of its events:
+// coalesced, restarted, in flight; a rule with none of them shows no such
+// line (TestStatusTable).
+func TestPrintStatusShowsOverload(t *testing.T) {
+	var b strings.Builder
+	doc := admin.StatusDoc{Rules: []admin.RuleDoc{{Name: "t.lua", Path: "/r/t.lua", Kind: "lua", State: "running",
+		Coalesced: 3, Restarted: 1, InFlight: 2, Watches: []string{"k"}}}}
+	if err := printStatus(&b, doc); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "\n  events:  3 coalesced, 1 restarted, 2 in flight\n") {
+		t.Errorf("status:\n%s\nwant an events line with 3 coalesced, 1 restarted, 2 in flight", b.String())
+	}
+}
+
 func TestAdminClientErrors(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
