@@ -152,26 +152,42 @@ function on_event(ev) assert(ss.set("%s", tostring((tonumber(ev.value) or 0) + 1
 	}
 }
 
+// gatedRule is a Lua rule watching keys whose first event's handler sets
+// P/waiting and then waits until P/gate is "open"; later events return at
+// once.
+func gatedRule(p string, keys ...string) string {
+	src := `local ss = require("ssrun")` + "\n"
+	for _, k := range keys {
+		src += fmt.Sprintf("ss.watch(%q)\n", k)
+	}
+	return src + fmt.Sprintf(`local waited = false
+function on_event(ev)
+  if waited then return end
+  waited = true
+  ss.set(%q, "yes")
+  while ss.get(%q) ~= "open" do end
+end`, p+"/waiting", p+"/gate")
+}
+
+// inGatedHandler sets key to "1" and waits until gatedRule's handler (of
+// prefix p) waits for its gate.
+func (r *consoleRig) inGatedHandler(p, key string) {
+	r.t.Helper()
+	r.set(key, "1")
+	testutil.WaitFor(r.t, "the first event in the handler", func() bool {
+		res, err := r.user.Get(context.Background(), []byte(p+"/waiting"), protocol.CallOptions{})
+		return err == nil && res.Found
+	})
+}
+
 func TestWhyNotMailboxFull(t *testing.T) {
 	// The handler waits for m/gate on its first event; meanwhile the
 	// mailbox (1 place, 1 key) holds one change of m/in and drops the
 	// changes of m/other, a key with nothing waiting past mailbox_keys (a
 	// change of m/in would conflate into the waiting one instead).
-	r := newConsoleRig(t, map[string]string{"m.lua": `local ss = require("ssrun")
-ss.watch("m/in")
-ss.watch("m/other")
-local waited = false
-function on_event(ev)
-  if waited then return end
-  waited = true
-  ss.set("m/waiting", "yes")
-  while ss.get("m/gate") ~= "open" do end
-end`}, host.Config{Rules: map[string]host.RuleConfig{"m.lua": {Mailbox: 1, MailboxKeys: 1}}})
-	r.set("m/in", "1")
-	testutil.WaitFor(t, "the first event in the handler", func() bool {
-		res, err := r.user.Get(context.Background(), []byte("m/waiting"), protocol.CallOptions{})
-		return err == nil && res.Found
-	})
+	r := newConsoleRig(t, map[string]string{"m.lua": gatedRule("m", "m/in", "m/other")},
+		host.Config{Rules: map[string]host.RuleConfig{"m.lua": {Mailbox: 1, MailboxKeys: 1}}})
+	r.inGatedHandler("m", "m/in")
 	r.set("m/in", "2")
 	for i := 3; i <= 4; i++ {
 		r.set("m/other", fmt.Sprint(i))
@@ -189,20 +205,8 @@ end`}, host.Config{Rules: map[string]host.RuleConfig{"m.lua": {Mailbox: 1, Mailb
 // key's next change: why-not names both versions while the newer one
 // waits, and says the rule reacted once it has run.
 func TestWhyNotCoalesced(t *testing.T) {
-	r := newConsoleRig(t, map[string]string{"c.lua": `local ss = require("ssrun")
-ss.watch("c/in")
-local waited = false
-function on_event(ev)
-  if waited then return end
-  waited = true
-  ss.set("c/waiting", "yes")
-  while ss.get("c/gate") ~= "open" do end
-end`}, host.Config{Rules: map[string]host.RuleConfig{"c.lua": {Mode: host.ModeLatest}}})
-	r.set("c/in", "1")
-	testutil.WaitFor(t, "the first event in the handler", func() bool {
-		res, err := r.user.Get(context.Background(), []byte("c/waiting"), protocol.CallOptions{})
-		return err == nil && res.Found
-	})
+	r := newConsoleRig(t, map[string]string{"c.lua": gatedRule("c", "c/in")}, host.Config{Rules: map[string]host.RuleConfig{"c.lua": {Mode: host.ModeLatest}}})
+	r.inGatedHandler("c", "c/in")
 	ctx := context.Background()
 	var versions []string
 	for _, v := range []string{"2", "3"} {
