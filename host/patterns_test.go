@@ -661,6 +661,12 @@ func TestPatternKeyWrittenOnAnotherMemberFoundAtOnce(t *testing.T) {
 		defer gh.mu.Unlock()
 		return len(gh.others[id1]) == 1
 	})
+	// A step learns the others' patterns before it takes its rules: wait
+	// for host 0's rule to watch its key too.
+	waitFor(t, "host 0's rule watching make", func() bool {
+		s := m0.host.Status()
+		return len(s) == 1 && s[0].State == StateRunning && slices.Equal(s[0].Watches, []string{"make"})
+	})
 	scans := m1.host.Stats().Patterns.Scans
 	ctx := context.Background()
 	bell := m1.host.group.hints.doorbellKey(id1)

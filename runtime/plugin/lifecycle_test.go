@@ -168,6 +168,10 @@ func TestKillMidStream(t *testing.T) {
 		if n := h.Calls(abi.FnWatch); n != 2 {
 			t.Errorf("init's watch ran %d times, want 2 (start and restart)", n)
 		}
+		// The new process takes events as soon as it is up, which can be
+		// before the restart is logged.
+		restarted := `"plugin restarted" plugin=rule pid=` + strconv.Itoa(st.Pid) + ` starts=2`
+		testutil.WaitFor(t, "the restart logged", func() bool { return strings.Contains(logs.String(), restarted) })
 		for _, want := range []string{
 			fmt.Sprintf(`"plugin process exited; restarting" plugin=rule pid=%d exit="signal: killed"`, pid1),
 			`"plugin process died during a call; the event was lost" plugin=rule pid=` + strconv.Itoa(pid1) + ` key=hold op=SET lost_total=1`,
