@@ -191,12 +191,17 @@ func (g *group) join(ctx context.Context) (membership.RuleSet, string, []members
 		if _, err := g.ls.lock(ctx, mk, g.ttl, 0); err != nil {
 			return nil, "", nil, fmt.Errorf("member lease %s: %w", mk, err)
 		}
+	}
+	// Watched once, and again at the next step if a watch failed: the
+	// lease above is held by then, so the watches cannot go with it.
+	if !g.watching {
 		if err := g.svc.reg.Watch(ctx, g, g.key("roster")); err != nil {
 			return nil, "", nil, fmt.Errorf("watch roster: %w", err)
 		}
 		if err := g.svc.reg.Watch(ctx, g.hints.bell, g.hints.bell.key); err != nil {
 			return nil, "", nil, fmt.Errorf("watch doorbell: %w", err)
 		}
+		g.watching = true
 	}
 	mine, digest, value := g.ownSet()
 	roster, err := g.roster(ctx)

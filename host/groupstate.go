@@ -201,6 +201,9 @@ type group struct {
 	unnamed map[string]bool
 
 	hints *groupHints // pattern hints to and from the other members (grouppatterns.go)
+	// watching: the roster and this member's doorbell are watched (the
+	// loop's own; join).
+	watching bool
 
 	takeovers, handovers, lost, resyncs, withdrawals atomic.Uint64
 	// steps counts the loop's steps (the tests bound a count of takeovers

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,8 +14,10 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/broker/brokertest"
 	"github.com/ssrun/ssrun/host/clock"
 	"github.com/ssrun/ssrun/internal/testnet"
+	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/protocol/hlc"
 	"github.com/ssrun/ssrun/store"
@@ -547,6 +550,7 @@ type hookStore struct {
 	onKeyNotify  atomic.Pointer[func()]
 	onGet        atomic.Pointer[func()]
 	gets, notify atomic.Int32
+	failNotify   atomic.Int32 // KEYNOTIFYs of key to fail, as a store that timed out
 }
 
 func (s *hookStore) KeyNotify(ctx context.Context, key []byte, opts protocol.CallOptions) error {
@@ -554,6 +558,9 @@ func (s *hookStore) KeyNotify(ctx context.Context, key []byte, opts protocol.Cal
 		s.notify.Add(1)
 		if f := s.onKeyNotify.Load(); f != nil {
 			(*f)()
+		}
+		if s.failNotify.Add(-1) >= 0 {
+			return fmt.Errorf("keynotify %s: %w", key, protocol.ErrTimeout)
 		}
 	}
 	return s.Client.KeyNotify(ctx, key, opts)
@@ -700,5 +707,50 @@ func TestParsePatternLinesLeavesOutBadLines(t *testing.T) {
 	}
 	if !slices.Equal(srcs, []string{"a/*", "b/?"}) {
 		t.Errorf("parsed %q, want a/* and b/?", srcs)
+	}
+}
+
+// A member whose doorbell watch fails (the store timed out) watches it at
+// a later step, and another member's ring then reaches its rules. Before,
+// the roster and the doorbell were watched only when the member lease was
+// taken, so a watch that failed once was never made again.
+func TestGroupDoorbellWatchedAfterAFailure(t *testing.T) {
+	b := brokertest.Start(t)
+	hs := &hookStore{Client: newClient(t, b.Addr())}
+	hs.key = ReservedPrefix + "group/g/found/" + hs.Client.ClientID()
+	hs.failNotify.Store(1)
+	var p handled
+	rt := &goRuntime{}
+	rt.register("p", patternRule(&p, "dev/*", abi.WatchOptions{}))
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "p.gorule"), []byte("p"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(Config{Store: hs, Runtimes: []abi.Runtime{rt}, Group: &GroupConfig{Name: "g", TTL: groupTestTTL},
+		Rules:  map[string]RuleConfig{"p.gorule": {Rescan: RescanOff}},
+		Logger: slog.New(slog.NewTextHandler(testutil.LogWriter(t), nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.CloseAtEnd(t, "host", h.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := h.LoadDir(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the rule running", func() bool { s := h.Status(); return len(s) == 1 && s[0].State == StateRunning })
+	user := newClient(t, b.Addr())
+	if _, err := user.Set(ctx, []byte("dev/9"), []byte("x"), protocol.SetOptions{}); err != nil { // after the rule's scan: no rescan finds it
+		t.Fatal(err)
+	}
+	waitFor(t, "a ring reaching the rule", func() bool {
+		if _, err := user.Set(ctx, []byte(hs.key), []byte("dev/9"), protocol.SetOptions{}); err != nil {
+			t.Errorf("ring: %v", err)
+		}
+		return len(p.snapshot()) > 0
+	})
+	wantHandled(t, &p, "the rung key", "SET dev/9=x resync")
+	if n := hs.notify.Load(); n < 2 {
+		t.Errorf("%d KEYNOTIFY of the doorbell, want the failed one and another", n)
 	}
 }
