@@ -174,14 +174,18 @@ func (gh *groupHints) doorbells(key string) []string {
 	gh.mu.Lock()
 	defer gh.mu.Unlock()
 	var out []string
-	for id, ps := range gh.others {
-		if gh.rung[id+"\x00"+key] || !slices.ContainsFunc(ps, func(p patterns.Pattern) bool { return p.Match(key) }) {
+	for id, ps := range gh.others { // on every write of a rule: match first, the rung key only then
+		if !slices.ContainsFunc(ps, func(p patterns.Pattern) bool { return p.Match(key) }) {
+			continue
+		}
+		rk := id + "\x00" + key
+		if gh.rung[rk] {
 			continue
 		}
 		if len(gh.rung) >= maxRung {
 			clear(gh.rung)
 		}
-		gh.rung[id+"\x00"+key] = true
+		gh.rung[rk] = true
 		out = append(out, gh.doorbellKey(id))
 	}
 	slices.Sort(out)

@@ -37,7 +37,6 @@ type Pager struct {
 	done    bool
 	keys    [][]byte
 	err     error
-	bad     error // the pattern's, refused locally
 }
 
 // Scan returns a Pager of the keys matching pattern (the store's glob: `*`
@@ -45,18 +44,15 @@ type Pager struct {
 // key). An empty pattern is refused locally (ErrKeyLengthZero), as the
 // store would.
 func (c *Client) Scan(pattern []byte, opts ScanOptions) *Pager {
-	return &Pager{c: c, pattern: slices.Clone(pattern), opts: opts, bad: checkKey(cmdScan, pattern)}
+	return &Pager{c: c, pattern: slices.Clone(pattern), opts: opts}
 }
 
 // Next fetches the next page with keys and reports whether there is one;
 // false at the end or on an error (Err). After an error a later Next tries
 // the same page again.
 func (p *Pager) Next(ctx context.Context) bool {
-	p.err, p.keys = p.bad, nil
-	if p.bad != nil {
-		return false
-	}
-	for !p.done {
+	p.err, p.keys = nil, nil
+	for !p.done { // an empty pattern: ScanPage refuses it, as the store would
 		keys, next, err := p.c.ScanPage(ctx, p.pattern, p.token, p.opts)
 		if err != nil {
 			p.err = err
