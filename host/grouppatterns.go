@@ -10,13 +10,14 @@ import (
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host/internal/mailbox"
 	"github.com/ssrun/ssrun/host/internal/patterns"
+	"github.com/ssrun/ssrun/host/internal/patternwatch"
 	"github.com/ssrun/ssrun/host/internal/watch"
 	"github.com/ssrun/ssrun/protocol"
 )
 
 // Pattern hints across a group: a key that a rule of one member writes
 // reaches the pattern watches of the rules other members run at once, as
-// it does on its own host (patternHub.wrote), not at their next rescan.
+// it does on its own host (patternwatch.Hub.Wrote), not at their next rescan.
 // The rescans stay what makes a pattern watch miss nothing; the hints
 // save the wait. Two keys per member, under the group's:
 //
@@ -47,7 +48,7 @@ const maxPublished = 64 << 10
 type groupHints struct {
 	o    *ownership // the group's keys
 	id   string     // this member
-	hub  *patternHub
+	hub  *patternwatch.Hub
 	bell *doorbell // this member's doorbell, which it watches
 
 	mu        sync.Mutex
@@ -57,7 +58,7 @@ type groupHints struct {
 	rung      map[string]bool               // id + "\x00" + key: rung once
 }
 
-func newGroupHints(o *ownership, id string, hub *patternHub) *groupHints {
+func newGroupHints(o *ownership, id string, hub *patternwatch.Hub) *groupHints {
 	gh := &groupHints{o: o, id: id, hub: hub, others: map[string][]patterns.Pattern{}, watching: map[string]*memberPatterns{}, rung: map[string]bool{}}
 	gh.bell = &doorbell{hub: hub, key: gh.doorbellKey(id)}
 	return gh
@@ -71,7 +72,7 @@ func (gh *groupHints) doorbellKey(id string) string { return gh.o.key("found/" +
 // seen, then come with their notifications: a step at rest costs no
 // request); a member that left is let go.
 func (gh *groupHints) sync(ctx context.Context, reg *watch.Registry, store Store, live []string) error {
-	mine := strings.Join(gh.hub.patternList(), "\n")
+	mine := strings.Join(gh.hub.PatternList(), "\n")
 	if len(mine) > maxPublished {
 		mine = ""
 	}
@@ -168,9 +169,10 @@ func parsePatternLines(v []byte) []patterns.Pattern {
 	return out
 }
 
-// doorbells returns the doorbell keys of the other members with a pattern
-// matching key that were not rung for key yet, and notes them as rung.
-func (gh *groupHints) doorbells(key string) []string {
+// Doorbells returns the doorbell keys of the other members with a pattern
+// matching key that were not rung for key yet, and notes them as rung
+// (patternwatch.Hints).
+func (gh *groupHints) Doorbells(key string) []string {
 	gh.mu.Lock()
 	defer gh.mu.Unlock()
 	var out []string
@@ -213,7 +215,7 @@ func (gh *groupHints) leave(ctx context.Context, reg *watch.Registry, store Stor
 // member rings with goes to the pattern hub, as a key a rule of this host
 // wrote would (its state read, since this host does not know it).
 type doorbell struct {
-	hub *patternHub
+	hub *patternwatch.Hub
 	key string
 }
 
@@ -222,7 +224,7 @@ func (d *doorbell) Enqueue(dl mailbox.Delivery) {
 	if dl.Ev.Op != abi.OpSet || len(dl.Ev.Value) == 0 || hasReservedPrefix(string(dl.Ev.Value)) {
 		return
 	}
-	d.hub.rang(string(dl.Ev.Value))
+	d.hub.Rang(string(dl.Ev.Value))
 }
 
 // WatcherName implements watch.Watcher.

@@ -245,7 +245,7 @@ func newGroup(svc *services, h groupHost, cfg GroupConfig) *group {
 		progress: map[string]*membership.Progress{}}
 	id := svc.client.ClientID()
 	hints := newGroupHints(own, id, svc.pats)
-	svc.pats.hints.Store(hints)
+	svc.pats.SetHints(hints)
 	return &group{
 		ownership: own, hints: hints,
 		svc: svc, h: h, ttl: ttl, id: id,

@@ -6,14 +6,15 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host/internal/patterns"
+	"github.com/ssrun/ssrun/host/internal/patternwatch"
 	"github.com/ssrun/ssrun/host/internal/status"
 	"github.com/ssrun/ssrun/protocol"
 )
 
 // This file is the rules' verbs of key families (ABI revision 3): keys,
-// watch_pattern and unwatch_pattern. The scans are the patternHub's
-// (patternhub.go), a rule's patterns and keys its rulePatterns'
-// (patternrule.go).
+// watch_pattern and unwatch_pattern. The scans are the patternwatch.Hub's,
+// a rule's patterns and keys its patternwatch.Rule's
+// (host/internal/patternwatch).
 
 // compilePattern compiles pattern for verb and checks it against the
 // rule's permissions perms (each a list as in RuleConfig.Read).
@@ -41,7 +42,7 @@ func (b *binding) Keys(ctx context.Context, pattern string, opts abi.KeysOptions
 		return nil, err
 	}
 	readable := func(k string) bool { return allowed(cfg.Read, k) }
-	keys, complete, err := b.r.svc.pats.scan(ctx, pattern, limit, readable)
+	keys, complete, err := b.r.svc.pats.Scan(ctx, pattern, limit, readable)
 	if err != nil {
 		return nil, status.StoreError(err)
 	}
@@ -61,7 +62,7 @@ func (b *binding) Keys(ctx context.Context, pattern string, opts abi.KeysOptions
 // WatchPattern implements abi.Host. The keys the pattern matches now are
 // counted first: more than the rule's max_watched_keys fails with LIMIT
 // (offline, the count waits for the first scan). The watch is staged while
-// the version starts, as Watch's are; the pattern's scans (patternHub)
+// the version starts, as Watch's are; the pattern's scans (patternwatch.Hub)
 // then register its keys and give them to the rule.
 func (b *binding) WatchPattern(ctx context.Context, pattern string, opts abi.WatchOptions) error {
 	cfg := b.r.config()
@@ -72,7 +73,7 @@ func (b *binding) WatchPattern(ctx context.Context, pattern string, opts abi.Wat
 	if b.replica.Load() {
 		return nil // the first instance's watches stand
 	}
-	_, complete, err := b.r.svc.pats.scan(ctx, pattern, cfg.MaxWatchedKeys, func(k string) bool { return patternReadable(cfg, k) })
+	_, complete, err := b.r.svc.pats.Scan(ctx, pattern, cfg.MaxWatchedKeys, func(k string) bool { return patternReadable(cfg, k) })
 	switch {
 	case errors.Is(err, protocol.ErrNotConnected):
 	case err != nil:
@@ -80,16 +81,16 @@ func (b *binding) WatchPattern(ctx context.Context, pattern string, opts abi.Wat
 	case !complete:
 		return abi.Errorf(abi.StatusLimit, "watch_pattern %q: more than max_watched_keys (%d) keys match (rule %s; raise max_watched_keys in ssrun.yaml or narrow the pattern)", pattern, cfg.MaxWatchedKeys, b.r.name)
 	}
-	lp := livePattern{pat: pat, opts: opts}
+	lp := patternwatch.Watch{Pat: pat, Opts: opts}
 	in := b.in
 	in.mu.Lock()
 	if !in.live { // swap applies it, as a watch
-		b.r.pats.stage(in, lp)
+		b.r.pats.Stage(in, lp)
 		in.mu.Unlock()
 		return nil
 	}
 	in.mu.Unlock()
-	return b.r.pats.add(ctx, lp)
+	return b.r.pats.Add(ctx, lp)
 }
 
 // UnwatchPattern implements abi.Host.
@@ -103,7 +104,7 @@ func (b *binding) UnwatchPattern(ctx context.Context, pattern string) error {
 	in := b.in
 	in.mu.Lock()
 	if !in.live {
-		ok := b.r.pats.unstage(in, pattern)
+		ok := b.r.pats.Unstage(in, pattern)
 		in.mu.Unlock()
 		if !ok {
 			return abi.Errorf(abi.StatusNotFound, "unwatch_pattern %q: not watched", pattern)
@@ -111,14 +112,14 @@ func (b *binding) UnwatchPattern(ctx context.Context, pattern string) error {
 		return nil
 	}
 	in.mu.Unlock()
-	if !b.r.pats.drop(ctx, pattern) {
+	if !b.r.pats.Drop(ctx, pattern) {
 		return abi.Errorf(abi.StatusNotFound, "unwatch_pattern %q: not watched", pattern)
 	}
 	return nil
 }
 
-// replaced implements patternVersion.
-func (in *instance) replaced() bool { return in.closed.Load() }
+// Replaced implements patternwatch.Version.
+func (in *instance) Replaced() bool { return in.closed.Load() }
 
 func (h recorded) Keys(ctx context.Context, pattern string, opts abi.KeysOptions) ([]string, error) {
 	keys, err := h.b.Keys(ctx, pattern, opts)

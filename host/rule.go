@@ -17,6 +17,7 @@ import (
 	"github.com/ssrun/ssrun/host/internal/logbudget"
 	"github.com/ssrun/ssrun/host/internal/mailbox"
 	"github.com/ssrun/ssrun/host/internal/membership"
+	"github.com/ssrun/ssrun/host/internal/patternwatch"
 	"github.com/ssrun/ssrun/host/internal/serial"
 	"github.com/ssrun/ssrun/host/internal/status"
 	"github.com/ssrun/ssrun/host/provenance"
@@ -60,10 +61,10 @@ type rule struct {
 	disabled bool
 	cfg      RuleConfig
 	watches  map[string]abi.WatchOptions
-	pats     *rulePatterns // its pattern watches (patternrule.go)
-	own      echo.Pending  // this rule's writes on watched keys, awaiting their echo
-	hash     [32]byte      // content of the running version
-	pooled   bool          // the running version runs a pool (concurrency > 1)
+	pats     *patternwatch.Rule // its pattern watches (host/internal/patternwatch)
+	own      echo.Pending       // this rule's writes on watched keys, awaiting their echo
+	hash     [32]byte           // content of the running version
+	pooled   bool               // the running version runs a pool (concurrency > 1)
 	// The last failure, handler or load, for status; reloadErr while the
 	// file's newest version failed to load and the previous one runs.
 	lastErr   string
@@ -137,7 +138,7 @@ func newRule(s *services, path, kind string, cfg RuleConfig) *rule {
 	if s.group != nil {
 		r.progress = s.group.progressFor(name)
 	}
-	r.pats = newRulePatterns(s, path, name, r.mailbox, r.progress, r)
+	r.pats = patternwatch.NewRule(s.pats, s.reg, s.lin, path, name, r.mailbox, r.progress, patternOwner{r})
 	return r
 }
 
@@ -186,7 +187,7 @@ func (r *rule) reconfigure(cfg RuleConfig) {
 	r.logs.SetLimits(cfg.LogLines, cfg.LogBytes)
 	r.mailbox.SetLimit(cfg.Mailbox, cfg.MailboxKeys)
 	r.setMode(cfg.Mode)
-	r.pats.reconfigure(r.svc.ctx, cfg)
+	r.pats.Reconfigure(r.svc.ctx, patternSettings(cfg))
 }
 
 // watchesOutside returns the keys r watches that patterns do not allow,
@@ -478,7 +479,7 @@ func (r *rule) skipLocked(d mailbox.Delivery) SkipReason {
 	if d.Ev.Op != abi.OpLockLost && d.Ev.Op != abi.OpTimer {
 		opts, ok := r.watches[d.Ev.Key]
 		if !ok {
-			opts, ok = r.pats.covers(d.Ev.Key)
+			opts, ok = r.pats.Covers(d.Ev.Key)
 		}
 		if !ok {
 			return SkipUnwatched // no longer watched (unwatched or dropped by a reload)
@@ -602,7 +603,7 @@ func (r *rule) write(own *callCause, verb, key, fence string, ttl time.Duration,
 		version, deleted = "", false
 	}
 	if version != "" && !deleted {
-		r.svc.pats.wrote(r.path, key, value, version) // a pattern's key found at once
+		r.svc.pats.Wrote(r.path, key, value, version) // a pattern's key found at once
 	}
 	if version != "" || deleted {
 		r.wrote(key, version, deleted)
@@ -631,7 +632,7 @@ func (r *rule) wrote(key, version string, deleted bool) {
 	defer r.mu.Unlock()
 	opts, ok := r.watches[key]
 	if !ok {
-		opts, ok = r.pats.covers(key)
+		opts, ok = r.pats.Covers(key)
 	}
 	if ok && !opts.Self {
 		r.own.Wrote(key, version, deleted)
@@ -672,7 +673,7 @@ func (r *rule) swap(ctx context.Context, next *instance) {
 	r.hash = next.hash
 	r.pooled = next.members != nil
 	r.mu.Unlock()
-	r.pats.swap(ctx, next)
+	r.pats.Swap(ctx, next)
 	next.live = true
 	next.mu.Unlock()
 	r.timers.goLive(next)
@@ -854,7 +855,7 @@ func (r *rule) release(ctx context.Context) {
 	for _, k := range keys {
 		r.svc.reg.Unwatch(ctx, r, k)
 	}
-	r.pats.release(ctx)
+	r.pats.Release(ctx)
 	r.locks.releaseAll(ctx)
 	r.timers.stop()
 	r.logs.Close()
@@ -1000,7 +1001,7 @@ func (r *rule) status() RuleStatus {
 	s.LogLinesSuppressed, s.LogBytesSuppressed = r.logs.Suppressed()
 	s.Timers = r.timers.count()
 	s.Queued = r.mailbox.Len()
-	s.Patterns, s.PatternKeys = r.pats.status()
+	s.Patterns, s.PatternKeys = r.pats.Status()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s.Disabled = r.disabled
@@ -1038,7 +1039,7 @@ func (r *rule) noteError(msg string) {
 }
 
 // watchesExactly reports whether the rule watches key with watch (not
-// through a pattern: patternrule.go).
+// through a pattern: host/internal/patternwatch).
 func (r *rule) watchesExactly(key string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -1085,3 +1086,18 @@ func shortHash(h [32]byte) string { return hex.EncodeToString(h[:6]) }
 func (r *rule) WatcherName() string { return r.path }
 
 func (r *rule) String() string { return fmt.Sprintf("%s rule %s", r.kind, r.path) }
+
+// patternOwner is a rule as its pattern watches see it
+// (patternwatch.Owner).
+type patternOwner struct{ r *rule }
+
+func (o patternOwner) Settings() patternwatch.Settings { return patternSettings(o.r.config()) }
+func (o patternOwner) Enqueue(d mailbox.Delivery)      { o.r.Enqueue(d) }
+func (o patternOwner) WatchesExactly(key string) bool  { return o.r.watchesExactly(key) }
+func (o patternOwner) NoteError(msg string)            { o.r.noteError(msg) }
+
+// patternSettings are what a rule's pattern watches follow of cfg.
+func patternSettings(cfg RuleConfig) patternwatch.Settings {
+	return patternwatch.Settings{Rescan: cfg.Rescan, MaxWatchedKeys: cfg.MaxWatchedKeys,
+		Readable: func(k string) bool { return patternReadable(cfg, k) }}
+}

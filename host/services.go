@@ -10,6 +10,7 @@ import (
 	"github.com/ssrun/ssrun/host/internal/gate"
 	"github.com/ssrun/ssrun/host/internal/lineage"
 	"github.com/ssrun/ssrun/host/internal/membership"
+	"github.com/ssrun/ssrun/host/internal/patternwatch"
 	"github.com/ssrun/ssrun/host/internal/serial"
 	"github.com/ssrun/ssrun/host/internal/timers"
 	"github.com/ssrun/ssrun/host/internal/watch"
@@ -26,7 +27,7 @@ type services struct {
 	client  Store           // lock requests (a binding gets its own reference)
 	log     *slog.Logger
 	reg     *watch.Registry     // watches
-	pats    *patternHub         // pattern watches (patternhub.go)
+	pats    *patternwatch.Hub   // pattern watches (host/internal/patternwatch)
 	lin     *lineage.Table      // the feedback-loop damper
 	journal *provenance.Journal // the last write per key, for Why
 	calls   *abandon.Tracker    // goroutines running runtime calls
