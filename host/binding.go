@@ -143,7 +143,7 @@ func (b *binding) Set(ctx context.Context, key string, value []byte, opts abi.Se
 	if sg := b.staging(); sg != nil {
 		w := b.staged("SET", key, value)
 		w.TTL, w.Cond, w.Fence = opts.TTL, staging.CondName(opts.Cond), opts.Fence
-		err := sg.Write(ctx, w, b.r.locks.holder(), send)
+		err := sg.Write(ctx, w, b.r.locks.Holder(), send)
 		return version, err
 	}
 	err := b.r.write(b.own, "set", key, opts.Fence, opts.TTL, value, b.sendTo(send))
@@ -171,7 +171,7 @@ func (b *binding) Del(ctx context.Context, key string, opts abi.DelOptions) erro
 	if sg := b.staging(); sg != nil {
 		w := b.staged("DEL", key, nil)
 		w.Fence = opts.Fence
-		return sg.Write(ctx, w, b.r.locks.holder(), send)
+		return sg.Write(ctx, w, b.r.locks.Holder(), send)
 	}
 	return b.r.write(b.own, "del", key, opts.Fence, 0, nil, b.sendTo(send))
 }
@@ -195,7 +195,7 @@ func (b *binding) VDel(ctx context.Context, key string, value []byte, opts abi.D
 	if sg := b.staging(); sg != nil {
 		w := b.staged("VDEL", key, value)
 		w.Fence = opts.Fence
-		return sg.Write(ctx, w, b.r.locks.holder(), send)
+		return sg.Write(ctx, w, b.r.locks.Holder(), send)
 	}
 	return b.r.write(b.own, "vdel", key, opts.Fence, 0, nil, b.sendTo(send))
 }
@@ -231,11 +231,11 @@ func (b *binding) Lock(ctx context.Context, name string, ttl time.Duration, opts
 		return "", err
 	}
 	if sg := b.staging(); sg != nil {
-		w := b.staged("LOCK", name, []byte(b.r.locks.holder()))
+		w := b.staged("LOCK", name, []byte(b.r.locks.Holder()))
 		w.TTL = ttl // reported, not applied: the host would renew the lease
 		return sg.Lock(ctx, w)
 	}
-	return b.r.locks.lock(ctx, name, ttl, opts.Wait)
+	return b.r.locks.Lock(ctx, name, ttl, opts.Wait)
 }
 
 // Unlock implements abi.Host.
@@ -247,9 +247,9 @@ func (b *binding) Unlock(ctx context.Context, name string) error {
 		return err
 	}
 	if sg := b.staging(); sg != nil {
-		return sg.Unlock(ctx, b.staged("UNLOCK", name, []byte(b.r.locks.holder())))
+		return sg.Unlock(ctx, b.staged("UNLOCK", name, []byte(b.r.locks.Holder())))
 	}
-	return b.r.locks.unlock(ctx, name)
+	return b.r.locks.Unlock(ctx, name)
 }
 
 // checkLock checks a lock name against the rule's permissions. A lease is a

@@ -87,7 +87,7 @@ func (g *group) run(ctx context.Context) {
 			t.Reset(g.ttl / 3)
 			tick = t.Took
 		case <-g.wake:
-		case <-g.ls.lostSignal:
+		case <-g.ls.LostSignal():
 		}
 	}
 }
@@ -96,9 +96,9 @@ func (g *group) run(ctx context.Context) {
 // live members, then the rules it should own.
 func (g *group) step(ctx context.Context) {
 	defer g.steps.Add(1)
-	for _, l := range g.ls.takeLost() {
-		g.svc.quiet.Work(g.ls.rq, -1)
-		if rule, ok := g.ruleOfLease(l.name); ok {
+	for _, l := range g.ls.TakeLost() {
+		g.svc.quiet.Work(g.ls.Activity(), -1)
+		if rule, ok := g.ruleOfLease(l.Name); ok {
 			g.drop(ctx, rule, "its ownership lease was lost")
 		}
 	}
@@ -187,8 +187,8 @@ func (g *group) ruleOfLease(name string) (string, bool) {
 // the roster as read or as written (with this host's line).
 func (g *group) join(ctx context.Context) (membership.RuleSet, string, []membership.RosterEntry, error) {
 	mk := g.memberKey(g.id)
-	if l := g.ls.get(mk); l == nil || l.isLost() {
-		if _, err := g.ls.lock(ctx, mk, g.ttl, 0); err != nil {
+	if l := g.ls.Get(mk); l == nil || l.IsLost() {
+		if _, err := g.ls.Lock(ctx, mk, g.ttl, 0); err != nil {
 			return nil, "", nil, fmt.Errorf("member lease %s: %w", mk, err)
 		}
 	}
@@ -238,16 +238,16 @@ func (g *group) roster(ctx context.Context) ([]membership.RosterEntry, error) {
 // edit whose roster write failed (g.unnamed).
 func (g *group) editRoster(ctx context.Context, edit func([]membership.RosterEntry) []membership.RosterEntry, put *membership.StoredSet) ([]membership.RosterEntry, error) {
 	lk := g.key("roster.lock")
-	if _, err := g.ls.lock(ctx, lk, g.ttl, g.ttl); err != nil {
+	if _, err := g.ls.Lock(ctx, lk, g.ttl, g.ttl); err != nil {
 		return nil, fmt.Errorf("roster lock: %w", err)
 	}
-	defer func() { _ = g.ls.unlock(context.WithoutCancel(ctx), lk) }()
+	defer func() { _ = g.ls.Unlock(context.WithoutCancel(ctx), lk) }()
 	before, err := g.roster(ctx)
 	if err != nil {
 		return nil, err
 	}
 	after := edit(before)
-	tok, err := g.ls.fenceToken("set", g.key("roster"), lk)
+	tok, err := g.ls.FenceToken("set", g.key("roster"), lk)
 	if err != nil {
 		return nil, err
 	}
@@ -325,7 +325,7 @@ func (g *group) live(ctx context.Context, entries []membership.RosterEntry) ([]m
 // holds is watched, so its release or expiry wakes the loop.
 func (g *group) take(ctx context.Context, rule string) {
 	lk := g.leaseKey(rule)
-	if _, err := g.ls.lock(ctx, lk, g.ttl, 0); err != nil {
+	if _, err := g.ls.Lock(ctx, lk, g.ttl, 0); err != nil {
 		if abi.StatusOf(err) == abi.StatusBusy {
 			g.await(ctx, lk)
 			return
@@ -337,7 +337,7 @@ func (g *group) take(ctx context.Context, rule string) {
 	p, err := g.readSeen(ctx, rule)
 	if err != nil {
 		g.svc.log.Warn("group: cannot read what the rule's last owner handled; taking it over later", "group", g.name, "rule", rule, "err", err)
-		_ = g.ls.unlock(ctx, lk)
+		_ = g.ls.Unlock(ctx, lk)
 		return
 	}
 	g.mu.Lock()
@@ -436,7 +436,7 @@ func (g *group) handOver(ctx context.Context, rule string) {
 	g.mu.Lock()
 	delete(g.progress, rule)
 	g.mu.Unlock()
-	if err := g.ls.unlock(ctx, g.leaseKey(rule)); err != nil && abi.StatusOf(err) != abi.StatusNotFound {
+	if err := g.ls.Unlock(ctx, g.leaseKey(rule)); err != nil && abi.StatusOf(err) != abi.StatusNotFound {
 		g.svc.log.Warn("group: releasing the rule's ownership lease failed; it expires", "group", g.name, "rule", rule, "err", err)
 	}
 	g.handovers.Add(1)
@@ -488,5 +488,5 @@ func (g *group) close(ctx context.Context) {
 	g.svc.reg.Unwatch(ctx, g, g.key("roster"))
 	g.svc.reg.Unwatch(ctx, g.hints.bell, g.hints.bell.key)
 	g.hints.leave(ctx, g.svc.reg, g.svc.client)
-	g.ls.releaseAll(ctx)
+	g.ls.ReleaseAll(ctx)
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/lease"
 	"github.com/ssrun/ssrun/host/internal/membership"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/protocol/hlc"
@@ -15,8 +16,8 @@ import (
 // the ownership leases that fence their writes, and where they record what
 // they handled.
 type ownership struct {
-	name string  // the group's
-	ls   *leases // member, roster lock and ownership leases
+	name string        // the group's
+	ls   *lease.Leases // member, roster lock and ownership leases
 
 	mu       sync.Mutex
 	paths    map[string]string               // rule name -> path: the rules the group shares
@@ -36,7 +37,7 @@ func (o *ownership) fence(rule, verb, key string) (hlc.HLC, error) {
 	if !shared {
 		return hlc.HLC{}, nil
 	}
-	tok, err := o.ls.fenceToken(verb, key, o.leaseKey(rule))
+	tok, err := o.ls.FenceToken(verb, key, o.leaseKey(rule))
 	if err != nil {
 		return hlc.HLC{}, abi.Errorf(abi.StatusLockLost, "%s %q: rule %s is no longer owned by this host in group %s", verb, key, rule, o.name)
 	}
@@ -53,23 +54,23 @@ func (o *ownership) refenced(ctx context.Context, rule string, err error) (hlc.H
 	if !errors.Is(err, protocol.ErrFencingTokenLowerVersion) {
 		return hlc.HLC{}, false
 	}
-	l := o.ls.get(o.leaseKey(rule))
-	if l == nil || l.isLost() {
+	l := o.ls.Get(o.leaseKey(rule))
+	if l == nil || l.IsLost() {
 		return hlc.HLC{}, false
 	}
-	sent := o.ls.svc.now()
-	if _, why, _ := l.held(sent); why != "" {
+	sent := o.ls.Now()
+	if _, why, _ := l.Held(sent); why != "" {
 		return hlc.HLC{}, false
 	}
-	res, serr := o.ls.svc.client.Set(ctx, []byte(l.name), []byte(l.holder), protocol.SetOptions{Condition: protocol.CondNEX, Expiry: l.ttl})
+	res, serr := o.ls.Client().Set(ctx, []byte(l.Name), []byte(l.Holder), protocol.SetOptions{Condition: protocol.CondNEX, Expiry: l.TTL})
 	switch {
 	case serr != nil:
 		return hlc.HLC{}, false
 	case !res.Applied:
-		o.ls.loseLease(l, "taken by another host of the group")
+		o.ls.LoseLease(l, "taken by another host of the group")
 		return hlc.HLC{}, false
 	}
-	l.renewed(res.Version, sent)
+	l.Renewed(res.Version, sent)
 	return res.Version, true
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/lease"
 	"github.com/ssrun/ssrun/host/internal/mailbox"
 	"github.com/ssrun/ssrun/host/internal/membership"
 	"github.com/ssrun/ssrun/host/provenance"
@@ -156,7 +157,7 @@ func (g *group) flushRule(ctx context.Context, rule string) {
 		return
 	}
 	key := g.seenKey(rule)
-	tok, err := g.ls.fenceToken("set", key, g.leaseKey(rule))
+	tok, err := g.ls.FenceToken("set", key, g.leaseKey(rule))
 	if err == nil {
 		_, err = g.svc.client.Set(ctx, []byte(key), b, protocol.SetOptions{FencingToken: tok})
 	}
@@ -240,7 +241,7 @@ func newGroup(svc *services, h groupHost, cfg GroupConfig) *group {
 		ttl = DefaultGroupTTL
 	}
 	own := &ownership{name: cfg.Name,
-		ls:       &leases{svc: svc, rule: groupHolderRule, lostSignal: make(chan struct{}, 1), m: map[string]*lease{}},
+		ls:       lease.New(svc.leaseServices(), groupHolderRule, nil),
 		paths:    map[string]string{},
 		progress: map[string]*membership.Progress{}}
 	id := svc.client.ClientID()

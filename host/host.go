@@ -110,7 +110,7 @@ type Config struct {
 	// *protocol.Client does: EventsQueued).
 	Serial bool
 
-	// now is the monotonic clock that times leases (locks.go); time.Now
+	// now is the monotonic clock that times leases (host/internal/lease); time.Now
 	// when nil. Tests inject one.
 	now func() time.Time
 	// clock is the clock of timers (timers.go); hostClock when nil. Tests

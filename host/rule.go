@@ -14,6 +14,7 @@ import (
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host/internal/abandon"
 	"github.com/ssrun/ssrun/host/internal/echo"
+	"github.com/ssrun/ssrun/host/internal/lease"
 	"github.com/ssrun/ssrun/host/internal/logbudget"
 	"github.com/ssrun/ssrun/host/internal/mailbox"
 	"github.com/ssrun/ssrun/host/internal/membership"
@@ -41,7 +42,7 @@ type rule struct {
 
 	mailbox *mailbox.Box
 	quiet   *serial.Rule // its part in a serial host's activity (quiet.go)
-	locks   leases
+	locks   *lease.Leases
 	logs    *logbudget.Budget
 	timers  *ruleTimers
 	// ctx bounds the rule's handler calls; cancel ends a handler stuck in
@@ -123,12 +124,12 @@ func newRule(s *services, path, kind string, cfg RuleConfig) *rule {
 		cfg:     cfg,
 		quiet:   rq,
 		mailbox: mailbox.New(cfg.Mailbox, cfg.MailboxKeys, s.quiet, rq),
-		locks:   leases{svc: s, rule: name, rq: rq, lostSignal: make(chan struct{}, 1), m: map[string]*lease{}},
+		locks:   lease.New(s.leaseServices(), name, rq),
 		logs:    logbudget.New(s.log, s.clock, name, cfg.LogLines, cfg.LogBytes),
 		watches: map[string]abi.WatchOptions{},
 		own:     echo.New(),
 	}
-	r.locks.inCall = func() bool {
+	r.locks.InCall = func() bool {
 		w := r.worker()
 		return w != nil && w.inFlight() > 0
 	}
@@ -300,8 +301,8 @@ func (r *rule) startWorker() *worker {
 	if r.mailbox.Len() > 0 {
 		r.mailbox.Signal()
 	}
-	if r.locks.losing() {
-		r.locks.signalLost()
+	if r.locks.Losing() {
+		r.locks.SignalLost()
 	}
 	w.run(func() { r.loop(w) })
 	return w
@@ -352,9 +353,9 @@ func (r *rule) run(w *worker) bool {
 			if in := r.cur; in != nil && in.members != nil {
 				return true
 			}
-		case <-r.locks.lostSignal:
-			for _, l := range r.locks.takeLost() {
-				ok := r.deliver(w, mailbox.Delivery{Ev: abi.Event{Key: l.name, Op: abi.OpLockLost}, Ticket: l.ticket})
+		case <-r.locks.LostSignal():
+			for _, l := range r.locks.TakeLost() {
+				ok := r.deliver(w, mailbox.Delivery{Ev: abi.Event{Key: l.Name, Op: abi.OpLockLost}, Ticket: l.Ticket})
 				r.svc.quiet.Work(r.quiet, -1)
 				if !ok {
 					return false
@@ -578,7 +579,7 @@ func (r *rule) write(own *callCause, verb, key, fence string, ttl time.Duration,
 	if sh := r.shadowing(); sh != nil {
 		sh.wroteLive(strings.ToUpper(verb), key, value)
 	}
-	token, err := r.locks.fenceToken(verb, key, fence)
+	token, err := r.locks.FenceToken(verb, key, fence)
 	if err == nil && fence == "" && r.svc.group != nil { // a rule owned in a group: its lease fences
 		token, err = r.svc.group.fence(r.name, verb, key)
 	}
@@ -856,7 +857,7 @@ func (r *rule) release(ctx context.Context) {
 		r.svc.reg.Unwatch(ctx, r, k)
 	}
 	r.pats.Release(ctx)
-	r.locks.releaseAll(ctx)
+	r.locks.ReleaseAll(ctx)
 	r.timers.stop()
 	r.logs.Close()
 	r.mailbox.Drop()
@@ -995,7 +996,7 @@ type RuleStatus struct {
 }
 
 func (r *rule) status() RuleStatus {
-	s := RuleStatus{Path: r.path, Kind: r.kind, Locks: r.locks.names(), Abandoned: r.abandons.Load(),
+	s := RuleStatus{Path: r.path, Kind: r.kind, Locks: r.locks.Names(), Abandoned: r.abandons.Load(),
 		Handled: r.handled.Load(), Failed: r.failed.Load(), Dropped: r.dropped.Load(), Echoes: r.echoes.Load(),
 		Coalesced: r.coalesced.Load(), Restarted: r.restarted.Load()}
 	s.LogLinesSuppressed, s.LogBytesSuppressed = r.logs.Suppressed()
