@@ -8,9 +8,7 @@ import (
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host/internal/guard"
 	"github.com/ssrun/ssrun/host/internal/patterns"
-	"github.com/ssrun/ssrun/host/internal/status"
 	"github.com/ssrun/ssrun/host/staging"
-	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/protocol/hlc"
 )
 
@@ -95,14 +93,7 @@ func (b *binding) inShadow() bool { return b.shadow != nil && !b.shadow.live.Loa
 
 // Get implements abi.Host.
 func (b *binding) Get(ctx context.Context, key string) (abi.Value, error) {
-	res, err := b.client.Get(ctx, []byte(key), protocol.CallOptions{})
-	if err != nil {
-		return abi.Value{}, status.StoreError(err)
-	}
-	if !res.Found {
-		return abi.Value{}, abi.Errorf(abi.StatusNotFound, "get %q: not found", key)
-	}
-	return abi.Value{Data: res.Value, Version: res.Version.String()}, nil
+	return staging.GetOn(ctx, b.client, key)
 }
 
 // Set implements abi.Host.

@@ -92,7 +92,13 @@ func (h *Host) write(op, key string, value []byte) Write {
 
 // Get implements abi.Host: the staged writes, then the store.
 func (h *Host) Get(ctx context.Context, key string) (abi.Value, error) {
-	res, err := h.st.Get(ctx, []byte(key), protocol.CallOptions{})
+	return GetOn(ctx, h.st, key)
+}
+
+// GetOn reads key on st (the store, or a staging's layer) for a rule:
+// NOT_FOUND when it is absent.
+func GetOn(ctx context.Context, st StagedStore, key string) (abi.Value, error) {
+	res, err := st.Get(ctx, []byte(key), protocol.CallOptions{})
 	if err != nil {
 		return abi.Value{}, status.StoreError(err)
 	}
