@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/observe"
 	"github.com/ssrun/ssrun/host/provenance"
 )
 
@@ -50,7 +51,7 @@ func TestCallTracerSeesHandlerCallsForOTLP(t *testing.T) {
 		var wrapped bool
 		e.load("r", goRule{init: watchInit("in"), handle: func(ctx context.Context, h abi.Host, ev abi.Event) error {
 			mu.Lock()
-			_, wrapped = h.(traced)
+			_, wrapped = h.(*observe.Traced)
 			mu.Unlock()
 			if _, err := h.Get(ctx, "absent"); abi.StatusOf(err) != abi.StatusNotFound {
 				return err
