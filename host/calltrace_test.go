@@ -75,3 +75,42 @@ func TestCallTracerSeesHandlerCallsForOTLP(t *testing.T) {
 		}
 	}
 }
+
+// RuleOf and HostOf find the rule and its Host behind every host the Host
+// gives a rule: its binding, or the binding wrapped for a Recorder, for a
+// tracer that wants the calls, or both.
+func TestRuleOfAndHostOfSeeThroughTheHooks(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		hooks func(*Config)
+	}{
+		{"none", func(*Config) {}},
+		{"recorder", func(o *Config) { o.Recorder = &callLog{} }},
+		{"call tracer", func(o *Config) { o.Tracer = &callTracer{wants: true} }},
+		{"both", func(o *Config) { o.Tracer, o.Recorder = &callTracer{wants: true}, &callLog{} }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, c.hooks)
+			var mu sync.Mutex
+			var rule string
+			var ruleOK, hostOK bool
+			e.load("r", goRule{init: func(ctx context.Context, h abi.Host) error {
+				mu.Lock()
+				defer mu.Unlock()
+				rule, ruleOK = RuleOf(h)
+				var got *Host
+				got, hostOK = HostOf(h)
+				hostOK = hostOK && got == e.host
+				return nil
+			}})
+			mu.Lock()
+			defer mu.Unlock()
+			if rule != "r.gorule" || !ruleOK {
+				t.Errorf("RuleOf: %q, %v; want r.gorule", rule, ruleOK)
+			}
+			if !hostOK {
+				t.Error("HostOf did not find the rule's Host")
+			}
+		})
+	}
+}
