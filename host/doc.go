@@ -28,6 +28,7 @@
 //	internal/mailbox      a rule's bounded FIFO of events
 //	internal/lineage      the feedback-loop damper: each event's place in a chain
 //	internal/echo         a rule's own writes awaiting their echo
+//	internal/observe      the hooks the host is observed through; their wrappers of a rule's host
 //	internal/timers       the timer scheduler; timers' keys and encodings in the store
 //	internal/membership   a group's roster, rule sets, assignment, progress, withdrawals
 //	internal/guard        the link of a rule's abi.Host chain that checks each call
