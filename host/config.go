@@ -16,6 +16,7 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host/internal/gate"
+	"github.com/ssrun/ssrun/host/internal/guard"
 	"github.com/ssrun/ssrun/host/internal/loadretry"
 	"github.com/ssrun/ssrun/host/internal/patterns"
 	"github.com/ssrun/ssrun/host/internal/timers"
@@ -271,17 +272,7 @@ func (c RuleConfig) merge(o RuleConfig) RuleConfig {
 }
 
 // allowed reports whether key matches one of patterns (nil allows all).
-func allowed(patterns []string, key string) bool {
-	if patterns == nil {
-		return true
-	}
-	for _, p := range patterns {
-		if ok, _ := doublestar.Match(p, key); ok {
-			return true
-		}
-	}
-	return false
-}
+func allowed(patterns []string, key string) bool { return guard.Allowed(patterns, key) }
 
 // patternReadable reports whether a rule with cfg may get key through a
 // pattern: it may read and watch it, and it is not the host's.

@@ -28,8 +28,10 @@
 //	internal/mailbox      a rule's bounded FIFO of events
 //	internal/lineage      the feedback-loop damper: each event's place in a chain
 //	internal/echo         a rule's own writes awaiting their echo
+//	internal/observe      the hooks the host is observed through; their wrappers of a rule's host
 //	internal/timers       the timer scheduler; timers' keys and encodings in the store
 //	internal/membership   a group's roster, rule sets, assignment, progress, withdrawals
+//	internal/guard        the link of a rule's abi.Host chain that checks each call
 //	internal/status       store errors to abi statuses, in one table
 //	internal/abandon      runtime calls that may not return: tracked, given up past their grace
 //	internal/logbudget    a rule's log budget per window
@@ -45,6 +47,11 @@
 // scan per pattern for all its rules, rescans, keys rules write) and a
 // rule's Rule (its pattern keys and what it saw of them); the verbs are in
 // patterns.go. A rule's locks are internal/lease's Leases (rule.locks).
+//
+// A rule's abi.Host is a chain of links (binding.chain): the guard's
+// checks, a pool replica's refusals, a dry run's or a canary's staging,
+// then the binding, the store link; the recorder and the call tracer wrap
+// it (docs/architecture.md).
 //
 // A rule keeps its state under one lock, rule.mu, that only rule.go takes
 // (internal/archtest checks it).
