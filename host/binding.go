@@ -147,14 +147,14 @@ func (b *binding) Log(level int32, msg string) {
 }
 
 // Timer implements abi.Host: the rule's timer name is kept in the store
-// before it returns, then scheduled (see ruleTimers).
+// before it returns, then scheduled (see ruletimers.Timers).
 func (b *binding) Timer(ctx context.Context, name string, delay time.Duration, opts abi.TimerOptions) error {
-	return b.r.timers.arm(ctx, b.in, name, delay, opts.Every, opts.Payload, b.r.config().MaxTimers)
+	return b.r.timers.Arm(ctx, b.in, name, delay, opts.Every, opts.Payload, b.r.config().MaxTimers)
 }
 
 // Cancel implements abi.Host.
 func (b *binding) Cancel(ctx context.Context, name string) error {
-	return b.r.timers.cancel(ctx, name)
+	return b.r.timers.Cancel(ctx, name)
 }
 
 // Now implements abi.Host: the host's clock (see hostClock), in Unix ms.

@@ -95,7 +95,7 @@ func (r *rule) runPool(w *worker) bool {
 		wg.Go(func() {
 			ok := r.callPooled(w, slots[i], in.members[i], d)
 			if ok && d.Timer != nil {
-				r.timers.fired(d.Timer) // as deliver does
+				r.timers.Fired(d.Timer) // as deliver does
 			}
 			results <- poolResult{slot: i, key: key, ok: ok, lockLost: lockLost}
 		})
@@ -152,7 +152,7 @@ func (r *rule) runPool(w *worker) bool {
 				}
 				start(d, false)
 			}
-			r.timers.refill() // timers that were due while the mailbox was full
+			r.timers.Refill() // timers that were due while the mailbox was full
 		}
 		var ready <-chan struct{}
 		if canStart && inflight < limit {
@@ -207,13 +207,13 @@ func (r *rule) runPool(w *worker) bool {
 // cancelled or re-armed since it was queued. A timer's firing skipped is
 // recorded as fired, as deliver does.
 func (r *rule) admit(d *mailbox.Delivery) bool {
-	if d.Timer != nil && !r.timers.take(d.Timer, &d.Ev) {
+	if d.Timer != nil && !r.timers.Take(d.Timer, &d.Ev) {
 		return false
 	}
 	if why := r.skipReason(*d); why != "" {
 		r.skipped(*d, why)
 		if d.Timer != nil {
-			r.timers.fired(d.Timer)
+			r.timers.Fired(d.Timer)
 		}
 		return false
 	}
@@ -247,7 +247,7 @@ func (r *rule) callPooled(w *worker, c *callState, m poolMember, d mailbox.Deliv
 		r.svc.gate.Leave(&c.gated)
 		r.failed.Add(1)
 		if d.Timer != nil {
-			r.timers.again(d.Ev.Key)
+			r.timers.Again(d.Ev.Key)
 		}
 		return false
 	}

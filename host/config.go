@@ -19,6 +19,7 @@ import (
 	"github.com/ssrun/ssrun/host/internal/guard"
 	"github.com/ssrun/ssrun/host/internal/loadretry"
 	"github.com/ssrun/ssrun/host/internal/patterns"
+	"github.com/ssrun/ssrun/host/internal/ruletimers"
 	"github.com/ssrun/ssrun/host/internal/timers"
 )
 
@@ -167,6 +168,11 @@ const ReservedPrefix = timers.ReservedPrefix
 
 // MaxTimerName is the longest timer name, in bytes (it is part of a key).
 const MaxTimerName = timers.MaxTimerName
+
+// TimerLateTolerance is how long after its deadline a timer's event may
+// reach the rule's handler and still not be marked late. A timer found past
+// its deadline when its rule loads (the host was down) is always late.
+const TimerLateTolerance = ruletimers.LateTolerance
 
 // DefaultLoadRetry is the first wait before a rule file whose start failed
 // is loaded again (Config.LoadRetry when zero); MaxLoadRetry the longest

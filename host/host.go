@@ -456,7 +456,7 @@ func (h *Host) ruleAt(path string) *rule {
 // they loaded (the store was offline).
 func (h *Host) loadTimers() {
 	for _, r := range h.loaded() {
-		if err := r.timers.load(h.ctx); err != nil && h.ctx.Err() == nil {
+		if err := r.timers.Load(h.ctx); err != nil && h.ctx.Err() == nil {
 			h.log.Warn("rule's timers still not read from the store; tried again at its next timer call or reconnection", "rule", r.name, "err", err)
 		}
 	}
@@ -571,7 +571,7 @@ func (h *Host) loadLocked(ctx context.Context, path string) (err error) {
 		// Timers armed before (by an earlier run of the host, or another
 		// host) are held until the rule is live. Without the store they are
 		// read later: at the rule's first timer call, or on reconnection.
-		if err := r.timers.load(lctx); err != nil {
+		if err := r.timers.Load(lctx); err != nil {
 			h.log.Warn("rule's timers not read from the store yet", "rule", r.name, "err", err)
 		}
 	} else {
@@ -605,7 +605,7 @@ func (h *Host) loadLocked(ctx context.Context, path string) (err error) {
 		if fresh {
 			r.discard(ctx)
 		} else {
-			r.timers.goLive(nil) // what the failed version armed fires in the running one
+			r.timers.GoLive(nil) // what the failed version armed fires in the running one
 		}
 		if shadow != nil {
 			shadow.discard()
@@ -625,7 +625,7 @@ func (h *Host) loadLocked(ctx context.Context, path string) (err error) {
 		if fresh {
 			r.discard(ctx)
 		} else {
-			r.timers.goLive(nil)
+			r.timers.GoLive(nil)
 		}
 		return fmt.Errorf("start %s: %w", path, err)
 	}
@@ -637,7 +637,7 @@ func (h *Host) loadLocked(ctx context.Context, path string) (err error) {
 		if fresh {
 			r.discard(ctx)
 		} else {
-			r.timers.goLive(nil)
+			r.timers.GoLive(nil)
 		}
 		return fmt.Errorf("install %s: %w", path, err)
 	}
@@ -716,7 +716,7 @@ func (h *Host) Remove(ctx context.Context, path string) error {
 	}
 	err := h.stopRule(ctx, r, "remove")
 	if !shared { // a shared rule's timers move to the host that takes it over
-		r.timers.drop(ctx)
+		r.timers.Drop(ctx)
 	}
 	return err
 }
@@ -800,7 +800,7 @@ func (h *Host) Stats() Stats {
 	}
 	s.LoadFailed = h.outcomes.count(excused)
 	for _, r := range h.loaded() {
-		s.Timers += r.timers.count()
+		s.Timers += r.timers.Count()
 	}
 	if h.group != nil {
 		gs := h.group.status()

@@ -47,5 +47,5 @@ func (h *Host) TimerNames(path string) ([]string, bool) {
 	if r == nil {
 		return nil, false
 	}
-	return r.timers.names(), true
+	return r.timers.Names(), true
 }

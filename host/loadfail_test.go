@@ -239,14 +239,14 @@ func TestTimerCallAfterUndoRefused(t *testing.T) {
 	r := newRule(&e.host.services, filepath.Join(e.dir, rule), "gorule", e.host.defaults)
 	t.Cleanup(r.cancel)
 	version := newInstance([32]byte{})
-	if err := r.timers.arm(e.ctx(), version, "a", time.Hour, 0, nil, 10); err != nil {
+	if err := r.timers.Arm(e.ctx(), version, "a", time.Hour, 0, nil, 10); err != nil {
 		t.Fatal(err)
 	}
-	r.timers.undo(e.ctx())
+	r.timers.Undo(e.ctx())
 	if got := e.storedTimers(rule, "a"); len(got) != 0 {
 		t.Fatalf("stored after the undo: %q", got)
 	}
-	err := r.timers.arm(e.ctx(), version, "b", time.Hour, 0, nil, 10)
+	err := r.timers.Arm(e.ctx(), version, "b", time.Hour, 0, nil, 10)
 	if abi.StatusOf(err) != abi.StatusUnavailable {
 		t.Errorf("arm after the undo: %v, want UNAVAILABLE", err)
 	}

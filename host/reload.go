@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/ssrun/ssrun/host/internal/ruletimers"
 	"github.com/ssrun/ssrun/host/rulefile"
 	"github.com/ssrun/ssrun/internal/fsfollow"
 )
@@ -145,7 +146,7 @@ func (h *Host) dropTimersOf(ctx context.Context, path string) {
 	if loaded {
 		return // loaded again meanwhile: the timers are its
 	}
-	newRuleTimers(&h.services, filepath.Base(path), nil).drop(ctx)
+	ruletimers.New(h.timerServices(), filepath.Base(path), nil).Drop(ctx)
 }
 
 // followLinks finds the rule files in dir, and those named, that are

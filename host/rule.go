@@ -20,6 +20,7 @@ import (
 	"github.com/ssrun/ssrun/host/internal/membership"
 	"github.com/ssrun/ssrun/host/internal/observe"
 	"github.com/ssrun/ssrun/host/internal/patternwatch"
+	"github.com/ssrun/ssrun/host/internal/ruletimers"
 	"github.com/ssrun/ssrun/host/internal/serial"
 	"github.com/ssrun/ssrun/host/internal/status"
 	"github.com/ssrun/ssrun/host/provenance"
@@ -45,7 +46,7 @@ type rule struct {
 	quiet   *serial.Rule // its part in a serial host's activity (quiet.go)
 	locks   *lease.Leases
 	logs    *logbudget.Budget
-	timers  *ruleTimers
+	timers  *ruletimers.Timers
 	// ctx bounds the rule's handler calls; cancel ends a handler stuck in
 	// Handle (e.g. waiting for a crashed plugin's restart) when the rule is
 	// removed.
@@ -135,7 +136,7 @@ func newRule(s *services, path, kind string, cfg RuleConfig) *rule {
 		return w != nil && w.inFlight() > 0
 	}
 	r.setMode(cfg.Mode)
-	r.timers = newRuleTimers(s, name, r.mailbox)
+	r.timers = ruletimers.New(s.timerServices(), name, r.mailbox)
 	r.ctx, r.cancel = context.WithCancel(s.ctx)
 	if s.group != nil {
 		r.progress = s.group.progressFor(name)
@@ -367,7 +368,7 @@ func (r *rule) run(w *worker) bool {
 				sh.due() // its window may have ended with no event
 			}
 			d, ok := r.mailbox.Pop()
-			r.timers.refill() // timers that were due while the mailbox was full
+			r.timers.Refill() // timers that were due while the mailbox was full
 			if !ok {
 				continue
 			}
@@ -392,16 +393,16 @@ func (r *rule) deliver(w *worker, d mailbox.Delivery) bool {
 		return r.call(w, d)
 	}
 	if r.cur == nil {
-		r.timers.hold(d.Timer, false)
+		r.timers.Hold(d.Timer, false)
 		return true
 	}
-	if !r.timers.take(d.Timer, &d.Ev) {
+	if !r.timers.Take(d.Timer, &d.Ev) {
 		return true
 	}
 	if !r.call(w, d) {
 		return false
 	}
-	r.timers.fired(d.Timer)
+	r.timers.Fired(d.Timer)
 	return true
 }
 
@@ -678,7 +679,7 @@ func (r *rule) swap(ctx context.Context, next *instance) {
 	r.pats.Swap(ctx, next)
 	next.live = true
 	next.mu.Unlock()
-	r.timers.goLive(next)
+	r.timers.GoLive(next)
 	old := r.cur
 	r.cur = next
 	r.consecutive.Store(0)
@@ -794,7 +795,7 @@ func (r *rule) discard(ctx context.Context) {
 	grace := r.config().Grace
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
 	defer cancel()
-	defer r.timers.undo(ctx)
+	defer r.timers.Undo(ctx)
 	if r.worker() != nil {
 		if err := r.stop(ctx, "failed load"); err != nil { // the worker releases the rule as it stops
 			r.svc.log.Warn("stopping the worker of a rule that failed to load", "rule", r.name, "err", err)
@@ -835,7 +836,7 @@ func (r *rule) abandoned(w *worker, why string) {
 	r.failed.Add(uint64(len(lost))) // after its error is noted, as in the handled path
 	for _, c := range lost {
 		if c.op == abi.OpTimer { // its firing was not recorded: the next version gets it again, late
-			r.timers.again(c.key)
+			r.timers.Again(c.key)
 		}
 	}
 	r.svc.log.Error("rule abandoned: its handler did not return within its deadline plus the grace; it is left to end on its own",
@@ -859,7 +860,7 @@ func (r *rule) release(ctx context.Context) {
 	}
 	r.pats.Release(ctx)
 	r.locks.ReleaseAll(ctx)
-	r.timers.stop()
+	r.timers.Stop()
 	r.logs.Close()
 	r.mailbox.Drop()
 }
@@ -1001,7 +1002,7 @@ func (r *rule) status() RuleStatus {
 		Handled: r.handled.Load(), Failed: r.failed.Load(), Dropped: r.dropped.Load(), Echoes: r.echoes.Load(),
 		Coalesced: r.coalesced.Load(), Restarted: r.restarted.Load()}
 	s.LogLinesSuppressed, s.LogBytesSuppressed = r.logs.Suppressed()
-	s.Timers = r.timers.count()
+	s.Timers = r.timers.Count()
 	s.Queued = r.mailbox.Len()
 	s.Patterns, s.PatternKeys = r.pats.Status()
 	r.mu.Lock()

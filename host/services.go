@@ -12,12 +12,12 @@ import (
 	"github.com/ssrun/ssrun/host/internal/lineage"
 	"github.com/ssrun/ssrun/host/internal/membership"
 	"github.com/ssrun/ssrun/host/internal/patternwatch"
+	"github.com/ssrun/ssrun/host/internal/ruletimers"
 	"github.com/ssrun/ssrun/host/internal/serial"
 	"github.com/ssrun/ssrun/host/internal/timers"
 	"github.com/ssrun/ssrun/host/internal/watch"
 	"github.com/ssrun/ssrun/host/provenance"
 	"github.com/ssrun/ssrun/host/staging"
-	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/protocol/hlc"
 )
 
@@ -41,7 +41,7 @@ type services struct {
 	trace   Tracer              // what becomes of events, for the console (nil: none)
 	rec     Recorder            // what the rules see, for a trace (nil: none)
 	dry     *staging.Staging    // a dry run's staged writes (nil: writes go to the store)
-	kv      keyStore            // where timers are kept: the client, or a dry run's staging
+	kv      ruletimers.Store    // where timers are kept: the client, or a dry run's staging
 	gate    gate.Gate           // bounds the handler calls running at once
 	group   groupFence          // the host's group (nil: none): fences owned rules' writes
 }
@@ -59,15 +59,17 @@ type groupFence interface {
 	progressFor(rule string) *membership.Progress
 }
 
-// keyStore is what timers need of the store: the client, or a dry run's
-// staging.
-type keyStore interface {
-	Get(ctx context.Context, key []byte, opts protocol.CallOptions) (protocol.GetResult, error)
-	Set(ctx context.Context, key, value []byte, opts protocol.SetOptions) (protocol.SetResult, error)
-	Del(ctx context.Context, key []byte, opts protocol.DelOptions) (int64, error)
-}
-
 // leaseServices are the services a rule's leases (and the group's) use.
 func (s *services) leaseServices() *lease.Services {
 	return &lease.Services{Ctx: s.ctx, Client: s.client, Log: s.log, Waits: s.reg, Clock: s.clock, Now: s.now, Quiet: s.quiet}
+}
+
+// timerServices are the services a rule's timers use; in a group, their
+// writes are fenced by the group's fence.
+func (s *services) timerServices() *ruletimers.Services {
+	ts := &ruletimers.Services{Ctx: s.ctx, Log: s.log, Clock: s.clock, Quiet: s.quiet, Store: s.kv, Scheduler: s.timers}
+	if s.group != nil {
+		ts.Fence = s.group.fence
+	}
+	return ts
 }

@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"runtime"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
-	"github.com/ssrun/ssrun/host/internal/mailbox"
 	"github.com/ssrun/ssrun/host/internal/timers"
 )
 
@@ -108,34 +106,4 @@ func percentiles(d []time.Duration) (p50, p99 time.Duration) {
 	s := slices.Clone(d)
 	slices.Sort(s)
 	return s[len(s)/2], s[min(len(s)-1, len(s)*99/100)]
-}
-
-// Memory of the host per pending timer: 100,000 timers armed in a rule's
-// timers (the in-memory half of arm: index entry, timer, heap slot),
-// measured as live heap after a GC.
-func BenchmarkTimerMemory(b *testing.B) {
-	const n = 100_000
-	var perTimer float64
-	for range b.N {
-		runtime.GC()
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		svc := &services{timers: timers.NewScheduler(newFakeTimerClock(), nil), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-		rt := newRuleTimers(svc, "memory.gorule", mailbox.New(DefaultMailbox, 0, nil, nil))
-		rt.goLive(rt) // any version will do
-		for i := range n {
-			name := fmt.Sprintf("timer-%06d", i)
-			shard := timers.TimerShard(name)
-			rt.indexed(shard, name)
-			rt.install(nil, shard, &timers.Timer{Owner: rt, Name: name, Deadline: t0 + int64(i), Index: -1})
-		}
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		if svc.timers.Pending() != n {
-			b.Fatalf("%d scheduled", svc.timers.Pending())
-		}
-		perTimer = float64(after.HeapAlloc-before.HeapAlloc) / n
-		runtime.KeepAlive(rt)
-	}
-	b.ReportMetric(perTimer, "B/timer")
 }

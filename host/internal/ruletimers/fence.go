@@ -1,4 +1,4 @@
-package host
+package ruletimers
 
 import (
 	"context"
@@ -10,7 +10,8 @@ import (
 )
 
 // The writes of a rule's timer bookkeeping (its records, index shards and
-// directory: timerstore.go). In a group (group.go) a shared rule's timers
+// directory: host/internal/timers' timerstore.go). In a group (the host's
+// group.go) a shared rule's timers
 // move with it, so they are written like its other keys: fenced with its
 // ownership lease. A host that lost the rule (paused, cut off) cannot write
 // them once it knows, and the store refuses its late writes once the next
@@ -19,30 +20,30 @@ import (
 // timerFence returns the token a write of rule's timer key carries: the
 // zero token outside a group or for a rule the group does not share, or
 // LOCK_LOST when this host no longer owns the rule for certain.
-func timerFence(svc *services, rule, verb, key string) (hlc.HLC, error) {
-	if svc.group == nil {
+func timerFence(svc *Services, rule, verb, key string) (hlc.HLC, error) {
+	if svc.Fence == nil {
 		return hlc.HLC{}, nil
 	}
-	return svc.group.fence(rule, verb, key)
+	return svc.Fence(rule, verb, key)
 }
 
 // setTimerKey writes a timer key of rule, fenced.
-func setTimerKey(ctx context.Context, svc *services, rule, key string, value []byte) error {
+func setTimerKey(ctx context.Context, svc *Services, rule, key string, value []byte) error {
 	tok, err := timerFence(svc, rule, "set", key)
 	if err != nil {
 		return err
 	}
-	_, err = svc.kv.Set(ctx, []byte(key), value, protocol.SetOptions{FencingToken: tok})
+	_, err = svc.Store.Set(ctx, []byte(key), value, protocol.SetOptions{FencingToken: tok})
 	return err
 }
 
 // delTimerKey deletes a timer key of rule, fenced.
-func delTimerKey(ctx context.Context, svc *services, rule, key string) error {
+func delTimerKey(ctx context.Context, svc *Services, rule, key string) error {
 	tok, err := timerFence(svc, rule, "del", key)
 	if err != nil {
 		return err
 	}
-	_, err = svc.kv.Del(ctx, []byte(key), protocol.DelOptions{FencingToken: tok})
+	_, err = svc.Store.Del(ctx, []byte(key), protocol.DelOptions{FencingToken: tok})
 	return err
 }
 

@@ -1,4 +1,4 @@
-package host
+package ruletimers
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"github.com/ssrun/ssrun/host/internal/timers"
 )
 
-// A rule's first load that fails is undone in the store too (rule.discard):
+// A rule's first load that fails is undone in the store too (the host's rule.discard):
 // the timer calls its starting version made are reverted, and nothing else.
 // Precisely: until a version of the rule is first live, the first arm or
 // cancel of each timer name notes the record the store held for it then
@@ -22,12 +22,12 @@ import (
 // running rule keeps what it armed (the timers belong to the rule, and fire
 // in the version that runs).
 
-// undo reverts the timer calls of the rule's first load, which failed (see
+// Undo reverts the timer calls of the rule's first load, which failed (see
 // above), and refuses any later one. The index first gains the names whose
 // record comes back, then the records are written or deleted, then the
 // index loses the names deleted: it stays a superset of the records if
 // this stops half way. What cannot be written is logged and stays.
-func (rt *ruleTimers) undo(ctx context.Context) {
+func (rt *Timers) Undo(ctx context.Context) {
 	rt.io.Lock()
 	defer rt.io.Unlock()
 	rt.mu.Lock()
@@ -53,7 +53,7 @@ func (rt *ruleTimers) undo(ctx context.Context) {
 		if !ok {
 			added[shard] = true
 		} else if t != nil {
-			rt.svc.timers.Unschedule(t)
+			rt.svc.Scheduler.Unschedule(t)
 		}
 		rt.shardLocked(shard)[name] = nil // indexed; the rule runs no version
 	}
@@ -68,7 +68,7 @@ func (rt *ruleTimers) undo(ctx context.Context) {
 	}
 	for shard, names := range grow {
 		if err := rt.writeIndex(ctx, shard, names); err != nil {
-			rt.svc.log.Error("the timers a failed first load armed or cancelled were not restored", "rule", rt.rule, "err", err)
+			rt.svc.Log.Error("the timers a failed first load armed or cancelled were not restored", "rule", rt.rule, "err", err)
 			return
 		}
 	}
@@ -85,7 +85,7 @@ func (rt *ruleTimers) undo(ctx context.Context) {
 		}
 		if err != nil {
 			if failed.Add(1) == 1 {
-				rt.svc.log.Error("timer of a failed first load not restored", "rule", rt.rule, "key", key, "err", err)
+				rt.svc.Log.Error("timer of a failed first load not restored", "rule", rt.rule, "key", key, "err", err)
 			}
 			return nil
 		}
@@ -100,7 +100,7 @@ func (rt *ruleTimers) undo(ctx context.Context) {
 		switch {
 		case gone[i]:
 			if t := rt.idx[timers.TimerShard(c.name)][c.name]; t != nil {
-				rt.svc.timers.Unschedule(t)
+				rt.svc.Scheduler.Unschedule(t)
 			}
 			delete(rt.idx[timers.TimerShard(c.name)], c.name)
 			shrink[timers.TimerShard(c.name)] = true
@@ -126,11 +126,11 @@ func (rt *ruleTimers) undo(ctx context.Context) {
 		if err := rt.writeIndex(ctx, shard, ns); err != nil {
 			// Names left in the index without a record are dropped when
 			// the rule loads next.
-			rt.svc.log.Warn("timer index not updated after a failed first load", "rule", rt.rule, "err", err)
+			rt.svc.Log.Warn("timer index not updated after a failed first load", "rule", rt.rule, "err", err)
 		}
 	}
 	if n := failed.Load(); n > 0 {
-		rt.svc.log.Error("timers of a failed first load stay in the store as it left them", "rule", rt.rule, "not_restored", n)
+		rt.svc.Log.Error("timers of a failed first load stay in the store as it left them", "rule", rt.rule, "not_restored", n)
 	}
-	rt.svc.log.Info("timer calls of a failed first load undone", "rule", rt.rule, "deleted", deleted, "restored", restored)
+	rt.svc.Log.Info("timer calls of a failed first load undone", "rule", rt.rule, "deleted", deleted, "restored", restored)
 }
