@@ -30,6 +30,7 @@
 //	internal/echo         a rule's own writes awaiting their echo
 //	internal/observe      the hooks the host is observed through; their wrappers of a rule's host
 //	internal/timers       the timer scheduler; timers' keys and encodings in the store
+//	internal/ruletimers   a rule's durable timers: arm, cancel, firing, load, drop; held until a version is live
 //	internal/membership   a group's roster, rule sets, assignment, progress, withdrawals
 //	internal/guard        the link of a rule's abi.Host chain that checks each call
 //	internal/status       store errors to abi statuses, in one table
@@ -46,7 +47,8 @@
 // Pattern watches (watch_pattern) are internal/patternwatch's: its Hub (one
 // scan per pattern for all its rules, rescans, keys rules write) and a
 // rule's Rule (its pattern keys and what it saw of them); the verbs are in
-// patterns.go. A rule's locks are internal/lease's Leases (rule.locks).
+// patterns.go. A rule's locks are internal/lease's Leases (rule.locks), its
+// timers internal/ruletimers' Timers (rule.timers).
 //
 // A rule's abi.Host is a chain of links (binding.chain): the guard's
 // checks, a pool replica's refusals, a dry run's or a canary's staging,

@@ -787,7 +787,7 @@ func (r *rule) stop(ctx context.Context, why string) error {
 // cancelled, the worker an install started is stopped, and its watches,
 // the locks its starting version took and its timers are released; the
 // timers its start armed or cancelled get their earlier records back, or
-// none (see timerundo.go). The release is bounded by the grace, not by
+// none (see ruletimers.Timers.Undo). The release is bounded by the grace, not by
 // ctx: ctx ending is often why the load failed, and an unlock sent under
 // it would leave the lock in the store until its lease expires.
 func (r *rule) discard(ctx context.Context) {
