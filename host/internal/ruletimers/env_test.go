@@ -21,7 +21,8 @@ func (stillAlarm) SetAt(int64)        {}
 func (stillAlarm) Stop()              {}
 func (stillAlarm) Took()              {}
 
-// version is a version of a rule, as the host's *instance is.
-type version struct{}
+// version is a version of a rule, as the host's *instance is. It is not
+// of size zero, so that two are never the same.
+type version struct{ _ int }
 
 func (*version) Replaced() bool { return false }

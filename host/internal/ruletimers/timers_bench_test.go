@@ -22,7 +22,8 @@ func BenchmarkTimerMemory(b *testing.B) {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		svc := &Services{Scheduler: timers.NewScheduler(stillClock{}, nil), Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-		rt := New(svc, "memory.gorule", mailbox.New(1024, 0, nil, nil)) // host.DefaultMailbox
+		box := mailbox.New(1024, 0, nil, nil) // host.DefaultMailbox
+		rt := New(svc, "memory.gorule", box)
 		rt.GoLive(&version{}) // any version will do
 		for i := range n {
 			name := fmt.Sprintf("timer-%06d", i)
