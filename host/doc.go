@@ -11,7 +11,8 @@
 // staged likewise, and swaps it in only when it wrote what the live
 // version wrote. In a group (Config.Group) several
 // hosts share the rules, each rule running on one live host at a time
-// under a fenced ownership lease (group.go).
+// under a fenced ownership lease (internal/group; the host's side is
+// grouphost.go).
 //
 // # Packages
 //
@@ -30,6 +31,7 @@
 //	internal/echo         a rule's own writes awaiting their echo
 //	internal/timers       the timer scheduler; timers' keys and encodings in the store
 //	internal/membership   a group's roster, rule sets, assignment, progress, withdrawals
+//	internal/group        a host's part in a group: its loop, membership, hand-overs, fencing, pattern hints
 //	internal/status       store errors to abi statuses, in one table
 //	internal/abandon      runtime calls that may not return: tracked, given up past their grace
 //	internal/logbudget    a rule's log budget per window

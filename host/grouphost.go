@@ -3,23 +3,101 @@ package host
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"time"
 
+	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/group"
 	"github.com/ssrun/ssrun/host/rulefile"
+	"github.com/ssrun/ssrun/protocol"
+	"github.com/ssrun/ssrun/protocol/hlc"
 )
 
-// The host's side of a group (group.go): the groupHost its group calls.
+// The host's side of its group (host/internal/group has the group's loop,
+// membership and hand-overs): the group's public types, the host as the
+// group sees it (groupHost), the group's leases and the pattern hub as it
+// sees them, the Group accessor, and the fencing of a shared rule's timer
+// keys.
 
-// shares reports whether the group shares the rule file at path.
-func (h *Host) shares(path string) bool {
+// GroupConfig makes a host one member of a group of hosts that share the
+// rules (Config.Group): Name names the group (hosts with the same name on
+// one store share the rules; letters, digits, '-', '_' and '.'), TTL is
+// the membership and ownership lease time (DefaultGroupTTL when zero; at
+// least 300 ms): a dead host's rules run elsewhere within TTL plus one
+// renewal interval (TTL/3).
+type GroupConfig = group.Config
+
+// GroupStatus is a host's view of its group (Host.Group): its members,
+// the rules it owns, those another host runs (Standby) and those it
+// withdrew, and counts of takeovers, hand-overs, losses and withdrawals.
+type GroupStatus = group.Status
+
+// DefaultGroupTTL is the group lease time when GroupConfig.TTL is zero.
+const DefaultGroupTTL = group.DefaultTTL
+
+// StateStandby is the state (RuleStatus.State) of a rule another host of
+// the group runs.
+const StateStandby = "standby: another host of the group owns it"
+
+// groupHolderRule is the rule name of the group's own leases: their holder
+// is "<client id>:" + this.
+const groupHolderRule = "$group"
+
+// newGroup makes the host's part in the group cfg, over the host's
+// services, and gives the pattern hub its hints.
+func newGroup(h *Host, cfg GroupConfig) *group.Group {
+	svc := &h.services
+	ls := &leases{svc: svc, rule: groupHolderRule, lostSignal: make(chan struct{}, 1), m: map[string]*lease{}}
+	g := group.New(group.Deps{
+		Prefix: ReservedPrefix,
+		Store:  svc.client,
+		Log:    svc.log,
+		Reg:    svc.reg,
+		Clock:  svc.clock,
+		Quiet:  svc.quiet,
+		Leases: groupLeases{ls},
+		Hub:    groupHub{svc.pats},
+		Host:   groupHost{h},
+	}, cfg)
+	svc.pats.hints.Store(g.Hints())
+	return g
+}
+
+// Group returns the host's view of its group, and false when it is in none
+// (Config.Group unset).
+func (h *Host) Group() (GroupStatus, bool) {
+	if h.group == nil {
+		return GroupStatus{}, false
+	}
+	return h.group.Status(), true
+}
+
+// standbyStatus lists the rules another host of the group runs, for
+// Status (group.Group.StandbyPaths).
+func (h *Host) standbyStatus() []RuleStatus {
+	var out []RuleStatus
+	for _, p := range h.group.StandbyPaths() {
+		out = append(out, RuleStatus{Path: p, State: StateStandby})
+	}
+	return out
+}
+
+// groupHost is the Host as its group calls it (group.Host).
+type groupHost struct{ *Host }
+
+var _ group.Host = groupHost{}
+
+// Shares reports whether the group shares the rule file at path.
+func (h groupHost) Shares(path string) bool {
 	return ruleConfigFor(h.defaults, h.rules, path).Ownership != OwnershipEveryHost
 }
 
-// contentHash names a rule file's content in a group's rule set: the first
+// ContentHash names a rule file's content in a group's rule set: the first
 // 16 hex digits of its SHA-256 ("" when it cannot be read: its load reports
-// why). The sum goes through the host's memo (contenthash.go), as the load's
-// own does, so a big module shared by many files is hashed once.
-func (h *Host) contentHash(path string) string {
+// why). The sum goes through the host's memo (internal/contenthash), as the
+// load's own does, so a big module shared by many files is hashed once.
+func (h groupHost) ContentHash(path string) string {
 	src, err := rulefile.Read(path)
 	if err != nil {
 		return ""
@@ -28,28 +106,28 @@ func (h *Host) contentHash(path string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// loadFailure returns the content hash (as contentHash names it) and the
+// LoadFailure returns the content hash (as ContentHash names it) and the
 // error of the last load of the rule file at path, when it failed and no
 // version of the rule runs (loadstatus.go).
-func (h *Host) loadFailure(path string) (hash, err string, ok bool) {
+func (h groupHost) LoadFailure(path string) (hash, err string, ok bool) {
 	f, ok := h.outcomes.failure(path)
 	if !ok {
 		return "", "", false
 	}
 	if f.hash == ([32]byte{}) { // it failed before its content was read
-		return h.contentHash(path), f.err, true
+		return h.ContentHash(path), f.err, true
 	}
 	return hex.EncodeToString(f.hash[:8]), f.err, true
 }
 
-// forgetFailure drops the failed load of the rule file at path: its
+// ForgetFailure drops the failed load of the rule file at path: its
 // content changed while another host of the group runs the rule, and the
 // new content has not been loaded yet.
-func (h *Host) forgetFailure(path string) { h.outcomes.forget(path) }
+func (h groupHost) ForgetFailure(path string) { h.outcomes.forget(path) }
 
-// loadOwned loads the rule file at path, which this host has just taken
+// LoadOwned loads the rule file at path, which this host has just taken
 // over in its group.
-func (h *Host) loadOwned(ctx context.Context, path string) error {
+func (h groupHost) LoadOwned(ctx context.Context, path string) error {
 	if err := h.lockLoads(ctx); err != nil {
 		return fmt.Errorf("load %s: %w", path, err)
 	}
@@ -57,9 +135,9 @@ func (h *Host) loadOwned(ctx context.Context, path string) error {
 	return h.loadLocked(ctx, path)
 }
 
-// unload stops the rule loaded from path, which this host no longer owns in
+// Unload stops the rule loaded from path, which this host no longer owns in
 // its group, keeping its timers in the store for the next owner.
-func (h *Host) unload(ctx context.Context, path string) error {
+func (h groupHost) Unload(ctx context.Context, path string) error {
 	if err := h.lockLoads(ctx); err != nil {
 		return fmt.Errorf("stop %s: %w", path, err)
 	}
@@ -74,11 +152,130 @@ func (h *Host) unload(ctx context.Context, path string) error {
 	return h.stopRule(ctx, r, "hand-over")
 }
 
-// Group returns the host's view of its group, and false when it is in none
-// (Config.Group unset).
-func (h *Host) Group() (GroupStatus, bool) {
-	if h.group == nil {
-		return GroupStatus{}, false
+// RuleAt returns the rule loaded from path, or nil.
+func (h groupHost) RuleAt(path string) group.Rule {
+	if r := h.ruleAt(path); r != nil {
+		return groupRule{r}
 	}
-	return h.group.status(), true
+	return nil
+}
+
+// groupRule is a rule as a group resyncs it when taken over (group.Rule).
+type groupRule struct{ *rule }
+
+func (r groupRule) WatchedKeys() []string { return r.watchedKeys() }
+
+// groupLeases are the group's leases (group.Leases): the lease code of a
+// rule's locks (locks.go), held by the rule name groupHolderRule.
+type groupLeases struct{ ls *leases }
+
+func (g groupLeases) Lock(ctx context.Context, name string, ttl, wait time.Duration) (string, error) {
+	return g.ls.lock(ctx, name, ttl, wait)
+}
+
+func (g groupLeases) Unlock(ctx context.Context, name string) error { return g.ls.unlock(ctx, name) }
+
+func (g groupLeases) Holds(name string) bool {
+	l := g.ls.get(name)
+	return l != nil && !l.isLost()
+}
+
+func (g groupLeases) FenceToken(verb, key, name string) (hlc.HLC, error) {
+	return g.ls.fenceToken(verb, key, name)
+}
+
+// Renew renews the lease name now, for a write the store refused with a
+// token lower than the key's (group.Ownership.Refenced): if this host
+// still holds it, the new token is larger than any the store issued
+// before; a renewal that finds another holder loses the lease.
+func (g groupLeases) Renew(ctx context.Context, name string) (hlc.HLC, bool) {
+	ls := g.ls
+	l := ls.get(name)
+	if l == nil || l.isLost() {
+		return hlc.HLC{}, false
+	}
+	sent := ls.svc.now()
+	if _, why, _ := l.held(sent); why != "" {
+		return hlc.HLC{}, false
+	}
+	res, serr := ls.svc.client.Set(ctx, []byte(l.name), []byte(l.holder), protocol.SetOptions{Condition: protocol.CondNEX, Expiry: l.ttl})
+	switch {
+	case serr != nil:
+		return hlc.HLC{}, false
+	case !res.Applied:
+		ls.loseLease(l, "taken by another host of the group")
+		return hlc.HLC{}, false
+	}
+	l.renewed(res.Version, sent)
+	return res.Version, true
+}
+
+func (g groupLeases) LostSignal() <-chan struct{} { return g.ls.lostSignal }
+
+// TakeLost returns the names of the leases lost since its last call; each
+// is done with as the group takes it (the lease's count of work to deliver
+// in a serial host, quiet.go).
+func (g groupLeases) TakeLost() []string {
+	var names []string
+	for _, l := range g.ls.takeLost() {
+		g.ls.svc.quiet.Work(g.ls.rq, -1)
+		names = append(names, l.name)
+	}
+	return names
+}
+
+func (g groupLeases) ReleaseAll(ctx context.Context) { g.ls.releaseAll(ctx) }
+
+// groupHub is the pattern hub as a group's pattern hints use it
+// (group.Hub).
+type groupHub struct{ h *patternHub }
+
+func (g groupHub) PatternList() []string { return g.h.patternList() }
+func (g groupHub) Rang(key string)       { g.h.rang(key) }
+
+// The writes of a rule's timer bookkeeping (its records, index shards and
+// directory: internal/timers). In a group a shared rule's timers move with
+// it, so they are written like its other keys: fenced with its ownership
+// lease. A host that lost the rule (paused, cut off) cannot write them once
+// it knows, and the store refuses its late writes once the next owner has
+// written them.
+
+// timerFence returns the token a write of rule's timer key carries: the
+// zero token outside a group or for a rule the group does not share, or
+// LOCK_LOST when this host no longer owns the rule for certain.
+func timerFence(svc *services, rule, verb, key string) (hlc.HLC, error) {
+	if svc.group == nil {
+		return hlc.HLC{}, nil
+	}
+	return svc.group.Fence(rule, verb, key)
+}
+
+// setTimerKey writes a timer key of rule, fenced.
+func setTimerKey(ctx context.Context, svc *services, rule, key string, value []byte) error {
+	tok, err := timerFence(svc, rule, "set", key)
+	if err != nil {
+		return err
+	}
+	_, err = svc.kv.Set(ctx, []byte(key), value, protocol.SetOptions{FencingToken: tok})
+	return err
+}
+
+// delTimerKey deletes a timer key of rule, fenced.
+func delTimerKey(ctx context.Context, svc *services, rule, key string) error {
+	tok, err := timerFence(svc, rule, "del", key)
+	if err != nil {
+		return err
+	}
+	_, err = svc.kv.Del(ctx, []byte(key), protocol.DelOptions{FencingToken: tok})
+	return err
+}
+
+// fenceRefused reports whether err refused a shared rule's write for its
+// fence: this host's own check found the rule's ownership lost, or the
+// store holds the key under a later owner's token. Such a write is not
+// retried: it could only be refused again. (A write without a token to a
+// key a group fenced, "a fencing token is required", is no lost ownership:
+// it is retried and logged as any failed write.)
+func fenceRefused(err error) bool {
+	return abi.StatusOf(err) == abi.StatusLockLost || errors.Is(err, protocol.ErrFencingTokenLowerVersion)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/ssrun/ssrun/host/internal/abandon"
 	"github.com/ssrun/ssrun/host/internal/contenthash"
 	"github.com/ssrun/ssrun/host/internal/gate"
+	"github.com/ssrun/ssrun/host/internal/group"
 	"github.com/ssrun/ssrun/host/internal/lineage"
 	"github.com/ssrun/ssrun/host/internal/loadretry"
 	"github.com/ssrun/ssrun/host/internal/mailbox"
@@ -90,7 +91,8 @@ type Config struct {
 	// after the other).
 	LoadConcurrency int
 	// Group, when set, makes the host a member of a group of hosts that
-	// share the rules, each rule running on one of them (see group.go).
+	// share the rules, each rule running on one of them (see
+	// host/internal/group).
 	Group *GroupConfig
 	// LoadRetry is the first wait before a rule file whose start failed
 	// (its initialisation raised an error, ran too long, its plugin did
@@ -174,7 +176,7 @@ type Host struct {
 
 	// group is the host's part in a group (nil: none); groupStop ends its
 	// loop, which closes groupDone.
-	group     *group
+	group     *group.Group
 	groupStop context.CancelFunc
 	groupDone chan struct{}
 }
@@ -197,7 +199,7 @@ func New(opts Config) (*Host, error) {
 		}
 	}
 	if opts.Group != nil {
-		if err := opts.Group.validate(); err != nil {
+		if err := opts.Group.Validate(); err != nil {
 			return nil, err
 		}
 		if opts.DryRun != nil {
@@ -285,11 +287,11 @@ func New(opts Config) (*Host, error) {
 	go func() { defer h.wg.Done(); h.outcomes.retries.Run(h.ctx, h.retryLoad) }()
 	go func() { defer h.wg.Done(); h.timers.Run(h.ctx) }()
 	if opts.Group != nil { // its loop ends before the rules stop (Close)
-		h.group = newGroup(&h.services, h, *opts.Group)
-		h.services.group = h.group.ownership
+		h.group = newGroup(h, *opts.Group)
+		h.services.group = h.group.Ownership
 		gctx, stop := context.WithCancel(h.ctx)
 		h.groupStop, h.groupDone = stop, make(chan struct{})
-		go func() { defer close(h.groupDone); h.group.run(gctx) }()
+		go func() { defer close(h.groupDone); h.group.Run(gctx) }()
 	}
 	return h, nil
 }
@@ -501,7 +503,7 @@ func (h *Host) Load(ctx context.Context, path string) error {
 		return fmt.Errorf("load %s: %w", path, err)
 	}
 	defer h.unlockLoads()
-	if h.group != nil && h.group.standby(path) {
+	if h.group != nil && h.group.Standby(path) {
 		return nil // another host of the group runs it
 	}
 	return h.loadLocked(ctx, path)
@@ -705,7 +707,7 @@ func (h *Host) Remove(ctx context.Context, path string) error {
 	delete(h.slots, path)
 	h.mu.Unlock()
 	h.outcomes.forget(path)
-	shared := h.group != nil && h.group.forget(path)
+	shared := h.group != nil && h.group.Forget(path)
 	if r == nil {
 		if shared {
 			return nil // a standby rule: another host runs it
@@ -738,7 +740,7 @@ func (h *Host) Status() []RuleStatus {
 	rs := h.loaded()
 	out := h.outcomes.list()
 	if h.group != nil {
-		out = append(out, h.group.standbyStatus()...)
+		out = append(out, h.standbyStatus()...)
 	}
 	for _, r := range rs {
 		out = append(out, r.status())
@@ -767,7 +769,7 @@ type Stats struct {
 	// and is not counted). In a group, a shared rule counts only on its
 	// owner, and not once the owner withdrew its version (Withdrawn counts
 	// that): a failure of a rule another member is to run is listed in
-	// Status but not counted here (groupready.go).
+	// Status but not counted here (host/internal/group/ready.go).
 	LoadFailed int
 	// Owned and Standby count, in a group (Config.Group), the shared rules
 	// this host runs and those another host runs; Withdrawn those whose
@@ -784,16 +786,16 @@ func (h *Host) Stats() Stats {
 		LoadRetries: h.loadRetries.Load(), WatchedKeys: h.reg.WatchedKeys(), Stuck: h.calls.Stuck(), Patterns: h.pats.stats()}
 	var excused func(path string) bool // in a group, the shared rules another member is to run
 	if h.group != nil {
-		excused = h.group.excuses
+		excused = h.group.Excuses
 	}
 	s.LoadFailed = h.outcomes.count(excused)
 	for _, r := range h.loaded() {
 		s.Timers += r.timers.count()
 	}
 	if h.group != nil {
-		gs := h.group.status()
+		gs := h.group.Status()
 		s.Owned, s.Standby, s.Withdrawn = len(gs.Owned), len(gs.Standby), len(gs.Withdrawn)
-		s.Resyncs += h.group.resyncs.Load()
+		s.Resyncs += h.group.Resyncs()
 	}
 	return s
 }
@@ -843,7 +845,7 @@ func (h *Host) Close(ctx context.Context) error {
 	}
 	wg.Wait()
 	if h.group != nil {
-		h.group.close(ctx)
+		h.group.Close(ctx)
 	}
 	h.cancel()
 	h.wg.Wait()

@@ -13,7 +13,7 @@ import (
 // of them runs: Status lists them, in StateLoadFailed, until they load or
 // are removed, and Stats counts those this host is to run (Stats.LoadFailed,
 // readiness in package admin): in a group, not a version withdrawn nor a
-// rule another member owns (groupready.go).
+// rule another member owns (host/internal/group/ready.go).
 type loadOutcomes struct {
 	mu     sync.Mutex
 	failed map[string]loadFailure // by path
@@ -84,8 +84,8 @@ func (o *loadOutcomes) forget(path string) {
 
 // count returns how many files failed to load, leaving out those that
 // excused (when not nil) reports: in a group, the shared rules another
-// member is to run (groupready.go). excused is called without o's lock
-// held: it takes the group's.
+// member is to run (host/internal/group/ready.go). excused is called
+// without o's lock held: it takes the group's.
 func (o *loadOutcomes) count(excused func(path string) bool) int {
 	o.mu.Lock()
 	paths := slices.Collect(maps.Keys(o.failed))

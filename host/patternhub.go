@@ -14,6 +14,7 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host/clock"
+	"github.com/ssrun/ssrun/host/internal/group"
 	"github.com/ssrun/ssrun/host/internal/patterns"
 	"github.com/ssrun/ssrun/host/internal/serial"
 	"github.com/ssrun/ssrun/protocol"
@@ -45,7 +46,7 @@ type patternHub struct {
 
 	scans, pages, late, overLimit, scanErrors atomic.Uint64
 
-	hints atomic.Pointer[groupHints] // the other members' patterns, in a group (grouppatterns.go)
+	hints atomic.Pointer[group.Hints] // the other members' patterns, in a group (host/internal/group/hints.go)
 }
 
 // patternSubs are the rules watching one pattern, with each one's rescan
@@ -298,7 +299,7 @@ func (h *patternHub) reconnected() {
 // it yet, the key is added at once, without waiting for a rescan.
 func (h *patternHub) wrote(writer, key string, value []byte, version string) {
 	if gh := h.hints.Load(); gh != nil {
-		if bells := gh.doorbells(key); len(bells) > 0 {
+		if bells := gh.Doorbells(key); len(bells) > 0 {
 			h.queue(patternJob{key: key, ring: bells})
 		}
 	}
