@@ -212,9 +212,9 @@ func (g groupLeases) Renew(ctx context.Context, name string) (hlc.HLC, bool) {
 
 func (g groupLeases) LostSignal() <-chan struct{} { return g.ls.lostSignal }
 
-// TakeLost returns the names of the leases lost since its last call; each
-// is done with as the group takes it (the lease's count of work to deliver
-// in a serial host, quiet.go).
+// TakeLost returns the names of the leases lost since its last call, each
+// taken off the work a serial host counts (internal/serial) as the group
+// takes it: a group's leases have no LOCK_LOST event to deliver.
 func (g groupLeases) TakeLost() []string {
 	var names []string
 	for _, l := range g.ls.takeLost() {
