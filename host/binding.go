@@ -1,24 +1,26 @@
 package host
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
-	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
-	"github.com/ssrun/ssrun/host/internal/status"
+	"github.com/ssrun/ssrun/host/internal/guard"
+	"github.com/ssrun/ssrun/host/internal/patterns"
 	"github.com/ssrun/ssrun/host/staging"
-	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/protocol/hlc"
 )
 
-// binding is the abi.Host one version (in) of a rule (r) calls. It checks
-// each call against the rule's permissions and limits, reads the store
-// itself, and asks the rule for everything else: writes, watches, locks
-// and logs.
+// binding is the store link of one version (in) of a rule (r): the last
+// link of the abi.Host chain its script calls (docs/architecture.md, "A
+// rule's abi.Host"), which makes each call on the store and the rule: reads
+// from the store, writes through the rule (fenced, damped, remembered for
+// echo suppression and the journal: rule.write), watches, locks, logs and
+// timers the rule's. The links in front of it (chain) check the call
+// (internal/guard), refuse a pool's replica its writes while it starts
+// (replica.go), and stage the writes of a dry run or a canary's shadow
+// (host/staging, canary.go); it checks none of that again.
 type binding struct {
 	r      *rule
 	in     *instance
@@ -31,12 +33,9 @@ type binding struct {
 	// concurrency > 1 (each instance of the pool its own; see replica.go);
 	// nil: the rule's (concurrency 1).
 	own *callCause
-	// replica is set while an extra instance of a pool runs its
-	// initialisation: its watches are no-ops, its writes refused, the
-	// first refusal kept in refused (it fails the load, whether the
-	// rule's code checked the call's error or not).
-	replica atomic.Bool
-	refused atomic.Pointer[error]
+	// replica is set for an extra instance of a pool: the link that
+	// refuses its writes while it runs its initialisation (replica.go).
+	replica *replicaLink
 }
 
 var _ abi.Host = (*binding)(nil)
@@ -45,39 +44,48 @@ func newBinding(r *rule, in *instance, client Store) *binding {
 	return &binding{r: r, in: in, client: client}
 }
 
-func (b *binding) check(verb, key string, patterns []string) error {
-	if b.in.closed.Load() {
-		return abi.Errorf(abi.StatusUnavailable, "%s %q: this version of %s was replaced or stopped", verb, key, b.r.name)
+// chain returns the abi.Host b's version calls: the guard, then for a
+// replica its link, then in a dry run the staging link, or for a canary's
+// shadow its switch between the staging link and b (live once proven),
+// then b. Each feature is a link present or not; none is a branch here.
+func (b *binding) chain() abi.Host {
+	var h abi.Host = b
+	switch {
+	case b.shadow != nil:
+		h = &shadowed{c: b.shadow, staged: b.stagingLink(b.shadow.st, true), live: b}
+	case b.r.svc.dry != nil:
+		h = b.stagingLink(b.r.svc.dry, false)
 	}
-	if key == "" {
-		return abi.Errorf(abi.StatusInvalid, "%s: empty key", verb)
+	if b.replica != nil {
+		b.replica.Host = h
+		h = b.replica
 	}
-	if strings.HasPrefix(key, ReservedPrefix) {
-		return abi.Errorf(abi.StatusDenied, "%s %q: keys under %s are reserved for the host", verb, key, ReservedPrefix)
-	}
-	if !allowed(patterns, key) {
-		if t := b.r.svc.trace; t != nil {
-			t.Denied(b.r.name, verb, key)
-		}
-		return abi.Errorf(abi.StatusDenied, "%s %q: not permitted for rule %s", verb, key, b.r.name)
-	}
-	return nil
+	return guard.New(h, guard.Rule{
+		Name:     b.r.name,
+		Reserved: ReservedPrefix,
+		MaxTimer: MaxTimerName,
+		Limits:   b.r.limits,
+		Closed:   b.in.closed.Load,
+		Denied:   b.r.denied(),
+	})
 }
 
-func (b *binding) checkValue(verb, key string, value []byte, cfg RuleConfig) error {
-	if len(value) > cfg.MaxValueBytes {
-		return abi.Errorf(abi.StatusTooLarge, "%s %q: value of %d bytes exceeds the rule's limit of %d", verb, key, len(value), cfg.MaxValueBytes)
-	}
-	return nil
-}
-
-// staging returns where b's writes are staged: a dry run's, or the
-// canary's while b's version runs in shadow; nil when they go to the store.
-func (b *binding) staging() *staging.Staging {
-	if b.inShadow() {
-		return b.shadow.st
-	}
-	return b.r.svc.dry
+// stagingLink returns the link that stages b's writes in st, in front of
+// b; noTimers for a canary's shadow (the live version keeps the timers).
+func (b *binding) stagingLink(st *staging.Staging, noTimers bool) abi.Host {
+	return staging.NewHost(b, st, staging.Rule{
+		Name:   b.r.name,
+		Holder: b.r.locks.holder(),
+		Cause:  b.handling,
+		Listed: func(pattern string) func(key string) bool {
+			pat, err := patterns.Compile(pattern) // the store link compiled it: it compiles
+			read := b.r.config().Read
+			return func(key string) bool {
+				return err == nil && pat.Match(key) && allowed(read, key) && !hasReservedPrefix(key)
+			}
+		},
+		NoTimers: noTimers,
+	})
 }
 
 // inShadow reports whether b's version runs as a canary's shadow.
@@ -85,186 +93,50 @@ func (b *binding) inShadow() bool { return b.shadow != nil && !b.shadow.live.Loa
 
 // Get implements abi.Host.
 func (b *binding) Get(ctx context.Context, key string) (abi.Value, error) {
-	if err := b.check("get", key, b.r.config().Read); err != nil {
-		return abi.Value{}, err
-	}
-	var st staging.StagedStore = b.client
-	if sg := b.staging(); sg != nil {
-		st = sg // the staged writes, then the store
-	}
-	res, err := st.Get(ctx, []byte(key), protocol.CallOptions{})
-	if err != nil {
-		return abi.Value{}, status.StoreError(err)
-	}
-	if !res.Found {
-		return abi.Value{}, abi.Errorf(abi.StatusNotFound, "get %q: not found", key)
-	}
-	return abi.Value{Data: res.Value, Version: res.Version.String()}, nil
+	return staging.GetOn(ctx, b.client, key)
 }
 
 // Set implements abi.Host.
 func (b *binding) Set(ctx context.Context, key string, value []byte, opts abi.SetOptions) (string, error) {
-	cfg := b.r.config()
-	if err := b.refuseInReplica("set", key); err != nil {
-		return "", err
-	}
-	if err := b.check("set", key, cfg.Write); err != nil {
-		return "", err
-	}
-	if err := b.checkValue("set", key, value, cfg); err != nil {
-		return "", err
-	}
-	if opts.Cond > abi.CondNEX {
-		return "", abi.Errorf(abi.StatusInvalid, "set %q: unknown condition %d", key, opts.Cond)
-	}
-	if opts.TTL < 0 || (opts.TTL > 0 && opts.TTL < time.Millisecond) {
-		return "", abi.Errorf(abi.StatusInvalid, "set %q: ttl must be 0 (none) or at least 1 ms", key)
-	}
-	so := protocol.SetOptions{Expiry: opts.TTL}
-	switch opts.Cond {
-	case abi.CondNX:
-		so.Condition = protocol.CondNX
-	case abi.CondNEX:
-		so.Condition = protocol.CondNEX
-	}
 	var version string // the new one, or the stored one when not applied
-	send := func(st staging.StagedStore, token hlc.HLC) (string, bool, error) {
-		so.FencingToken = token
-		res, err := st.Set(ctx, []byte(key), value, so)
-		if err != nil {
-			return "", false, status.StoreError(err)
-		}
-		version = res.Version.String()
-		if !res.Applied {
-			return "", false, abi.Errorf(abi.StatusNotApplied, "set %q: condition not met", key)
-		}
-		return version, false, nil
-	}
-	if sg := b.staging(); sg != nil {
-		w := b.staged("SET", key, value)
-		w.TTL, w.Cond, w.Fence = opts.TTL, staging.CondName(opts.Cond), opts.Fence
-		err := sg.Write(ctx, w, b.r.locks.holder(), send)
-		return version, err
-	}
-	err := b.r.write(b.own, "set", key, opts.Fence, opts.TTL, value, b.sendTo(send))
+	err := b.r.write(b.own, "set", key, opts.Fence, opts.TTL, value, b.onStore(staging.SetOn(ctx, key, value, opts, &version)))
 	return version, err
 }
 
-// sendTo adapts send, a write made on the store it is given, to
+// onStore adapts send, a write made on the store it is given, to
 // rule.write: made on the store, with the token rule.write fences it with.
-func (b *binding) sendTo(send staging.StageFunc) func(token hlc.HLC) (string, bool, error) {
+func (b *binding) onStore(send staging.StageFunc) func(token hlc.HLC) (string, bool, error) {
 	return func(token hlc.HLC) (string, bool, error) { return send(b.client, token) }
 }
 
 // Del implements abi.Host.
 func (b *binding) Del(ctx context.Context, key string, opts abi.DelOptions) error {
-	if err := b.refuseInReplica("del", key); err != nil {
-		return err
-	}
-	if err := b.check("del", key, b.r.config().Write); err != nil {
-		return err
-	}
-	send := func(st staging.StagedStore, token hlc.HLC) (string, bool, error) {
-		n, err := st.Del(ctx, []byte(key), protocol.DelOptions{FencingToken: token})
-		return "", err == nil && n == 1, status.DeleteResult("del", key, n, err)
-	}
-	if sg := b.staging(); sg != nil {
-		w := b.staged("DEL", key, nil)
-		w.Fence = opts.Fence
-		return sg.Write(ctx, w, b.r.locks.holder(), send)
-	}
-	return b.r.write(b.own, "del", key, opts.Fence, 0, nil, b.sendTo(send))
+	return b.r.write(b.own, "del", key, opts.Fence, 0, nil, b.onStore(staging.DelOn(ctx, key)))
 }
 
 // VDel implements abi.Host.
 func (b *binding) VDel(ctx context.Context, key string, value []byte, opts abi.DelOptions) error {
-	cfg := b.r.config()
-	if err := b.refuseInReplica("vdel", key); err != nil {
-		return err
-	}
-	if err := b.check("vdel", key, cfg.Write); err != nil {
-		return err
-	}
-	if err := b.checkValue("vdel", key, value, cfg); err != nil {
-		return err
-	}
-	send := func(st staging.StagedStore, token hlc.HLC) (string, bool, error) {
-		n, err := st.VDel(ctx, []byte(key), value, protocol.DelOptions{FencingToken: token})
-		return "", err == nil && n == 1, status.DeleteResult("vdel", key, n, err)
-	}
-	if sg := b.staging(); sg != nil {
-		w := b.staged("VDEL", key, value)
-		w.Fence = opts.Fence
-		return sg.Write(ctx, w, b.r.locks.holder(), send)
-	}
-	return b.r.write(b.own, "vdel", key, opts.Fence, 0, nil, b.sendTo(send))
+	return b.r.write(b.own, "vdel", key, opts.Fence, 0, nil, b.onStore(staging.VDelOn(ctx, key, value)))
 }
 
 // Watch implements abi.Host.
 func (b *binding) Watch(ctx context.Context, key string, opts abi.WatchOptions) error {
-	if err := b.check("watch", key, b.r.config().Watch); err != nil {
-		return err
-	}
-	if b.replica.Load() {
-		return nil // the first instance's watches stand
-	}
 	return b.r.watch(ctx, b.in, key, opts)
 }
 
 // Unwatch implements abi.Host.
 func (b *binding) Unwatch(ctx context.Context, key string) error {
-	if err := b.check("unwatch", key, nil); err != nil {
-		return err
-	}
-	if b.replica.Load() {
-		return nil
-	}
 	return b.r.unwatch(ctx, b.in, key)
 }
 
 // Lock implements abi.Host.
 func (b *binding) Lock(ctx context.Context, name string, ttl time.Duration, opts abi.LockOptions) (string, error) {
-	if err := b.refuseInReplica("lock", name); err != nil {
-		return "", err
-	}
-	if err := b.checkLock("lock", name); err != nil {
-		return "", err
-	}
-	if sg := b.staging(); sg != nil {
-		w := b.staged("LOCK", name, []byte(b.r.locks.holder()))
-		w.TTL = ttl // reported, not applied: the host would renew the lease
-		return sg.Lock(ctx, w)
-	}
 	return b.r.locks.lock(ctx, name, ttl, opts.Wait)
 }
 
 // Unlock implements abi.Host.
 func (b *binding) Unlock(ctx context.Context, name string) error {
-	if err := b.refuseInReplica("unlock", name); err != nil {
-		return err
-	}
-	if err := b.checkLock("unlock", name); err != nil {
-		return err
-	}
-	if sg := b.staging(); sg != nil {
-		return sg.Unlock(ctx, b.staged("UNLOCK", name, []byte(b.r.locks.holder())))
-	}
 	return b.r.locks.unlock(ctx, name)
-}
-
-// checkLock checks a lock name against the rule's permissions. A lease is a
-// write of its key (SET NEX PX, VDEL to release), so it needs write
-// permission as well as lock permission. Both are checked before any store
-// request: a denied lock neither creates the key nor tells whether it exists.
-func (b *binding) checkLock(verb, name string) error {
-	cfg := b.r.config()
-	if err := b.check(verb, name, cfg.Lock); err != nil {
-		return err
-	}
-	if !allowed(cfg.Write, name) {
-		return abi.Errorf(abi.StatusDenied, "%s %q: not permitted for rule %s (a lock writes its key, which the rule may not write)", verb, name, b.r.name)
-	}
-	return nil
 }
 
 // Log implements abi.Host. Every runtime's logs arrive here (log calls,
@@ -277,62 +149,29 @@ func (b *binding) Log(level int32, msg string) {
 // Timer implements abi.Host: the rule's timer name is kept in the store
 // before it returns, then scheduled (see ruleTimers).
 func (b *binding) Timer(ctx context.Context, name string, delay time.Duration, opts abi.TimerOptions) error {
-	cfg := b.r.config()
-	if err := b.refuseInReplica("timer", name); err != nil {
-		return err
-	}
-	if err := b.checkTimer("timer", name); err != nil {
-		return err
-	}
-	if delay < 0 || opts.Every < 0 {
-		return abi.Errorf(abi.StatusInvalid, "timer %q: delay and every must not be negative", name)
-	}
-	if opts.Every > 0 && opts.Every < time.Millisecond {
-		return abi.Errorf(abi.StatusInvalid, "timer %q: every must be 0 (once) or at least 1 ms", name)
-	}
-	if len(opts.Payload) > cfg.MaxValueBytes {
-		return abi.Errorf(abi.StatusTooLarge, "timer %q: payload of %d bytes exceeds the rule's limit of %d", name, len(opts.Payload), cfg.MaxValueBytes)
-	}
-	if b.inShadow() {
-		return nil
-	}
-	return b.r.timers.arm(ctx, b.in, name, delay, opts.Every, opts.Payload, cfg.MaxTimers)
+	return b.r.timers.arm(ctx, b.in, name, delay, opts.Every, opts.Payload, b.r.config().MaxTimers)
 }
 
 // Cancel implements abi.Host.
 func (b *binding) Cancel(ctx context.Context, name string) error {
-	if err := b.refuseInReplica("cancel", name); err != nil {
-		return err
-	}
-	if err := b.checkTimer("cancel", name); err != nil {
-		return err
-	}
-	if b.inShadow() {
-		return nil
-	}
 	return b.r.timers.cancel(ctx, name)
-}
-
-// checkTimer checks the name of a timer and that this version still runs.
-func (b *binding) checkTimer(verb, name string) error {
-	if b.in.closed.Load() {
-		return abi.Errorf(abi.StatusUnavailable, "%s %q: this version of %s was replaced or stopped", verb, name, b.r.name)
-	}
-	if name == "" {
-		return abi.Errorf(abi.StatusInvalid, "%s: empty timer name", verb)
-	}
-	if len(name) > MaxTimerName {
-		return abi.Errorf(abi.StatusInvalid, "%s: timer name of %d bytes is longer than %d", verb, len(name), MaxTimerName)
-	}
-	return nil
 }
 
 // Now implements abi.Host: the host's clock (see hostClock), in Unix ms.
 func (b *binding) Now() int64 { return b.r.svc.timers.Clock.NowMs() }
 
-// staged is the staging.Write of op on key by the rule, in the event it is
-// handling, for a dry run (see dryrun.go).
-func (b *binding) staged(op, key string, value []byte) staging.Write {
-	// A copy: the report keeps it, and value is only lent (abi.Host).
-	return staging.Write{Rule: b.r.name, Op: op, Key: key, Value: bytes.Clone(value), Cause: b.handling()}
+// limits are r's permissions and value limit now, for its guard.
+func (r *rule) limits() guard.Limits {
+	c := r.config()
+	return guard.Limits{Read: c.Read, Write: c.Write, Watch: c.Watch, Lock: c.Lock, MaxValueBytes: c.MaxValueBytes}
+}
+
+// denied is what r's guard tells of a call the permissions refuse: the
+// tracer, if any.
+func (r *rule) denied() func(verb, key string) {
+	t := r.svc.trace
+	if t == nil {
+		return nil
+	}
+	return func(verb, key string) { t.Denied(r.name, verb, key) }
 }

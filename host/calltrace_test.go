@@ -41,7 +41,7 @@ func (c *callTracer) got() []string {
 
 // A tracer that wants the host calls is told those a rule makes in its
 // handlers (not at load), with their status, also with a Recorder; one
-// that does not gets the rule's binding itself, unwrapped.
+// that does not gets the rule's chain unwrapped.
 func TestCallTracerSeesHandlerCallsForOTLP(t *testing.T) {
 	for _, wants := range []bool{true, false} {
 		ct := &callTracer{wants: wants}
@@ -50,7 +50,8 @@ func TestCallTracerSeesHandlerCallsForOTLP(t *testing.T) {
 		var wrapped bool
 		e.load("r", goRule{init: watchInit("in"), handle: func(ctx context.Context, h abi.Host, ev abi.Event) error {
 			mu.Lock()
-			_, wrapped = h.(traced)
+			hd, _ := h.(handed)
+			_, wrapped = hd.Host.(traced)
 			mu.Unlock()
 			if _, err := h.Get(ctx, "absent"); abi.StatusOf(err) != abi.StatusNotFound {
 				return err

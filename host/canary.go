@@ -341,3 +341,77 @@ func (c *canary) end(ctx context.Context, why string) {
 	}
 	c.r.closeInstance(ctx, c.in, "shadow version")
 }
+
+// shadowed is the link of a canary's shadow in its abi.Host chain
+// (binding.chain): its calls go to the staging link until the canary is
+// promoted, then to the store link, live.
+type shadowed struct {
+	c            *canary
+	staged, live abi.Host
+}
+
+var _ abi.Host = (*shadowed)(nil)
+
+// next is where a call goes now.
+func (s *shadowed) next() abi.Host {
+	if s.c.live.Load() {
+		return s.live
+	}
+	return s.staged
+}
+
+func (s *shadowed) Get(ctx context.Context, key string) (abi.Value, error) {
+	return s.next().Get(ctx, key)
+}
+
+func (s *shadowed) Set(ctx context.Context, key string, value []byte, opts abi.SetOptions) (string, error) {
+	return s.next().Set(ctx, key, value, opts)
+}
+
+func (s *shadowed) Del(ctx context.Context, key string, opts abi.DelOptions) error {
+	return s.next().Del(ctx, key, opts)
+}
+
+func (s *shadowed) VDel(ctx context.Context, key string, value []byte, opts abi.DelOptions) error {
+	return s.next().VDel(ctx, key, value, opts)
+}
+
+func (s *shadowed) Watch(ctx context.Context, key string, opts abi.WatchOptions) error {
+	return s.next().Watch(ctx, key, opts)
+}
+
+func (s *shadowed) Unwatch(ctx context.Context, key string) error {
+	return s.next().Unwatch(ctx, key)
+}
+
+func (s *shadowed) Keys(ctx context.Context, pattern string, opts abi.KeysOptions) ([]string, error) {
+	return s.next().Keys(ctx, pattern, opts)
+}
+
+func (s *shadowed) WatchPattern(ctx context.Context, pattern string, opts abi.WatchOptions) error {
+	return s.next().WatchPattern(ctx, pattern, opts)
+}
+
+func (s *shadowed) UnwatchPattern(ctx context.Context, pattern string) error {
+	return s.next().UnwatchPattern(ctx, pattern)
+}
+
+func (s *shadowed) Lock(ctx context.Context, name string, ttl time.Duration, opts abi.LockOptions) (string, error) {
+	return s.next().Lock(ctx, name, ttl, opts)
+}
+
+func (s *shadowed) Unlock(ctx context.Context, name string) error {
+	return s.next().Unlock(ctx, name)
+}
+
+func (s *shadowed) Log(level int32, msg string) { s.next().Log(level, msg) }
+
+func (s *shadowed) Timer(ctx context.Context, name string, delay time.Duration, opts abi.TimerOptions) error {
+	return s.next().Timer(ctx, name, delay, opts)
+}
+
+func (s *shadowed) Cancel(ctx context.Context, name string) error {
+	return s.next().Cancel(ctx, name)
+}
+
+func (s *shadowed) Now() int64 { return s.next().Now() }

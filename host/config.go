@@ -15,6 +15,7 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host/internal/gate"
+	"github.com/ssrun/ssrun/host/internal/guard"
 	"github.com/ssrun/ssrun/host/internal/loadretry"
 	"github.com/ssrun/ssrun/host/internal/timers"
 )
@@ -269,17 +270,7 @@ func (c RuleConfig) merge(o RuleConfig) RuleConfig {
 }
 
 // allowed reports whether key matches one of patterns (nil allows all).
-func allowed(patterns []string, key string) bool {
-	if patterns == nil {
-		return true
-	}
-	for _, p := range patterns {
-		if ok, _ := doublestar.Match(p, key); ok {
-			return true
-		}
-	}
-	return false
-}
+func allowed(patterns []string, key string) bool { return guard.Allowed(patterns, key) }
 
 // ruleConfigFor returns the settings for the rule file at p: defaults, then
 // every entry of rules whose pattern matches the file's base name, in

@@ -32,6 +32,7 @@
 //	internal/timers       the timer scheduler; timers' keys and encodings in the store
 //	internal/membership   a group's roster, rule sets, assignment, progress, withdrawals
 //	internal/group        a host's part in a group: its loop, membership, hand-overs, fencing, pattern hints
+//	internal/guard        the link of a rule's abi.Host chain that checks each call
 //	internal/status       store errors to abi statuses, in one table
 //	internal/abandon      runtime calls that may not return: tracked, given up past their grace
 //	internal/logbudget    a rule's log budget per window
@@ -45,6 +46,11 @@
 // per pattern for all its rules, rescans, keys rules write) and
 // patternrule.go (a rule's pattern keys and what it saw of them); the verbs
 // in patterns.go.
+//
+// A rule's abi.Host is a chain of links (binding.chain): the guard's
+// checks, a pool replica's refusals, a dry run's or a canary's staging,
+// then the binding, the store link; the recorder and the call tracer wrap
+// it (docs/architecture.md).
 //
 // A rule keeps its state under one lock, rule.mu, that only rule.go takes
 // (internal/archtest checks it).

@@ -11,18 +11,11 @@ import (
 // starts a rule with): ssrun test seeds a rule's random numbers per case
 // by it.
 func HostOf(h abi.Host) (*Host, bool) {
-	var svc *services
-	switch b := h.(type) {
-	case traced:
-		svc = b.b.r.svc
-	case recorded:
-		svc = b.b.r.svc
-	case *binding:
-		svc = b.r.svc
-	default:
+	hd, ok := h.(handed)
+	if !ok {
 		return nil, false
 	}
-	host, ok := svc.host.(*Host)
+	host, ok := hd.b.r.svc.host.(*Host)
 	return host, ok
 }
 

@@ -5,8 +5,8 @@ import (
 	"errors"
 
 	"github.com/ssrun/ssrun/abi"
-	"github.com/ssrun/ssrun/host/internal/patterns"
 	"github.com/ssrun/ssrun/host/internal/status"
+	"github.com/ssrun/ssrun/host/staging"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -15,29 +15,12 @@ import (
 // (patternhub.go), a rule's patterns and keys its rulePatterns'
 // (patternrule.go).
 
-// compilePattern compiles pattern for verb and checks it against the
-// rule's permissions perms (each a list as in RuleConfig.Read).
-func (b *binding) compilePattern(verb, pattern string, perms ...[]string) (patterns.Pattern, error) {
-	if b.in.closed.Load() {
-		return patterns.Pattern{}, abi.Errorf(abi.StatusUnavailable, "%s %q: this version of %s was replaced or stopped", verb, pattern, b.r.name)
-	}
-	return compilePattern(verb, pattern, b.r.name, perms...)
-}
-
 // Keys implements abi.Host: the store's keys matching pattern that the
-// rule may read, read from the store even in a dry run or a canary's
-// shadow (staged writes are not listed).
+// rule may read (a staging link adds what it staged: host/staging).
 func (b *binding) Keys(ctx context.Context, pattern string, opts abi.KeysOptions) ([]string, error) {
 	cfg := b.r.config()
-	limit := opts.Limit
-	if limit == 0 {
-		limit = abi.DefaultKeysLimit
-	}
-	if limit < 0 || limit > abi.MaxKeysLimit {
-		return nil, abi.Errorf(abi.StatusInvalid, "keys %.200q: limit %d is not between 1 and %d (0: %d)", pattern, opts.Limit, abi.MaxKeysLimit, abi.DefaultKeysLimit)
-	}
-	pat, err := b.compilePattern("keys", pattern, cfg.Read)
-	if err != nil {
+	limit := staging.KeysLimit(opts)
+	if _, err := compilePattern("keys", pattern, b.r.name, cfg.Read); err != nil {
 		return nil, err
 	}
 	readable := func(k string) bool { return allowed(cfg.Read, k) }
@@ -45,15 +28,8 @@ func (b *binding) Keys(ctx context.Context, pattern string, opts abi.KeysOptions
 	if err != nil {
 		return nil, status.StoreError(err)
 	}
-	if sg := b.staging(); sg != nil && complete { // a dry run lists what it staged, as the store would
-		keys, err = sg.Keys(ctx, keys, func(k string) bool { return pat.Match(k) && readable(k) && !hasReservedPrefix(k) })
-		if err != nil {
-			return nil, status.StoreError(err)
-		}
-		complete = len(keys) <= limit
-	}
 	if !complete {
-		return nil, abi.Errorf(abi.StatusLimit, "keys %q: more than %d keys match (pass a larger limit, up to %d, or a narrower pattern)", pattern, limit, abi.MaxKeysLimit)
+		return nil, status.KeysOverLimit(pattern, limit)
 	}
 	return keys, nil
 }
@@ -65,12 +41,9 @@ func (b *binding) Keys(ctx context.Context, pattern string, opts abi.KeysOptions
 // then register its keys and give them to the rule.
 func (b *binding) WatchPattern(ctx context.Context, pattern string, opts abi.WatchOptions) error {
 	cfg := b.r.config()
-	pat, err := b.compilePattern("watch_pattern", pattern, cfg.Read, cfg.Watch)
+	pat, err := compilePattern("watch_pattern", pattern, b.r.name, cfg.Read, cfg.Watch)
 	if err != nil {
 		return err
-	}
-	if b.replica.Load() {
-		return nil // the first instance's watches stand
 	}
 	_, complete, err := b.r.svc.pats.scan(ctx, pattern, cfg.MaxWatchedKeys, func(k string) bool { return patternReadable(cfg, k) })
 	switch {
@@ -94,12 +67,6 @@ func (b *binding) WatchPattern(ctx context.Context, pattern string, opts abi.Wat
 
 // UnwatchPattern implements abi.Host.
 func (b *binding) UnwatchPattern(ctx context.Context, pattern string) error {
-	if b.in.closed.Load() {
-		return abi.Errorf(abi.StatusUnavailable, "unwatch_pattern %q: this version of %s was replaced or stopped", pattern, b.r.name)
-	}
-	if b.replica.Load() {
-		return nil
-	}
 	in := b.in
 	in.mu.Lock()
 	if !in.live {
@@ -121,19 +88,19 @@ func (b *binding) UnwatchPattern(ctx context.Context, pattern string) error {
 func (in *instance) replaced() bool { return in.closed.Load() }
 
 func (h recorded) Keys(ctx context.Context, pattern string, opts abi.KeysOptions) ([]string, error) {
-	keys, err := h.b.Keys(ctx, pattern, opts)
+	keys, err := h.next.Keys(ctx, pattern, opts)
 	h.done(Call{Verb: "keys", Key: pattern, Limit: opts.Limit, Keys: keys}, err)
 	return keys, err
 }
 
 func (h recorded) WatchPattern(ctx context.Context, pattern string, opts abi.WatchOptions) error {
-	err := h.b.WatchPattern(ctx, pattern, opts)
+	err := h.next.WatchPattern(ctx, pattern, opts)
 	h.done(Call{Verb: "watch_pattern", Key: pattern, Self: opts.Self}, err)
 	return err
 }
 
 func (h recorded) UnwatchPattern(ctx context.Context, pattern string) error {
-	err := h.b.UnwatchPattern(ctx, pattern)
+	err := h.next.UnwatchPattern(ctx, pattern)
 	h.done(Call{Verb: "unwatch_pattern", Key: pattern}, err)
 	return err
 }

@@ -80,3 +80,9 @@ func DeleteResult(verb, key string, n int64, err error) error {
 		return abi.Errorf(abi.StatusNotApplied, "%s %q: value differs", verb, key)
 	}
 }
+
+// KeysOverLimit is the LIMIT error of a keys call on pattern that matches
+// more than limit keys.
+func KeysOverLimit(pattern string, limit int) error {
+	return abi.Errorf(abi.StatusLimit, "keys %q: more than %d keys match (pass a larger limit, up to %d, or a narrower pattern)", pattern, limit, abi.MaxKeysLimit)
+}
