@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/observe"
 	"github.com/ssrun/ssrun/host/provenance"
 )
 
@@ -50,8 +51,7 @@ func TestCallTracerSeesHandlerCallsForOTLP(t *testing.T) {
 		var wrapped bool
 		e.load("r", goRule{init: watchInit("in"), handle: func(ctx context.Context, h abi.Host, ev abi.Event) error {
 			mu.Lock()
-			hd, _ := h.(handed)
-			_, wrapped = hd.Host.(traced)
+			_, wrapped = h.(handed).Host.(*observe.Traced)
 			mu.Unlock()
 			if _, err := h.Get(ctx, "absent"); abi.StatusOf(err) != abi.StatusNotFound {
 				return err
@@ -73,5 +73,44 @@ func TestCallTracerSeesHandlerCallsForOTLP(t *testing.T) {
 		if got := ct.got(); !slices.Equal(got, want) {
 			t.Errorf("wants calls %v: told %q, want %q", wants, got, want)
 		}
+	}
+}
+
+// RuleOf and HostOf find the rule and its Host behind every host the Host
+// gives a rule: its binding, or the binding wrapped for a Recorder, for a
+// tracer that wants the calls, or both.
+func TestRuleOfAndHostOfSeeThroughTheHooks(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		hooks func(*Config)
+	}{
+		{"none", func(*Config) {}},
+		{"recorder", func(o *Config) { o.Recorder = &callLog{} }},
+		{"call tracer", func(o *Config) { o.Tracer = &callTracer{wants: true} }},
+		{"both", func(o *Config) { o.Tracer, o.Recorder = &callTracer{wants: true}, &callLog{} }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, c.hooks)
+			var mu sync.Mutex
+			var rule string
+			var ruleOK, hostOK bool
+			e.load("r", goRule{init: func(ctx context.Context, h abi.Host) error {
+				mu.Lock()
+				defer mu.Unlock()
+				rule, ruleOK = RuleOf(h)
+				var got *Host
+				got, hostOK = HostOf(h)
+				hostOK = hostOK && got == e.host
+				return nil
+			}})
+			mu.Lock()
+			defer mu.Unlock()
+			if rule != "r.gorule" || !ruleOK {
+				t.Errorf("RuleOf: %q, %v; want r.gorule", rule, ruleOK)
+			}
+			if !hostOK {
+				t.Error("HostOf did not find the rule's Host")
+			}
+		})
 	}
 }

@@ -29,6 +29,7 @@
 //	internal/mailbox      a rule's bounded FIFO of events
 //	internal/lineage      the feedback-loop damper: each event's place in a chain
 //	internal/echo         a rule's own writes awaiting their echo
+//	internal/observe      the hooks the host is observed through; their wrappers of a rule's host
 //	internal/timers       the timer scheduler; timers' keys and encodings in the store
 //	internal/membership   a group's roster, rule sets, assignment, progress, withdrawals
 //	internal/group        a host's part in a group: its loop, membership, hand-overs, fencing, pattern hints

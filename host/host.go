@@ -23,6 +23,7 @@ import (
 	"github.com/ssrun/ssrun/host/internal/lineage"
 	"github.com/ssrun/ssrun/host/internal/loadretry"
 	"github.com/ssrun/ssrun/host/internal/mailbox"
+	"github.com/ssrun/ssrun/host/internal/observe"
 	"github.com/ssrun/ssrun/host/internal/serial"
 	"github.com/ssrun/ssrun/host/internal/timers"
 	"github.com/ssrun/ssrun/host/internal/watch"
@@ -342,7 +343,7 @@ func (h *Host) route(ev protocol.Event, buf []watch.Watcher) []watch.Watcher {
 	lin := h.lin.Lookup(string(ev.Key), version, abi.Op(ev.Op))
 	if lin.Hop > h.maxHops {
 		n := h.damped.Add(1)
-		h.traceDamped(abi.Event{Key: string(ev.Key), Op: abi.Op(ev.Op), Version: version}, lin)
+		observe.Damped(h.trace, abi.Event{Key: string(ev.Key), Op: abi.Op(ev.Op), Version: version}, lin, h.clock)
 		now := h.clock.Now().UnixNano()
 		if last := h.lastDampLog.Load(); now-last > int64(time.Second) && h.lastDampLog.CompareAndSwap(last, now) {
 			h.log.Warn("feedback loop between rules damped: event dropped", "key", string(ev.Key),

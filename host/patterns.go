@@ -86,21 +86,3 @@ func (b *binding) UnwatchPattern(ctx context.Context, pattern string) error {
 
 // replaced implements patternVersion.
 func (in *instance) replaced() bool { return in.closed.Load() }
-
-func (h recorded) Keys(ctx context.Context, pattern string, opts abi.KeysOptions) ([]string, error) {
-	keys, err := h.next.Keys(ctx, pattern, opts)
-	h.done(Call{Verb: "keys", Key: pattern, Limit: opts.Limit, Keys: keys}, err)
-	return keys, err
-}
-
-func (h recorded) WatchPattern(ctx context.Context, pattern string, opts abi.WatchOptions) error {
-	err := h.next.WatchPattern(ctx, pattern, opts)
-	h.done(Call{Verb: "watch_pattern", Key: pattern, Self: opts.Self}, err)
-	return err
-}
-
-func (h recorded) UnwatchPattern(ctx context.Context, pattern string) error {
-	err := h.next.UnwatchPattern(ctx, pattern)
-	h.done(Call{Verb: "unwatch_pattern", Key: pattern}, err)
-	return err
-}

@@ -17,6 +17,7 @@ import (
 	"github.com/ssrun/ssrun/host/internal/logbudget"
 	"github.com/ssrun/ssrun/host/internal/mailbox"
 	"github.com/ssrun/ssrun/host/internal/membership"
+	"github.com/ssrun/ssrun/host/internal/observe"
 	"github.com/ssrun/ssrun/host/internal/serial"
 	"github.com/ssrun/ssrun/host/internal/status"
 	"github.com/ssrun/ssrun/host/provenance"
@@ -152,10 +153,10 @@ func (r *rule) Enqueue(d mailbox.Delivery) {
 		r.cutRunning(d.Ev.Key)
 	case mailbox.Coalesced:
 		r.coalesced.Add(1)
-		r.traceCoalesced(replaced, d.Ev.Version)
+		observe.Coalesced(r.svc.trace, r.name, replaced.Ev, replaced.Lin, d.Ev.Version, r.svc.clock)
 		r.cutRunning(d.Ev.Key)
 	case mailbox.Dropped:
-		r.traceSkip(d, SkipMailboxFull)
+		observe.Skipped(r.svc.trace, r.name, d.Ev, d.Lin, SkipMailboxFull, r.svc.clock)
 		n := r.dropped.Add(1)
 		now := r.svc.clock.Now().UnixNano()
 		if last := r.lastDropLog.Load(); now-last > int64(time.Second) && r.lastDropLog.CompareAndSwap(last, now) {
@@ -496,7 +497,7 @@ func (r *rule) skipLocked(d mailbox.Delivery) SkipReason {
 
 // skipped traces and counts d, skipped for why (see skipLocked).
 func (r *rule) skipped(d mailbox.Delivery, why SkipReason) {
-	r.traceSkip(d, why)
+	observe.Skipped(r.svc.trace, r.name, d.Ev, d.Lin, why, r.svc.clock)
 	switch why {
 	case SkipEcho:
 		r.echoes.Add(1)
@@ -514,7 +515,7 @@ func (r *rule) after(w *worker, d mailbox.Delivery, start time.Time, err error, 
 	if r.svc.obs != nil {
 		r.svc.obs.ObserveHandle(r.name, time.Since(start), err != nil)
 	}
-	r.traceRan(d, start, time.Since(start), err)
+	observe.Ran(r.svc.trace, r.name, d.Ev, d.Lin, start, time.Since(start), err, clip)
 	if err != nil && w.ctx.Err() != nil {
 		// Stopped mid-call (shutting down, or handed over to another host
 		// of a group): the event was not handled, so it is not recorded as
@@ -608,7 +609,7 @@ func (r *rule) write(own *callCause, verb, key, fence string, ttl time.Duration,
 	if version != "" || deleted {
 		r.wrote(key, version, deleted)
 		r.svc.journal.Wrote(r.svc.log, r.svc.clock.Now(), r.name, key, op, value, version, cause, from)
-		r.traceWrote(key, op, version, cause)
+		observe.Wrote(r.svc.trace, r.name, key, op, version, cause)
 	}
 	return err
 }

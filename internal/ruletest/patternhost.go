@@ -3,7 +3,6 @@ package ruletest
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -14,167 +13,61 @@ import (
 	"github.com/ssrun/ssrun/internal/glob"
 )
 
-// PatternHost is an abitest.Host with the verbs of revision 3 over a fixed
-// list of keys, for the runtimes' tests of keys, watch_pattern and
-// unwatch_pattern. (The host's own semantics, rescans and events, are the
-// host's tests'.) Keys and patterns are judged as the host judges them:
-// a malformed glob is INVALID, a pattern under the reserved prefix DENIED,
-// more matches than the limit LIMIT.
+// PatternHost is an abitest.Host whose store holds a fixed list of keys,
+// for the runtimes' tests of keys, watch_pattern and unwatch_pattern. The
+// verbs are abitest.Host's, on the store engine (SCAN, the host's reserved
+// prefix, max_watched_keys): a malformed glob is INVALID, a pattern under
+// the reserved prefix DENIED, more matches than the limit LIMIT. (The
+// host's own semantics, rescans and events, are the host's tests'.)
 type PatternHost struct {
 	*abitest.Host
 
-	mu       sync.Mutex
-	keys     []string
-	patterns map[string]abi.WatchOptions
-	fail     map[string]error
-	calls    map[string][]PatternCall
-	// MaxWatched bounds the keys WatchPattern covers (LIMIT past it);
-	// 10,000 unless set.
-	MaxWatched int
+	mu   sync.Mutex
+	keys []string
 }
 
-// PatternCall is what one call of a revision 3 verb received.
-type PatternCall struct {
-	Pattern string
-	Keys    abi.KeysOptions
-	Watch   abi.WatchOptions
-}
-
-// patternVerbs are the verbs of revision 3, which PatternHost serves.
+// patternVerbs are the verbs of revision 3.
 var patternVerbs = []string{abi.FnKeys, abi.FnWatchPattern, abi.FnUnwatchPattern}
 
-// reservedPrefix is the host's (host.ReservedPrefix).
-const reservedPrefix = "$ssrun/"
-
 // NewPatternHost returns a PatternHost over an abitest.New() whose store
-// lists keys.
+// holds keys.
 func NewPatternHost(keys ...string) *PatternHost {
-	return &PatternHost{Host: abitest.New(), keys: slices.Sorted(slices.Values(keys)),
-		patterns: map[string]abi.WatchOptions{}, fail: map[string]error{}, calls: map[string][]PatternCall{}, MaxWatched: 10_000}
+	h := &PatternHost{Host: abitest.New()}
+	h.SetKeys(keys...)
+	return h
 }
 
-// Reset resets the abitest.Host (see its Reset) and forgets the patterns
-// watched, the calls, the failures injected and MaxWatched; the keys stay.
+// Reset resets the abitest.Host (see its Reset: the patterns watched, the
+// calls, the failures injected, MaxWatchedKeys) and puts the keys back.
 func (h *PatternHost) Reset() {
 	h.Host.Reset()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.patterns, h.fail, h.calls, h.MaxWatched = map[string]abi.WatchOptions{}, map[string]error{}, map[string][]PatternCall{}, 10_000
+	h.putLocked()
 }
 
-// SetKeys replaces the keys of h's store.
+// SetKeys makes keys the keys of h's store.
 func (h *PatternHost) SetKeys(keys ...string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.keys = slices.Sorted(slices.Values(keys))
-}
-
-// FailPattern makes the next calls of verb (keys, watch_pattern,
-// unwatch_pattern) fail with err.
-func (h *PatternHost) FailPattern(verb string, err error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.fail[verb] = err
-}
-
-// PatternCalls returns the calls of verb so far.
-func (h *PatternHost) PatternCalls(verb string) []PatternCall {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return slices.Clone(h.calls[verb])
-}
-
-// Patterns returns the patterns watched.
-func (h *PatternHost) Patterns() map[string]abi.WatchOptions {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return maps.Clone(h.patterns)
-}
-
-// begin records a call of verb and returns its injected failure.
-func (h *PatternHost) begin(verb string, c PatternCall) error {
-	h.calls[verb] = append(h.calls[verb], c)
-	return h.fail[verb]
-}
-
-// match returns the keys pattern matches, or the host's refusal of it.
-func (h *PatternHost) match(verb, pattern string) ([]string, error) {
-	if pattern == "" {
-		return nil, abi.Errorf(abi.StatusInvalid, "%s: empty pattern", verb)
-	}
-	g, err := glob.Compile(pattern, nil)
-	if err != nil {
-		return nil, abi.Errorf(abi.StatusInvalid, "%s %q: %v", verb, pattern, err)
-	}
-	if strings.HasPrefix(g.Prefix(), reservedPrefix) {
-		return nil, abi.Errorf(abi.StatusDenied, "%s %q: keys under %s are reserved for the host", verb, pattern, reservedPrefix)
-	}
-	var out []string
 	for _, k := range h.keys {
-		if g.MatchString(k, nil) && !strings.HasPrefix(k, reservedPrefix) {
-			out = append(out, k)
-		}
+		_ = h.Store().Del(context.Background(), k, abi.DelOptions{})
 	}
-	return out, nil
+	h.keys = slices.Clone(keys)
+	h.putLocked()
 }
 
-// Keys implements abi.Host.
-func (h *PatternHost) Keys(ctx context.Context, pattern string, opts abi.KeysOptions) ([]string, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err := h.begin(abi.FnKeys, PatternCall{Pattern: pattern, Keys: opts}); err != nil {
-		return nil, err
+// putLocked puts h.keys in the store; h.mu is held.
+func (h *PatternHost) putLocked() {
+	for _, k := range h.keys {
+		h.Put(k, []byte("v"))
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	limit := opts.Limit
-	if limit == 0 {
-		limit = abi.DefaultKeysLimit
-	}
-	if limit < 0 || limit > abi.MaxKeysLimit {
-		return nil, abi.Errorf(abi.StatusInvalid, "keys %q: limit %d out of range", pattern, opts.Limit)
-	}
-	keys, err := h.match(abi.FnKeys, pattern)
-	if err != nil {
-		return nil, err
-	}
-	if len(keys) > limit {
-		return nil, abi.Errorf(abi.StatusLimit, "keys %q: more than %d keys match", pattern, limit)
-	}
-	return keys, nil
 }
 
-// WatchPattern implements abi.Host: it records the pattern.
-func (h *PatternHost) WatchPattern(ctx context.Context, pattern string, opts abi.WatchOptions) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err := h.begin(abi.FnWatchPattern, PatternCall{Pattern: pattern, Watch: opts}); err != nil {
-		return err
-	}
-	keys, err := h.match(abi.FnWatchPattern, pattern)
-	if err != nil {
-		return err
-	}
-	if len(keys) > h.MaxWatched {
-		return abi.Errorf(abi.StatusLimit, "watch_pattern %q: %d keys match, more than max_watched_keys (%d)", pattern, len(keys), h.MaxWatched)
-	}
-	h.patterns[pattern] = opts
-	return nil
-}
-
-// UnwatchPattern implements abi.Host.
-func (h *PatternHost) UnwatchPattern(_ context.Context, pattern string) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err := h.begin(abi.FnUnwatchPattern, PatternCall{Pattern: pattern}); err != nil {
-		return err
-	}
-	if _, ok := h.patterns[pattern]; !ok {
-		return abi.Errorf(abi.StatusNotFound, "unwatch_pattern %q: not watched", pattern)
-	}
-	delete(h.patterns, pattern)
-	return nil
+// Called returns how many calls of verb h was asked, and the last one.
+func (h *PatternHost) Called(verb string) (int, abitest.Call) {
+	c, _ := h.LastCall(verb)
+	return h.Calls(verb), c
 }
 
 // PatternCase is a case of the revision 3 verbs: a command for a test rule
@@ -210,7 +103,7 @@ func PatternCases() []PatternCase {
 		{Name: "keys ok", Cmd: []string{"keys", "thermostats/*/setPoint", "0"},
 			Want: `keys status=OK msg="" n=3 keys=` + sp,
 			Check: func(t *testing.T, h *PatternHost) {
-				if c := h.PatternCalls(abi.FnKeys); len(c) != 1 || c[0] != (PatternCall{Pattern: "thermostats/*/setPoint"}) {
+				if n, c := h.Called(abi.FnKeys); n != 1 || c.Key != "thermostats/*/setPoint" || c.Keys != (abi.KeysOptions{}) {
 					t.Errorf("calls %+v, want one with the pattern and limit 0", c)
 				}
 			}},
@@ -218,7 +111,7 @@ func PatternCases() []PatternCase {
 		{Name: "keys limit passed", Cmd: []string{"keys", "thermostats/*", "7"}, Want: `keys status=OK msg="" n=4 keys=` +
 			`["thermostats/\x00\xff/setPoint" "thermostats/0001/setPoint" "thermostats/0002/mode" "thermostats/0002/setPoint"]`,
 			Check: func(t *testing.T, h *PatternHost) {
-				if c := h.PatternCalls(abi.FnKeys); len(c) != 1 || c[0].Keys.Limit != 7 {
+				if n, c := h.Called(abi.FnKeys); n != 1 || c.Keys.Limit != 7 {
 					t.Errorf("calls %+v, want limit 7", c)
 				}
 			}},
@@ -235,8 +128,8 @@ func PatternCases() []PatternCase {
 			Want: `watch_pattern status=OK msg=""`, Check: patternsWatched(map[string]abi.WatchOptions{"thermostats/*/setPoint": {}})},
 		{Name: "watch_pattern self", Cmd: []string{"watch_pattern", "hvac/*", "self"},
 			Want: `watch_pattern status=OK msg=""`, Check: patternsWatched(map[string]abi.WatchOptions{"hvac/*": {Self: true}})},
-		{Name: "watch_pattern LIMIT", Setup: func(h *PatternHost) { h.MaxWatched = 1 }, Cmd: []string{"watch_pattern", "thermostats/*", ""},
-			Want:  `watch_pattern status=LIMIT msg="watch_pattern \"thermostats/*\": 4 keys match, more than max_watched_keys (1)"`,
+		{Name: "watch_pattern LIMIT", Setup: func(h *PatternHost) { h.MaxWatchedKeys = 1 }, Cmd: []string{"watch_pattern", "thermostats/*", ""},
+			Want:  `watch_pattern status=LIMIT msg="watch_pattern \"thermostats/*\": more than max_watched_keys (1) keys match"`,
 			Check: patternsWatched(map[string]abi.WatchOptions{})},
 		{Name: "watch_pattern malformed", Cmd: []string{"watch_pattern", `a\`, ""},
 			Want: fmt.Sprintf("watch_pattern status=INVALID msg=%q", `watch_pattern "a\\": `+globError(`a\`))},
@@ -257,7 +150,7 @@ func PatternCases() []PatternCase {
 		for _, f := range abitest.Failures(verb) {
 			cases = append(cases, PatternCase{
 				Name:  verb + " " + f.Name,
-				Setup: func(h *PatternHost) { h.FailPattern(verb, f.Err) },
+				Setup: func(h *PatternHost) { h.Fail(verb, f.Err) },
 				Cmd:   args,
 				Want:  fmt.Sprintf("%s status=%s msg=%q%s", verb, f.Status, f.Err.Error(), empty),
 			})
@@ -276,7 +169,7 @@ func limitRefused(limit string) string {
 // keysNotAsked checks that keys did not reach the Host.
 func keysNotAsked(t *testing.T, h *PatternHost) {
 	t.Helper()
-	if c := h.PatternCalls(abi.FnKeys); len(c) != 0 {
+	if n, c := h.Called(abi.FnKeys); n != 0 {
 		t.Errorf("the Host was asked: %+v", c)
 	}
 }

@@ -28,7 +28,7 @@ func patternCases() []ruletest.PatternCase {
 	return append(ruletest.PatternCases(), ruletest.PatternCase{
 		Name: "keys 1 MiB pattern", Cmd: []string{"keys", big, "0"}, Want: `keys status=OK msg="" n=0 keys=[]`,
 		Check: func(t *testing.T, h *ruletest.PatternHost) {
-			if c := h.PatternCalls(abi.FnKeys); len(c) != 1 || c[0].Pattern != big {
+			if n, c := h.Called(abi.FnKeys); n != 1 || c.Key != big {
 				t.Errorf("the Host did not get the whole pattern")
 			}
 		}})

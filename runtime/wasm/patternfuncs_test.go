@@ -39,7 +39,7 @@ func TestKeysThroughResult(t *testing.T) {
 	if got != want {
 		t.Fatalf("report %.200s..., want %.200s...", got, want)
 	}
-	if n := len(h.PatternCalls(abi.FnKeys)); n != 1 {
+	if n := h.Calls(abi.FnKeys); n != 1 {
 		t.Fatalf("host keys called %d times, want 1", n)
 	}
 }
@@ -78,7 +78,7 @@ func TestKeysRecord(t *testing.T) {
 	if got := c.read(atOut2, c.outLen()); string(got) != string(want) {
 		t.Fatalf("result %x, want %x", got, want)
 	}
-	if n := len(h.PatternCalls(abi.FnKeys)); n != 2 {
+	if n := h.Calls(abi.FnKeys); n != 2 {
 		t.Fatalf("host keys called %d times, want 2 (result does not repeat it)", n)
 	}
 
@@ -111,13 +111,13 @@ func TestPatternArguments(t *testing.T) {
 	if got := c.lastError(); got != `watch_pattern "a/*": unknown flags 0x6` {
 		t.Fatalf("last_error %q", got)
 	}
-	if n := len(h.PatternCalls(abi.FnKeys)) + len(h.PatternCalls(abi.FnWatchPattern)); n != 0 {
+	if n := h.Calls(abi.FnKeys) + h.Calls(abi.FnWatchPattern); n != 0 {
 		t.Fatalf("the Host was asked %d times", n)
 	}
 	c.expect("max limit", c.call(abi.FnKeys, atKey, 3, i64arg(abi.MaxKeysLimit), atOut, 0x1000, atOutLen), abi.StatusOK)
 	c.expect("self", c.call(abi.FnWatchPattern, atKey, 3, 1), abi.StatusOK)
-	if calls := h.PatternCalls(abi.FnKeys); len(calls) != 1 || calls[0].Keys.Limit != abi.MaxKeysLimit {
-		t.Fatalf("keys calls %+v, want one with limit %d", calls, abi.MaxKeysLimit)
+	if n, c := h.Called(abi.FnKeys); n != 1 || c.Keys.Limit != abi.MaxKeysLimit {
+		t.Fatalf("%d keys calls, the last %+v, want one with limit %d", n, c, abi.MaxKeysLimit)
 	}
 	if got := h.Patterns(); !got["a/*"].Self || len(got) != 1 {
 		t.Fatalf("patterns %v, want a/* with self", got)
@@ -145,9 +145,8 @@ func TestHostilePatterns(t *testing.T) {
 		c.write(at, []byte(tc.pattern))
 		c.expect("keys", c.call(abi.FnKeys, at, uint64(len(tc.pattern)), i64arg(0), atOut, 0x1000, atOutLen), tc.want)
 		c.expect("watch_pattern", c.call(abi.FnWatchPattern, at, uint64(len(tc.pattern)), 0), tc.want)
-		calls := h.PatternCalls(abi.FnKeys)
-		if last := calls[len(calls)-1].Pattern; last != tc.pattern {
-			t.Fatalf("the Host got a pattern of %d bytes, want %d", len(last), len(tc.pattern))
+		if _, last := h.Called(abi.FnKeys); last.Key != tc.pattern {
+			t.Fatalf("the Host got a pattern of %d bytes, want %d", len(last.Key), len(tc.pattern))
 		}
 	}
 	c.write(atKey, []byte("a/*"))
@@ -192,7 +191,7 @@ func TestPatternMisuseTraps(t *testing.T) {
 			if want := fmt.Sprintf("ssrun.%s: %s [", tc.fn, tc.arg); !strings.HasPrefix(err.Error(), want) {
 				t.Fatalf("error %q, want %q...", firstLine(err.Error()), want)
 			}
-			if n := len(h.PatternCalls(tc.fn)); n != 0 {
+			if n := h.Calls(tc.fn); n != 0 {
 				t.Fatalf("the Host was asked %d times", n)
 			}
 		})

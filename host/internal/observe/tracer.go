@@ -1,10 +1,8 @@
-package host
+package observe
 
 import (
 	"time"
 
-	"github.com/ssrun/ssrun/abi"
-	"github.com/ssrun/ssrun/host/internal/mailbox"
 	"github.com/ssrun/ssrun/host/provenance"
 )
 
@@ -66,48 +64,4 @@ type Run struct {
 	// the event is on (nil: a timer, a lost lock, a write outside a
 	// handler).
 	Origin *provenance.Origin
-}
-
-// traceRan tells the tracer, if any, about a call of r on d that returned
-// err after took.
-func (r *rule) traceRan(d mailbox.Delivery, at time.Time, took time.Duration, err error) {
-	t := r.svc.trace
-	if t == nil {
-		return
-	}
-	run := Run{Rule: r.name, Event: provenance.CauseOf(d.Ev, d.Lin), At: at, Took: took, Origin: d.Lin.Origin}
-	if err != nil {
-		run.Err = clip(err.Error())
-	}
-	t.Ran(run)
-}
-
-// traceSkip tells the tracer, if any, that r did not get d, for reason.
-func (r *rule) traceSkip(d mailbox.Delivery, reason SkipReason) {
-	if t := r.svc.trace; t != nil {
-		t.Skipped(Skip{Rule: r.name, Event: provenance.CauseOf(d.Ev, d.Lin), Reason: reason, At: r.svc.clock.Now()})
-	}
-}
-
-// traceCoalesced tells the tracer, if any, that the change of version
-// into replaced d while d waited in r's mailbox.
-func (r *rule) traceCoalesced(d mailbox.Delivery, into string) {
-	if t := r.svc.trace; t != nil {
-		t.Skipped(Skip{Rule: r.name, Event: provenance.CauseOf(d.Ev, d.Lin), Reason: SkipCoalesced, At: r.svc.clock.Now(), Into: into})
-	}
-}
-
-// traceWrote tells the tracer, if any, about a write of r the store
-// applied, made while r handled cause (zero: outside a handler).
-func (r *rule) traceWrote(key, op, version string, cause provenance.Cause) {
-	if t := r.svc.trace; t != nil {
-		t.Wrote(r.name, provenance.Step{Rule: r.name, Key: key, Op: op, Version: version}, cause)
-	}
-}
-
-// traceDamped tells the tracer, if any, that the damper dropped ev.
-func (h *Host) traceDamped(ev abi.Event, lin provenance.Lineage) {
-	if t := h.trace; t != nil {
-		t.Skipped(Skip{Event: provenance.CauseOf(ev, lin), Reason: SkipDamped, At: h.clock.Now()})
-	}
 }
