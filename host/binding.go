@@ -75,7 +75,7 @@ func (b *binding) chain() abi.Host {
 func (b *binding) stagingLink(st *staging.Staging, noTimers bool) abi.Host {
 	return staging.NewHost(b, st, staging.Rule{
 		Name:   b.r.name,
-		Holder: b.r.locks.holder(),
+		Holder: b.r.locks.Holder(),
 		Cause:  b.handling,
 		Listed: func(pattern string) func(key string) bool {
 			pat, err := patterns.Compile(pattern) // the store link compiled it: it compiles
@@ -131,12 +131,12 @@ func (b *binding) Unwatch(ctx context.Context, key string) error {
 
 // Lock implements abi.Host.
 func (b *binding) Lock(ctx context.Context, name string, ttl time.Duration, opts abi.LockOptions) (string, error) {
-	return b.r.locks.lock(ctx, name, ttl, opts.Wait)
+	return b.r.locks.Lock(ctx, name, ttl, opts.Wait)
 }
 
 // Unlock implements abi.Host.
 func (b *binding) Unlock(ctx context.Context, name string) error {
-	return b.r.locks.unlock(ctx, name)
+	return b.r.locks.Unlock(ctx, name)
 }
 
 // Log implements abi.Host. Every runtime's logs arrive here (log calls,

@@ -149,7 +149,7 @@ func sandboxStore(cfg RuleConfig) *abitest.Host {
 // fails, and the error says so.
 type checkStore struct {
 	*abitest.Host
-	cfg     RuleConfig // the rule's settings (patterncheck.go)
+	cfg     RuleConfig // the rule's settings (Keys, WatchPattern)
 	rule    string
 	mu      sync.Mutex
 	missing []string
@@ -166,6 +166,26 @@ func (s *checkStore) Get(ctx context.Context, key string) (abi.Value, error) {
 		s.mu.Unlock()
 	}
 	return v, err
+}
+
+// The pattern verbs of a checked rule: a pattern is refused as the
+// binding refuses it (malformed, outside the rule's permissions), then the
+// in-memory store answers.
+
+// Keys implements abi.Host.
+func (s *checkStore) Keys(ctx context.Context, pattern string, opts abi.KeysOptions) ([]string, error) {
+	if _, err := compilePattern("keys", pattern, s.rule, s.cfg.Read); err != nil {
+		return nil, err
+	}
+	return s.Host.Keys(ctx, pattern, opts)
+}
+
+// WatchPattern implements abi.Host.
+func (s *checkStore) WatchPattern(ctx context.Context, pattern string, opts abi.WatchOptions) error {
+	if _, err := compilePattern("watch_pattern", pattern, s.rule, s.cfg.Read, s.cfg.Watch); err != nil {
+		return err
+	}
+	return s.Host.WatchPattern(ctx, pattern, opts)
 }
 
 // missed returns the keys read and found absent, quoted.

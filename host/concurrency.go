@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/lease"
 	"github.com/ssrun/ssrun/host/internal/mailbox"
 	"github.com/ssrun/ssrun/host/provenance"
 )
@@ -77,10 +78,10 @@ func (r *rule) runPool(w *worker) bool {
 	defer wg.Wait()
 	inflight := 0
 	var (
-		gone      bool        // w was abandoned
-		quitting  bool        // asked to stop
-		exclusive bool        // a LOCK_LOST call runs: nothing else starts
-		lost      []lostLease // lost locks whose events wait for the pool to drain
+		gone      bool         // w was abandoned
+		quitting  bool         // asked to stop
+		exclusive bool         // a LOCK_LOST call runs: nothing else starts
+		lost      []lease.Lost // lost locks whose events wait for the pool to drain
 	)
 	start := func(d mailbox.Delivery, lockLost bool) {
 		i := free[len(free)-1]
@@ -111,7 +112,7 @@ func (r *rule) runPool(w *worker) bool {
 		case inflight > 0:
 		case gone:
 			if len(lost) > 0 { // theirs to deliver, in the rule's next worker
-				r.locks.giveBack(lost)
+				r.locks.GiveBack(lost)
 			}
 			if err := in.closeScripts(context.Background()); err != nil {
 				r.svc.log.Warn("closing an abandoned version failed", "rule", r.name, "err", err)
@@ -123,7 +124,7 @@ func (r *rule) runPool(w *worker) bool {
 		case len(lost) > 0: // drained: the oldest lost lock's event, alone
 			l := lost[0]
 			lost = lost[1:]
-			d := mailbox.Delivery{Ev: abi.Event{Key: l.name, Op: abi.OpLockLost}, Ticket: l.ticket}
+			d := mailbox.Delivery{Ev: abi.Event{Key: l.Name, Op: abi.OpLockLost}, Ticket: l.Ticket}
 			if !r.admit(&d) {
 				r.svc.quiet.Work(r.quiet, -1)
 				continue
@@ -163,7 +164,7 @@ func (r *rule) runPool(w *worker) bool {
 		}
 		var lostC, quit <-chan struct{}
 		if !gone && !quitting {
-			lostC, quit = r.locks.lostSignal, w.quit
+			lostC, quit = r.locks.LostSignal(), w.quit
 		}
 		select {
 		case <-quit:
@@ -176,10 +177,10 @@ func (r *rule) runPool(w *worker) bool {
 			}
 		case <-lostC:
 			if w.gone.Load() { // abandoned meanwhile: the signal is the next worker's
-				r.locks.signalLost()
+				r.locks.SignalLost()
 				continue
 			}
-			lost = append(lost, r.locks.takeLost()...)
+			lost = append(lost, r.locks.TakeLost()...)
 		case <-ready:
 		case <-w.nudge:
 		case res := <-results:

@@ -9,6 +9,7 @@ import (
 	"path"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/bmatcuk/doublestar/v4"
@@ -17,6 +18,7 @@ import (
 	"github.com/ssrun/ssrun/host/internal/gate"
 	"github.com/ssrun/ssrun/host/internal/guard"
 	"github.com/ssrun/ssrun/host/internal/loadretry"
+	"github.com/ssrun/ssrun/host/internal/patterns"
 	"github.com/ssrun/ssrun/host/internal/timers"
 )
 
@@ -271,6 +273,31 @@ func (c RuleConfig) merge(o RuleConfig) RuleConfig {
 
 // allowed reports whether key matches one of patterns (nil allows all).
 func allowed(patterns []string, key string) bool { return guard.Allowed(patterns, key) }
+
+// patternReadable reports whether a rule with cfg may get key through a
+// pattern: it may read and watch it, and it is not the host's.
+func patternReadable(cfg RuleConfig, key string) bool {
+	return !hasReservedPrefix(key) && allowed(cfg.Read, key) && allowed(cfg.Watch, key)
+}
+
+// compilePattern compiles pattern for verb of rule and checks it against
+// perms (each a list as in RuleConfig.Read): INVALID when malformed,
+// DENIED when outside them.
+func compilePattern(verb, pattern, rule string, perms ...[]string) (patterns.Pattern, error) {
+	pat, err := patterns.Compile(pattern)
+	if err != nil {
+		return patterns.Pattern{}, abi.Errorf(abi.StatusInvalid, "%s %.200q: %v", verb, pattern, err)
+	}
+	for _, p := range perms {
+		if err := pat.Check(ReservedPrefix, p); err != nil {
+			return patterns.Pattern{}, abi.Errorf(abi.StatusDenied, "%s %q: %v (rule %s)", verb, pattern, err, rule)
+		}
+	}
+	return pat, nil
+}
+
+// hasReservedPrefix reports whether key is the host's own.
+func hasReservedPrefix(key string) bool { return strings.HasPrefix(key, ReservedPrefix) }
 
 // ruleConfigFor returns the settings for the rule file at p: defaults, then
 // every entry of rules whose pattern matches the file's base name, in

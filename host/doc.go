@@ -42,11 +42,13 @@
 //	internal/serial       a serial host's activity and turn; waits and wake-ups that count
 //	internal/contenthash  the SHA-256 of rule files, remembered by content
 //	internal/patterns     a watched pattern compiled and checked against permissions; the rescan schedule
+//	internal/patternwatch pattern watches: scans, rescans, keys rules write; each rule's keys and what it saw
+//	internal/lease        a rule's locks: leases with fencing tokens, renewal, LOCK_LOST
 //
-// Pattern watches (watch_pattern) are the host's in patternhub.go (one scan
-// per pattern for all its rules, rescans, keys rules write) and
-// patternrule.go (a rule's pattern keys and what it saw of them); the verbs
-// in patterns.go.
+// Pattern watches (watch_pattern) are internal/patternwatch's: its Hub (one
+// scan per pattern for all its rules, rescans, keys rules write) and a
+// rule's Rule (its pattern keys and what it saw of them); the verbs are in
+// patterns.go. A rule's locks are internal/lease's Leases (rule.locks).
 //
 // A rule's abi.Host is a chain of links (binding.chain): the guard's
 // checks, a pool replica's refusals, a dry run's or a canary's staging,

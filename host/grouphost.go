@@ -5,10 +5,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host/internal/group"
+	"github.com/ssrun/ssrun/host/internal/lease"
 	"github.com/ssrun/ssrun/host/rulefile"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/protocol/hlc"
@@ -16,9 +16,8 @@ import (
 
 // The host's side of its group (host/internal/group has the group's loop,
 // membership and hand-overs): the group's public types, the host as the
-// group sees it (groupHost), the group's leases and the pattern hub as it
-// sees them, the Group accessor, and the fencing of a shared rule's timer
-// keys.
+// group sees it (groupHost), the Group accessor, and the fencing of a
+// shared rule's timer keys.
 
 // GroupConfig makes a host one member of a group of hosts that share the
 // rules (Config.Group): Name names the group (hosts with the same name on
@@ -48,7 +47,6 @@ const groupHolderRule = "$group"
 // services, and gives the pattern hub its hints.
 func newGroup(h *Host, cfg GroupConfig) *group.Group {
 	svc := &h.services
-	ls := &leases{svc: svc, rule: groupHolderRule, lostSignal: make(chan struct{}, 1), m: map[string]*lease{}}
 	g := group.New(group.Deps{
 		Prefix: ReservedPrefix,
 		Store:  svc.client,
@@ -56,11 +54,11 @@ func newGroup(h *Host, cfg GroupConfig) *group.Group {
 		Reg:    svc.reg,
 		Clock:  svc.clock,
 		Quiet:  svc.quiet,
-		Leases: groupLeases{ls},
-		Hub:    groupHub{svc.pats},
+		Leases: lease.New(svc.leaseServices(), groupHolderRule, nil),
+		Hub:    svc.pats,
 		Host:   groupHost{h},
 	}, cfg)
-	svc.pats.hints.Store(g.Hints())
+	svc.pats.SetHints(g.Hints())
 	return g
 }
 
@@ -164,74 +162,6 @@ func (h groupHost) RuleAt(path string) group.Rule {
 type groupRule struct{ *rule }
 
 func (r groupRule) WatchedKeys() []string { return r.watchedKeys() }
-
-// groupLeases are the group's leases (group.Leases): the lease code of a
-// rule's locks (locks.go), held by the rule name groupHolderRule.
-type groupLeases struct{ ls *leases }
-
-func (g groupLeases) Lock(ctx context.Context, name string, ttl, wait time.Duration) (string, error) {
-	return g.ls.lock(ctx, name, ttl, wait)
-}
-
-func (g groupLeases) Unlock(ctx context.Context, name string) error { return g.ls.unlock(ctx, name) }
-
-func (g groupLeases) Holds(name string) bool {
-	l := g.ls.get(name)
-	return l != nil && !l.isLost()
-}
-
-func (g groupLeases) FenceToken(verb, key, name string) (hlc.HLC, error) {
-	return g.ls.fenceToken(verb, key, name)
-}
-
-// Renew renews the lease name now, for a write the store refused with a
-// token lower than the key's (group.Ownership.Refenced): if this host
-// still holds it, the new token is larger than any the store issued
-// before; a renewal that finds another holder loses the lease.
-func (g groupLeases) Renew(ctx context.Context, name string) (hlc.HLC, bool) {
-	ls := g.ls
-	l := ls.get(name)
-	if l == nil || l.isLost() {
-		return hlc.HLC{}, false
-	}
-	sent := ls.svc.now()
-	if _, why, _ := l.held(sent); why != "" {
-		return hlc.HLC{}, false
-	}
-	res, serr := ls.svc.client.Set(ctx, []byte(l.name), []byte(l.holder), protocol.SetOptions{Condition: protocol.CondNEX, Expiry: l.ttl})
-	switch {
-	case serr != nil:
-		return hlc.HLC{}, false
-	case !res.Applied:
-		ls.loseLease(l, "taken by another host of the group")
-		return hlc.HLC{}, false
-	}
-	l.renewed(res.Version, sent)
-	return res.Version, true
-}
-
-func (g groupLeases) LostSignal() <-chan struct{} { return g.ls.lostSignal }
-
-// TakeLost returns the names of the leases lost since its last call, each
-// taken off the work a serial host counts (internal/serial) as the group
-// takes it: a group's leases have no LOCK_LOST event to deliver.
-func (g groupLeases) TakeLost() []string {
-	var names []string
-	for _, l := range g.ls.takeLost() {
-		g.ls.svc.quiet.Work(g.ls.rq, -1)
-		names = append(names, l.name)
-	}
-	return names
-}
-
-func (g groupLeases) ReleaseAll(ctx context.Context) { g.ls.releaseAll(ctx) }
-
-// groupHub is the pattern hub as a group's pattern hints use it
-// (group.Hub).
-type groupHub struct{ h *patternHub }
-
-func (g groupHub) PatternList() []string { return g.h.patternList() }
-func (g groupHub) Rang(key string)       { g.h.rang(key) }
 
 // The writes of a rule's timer bookkeeping (its records, index shards and
 // directory: internal/timers). In a group a shared rule's timers move with

@@ -24,6 +24,7 @@ import (
 	"github.com/ssrun/ssrun/host/internal/loadretry"
 	"github.com/ssrun/ssrun/host/internal/mailbox"
 	"github.com/ssrun/ssrun/host/internal/observe"
+	"github.com/ssrun/ssrun/host/internal/patternwatch"
 	"github.com/ssrun/ssrun/host/internal/serial"
 	"github.com/ssrun/ssrun/host/internal/timers"
 	"github.com/ssrun/ssrun/host/internal/watch"
@@ -112,7 +113,7 @@ type Config struct {
 	// *protocol.Client does: EventsQueued).
 	Serial bool
 
-	// now is the monotonic clock that times leases (locks.go); time.Now
+	// now is the monotonic clock that times leases (host/internal/lease); time.Now
 	// when nil. Tests inject one.
 	now func() time.Time
 	// clock is the clock of timers (timers.go); hostClock when nil. Tests
@@ -279,10 +280,10 @@ func New(opts Config) (*Host, error) {
 		h.runtimes[rt.Kind()] = rt
 	}
 	h.reg = watch.New(h.client, h.log)
-	h.pats = newPatternHub(h.client, h.log, opts.Clock, q)
+	h.pats = patternwatch.NewHub(h.client, h.log, opts.Clock, q, ReservedPrefix)
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.wg.Add(5)
-	go func() { defer h.wg.Done(); h.pats.run(h.ctx) }()
+	go func() { defer h.wg.Done(); h.pats.Run(h.ctx) }()
 	go h.dispatch()
 	go h.resyncLoop()
 	go func() { defer h.wg.Done(); h.outcomes.retries.Run(h.ctx, h.retryLoad) }()
@@ -395,7 +396,7 @@ func (h *Host) resyncOnce(checked *int) {
 			w.Enqueue(d)
 		}
 	}
-	h.pats.reconnected() // keys created while offline
+	h.pats.Reconnected() // keys created while offline
 	h.loadTimers()
 }
 
@@ -781,10 +782,20 @@ type Stats struct {
 	Patterns PatternStats
 }
 
+// PatternStats are a host's pattern watch counters (Stats).
+type PatternStats struct {
+	Patterns   int    // patterns watched by the host's rules (each counted once)
+	Scans      uint64 // scans of the store (SCAN walks: keys, watch_pattern, rescans)
+	Pages      uint64 // SCAN pages they read
+	FoundLate  uint64 // keys a rule got after its pattern's first scan (a rescan, a rule's write, a reconnection)
+	OverLimit  uint64 // keys not watched because a rule had max_watched_keys already
+	ScanErrors uint64 // scans that failed (other than offline)
+}
+
 // Stats returns host-wide counters.
 func (h *Host) Stats() Stats {
 	s := Stats{Notifications: h.events.Load(), LoopsDamped: h.damped.Load(), Resyncs: h.resyncs.Load(),
-		LoadRetries: h.loadRetries.Load(), WatchedKeys: h.reg.WatchedKeys(), Stuck: h.calls.Stuck(), Patterns: h.pats.stats()}
+		LoadRetries: h.loadRetries.Load(), WatchedKeys: h.reg.WatchedKeys(), Stuck: h.calls.Stuck(), Patterns: PatternStats(h.pats.Stats())}
 	var excused func(path string) bool // in a group, the shared rules another member is to run
 	if h.group != nil {
 		excused = h.group.Excuses

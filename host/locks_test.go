@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/lease"
 	"github.com/ssrun/ssrun/internal/testnet"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/protocol/hlc"
@@ -365,7 +366,7 @@ func TestReLockAfterLocalExpiryReacquires(t *testing.T) {
 	if err != nil {
 		t.Fatalf("lock: %v", err)
 	}
-	clk.Advance(ttl - leaseMargin(ttl) - time.Nanosecond)
+	clk.Advance(ttl - lease.Margin(ttl) - time.Nanosecond)
 	sent := e.requests()
 	if tok, err := h.Lock(e.ctx(), "leader", ttl, abi.LockOptions{}); err != nil || tok != tok1 {
 		t.Fatalf("re-lock within the lease: %q, %v; want the held token %q", tok, err, tok1)

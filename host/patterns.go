@@ -5,15 +5,16 @@ import (
 	"errors"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/patternwatch"
 	"github.com/ssrun/ssrun/host/internal/status"
 	"github.com/ssrun/ssrun/host/staging"
 	"github.com/ssrun/ssrun/protocol"
 )
 
 // This file is the rules' verbs of key families (ABI revision 3): keys,
-// watch_pattern and unwatch_pattern. The scans are the patternHub's
-// (patternhub.go), a rule's patterns and keys its rulePatterns'
-// (patternrule.go).
+// watch_pattern and unwatch_pattern. The scans are the patternwatch.Hub's,
+// a rule's patterns and keys its patternwatch.Rule's
+// (host/internal/patternwatch).
 
 // Keys implements abi.Host: the store's keys matching pattern that the
 // rule may read (a staging link adds what it staged: host/staging).
@@ -24,7 +25,7 @@ func (b *binding) Keys(ctx context.Context, pattern string, opts abi.KeysOptions
 		return nil, err
 	}
 	readable := func(k string) bool { return allowed(cfg.Read, k) }
-	keys, complete, err := b.r.svc.pats.scan(ctx, pattern, limit, readable)
+	keys, complete, err := b.r.svc.pats.Scan(ctx, pattern, limit, readable)
 	if err != nil {
 		return nil, status.StoreError(err)
 	}
@@ -37,7 +38,7 @@ func (b *binding) Keys(ctx context.Context, pattern string, opts abi.KeysOptions
 // WatchPattern implements abi.Host. The keys the pattern matches now are
 // counted first: more than the rule's max_watched_keys fails with LIMIT
 // (offline, the count waits for the first scan). The watch is staged while
-// the version starts, as Watch's are; the pattern's scans (patternHub)
+// the version starts, as Watch's are; the pattern's scans (patternwatch.Hub)
 // then register its keys and give them to the rule.
 func (b *binding) WatchPattern(ctx context.Context, pattern string, opts abi.WatchOptions) error {
 	cfg := b.r.config()
@@ -45,7 +46,7 @@ func (b *binding) WatchPattern(ctx context.Context, pattern string, opts abi.Wat
 	if err != nil {
 		return err
 	}
-	_, complete, err := b.r.svc.pats.scan(ctx, pattern, cfg.MaxWatchedKeys, func(k string) bool { return patternReadable(cfg, k) })
+	_, complete, err := b.r.svc.pats.Scan(ctx, pattern, cfg.MaxWatchedKeys, func(k string) bool { return patternReadable(cfg, k) })
 	switch {
 	case errors.Is(err, protocol.ErrNotConnected):
 	case err != nil:
@@ -53,16 +54,16 @@ func (b *binding) WatchPattern(ctx context.Context, pattern string, opts abi.Wat
 	case !complete:
 		return abi.Errorf(abi.StatusLimit, "watch_pattern %q: more than max_watched_keys (%d) keys match (rule %s; raise max_watched_keys in ssrun.yaml or narrow the pattern)", pattern, cfg.MaxWatchedKeys, b.r.name)
 	}
-	lp := livePattern{pat: pat, opts: opts}
+	lp := patternwatch.Watch{Pat: pat, Opts: opts}
 	in := b.in
 	in.mu.Lock()
 	if !in.live { // swap applies it, as a watch
-		b.r.pats.stage(in, lp)
+		b.r.pats.Stage(in, lp)
 		in.mu.Unlock()
 		return nil
 	}
 	in.mu.Unlock()
-	return b.r.pats.add(ctx, lp)
+	return b.r.pats.Add(ctx, lp)
 }
 
 // UnwatchPattern implements abi.Host.
@@ -70,7 +71,7 @@ func (b *binding) UnwatchPattern(ctx context.Context, pattern string) error {
 	in := b.in
 	in.mu.Lock()
 	if !in.live {
-		ok := b.r.pats.unstage(in, pattern)
+		ok := b.r.pats.Unstage(in, pattern)
 		in.mu.Unlock()
 		if !ok {
 			return abi.Errorf(abi.StatusNotFound, "unwatch_pattern %q: not watched", pattern)
@@ -78,11 +79,11 @@ func (b *binding) UnwatchPattern(ctx context.Context, pattern string) error {
 		return nil
 	}
 	in.mu.Unlock()
-	if !b.r.pats.drop(ctx, pattern) {
+	if !b.r.pats.Drop(ctx, pattern) {
 		return abi.Errorf(abi.StatusNotFound, "unwatch_pattern %q: not watched", pattern)
 	}
 	return nil
 }
 
-// replaced implements patternVersion.
-func (in *instance) replaced() bool { return in.closed.Load() }
+// Replaced implements patternwatch.Version.
+func (in *instance) Replaced() bool { return in.closed.Load() }

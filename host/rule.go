@@ -14,10 +14,12 @@ import (
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host/internal/abandon"
 	"github.com/ssrun/ssrun/host/internal/echo"
+	"github.com/ssrun/ssrun/host/internal/lease"
 	"github.com/ssrun/ssrun/host/internal/logbudget"
 	"github.com/ssrun/ssrun/host/internal/mailbox"
 	"github.com/ssrun/ssrun/host/internal/membership"
 	"github.com/ssrun/ssrun/host/internal/observe"
+	"github.com/ssrun/ssrun/host/internal/patternwatch"
 	"github.com/ssrun/ssrun/host/internal/serial"
 	"github.com/ssrun/ssrun/host/internal/status"
 	"github.com/ssrun/ssrun/host/provenance"
@@ -41,7 +43,7 @@ type rule struct {
 
 	mailbox *mailbox.Box
 	quiet   *serial.Rule // its part in a serial host's activity (quiet.go)
-	locks   leases
+	locks   *lease.Leases
 	logs    *logbudget.Budget
 	timers  *ruleTimers
 	// ctx bounds the rule's handler calls; cancel ends a handler stuck in
@@ -61,10 +63,10 @@ type rule struct {
 	disabled bool
 	cfg      RuleConfig
 	watches  map[string]abi.WatchOptions
-	pats     *rulePatterns // its pattern watches (patternrule.go)
-	own      echo.Pending  // this rule's writes on watched keys, awaiting their echo
-	hash     [32]byte      // content of the running version
-	pooled   bool          // the running version runs a pool (concurrency > 1)
+	pats     *patternwatch.Rule // its pattern watches (host/internal/patternwatch)
+	own      echo.Pending       // this rule's writes on watched keys, awaiting their echo
+	hash     [32]byte           // content of the running version
+	pooled   bool               // the running version runs a pool (concurrency > 1)
 	// The last failure, handler or load, for status; reloadErr while the
 	// file's newest version failed to load and the previous one runs.
 	lastErr   string
@@ -124,12 +126,12 @@ func newRule(s *services, path, kind string, cfg RuleConfig) *rule {
 		cfg:     cfg,
 		quiet:   rq,
 		mailbox: mailbox.New(cfg.Mailbox, cfg.MailboxKeys, s.quiet, rq),
-		locks:   leases{svc: s, rule: name, rq: rq, lostSignal: make(chan struct{}, 1), m: map[string]*lease{}},
+		locks:   lease.New(s.leaseServices(), name, rq),
 		logs:    logbudget.New(s.log, s.clock, name, cfg.LogLines, cfg.LogBytes),
 		watches: map[string]abi.WatchOptions{},
 		own:     echo.New(),
 	}
-	r.locks.inCall = func() bool {
+	r.locks.InCall = func() bool {
 		w := r.worker()
 		return w != nil && w.inFlight() > 0
 	}
@@ -139,7 +141,7 @@ func newRule(s *services, path, kind string, cfg RuleConfig) *rule {
 	if s.group != nil {
 		r.progress = s.group.ProgressFor(name)
 	}
-	r.pats = newRulePatterns(s, path, name, r.mailbox, r.progress, r)
+	r.pats = patternwatch.NewRule(s.pats, s.reg, s.lin, path, name, r.mailbox, r.progress, patternOwner{r})
 	return r
 }
 
@@ -188,7 +190,7 @@ func (r *rule) reconfigure(cfg RuleConfig) {
 	r.logs.SetLimits(cfg.LogLines, cfg.LogBytes)
 	r.mailbox.SetLimit(cfg.Mailbox, cfg.MailboxKeys)
 	r.setMode(cfg.Mode)
-	r.pats.reconfigure(r.svc.ctx, cfg)
+	r.pats.Reconfigure(r.svc.ctx, patternSettings(cfg))
 }
 
 // watchesOutside returns the keys r watches that patterns do not allow,
@@ -301,8 +303,8 @@ func (r *rule) startWorker() *worker {
 	if r.mailbox.Len() > 0 {
 		r.mailbox.Signal()
 	}
-	if r.locks.losing() {
-		r.locks.signalLost()
+	if r.locks.Losing() {
+		r.locks.SignalLost()
 	}
 	w.run(func() { r.loop(w) })
 	return w
@@ -353,9 +355,9 @@ func (r *rule) run(w *worker) bool {
 			if in := r.cur; in != nil && in.members != nil {
 				return true
 			}
-		case <-r.locks.lostSignal:
-			for _, l := range r.locks.takeLost() {
-				ok := r.deliver(w, mailbox.Delivery{Ev: abi.Event{Key: l.name, Op: abi.OpLockLost}, Ticket: l.ticket})
+		case <-r.locks.LostSignal():
+			for _, l := range r.locks.TakeLost() {
+				ok := r.deliver(w, mailbox.Delivery{Ev: abi.Event{Key: l.Name, Op: abi.OpLockLost}, Ticket: l.Ticket})
 				r.svc.quiet.Work(r.quiet, -1)
 				if !ok {
 					return false
@@ -480,7 +482,7 @@ func (r *rule) skipLocked(d mailbox.Delivery) SkipReason {
 	if d.Ev.Op != abi.OpLockLost && d.Ev.Op != abi.OpTimer {
 		opts, ok := r.watches[d.Ev.Key]
 		if !ok {
-			opts, ok = r.pats.covers(d.Ev.Key)
+			opts, ok = r.pats.Covers(d.Ev.Key)
 		}
 		if !ok {
 			return SkipUnwatched // no longer watched (unwatched or dropped by a reload)
@@ -579,7 +581,7 @@ func (r *rule) write(own *callCause, verb, key, fence string, ttl time.Duration,
 	if sh := r.shadowing(); sh != nil {
 		sh.wroteLive(strings.ToUpper(verb), key, value)
 	}
-	token, err := r.locks.fenceToken(verb, key, fence)
+	token, err := r.locks.FenceToken(verb, key, fence)
 	if err == nil && fence == "" && r.svc.group != nil { // a rule owned in a group: its lease fences
 		token, err = r.svc.group.Fence(r.name, verb, key)
 	}
@@ -604,7 +606,7 @@ func (r *rule) write(own *callCause, verb, key, fence string, ttl time.Duration,
 		version, deleted = "", false
 	}
 	if version != "" && !deleted {
-		r.svc.pats.wrote(r.path, key, value, version) // a pattern's key found at once
+		r.svc.pats.Wrote(r.path, key, value, version) // a pattern's key found at once
 	}
 	if version != "" || deleted {
 		r.wrote(key, version, deleted)
@@ -633,7 +635,7 @@ func (r *rule) wrote(key, version string, deleted bool) {
 	defer r.mu.Unlock()
 	opts, ok := r.watches[key]
 	if !ok {
-		opts, ok = r.pats.covers(key)
+		opts, ok = r.pats.Covers(key)
 	}
 	if ok && !opts.Self {
 		r.own.Wrote(key, version, deleted)
@@ -674,7 +676,7 @@ func (r *rule) swap(ctx context.Context, next *instance) {
 	r.hash = next.hash
 	r.pooled = next.members != nil
 	r.mu.Unlock()
-	r.pats.swap(ctx, next)
+	r.pats.Swap(ctx, next)
 	next.live = true
 	next.mu.Unlock()
 	r.timers.goLive(next)
@@ -856,8 +858,8 @@ func (r *rule) release(ctx context.Context) {
 	for _, k := range keys {
 		r.svc.reg.Unwatch(ctx, r, k)
 	}
-	r.pats.release(ctx)
-	r.locks.releaseAll(ctx)
+	r.pats.Release(ctx)
+	r.locks.ReleaseAll(ctx)
 	r.timers.stop()
 	r.logs.Close()
 	r.mailbox.Drop()
@@ -996,13 +998,13 @@ type RuleStatus struct {
 }
 
 func (r *rule) status() RuleStatus {
-	s := RuleStatus{Path: r.path, Kind: r.kind, Locks: r.locks.names(), Abandoned: r.abandons.Load(),
+	s := RuleStatus{Path: r.path, Kind: r.kind, Locks: r.locks.Names(), Abandoned: r.abandons.Load(),
 		Handled: r.handled.Load(), Failed: r.failed.Load(), Dropped: r.dropped.Load(), Echoes: r.echoes.Load(),
 		Coalesced: r.coalesced.Load(), Restarted: r.restarted.Load()}
 	s.LogLinesSuppressed, s.LogBytesSuppressed = r.logs.Suppressed()
 	s.Timers = r.timers.count()
 	s.Queued = r.mailbox.Len()
-	s.Patterns, s.PatternKeys = r.pats.status()
+	s.Patterns, s.PatternKeys = r.pats.Status()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s.Disabled = r.disabled
@@ -1040,7 +1042,7 @@ func (r *rule) noteError(msg string) {
 }
 
 // watchesExactly reports whether the rule watches key with watch (not
-// through a pattern: patternrule.go).
+// through a pattern: host/internal/patternwatch).
 func (r *rule) watchesExactly(key string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -1087,3 +1089,18 @@ func shortHash(h [32]byte) string { return hex.EncodeToString(h[:6]) }
 func (r *rule) WatcherName() string { return r.path }
 
 func (r *rule) String() string { return fmt.Sprintf("%s rule %s", r.kind, r.path) }
+
+// patternOwner is a rule as its pattern watches see it
+// (patternwatch.Owner).
+type patternOwner struct{ r *rule }
+
+func (o patternOwner) Settings() patternwatch.Settings { return patternSettings(o.r.config()) }
+func (o patternOwner) Enqueue(d mailbox.Delivery)      { o.r.Enqueue(d) }
+func (o patternOwner) WatchesExactly(key string) bool  { return o.r.watchesExactly(key) }
+func (o patternOwner) NoteError(msg string)            { o.r.noteError(msg) }
+
+// patternSettings are what a rule's pattern watches follow of cfg.
+func patternSettings(cfg RuleConfig) patternwatch.Settings {
+	return patternwatch.Settings{Rescan: cfg.Rescan, MaxWatchedKeys: cfg.MaxWatchedKeys,
+		Readable: func(k string) bool { return patternReadable(cfg, k) }}
+}

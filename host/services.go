@@ -8,8 +8,10 @@ import (
 	"github.com/ssrun/ssrun/host/clock"
 	"github.com/ssrun/ssrun/host/internal/abandon"
 	"github.com/ssrun/ssrun/host/internal/gate"
+	"github.com/ssrun/ssrun/host/internal/lease"
 	"github.com/ssrun/ssrun/host/internal/lineage"
 	"github.com/ssrun/ssrun/host/internal/membership"
+	"github.com/ssrun/ssrun/host/internal/patternwatch"
 	"github.com/ssrun/ssrun/host/internal/serial"
 	"github.com/ssrun/ssrun/host/internal/timers"
 	"github.com/ssrun/ssrun/host/internal/watch"
@@ -26,7 +28,7 @@ type services struct {
 	client  Store           // lock requests (a binding gets its own reference)
 	log     *slog.Logger
 	reg     *watch.Registry     // watches
-	pats    *patternHub         // pattern watches (patternhub.go)
+	pats    *patternwatch.Hub   // pattern watches (host/internal/patternwatch)
 	lin     *lineage.Table      // the feedback-loop damper
 	journal *provenance.Journal // the last write per key, for Why
 	calls   *abandon.Tracker    // goroutines running runtime calls
@@ -63,4 +65,9 @@ type keyStore interface {
 	Get(ctx context.Context, key []byte, opts protocol.CallOptions) (protocol.GetResult, error)
 	Set(ctx context.Context, key, value []byte, opts protocol.SetOptions) (protocol.SetResult, error)
 	Del(ctx context.Context, key []byte, opts protocol.DelOptions) (int64, error)
+}
+
+// leaseServices are the services a rule's leases (and the group's) use.
+func (s *services) leaseServices() *lease.Services {
+	return &lease.Services{Ctx: s.ctx, Client: s.client, Log: s.log, Waits: s.reg, Clock: s.clock, Now: s.now, Quiet: s.quiet}
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/lease"
 	"github.com/ssrun/ssrun/host/internal/membership"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/protocol/hlc"
@@ -15,9 +16,9 @@ import (
 // services hold it): the ownership leases that fence their writes, and where
 // they record what they handled.
 type Ownership struct {
-	name   string // the group's
-	prefix string // the host's reserved prefix (Deps.Prefix)
-	ls     Leases // member, roster lock and ownership leases
+	name   string        // the group's
+	prefix string        // the host's reserved prefix (Deps.Prefix)
+	ls     *lease.Leases // member, roster lock and ownership leases
 
 	mu       sync.Mutex
 	paths    map[string]string               // rule name -> path: the rules the group shares
@@ -54,7 +55,24 @@ func (o *Ownership) Refenced(ctx context.Context, rule string, err error) (hlc.H
 	if !errors.Is(err, protocol.ErrFencingTokenLowerVersion) {
 		return hlc.HLC{}, false
 	}
-	return o.ls.Renew(ctx, o.leaseKey(rule))
+	l := o.ls.Get(o.leaseKey(rule))
+	if l == nil || l.IsLost() {
+		return hlc.HLC{}, false
+	}
+	sent := o.ls.Now()
+	if _, why, _ := l.Held(sent); why != "" {
+		return hlc.HLC{}, false
+	}
+	res, serr := o.ls.Client().Set(ctx, []byte(l.Name), []byte(l.Holder), protocol.SetOptions{Condition: protocol.CondNEX, Expiry: l.TTL})
+	switch {
+	case serr != nil:
+		return hlc.HLC{}, false
+	case !res.Applied:
+		o.ls.LoseLease(l, "taken by another host of the group")
+		return hlc.HLC{}, false
+	}
+	l.Renewed(res.Version, sent)
+	return res.Version, true
 }
 
 // ProgressFor returns where the owned rule name records what it handled,

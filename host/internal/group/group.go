@@ -47,8 +47,9 @@ func (g *Group) Run(ctx context.Context) {
 // live members, then the rules it should own.
 func (g *Group) step(ctx context.Context) {
 	defer g.steps.Add(1)
-	for _, name := range g.ls.TakeLost() {
-		if rule, ok := g.ruleOfLease(name); ok {
+	for _, l := range g.ls.TakeLost() {
+		g.quiet.Work(g.ls.Activity(), -1)
+		if rule, ok := g.ruleOfLease(l.Name); ok {
 			g.drop(ctx, rule, "its ownership lease was lost")
 		}
 	}
@@ -137,7 +138,7 @@ func (g *Group) ruleOfLease(name string) (string, bool) {
 // the roster as read or as written (with this host's line).
 func (g *Group) join(ctx context.Context) (membership.RuleSet, string, []membership.RosterEntry, error) {
 	mk := g.memberKey(g.id)
-	if !g.ls.Holds(mk) {
+	if l := g.ls.Get(mk); l == nil || l.IsLost() {
 		if _, err := g.ls.Lock(ctx, mk, g.ttl, 0); err != nil {
 			return nil, "", nil, fmt.Errorf("member lease %s: %w", mk, err)
 		}

@@ -15,8 +15,8 @@ import (
 
 // Pattern hints across a group: a key that a rule of one member writes
 // reaches the pattern watches of the rules other members run at once, as
-// it does on its own host (the hub's wrote, host/patternhub.go), not at
-// their next rescan.
+// it does on its own host (patternwatch.Hub.Wrote), not at their next
+// rescan.
 // The rescans stay what makes a pattern watch miss nothing; the hints
 // save the wait. Two keys per member, under the group's:
 //
@@ -178,7 +178,8 @@ func parsePatternLines(v []byte) []patterns.Pattern {
 }
 
 // Doorbells returns the doorbell keys of the other members with a pattern
-// matching key that were not rung for key yet, and notes them as rung.
+// matching key that were not rung for key yet, and notes them as rung
+// (patternwatch.Hints).
 func (gh *Hints) Doorbells(key string) []string {
 	gh.mu.Lock()
 	defer gh.mu.Unlock()

@@ -3,19 +3,18 @@ package group
 import (
 	"context"
 	"log/slog"
-	"time"
 
 	"github.com/ssrun/ssrun/host/clock"
+	"github.com/ssrun/ssrun/host/internal/lease"
 	"github.com/ssrun/ssrun/host/internal/mailbox"
 	"github.com/ssrun/ssrun/host/internal/serial"
 	"github.com/ssrun/ssrun/host/internal/watch"
 	"github.com/ssrun/ssrun/protocol"
-	"github.com/ssrun/ssrun/protocol/hlc"
 )
 
 // What a group needs of its host, which host/grouphost.go gives it: the
-// host's store client, watches, leases, pattern hub, clock, and the host
-// itself (its rule files, and loading and stopping them).
+// host's store client, watches, pattern hub, clock, the group's leases, and
+// the host itself (its rule files, and loading and stopping them).
 
 // Deps are the host's parts a group uses, given to New.
 type Deps struct {
@@ -29,8 +28,9 @@ type Deps struct {
 	Clock  clock.Clock  // the host's clock, for the loop's renewal interval
 	Quiet  *serial.Quiet
 	// Leases are the group's own: its member, roster lock and ownership
-	// leases, held by the holder "<client id>:$group".
-	Leases Leases
+	// leases, held by the holder "<client id>:$group" (the lease code a
+	// rule's locks use, with its timing argument and renewal).
+	Leases *lease.Leases
 	Hub    Hub  // the host's pattern hub, for the pattern hints (hints.go)
 	Host   Host // the host (see Host)
 }
@@ -54,31 +54,6 @@ type Watches interface {
 }
 
 var _ Watches = (*watch.Registry)(nil)
-
-// Leases are the group's leases: the lease code a rule's locks use
-// (host/locks.go), with its timing argument and renewal.
-type Leases interface {
-	// Lock takes (or returns) the lease name, waiting up to wait for
-	// another holder to let go (abi.StatusBusy when it does not).
-	Lock(ctx context.Context, name string, ttl, wait time.Duration) (string, error)
-	// Unlock releases the lease name (abi.StatusNotFound when not held).
-	Unlock(ctx context.Context, name string) error
-	// Holds reports whether the lease name is held and not lost.
-	Holds(name string) bool
-	// FenceToken returns the token of a write of key fenced with the lease
-	// name, or LOCK_LOST when it is not held for certain.
-	FenceToken(verb, key, name string) (hlc.HLC, error)
-	// Renew renews the held lease name at once, and returns its new token;
-	// false when it is not held for certain or the renewal failed (a
-	// renewal that finds another holder loses the lease).
-	Renew(ctx context.Context, name string) (hlc.HLC, bool)
-	// LostSignal is signalled when a lease is lost; TakeLost returns the
-	// names of the leases lost since its last call.
-	LostSignal() <-chan struct{}
-	TakeLost() []string
-	// ReleaseAll releases every lease and waits for their renewals to end.
-	ReleaseAll(ctx context.Context)
-}
 
 // Hub is what the pattern hints use of the host's pattern hub.
 type Hub interface {

@@ -89,9 +89,9 @@ func (m *Box) PushReplacing(d Delivery) (Outcome, Delivery) {
 
 // PushAlways appends d even past the bounds, never conflated into a
 // waiting event: for the events of a pattern watch's scans
-// (host/patternrule.go), which max_watched_keys bounds. Later changes of
-// its key queue behind it (it is indexed), and conflate with it only if it
-// is not a resync event, as any event.
+// (host/internal/patternwatch), which max_watched_keys bounds. Later
+// changes of its key queue behind it (it is indexed), and conflate with it
+// only if it is not a resync event, as any event.
 func (m *Box) PushAlways(d Delivery) {
 	m.mu.Lock()
 	if m.idx != nil && keyed(&d) {

@@ -1,8 +1,8 @@
 // Package patterns is the part of a host's pattern watches that does no
 // I/O: a watched pattern compiled and checked against a rule's permissions,
 // and the schedule of the rescans that find keys created after a pattern's
-// first scan. The host (host/patterns*.go) scans the store, registers the
-// keys and delivers their events.
+// first scan. The host's pattern watches (host/internal/patternwatch) scan
+// the store, register the keys and deliver their events.
 package patterns
 
 import (

@@ -160,7 +160,7 @@ func (g *Registry) acquire(ctx context.Context, key string, add func(*keyState))
 // WatchRead is Watch, which also returns the read of the key it made when
 // it registered the key (read true: the key's state once registered); a
 // key registered before is not read. A rule's pattern watch gives the rule
-// that state (host/patternrule.go).
+// that state (host/internal/patternwatch).
 func (g *Registry) WatchRead(ctx context.Context, w Watcher, key string) (res protocol.GetResult, read bool, err error) {
 	return g.acquireRead(ctx, key, func(ks *keyState) { ks.watchers[w] = true }, g.baseline)
 }
@@ -171,7 +171,7 @@ func (g *Registry) WatchRead(ctx context.Context, w Watcher, key string) (res pr
 // baseline instead of reading it, which saves a round trip. known can be
 // stale by a write another client made between that write and the
 // KEYNOTIFY: the caller reads the key once it has used known (as
-// host/patternrule.go does), so no change is missed.
+// host/internal/patternwatch does), so no change is missed.
 func (g *Registry) WatchKnown(ctx context.Context, w Watcher, key string, known protocol.GetResult) error {
 	_, _, err := g.acquireRead(ctx, key, func(ks *keyState) { ks.watchers[w] = true },
 		func(_ context.Context, _ string, ks *keyState) (protocol.GetResult, bool) {

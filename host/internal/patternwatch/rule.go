@@ -1,4 +1,4 @@
-package host
+package patternwatch
 
 import (
 	"context"
@@ -7,45 +7,70 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host/internal/mailbox"
 	"github.com/ssrun/ssrun/host/internal/membership"
 	"github.com/ssrun/ssrun/host/internal/patterns"
+	"github.com/ssrun/ssrun/host/internal/watch"
 	"github.com/ssrun/ssrun/host/provenance"
 	"github.com/ssrun/ssrun/protocol"
 )
 
-// rulePatterns is a rule's pattern watches: its patterns (live, or staged
+// Rule is a rule's pattern watches: its patterns (live, or staged
 // by a version that is starting, as exact watches are), the keys they
-// cover, registered with the watch registry under the rule's patternSink,
+// cover, registered with the watch registry under the rule's sink,
 // and what the rule last saw of each key, so that a scan delivers only
 // what differs from it.
 //
-// Lock order: rule.mu, then rulePatterns.mu (call and wrote ask covers
-// under rule.mu); rulePatterns never takes rule.mu while it holds its own,
+// Lock order: the host's rule.mu, then Rule.mu (call and wrote ask Covers
+// under rule.mu); a Rule never takes rule.mu while it holds its own,
 // nor calls the registry, the hub or the store.
-type rulePatterns struct {
-	svc      *services
-	path     string // the rule's (its watcherName, and who wrote a key: patternHub.wrote)
+type Rule struct {
+	hub      *Hub     // the host's: scans, and the store and logger (Hub.client, Hub.log)
+	reg      Registry // the watch registry
+	lin      Lineages // the damper: a written key's lineage
+	path     string   // the rule's (its watcherName, and who wrote a key: Hub.Wrote)
 	name     string
-	mailbox  *mailbox.Box
+	mailbox  Mailbox
 	progress *membership.Progress // the rule's in a group (nil: not shared)
-	owner    patternOwner
-	sink     *patternSink
+	owner    Owner
+	sink     *sink
 
 	mu       sync.Mutex
-	live     map[string]livePattern
-	staged   map[patternVersion]map[string]livePattern
+	live     map[string]Watch
+	staged   map[Version]map[string]Watch
 	keys     map[string]struct{} // covered by a live pattern and registered
 	seen     map[string]seenKey  // what the rule was last given of each key
 	over     map[string]bool     // patterns whose keys passed max_watched_keys (logged once)
 	released bool
 }
 
-type livePattern struct {
-	pat  patterns.Pattern
-	opts abi.WatchOptions
+// Watch is a pattern a rule watches, with the options it asked for.
+type Watch struct {
+	Pat  patterns.Pattern
+	Opts abi.WatchOptions
+}
+
+// Registry is the watch registry (*watch.Registry), where a rule's sink
+// watches the keys its patterns cover.
+type Registry interface {
+	WatchRead(ctx context.Context, w watch.Watcher, key string) (res protocol.GetResult, read bool, err error)
+	WatchKnown(ctx context.Context, w watch.Watcher, key string, known protocol.GetResult) error
+	Unwatch(ctx context.Context, w watch.Watcher, key string)
+}
+
+// Lineages is the feedback-loop damper (*lineage.Table): the lineage of
+// a key's write by a rule of the host.
+type Lineages interface {
+	Lookup(key, version string, op abi.Op) provenance.Lineage
+}
+
+// Mailbox is a rule's mailbox (*mailbox.Box): the events a scan gives it
+// are queued even when it is full.
+type Mailbox interface {
+	PushAlways(mailbox.Delivery)
 }
 
 // seenKey is what a rule was last given of a key, and n counts the
@@ -57,30 +82,51 @@ type seenKey struct {
 	n       uint64
 }
 
-// patternOwner is what rulePatterns asks of its rule (a *rule).
-type patternOwner interface {
-	config() RuleConfig
+// Owner is what a Rule asks of its rule (the host's *rule, through an
+// adapter in host/rule.go).
+type Owner interface {
+	// Settings returns the rule's settings as they are now.
+	Settings() Settings
+	// Enqueue offers an event of a key the rule watches through a
+	// pattern to the rule, as its own watches do.
 	Enqueue(mailbox.Delivery)
-	watchesExactly(key string) bool
-	noteError(msg string)
+	// WatchesExactly reports whether the rule watches key with watch: the
+	// key's events reach it through that watch.
+	WatchesExactly(key string) bool
+	// NoteError records msg as the rule's last error.
+	NoteError(msg string)
 }
 
-// patternSink is a rule's watcher of its pattern keys in the registry. A
-// key the rule also watches exactly reaches it through its own watch.
-type patternSink struct{ rp *rulePatterns }
+// Settings are what a rule's pattern watches follow of its settings
+// (RuleConfig), as they were at one moment.
+type Settings struct {
+	Rescan         time.Duration // every rescan of its patterns (<= 0: none)
+	MaxWatchedKeys int
+	// Readable reports whether the rule may get key through a pattern:
+	// it may read and watch it, and it is not the host's.
+	Readable func(key string) bool
+}
 
-func newRulePatterns(svc *services, path, name string, mb *mailbox.Box, p *membership.Progress, owner patternOwner) *rulePatterns {
-	rp := &rulePatterns{svc: svc, path: path, name: name, mailbox: mb, progress: p, owner: owner, live: map[string]livePattern{}, staged: map[patternVersion]map[string]livePattern{},
+// sink is a rule's watcher of its pattern keys in the registry. A
+// key the rule also watches exactly reaches it through its own watch.
+type sink struct{ rp *Rule }
+
+// NewRule returns the pattern watches of the rule at path (name: its
+// file name): hub scans them, reg registers their keys, lin gives a key
+// a rule of the host wrote its lineage, mb is the rule's mailbox, p its
+// progress in a group (nil: not shared) and owner the rule.
+func NewRule(hub *Hub, reg Registry, lin Lineages, path, name string, mb Mailbox, p *membership.Progress, owner Owner) *Rule {
+	rp := &Rule{hub: hub, reg: reg, lin: lin, path: path, name: name, mailbox: mb, progress: p, owner: owner, live: map[string]Watch{}, staged: map[Version]map[string]Watch{},
 		keys: map[string]struct{}{}, seen: map[string]seenKey{}, over: map[string]bool{}}
-	rp.sink = &patternSink{rp: rp}
+	rp.sink = &sink{rp: rp}
 	return rp
 }
 
-func (s *patternSink) WatcherName() string { return s.rp.path + "\x00patterns" }
+func (s *sink) WatcherName() string { return s.rp.path + "\x00patterns" }
 
-func (s *patternSink) Enqueue(d mailbox.Delivery) {
+func (s *sink) Enqueue(d mailbox.Delivery) {
 	rp := s.rp
-	exact := rp.owner.watchesExactly(d.Ev.Key)
+	exact := rp.owner.WatchesExactly(d.Ev.Key)
 	rp.mu.Lock()
 	if _, ok := rp.keys[d.Ev.Key]; !ok {
 		rp.mu.Unlock()
@@ -99,55 +145,55 @@ func (s *patternSink) Enqueue(d mailbox.Delivery) {
 	}
 }
 
-// covers reports whether a live pattern of the rule covers key, with the
+// Covers reports whether a live pattern of the rule covers key, with the
 // options it gets (self if a pattern matching it asked for it).
-func (rp *rulePatterns) covers(key string) (abi.WatchOptions, bool) {
+func (rp *Rule) Covers(key string) (abi.WatchOptions, bool) {
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
 	if _, ok := rp.keys[key]; !ok {
 		return abi.WatchOptions{}, false
 	}
 	for _, lp := range rp.live {
-		if lp.opts.Self && lp.pat.Match(key) {
-			return lp.opts, true
+		if lp.Opts.Self && lp.Pat.Match(key) {
+			return lp.Opts, true
 		}
 	}
 	return abi.WatchOptions{}, true
 }
 
 // has reports whether the rule has key through a pattern.
-func (rp *rulePatterns) has(key string) bool {
+func (rp *Rule) has(key string) bool {
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
 	_, ok := rp.keys[key]
 	return ok
 }
 
-// patternVersion is a version of the rule (an *instance), which stages
+// Version is a version of the rule (the host's *instance), which stages
 // its pattern watches while it starts.
-type patternVersion interface {
-	// replaced reports whether the version was replaced or stopped.
-	replaced() bool
+type Version interface {
+	// Replaced reports whether the version was replaced or stopped.
+	Replaced() bool
 }
 
-// stage records a pattern watch of the version v while it starts (swap
+// Stage records a pattern watch of the version v while it starts (Swap
 // applies it).
-func (rp *rulePatterns) stage(v patternVersion, lp livePattern) {
+func (rp *Rule) Stage(v Version, lp Watch) {
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
 	for other := range rp.staged { // versions that never went live
-		if other.replaced() {
+		if other.Replaced() {
 			delete(rp.staged, other)
 		}
 	}
 	if rp.staged[v] == nil {
-		rp.staged[v] = map[string]livePattern{}
+		rp.staged[v] = map[string]Watch{}
 	}
-	rp.staged[v][lp.pat.Src] = lp
+	rp.staged[v][lp.Pat.Src] = lp
 }
 
-// unstage removes a staged pattern watch of v; false when there was none.
-func (rp *rulePatterns) unstage(v patternVersion, pattern string) bool {
+// Unstage removes a staged pattern watch of v; false when there was none.
+func (rp *Rule) Unstage(v Version, pattern string) bool {
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
 	_, ok := rp.staged[v][pattern]
@@ -155,28 +201,28 @@ func (rp *rulePatterns) unstage(v patternVersion, pattern string) bool {
 	return ok
 }
 
-// add makes lp live, subscribes it and makes its first scan (registering
+// Add makes lp live, subscribes it and makes its first scan (registering
 // the keys it finds and queueing their events before it returns, as a
 // watch registers its key), or updates the options of a live one.
-func (rp *rulePatterns) add(ctx context.Context, lp livePattern) error {
+func (rp *Rule) Add(ctx context.Context, lp Watch) error {
 	rp.mu.Lock()
 	if rp.released {
 		rp.mu.Unlock()
-		return abi.Errorf(abi.StatusUnavailable, "watch_pattern %q: rule %s was stopped", lp.pat.Src, rp.name)
+		return abi.Errorf(abi.StatusUnavailable, "watch_pattern %q: rule %s was stopped", lp.Pat.Src, rp.name)
 	}
-	_, had := rp.live[lp.pat.Src]
-	rp.live[lp.pat.Src] = lp
+	_, had := rp.live[lp.Pat.Src]
+	rp.live[lp.Pat.Src] = lp
 	rp.mu.Unlock()
 	if !had {
-		rp.svc.pats.subscribe(lp.pat, rp, rp.owner.config().Rescan)
-		rp.svc.pats.scanOne(ctx, lp.pat.Src, rp, true)
+		rp.hub.subscribe(lp.Pat, rp, rp.owner.Settings().Rescan)
+		rp.hub.scanOne(ctx, lp.Pat.Src, rp, true)
 	}
 	return nil
 }
 
-// drop ends the live pattern watch of pattern, releasing the keys no other
+// Drop ends the live pattern watch of pattern, releasing the keys no other
 // live pattern covers; false when it was not watched.
-func (rp *rulePatterns) drop(ctx context.Context, pattern string) bool {
+func (rp *Rule) Drop(ctx context.Context, pattern string) bool {
 	rp.mu.Lock()
 	lp, ok := rp.live[pattern]
 	if !ok {
@@ -187,22 +233,22 @@ func (rp *rulePatterns) drop(ctx context.Context, pattern string) bool {
 	delete(rp.over, pattern)
 	var gone []string
 	for k := range rp.keys {
-		if lp.pat.Match(k) && !rp.coveredLocked(k) {
+		if lp.Pat.Match(k) && !rp.coveredLocked(k) {
 			gone = append(gone, k)
 			delete(rp.keys, k)
 			delete(rp.seen, k)
 		}
 	}
 	rp.mu.Unlock()
-	rp.svc.pats.unsubscribe(pattern, rp)
+	rp.hub.unsubscribe(pattern, rp)
 	rp.unregister(ctx, gone)
 	return true
 }
 
 // coveredLocked reports whether a live pattern matches key. rp.mu is held.
-func (rp *rulePatterns) coveredLocked(key string) bool {
+func (rp *Rule) coveredLocked(key string) bool {
 	for _, lp := range rp.live {
-		if lp.pat.Match(key) {
+		if lp.Pat.Match(key) {
 			return true
 		}
 	}
@@ -210,16 +256,16 @@ func (rp *rulePatterns) coveredLocked(key string) bool {
 }
 
 // unregister takes the rule's sink off keys in the registry.
-func (rp *rulePatterns) unregister(ctx context.Context, keys []string) {
-	forEachBounded(keys, func(_ int, k string) { rp.svc.reg.Unwatch(ctx, rp.sink, k) })
+func (rp *Rule) unregister(ctx context.Context, keys []string) {
+	forEachBounded(keys, func(_ int, k string) { rp.reg.Unwatch(ctx, rp.sink, k) })
 }
 
-// swap applies the patterns the version next staged as it started: the
+// Swap applies the patterns the version next staged as it started: the
 // new ones are subscribed and scanned, those it does not watch dropped,
 // and those both versions watch scanned again for the rule (keys created
-// meanwhile; what the rule saw is not given again). It runs in rule.swap,
-// next.mu held; the events it queues wait for the swap to end.
-func (rp *rulePatterns) swap(ctx context.Context, next patternVersion) {
+// meanwhile; what the rule saw is not given again). It runs in the host's
+// rule.swap, next.mu held; the events it queues wait for the swap to end.
+func (rp *Rule) Swap(ctx context.Context, next Version) {
 	rp.mu.Lock()
 	want := rp.staged[next]
 	delete(rp.staged, next)
@@ -229,7 +275,7 @@ func (rp *rulePatterns) swap(ctx context.Context, next patternVersion) {
 			drop = append(drop, src)
 		}
 	}
-	var add []livePattern
+	var add []Watch
 	for src, lp := range want {
 		if _, ok := rp.live[src]; ok {
 			rp.live[src] = lp
@@ -241,20 +287,20 @@ func (rp *rulePatterns) swap(ctx context.Context, next patternVersion) {
 	rp.mu.Unlock()
 	slices.Sort(drop)
 	slices.Sort(kept)
-	slices.SortFunc(add, func(a, b livePattern) int { return strings.Compare(a.pat.Src, b.pat.Src) })
+	slices.SortFunc(add, func(a, b Watch) int { return strings.Compare(a.Pat.Src, b.Pat.Src) })
 	for _, src := range drop {
-		rp.drop(ctx, src)
+		rp.Drop(ctx, src)
 	}
 	for _, lp := range add {
-		_ = rp.add(ctx, lp) // fails only once the rule is released
+		_ = rp.Add(ctx, lp) // fails only once the rule is released
 	}
 	for _, src := range kept {
-		rp.svc.pats.scanOne(ctx, src, rp, false)
+		rp.hub.scanOne(ctx, src, rp, false)
 	}
 }
 
-// release ends every pattern watch of the rule. After it, none is added.
-func (rp *rulePatterns) release(ctx context.Context) {
+// Release ends every pattern watch of the rule. After it, none is added.
+func (rp *Rule) Release(ctx context.Context) {
 	rp.mu.Lock()
 	rp.released = true
 	pats := make([]string, 0, len(rp.live))
@@ -271,22 +317,22 @@ func (rp *rulePatterns) release(ctx context.Context) {
 	clear(rp.seen)
 	rp.mu.Unlock()
 	for _, p := range pats {
-		rp.svc.pats.unsubscribe(p, rp)
+		rp.hub.unsubscribe(p, rp)
 	}
 	rp.unregister(ctx, keys)
 }
 
-// reconfigure applies new settings of the rule: its patterns rescan at
+// Reconfigure applies new settings of the rule: its patterns rescan at
 // its new rescan, and the keys it may no longer read or watch are let go.
-func (rp *rulePatterns) reconfigure(ctx context.Context, cfg RuleConfig) {
+func (rp *Rule) Reconfigure(ctx context.Context, cfg Settings) {
 	rp.mu.Lock()
 	pats := make([]patterns.Pattern, 0, len(rp.live))
 	for _, lp := range rp.live {
-		pats = append(pats, lp.pat)
+		pats = append(pats, lp.Pat)
 	}
 	var gone []string
 	for k := range rp.keys {
-		if !patternReadable(cfg, k) {
+		if !cfg.Readable(k) {
 			gone = append(gone, k)
 			delete(rp.keys, k)
 			delete(rp.seen, k)
@@ -294,7 +340,7 @@ func (rp *rulePatterns) reconfigure(ctx context.Context, cfg RuleConfig) {
 	}
 	rp.mu.Unlock()
 	for _, p := range pats {
-		rp.svc.pats.subscribe(p, rp, cfg.Rescan)
+		rp.hub.subscribe(p, rp, cfg.Rescan)
 	}
 	rp.unregister(ctx, gone)
 }
@@ -305,8 +351,8 @@ func (rp *rulePatterns) reconfigure(ctx context.Context, cfg RuleConfig) {
 // max_watched_keys; after a complete scan, the keys of the pattern that
 // are gone are given as deleted (if the rule saw them present) and
 // released. first says it is the pattern's first scan for the rule.
-func (rp *rulePatterns) found(ctx context.Context, pattern string, keys []string, complete, first bool) {
-	cfg := rp.owner.config()
+func (rp *Rule) found(ctx context.Context, pattern string, keys []string, complete, first bool) {
+	cfg := rp.owner.Settings()
 	rp.mu.Lock()
 	lp, ok := rp.live[pattern]
 	if !ok || rp.released {
@@ -315,7 +361,7 @@ func (rp *rulePatterns) found(ctx context.Context, pattern string, keys []string
 	}
 	var fresh []string
 	for _, k := range keys {
-		if _, ok := rp.keys[k]; !ok && patternReadable(cfg, k) {
+		if _, ok := rp.keys[k]; !ok && cfg.Readable(k) {
 			fresh = append(fresh, k)
 		}
 	}
@@ -326,7 +372,7 @@ func (rp *rulePatterns) found(ctx context.Context, pattern string, keys []string
 		fresh = fresh[:room]
 	}
 	if first && complete {
-		fresh = append(fresh, rp.goneSinceOwner(lp.pat, keys, cfg)...)
+		fresh = append(fresh, rp.goneSinceOwner(lp.Pat, keys, cfg)...)
 	}
 	overLogged := rp.over[pattern]
 	rp.over[pattern] = over > 0 || !complete
@@ -337,7 +383,7 @@ func (rp *rulePatterns) found(ctx context.Context, pattern string, keys []string
 			in[k] = struct{}{}
 		}
 		for k := range rp.keys {
-			if _, ok := in[k]; !ok && lp.pat.Match(k) {
+			if _, ok := in[k]; !ok && lp.Pat.Match(k) {
 				gone = append(gone, k)
 			}
 		}
@@ -345,16 +391,16 @@ func (rp *rulePatterns) found(ctx context.Context, pattern string, keys []string
 	}
 	rp.mu.Unlock()
 	if over > 0 || !complete {
-		rp.svc.pats.overLimit.Add(uint64(over))
+		rp.hub.overLimit.Add(uint64(over))
 		if !overLogged {
 			more := fmt.Sprintf("%d more keys", over)
 			if !complete {
 				more = "more keys than the scan holds"
 			}
 			msg := fmt.Sprintf("watch_pattern %q: %s match than max_watched_keys (%d) allows: not watched", pattern, more, cfg.MaxWatchedKeys)
-			rp.svc.log.Error("pattern watch past its rule's max_watched_keys: keys not watched", "rule", rp.name, "pattern", pattern,
+			rp.hub.log.Error("pattern watch past its rule's max_watched_keys: keys not watched", "rule", rp.name, "pattern", pattern,
 				"max_watched_keys", cfg.MaxWatchedKeys, "not_watched", over, "complete", complete)
-			rp.owner.noteError(msg)
+			rp.owner.NoteError(msg)
 		}
 	}
 	rp.register(ctx, fresh, "", !first, nil)
@@ -364,7 +410,7 @@ func (rp *rulePatterns) found(ctx context.Context, pattern string, keys []string
 // goneSinceOwner returns the keys of pat the group's previous owner of the
 // rule handled present that a complete scan (keys) did not find: deleted
 // while no host ran the rule, to be given as such. rp.mu is held.
-func (rp *rulePatterns) goneSinceOwner(pat patterns.Pattern, keys []string, cfg RuleConfig) []string {
+func (rp *Rule) goneSinceOwner(pat patterns.Pattern, keys []string, cfg Settings) []string {
 	p := rp.progress
 	if p == nil {
 		return nil
@@ -376,7 +422,7 @@ func (rp *rulePatterns) goneSinceOwner(pat patterns.Pattern, keys []string, cfg 
 	}
 	var out []string
 	for k, v := range p.Seen {
-		if _, have := rp.keys[k]; v != "" && !have && pat.Match(k) && patternReadable(cfg, k) {
+		if _, have := rp.keys[k]; v != "" && !have && pat.Match(k) && cfg.Readable(k) {
 			if _, found := slices.BinarySearch(keys, k); !found {
 				out = append(out, k)
 			}
@@ -386,30 +432,24 @@ func (rp *rulePatterns) goneSinceOwner(pat patterns.Pattern, keys []string, cfg 
 	return out
 }
 
-// patternReadable reports whether a rule with cfg may get key through a
-// pattern: it may read and watch it, and it is not the host's.
-func patternReadable(cfg RuleConfig, key string) bool {
-	return !hasReservedPrefix(key) && allowed(cfg.Read, key) && allowed(cfg.Watch, key)
-}
-
 // discovered adds key, which writer (a rule of the host) set to known (nil:
 // unknown, read it), if a live pattern of the rule matches it and the rule does not have it yet;
 // the writer itself gets it only if the pattern asked for self. The rule
 // gets known once the key is registered (one round trip after the write:
 // no read first), then whatever a read finds newer (a write from elsewhere
 // that came before the registration).
-func (rp *rulePatterns) discovered(ctx context.Context, key, writer string, known *protocol.GetResult) {
-	cfg := rp.owner.config()
+func (rp *Rule) discovered(ctx context.Context, key, writer string, known *protocol.GetResult) {
+	cfg := rp.owner.Settings()
 	rp.mu.Lock()
 	_, have := rp.keys[key]
-	want := !have && !rp.released && rp.coveredLocked(key) && patternReadable(cfg, key)
+	want := !have && !rp.released && rp.coveredLocked(key) && cfg.Readable(key)
 	full := len(rp.keys) >= cfg.MaxWatchedKeys
 	rp.mu.Unlock()
 	if !want {
 		return
 	}
 	if full {
-		rp.svc.pats.overLimit.Add(1)
+		rp.hub.overLimit.Add(1)
 		return
 	}
 	var k []protocol.GetResult
@@ -425,7 +465,7 @@ func (rp *rulePatterns) discovered(ctx context.Context, key, writer string, know
 // what it last saw (writer: see discovered; late: count them as found
 // late). known, when not nil, holds each key's state as the writer stored
 // it: it is given without a read before, and the read follows (verify).
-func (rp *rulePatterns) register(ctx context.Context, keys []string, writer string, late bool, known []protocol.GetResult) {
+func (rp *Rule) register(ctx context.Context, keys []string, writer string, late bool, known []protocol.GetResult) {
 	if len(keys) == 0 {
 		return
 	}
@@ -444,12 +484,12 @@ func (rp *rulePatterns) register(ctx context.Context, keys []string, writer stri
 	errs := make([]error, len(keys))
 	forEachBounded(keys, func(i int, k string) {
 		if known != nil {
-			reads[i], errs[i] = known[i], rp.svc.reg.WatchKnown(ctx, rp.sink, k, known[i])
+			reads[i], errs[i] = known[i], rp.reg.WatchKnown(ctx, rp.sink, k, known[i])
 			return
 		}
-		res, read, err := rp.svc.reg.WatchRead(ctx, rp.sink, k)
+		res, read, err := rp.reg.WatchRead(ctx, rp.sink, k)
 		if err == nil && !read {
-			res, err = rp.svc.client.Get(ctx, []byte(k), protocol.CallOptions{})
+			res, err = rp.hub.client.Get(ctx, []byte(k), protocol.CallOptions{})
 		}
 		reads[i], errs[i] = res, err
 	})
@@ -472,7 +512,7 @@ func (rp *rulePatterns) register(ctx context.Context, keys []string, writer stri
 			continue
 		}
 		if rp.give(k, reads[i], n0[i], writer) && late {
-			rp.svc.pats.late.Add(1)
+			rp.hub.late.Add(1)
 		}
 		if known != nil {
 			rp.verify(ctx, k)
@@ -480,7 +520,7 @@ func (rp *rulePatterns) register(ctx context.Context, keys []string, writer stri
 	}
 	if len(failed) > 0 {
 		if ctx.Err() == nil {
-			rp.svc.log.Warn("pattern watch: keys not registered; tried again at the next rescan or reconnection", "rule", rp.name,
+			rp.hub.log.Warn("pattern watch: keys not registered; tried again at the next rescan or reconnection", "rule", rp.name,
 				"keys", len(failed), "first", failed[0], "err", errs[slices.Index(keys, failed[0])])
 		}
 		rp.mu.Lock()
@@ -497,7 +537,7 @@ func (rp *rulePatterns) register(ctx context.Context, keys []string, writer stri
 // read began (n0: it is newer), or the previous owner of a rule shared by
 // a group handled that version. It reports whether it delivered (or, for
 // the writer's own write, would have).
-func (rp *rulePatterns) give(key string, res protocol.GetResult, n0 uint64, writer string) bool {
+func (rp *Rule) give(key string, res protocol.GetResult, n0 uint64, writer string) bool {
 	version := ""
 	if res.Found {
 		version = res.Version.String()
@@ -526,7 +566,7 @@ func (rp *rulePatterns) give(key string, res protocol.GetResult, n0 uint64, writ
 	rp.seen[key] = seenKey{version: version, present: res.Found, n: n0 + 1}
 	lin := provenance.Lineage{Origin: &provenance.Origin{Key: key, Op: string(ev.Op), Version: version}}
 	if writer != "" {
-		lin = rp.svc.lin.Lookup(key, version, ev.Op)
+		lin = rp.lin.Lookup(key, version, ev.Op)
 		if writer == rp.path && !rp.selfLocked(key) {
 			return true // the rule's own write: not an event for it
 		}
@@ -540,11 +580,11 @@ func (rp *rulePatterns) give(key string, res protocol.GetResult, n0 uint64, writ
 // write from elsewhere between the writer's and the key's registration,
 // which no notification reports. A notification since the key was given
 // is newer than the read, which is then dropped (see give).
-func (rp *rulePatterns) verify(ctx context.Context, key string) {
+func (rp *Rule) verify(ctx context.Context, key string) {
 	rp.mu.Lock()
 	n := rp.seen[key].n
 	rp.mu.Unlock()
-	res, err := rp.svc.client.Get(ctx, []byte(key), protocol.CallOptions{})
+	res, err := rp.hub.client.Get(ctx, []byte(key), protocol.CallOptions{})
 	if err != nil {
 		return // the next rescan or reconnection reads it
 	}
@@ -553,9 +593,9 @@ func (rp *rulePatterns) verify(ctx context.Context, key string) {
 
 // selfLocked reports whether a live pattern matching key asked for self.
 // rp.mu is held.
-func (rp *rulePatterns) selfLocked(key string) bool {
+func (rp *Rule) selfLocked(key string) bool {
 	for _, lp := range rp.live {
-		if lp.opts.Self && lp.pat.Match(key) {
+		if lp.Opts.Self && lp.Pat.Match(key) {
 			return true
 		}
 	}
@@ -565,7 +605,7 @@ func (rp *rulePatterns) selfLocked(key string) bool {
 // prune releases keys a complete scan did not find: each is given as
 // deleted if the rule saw it present and a read confirms it is gone (a
 // key created after the scan passed it stays).
-func (rp *rulePatterns) prune(ctx context.Context, keys []string) {
+func (rp *Rule) prune(ctx context.Context, keys []string) {
 	var gone []string
 	for _, k := range keys {
 		rp.mu.Lock()
@@ -576,7 +616,7 @@ func (rp *rulePatterns) prune(ctx context.Context, keys []string) {
 			continue
 		}
 		if ok && sk.present {
-			res, err := rp.svc.client.Get(ctx, []byte(k), protocol.CallOptions{})
+			res, err := rp.hub.client.Get(ctx, []byte(k), protocol.CallOptions{})
 			if err != nil || res.Found {
 				continue
 			}
@@ -591,30 +631,11 @@ func (rp *rulePatterns) prune(ctx context.Context, keys []string) {
 	rp.unregister(ctx, gone)
 }
 
-// maxKeys is the rule's max_watched_keys (patternSub).
-func (rp *rulePatterns) maxKeys() int { return rp.owner.config().MaxWatchedKeys }
+// maxKeys is the rule's max_watched_keys (sub).
+func (rp *Rule) maxKeys() int { return rp.owner.Settings().MaxWatchedKeys }
 
-// order is where the rule comes among a pattern's rules (patternSub).
-func (rp *rulePatterns) order() string { return rp.path }
-
-// compilePattern compiles pattern for verb of rule and checks it against
-// perms (each a list as in RuleConfig.Read): INVALID when malformed,
-// DENIED when outside them.
-func compilePattern(verb, pattern, rule string, perms ...[]string) (patterns.Pattern, error) {
-	pat, err := patterns.Compile(pattern)
-	if err != nil {
-		return patterns.Pattern{}, abi.Errorf(abi.StatusInvalid, "%s %.200q: %v", verb, pattern, err)
-	}
-	for _, p := range perms {
-		if err := pat.Check(ReservedPrefix, p); err != nil {
-			return patterns.Pattern{}, abi.Errorf(abi.StatusDenied, "%s %q: %v (rule %s)", verb, pattern, err, rule)
-		}
-	}
-	return pat, nil
-}
-
-// hasReservedPrefix reports whether key is the host's own.
-func hasReservedPrefix(key string) bool { return strings.HasPrefix(key, ReservedPrefix) }
+// order is where the rule comes among a pattern's rules (sub).
+func (rp *Rule) order() string { return rp.path }
 
 // ownerSaw returns the version of key the rule's previous owner in a
 // group handled (p; "" for deleted); false when it handled none, and on
@@ -626,16 +647,16 @@ func ownerSaw(p *membership.Progress, key string) (version string, ok bool) {
 	return v, ok && !p.Fresh
 }
 
-// status returns the rule's live patterns, sorted, and how many keys they
+// Status returns the rule's live patterns, sorted, and how many keys they
 // cover.
-func (rp *rulePatterns) status() ([]string, int) {
+func (rp *Rule) Status() ([]string, int) {
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
 	return slices.Sorted(maps.Keys(rp.live)), len(rp.keys)
 }
 
 // registerAtOnce bounds the keys of a scan registered at once (as
-// rule.go's swapWatchers bounds a swap's).
+// host/rule.go's swapWatchers bounds a swap's).
 const registerAtOnce = 16
 
 // forEachBounded calls f for each key, up to registerAtOnce at once, and

@@ -1,4 +1,4 @@
-package host
+package patternwatch
 
 import (
 	"bytes"
@@ -14,50 +14,72 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host/clock"
-	"github.com/ssrun/ssrun/host/internal/group"
 	"github.com/ssrun/ssrun/host/internal/patterns"
 	"github.com/ssrun/ssrun/host/internal/serial"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/protocol/hlc"
 )
 
-// patternHub is the host's side of pattern watches (watch_pattern): the
+// Hub is the host's side of pattern watches (watch_pattern): the
 // patterns its rules watch, each scanned once for all the rules watching
 // it, rescanned on the host's clock (every rescan of its rules, the
 // shortest of them), at once for every rule after a reconnection, and
 // at once for a key a rule of the host wrote. What a rule does with the
-// keys a scan found is rulePatterns' (patternrule.go).
+// keys a scan found is its Rule's (rule.go).
 //
 // Its loop runs the jobs (scans, written keys) one at a time, in the
 // order they were queued; in a serial host a queued job and a due rescan
-// count as activity until the loop has done them (quiet.go), so ssrun
-// test's steps see their results.
-type patternHub struct {
-	client Store
-	log    *slog.Logger
-	clock  clock.Clock
-	work   serial.Signal // jobs were queued
-	wake   *serial.Wake  // the next rescan is due
+// count as activity until the loop has done them (host/internal/serial),
+// so ssrun test's steps see their results.
+type Hub struct {
+	client   Store
+	log      *slog.Logger
+	clock    clock.Clock
+	reserved string        // the host's own keys start with it: never listed
+	work     serial.Signal // jobs were queued
+	wake     *serial.Wake  // the next rescan is due
 
 	mu    sync.Mutex
-	subs  map[string]*patternSubs // by pattern
+	subs  map[string]*subs // by pattern
 	sched patterns.Schedule
-	jobs  []patternJob
+	jobs  []job
 
 	scans, pages, late, overLimit, scanErrors atomic.Uint64
 
-	hints atomic.Pointer[group.Hints] // the other members' patterns, in a group (host/internal/group/hints.go)
+	hints atomic.Pointer[Hints] // the other members' patterns, in a group (host/internal/group/hints.go)
 }
 
-// patternSubs are the rules watching one pattern, with each one's rescan
+// Store is what pattern watches ask of the state store (the host's
+// Store): reads of the keys they register, and a member's doorbells in a
+// group. To list keys it must also be a Scanner.
+type Store interface {
+	Get(ctx context.Context, key []byte, opts protocol.CallOptions) (protocol.GetResult, error)
+	Set(ctx context.Context, key, value []byte, opts protocol.SetOptions) (protocol.SetResult, error)
+}
+
+// Scanner is a Store that lists keys (SCAN): *protocol.Client.
+type Scanner interface {
+	Scan(pattern []byte, opts protocol.ScanOptions) *protocol.Pager
+}
+
+// Hints are the other members' patterns in a group (the host's
+// group.Hints, host/internal/group/hints.go).
+type Hints interface {
+	// Doorbells returns the doorbell keys of the other members with a
+	// pattern matching key that were not rung for key yet, and notes them
+	// as rung.
+	Doorbells(key string) []string
+}
+
+// subs are the rules watching one pattern, with each one's rescan
 // interval (RescanOff: none).
-type patternSubs struct {
+type subs struct {
 	pat   patterns.Pattern
-	rules map[patternSub]time.Duration
+	rules map[sub]time.Duration
 }
 
-// patternSub is a rule watching patterns (its rulePatterns).
-type patternSub interface {
+// sub is a rule watching patterns (its Rule).
+type sub interface {
 	// found takes the keys a scan of pattern found: all of them if
 	// complete, else the first ones, up to the largest maxKeys of the
 	// pattern's rules; first says it is the pattern's first scan for it.
@@ -70,29 +92,27 @@ type patternSub interface {
 	order() string // the rule's place among a pattern's rules
 }
 
-// patternJob is a scan of pattern for every rule that rescans it, or for
+// job is a scan of pattern for every rule that rescans it, or for
 // all its rules (all: after a reconnection); or, with key set, a key the
 // rule writer wrote.
-type patternJob struct {
+type job struct {
 	pattern string
 	all     bool
 	key     string
 	writer  string              // the path of the rule that wrote key
 	known   *protocol.GetResult // what it wrote: value and version (nil: read it)
-	ring    []string            // doorbells to ring with key, in a group (grouppatterns.go)
+	ring    []string            // doorbells to ring with key, in a group (host/internal/group/hints.go)
 }
 
-// scanner is a Store that lists keys (SCAN): *protocol.Client.
-type scanner interface {
-	Scan(pattern []byte, opts protocol.ScanOptions) *protocol.Pager
+// NewHub returns the hub of a host's pattern watches, reading and listing
+// keys with client, never those under reserved (the host's own). Run runs
+// its loop.
+func NewHub(client Store, log *slog.Logger, c clock.Clock, q *serial.Quiet, reserved string) *Hub {
+	return &Hub{client: client, log: log, clock: c, reserved: reserved, work: serial.NewSignal(q), wake: serial.NewWake(c, q), subs: map[string]*subs{}}
 }
 
-func newPatternHub(client Store, log *slog.Logger, c clock.Clock, q *serial.Quiet) *patternHub {
-	return &patternHub{client: client, log: log, clock: c, work: serial.NewSignal(q), wake: serial.NewWake(c, q), subs: map[string]*patternSubs{}}
-}
-
-// run is the hub's loop, until ctx ends.
-func (h *patternHub) run(ctx context.Context) {
+// Run is the hub's loop, until ctx ends.
+func (h *Hub) Run(ctx context.Context) {
 	defer h.wake.Stop()
 	for {
 		select {
@@ -109,14 +129,14 @@ func (h *patternHub) run(ctx context.Context) {
 }
 
 // queue adds a job and wakes the loop.
-func (h *patternHub) queue(j patternJob) {
+func (h *Hub) queue(j job) {
 	h.mu.Lock()
 	h.jobs = append(h.jobs, j)
 	h.mu.Unlock()
 	h.work.Raise()
 }
 
-func (h *patternHub) runJobs(ctx context.Context) {
+func (h *Hub) runJobs(ctx context.Context) {
 	for ctx.Err() == nil {
 		h.mu.Lock()
 		if len(h.jobs) == 0 {
@@ -140,7 +160,7 @@ func (h *patternHub) runJobs(ctx context.Context) {
 
 // rescanDue rescans the patterns whose time has come, for the rules that
 // rescan them.
-func (h *patternHub) rescanDue(ctx context.Context) {
+func (h *Hub) rescanDue(ctx context.Context) {
 	h.mu.Lock()
 	due := h.sched.Due(h.clock.Now())
 	h.mu.Unlock()
@@ -152,26 +172,26 @@ func (h *patternHub) rescanDue(ctx context.Context) {
 
 // subscribers returns the rules a scan of pattern is for: all of them,
 // or (all false) those that rescan.
-func (h *patternHub) subscribers(pattern string, all bool) []patternSub {
+func (h *Hub) subscribers(pattern string, all bool) []sub {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := h.subs[pattern]
 	if s == nil {
 		return nil
 	}
-	var out []patternSub
+	var out []sub
 	for rp, every := range s.rules {
 		if all || every > 0 {
 			out = append(out, rp)
 		}
 	}
-	slices.SortFunc(out, func(a, b patternSub) int { return strings.Compare(a.order(), b.order()) })
+	slices.SortFunc(out, func(a, b sub) int { return strings.Compare(a.order(), b.order()) })
 	return out
 }
 
 // scanFor scans pattern once and hands the keys to rules; first says it
 // is the pattern's first scan for them (keys found later count as late).
-func (h *patternHub) scanFor(ctx context.Context, pattern string, rules []patternSub, first bool) {
+func (h *Hub) scanFor(ctx context.Context, pattern string, rules []sub, first bool) {
 	if len(rules) == 0 {
 		return
 	}
@@ -179,7 +199,7 @@ func (h *patternHub) scanFor(ctx context.Context, pattern string, rules []patter
 	for _, rp := range rules {
 		bound = max(bound, rp.maxKeys())
 	}
-	keys, complete, err := h.scan(ctx, pattern, bound, nil)
+	keys, complete, err := h.Scan(ctx, pattern, bound, nil)
 	if err != nil {
 		if ctx.Err() == nil && !errors.Is(err, protocol.ErrNotConnected) {
 			h.scanErrors.Add(1)
@@ -192,13 +212,13 @@ func (h *patternHub) scanFor(ctx context.Context, pattern string, rules []patter
 	}
 }
 
-// scan lists the keys matching pattern that keep accepts (nil: all),
-// sorted, never those under ReservedPrefix, paging through the store; it
+// Scan lists the keys matching pattern that keep accepts (nil: all),
+// sorted, never those under the reserved prefix, paging through the store; it
 // stops once it has more than bound (complete false, bound keys
 // returned), so it holds at most bound keys and a page whatever the store
 // holds.
-func (h *patternHub) scan(ctx context.Context, pattern string, bound int, keep func(string) bool) (keys []string, complete bool, err error) {
-	sc, ok := h.client.(scanner)
+func (h *Hub) Scan(ctx context.Context, pattern string, bound int, keep func(string) bool) (keys []string, complete bool, err error) {
+	sc, ok := h.client.(Scanner)
 	if !ok {
 		return nil, false, abi.Errorf(abi.StatusStoreError, "pattern %q: this store client cannot list keys (SCAN)", pattern)
 	}
@@ -208,7 +228,7 @@ func (h *patternHub) scan(ctx context.Context, pattern string, bound int, keep f
 		h.pages.Add(1)
 		for _, k := range p.Keys() {
 			key := string(k)
-			if strings.HasPrefix(key, ReservedPrefix) || (keep != nil && !keep(key)) {
+			if strings.HasPrefix(key, h.reserved) || (keep != nil && !keep(key)) {
 				continue
 			}
 			if len(keys) == bound {
@@ -227,11 +247,11 @@ func (h *patternHub) scan(ctx context.Context, pattern string, bound int, keep f
 
 // subscribe makes rp a watcher of pat, rescanning every every (RescanOff:
 // never); the caller scans it for rp first (scanOne).
-func (h *patternHub) subscribe(pat patterns.Pattern, rp patternSub, every time.Duration) {
+func (h *Hub) subscribe(pat patterns.Pattern, rp sub, every time.Duration) {
 	h.mu.Lock()
 	s := h.subs[pat.Src]
 	if s == nil {
-		s = &patternSubs{pat: pat, rules: map[patternSub]time.Duration{}}
+		s = &subs{pat: pat, rules: map[sub]time.Duration{}}
 		h.subs[pat.Src] = s
 	}
 	s.rules[rp] = every
@@ -242,12 +262,12 @@ func (h *patternHub) subscribe(pat patterns.Pattern, rp patternSub, every time.D
 
 // scanOne scans pattern for rp alone, now, in the caller's goroutine:
 // first says it is the pattern's first scan for rp.
-func (h *patternHub) scanOne(ctx context.Context, pattern string, rp patternSub, first bool) {
-	h.scanFor(ctx, pattern, []patternSub{rp}, first)
+func (h *Hub) scanOne(ctx context.Context, pattern string, rp sub, first bool) {
+	h.scanFor(ctx, pattern, []sub{rp}, first)
 }
 
 // unsubscribe ends rp's watch of pattern.
-func (h *patternHub) unsubscribe(pattern string, rp patternSub) {
+func (h *Hub) unsubscribe(pattern string, rp sub) {
 	h.mu.Lock()
 	if s := h.subs[pattern]; s != nil {
 		delete(s.rules, rp)
@@ -262,7 +282,7 @@ func (h *patternHub) unsubscribe(pattern string, rp patternSub) {
 
 // scheduleLocked sets pattern's rescan to the shortest interval of its
 // rules. h.mu is held.
-func (h *patternHub) scheduleLocked(pattern string) {
+func (h *Hub) scheduleLocked(pattern string) {
 	every := time.Duration(0)
 	if s := h.subs[pattern]; s != nil {
 		for _, d := range s.rules {
@@ -275,7 +295,7 @@ func (h *patternHub) scheduleLocked(pattern string) {
 }
 
 // rearm sets the wake-up for the next rescan due.
-func (h *patternHub) rearm() {
+func (h *Hub) rearm() {
 	h.mu.Lock()
 	next, ok := h.sched.Next()
 	h.mu.Unlock()
@@ -286,27 +306,27 @@ func (h *patternHub) rearm() {
 	h.wake.Reset(next.Sub(h.clock.Now()))
 }
 
-// reconnected queues a scan of every pattern for all its rules: keys
+// Reconnected queues a scan of every pattern for all its rules: keys
 // created while the host was offline.
-func (h *patternHub) reconnected() {
-	for _, p := range h.patternList() {
-		h.queue(patternJob{pattern: p, all: true})
+func (h *Hub) Reconnected() {
+	for _, p := range h.PatternList() {
+		h.queue(job{pattern: p, all: true})
 	}
 }
 
-// wrote is told of every key a rule of the host (writer) set, to value
+// Wrote is told of every key a rule of the host (writer) set, to value
 // with version: if a rule watches a pattern it matches and does not have
 // it yet, the key is added at once, without waiting for a rescan.
-func (h *patternHub) wrote(writer, key string, value []byte, version string) {
+func (h *Hub) Wrote(writer, key string, value []byte, version string) {
 	if gh := h.hints.Load(); gh != nil {
-		if bells := gh.Doorbells(key); len(bells) > 0 {
-			h.queue(patternJob{key: key, ring: bells})
+		if bells := (*gh).Doorbells(key); len(bells) > 0 {
+			h.queue(job{key: key, ring: bells})
 		}
 	}
 	if !h.missing(key) {
 		return
 	}
-	j := patternJob{key: key, writer: writer}
+	j := job{key: key, writer: writer}
 	if v, err := hlc.Parse(version); err == nil { // else a read gives the state
 		j.known = &protocol.GetResult{Found: true, Value: bytes.Clone(value), Version: v}
 	}
@@ -315,7 +335,7 @@ func (h *patternHub) wrote(writer, key string, value []byte, version string) {
 
 // missing reports whether a rule watches a pattern key matches and does
 // not have key yet.
-func (h *patternHub) missing(key string) bool {
+func (h *Hub) missing(key string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, s := range h.subs {
@@ -331,17 +351,22 @@ func (h *patternHub) missing(key string) bool {
 	return false
 }
 
-// rang is told of a key a rule of another member of the group wrote (its
-// doorbell rang): the key is added, as in wrote, its state read.
-func (h *patternHub) rang(key string) {
+// Rang is told of a key a rule of another member of the group wrote (its
+// doorbell rang): the key is added, as in Wrote, its state read.
+func (h *Hub) Rang(key string) {
 	if h.missing(key) {
-		h.queue(patternJob{key: key})
+		h.queue(job{key: key})
 	}
 }
 
-// ringAll rings each doorbell with key (grouppatterns.go). A failure only
-// costs the other member the wait for its rescan.
-func (h *patternHub) ringAll(ctx context.Context, key string, bells []string) {
+// SetHints gives the hub the other members' patterns, in a group: a key
+// a rule of the host writes rings the doorbells of the members with a
+// pattern matching it.
+func (h *Hub) SetHints(gh Hints) { h.hints.Store(&gh) }
+
+// ringAll rings each doorbell with key (host/internal/group/hints.go). A
+// failure only costs the other member the wait for its rescan.
+func (h *Hub) ringAll(ctx context.Context, key string, bells []string) {
 	for _, b := range bells {
 		if _, err := h.client.Set(ctx, []byte(b), []byte(key), protocol.SetOptions{}); err != nil && ctx.Err() == nil {
 			h.log.Debug("group: ringing a member's doorbell failed; it finds the key at its rescan", "doorbell", b, "key", key, "err", err)
@@ -349,8 +374,8 @@ func (h *patternHub) ringAll(ctx context.Context, key string, bells []string) {
 	}
 }
 
-// patternList returns the patterns the host's rules watch, sorted.
-func (h *patternHub) patternList() []string {
+// PatternList returns the patterns the host's rules watch, sorted.
+func (h *Hub) PatternList() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return slices.Sorted(maps.Keys(h.subs))
@@ -358,9 +383,9 @@ func (h *patternHub) patternList() []string {
 
 // discover adds key, written by writer (known: what it wrote), to every
 // rule watching a pattern it matches that does not have it yet.
-func (h *patternHub) discover(ctx context.Context, key, writer string, known *protocol.GetResult) {
+func (h *Hub) discover(ctx context.Context, key, writer string, known *protocol.GetResult) {
 	h.mu.Lock()
-	var rules []patternSub
+	var rules []sub
 	for _, s := range h.subs {
 		if !s.pat.Match(key) {
 			continue
@@ -372,14 +397,14 @@ func (h *patternHub) discover(ctx context.Context, key, writer string, known *pr
 		}
 	}
 	h.mu.Unlock()
-	slices.SortFunc(rules, func(a, b patternSub) int { return strings.Compare(a.order(), b.order()) })
+	slices.SortFunc(rules, func(a, b sub) int { return strings.Compare(a.order(), b.order()) })
 	for _, rp := range rules {
 		rp.discovered(ctx, key, writer, known)
 	}
 }
 
-// PatternStats are a host's pattern watch counters (Stats).
-type PatternStats struct {
+// Stats are a host's pattern watch counters (host.PatternStats).
+type Stats struct {
 	Patterns   int    // patterns watched by the host's rules (each counted once)
 	Scans      uint64 // scans of the store (SCAN walks: keys, watch_pattern, rescans)
 	Pages      uint64 // SCAN pages they read
@@ -388,10 +413,11 @@ type PatternStats struct {
 	ScanErrors uint64 // scans that failed (other than offline)
 }
 
-func (h *patternHub) stats() PatternStats {
+// Stats returns the hub's counters.
+func (h *Hub) Stats() Stats {
 	h.mu.Lock()
 	n := len(h.subs)
 	h.mu.Unlock()
-	return PatternStats{Patterns: n, Scans: h.scans.Load(), Pages: h.pages.Load(), FoundLate: h.late.Load(),
+	return Stats{Patterns: n, Scans: h.scans.Load(), Pages: h.pages.Load(), FoundLate: h.late.Load(),
 		OverLimit: h.overLimit.Load(), ScanErrors: h.scanErrors.Load()}
 }
