@@ -32,12 +32,12 @@
 // Each host assigns the rules to them, each rule among the members that
 // have its file (membership.AssignAmong: rendezvous hashing with bounded
 // loads), takes the ownership lease of each rule assigned to it (the lease
-// code locks use, host/locks.go: same timing argument, same renewal), loads
-// those rules, and hands over the others: stops the rule, records what it
-// handled, releases the lease. Every write of an owned rule that names no
-// fence of its own carries the ownership lease's token, so a former owner
-// that was paused or cut off cannot write once the next owner has: the
-// store refuses it, and the host learns that it lost the rule.
+// code locks use, host/internal/lease: same timing argument, same renewal),
+// loads those rules, and hands over the others: stops the rule, records
+// what it handled, releases the lease. Every write of an owned rule that
+// names no fence of its own carries the ownership lease's token, so a
+// former owner that was paused or cut off cannot write once the next owner
+// has: the store refuses it, and the host learns that it lost the rule.
 //
 // A new owner re-reads the rule's watched keys and delivers, as resync
 // events, those whose version differs from the one the previous owner
