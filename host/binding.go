@@ -161,8 +161,10 @@ func (b *binding) Cancel(ctx context.Context, name string) error {
 func (b *binding) Now() int64 { return b.r.svc.timers.Clock.NowMs() }
 
 // limits are r's permissions and value limit now, for its guard.
-func (r *rule) limits() guard.Limits {
-	c := r.config()
+func (r *rule) limits() guard.Limits { return r.config().guardLimits() }
+
+// guardLimits are c's permissions and value limit, for a guard.
+func (c RuleConfig) guardLimits() guard.Limits {
 	return guard.Limits{Read: c.Read, Write: c.Write, Watch: c.Watch, Lock: c.Lock, MaxValueBytes: c.MaxValueBytes}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/ssrun/ssrun/abi/abitest"
 	"github.com/ssrun/ssrun/host/clock"
 	"github.com/ssrun/ssrun/host/internal/abandon"
+	"github.com/ssrun/ssrun/host/internal/guard"
 	"github.com/ssrun/ssrun/host/rulefile"
 )
 
@@ -99,9 +100,10 @@ func (c *Checker) Check(ctx context.Context, path string) error {
 	if err != nil {
 		return err
 	}
-	store := &checkStore{Host: sandboxStore(cfg), cfg: cfg, rule: filepath.Base(path)}
+	store := &checkStore{Host: abitest.New(), cfg: cfg, rule: filepath.Base(path)}
+	store.MaxWatchedKeys = cfg.MaxWatchedKeys
 	script, err := abandon.Aside(c.calls, ctx, path, "start", c.grace, func(ctx context.Context) (abi.Script, error) {
-		return prog.Start(ctx, store, cfg.limits())
+		return prog.Start(ctx, checkedHost(store, cfg), cfg.limits())
 	}, func(late abi.Script) { _ = late.Close(context.Background()) })
 	if err != nil {
 		var se *StuckError
@@ -119,33 +121,21 @@ func (c *Checker) Check(ctx context.Context, path string) error {
 	return nil
 }
 
-// sandboxStore is the store a checked rule starts against: empty, in
-// memory, and refusing what the rule's binding would refuse (the host's
-// reserved keys, keys outside the rule's permissions).
-func sandboxStore(cfg RuleConfig) *abitest.Host {
-	s := abitest.New()
-	s.MaxWatchedKeys = cfg.MaxWatchedKeys
-	s.Deny = func(verb, key string) bool {
-		if strings.HasPrefix(key, ReservedPrefix) {
-			return true
-		}
-		switch verb {
-		case abi.FnGet:
-			return !allowed(cfg.Read, key)
-		case abi.FnSet, abi.FnDel, abi.FnVDel:
-			return !allowed(cfg.Write, key)
-		case abi.FnWatch, abi.FnUnwatch:
-			return !allowed(cfg.Watch, key)
-		case abi.FnLock, abi.FnUnlock:
-			return !allowed(cfg.Lock, key) || !allowed(cfg.Write, key)
-		}
-		return false
-	}
-	return s
+// checkedHost is the abi.Host a checked rule starts with: the host's guard
+// (host/internal/guard: the reserved keys, the rule's permissions and
+// limits, as the host checks them), in front of store.
+func checkedHost(store *checkStore, cfg RuleConfig) abi.Host {
+	return guard.New(store, guard.Rule{
+		Name:     store.rule,
+		Reserved: ReservedPrefix,
+		MaxTimer: MaxTimerName,
+		Limits:   cfg.guardLimits,
+		Closed:   func() bool { return false },
+	})
 }
 
-// checkStore is the store of a checked rule, remembering the keys the rule
-// read and found absent: in an empty store, a rule whose start needs a key
+// checkStore is the store of a checked rule (empty, in memory), behind its
+// guard (checkedHost), remembering the keys the rule read and found absent: in an empty store, a rule whose start needs a key
 // fails, and the error says so.
 type checkStore struct {
 	*abitest.Host

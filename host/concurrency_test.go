@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -229,9 +228,7 @@ func TestConcurrencyReplicaInitWriteRefused(t *testing.T) {
 		return err
 	}})
 	p := filepath.Join(e.dir, "initw.gorule")
-	if err := os.WriteFile(p, []byte("initw"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	e.write(p, "initw")
 	err := e.host.Load(e.ctx(), p)
 	if err == nil {
 		t.Fatal("loaded a rule of concurrency 3 whose top level writes")
@@ -255,12 +252,7 @@ func TestConcurrencyReplicaInitWriteRefused(t *testing.T) {
 		_, err := h.Set(ctx, "initr/out", ev.Value, abi.SetOptions{})
 		return err
 	}})
-	if err := os.WriteFile(p, []byte("initr"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.host.Load(e.ctx(), p); err != nil {
-		t.Fatal(err)
-	}
+	e.reload(p, "initr")
 	e.set("r", "1")
 	e.waitValue("initr/out", "1")
 }
@@ -289,21 +281,14 @@ func TestConcurrencyReload(t *testing.T) {
 	block := make(chan struct{})
 	e.rt.register("re", version("v1", block))
 	p := filepath.Join(e.dir, "re.gorule")
-	if err := os.WriteFile(p, []byte("re"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.host.Load(e.ctx(), p); err != nil {
-		t.Fatal(err)
-	}
+	e.reload(p, "re")
 	e.set("a", "1")
 	e.set("b", "1")
 	waitFor(t, "2 calls in flight", func() bool { return e.status("re").InFlight == 2 })
 	v2 := version("v2", nil)
 	v2.closed = func() { closed.Add(1) }
 	e.rt.register("re2", v2)
-	if err := os.WriteFile(p, []byte("re2"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	e.write(p, "re2")
 	loaded := make(chan error, 1)
 	go func() { loaded <- e.host.Load(e.ctx(), p) }()
 	close(block) // the reload waits for the calls in flight
@@ -318,9 +303,7 @@ func TestConcurrencyReload(t *testing.T) {
 	for _, k := range []string{"a", "b", "c"} {
 		e.waitValue("re/"+k, "v2:2")
 	}
-	if err := os.WriteFile(p, []byte("re"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	e.write(p, "re")
 	e.rt.register("re", version("v3", nil))
 	if err := e.host.Load(e.ctx(), p); err != nil {
 		t.Fatal(err)
@@ -455,12 +438,7 @@ func TestConcurrencyAbandonStuckCall(t *testing.T) {
 		return err
 	}})
 	p := filepath.Join(e.dir, "ab.gorule")
-	if err := os.WriteFile(p, []byte("ab"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.host.Load(e.ctx(), p); err != nil {
-		t.Fatal(err)
-	}
+	e.reload(p, "ab")
 	e.set("s", "1")
 	e.set("t", "1")
 	e.waitValue("ab/t", "1") // the other instance handles t meanwhile
@@ -469,12 +447,7 @@ func TestConcurrencyAbandonStuckCall(t *testing.T) {
 		_, err := h.Set(context.WithoutCancel(ctx), "ab/"+ev.Key, []byte("v2:"+string(ev.Value)), abi.SetOptions{}) // not bound by the short deadline
 		return err
 	}})
-	if err := os.WriteFile(p, []byte("ab2"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.host.Load(e.ctx(), p); err != nil {
-		t.Fatal(err)
-	}
+	e.reload(p, "ab2")
 	if st := e.status("ab"); st.Abandoned != 1 {
 		t.Fatalf("abandoned %d, want 1", st.Abandoned)
 	}

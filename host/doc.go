@@ -37,7 +37,7 @@
 //	internal/status       store errors to abi statuses, in one table
 //	internal/abandon      runtime calls that may not return: tracked, given up past their grace
 //	internal/logbudget    a rule's log budget per window
-//	internal/loadretry    loading again the rule files whose start failed
+//	internal/loadretry    the rule files that failed to load; loading again those whose start failed
 //	internal/gate         the bound on handler calls running at once
 //	internal/serial       a serial host's activity and turn; waits and wake-ups that count
 //	internal/contenthash  the SHA-256 of rule files, remembered by content

@@ -181,6 +181,23 @@ func (e *env) load(name string, r goRule) string {
 	return p
 }
 
+// write writes content to the file at p.
+func (e *env) write(p, content string) {
+	e.t.Helper()
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// reload writes content to the rule file at p and loads it.
+func (e *env) reload(p, content string) {
+	e.t.Helper()
+	e.write(p, content)
+	if err := e.host.Load(e.ctx(), p); err != nil {
+		e.t.Fatalf("load %s: %v", p, err)
+	}
+}
+
 func (e *env) ctx() context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	e.t.Cleanup(cancel)

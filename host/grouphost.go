@@ -106,22 +106,22 @@ func (h groupHost) ContentHash(path string) string {
 
 // LoadFailure returns the content hash (as ContentHash names it) and the
 // error of the last load of the rule file at path, when it failed and no
-// version of the rule runs (loadstatus.go).
+// version of the rule runs (loadretry.Outcomes).
 func (h groupHost) LoadFailure(path string) (hash, err string, ok bool) {
-	f, ok := h.outcomes.failure(path)
+	f, ok := h.outcomes.Failed(path)
 	if !ok {
 		return "", "", false
 	}
-	if f.hash == ([32]byte{}) { // it failed before its content was read
-		return h.ContentHash(path), f.err, true
+	if f.Hash == ([32]byte{}) { // it failed before its content was read
+		return h.ContentHash(path), f.Err, true
 	}
-	return hex.EncodeToString(f.hash[:8]), f.err, true
+	return hex.EncodeToString(f.Hash[:8]), f.Err, true
 }
 
 // ForgetFailure drops the failed load of the rule file at path: its
 // content changed while another host of the group runs the rule, and the
 // new content has not been loaded yet.
-func (h groupHost) ForgetFailure(path string) { h.outcomes.forget(path) }
+func (h groupHost) ForgetFailure(path string) { h.outcomes.Forget(path) }
 
 // LoadOwned loads the rule file at path, which this host has just taken
 // over in its group.

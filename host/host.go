@@ -164,9 +164,9 @@ type Host struct {
 	startClosing context.CancelFunc
 	closeOnce    atomic.Bool
 	mu           sync.Mutex
-	slots        map[string]*rule  // by path
-	outcomes     loadOutcomes      // files that failed to load, not in slots
-	hashes       *contenthash.Memo // SHA-256 of rule files, by content
+	slots        map[string]*rule    // by path
+	outcomes     *loadretry.Outcomes // files that failed to load, not in slots
+	hashes       *contenthash.Memo   // SHA-256 of rule files, by content
 
 	events, damped, resyncs, loadRetries atomic.Uint64
 	lastDampLog                          atomic.Int64
@@ -244,7 +244,7 @@ func New(opts Config) (*Host, error) {
 		loads:       make(chan struct{}, 1),
 		slots:       map[string]*rule{},
 		hashes:      contenthash.New(),
-		outcomes:    loadOutcomes{retries: loadretry.New(opts.LoadRetry, opts.Clock, q)},
+		outcomes:    loadretry.NewOutcomes(loadretry.New(opts.LoadRetry, opts.Clock, q)),
 	}
 	h.services.host = h
 	if h.log == nil {
@@ -286,7 +286,7 @@ func New(opts Config) (*Host, error) {
 	go func() { defer h.wg.Done(); h.pats.Run(h.ctx) }()
 	go h.dispatch()
 	go h.resyncLoop()
-	go func() { defer h.wg.Done(); h.outcomes.retries.Run(h.ctx, h.retryLoad) }()
+	go func() { defer h.wg.Done(); h.outcomes.Retries.Run(h.ctx, h.retryLoad) }()
 	go func() { defer h.wg.Done(); h.timers.Run(h.ctx) }()
 	if opts.Group != nil { // its loop ends before the rules stop (Close)
 		h.group = newGroup(h, *opts.Group)
@@ -388,7 +388,7 @@ func (h *Host) resyncLoop() {
 // resyncOnce is one turn of resyncLoop.
 func (h *Host) resyncOnce(checked *int) {
 	h.warnUncarried(checked)
-	h.outcomes.retries.Now() // a start that failed while the store was away
+	h.outcomes.Retries.Now() // a start that failed while the store was away
 	for _, re := range h.reg.Resync(h.ctx, h.all.Swap(false)) {
 		h.resyncs.Add(1)
 		d := mailbox.Delivery{Ev: re.Ev, Lin: provenance.Lineage{Origin: &provenance.Origin{Key: re.Ev.Key, Op: string(re.Ev.Op), Version: re.Ev.Version}}}
@@ -426,7 +426,7 @@ func (h *Host) retryLoad(path string) {
 	switch {
 	case errors.Is(err, ErrClosed) || h.ctx.Err() != nil:
 	case err != nil:
-		if at := h.outcomes.retries.At(path); !at.IsZero() {
+		if at := h.outcomes.Retries.At(path); !at.IsZero() {
 			h.log.Warn("rule failed to start again; tried again later", "rule", name, "in", at.Sub(h.clock.Now()).Round(time.Millisecond), "err", err)
 		} else {
 			h.log.Error("rule failed to load again; loaded when its file changes", "rule", name, "err", err)
@@ -440,7 +440,7 @@ func (h *Host) retryLoad(path string) {
 // logNotLoaded logs the failed first load of the rule file at path, with
 // when it is tried again, if it is (loadretry.go).
 func (h *Host) logNotLoaded(path string, err error) {
-	if at := h.outcomes.retries.At(path); !at.IsZero() {
+	if at := h.outcomes.Retries.At(path); !at.IsZero() {
 		h.log.Error("rule not loaded; its start is tried again", "rule", filepath.Base(path), "in", at.Sub(h.clock.Now()).Round(time.Millisecond), "err", err)
 		return
 	}
@@ -524,7 +524,10 @@ func (h *Host) loadLocked(ctx context.Context, path string) (err error) {
 		h.mu.Unlock()
 		// for Status and Stats; a load cut short by Close is no failure of the file
 		if err == nil || (!errors.Is(err, ErrClosed) && h.closing.Err() == nil) {
-			h.outcomes.note(r, path, kind, hash, err, retry)
+			if r != nil {
+				r.loaded(err) // a loaded rule goes on with its previous version, in StateReloadFailed
+			}
+			h.outcomes.Note(r != nil, path, kind, hash, err, clip, retry)
 		}
 	}()
 	info, err := os.Stat(path)
@@ -708,7 +711,7 @@ func (h *Host) Remove(ctx context.Context, path string) error {
 	r := h.slots[path]
 	delete(h.slots, path)
 	h.mu.Unlock()
-	h.outcomes.forget(path)
+	h.outcomes.Forget(path)
 	shared := h.group != nil && h.group.Forget(path)
 	if r == nil {
 		if shared {
@@ -740,7 +743,11 @@ func (h *Host) stopRule(ctx context.Context, r *rule, why string) error {
 // (StateLoadFailed), sorted by path.
 func (h *Host) Status() []RuleStatus {
 	rs := h.loaded()
-	out := h.outcomes.list()
+	var out []RuleStatus
+	for _, f := range h.outcomes.List() {
+		out = append(out, RuleStatus{Path: f.Path, Kind: f.Kind, Hash: shortHash(f.Hash), State: StateLoadFailed,
+			LastError: f.Err, LastErrorAt: f.At, NextRetry: f.NextRetry})
+	}
 	if h.group != nil {
 		out = append(out, h.standbyStatus()...)
 	}
@@ -800,7 +807,7 @@ func (h *Host) Stats() Stats {
 	if h.group != nil {
 		excused = h.group.Excuses
 	}
-	s.LoadFailed = h.outcomes.count(excused)
+	s.LoadFailed = h.outcomes.Count(excused)
 	for _, r := range h.loaded() {
 		s.Timers += r.timers.count()
 	}

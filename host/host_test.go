@@ -365,9 +365,7 @@ func TestReloadAndRemove(t *testing.T) {
 	e.set("k", "a")
 	e.waitValue("out", "v1:a")
 
-	if err := os.WriteFile(p, []byte("no-such-rule"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	e.write(p, "no-such-rule")
 	err := e.host.Load(e.ctx(), p)
 	var ce *abi.CompileError
 	if !errors.As(err, &ce) || ce.Line != 1 || !strings.Contains(err.Error(), "v1.gorule:1:") {
@@ -377,12 +375,7 @@ func TestReloadAndRemove(t *testing.T) {
 	e.waitValue("out", "v1:b")
 
 	e.rt.register("v2", tag("v2"))
-	if err := os.WriteFile(p, []byte("v2"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.host.Load(e.ctx(), p); err != nil {
-		t.Fatal(err)
-	}
+	e.reload(p, "v2")
 	e.set("k", "c")
 	e.waitValue("out", "v2:c")
 
@@ -426,12 +419,7 @@ func TestHotReloadStreamExactlyOnce(t *testing.T) {
 		}
 	}()
 	waitFor(t, "stream under way", func() bool { mu.Lock(); defer mu.Unlock(); return len(handled) > n/4 })
-	if err := os.WriteFile(p, []byte("new"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.host.Load(e.ctx(), p); err != nil {
-		t.Fatal(err)
-	}
+	e.reload(p, "new")
 	wg.Wait()
 	waitFor(t, "all events handled", func() bool { mu.Lock(); defer mu.Unlock(); return len(handled) == n })
 	mu.Lock()
@@ -467,9 +455,7 @@ func TestWatchDirLoadsReloadsAndRemoves(t *testing.T) {
 		return err
 	}})
 	p := filepath.Join(e.dir, "w.gorule")
-	if err := os.WriteFile(p, []byte("w1"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	e.write(p, "w1")
 	if err := os.WriteFile(filepath.Join(e.dir, "README.md"), []byte("not a rule"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -484,9 +470,7 @@ func TestWatchDirLoadsReloadsAndRemoves(t *testing.T) {
 	}
 	e.set("k", "1")
 	e.waitValue("out", "w1")
-	if err := os.WriteFile(p, []byte("w2"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	e.write(p, "w2")
 	waitFor(t, "reload", func() bool {
 		e.set("k", strconv.FormatInt(time.Now().UnixNano(), 10))
 		v, _ := e.get("out")

@@ -64,9 +64,7 @@ func TestFailedFirstLoadLeavesNothing(t *testing.T) {
 				return nil
 			}})
 			p := filepath.Join(e.dir, "lf.gorule")
-			if err := os.WriteFile(p, []byte("lf"), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			e.write(p, "lf")
 			ctx, cancel := context.WithCancel(context.Background())
 			cancelLoad = cancel
 			err := e.host.Load(ctx, p)
@@ -193,9 +191,7 @@ func TestFailedFirstLoadAfterRestartKeepsTimers(t *testing.T) {
 		return boom
 	}})
 	p := filepath.Join(e.dir, rule)
-	if err := os.WriteFile(p, []byte("keep"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	e.write(p, "keep")
 	if err := e.host.Load(e.ctx(), p); !errors.Is(err, boom) {
 		t.Fatalf("load error = %v, want %v", err, boom)
 	}
@@ -212,12 +208,7 @@ func TestFailedFirstLoadAfterRestartKeepsTimers(t *testing.T) {
 	// A version that loads gets the earlier timers (junk is skipped: it
 	// does not decode).
 	e.rt.register("keep", goRule{})
-	if err := os.WriteFile(p, []byte("keep"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.host.Load(e.ctx(), p); err != nil {
-		t.Fatal(err)
-	}
+	e.reload(p, "keep")
 	if s := e.status("keep"); s.Timers != 3 {
 		t.Fatalf("timers armed once the rule loads = %d, want 3 (kept, rearmed, cancelled)", s.Timers)
 	}
@@ -290,9 +281,7 @@ func TestDeletedFailedRuleDropsTimers(t *testing.T) {
 	boom := errors.New("boom")
 	e.rt.register("gone", goRule{init: func(context.Context, abi.Host) error { return boom }})
 	p := filepath.Join(e.dir, rule)
-	if err := os.WriteFile(p, []byte("gone"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	e.write(p, "gone")
 	if err := e.host.Load(e.ctx(), p); !errors.Is(err, boom) {
 		t.Fatalf("load error = %v, want %v", err, boom)
 	}
@@ -315,12 +304,7 @@ func TestDeletedFailedRuleDropsTimers(t *testing.T) {
 
 	// A rule of that name added later starts with no timer.
 	e.rt.register("gone", goRule{})
-	if err := os.WriteFile(p, []byte("gone"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.host.Load(e.ctx(), p); err != nil {
-		t.Fatal(err)
-	}
+	e.reload(p, "gone")
 	if s := e.status("gone"); s.Timers != 0 {
 		t.Errorf("timers of the new rule = %d, want 0", s.Timers)
 	}

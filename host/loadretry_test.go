@@ -85,7 +85,7 @@ func TestRetryNotForCompileErrorOrFailedReload(t *testing.T) {
 	if !errors.As(err, &ce) {
 		t.Fatalf("load: %v, want a compile error", err)
 	}
-	if at := e.host.outcomes.retries.At(p); !at.IsZero() {
+	if at := e.host.outcomes.Retries.At(p); !at.IsZero() {
 		t.Fatalf("a compile error retried at %v", at)
 	}
 	if st := e.host.Status(); len(st) != 1 || !st[0].NextRetry.IsZero() {
@@ -110,7 +110,7 @@ func TestRetryNotForCompileErrorOrFailedReload(t *testing.T) {
 	if err := e.host.Load(e.ctx(), rp); err == nil {
 		t.Fatal("the reload succeeded")
 	}
-	if at := e.host.outcomes.retries.At(rp); !at.IsZero() {
+	if at := e.host.outcomes.Retries.At(rp); !at.IsZero() {
 		t.Fatalf("a failed reload retried at %v", at)
 	}
 	if s := e.status("r"); s.State != StateReloadFailed || !s.NextRetry.IsZero() {
@@ -154,14 +154,14 @@ func TestRetryOnReconnect(t *testing.T) {
 
 	e.rt.register("never", copyRule(func(context.Context, abi.Host) error { return errors.New("never starts") }))
 	np, err := e.put("never")
-	if err == nil || e.host.outcomes.retries.At(np).IsZero() {
-		t.Fatalf("load: %v; retry at %v", err, e.host.outcomes.retries.At(np))
+	if err == nil || e.host.outcomes.Retries.At(np).IsZero() {
+		t.Fatalf("load: %v; retry at %v", err, e.host.outcomes.Retries.At(np))
 	}
 	if err := os.Remove(np); err != nil {
 		t.Fatal(err)
 	}
 	e.host.reconcile(e.ctx(), np)
-	if at := e.host.outcomes.retries.At(np); !at.IsZero() {
+	if at := e.host.outcomes.Retries.At(np); !at.IsZero() {
 		t.Fatalf("removed, still retried at %v", at)
 	}
 }
@@ -204,7 +204,7 @@ func TestRetryNotForStuckStart(t *testing.T) {
 		t.Fatalf("load: %v, want a *StuckError", err)
 	}
 	rt.waitBlocked(t, "start s.stuck")
-	if at := e.host.outcomes.retries.At(p); !at.IsZero() {
+	if at := e.host.outcomes.Retries.At(p); !at.IsZero() {
 		t.Fatalf("a stuck start retried at %v", at)
 	}
 }

@@ -90,18 +90,14 @@ func TestStatsLoadFailed(t *testing.T) {
 	e := newEnv(t)
 	good := e.load("good", goRule{init: watchInit("k")})
 	broken := filepath.Join(e.dir, "broken.gorule")
-	if err := os.WriteFile(broken, []byte("no-such-rule"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	e.write(broken, "no-such-rule")
 	if err := e.host.Load(e.ctx(), broken); err == nil {
 		t.Fatal("loading a broken rule: want an error")
 	}
 	if n := e.host.Stats().LoadFailed; n != 1 {
 		t.Fatalf("LoadFailed = %d after a broken rule, want 1", n)
 	}
-	if err := os.WriteFile(good, []byte("no-such-rule"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	e.write(good, "no-such-rule")
 	if err := e.host.Load(e.ctx(), good); err == nil {
 		t.Fatal("reloading a broken version: want an error")
 	}
@@ -109,21 +105,14 @@ func TestStatsLoadFailed(t *testing.T) {
 		t.Fatalf("LoadFailed = %d after a failed reload (old version runs), want 1", n)
 	}
 	e.rt.register("broken", goRule{init: watchInit("k")})
-	if err := os.WriteFile(broken, []byte("broken"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.host.Load(e.ctx(), broken); err != nil {
-		t.Fatal(err)
-	}
+	e.reload(broken, "broken")
 	if n := e.host.Stats().LoadFailed; n != 0 {
 		t.Fatalf("LoadFailed = %d once fixed, want 0", n)
 	}
 	// A broken file that is deleted (as the folder watcher sees it) is no
 	// longer counted.
 	gone := filepath.Join(e.dir, "gone.gorule")
-	if err := os.WriteFile(gone, []byte("no-such-rule"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	e.write(gone, "no-such-rule")
 	e.host.reconcile(e.ctx(), gone)
 	if n := e.host.Stats().LoadFailed; n != 1 {
 		t.Fatalf("LoadFailed = %d after a broken new file, want 1", n)

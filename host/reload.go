@@ -115,10 +115,12 @@ func (h *Host) reconcile(ctx context.Context, p string) {
 			// A rule file of the group this host does not run (another
 			// runs it, or its load failed here): it leaves this host's
 			// rule set, so it is not assigned here any more.
-		case h.outcomes.failedAt(p):
-			h.dropTimersOf(ctx, p)
+		default:
+			if _, failed := h.outcomes.Failed(p); failed {
+				h.dropTimersOf(ctx, p)
+			}
 		}
-		h.outcomes.forget(p)
+		h.outcomes.Forget(p)
 		return
 	}
 	if err := h.Load(ctx, p); err != nil {

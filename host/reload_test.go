@@ -66,17 +66,13 @@ func replace(t *testing.T, p, data string) {
 func TestWatchDirWarnsAboutNonExecutablePlugin(t *testing.T) {
 	e := newEnv(t)
 	early := filepath.Join(e.dir, "early-plugin")
-	if err := os.WriteFile(early, []byte("#!/bin/sh\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	e.write(early, "#!/bin/sh\n")
 	e.watchDir()
 	if len(e.logLines("early-plugin", "chmod +x "+early)) == 0 {
 		t.Fatalf("no warning for %s:\n%s", early, e.logs.String())
 	}
 	late := filepath.Join(e.dir, "late-plugin")
-	if err := os.WriteFile(late, []byte("#!/bin/sh\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	e.write(late, "#!/bin/sh\n")
 	waitFor(t, "warning for a file added later", func() bool { return len(e.logLines("late-plugin", "chmod +x "+late)) > 0 })
 	if n := len(e.host.Status()); n != 0 {
 		t.Fatalf("%d rules loaded from non-executable files", n)
@@ -90,9 +86,7 @@ func TestWatchDirReloadsSymlinkTarget(t *testing.T) {
 	e.registerOut("w1", "w2", "w3")
 	elsewhere := t.TempDir()
 	target := filepath.Join(elsewhere, "rule.gorule")
-	if err := os.WriteFile(target, []byte("w1"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	e.write(target, "w1")
 	if err := os.Symlink(target, filepath.Join(e.dir, "w.gorule")); err != nil {
 		t.Fatal(err)
 	}
@@ -100,9 +94,7 @@ func TestWatchDirReloadsSymlinkTarget(t *testing.T) {
 	e.waitOut("w1")
 	replace(t, target, "w2")
 	e.waitOut("w2")
-	if err := os.WriteFile(target, []byte("w3"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	e.write(target, "w3")
 	e.waitOut("w3")
 	if n := len(e.host.Status()); n != 1 {
 		t.Fatalf("%d rules loaded, want 1", n)

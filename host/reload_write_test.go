@@ -76,9 +76,7 @@ func TestWatchDirLoadsABurstOnce(t *testing.T) {
 	// The editor's temporary file is no rule file, as with most editors
 	// (a rule-named one may load for a moment if the rename comes late).
 	tmp := filepath.Join(e.dir, "saved.gorule.tmp")
-	if err := os.WriteFile(tmp, []byte("w1"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	e.write(tmp, "w1")
 	if err := os.Rename(tmp, filepath.Join(e.dir, "saved.gorule")); err != nil {
 		t.Fatal(err)
 	}
@@ -106,9 +104,7 @@ func TestWatchDirReloadsThroughRenameAway(t *testing.T) {
 	e.registerOut("w1", "w2")
 	e.watchDir()
 	p := filepath.Join(e.dir, "w.gorule")
-	if err := os.WriteFile(p, []byte("w1"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	e.write(p, "w1")
 	e.waitOut("w1")
 	if err := os.Rename(p, p+"~"); err != nil {
 		t.Fatal(err)
@@ -119,9 +115,7 @@ func TestWatchDirReloadsThroughRenameAway(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "marker.gorule loaded", func() bool { ok, _ := e.loads("marker.gorule"); return ok > 0 })
-	if err := os.WriteFile(p, []byte("w2"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	e.write(p, "w2")
 	waitFor(t, "the new w.gorule loaded", func() bool { ok, _ := e.loads("w.gorule"); return ok == 2 })
 	if stops := e.logLines("rule stopped", "rule=w.gorule"); len(stops) != 0 {
 		t.Fatalf("the rule was stopped while its file was being saved:\n%s", stops)

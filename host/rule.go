@@ -482,7 +482,7 @@ func (r *rule) skipLocked(d mailbox.Delivery) SkipReason {
 	if d.Ev.Op != abi.OpLockLost && d.Ev.Op != abi.OpTimer {
 		opts, ok := r.watches[d.Ev.Key]
 		if !ok {
-			opts, ok = r.pats.Covers(d.Ev.Key)
+			opts, ok = r.pats.Gets(d.Ev)
 		}
 		if !ok {
 			return SkipUnwatched // no longer watched (unwatched or dropped by a reload)

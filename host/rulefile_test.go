@@ -46,9 +46,7 @@ func TestHostileRuleFilesRefused(t *testing.T) {
 				}})
 			}
 			good := filepath.Join(e.dir, "good.gorule")
-			if err := os.WriteFile(good, []byte("v1"), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			e.write(good, "v1")
 			bad := filepath.Join(e.dir, tc.file)
 			tc.make(t, bad)
 
@@ -73,9 +71,7 @@ func TestHostileRuleFilesRefused(t *testing.T) {
 			}
 			e.set("k", "1")
 			e.waitValue("out", "v1")
-			if err := os.WriteFile(good, []byte("v2"), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			e.write(good, "v2")
 			n := 1
 			waitFor(t, "the good rule reloaded", func() bool {
 				n++

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -45,9 +44,7 @@ func TestRuleStateHashAndLastError(t *testing.T) {
 	}
 
 	before := time.Now()
-	if err := os.WriteFile(p, []byte("no-such-rule"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	e.write(p, "no-such-rule")
 	if err := e.host.Load(e.ctx(), p); err == nil {
 		t.Fatal("a broken version loaded")
 	}
@@ -58,9 +55,7 @@ func TestRuleStateHashAndLastError(t *testing.T) {
 
 	// A file that never loaded: listed, with the hash of what failed.
 	q := filepath.Join(e.dir, "later.gorule")
-	if err := os.WriteFile(q, []byte("later"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	e.write(q, "later")
 	if err := e.host.Load(e.ctx(), q); err == nil {
 		t.Fatal("an unknown rule loaded")
 	}
@@ -79,12 +74,7 @@ func TestRuleStateHashAndLastError(t *testing.T) {
 	}
 
 	// The running version again: no longer a failed reload.
-	if err := os.WriteFile(p, []byte("v1"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.host.Load(e.ctx(), p); err != nil {
-		t.Fatal(err)
-	}
+	e.reload(p, "v1")
 	if s := e.statusOf(p); s.State != StateRunning || s.LastError == "" {
 		t.Fatalf("restored: %+v, want running, the last error kept", s)
 	}
@@ -166,18 +156,11 @@ func TestClipLastError(t *testing.T) {
 func TestRevertToRunningVersionIsLogged(t *testing.T) {
 	e := newEnv(t)
 	p := e.load("v1", goRule{init: watchInit("k")})
-	if err := os.WriteFile(p, []byte("no-such-rule"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	e.write(p, "no-such-rule")
 	if err := e.host.Load(e.ctx(), p); err == nil {
 		t.Fatal("a broken version loaded")
 	}
-	if err := os.WriteFile(p, []byte("v1"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.host.Load(e.ctx(), p); err != nil {
-		t.Fatal(err)
-	}
+	e.reload(p, "v1")
 	if got := e.logLines("the file matches the running version again", "rule=v1.gorule"); len(got) != 1 {
 		t.Fatalf("%d lines saying the revert, want 1:\n%s", len(got), e.logs.String())
 	}

@@ -3,7 +3,6 @@ package host
 import (
 	"bytes"
 	"context"
-	"os"
 	"runtime"
 	"slices"
 	"sync"
@@ -27,9 +26,7 @@ func TestWatchDuringSwapIsApplied(t *testing.T) {
 		mu.Unlock()
 		return h.Watch(ctx, "b", abi.WatchOptions{})
 	}})
-	if err := os.WriteFile(p, []byte("swapper-v2"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	e.write(p, "swapper-v2")
 
 	// Hold the registry so that the swap stops in it, registering "b".
 	resume := e.host.reg.Pause()

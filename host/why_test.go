@@ -2,7 +2,6 @@ package host
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 
@@ -77,12 +76,7 @@ func TestWhyRecordsRuleWrites(t *testing.T) {
 	// A new version's writes at load answer no event either, not the last
 	// one the previous version handled.
 	e.rt.register("copy2", goRule{init: boot})
-	if err := os.WriteFile(p, []byte("copy2"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.host.Load(e.ctx(), p); err != nil {
-		t.Fatal(err)
-	}
+	e.reload(p, "copy2")
 	if w, _ := e.host.Why("boot"); w.Event != (provenance.Cause{}) || w.Origin != nil || len(w.Chain) != 1 {
 		t.Errorf("a write at reload: event %+v, origin %+v, chain %+v; want none before it", w.Event, w.Origin, w.Chain)
 	}

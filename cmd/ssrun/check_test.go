@@ -54,6 +54,14 @@ func TestCheckRefusesWhatDevRefuses(t *testing.T) {
 			"bad.lua":    "local ss = require('ssrun')\nss.watch_pattern('secret/*')\nfunction on_event() end\n",
 			"ssrun.yaml": "rules:\n  bad.lua:\n    read: [\"public/**\"]\n  good.lua: {}\n"},
 			`DIR/bad.lua:2: load: watch_pattern "secret/*": pattern outside the rule's permissions: no key it matches can be read`},
+		// The host's own guard checks a checked rule's calls: its limits
+		// and the forms of its calls, not only its permissions.
+		{"value over the rule's max_value", map[string]string{
+			"bad.lua":    "local ss = require('ssrun')\nassert(ss.set('out', 'eight by'))\nfunction on_event() end\n",
+			"ssrun.yaml": "rules:\n  bad.lua:\n    max_value: 4\n  good.lua: {}\n"},
+			`DIR/bad.lua:2: load: set "out": value of 8 bytes exceeds the rule's limit of 4`},
+		{"timer name too long", map[string]string{"bad.lua": "local ss = require('ssrun')\nassert(ss.timer(string.rep('t', 300), 1000))\nfunction on_event() end\n"},
+			"DIR/bad.lua:2: load: timer: timer name of 300 bytes is longer than"},
 		{"plugin without handshake", map[string]string{"bad*": "#!/bin/sh\necho not a plugin\n"},
 			"DIR/bad"},
 		{"bad ssrun.yaml", map[string]string{"ssrun.yaml": "defaults:\n  timeout: 1s\n  timout: 2s\n"},
@@ -75,9 +83,10 @@ func TestCheckRefusesWhatDevRefuses(t *testing.T) {
 			if !strings.Contains(r.stdout, "ok "+filepath.Join(dir, "good.lua")+"\n") {
 				t.Errorf("stdout %q: the good rule is not reported ok", r.stdout)
 			}
-			// The rule file alone, under the folder's settings, fails the same way.
+			// The rule file alone fails the same way, unless the folder's
+			// ssrun.yaml gives it the settings it fails on.
 			bad, _ := filepath.Glob(filepath.Join(dir, "bad*"))
-			if len(bad) == 1 && !strings.Contains(tc.name, "permissions") {
+			if _, settings := tc.files["ssrun.yaml"]; len(bad) == 1 && !settings {
 				if r := runCLI(t, "", "check", bad[0]); r.code != 1 || !strings.Contains(r.stderr, want) {
 					t.Errorf("check %s: exit %d, stderr:\n%s", bad[0], r.code, r.stderr)
 				}

@@ -1,5 +1,7 @@
-// Package loadretry schedules the loads again of rule files whose start
-// failed, waiting longer after each failure of the same content.
+// Package loadretry keeps the rule files that failed to load (Outcomes:
+// for the host's status and readiness) and schedules the loads again of
+// those whose start failed (Retries), waiting longer after each failure of
+// the same content.
 package loadretry
 
 import (

@@ -153,12 +153,30 @@ func (rp *Rule) Covers(key string) (abi.WatchOptions, bool) {
 	if _, ok := rp.keys[key]; !ok {
 		return abi.WatchOptions{}, false
 	}
-	for _, lp := range rp.live {
-		if lp.Opts.Self && lp.Pat.Match(key) {
-			return lp.Opts, true
-		}
+	return rp.optsLocked(key), true
+}
+
+// Gets reports whether the rule gets ev, an event queued for it through
+// its patterns, with the options it gets: the key is covered, or ev is
+// the deletion of a key a live pattern matches that a scan released
+// after ev was queued (the scan found the key gone; the rule must still
+// get the deletion, which is the last it hears of the key).
+func (rp *Rule) Gets(ev abi.Event) (abi.WatchOptions, bool) {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	if _, ok := rp.keys[ev.Key]; !ok && (ev.Op != abi.OpDelete || !rp.coveredLocked(ev.Key)) {
+		return abi.WatchOptions{}, false
 	}
-	return abi.WatchOptions{}, true
+	return rp.optsLocked(ev.Key), true
+}
+
+// optsLocked returns the options key gets: self if a live pattern
+// matching it asked for it. rp.mu is held.
+func (rp *Rule) optsLocked(key string) abi.WatchOptions {
+	if rp.selfLocked(key) {
+		return abi.WatchOptions{Self: true}
+	}
+	return abi.WatchOptions{}
 }
 
 // has reports whether the rule has key through a pattern.
