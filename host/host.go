@@ -789,20 +789,16 @@ type Stats struct {
 	Patterns PatternStats
 }
 
-// PatternStats are a host's pattern watch counters (Stats).
-type PatternStats struct {
-	Patterns   int    // patterns watched by the host's rules (each counted once)
-	Scans      uint64 // scans of the store (SCAN walks: keys, watch_pattern, rescans)
-	Pages      uint64 // SCAN pages they read
-	FoundLate  uint64 // keys a rule got after its pattern's first scan (a rescan, a rule's write, a reconnection)
-	OverLimit  uint64 // keys not watched because a rule had max_watched_keys already
-	ScanErrors uint64 // scans that failed (other than offline)
-}
+// PatternStats are a host's pattern watch counters (Stats): patterns
+// watched (each counted once), scans and the SCAN pages they read, keys
+// found after a pattern's first scan, keys left out past max_watched_keys,
+// failed scans.
+type PatternStats = patternwatch.Stats
 
 // Stats returns host-wide counters.
 func (h *Host) Stats() Stats {
 	s := Stats{Notifications: h.events.Load(), LoopsDamped: h.damped.Load(), Resyncs: h.resyncs.Load(),
-		LoadRetries: h.loadRetries.Load(), WatchedKeys: h.reg.WatchedKeys(), Stuck: h.calls.Stuck(), Patterns: PatternStats(h.pats.Stats())}
+		LoadRetries: h.loadRetries.Load(), WatchedKeys: h.reg.WatchedKeys(), Stuck: h.calls.Stuck(), Patterns: h.pats.Stats()}
 	var excused func(path string) bool // in a group, the shared rules another member is to run
 	if h.group != nil {
 		excused = h.group.Excuses
