@@ -11,7 +11,8 @@
 // staged likewise, and swaps it in only when it wrote what the live
 // version wrote. In a group (Config.Group) several
 // hosts share the rules, each rule running on one live host at a time
-// under a fenced ownership lease (group.go).
+// under a fenced ownership lease (internal/group; the host's side is
+// grouphost.go).
 //
 // # Packages
 //
@@ -32,6 +33,7 @@
 //	internal/timers       the timer scheduler; timers' keys and encodings in the store
 //	internal/ruletimers   a rule's durable timers: arm, cancel, firing, load, drop; held until a version is live
 //	internal/membership   a group's roster, rule sets, assignment, progress, withdrawals
+//	internal/group        a host's part in a group: its loop, membership, hand-overs, fencing, pattern hints
 //	internal/guard        the link of a rule's abi.Host chain that checks each call
 //	internal/status       store errors to abi statuses, in one table
 //	internal/abandon      runtime calls that may not return: tracked, given up past their grace

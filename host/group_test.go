@@ -304,9 +304,9 @@ func TestGroupStepReadsRosterOnce(t *testing.T) {
 	steps(t, ms, 2) // every member has seen the others' lines
 	m := ms[0]
 	g := m.host.group
-	steps0, req0 := g.steps.Load(), m.client.Stats().Requests
+	steps0, req0 := g.Steps(), m.client.Stats().Requests
 	steps(t, []*member{m}, 20)
-	n, req := g.steps.Load()-steps0, m.client.Stats().Requests-req0
+	n, req := g.Steps()-steps0, m.client.Stats().Requests-req0
 	if req > 3*n {
 		t.Fatalf("%d requests in %d steps: more than 3 a step (the roster and 2 members)", req, n)
 	}

@@ -253,9 +253,9 @@ func steps(t testing.TB, ms []*member, n int) {
 	for range n {
 		for _, m := range ms {
 			g := m.host.group
-			was := g.steps.Load()
-			g.signal()
-			waitFor(t, "a group step", func() bool { return g.steps.Load() > was })
+			was := g.Steps()
+			g.Wake()
+			waitFor(t, "a group step", func() bool { return g.Steps() > was })
 		}
 	}
 }

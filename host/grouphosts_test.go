@@ -307,14 +307,15 @@ func (c *cluster) published(ms []*member) bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	res, err := c.user.Get(ctx, []byte(ms[0].host.group.key("roster")), protocol.CallOptions{})
+	res, err := c.user.Get(ctx, []byte(ReservedPrefix+"group/"+c.group.Name+"/roster"), protocol.CallOptions{})
 	if err != nil {
 		return false
 	}
 	entries, _ := membership.ParseRoster(res.Value)
 	for _, m := range ms {
-		e, ok := membership.EntryOf(entries, m.host.group.id)
-		if _, digest, _ := m.host.group.ownSet(); !ok || e.Digest != digest {
+		gs, _ := m.host.Group()
+		e, ok := membership.EntryOf(entries, gs.Member)
+		if digest := m.host.group.Digest(); !ok || e.Digest != digest {
 			return false
 		}
 	}

@@ -80,7 +80,7 @@ func TestGroupDeletesRuleSetItsRosterWriteMissed(t *testing.T) {
 	id := m.client.ClientID()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	digest := func() string { _, d, _ := m.host.group.ownSet(); return d }
+	digest := m.host.group.Digest
 	stored := func(d string) bool {
 		res, err := c.user.Get(ctx, []byte("$ssrun/group/g/rules/"+d), protocol.CallOptions{})
 		if err != nil {

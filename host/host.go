@@ -19,6 +19,7 @@ import (
 	"github.com/ssrun/ssrun/host/internal/abandon"
 	"github.com/ssrun/ssrun/host/internal/contenthash"
 	"github.com/ssrun/ssrun/host/internal/gate"
+	"github.com/ssrun/ssrun/host/internal/group"
 	"github.com/ssrun/ssrun/host/internal/lineage"
 	"github.com/ssrun/ssrun/host/internal/loadretry"
 	"github.com/ssrun/ssrun/host/internal/mailbox"
@@ -92,7 +93,8 @@ type Config struct {
 	// after the other).
 	LoadConcurrency int
 	// Group, when set, makes the host a member of a group of hosts that
-	// share the rules, each rule running on one of them (see group.go).
+	// share the rules, each rule running on one of them (see
+	// host/internal/group).
 	Group *GroupConfig
 	// LoadRetry is the first wait before a rule file whose start failed
 	// (its initialisation raised an error, ran too long, its plugin did
@@ -176,7 +178,7 @@ type Host struct {
 
 	// group is the host's part in a group (nil: none); groupStop ends its
 	// loop, which closes groupDone.
-	group     *group
+	group     *group.Group
 	groupStop context.CancelFunc
 	groupDone chan struct{}
 }
@@ -199,7 +201,7 @@ func New(opts Config) (*Host, error) {
 		}
 	}
 	if opts.Group != nil {
-		if err := opts.Group.validate(); err != nil {
+		if err := opts.Group.Validate(); err != nil {
 			return nil, err
 		}
 		if opts.DryRun != nil {
@@ -287,11 +289,11 @@ func New(opts Config) (*Host, error) {
 	go func() { defer h.wg.Done(); h.outcomes.Retries.Run(h.ctx, h.retryLoad) }()
 	go func() { defer h.wg.Done(); h.timers.Run(h.ctx) }()
 	if opts.Group != nil { // its loop ends before the rules stop (Close)
-		h.group = newGroup(&h.services, h, *opts.Group)
-		h.services.group = h.group.ownership
+		h.group = newGroup(h, *opts.Group)
+		h.services.group = h.group.Ownership
 		gctx, stop := context.WithCancel(h.ctx)
 		h.groupStop, h.groupDone = stop, make(chan struct{})
-		go func() { defer close(h.groupDone); h.group.run(gctx) }()
+		go func() { defer close(h.groupDone); h.group.Run(gctx) }()
 	}
 	return h, nil
 }
@@ -503,7 +505,7 @@ func (h *Host) Load(ctx context.Context, path string) error {
 		return fmt.Errorf("load %s: %w", path, err)
 	}
 	defer h.unlockLoads()
-	if h.group != nil && h.group.standby(path) {
+	if h.group != nil && h.group.Standby(path) {
 		return nil // another host of the group runs it
 	}
 	return h.loadLocked(ctx, path)
@@ -710,7 +712,7 @@ func (h *Host) Remove(ctx context.Context, path string) error {
 	delete(h.slots, path)
 	h.mu.Unlock()
 	h.outcomes.Forget(path)
-	shared := h.group != nil && h.group.forget(path)
+	shared := h.group != nil && h.group.Forget(path)
 	if r == nil {
 		if shared {
 			return nil // a standby rule: another host runs it
@@ -747,7 +749,7 @@ func (h *Host) Status() []RuleStatus {
 			LastError: f.Err, LastErrorAt: f.At, NextRetry: f.NextRetry})
 	}
 	if h.group != nil {
-		out = append(out, h.group.standbyStatus()...)
+		out = append(out, h.standbyStatus()...)
 	}
 	for _, r := range rs {
 		out = append(out, r.status())
@@ -776,7 +778,7 @@ type Stats struct {
 	// and is not counted). In a group, a shared rule counts only on its
 	// owner, and not once the owner withdrew its version (Withdrawn counts
 	// that): a failure of a rule another member is to run is listed in
-	// Status but not counted here (groupready.go).
+	// Status but not counted here (host/internal/group/ready.go).
 	LoadFailed int
 	// Owned and Standby count, in a group (Config.Group), the shared rules
 	// this host runs and those another host runs; Withdrawn those whose
@@ -787,32 +789,28 @@ type Stats struct {
 	Patterns PatternStats
 }
 
-// PatternStats are a host's pattern watch counters (Stats).
-type PatternStats struct {
-	Patterns   int    // patterns watched by the host's rules (each counted once)
-	Scans      uint64 // scans of the store (SCAN walks: keys, watch_pattern, rescans)
-	Pages      uint64 // SCAN pages they read
-	FoundLate  uint64 // keys a rule got after its pattern's first scan (a rescan, a rule's write, a reconnection)
-	OverLimit  uint64 // keys not watched because a rule had max_watched_keys already
-	ScanErrors uint64 // scans that failed (other than offline)
-}
+// PatternStats are a host's pattern watch counters (Stats): patterns
+// watched (each counted once), scans and the SCAN pages they read, keys
+// found after a pattern's first scan, keys left out past max_watched_keys,
+// failed scans.
+type PatternStats = patternwatch.Stats
 
 // Stats returns host-wide counters.
 func (h *Host) Stats() Stats {
 	s := Stats{Notifications: h.events.Load(), LoopsDamped: h.damped.Load(), Resyncs: h.resyncs.Load(),
-		LoadRetries: h.loadRetries.Load(), WatchedKeys: h.reg.WatchedKeys(), Stuck: h.calls.Stuck(), Patterns: PatternStats(h.pats.Stats())}
+		LoadRetries: h.loadRetries.Load(), WatchedKeys: h.reg.WatchedKeys(), Stuck: h.calls.Stuck(), Patterns: h.pats.Stats()}
 	var excused func(path string) bool // in a group, the shared rules another member is to run
 	if h.group != nil {
-		excused = h.group.excuses
+		excused = h.group.Excuses
 	}
 	s.LoadFailed = h.outcomes.Count(excused)
 	for _, r := range h.loaded() {
 		s.Timers += r.timers.Count()
 	}
 	if h.group != nil {
-		gs := h.group.status()
+		gs := h.group.Status()
 		s.Owned, s.Standby, s.Withdrawn = len(gs.Owned), len(gs.Standby), len(gs.Withdrawn)
-		s.Resyncs += h.group.resyncs.Load()
+		s.Resyncs += h.group.Resyncs()
 	}
 	return s
 }
@@ -862,7 +860,7 @@ func (h *Host) Close(ctx context.Context) error {
 	}
 	wg.Wait()
 	if h.group != nil {
-		h.group.close(ctx)
+		h.group.Close(ctx)
 	}
 	h.cancel()
 	h.wg.Wait()

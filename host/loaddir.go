@@ -63,7 +63,7 @@ func (h *Host) LoadDir(ctx context.Context, dir string) error {
 
 // loadOne is Load of one file of LoadDir, the loads lock held.
 func (h *Host) loadOne(ctx context.Context, path string) error {
-	if h.group != nil && h.group.standby(path) {
+	if h.group != nil && h.group.Standby(path) {
 		return nil // another host of the group runs it
 	}
 	return h.loadLocked(ctx, path)

@@ -663,10 +663,7 @@ func TestPatternKeyWrittenOnAnotherMemberFoundAtOnce(t *testing.T) {
 	m0, m1 := c.start(), c.start()
 	id1 := m1.client.ClientID()
 	waitFor(t, "host 0 knows host 1's pattern", func() bool {
-		gh := m0.host.group.hints
-		gh.mu.Lock()
-		defer gh.mu.Unlock()
-		return len(gh.others[id1]) == 1
+		return len(m0.host.group.Hints().PatternsOf(id1)) == 1
 	})
 	// A step learns the others' patterns before it takes its rules: wait
 	// for host 0's rule to watch its key too.
@@ -676,7 +673,7 @@ func TestPatternKeyWrittenOnAnotherMemberFoundAtOnce(t *testing.T) {
 	})
 	scans := m1.host.Stats().Patterns.Scans
 	ctx := context.Background()
-	bell := m1.host.group.hints.doorbellKey(id1)
+	bell := m1.host.group.Hints().DoorbellKey(id1)
 	for _, hostile := range []string{ReservedPrefix + "group/g/roster", "other/1"} {
 		if _, err := c.user.Set(ctx, []byte(bell), []byte(hostile), protocol.SetOptions{}); err != nil {
 			t.Fatal(err)
@@ -695,19 +692,6 @@ func TestPatternKeyWrittenOnAnotherMemberFoundAtOnce(t *testing.T) {
 	}
 	waitFor(t, "its later change", func() bool { return len(p.snapshot()) == 1 })
 	wantHandled(t, &p, "a later change, notified", "SET dev/7=new")
-}
-
-// A member's published patterns are hostile input to the others: lines
-// that do not compile are left out, the rest kept.
-func TestParsePatternLinesLeavesOutBadLines(t *testing.T) {
-	got := parsePatternLines([]byte("a/*\n[\n\n" + strings.Repeat("*", 70<<10) + "\nb/?"))
-	var srcs []string
-	for _, p := range got {
-		srcs = append(srcs, p.Src)
-	}
-	if !slices.Equal(srcs, []string{"a/*", "b/?"}) {
-		t.Errorf("parsed %q, want a/* and b/?", srcs)
-	}
 }
 
 // A member whose doorbell watch fails (the store timed out) watches it at

@@ -112,7 +112,7 @@ func (h *Host) reconcile(ctx context.Context, p string) {
 			if err := h.Remove(ctx, p); err != nil {
 				h.log.Warn("stopping removed rule", "rule", filepath.Base(p), "err", err)
 			}
-		case h.group != nil && h.group.forget(p):
+		case h.group != nil && h.group.Forget(p):
 			// A rule file of the group this host does not run (another
 			// runs it, or its load failed here): it leaves this host's
 			// rule set, so it is not assigned here any more.

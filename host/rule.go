@@ -80,7 +80,8 @@ type rule struct {
 	shadow        shadowVersion
 	canaryRefused bool
 	// progress records the watched keys' versions handled, for the next
-	// owner of a rule shared by a group (nil: not shared; see group.go).
+	// owner of a rule shared by a group (nil: not shared; see
+	// host/internal/group).
 	progress *membership.Progress
 
 	running cuttable // the call a newer change of its key may cut (restart.go)
@@ -139,7 +140,7 @@ func newRule(s *services, path, kind string, cfg RuleConfig) *rule {
 	r.timers = ruletimers.New(s.timerServices(), name, r.mailbox)
 	r.ctx, r.cancel = context.WithCancel(s.ctx)
 	if s.group != nil {
-		r.progress = s.group.progressFor(name)
+		r.progress = s.group.ProgressFor(name)
 	}
 	r.pats = patternwatch.NewRule(s.pats, s.reg, s.lin, path, name, r.mailbox, r.progress, patternOwner{r})
 	return r
@@ -583,7 +584,7 @@ func (r *rule) write(own *callCause, verb, key, fence string, ttl time.Duration,
 	}
 	token, err := r.locks.FenceToken(verb, key, fence)
 	if err == nil && fence == "" && r.svc.group != nil { // a rule owned in a group: its lease fences
-		token, err = r.svc.group.fence(r.name, verb, key)
+		token, err = r.svc.group.Fence(r.name, verb, key)
 	}
 	if err != nil {
 		return err
@@ -598,8 +599,8 @@ func (r *rule) write(own *callCause, verb, key, fence string, ttl time.Duration,
 	defer func() { end(version) }() // on every path, a panic in send too
 	version, deleted, err = send(token)
 	if err != nil && fence == "" && r.svc.group != nil {
-		if tok, ok := r.svc.group.refenced(r.ctx, r.name, err); ok {
-			version, deleted, err = send(tok) // see refenced: still the owner
+		if tok, ok := r.svc.group.Refenced(r.ctx, r.name, err); ok {
+			version, deleted, err = send(tok) // see Refenced: still the owner
 		}
 	}
 	if err != nil {

@@ -47,16 +47,16 @@ type services struct {
 }
 
 // groupFence is what the rules of a host in a group use of it (its
-// ownership, groupfence.go).
+// *group.Ownership, host/internal/group/fence.go).
 type groupFence interface {
-	// fence returns the token a write of the rule carries: its ownership
+	// Fence returns the token a write of the rule carries: its ownership
 	// lease's (zero for a rule the group does not share), or LOCK_LOST.
-	fence(rule, verb, key string) (hlc.HLC, error)
-	// refenced renews the rule's lease after the store refused its write
+	Fence(rule, verb, key string) (hlc.HLC, error)
+	// Refenced renews the rule's lease after the store refused its write
 	// with err, and returns the new token if the write may be retried.
-	refenced(ctx context.Context, rule string, err error) (hlc.HLC, bool)
-	// progressFor returns where an owned rule records what it handled.
-	progressFor(rule string) *membership.Progress
+	Refenced(ctx context.Context, rule string, err error) (hlc.HLC, bool)
+	// ProgressFor returns where an owned rule records what it handled.
+	ProgressFor(rule string) *membership.Progress
 }
 
 // leaseServices are the services a rule's leases (and the group's) use.
@@ -69,7 +69,7 @@ func (s *services) leaseServices() *lease.Services {
 func (s *services) timerServices() *ruletimers.Services {
 	ts := &ruletimers.Services{Ctx: s.ctx, Log: s.log, Clock: s.clock, Quiet: s.quiet, Store: s.kv, Scheduler: s.timers}
 	if s.group != nil {
-		ts.Fence = s.group.fence
+		ts.Fence = s.group.Fence
 	}
 	return ts
 }

@@ -7,8 +7,8 @@ import (
 )
 
 // The versions of shared rules a host of a group withdrew from the set it
-// offers (group.go) because they fail to load there while another member
-// offers the rule.
+// offers (host/internal/group) because they fail to load there while
+// another member offers the rule.
 //
 // A load may fail on one host and not on another with the same content: a
 // plugin whose binary needs what that host lacks, an initialisation that
@@ -63,7 +63,7 @@ import (
 // withdraw twice with nothing changed (TestWithdrawalsSettle finds it).
 // At rest, a rule that runs nowhere is owned by a member that sees no
 // other offer, so has not withdrawn its own: it counts the failure (not
-// ready: groupready.go; the model checks this too).
+// ready: host/internal/group/ready.go; the model checks this too).
 
 // Withdrawals maps the name of each rule whose version this host withdrew
 // to the withdrawal.

@@ -17,8 +17,8 @@ import (
 	"unicode/utf8"
 )
 
-// The stored forms of a group's membership (group.go): the roster's lines
-// and the members' rule sets.
+// The stored forms of a group's membership (host/internal/group): the
+// roster's lines and the members' rule sets.
 //
 // The roster's lines: "ID DIGEST", one member a line, where ID is the
 // member's client id and DIGEST names the set of shared rule files it has
@@ -134,7 +134,8 @@ func EntryOf(entries []RosterEntry, id string) (RosterEntry, bool) {
 // written under the roster lock (fenced with it) before a line names it, and
 // deleted under that lock when no line names it any more. The content names
 // its key: a host reads a set only for a digest it has not seen, checks that
-// the value hashes to its digest, and keeps it in memory (grouprules.go).
+// the value hashes to its digest, and keeps it in memory
+// (host/internal/group/rules.go).
 
 // RuleSet maps the name of each rule file a member shares to the hash of
 // its content (contentHash; "" when the file could not be read).

@@ -87,8 +87,8 @@ func TestWithdrawalsReview(t *testing.T) {
 // once it has), a version runs when a live member has one that loads, some
 // live member always offers the rule, a rule that runs nowhere is owned by
 // a member that did not withdraw its version (so it counts the failure:
-// groupready.go), and between two changes no member withdraws its version
-// more than once. Ending a withdrawal whenever the
+// host/internal/group/ready.go), and between two changes no member
+// withdraws its version more than once. Ending a withdrawal whenever the
 // other versions changed (not only when none is offered) fails it:
 // versions a, b, c that all fail were withdrawn and offered again in turn,
 // one member 5 times. Withdrawing only for another version (as before)
@@ -291,7 +291,7 @@ func (m *model) run() string {
 	case anyLoads && m.running == "":
 		return fmt.Sprintf("owner %d runs nothing (its version %s fails there) while a member's version loads on it", m.owner, m.have[m.owner])
 	case m.running == "" && m.withdrawnBy(m.owner):
-		return fmt.Sprintf("the rule runs nowhere and its owner %d withdrew its version: no member counts the failure (groupready.go)", m.owner)
+		return fmt.Sprintf("the rule runs nowhere and its owner %d withdrew its version: no member counts the failure (host/internal/group/ready.go)", m.owner)
 	}
 	return ""
 }

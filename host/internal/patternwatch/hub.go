@@ -46,7 +46,7 @@ type Hub struct {
 
 	scans, pages, late, overLimit, scanErrors atomic.Uint64
 
-	hints atomic.Pointer[Hints] // the other members' patterns, in a group (host/grouppatterns.go)
+	hints atomic.Pointer[Hints] // the other members' patterns, in a group (host/internal/group/hints.go)
 }
 
 // Store is what pattern watches ask of the state store (the host's
@@ -63,7 +63,7 @@ type Scanner interface {
 }
 
 // Hints are the other members' patterns in a group (the host's
-// groupHints, host/grouppatterns.go).
+// group.Hints, host/internal/group/hints.go).
 type Hints interface {
 	// Doorbells returns the doorbell keys of the other members with a
 	// pattern matching key that were not rung for key yet, and notes them
@@ -101,7 +101,7 @@ type job struct {
 	key     string
 	writer  string              // the path of the rule that wrote key
 	known   *protocol.GetResult // what it wrote: value and version (nil: read it)
-	ring    []string            // doorbells to ring with key, in a group (host/grouppatterns.go)
+	ring    []string            // doorbells to ring with key, in a group (host/internal/group/hints.go)
 }
 
 // NewHub returns the hub of a host's pattern watches, reading and listing
@@ -364,8 +364,8 @@ func (h *Hub) Rang(key string) {
 // pattern matching it.
 func (h *Hub) SetHints(gh Hints) { h.hints.Store(&gh) }
 
-// ringAll rings each doorbell with key (host/grouppatterns.go). A failure
-// only costs the other member the wait for its rescan.
+// ringAll rings each doorbell with key (host/internal/group/hints.go). A
+// failure only costs the other member the wait for its rescan.
 func (h *Hub) ringAll(ctx context.Context, key string, bells []string) {
 	for _, b := range bells {
 		if _, err := h.client.Set(ctx, []byte(b), []byte(key), protocol.SetOptions{}); err != nil && ctx.Err() == nil {

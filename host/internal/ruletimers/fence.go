@@ -10,12 +10,11 @@ import (
 )
 
 // The writes of a rule's timer bookkeeping (its records, index shards and
-// directory: host/internal/timers' timerstore.go). In a group (the host's
-// group.go) a shared rule's timers
-// move with it, so they are written like its other keys: fenced with its
-// ownership lease. A host that lost the rule (paused, cut off) cannot write
-// them once it knows, and the store refuses its late writes once the next
-// owner has written them.
+// directory: internal/timers). In a group (host/internal/group) a shared
+// rule's timers move with it, so they are written like its other keys:
+// fenced with its ownership lease. A host that lost the rule (paused, cut
+// off) cannot write them once it knows, and the store refuses its late
+// writes once the next owner has written them.
 
 // timerFence returns the token a write of rule's timer key carries: the
 // zero token outside a group or for a rule the group does not share, or

@@ -1,4 +1,4 @@
-package host
+package group
 
 import (
 	"context"
@@ -13,66 +13,17 @@ import (
 	"github.com/ssrun/ssrun/protocol"
 )
 
-// Group mode: several hosts run the same rule files, and each rule runs on
-// one of them at a time.
-//
-// Membership lives in documented keys under ReservedPrefix (the store has no
-// key listing):
-//
-//	$ssrun/group/NAME/member/ID  a lease (SET NEX PX ttl, renewed every
-//	                             ttl/3) held by the member whose client id
-//	                             is ID: present while it lives
-//	$ssrun/group/NAME/roster     the members, one a line: "ID DIGEST", the
-//	                             member's id and the digest of its rule set
-//	                             (grouprules.go), written under the roster
-//	                             lock and fenced with it; every member
-//	                             watches it
-//	$ssrun/group/NAME/rules/D    the rule set whose digest is D: the shared
-//	                             rule files a member has and offers (not
-//	                             those withdrawn: groupfailed.go)
-//	$ssrun/group/NAME/roster.lock  the roster's lock (a lease)
-//	$ssrun/group/NAME/rule/H     the ownership lease of the rule whose file
-//	                             name hashes to H (ruleHash)
-//	$ssrun/group/NAME/seen/H     the versions of the watched keys the rule's
-//	                             owner handled last, for the next owner
-//	$ssrun/group/NAME/patterns/ID, found/ID  pattern hints (grouppatterns.go)
-//
-// The live members are those of the roster whose member key is present.
-// Each host assigns the rules to them, each rule among the members that
-// have its file (assignAmong: rendezvous hashing with bounded loads),
-// takes the ownership lease of each rule assigned to it (the lease code
-// locks use: same timing argument, same renewal), loads those rules, and
-// hands over the others: stops the rule, records what it handled,
-// releases the lease. Every write of an owned rule that names no
-// fence of its own carries the ownership lease's token, so a former owner
-// that was paused or cut off cannot write once the next owner has: the
-// store refuses it, and the host learns that it lost the rule.
-//
-// A new owner re-reads the rule's watched keys and delivers, as resync
-// events, those whose version differs from the one the previous owner
-// recorded as handled. The record is written every ttl/3 and at a hand-over,
-// so a crash re-delivers at most the events of the last ttl/3
-// (at-least-once); values superseded while no host owned the rule are not
-// delivered (the latest value of each key is: state, not a log). Timers are
-// kept in the store per rule file (timerstore.go): a rule loads them where it
-// starts, so they move with it. Locks are not moved: the next owner's
-// rule takes them again once the former holder's lease lapses.
-//
-// A rule whose load fails on its owner moves to another live member that
-// offers it, in any version (members may differ: groupsets.go; a load may
-// fail on one host only): the owner withdraws its own version from the
-// rule set its roster line names and hands the rule over. The version is
-// offered again when its file changes or no other member offers the rule
-// any more; a rule no other member offers stays owned where it failed, its
-// failure in Status (groupfailed.go has the rules, and why they cannot
-// loop).
+// The group's loop (Run): at each step this host joins (its member lease,
+// its line in the roster), reads the live members and their rule sets,
+// assigns the rules among them, takes over those given to it and hands over
+// the others; and, at Close, leaves.
 
-func (g *group) memberKey(id string) string { return g.key("member/" + id) }
+func (g *Group) memberKey(id string) string { return g.key("member/" + id) }
 
-// run is the group's loop: a step at start, every renewal interval, when the
+// Run is the group's loop: a step at start, every renewal interval, when the
 // roster or a waited-for lease changes, and when a lease is lost.
-func (g *group) run(ctx context.Context) {
-	t := serial.NewWake(g.svc.clock, g.svc.quiet)
+func (g *Group) Run(ctx context.Context) {
+	t := serial.NewWake(g.clock, g.quiet)
 	t.Reset(g.ttl / 3)
 	defer t.Stop()
 	tick := func() {}
@@ -94,10 +45,10 @@ func (g *group) run(ctx context.Context) {
 
 // step brings this host's part in line with the store: its membership, the
 // live members, then the rules it should own.
-func (g *group) step(ctx context.Context) {
+func (g *Group) step(ctx context.Context) {
 	defer g.steps.Add(1)
 	for _, l := range g.ls.TakeLost() {
-		g.svc.quiet.Work(g.ls.Activity(), -1)
+		g.quiet.Work(g.ls.Activity(), -1)
 		if rule, ok := g.ruleOfLease(l.Name); ok {
 			g.drop(ctx, rule, "its ownership lease was lost")
 		}
@@ -105,7 +56,7 @@ func (g *group) step(ctx context.Context) {
 	mine, digest, roster, err := g.join(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			g.svc.log.Warn("group: cannot join; this host runs none of the group's rules until it can", "group", g.name, "err", err)
+			g.log.Warn("group: cannot join; this host runs none of the group's rules until it can", "group", g.name, "err", err)
 		}
 		return
 	}
@@ -116,13 +67,13 @@ func (g *group) step(ctx context.Context) {
 	}
 	if err != nil {
 		if ctx.Err() == nil {
-			g.svc.log.Warn("group: cannot read the members", "group", g.name, "err", err)
+			g.log.Warn("group: cannot read the members", "group", g.name, "err", err)
 		}
 		return
 	}
 	g.warnDiffering(live, sets)
 	if g.reviewFailed(sets) {
-		g.signal() // the next step publishes the new set, then hands over
+		g.Wake() // the next step publishes the new set, then hands over
 		return
 	}
 	g.mu.Lock()
@@ -132,8 +83,8 @@ func (g *group) step(ctx context.Context) {
 	}
 	ids := slices.Clone(g.members)
 	g.mu.Unlock()
-	if err := g.hints.sync(ctx, g.svc.reg, g.svc.client, ids); err != nil && ctx.Err() == nil {
-		g.svc.log.Debug("group: pattern hints not in step; the rules' rescans find the keys", "group", g.name, "err", err)
+	if err := g.hints.sync(ctx, g.reg, g.store, ids); err != nil && ctx.Err() == nil {
+		g.log.Debug("group: pattern hints not in step; the rules' rescans find the keys", "group", g.name, "err", err)
 	}
 	g.mu.Lock()
 	rules := make([]string, 0, len(g.paths))
@@ -171,7 +122,7 @@ func (g *group) step(ctx context.Context) {
 }
 
 // ruleOfLease returns the rule whose ownership lease is name.
-func (g *group) ruleOfLease(name string) (string, bool) {
+func (g *Group) ruleOfLease(name string) (string, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for r := range g.owned {
@@ -185,7 +136,7 @@ func (g *group) ruleOfLease(name string) (string, bool) {
 // join holds this host's member lease and keeps its line in the roster,
 // naming its rule set as it is now; it returns that set, its digest, and
 // the roster as read or as written (with this host's line).
-func (g *group) join(ctx context.Context) (membership.RuleSet, string, []membership.RosterEntry, error) {
+func (g *Group) join(ctx context.Context) (membership.RuleSet, string, []membership.RosterEntry, error) {
 	mk := g.memberKey(g.id)
 	if l := g.ls.Get(mk); l == nil || l.IsLost() {
 		if _, err := g.ls.Lock(ctx, mk, g.ttl, 0); err != nil {
@@ -195,10 +146,10 @@ func (g *group) join(ctx context.Context) (membership.RuleSet, string, []members
 	// Watched once, and again at the next step if a watch failed: the
 	// lease above is held by then, so the watches cannot go with it.
 	if !g.watching {
-		if err := g.svc.reg.Watch(ctx, g, g.key("roster")); err != nil {
+		if err := g.reg.Watch(ctx, g, g.key("roster")); err != nil {
 			return nil, "", nil, fmt.Errorf("watch roster: %w", err)
 		}
-		if err := g.svc.reg.Watch(ctx, g.hints.bell, g.hints.bell.key); err != nil {
+		if err := g.reg.Watch(ctx, g.hints.bell, g.hints.bell.key); err != nil {
 			return nil, "", nil, fmt.Errorf("watch doorbell: %w", err)
 		}
 		g.watching = true
@@ -221,8 +172,8 @@ func (g *group) join(ctx context.Context) (membership.RuleSet, string, []members
 
 // roster reads the roster's members (its lines that name none are
 // reported, once each).
-func (g *group) roster(ctx context.Context) ([]membership.RosterEntry, error) {
-	res, err := g.svc.client.Get(ctx, []byte(g.key("roster")), protocol.CallOptions{})
+func (g *Group) roster(ctx context.Context) ([]membership.RosterEntry, error) {
+	res, err := g.store.Get(ctx, []byte(g.key("roster")), protocol.CallOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("read roster: %w", err)
 	}
@@ -236,7 +187,7 @@ func (g *group) roster(ctx context.Context) ([]membership.RosterEntry, error) {
 // rule set a line of the edited roster names, stored first; the sets no
 // line names any more are deleted after, with those this host stored for an
 // edit whose roster write failed (g.unnamed).
-func (g *group) editRoster(ctx context.Context, edit func([]membership.RosterEntry) []membership.RosterEntry, put *membership.StoredSet) ([]membership.RosterEntry, error) {
+func (g *Group) editRoster(ctx context.Context, edit func([]membership.RosterEntry) []membership.RosterEntry, put *membership.StoredSet) ([]membership.RosterEntry, error) {
 	lk := g.key("roster.lock")
 	if _, err := g.ls.Lock(ctx, lk, g.ttl, g.ttl); err != nil {
 		return nil, fmt.Errorf("roster lock: %w", err)
@@ -252,11 +203,11 @@ func (g *group) editRoster(ctx context.Context, edit func([]membership.RosterEnt
 		return nil, err
 	}
 	if put != nil {
-		if _, err := g.svc.client.Set(ctx, []byte(g.setKey(put.Digest)), put.Value, protocol.SetOptions{FencingToken: tok}); err != nil {
+		if _, err := g.store.Set(ctx, []byte(g.setKey(put.Digest)), put.Value, protocol.SetOptions{FencingToken: tok}); err != nil {
 			return nil, fmt.Errorf("write rule set: %w", err)
 		}
 	}
-	if _, err := g.svc.client.Set(ctx, []byte(g.key("roster")), membership.FormatRoster(after), protocol.SetOptions{FencingToken: tok}); err != nil {
+	if _, err := g.store.Set(ctx, []byte(g.key("roster")), membership.FormatRoster(after), protocol.SetOptions{FencingToken: tok}); err != nil {
 		if put != nil && !slices.ContainsFunc(before, func(e membership.RosterEntry) bool { return e.Digest == put.Digest }) {
 			g.unnamed[put.Digest] = true // stored, maybe named by no line
 		}
@@ -279,9 +230,9 @@ func (g *group) editRoster(ctx context.Context, edit func([]membership.RosterEnt
 			continue
 		}
 		named[d] = true // deleted once
-		if _, err := g.svc.client.Del(ctx, []byte(g.setKey(d)), protocol.DelOptions{FencingToken: tok}); err != nil {
+		if _, err := g.store.Del(ctx, []byte(g.setKey(d)), protocol.DelOptions{FencingToken: tok}); err != nil {
 			g.unnamed[d] = true // tried again at the next edit
-			g.svc.log.Debug("group: a rule set no member has stays in the store until the next edit of the roster", "group", g.name, "key", g.setKey(d), "err", err)
+			g.log.Debug("group: a rule set no member has stays in the store until the next edit of the roster", "group", g.name, "key", g.setKey(d), "err", err)
 		}
 	}
 	return after, nil
@@ -290,7 +241,7 @@ func (g *group) editRoster(ctx context.Context, edit func([]membership.RosterEnt
 // live returns the members of entries (the roster join read or wrote)
 // whose member key is present, sorted by id; those whose key is gone are
 // taken off the roster.
-func (g *group) live(ctx context.Context, entries []membership.RosterEntry) ([]membership.RosterEntry, error) {
+func (g *Group) live(ctx context.Context, entries []membership.RosterEntry) ([]membership.RosterEntry, error) {
 	var live []membership.RosterEntry
 	var dead []string
 	for _, e := range entries {
@@ -298,7 +249,7 @@ func (g *group) live(ctx context.Context, entries []membership.RosterEntry) ([]m
 			live = append(live, e)
 			continue
 		}
-		res, err := g.svc.client.Get(ctx, []byte(g.memberKey(e.ID)), protocol.CallOptions{})
+		res, err := g.store.Get(ctx, []byte(g.memberKey(e.ID)), protocol.CallOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("read member %s: %w", e.ID, err)
 		}
@@ -313,9 +264,9 @@ func (g *group) live(ctx context.Context, entries []membership.RosterEntry) ([]m
 			return slices.DeleteFunc(slices.Clone(es), func(e membership.RosterEntry) bool { return slices.Contains(dead, e.ID) })
 		}, nil)
 		if err != nil {
-			g.svc.log.Warn("group: cannot take dead members off the roster", "group", g.name, "members", dead, "err", err)
+			g.log.Warn("group: cannot take dead members off the roster", "group", g.name, "members", dead, "err", err)
 		}
-		g.svc.log.Info("group: members gone", "group", g.name, "members", dead)
+		g.log.Info("group: members gone", "group", g.name, "members", dead)
 	}
 	return live, nil
 }
@@ -323,20 +274,20 @@ func (g *group) live(ctx context.Context, entries []membership.RosterEntry) ([]m
 // take tries to take the rule over: its ownership lease, then the rule
 // itself (loaded, its watched keys resynced). A lease another host still
 // holds is watched, so its release or expiry wakes the loop.
-func (g *group) take(ctx context.Context, rule string) {
+func (g *Group) take(ctx context.Context, rule string) {
 	lk := g.leaseKey(rule)
 	if _, err := g.ls.Lock(ctx, lk, g.ttl, 0); err != nil {
 		if abi.StatusOf(err) == abi.StatusBusy {
 			g.await(ctx, lk)
 			return
 		}
-		g.svc.log.Warn("group: cannot take the rule's ownership lease", "group", g.name, "rule", rule, "err", err)
+		g.log.Warn("group: cannot take the rule's ownership lease", "group", g.name, "rule", rule, "err", err)
 		return
 	}
 	g.unwait(ctx, lk)
 	p, err := g.readSeen(ctx, rule)
 	if err != nil {
-		g.svc.log.Warn("group: cannot read what the rule's last owner handled; taking it over later", "group", g.name, "rule", rule, "err", err)
+		g.log.Warn("group: cannot read what the rule's last owner handled; taking it over later", "group", g.name, "rule", rule, "err", err)
 		_ = g.ls.Unlock(ctx, lk)
 		return
 	}
@@ -348,20 +299,20 @@ func (g *group) take(ctx context.Context, rule string) {
 	// Not cut short by the loop's end: a load stopped halfway (between its
 	// start and its install) would leave the rule's worker running; Close
 	// ends a load in progress through the host's own closing.
-	if err := g.h.loadOwned(context.WithoutCancel(ctx), path); err != nil {
-		g.svc.log.Error("group: rule not loaded; it stays owned here unless another member offers it", "group", g.name, "rule", rule, "err", err)
+	if err := g.h.LoadOwned(context.WithoutCancel(ctx), path); err != nil {
+		g.log.Error("group: rule not loaded; it stays owned here unless another member offers it", "group", g.name, "rule", rule, "err", err)
 		return
 	}
 	g.takeovers.Add(1)
-	g.svc.log.Info("group: rule taken over", "group", g.name, "rule", rule)
+	g.log.Info("group: rule taken over", "group", g.name, "rule", rule)
 	g.resync(ctx, rule, p)
 }
 
 // reviewFailed withdraws from this host's set the owned rules whose
 // version failed to load while another live member (of sets) offers the
 // rule, and offers again those withdrawn whose reason no longer holds
-// (groupfailed.go). It reports whether this host's set changed.
-func (g *group) reviewFailed(sets map[string]membership.RuleSet) bool {
+// (membership.Withdrawals). It reports whether this host's set changed.
+func (g *Group) reviewFailed(sets map[string]membership.RuleSet) bool {
 	g.mu.Lock()
 	owned := make(map[string]string, len(g.owned)) // rule -> path
 	for r := range g.owned {
@@ -377,10 +328,10 @@ func (g *group) reviewFailed(sets map[string]membership.RuleSet) bool {
 	var failed []membership.FailedLoad
 	for _, r := range slices.Sorted(maps.Keys(owned)) {
 		p := owned[r]
-		if g.h.ruleAt(p) != nil {
+		if g.h.RuleAt(p) != nil {
 			continue
 		}
-		if hash, why, ok := g.h.loadFailure(p); ok {
+		if hash, why, ok := g.h.LoadFailure(p); ok {
 			failed = append(failed, membership.FailedLoad{Rule: r, Hash: hash, Err: why})
 		}
 	}
@@ -393,23 +344,23 @@ func (g *group) reviewFailed(sets map[string]membership.RuleSet) bool {
 	for _, c := range changes {
 		if c.Withdrawn {
 			g.withdrawals.Add(1)
-			g.svc.log.Warn("group: this host's version of the rule fails to load here; another member offers the rule: withdrawn, the rule moves to a member that offers it",
+			g.log.Warn("group: this host's version of the rule fails to load here; another member offers the rule: withdrawn, the rule moves to a member that offers it",
 				"group", g.name, "rule", c.Rule, "version", c.Hash, "why", c.Why, "err", c.Err)
 		} else {
-			g.svc.log.Info("group: this host's version of the rule is offered again", "group", g.name, "rule", c.Rule, "version", c.Hash, "why", c.Why)
+			g.log.Info("group: this host's version of the rule is offered again", "group", g.name, "rule", c.Rule, "version", c.Hash, "why", c.Why)
 		}
 	}
 	return len(changes) > 0
 }
 
 // await watches the ownership lease key lk, held by another host.
-func (g *group) await(ctx context.Context, lk string) {
+func (g *Group) await(ctx context.Context, lk string) {
 	g.mu.Lock()
 	was := g.waiting[lk]
 	g.waiting[lk] = true
 	g.mu.Unlock()
 	if !was {
-		if err := g.svc.reg.Watch(ctx, g, lk); err != nil {
+		if err := g.reg.Watch(ctx, g, lk); err != nil {
 			g.mu.Lock()
 			delete(g.waiting, lk)
 			g.mu.Unlock()
@@ -418,44 +369,44 @@ func (g *group) await(ctx context.Context, lk string) {
 }
 
 // unwait stops watching lk, if it was awaited.
-func (g *group) unwait(ctx context.Context, lk string) {
+func (g *Group) unwait(ctx context.Context, lk string) {
 	g.mu.Lock()
 	was := g.waiting[lk]
 	delete(g.waiting, lk)
 	g.mu.Unlock()
 	if was {
-		g.svc.reg.Unwatch(ctx, g, lk)
+		g.reg.Unwatch(ctx, g, lk)
 	}
 }
 
 // handOver gives the rule up for another host: stops it, records what it
 // handled, releases its ownership lease.
-func (g *group) handOver(ctx context.Context, rule string) {
+func (g *Group) handOver(ctx context.Context, rule string) {
 	g.stopOwned(ctx, rule)
 	g.flushRule(ctx, rule)
 	g.mu.Lock()
 	delete(g.progress, rule)
 	g.mu.Unlock()
 	if err := g.ls.Unlock(ctx, g.leaseKey(rule)); err != nil && abi.StatusOf(err) != abi.StatusNotFound {
-		g.svc.log.Warn("group: releasing the rule's ownership lease failed; it expires", "group", g.name, "rule", rule, "err", err)
+		g.log.Warn("group: releasing the rule's ownership lease failed; it expires", "group", g.name, "rule", rule, "err", err)
 	}
 	g.handovers.Add(1)
-	g.svc.log.Info("group: rule handed over", "group", g.name, "rule", rule)
+	g.log.Info("group: rule handed over", "group", g.name, "rule", rule)
 }
 
 // drop stops a rule whose ownership was lost: nothing more is written for
 // it.
-func (g *group) drop(ctx context.Context, rule, why string) {
+func (g *Group) drop(ctx context.Context, rule, why string) {
 	g.stopOwned(ctx, rule)
 	g.mu.Lock()
 	delete(g.progress, rule)
 	g.mu.Unlock()
 	g.lost.Add(1)
-	g.svc.log.Warn("group: rule lost; another host runs it", "group", g.name, "rule", rule, "reason", why)
+	g.log.Warn("group: rule lost; another host runs it", "group", g.name, "rule", rule, "reason", why)
 }
 
 // stopOwned marks the rule not owned and stops it, keeping its timers.
-func (g *group) stopOwned(ctx context.Context, rule string) {
+func (g *Group) stopOwned(ctx context.Context, rule string) {
 	g.mu.Lock()
 	path := g.paths[rule]
 	delete(g.owned, rule)
@@ -463,15 +414,15 @@ func (g *group) stopOwned(ctx context.Context, rule string) {
 	if path == "" {
 		return // removed from the folder: Remove stopped it
 	}
-	if err := g.h.unload(ctx, path); err != nil {
-		g.svc.log.Warn("group: stopping the rule", "group", g.name, "rule", rule, "err", err)
+	if err := g.h.Unload(ctx, path); err != nil {
+		g.log.Warn("group: stopping the rule", "group", g.name, "rule", rule, "err", err)
 	}
 }
 
-// close hands every owned rule over and leaves the group: its member lease
+// Close hands every owned rule over and leaves the group: its member lease
 // is released so the others take over at once. The rules were stopped by
 // the host.
-func (g *group) close(ctx context.Context) {
+func (g *Group) Close(ctx context.Context) {
 	g.mu.Lock()
 	var owned []string
 	for r := range g.owned {
@@ -485,8 +436,8 @@ func (g *group) close(ctx context.Context) {
 	for _, k := range lockedKeys(&g.mu, g.waiting) {
 		g.unwait(ctx, k)
 	}
-	g.svc.reg.Unwatch(ctx, g, g.key("roster"))
-	g.svc.reg.Unwatch(ctx, g.hints.bell, g.hints.bell.key)
-	g.hints.leave(ctx, g.svc.reg, g.svc.client)
+	g.reg.Unwatch(ctx, g, g.key("roster"))
+	g.reg.Unwatch(ctx, g.hints.bell, g.hints.bell.key)
+	g.hints.leave(ctx, g.reg, g.store)
 	g.ls.ReleaseAll(ctx)
 }

@@ -1,4 +1,4 @@
-package host
+package group
 
 import (
 	"context"
@@ -10,14 +10,13 @@ import (
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host/internal/mailbox"
 	"github.com/ssrun/ssrun/host/internal/patterns"
-	"github.com/ssrun/ssrun/host/internal/patternwatch"
-	"github.com/ssrun/ssrun/host/internal/watch"
 	"github.com/ssrun/ssrun/protocol"
 )
 
 // Pattern hints across a group: a key that a rule of one member writes
 // reaches the pattern watches of the rules other members run at once, as
-// it does on its own host (patternwatch.Hub.Wrote), not at their next rescan.
+// it does on its own host (patternwatch.Hub.Wrote), not at their next
+// rescan.
 // The rescans stay what makes a pattern watch miss nothing; the hints
 // save the wait. Two keys per member, under the group's:
 //
@@ -42,13 +41,12 @@ const maxRung = 1 << 16
 // rescans only.
 const maxPublished = 64 << 10
 
-// groupHints are a member's side of the pattern hints: what it published
-// of its own patterns, the other members' patterns, and the keys it has
-// rung for.
-type groupHints struct {
-	o    *ownership // the group's keys
+// Hints are a member's side of the pattern hints: what it published of its
+// own patterns, the other members' patterns, and the keys it has rung for.
+type Hints struct {
+	o    *Ownership // the group's keys
 	id   string     // this member
-	hub  *patternwatch.Hub
+	hub  Hub
 	bell *doorbell // this member's doorbell, which it watches
 
 	mu        sync.Mutex
@@ -58,20 +56,22 @@ type groupHints struct {
 	rung      map[string]bool               // id + "\x00" + key: rung once
 }
 
-func newGroupHints(o *ownership, id string, hub *patternwatch.Hub) *groupHints {
-	gh := &groupHints{o: o, id: id, hub: hub, others: map[string][]patterns.Pattern{}, watching: map[string]*memberPatterns{}, rung: map[string]bool{}}
-	gh.bell = &doorbell{hub: hub, key: gh.doorbellKey(id)}
+func newHints(o *Ownership, id string, hub Hub) *Hints {
+	gh := &Hints{o: o, id: id, hub: hub, others: map[string][]patterns.Pattern{}, watching: map[string]*memberPatterns{}, rung: map[string]bool{}}
+	gh.bell = &doorbell{hub: hub, key: gh.DoorbellKey(id), prefix: o.prefix}
 	return gh
 }
 
-func (gh *groupHints) patternsKey(id string) string { return gh.o.key("patterns/" + id) }
-func (gh *groupHints) doorbellKey(id string) string { return gh.o.key("found/" + id) }
+func (gh *Hints) patternsKey(id string) string { return gh.o.key("patterns/" + id) }
+
+// DoorbellKey returns the key of member id's doorbell.
+func (gh *Hints) DoorbellKey(id string) string { return gh.o.key("found/" + id) }
 
 // sync publishes this member's patterns if they changed, and watches the
 // patterns of the live members (each member's are read when it is first
 // seen, then come with their notifications: a step at rest costs no
 // request); a member that left is let go.
-func (gh *groupHints) sync(ctx context.Context, reg *watch.Registry, store Store, live []string) error {
+func (gh *Hints) sync(ctx context.Context, reg Watches, store Store, live []string) error {
 	mine := strings.Join(gh.hub.PatternList(), "\n")
 	if len(mine) > maxPublished {
 		mine = ""
@@ -136,7 +136,7 @@ func (gh *groupHints) sync(ctx context.Context, reg *watch.Registry, store Store
 
 // memberPatterns is the watcher of another member's published patterns.
 type memberPatterns struct {
-	gh *groupHints
+	gh *Hints
 	id string
 }
 
@@ -156,6 +156,14 @@ func (w *memberPatterns) Enqueue(d mailbox.Delivery) {
 // WatcherName implements watch.Watcher.
 func (w *memberPatterns) WatcherName() string { return "\x00patterns " + w.id }
 
+// PatternsOf returns the patterns of member id as this member last read
+// or was notified of them.
+func (gh *Hints) PatternsOf(id string) []patterns.Pattern {
+	gh.mu.Lock()
+	defer gh.mu.Unlock()
+	return slices.Clone(gh.others[id])
+}
+
 // parsePatternLines compiles a member's published patterns, one a line,
 // leaving out any that does not compile (another version of ssrun, or a
 // hostile write: it only costs a rescan's wait).
@@ -172,7 +180,7 @@ func parsePatternLines(v []byte) []patterns.Pattern {
 // Doorbells returns the doorbell keys of the other members with a pattern
 // matching key that were not rung for key yet, and notes them as rung
 // (patternwatch.Hints).
-func (gh *groupHints) Doorbells(key string) []string {
+func (gh *Hints) Doorbells(key string) []string {
 	gh.mu.Lock()
 	defer gh.mu.Unlock()
 	var out []string
@@ -188,7 +196,7 @@ func (gh *groupHints) Doorbells(key string) []string {
 			clear(gh.rung)
 		}
 		gh.rung[rk] = true
-		out = append(out, gh.doorbellKey(id))
+		out = append(out, gh.DoorbellKey(id))
 	}
 	slices.Sort(out)
 	return out
@@ -196,7 +204,7 @@ func (gh *groupHints) Doorbells(key string) []string {
 
 // leave lets go of the other members' patterns and deletes this member's
 // published ones (its doorbell is let go with its watch).
-func (gh *groupHints) leave(ctx context.Context, reg *watch.Registry, store Store) {
+func (gh *Hints) leave(ctx context.Context, reg Watches, store Store) {
 	gh.mu.Lock()
 	published := gh.published
 	watching := gh.watching
@@ -213,15 +221,17 @@ func (gh *groupHints) leave(ctx context.Context, reg *watch.Registry, store Stor
 
 // doorbell is the watcher of a member's doorbell key: each key another
 // member rings with goes to the pattern hub, as a key a rule of this host
-// wrote would (its state read, since this host does not know it).
+// wrote would (its state read, since this host does not know it); a key
+// under the reserved prefix is no rule's.
 type doorbell struct {
-	hub *patternwatch.Hub
-	key string
+	hub    Hub
+	key    string
+	prefix string // the host's reserved prefix
 }
 
 // Enqueue implements watch.Watcher.
 func (d *doorbell) Enqueue(dl mailbox.Delivery) {
-	if dl.Ev.Op != abi.OpSet || len(dl.Ev.Value) == 0 || hasReservedPrefix(string(dl.Ev.Value)) {
+	if dl.Ev.Op != abi.OpSet || len(dl.Ev.Value) == 0 || strings.HasPrefix(string(dl.Ev.Value), d.prefix) {
 		return
 	}
 	d.hub.Rang(string(dl.Ev.Value))

@@ -1,4 +1,4 @@
-package host
+package group
 
 import (
 	"context"
@@ -12,25 +12,26 @@ import (
 	"github.com/ssrun/ssrun/protocol/hlc"
 )
 
-// ownership is what the rules of a host in a group use of it (group.go):
-// the ownership leases that fence their writes, and where they record what
-// they handled.
-type ownership struct {
-	name string        // the group's
-	ls   *lease.Leases // member, roster lock and ownership leases
+// Ownership is what the rules of a host in a group use of it (the host's
+// services hold it): the ownership leases that fence their writes, and where
+// they record what they handled.
+type Ownership struct {
+	name   string        // the group's
+	prefix string        // the host's reserved prefix (Deps.Prefix)
+	ls     *lease.Leases // member, roster lock and ownership leases
 
 	mu       sync.Mutex
 	paths    map[string]string               // rule name -> path: the rules the group shares
 	progress map[string]*membership.Progress // owned rules' handled versions
 }
 
-func (o *ownership) key(rest string) string      { return ReservedPrefix + "group/" + o.name + "/" + rest }
-func (o *ownership) leaseKey(rule string) string { return o.key("rule/" + membership.RuleHash(rule)) }
+func (o *Ownership) key(rest string) string      { return o.prefix + "group/" + o.name + "/" + rest }
+func (o *Ownership) leaseKey(rule string) string { return o.key("rule/" + membership.RuleHash(rule)) }
 
-// fence returns the token an owned rule's write carries (the zero token for
+// Fence returns the token an owned rule's write carries (the zero token for
 // a rule the group does not share), or LOCK_LOST when this host does not
 // own the rule for certain any more.
-func (o *ownership) fence(rule, verb, key string) (hlc.HLC, error) {
+func (o *Ownership) Fence(rule, verb, key string) (hlc.HLC, error) {
 	o.mu.Lock()
 	_, shared := o.paths[rule]
 	o.mu.Unlock()
@@ -44,13 +45,13 @@ func (o *ownership) fence(rule, verb, key string) (hlc.HLC, error) {
 	return tok, nil
 }
 
-// refenced is called when the store refused an owned rule's write with err.
+// Refenced is called when the store refused an owned rule's write with err.
 // A token lower than the key's is no proof of a lost rule: another rule's
 // write with a lease renewed later fenced the key higher. So the lease is
 // renewed now: if this host still holds it, the new token is larger than
 // any the store issued before, and the write may be retried with it; if
 // not, the rule is lost (its loss stops it).
-func (o *ownership) refenced(ctx context.Context, rule string, err error) (hlc.HLC, bool) {
+func (o *Ownership) Refenced(ctx context.Context, rule string, err error) (hlc.HLC, bool) {
 	if !errors.Is(err, protocol.ErrFencingTokenLowerVersion) {
 		return hlc.HLC{}, false
 	}
@@ -74,9 +75,9 @@ func (o *ownership) refenced(ctx context.Context, rule string, err error) (hlc.H
 	return res.Version, true
 }
 
-// progressFor returns where the owned rule name records what it handled,
+// ProgressFor returns where the owned rule name records what it handled,
 // or nil for a rule the group does not share.
-func (o *ownership) progressFor(name string) *membership.Progress {
+func (o *Ownership) ProgressFor(name string) *membership.Progress {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.progress[name]

@@ -1,4 +1,4 @@
-package host
+package group
 
 import (
 	"context"
@@ -11,17 +11,17 @@ import (
 	"github.com/ssrun/ssrun/protocol"
 )
 
-// Which rules each member of a group has (groupsets.go has the stored
-// forms): this host's set, kept as its shared rule files change; the
+// Which rules each member of a group has (membership's groupsets.go has
+// the stored forms): this host's set, kept as its shared rule files change; the
 // other members' sets, read once per digest; and what is warned about
 // once (roster lines that name no member, rules whose versions differ).
 
-func (g *group) setKey(digest string) string { return g.key("rules/" + digest) }
+func (g *Group) setKey(digest string) string { return g.key("rules/" + digest) }
 
 // ownSet returns this host's set, with its digest and stored form: the
 // shared rule files it has now, but for the versions it withdrew
-// (groupfailed.go).
-func (g *group) ownSet() (membership.RuleSet, string, []byte) {
+// (membership.Withdrawals).
+func (g *Group) ownSet() (membership.RuleSet, string, []byte) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.mine == nil {
@@ -42,14 +42,14 @@ func (g *group) ownSet() (membership.RuleSet, string, []byte) {
 // unreadable is reported (once per digest) and returned as nil: its
 // members are given no rule until it is readable. Only a failed read is an
 // error.
-func (g *group) setOf(ctx context.Context, digest string) (membership.RuleSet, error) {
+func (g *Group) setOf(ctx context.Context, digest string) (membership.RuleSet, error) {
 	g.mu.Lock()
 	s, ok := g.sets[digest]
 	g.mu.Unlock()
 	if ok {
 		return s, nil
 	}
-	res, err := g.svc.client.Get(ctx, []byte(g.setKey(digest)), protocol.CallOptions{})
+	res, err := g.store.Get(ctx, []byte(g.setKey(digest)), protocol.CallOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("read rule set %s: %w", digest, err)
 	}
@@ -62,7 +62,7 @@ func (g *group) setOf(ctx context.Context, digest string) (membership.RuleSet, e
 		return s, nil
 	}
 	if g.warnOnce("set " + digest) {
-		g.svc.log.Warn("group: a member's rule set is unreadable; it is given no rule until it is", "group", g.name,
+		g.log.Warn("group: a member's rule set is unreadable; it is given no rule until it is", "group", g.name,
 			"key", g.setKey(digest), "err", err)
 	}
 	return nil, nil
@@ -71,7 +71,7 @@ func (g *group) setOf(ctx context.Context, digest string) (membership.RuleSet, e
 // memberSets returns the rule set of each live member (nil for one whose
 // set is unreadable), this host's (and any with the same digest) being
 // mine, and forgets the sets no live member has.
-func (g *group) memberSets(ctx context.Context, live []membership.RosterEntry, mine membership.RuleSet, digest string) (map[string]membership.RuleSet, error) {
+func (g *Group) memberSets(ctx context.Context, live []membership.RosterEntry, mine membership.RuleSet, digest string) (map[string]membership.RuleSet, error) {
 	out := make(map[string]membership.RuleSet, len(live))
 	used := map[string]bool{}
 	for _, e := range live {
@@ -98,7 +98,7 @@ func (g *group) memberSets(ctx context.Context, live []membership.RosterEntry, m
 
 // warnOnce reports whether what was not warned about yet, and notes it.
 // The notes are bounded: past maxWarned they start over.
-func (g *group) warnOnce(what string) bool {
+func (g *Group) warnOnce(what string) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.warned[what] {
@@ -114,14 +114,14 @@ func (g *group) warnOnce(what string) bool {
 const maxWarned = 1024
 
 // warnBadLines reports each roster line that names no member, once.
-func (g *group) warnBadLines(bad []membership.BadLine) {
+func (g *Group) warnBadLines(bad []membership.BadLine) {
 	for _, b := range bad {
 		if g.warnOnce("line " + b.Line) {
 			line := b.Line
 			if len(line) > 200 {
 				line = line[:200] + "..."
 			}
-			g.svc.log.Warn("group: roster line ignored", "group", g.name, "line", line, "why", b.Why)
+			g.log.Warn("group: roster line ignored", "group", g.name, "line", line, "why", b.Why)
 		}
 	}
 }
@@ -130,7 +130,7 @@ func (g *group) warnBadLines(bad []membership.BadLine) {
 // content differs between the live members (of sets): each runs its own
 // version when it owns the rule. The sets are compared again only when
 // the members' digests changed.
-func (g *group) warnDiffering(live []membership.RosterEntry, sets map[string]membership.RuleSet) {
+func (g *Group) warnDiffering(live []membership.RosterEntry, sets map[string]membership.RuleSet) {
 	var key strings.Builder
 	for _, e := range live {
 		key.WriteString(e.Digest)
@@ -175,7 +175,7 @@ func (g *group) warnDiffering(live []membership.RosterEntry, sets map[string]mem
 		for _, h := range hashes {
 			versions = append(versions, h+": "+strings.Join(byHash[h], ","))
 		}
-		g.svc.log.Warn("group: the hosts have different versions of a rule; the one that owns it runs its own",
+		g.log.Warn("group: the hosts have different versions of a rule; the one that owns it runs its own",
 			"group", g.name, "rule", name, "versions", strings.Join(versions, "; "))
 	}
 }

@@ -1,0 +1,9 @@
+package group
+
+import (
+	"testing"
+
+	"github.com/ssrun/ssrun/internal/testutil"
+)
+
+func TestMain(m *testing.M) { testutil.Main(m) }
