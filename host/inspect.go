@@ -4,8 +4,14 @@ import (
 	"context"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/ruletimers"
 	"github.com/ssrun/ssrun/host/internal/serial"
 )
+
+// What the tools over the host ask of it besides Status and Stats: the
+// console (a rule's settings and timers, a dry run), ssrun test and replay
+// (the Host behind a rule's abi.Host, a serial host's idleness and turn,
+// a rule's timer names).
 
 // HostOf returns the Host whose rule was given h (the abi.Host a runtime
 // starts a rule with): ssrun test seeds a rule's random numbers per case
@@ -49,3 +55,30 @@ func (h *Host) TimerNames(path string) ([]string, bool) {
 	}
 	return r.timers.Names(), true
 }
+
+// TimerInfo is a pending timer of a rule (host/internal/ruletimers).
+type TimerInfo = ruletimers.Info
+
+// RuleConfigOf returns the settings of the rule loaded from path (its
+// permissions among them); false when no rule is loaded from path.
+func (h *Host) RuleConfigOf(path string) (RuleConfig, bool) {
+	r := h.ruleAt(path)
+	if r == nil {
+		return RuleConfig{}, false
+	}
+	return r.config(), true
+}
+
+// Timers returns the pending timers of the rule loaded from path, by
+// name; false when no rule is loaded from path.
+func (h *Host) Timers(path string) ([]TimerInfo, bool) {
+	r := h.ruleAt(path)
+	if r == nil {
+		return nil, false
+	}
+	return r.timers.Info(), true
+}
+
+// DryRun reports whether the host is a dry run (Config.DryRun): its rules'
+// writes never reach the store.
+func (h *Host) DryRun() bool { return h.dry != nil }
