@@ -285,7 +285,7 @@ func (c *canary) judge(ctx context.Context, ev abi.Event) {
 }
 
 // ring ends the window by Duration: it wakes the worker, which swaps the
-// shadow in (due). Until then it counts as activity (quiet.go).
+// shadow in (due). Until then it counts as activity (internal/serial).
 func (c *canary) ring() {
 	c.r.svc.quiet.Add(1)
 	if !c.owed.CompareAndSwap(false, true) {

@@ -108,7 +108,7 @@ type Config struct {
 	Clock clock.Clock
 	// Serial makes the host run one handler at a time, in the order their
 	// events were queued across all rules, and able to tell when it is idle
-	// (WaitIdle, Hold; see quiet.go): what ssrun test and replay need to be
+	// (WaitIdle, Hold; see internal/serial): what ssrun test and replay need to be
 	// deterministic. Its Store must count the events it queues (a
 	// *protocol.Client does: EventsQueued).
 	Serial bool

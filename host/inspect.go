@@ -21,11 +21,10 @@ func HostOf(h abi.Host) (*Host, bool) {
 	if !ok {
 		return nil, false
 	}
-	host, ok := hd.b.r.svc.host.(*Host)
-	return host, ok
+	return hd.b.r.svc.host, true
 }
 
-// WaitIdle waits until the host is idle (see quiet.go: every event routed
+// WaitIdle waits until the host is idle (see internal/serial: every event routed
 // and handled, no handler running or woken, no internal wake-up pending),
 // or ctx ends. Only a serial host (Config.Serial) can tell.
 func (h *Host) WaitIdle(ctx context.Context) error {

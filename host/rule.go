@@ -43,7 +43,7 @@ type rule struct {
 	svc *services // its log, reg, lin and calls; client, now and ctx are its leases'
 
 	mailbox *mailbox.Box
-	quiet   *serial.Rule // its part in a serial host's activity (quiet.go)
+	quiet   *serial.Rule // its part in a serial host's activity (internal/serial)
 	locks   *lease.Leases
 	logs    *logbudget.Budget
 	timers  *ruletimers.Timers
@@ -425,7 +425,7 @@ func (r *rule) call(w *worker, d mailbox.Delivery) bool {
 	shadow := r.shadow
 	r.mu.Unlock()
 	// The call's deadline starts once it has a place (see internal/gate), and
-	// in a serial host its turn (quiet.go).
+	// in a serial host its turn (internal/serial).
 	if err := r.svc.gate.Enter(w.ctx, &w.cs.gated); err != nil {
 		return true // shutting down
 	}

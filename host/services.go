@@ -35,8 +35,8 @@ type services struct {
 	clock   clock.Clock         // the host's clock (see clock.Clock)
 	now     func() time.Time    // the lease clock: clock.Now, or a test's
 	timers  *timers.Scheduler   // every rule's pending timers, and their clock
-	quiet   *serial.Quiet       // a serial host's activity and turn (nil: not serial; quiet.go)
-	host    any                 // the *Host these services are of (HostOf)
+	quiet   *serial.Quiet       // a serial host's activity and turn (nil: not serial)
+	host    *Host               // the Host these services are of (HostOf)
 	obs     Observer            // handler calls, for metrics (nil: none)
 	trace   Tracer              // what becomes of events, for the console (nil: none)
 	rec     Recorder            // what the rules see, for a trace (nil: none)

@@ -44,7 +44,7 @@ type keyOp struct {
 
 // Watcher is what the registry hands a key's changes to: a rule. The
 // watchers of a key get each change in the order of their names, so that
-// a serial host's order (quiet.go) does not depend on a map's.
+// a serial host's order (internal/serial) does not depend on a map's.
 type Watcher interface {
 	Enqueue(mailbox.Delivery)
 	WatcherName() string
@@ -308,7 +308,7 @@ func (g *Registry) Resync(ctx context.Context, all bool) []resyncEvent {
 		keys = append(keys, k)
 	}
 	g.mu.Unlock()
-	slices.Sort(keys) // a fixed order: quiet.go
+	slices.Sort(keys) // a fixed order: internal/serial
 	var out []resyncEvent
 	for _, key := range keys {
 		g.mu.Lock()
