@@ -31,7 +31,9 @@ import (
 // its deadline plus the grace abandons the worker with all its calls, as a
 // stuck call does with concurrency 1 (worker.abandoned): the host goes on
 // with a new worker, and the old one closes the version's instances once
-// every call has returned.
+// every call has returned. The events the pool had taken and not started
+// (waiting for a place in the gate) go back to the head of the mailbox,
+// for the new worker: only the calls running are lost with it.
 //
 // In a serial host (ssrun test, replay) the pool runs one call at a time,
 // in the order of the mailbox, so a run is deterministic.
@@ -220,11 +222,32 @@ func (r *rule) admit(d *mailbox.Delivery) bool {
 	return true
 }
 
+// putBack gives d, which a pool of the abandoned worker took and never
+// started, to the rule's next worker: a change goes back to the head of
+// the mailbox (it came before the events waiting), a lost lock's event
+// to the leases' lost ones; a timer's firing is fired again by the next
+// version, late, as an abandoned call's is.
+func (r *rule) putBack(d mailbox.Delivery) {
+	switch {
+	case d.Timer != nil:
+		r.timers.Again(d.Ev.Key)
+	case d.Ev.Op == abi.OpLockLost: // its lock's loss, as those the pool had not taken
+		r.svc.quiet.Work(r.quiet, 1) // work again until delivered
+		r.locks.GiveBack([]lease.Lost{{Name: d.Ev.Key, Ticket: d.Ticket}})
+	default:
+		r.requeue(d)
+	}
+}
+
 // callPooled runs the handler of the pool's instance m on d, in c, one of
 // w's call states; false when w was abandoned (the caller must end).
 func (r *rule) callPooled(w *worker, c *callState, m poolMember, d mailbox.Delivery) bool {
 	timeout := r.config().Timeout
 	if err := r.svc.gate.Enter(w.ctx, &c.gated); err != nil {
+		if w.gone.Load() { // abandoned while d waited for a place: not lost
+			r.putBack(d)
+			return false
+		}
 		return true // shutting down
 	}
 	if q := r.svc.quiet; q != nil {
@@ -242,13 +265,9 @@ func (r *rule) callPooled(w *worker, c *callState, m poolMember, d mailbox.Deliv
 		r.svc.rec.RecordEvent(r.name, r.svc.timers.Clock.NowMs(), d.Ev)
 	}
 	s, ok := c.beginPool(w.clock, timeout, d.Ev.Key, d.Ev.Op)
-	if !ok {
-		// Abandoned as it was handed over: lost with the pool's calls.
+	if !ok { // abandoned as it was handed over: it never started
 		r.svc.gate.Leave(&c.gated)
-		r.failed.Add(1)
-		if d.Timer != nil {
-			r.timers.Again(d.Ev.Key)
-		}
+		r.putBack(d)
 		return false
 	}
 	m.own.set(d.Lin, provenance.CauseOf(d.Ev, d.Lin))

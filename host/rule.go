@@ -347,6 +347,12 @@ func (r *rule) run(w *worker) bool {
 			return false
 		default:
 		}
+		// While no version runs (the last one was abandoned and the next
+		// is not swapped in yet), events wait in the mailbox for it.
+		var ready <-chan struct{}
+		if r.cur != nil {
+			ready = r.mailbox.Ready
+		}
 		select {
 		case <-w.quit:
 			r.shutdown(w.stopCtx)
@@ -364,7 +370,7 @@ func (r *rule) run(w *worker) bool {
 					return false
 				}
 			}
-		case <-r.mailbox.Ready:
+		case <-ready:
 			if sh := r.shadowing(); sh != nil {
 				sh.due() // its window may have ended with no event
 			}
@@ -467,6 +473,18 @@ func (r *rule) call(w *worker, d mailbox.Delivery) bool {
 	}
 	r.after(w, d, start, err, cut)
 	return true
+}
+
+// requeue puts d, an event a pool took and never started, back at the
+// head of the mailbox for the rule's next worker, unless the rule was
+// released (its mailbox dropped): r.mu is held across, so a release does
+// not drop the mailbox between the check and the put.
+func (r *rule) requeue(d mailbox.Delivery) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.released {
+		r.mailbox.PutBack(d)
+	}
 }
 
 // skipReason is skipLocked, taking r.mu.

@@ -4,6 +4,7 @@
 package mailbox
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/ssrun/ssrun/abi"
@@ -98,6 +99,31 @@ func (m *Box) PushAlways(d Delivery) {
 		m.idx[d.Ev.Key] = m.seq0 + uint64(len(m.q)-m.head)
 	}
 	m.appendLocked(d)
+	m.mu.Unlock()
+	m.Signal()
+}
+
+// PutBack returns d, an event taken from the mailbox and never handled,
+// to the head of the queue: it came before the events waiting, so it is
+// taken first again and a newer change of its key still comes after it
+// (a rule's worker abandoned with events its pool had taken but not
+// started: host/concurrency.go). d keeps its ticket; it counts as work
+// again until Done.
+func (m *Box) PutBack(d Delivery) {
+	m.mu.Lock()
+	m.quiet.Work(m.rq, 1)
+	if m.head > 0 {
+		m.head--
+		m.q[m.head] = d
+	} else {
+		m.q = slices.Insert(m.q, 0, d)
+	}
+	m.seq0-- // d's; the others keep theirs
+	if m.idx != nil && keyed(&d) {
+		if _, ok := m.idx[d.Ev.Key]; !ok {
+			m.idx[d.Ev.Key] = m.seq0
+		}
+	}
 	m.mu.Unlock()
 	m.Signal()
 }
