@@ -8,7 +8,7 @@ import (
 )
 
 // assign gives each rule of a group an owner among the live members, all
-// of which have every rule (see assignAmong).
+// of which have every rule (see AssignAmong).
 func assign(rules, members []string) map[string]string {
 	all := make(RuleSet, len(rules))
 	for _, r := range rules {

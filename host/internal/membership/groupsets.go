@@ -23,7 +23,7 @@ import (
 // The roster's lines: "ID DIGEST", one member a line, where ID is the
 // member's client id and DIGEST names the set of shared rule files it has
 // (below). Hosts of a group may differ in their rule files: a rule is
-// assigned only among the live members whose set has it (assignAmong), and
+// assigned only among the live members whose set has it (AssignAmong), and
 // a rule whose content differs between hosts runs, on whichever host owns
 // it, in that host's version. A version that fails to load on its owner is
 // left out of that host's set while another member offers the rule
@@ -138,7 +138,7 @@ func EntryOf(entries []RosterEntry, id string) (RosterEntry, bool) {
 // (host/internal/group/rules.go).
 
 // RuleSet maps the name of each rule file a member shares to the hash of
-// its content (contentHash; "" when the file could not be read).
+// its content (group.Host.ContentHash; "" when the file could not be read).
 type RuleSet map[string]string
 
 // Has reports whether the set holds the rule name.

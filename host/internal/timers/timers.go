@@ -14,7 +14,7 @@ import (
 	"github.com/ssrun/ssrun/protocol/hlc"
 )
 
-// Timer is one armed timer of a rule (see ruletimers.go, which owns its
+// Timer is one armed timer of a rule (see host/internal/ruletimers, which owns its
 // fields but at and index). One arm is one timer: re-arming a name makes a
 // new one, so a firing of the replaced one is recognised as stale by
 // identity; a periodic timer stays the same timer from one period to the
@@ -35,7 +35,7 @@ type Timer struct {
 }
 
 // timerOwner receives the timers that are due: the rule's timers
-// (ruletimers.go) queue their event, or ask for a retry.
+// (host/internal/ruletimers) queue their event, or ask for a retry.
 type timerOwner interface {
 	Fire(t *Timer, now int64)
 	OwnerName() string // the rule's file name
