@@ -13,8 +13,9 @@ import (
 )
 
 // binding is the store link of one version (in) of a rule (r): the last
-// link of the abi.Host chain its script calls (docs/architecture.md, "A
-// rule's abi.Host"), which makes each call on the store and the rule: reads
+// link of the abi.Host chain its script calls (docs/architecture.md, "One
+// call, from the handler to the store"), which makes each call on the store
+// and the rule: reads
 // from the store, writes through the rule (fenced, damped, remembered for
 // echo suppression and the journal: rule.write), watches, locks, logs and
 // timers the rule's. The links in front of it (chain) check the call
