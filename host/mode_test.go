@@ -120,6 +120,9 @@ end
 	e.waitValue("spinning", "yes")
 	e.set("k", "go")
 	e.waitValue("out", "go after 2 calls")
+	// The handler's write comes a moment before its call is counted:
+	// wait for the counts, then hold them to exactly these.
+	waitFor(t, "the second call counted", func() bool { return e.ruleStatus("spin.lua").Handled >= 1 })
 	if st := e.ruleStatus("spin.lua"); st.Restarted != 1 || st.Failed != 0 || st.Handled != 1 {
 		t.Fatalf("restarted %d failed %d handled %d, want 1, 0, 1", st.Restarted, st.Failed, st.Handled)
 	}
