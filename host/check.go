@@ -100,7 +100,7 @@ func (c *Checker) Check(ctx context.Context, path string) error {
 	if err != nil {
 		return err
 	}
-	store := &checkStore{Host: abitest.New(), cfg: cfg, rule: filepath.Base(path)}
+	store := &checkStore{Host: abitest.New(), rule: filepath.Base(path)}
 	store.MaxWatchedKeys = cfg.MaxWatchedKeys
 	script, err := abandon.Aside(c.calls, ctx, path, "start", c.grace, func(ctx context.Context) (abi.Script, error) {
 		return prog.Start(ctx, checkedHost(store, cfg), cfg.limits())
@@ -135,11 +135,11 @@ func checkedHost(store *checkStore, cfg RuleConfig) abi.Host {
 }
 
 // checkStore is the store of a checked rule (empty, in memory), behind its
-// guard (checkedHost), remembering the keys the rule read and found absent: in an empty store, a rule whose start needs a key
-// fails, and the error says so.
+// guard (checkedHost), remembering the keys the rule read and found
+// absent: in an empty store, a rule whose start needs a key fails, and the
+// error says so.
 type checkStore struct {
 	*abitest.Host
-	cfg     RuleConfig // the rule's settings (Keys, WatchPattern)
 	rule    string
 	mu      sync.Mutex
 	missing []string
@@ -156,26 +156,6 @@ func (s *checkStore) Get(ctx context.Context, key string) (abi.Value, error) {
 		s.mu.Unlock()
 	}
 	return v, err
-}
-
-// The pattern verbs of a checked rule: a pattern is refused as the
-// binding refuses it (malformed, outside the rule's permissions), then the
-// in-memory store answers.
-
-// Keys implements abi.Host.
-func (s *checkStore) Keys(ctx context.Context, pattern string, opts abi.KeysOptions) ([]string, error) {
-	if _, err := compilePattern("keys", pattern, s.rule, s.cfg.Read); err != nil {
-		return nil, err
-	}
-	return s.Host.Keys(ctx, pattern, opts)
-}
-
-// WatchPattern implements abi.Host.
-func (s *checkStore) WatchPattern(ctx context.Context, pattern string, opts abi.WatchOptions) error {
-	if _, err := compilePattern("watch_pattern", pattern, s.rule, s.cfg.Read, s.cfg.Watch); err != nil {
-		return err
-	}
-	return s.Host.WatchPattern(ctx, pattern, opts)
 }
 
 // missed returns the keys read and found absent, quoted.

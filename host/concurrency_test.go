@@ -182,10 +182,8 @@ func TestConcurrencyOneKeyAtATime(t *testing.T) {
 		seen = append(seen, ev.Key+"="+string(ev.Value))
 		mu.Unlock()
 		if ev.Key == "k" {
-			select {
-			case <-release:
-			case <-ctx.Done():
-				return ctx.Err()
+			if err := awaitRelease(ctx, release); err != nil {
+				return err
 			}
 		}
 		return nil
@@ -331,12 +329,7 @@ func TestConcurrencyGateBounds(t *testing.T) {
 	keys := []string{"g/0", "g/1", "g/2", "g/3"}
 	e.load("gated", goRule{init: watchInit(keys...), handle: kt.wrap(func(ctx context.Context, _ abi.Host, ev abi.Event) error {
 		in.Add(1)
-		select {
-		case <-release:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		return nil
+		return awaitRelease(ctx, release)
 	})})
 	for _, k := range keys {
 		e.set(k, "v")
@@ -560,12 +553,7 @@ func TestConcurrencyLockLostRunsAlone(t *testing.T) {
 			_, err := h.Lock(ctx, "leader", 300*time.Millisecond, abi.LockOptions{})
 			return err
 		}
-		select {
-		case <-release:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		return nil
+		return awaitRelease(ctx, release)
 	}})
 	e.set("take", "1")
 	waitFor(t, "the lock taken", func() bool { return len(e.status("ll").Locks) == 1 })

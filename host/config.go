@@ -18,7 +18,6 @@ import (
 	"github.com/ssrun/ssrun/host/internal/gate"
 	"github.com/ssrun/ssrun/host/internal/guard"
 	"github.com/ssrun/ssrun/host/internal/loadretry"
-	"github.com/ssrun/ssrun/host/internal/patterns"
 	"github.com/ssrun/ssrun/host/internal/ruletimers"
 	"github.com/ssrun/ssrun/host/internal/timers"
 )
@@ -284,22 +283,6 @@ func allowed(patterns []string, key string) bool { return guard.Allowed(patterns
 // pattern: it may read and watch it, and it is not the host's.
 func patternReadable(cfg RuleConfig, key string) bool {
 	return !hasReservedPrefix(key) && allowed(cfg.Read, key) && allowed(cfg.Watch, key)
-}
-
-// compilePattern compiles pattern for verb of rule and checks it against
-// perms (each a list as in RuleConfig.Read): INVALID when malformed,
-// DENIED when outside them.
-func compilePattern(verb, pattern, rule string, perms ...[]string) (patterns.Pattern, error) {
-	pat, err := patterns.Compile(pattern)
-	if err != nil {
-		return patterns.Pattern{}, abi.Errorf(abi.StatusInvalid, "%s %.200q: %v", verb, pattern, err)
-	}
-	for _, p := range perms {
-		if err := pat.Check(ReservedPrefix, p); err != nil {
-			return patterns.Pattern{}, abi.Errorf(abi.StatusDenied, "%s %q: %v (rule %s)", verb, pattern, err, rule)
-		}
-	}
-	return pat, nil
 }
 
 // hasReservedPrefix reports whether key is the host's own.

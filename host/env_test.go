@@ -181,6 +181,17 @@ func (e *env) load(name string, r goRule) string {
 	return p
 }
 
+// awaitRelease blocks a test handler until release is closed, or its
+// call's ctx ends (its error then).
+func awaitRelease(ctx context.Context, release <-chan struct{}) error {
+	select {
+	case <-release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // write writes content to the file at p.
 func (e *env) write(p, content string) {
 	e.t.Helper()

@@ -29,10 +29,8 @@ func TestModeLatest(t *testing.T) {
 		first := len(seen) == 1
 		mu.Unlock()
 		if first {
-			select {
-			case <-release:
-			case <-ctx.Done():
-				return ctx.Err()
+			if err := awaitRelease(ctx, release); err != nil {
+				return err
 			}
 		}
 		return nil

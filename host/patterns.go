@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/patterns"
 	"github.com/ssrun/ssrun/host/internal/patternwatch"
 	"github.com/ssrun/ssrun/host/internal/status"
 	"github.com/ssrun/ssrun/host/staging"
@@ -17,13 +18,11 @@ import (
 // (host/internal/patternwatch).
 
 // Keys implements abi.Host: the store's keys matching pattern that the
-// rule may read (a staging link adds what it staged: host/staging).
+// rule may read (a staging link adds what it staged: host/staging). The
+// guard has checked the pattern.
 func (b *binding) Keys(ctx context.Context, pattern string, opts abi.KeysOptions) ([]string, error) {
 	cfg := b.r.config()
 	limit := staging.KeysLimit(opts)
-	if _, err := compilePattern("keys", pattern, b.r.name, cfg.Read); err != nil {
-		return nil, err
-	}
 	readable := func(k string) bool { return allowed(cfg.Read, k) }
 	keys, complete, err := b.r.svc.pats.Scan(ctx, pattern, limit, readable)
 	if err != nil {
@@ -39,12 +38,13 @@ func (b *binding) Keys(ctx context.Context, pattern string, opts abi.KeysOptions
 // counted first: more than the rule's max_watched_keys fails with LIMIT
 // (offline, the count waits for the first scan). The watch is staged while
 // the version starts, as Watch's are; the pattern's scans (patternwatch.Hub)
-// then register its keys and give them to the rule.
+// then register its keys and give them to the rule. The guard has checked
+// the pattern.
 func (b *binding) WatchPattern(ctx context.Context, pattern string, opts abi.WatchOptions) error {
 	cfg := b.r.config()
-	pat, err := compilePattern("watch_pattern", pattern, b.r.name, cfg.Read, cfg.Watch)
-	if err != nil {
-		return err
+	pat, err := patterns.Compile(pattern)
+	if err != nil { // the guard compiled it: it compiles
+		return abi.Errorf(abi.StatusInvalid, "watch_pattern %.200q: %v", pattern, err)
 	}
 	_, complete, err := b.r.svc.pats.Scan(ctx, pattern, cfg.MaxWatchedKeys, func(k string) bool { return patternReadable(cfg, k) })
 	switch {

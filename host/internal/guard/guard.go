@@ -2,7 +2,8 @@
 // call before the links below it see it (docs/architecture.md, "A rule's
 // abi.Host"): the version still runs, the key or timer name is well formed
 // and not under the host's reserved prefix, the rule may read, write, watch
-// or lock it, a value is within the rule's limit, the options are valid.
+// or lock it (a pattern by its literal beginning), a value is within the
+// rule's limit, the options are valid.
 // A call it refuses reaches no store and changes nothing of the rule; the
 // links below it check none of this again.
 package guard
@@ -15,6 +16,7 @@ import (
 	"github.com/bmatcuk/doublestar/v4"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/patterns"
 )
 
 // Limits are the rule's permissions and value limit, as its configuration
@@ -161,8 +163,8 @@ func (h *Host) Unwatch(ctx context.Context, key string) error {
 	return h.next.Unwatch(ctx, key)
 }
 
-// Keys implements abi.Host: its limit, then the version. The pattern is
-// checked against the permissions where it is compiled (the store link).
+// Keys implements abi.Host: its limit, then the version, then the
+// pattern against the rule's read permissions.
 func (h *Host) Keys(ctx context.Context, pattern string, opts abi.KeysOptions) ([]string, error) {
 	if opts.Limit < 0 || opts.Limit > abi.MaxKeysLimit {
 		return nil, abi.Errorf(abi.StatusInvalid, "keys %.200q: limit %d is not between 1 and %d (0: %d)", pattern, opts.Limit, abi.MaxKeysLimit, abi.DefaultKeysLimit)
@@ -170,15 +172,40 @@ func (h *Host) Keys(ctx context.Context, pattern string, opts abi.KeysOptions) (
 	if err := h.closed("keys", pattern); err != nil {
 		return nil, err
 	}
+	if err := h.checkPattern("keys", pattern, h.r.Limits().Read); err != nil {
+		return nil, err
+	}
 	return h.next.Keys(ctx, pattern, opts)
 }
 
-// WatchPattern implements abi.Host.
+// WatchPattern implements abi.Host: the version, then the pattern against
+// the rule's read and watch permissions.
 func (h *Host) WatchPattern(ctx context.Context, pattern string, opts abi.WatchOptions) error {
 	if err := h.closed("watch_pattern", pattern); err != nil {
 		return err
 	}
+	l := h.r.Limits()
+	if err := h.checkPattern("watch_pattern", pattern, l.Read, l.Watch); err != nil {
+		return err
+	}
 	return h.next.WatchPattern(ctx, pattern, opts)
+}
+
+// checkPattern compiles pattern for verb and checks it against perms (each
+// a list as in Limits.Read): INVALID when malformed, DENIED when under the
+// reserved prefix or outside them (host/internal/patterns: by its literal
+// beginning; the keys it matches are filtered one by one).
+func (h *Host) checkPattern(verb, pattern string, perms ...[]string) error {
+	pat, err := patterns.Compile(pattern)
+	if err != nil {
+		return abi.Errorf(abi.StatusInvalid, "%s %.200q: %v", verb, pattern, err)
+	}
+	for _, p := range perms {
+		if err := pat.Check(h.r.Reserved, p); err != nil {
+			return abi.Errorf(abi.StatusDenied, "%s %q: %v (rule %s)", verb, pattern, err, h.r.Name)
+		}
+	}
+	return nil
 }
 
 // UnwatchPattern implements abi.Host.

@@ -73,6 +73,10 @@ func TestGuardRefusesBeforeTheNextLink(t *testing.T) {
 			_, err := g.Keys(ctx, "in/*", abi.KeysOptions{Limit: abi.MaxKeysLimit + 1})
 			return err
 		}, abi.StatusInvalid, "is not between"},
+		{"keys malformed pattern", func() error { _, err := g.Keys(ctx, "in/[", abi.KeysOptions{}); return err }, abi.StatusInvalid, `keys "in/["`},
+		{"keys reserved pattern", func() error { _, err := g.Keys(ctx, "$ssrun/*", abi.KeysOptions{}); return err }, abi.StatusDenied, "reserved for the host"},
+		{"keys outside read", func() error { _, err := g.Keys(ctx, "out/*", abi.KeysOptions{}); return err }, abi.StatusDenied, "no key it matches can be read"},
+		{"watch_pattern outside watch", func() error { return g.WatchPattern(ctx, "both/*", abi.WatchOptions{}) }, abi.StatusDenied, "(rule r.lua)"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { refused(t, c.call, c.status, c.msg) })
