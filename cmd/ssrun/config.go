@@ -147,6 +147,12 @@ func loadConfig(path string) (*fileConfig, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	return parseConfig(path, b)
+}
+
+// parseConfig decodes and validates the content b of the ssrun.yaml at
+// path (named in errors), as loadConfig does.
+func parseConfig(path string, b []byte) (*fileConfig, error) {
 	var c fileConfig
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
