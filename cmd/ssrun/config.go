@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -202,6 +203,9 @@ func parseDuration(s string) (time.Duration, error) {
 	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
 		if ms < 0 {
 			return 0, fmt.Errorf("duration %q is negative", s)
+		}
+		if ms > math.MaxInt64/int64(time.Millisecond) { // would wrap around, to a negative or a short duration
+			return 0, fmt.Errorf("duration %q is too long (at most %d milliseconds)", s, math.MaxInt64/int64(time.Millisecond))
 		}
 		return time.Duration(ms) * time.Millisecond, nil
 	}

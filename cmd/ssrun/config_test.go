@@ -96,6 +96,7 @@ func TestLoadConfigErrorsNameFileAndLine(t *testing.T) {
 		{"unknown field", "defaults:\n  timeot: 1s\n", "line 2"},
 		{"bad duration", "defaults:\n  timeout: soon\n", `line 2: bad duration "soon"`},
 		{"bad size", "rules:\n  a.lua:\n    memory: lots\n", `line 3: bad size "lots"`},
+		{"duration past time.Duration", "defaults:\n  timeout: 18446744073710\n", `line 2: duration "18446744073710" is too long`},
 		{"bad pattern", "rules:\n  a.lua:\n    read: [\"a/[\"]\n", `rules: a.lua: read: bad key pattern "a/["`},
 		{"plugin without path", "plugins:\n  p: {sha256: ab}\n", "plugins: p: path is required"},
 		{"unknown mode", "rules:\n  a.lua:\n    mode: parallel\n", `rules: a.lua: mode: "parallel" is not a choice: say "queued" (the default), "latest" or "restart"`},
