@@ -194,8 +194,11 @@ func hclogLine(line string) (int32, string, bool) {
 const maxLine = 16 << 10
 
 // lineWriter passes what is written to it to emit line by line (without the
-// newline); a line longer than maxLine is split, and Flush passes on a
-// partial last line.
+// newline and a "\r" before it); a line longer than maxLine is split into
+// pieces of maxLine bytes, and Flush passes on a partial last line. The
+// lines do not depend on how the output is cut into writes: the last
+// maxLine+1 bytes of an unfinished line wait for the rest (a line of
+// maxLine bytes is one piece, its "\r\n" in the next write or not).
 type lineWriter struct {
 	mu   sync.Mutex
 	buf  []byte
@@ -221,7 +224,7 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 		w.emit(string(line))
 		w.buf = w.buf[i+1:]
 	}
-	for len(w.buf) >= maxLine {
+	for len(w.buf) > maxLine+1 {
 		w.emit(string(w.buf[:maxLine]))
 		w.buf = w.buf[maxLine:]
 	}
@@ -235,8 +238,12 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 func (w *lineWriter) Flush() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	for len(w.buf) > maxLine {
+		w.emit(string(w.buf[:maxLine]))
+		w.buf = w.buf[maxLine:]
+	}
 	if len(w.buf) > 0 {
 		w.emit(string(w.buf))
-		w.buf = nil
 	}
+	w.buf = nil
 }
