@@ -73,7 +73,7 @@ var rules = []rule{
 // name ends in "test", such as broker/brokertest) may import besides those
 // its folder allows, with what their own rules allow them: only tests
 // import such a package.
-var testSupport = []string{"internal/testutil", "internal/ruletest", "abi/abitest"}
+var testSupport = []string{"internal/testutil", "internal/ruletest", "abi/abitest", "inproc/inproctest"}
 
 // ruleFor returns the rule of the package rel: the one of its longest
 // prefix.
