@@ -137,10 +137,7 @@ func (h groupHost) Unload(ctx context.Context, path string) error {
 		return fmt.Errorf("stop %s: %w", path, err)
 	}
 	defer h.unlockLoads()
-	h.mu.Lock()
-	r := h.slots[path]
-	delete(h.slots, path)
-	h.mu.Unlock()
+	r := h.takeSlot(path)
 	if r == nil {
 		return nil
 	}

@@ -707,10 +707,7 @@ func (h *Host) Remove(ctx context.Context, path string) error {
 		return fmt.Errorf("remove %s: %w", path, err)
 	}
 	defer h.unlockLoads()
-	h.mu.Lock()
-	r := h.slots[path]
-	delete(h.slots, path)
-	h.mu.Unlock()
+	r := h.takeSlot(path)
 	h.outcomes.Forget(path)
 	shared := h.group != nil && h.group.Forget(path)
 	if r == nil {
@@ -724,6 +721,16 @@ func (h *Host) Remove(ctx context.Context, path string) error {
 		r.timers.Drop(ctx)
 	}
 	return err
+}
+
+// takeSlot removes the rule loaded from path from the host's slots and
+// returns it (nil if none was).
+func (h *Host) takeSlot(path string) *rule {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := h.slots[path]
+	delete(h.slots, path)
+	return r
 }
 
 // stopRule ends the rule r, for why ("remove", "shutdown"): its call in

@@ -14,6 +14,7 @@ import (
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host/clock"
 	"github.com/ssrun/ssrun/inproc"
+	"github.com/ssrun/ssrun/inproc/inproctest"
 	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/store"
@@ -30,14 +31,7 @@ func newSerialEnv(t *testing.T, seed ...func(*store.Store)) (*env, *clock.Virtua
 		f(st)
 	}
 	srv := inproc.New(st)
-	dial := func(id string) *protocol.Client {
-		c, err := protocol.NewLocal(context.Background(), protocol.Config{ClientID: id, Now: vc.Now, Logger: slog.New(slog.DiscardHandler)}, srv)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
+	dial := func(id string) *protocol.Client { return inproctest.Client(t, srv, id, vc.Now) }
 	e := &env{t: t, rt: &goRuntime{}, dir: t.TempDir(), logs: &testutil.Buffer{}, client: dial("serial-host"), user: dial("serial-user")}
 	e.startHost(func(o *Config) { o.Clock, o.Serial = vc, true })
 	return e, vc

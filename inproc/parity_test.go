@@ -9,13 +9,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/ssrun/ssrun/broker"
 	"github.com/ssrun/ssrun/broker/brokertest"
 	"github.com/ssrun/ssrun/inproc"
+	"github.com/ssrun/ssrun/inproc/inproctest"
 	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/protocol/protocoltest"
@@ -35,14 +35,7 @@ var backends = []backend{
 	{"in-process", func(t *testing.T, clk *testutil.Clock, quota int) func(string) *protocol.Client {
 		s := store.New(clk.Now, store.Quota{Keys: quota, Bytes: -1})
 		sv := inproc.New(s)
-		return func(id string) *protocol.Client {
-			c, err := protocol.NewLocal(context.Background(), protocol.Config{ClientID: id, Now: clk.Now, Logger: slog.New(slog.DiscardHandler)}, sv)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = c.Close() })
-			return c
-		}
+		return func(id string) *protocol.Client { return inproctest.Client(t, sv, id, clk.Now) }
 	}},
 	{"mqtt", func(t *testing.T, clk *testutil.Clock, quota int) func(string) *protocol.Client {
 		b := brokertest.Start(t, func(c *broker.Config) { c.Now, c.Quota = clk.Now, quota })

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ssrun/ssrun/internal/filelock"
 )
 
 // This file is the store's write-ahead journal (persist.go has the design):
@@ -87,8 +89,8 @@ type journal struct {
 	policy    FsyncPolicy
 	interval  time.Duration
 	log       *slog.Logger
-	compactAt int64    // segment size that asks for a snapshot
-	lock      *os.File // the directory lock, held until close
+	compactAt int64          // segment size that asks for a snapshot
+	lock      *filelock.Lock // the directory lock, held until close
 	syncFile  func(*os.File) error
 
 	kick    chan struct{} // cap 1: records or a retired segment to sync
@@ -393,7 +395,7 @@ func (j *journal) close() error {
 		}
 	}
 	j.mu.Unlock()
-	if cerr := unlockDir(j.lock); err == nil {
+	if cerr := j.lock.Release(); err == nil {
 		err = cerr
 	}
 	return err

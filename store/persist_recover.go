@@ -58,7 +58,7 @@ func (s *Store) OpenData(pc PersistConfig) (rec Recovery, err error) {
 	}
 	defer func() {
 		if err != nil {
-			_ = unlockDir(lock)
+			_ = lock.Release()
 		}
 	}()
 	files, err := listData(pc.Dir)

@@ -3,7 +3,6 @@ package staging
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"sync/atomic"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/ssrun/ssrun/host/internal/timers"
 	"github.com/ssrun/ssrun/inproc"
+	"github.com/ssrun/ssrun/inproc/inproctest"
 	"github.com/ssrun/ssrun/internal/testutil"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/store"
@@ -32,15 +32,8 @@ func newLayerWorld(t *testing.T) *layerWorld {
 	w.ms.Store(1_700_000_000_000)
 	now := func() time.Time { return time.UnixMilli(w.ms.Load()) }
 	srv := inproc.New(store.New(now, store.Quota{Keys: -1, Bytes: -1}))
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	dial := func(id string) *protocol.Client {
-		c, err := protocol.NewLocal(context.Background(), protocol.Config{ClientID: id, Now: now, Logger: quiet}, srv)
-		if err != nil {
-			t.Fatal(err)
-		}
-		testutil.CloseAtEnd(t, id, func(context.Context) error { return c.Close() })
-		return c
-	}
+	quiet := slog.New(slog.DiscardHandler)
+	dial := func(id string) *protocol.Client { return inproctest.Client(t, srv, id, now) }
 	w.real, w.other = dial("host"), dial("other")
 	l, err := newLayer(w.real, w.ms.Load, timers.ReservedPrefix, quiet)
 	if err != nil {

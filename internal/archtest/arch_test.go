@@ -33,23 +33,23 @@ var rules = []rule{
 	// semantics, instead of a copy of its own. It is test support, which
 	// neither abi nor a guest SDK imports, so abi and the SDKs stay
 	// stdlib-only; abitest takes store's dependencies with it (the protocol
-	// packages, internal/glob, google/btree).
-	{pkg: "abi/abitest", allow: []string{"abi", "store", "protocol/resp", "protocol/hlc", "protocol/wire", "internal/glob"}},
+	// packages, internal/glob, internal/filelock, google/btree).
+	{pkg: "abi/abitest", allow: []string{"abi", "store", "protocol/resp", "protocol/hlc", "protocol/wire", "internal/glob", "internal/filelock"}},
 	{pkg: "protocol", allow: []string{"protocol"}},
-	{pkg: "store", allow: []string{"store", "protocol/resp", "protocol/hlc", "protocol/wire", "internal/glob"}},
-	{pkg: "inproc", allow: []string{"inproc", "protocol", "store", "internal/glob"}},
-	{pkg: "broker", allow: []string{"broker", "store", "internal/glob", "protocol/resp", "protocol/hlc", "protocol/wire", "internal/fsfollow", "internal/safefile"}},
+	{pkg: "store", allow: []string{"store", "protocol/resp", "protocol/hlc", "protocol/wire", "internal/glob", "internal/filelock"}},
+	{pkg: "inproc", allow: []string{"inproc", "protocol", "store", "internal/glob", "internal/filelock"}},
+	{pkg: "broker", allow: []string{"broker", "store", "internal/glob", "internal/filelock", "protocol/resp", "protocol/hlc", "protocol/wire", "internal/fsfollow", "internal/safefile"}},
 	{pkg: "runtime/lua", allow: []string{"runtime/lua", "abi"}},
 	{pkg: "runtime/wasm", allow: []string{"runtime/wasm", "abi"}},
 	{pkg: "runtime/plugin", allow: []string{"runtime/plugin", "abi"}},
 	// host may import store and inproc: a dry run stages its writes in a
 	// store in process (host/staging).
-	{pkg: "host", allow: []string{"host", "abi", "protocol", "store", "inproc", "internal/glob", "runtime", "internal/fsfollow", "internal/safefile"}},
+	{pkg: "host", allow: []string{"host", "abi", "protocol", "store", "inproc", "internal/glob", "internal/filelock", "runtime", "internal/fsfollow", "internal/safefile"}},
 	// What sits below the Host lives in packages under host/ (internal
 	// where nobody else imports it): each may import the packages the host
 	// builds on and those of its neighbours below host, never host itself
 	// (the compiler forbids the cycle) nor a runtime.
-	{pkg: "host/internal", allow: []string{"host/internal", "host/clock", "host/provenance", "abi", "protocol", "store", "inproc", "internal/glob"}},
+	{pkg: "host/internal", allow: []string{"host/internal", "host/clock", "host/provenance", "abi", "protocol", "store", "inproc", "internal/glob", "internal/filelock"}},
 	// The public packages below the host, whose types admin, testrun and
 	// cmd/ssrun use: the clock (stdlib only) and provenance (its types
 	// and the journal, over abi's events).
@@ -61,19 +61,19 @@ var rules = []rule{
 	// staging (a dry run's and a canary's staged writes, whose Write
 	// cmd/ssrun prints) stages on the store engine in process, and uses
 	// the host's status table and provenance.
-	{pkg: "host/staging", allow: []string{"host/staging", "host/internal/status", "host/provenance", "abi", "protocol", "store", "inproc", "internal/glob"}},
+	{pkg: "host/staging", allow: []string{"host/staging", "host/internal/status", "host/provenance", "abi", "protocol", "store", "inproc", "internal/glob", "internal/filelock"}},
 	// ocirules knows no host nor runtime: it fills a folder that the host
 	// loads and follows like any other.
-	{pkg: "ocirules", allow: []string{"ocirules", "internal/safefile"}},
-	{pkg: "admin", allow: []string{"admin", "host", "abi", "protocol", "broker", "store", "inproc", "internal/glob", "runtime", "internal/fsfollow", "internal/safefile"}},
-	{pkg: "testrun", allow: []string{"testrun", "host", "abi", "protocol", "store", "inproc", "internal/glob", "runtime", "internal/fsfollow", "internal/safefile"}},
+	{pkg: "ocirules", allow: []string{"ocirules", "internal/safefile", "internal/filelock"}},
+	{pkg: "admin", allow: []string{"admin", "host", "abi", "protocol", "broker", "store", "inproc", "internal/glob", "internal/filelock", "runtime", "internal/fsfollow", "internal/safefile"}},
+	{pkg: "testrun", allow: []string{"testrun", "host", "abi", "protocol", "store", "inproc", "internal/glob", "internal/filelock", "runtime", "internal/fsfollow", "internal/safefile"}},
 }
 
 // testSupport are the project packages a package of test helpers (one whose
 // name ends in "test", such as broker/brokertest) may import besides those
 // its folder allows, with what their own rules allow them: only tests
 // import such a package.
-var testSupport = []string{"internal/testutil", "internal/ruletest", "abi/abitest"}
+var testSupport = []string{"internal/testutil", "internal/ruletest", "abi/abitest", "inproc/inproctest"}
 
 // ruleFor returns the rule of the package rel: the one of its longest
 // prefix.

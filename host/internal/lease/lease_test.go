@@ -8,10 +8,7 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host/clock"
-	"github.com/ssrun/ssrun/inproc"
-	"github.com/ssrun/ssrun/internal/testutil"
-	"github.com/ssrun/ssrun/protocol"
-	"github.com/ssrun/ssrun/store"
+	"github.com/ssrun/ssrun/inproc/inproctest"
 )
 
 // Margin is ttl/1000 for drift plus min(100 ms, ttl/4) for the send, as its
@@ -45,13 +42,8 @@ func (w noWaits) WaitDelete(context.Context, string, func()) (func(), error) {
 func newLeases(t *testing.T) (*Leases, *clock.Virtual) {
 	t.Helper()
 	vc := clock.NewVirtual(time.Unix(1_700_000_000, 0))
-	srv := inproc.New(store.New(vc.Now, store.Quota{Keys: -1, Bytes: -1}))
+	c := inproctest.Client(t, inproctest.Server(vc.Now), "host", vc.Now)
 	log := slog.New(slog.DiscardHandler)
-	c, err := protocol.NewLocal(context.Background(), protocol.Config{ClientID: "host", Now: vc.Now, Logger: log}, srv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	testutil.CloseAtEnd(t, "client", func(context.Context) error { return c.Close() })
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	ls := New(&Services{Ctx: ctx, Client: c, Log: log, Waits: noWaits{t}, Clock: vc, Now: vc.Now}, "r.lua", nil)

@@ -9,10 +9,8 @@ import (
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host/clock"
-	"github.com/ssrun/ssrun/inproc"
-	"github.com/ssrun/ssrun/internal/testutil"
+	"github.com/ssrun/ssrun/inproc/inproctest"
 	"github.com/ssrun/ssrun/protocol"
-	"github.com/ssrun/ssrun/store"
 )
 
 // newHub returns a hub over a store in process holding keys (each set to
@@ -20,13 +18,8 @@ import (
 func newHub(t *testing.T, keys ...string) *Hub {
 	t.Helper()
 	vc := clock.NewVirtual(time.Unix(1_700_000_000, 0))
-	srv := inproc.New(store.New(vc.Now, store.Quota{Keys: -1, Bytes: -1}))
+	c := inproctest.Client(t, inproctest.Server(vc.Now), "host", vc.Now)
 	log := slog.New(slog.DiscardHandler)
-	c, err := protocol.NewLocal(context.Background(), protocol.Config{ClientID: "host", Now: vc.Now, Logger: log}, srv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	testutil.CloseAtEnd(t, "client", func(context.Context) error { return c.Close() })
 	for _, k := range keys {
 		if _, err := c.Set(context.Background(), []byte(k), []byte("v"), protocol.SetOptions{}); err != nil {
 			t.Fatal(err)
