@@ -91,7 +91,10 @@ func (c *Checker) Check(ctx context.Context, path string) error {
 	if err != nil {
 		return err // it names the file
 	}
-	cfg := ruleConfigFor(c.defaults, c.rules, path)
+	cfg, err := loadableConfigFor(c.defaults, c.rules, path)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout+cfg.Timeout)
 	defer cancel()
 	prog, err := abandon.Aside(c.calls, ctx, path, "compile", c.grace, func(ctx context.Context) (abi.Program, error) {

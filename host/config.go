@@ -310,6 +310,18 @@ func ruleConfigFor(defaults RuleConfig, rules map[string]RuleConfig, p string) R
 	return c.withDefaults()
 }
 
+// loadableConfigFor returns the settings of the rule file at path, or an
+// error if the entries matching it combine into settings that no entry
+// holds alone and a load refuses (concurrency from one, a canary from
+// another). Load, ssrun check and a live change of the settings all ask it.
+func loadableConfigFor(defaults RuleConfig, rules map[string]RuleConfig, path string) (RuleConfig, error) {
+	cfg := ruleConfigFor(defaults, rules, path)
+	if err := cfg.checkConcurrency(); err != nil {
+		return cfg, fmt.Errorf("%s: %w", path, err)
+	}
+	return cfg, nil
+}
+
 // validateRuleConfigs checks defaults and every per-rule entry, naming the
 // entry that is wrong.
 func validateRuleConfigs(defaults RuleConfig, rules map[string]RuleConfig) error {

@@ -556,9 +556,9 @@ func (h *Host) loadLocked(ctx context.Context, path string) (err error) {
 	if r != nil && shadowRuns(r, hash) {
 		return nil
 	}
-	cfg := ruleConfigFor(h.defaults, h.rules, path)
-	if err := cfg.checkConcurrency(); err != nil { // set by entries that match it apart
-		return fmt.Errorf("load %s: %w", path, err)
+	cfg, err := loadableConfigFor(h.defaults, h.rules, path)
+	if err != nil {
+		return fmt.Errorf("load %w", err)
 	}
 	name := filepath.Base(path)
 	lctx, cancel := context.WithTimeout(ctx, h.loadTimeout+cfg.Timeout)

@@ -38,6 +38,11 @@ func (h *Host) SetRuleConfig(ctx context.Context, defaults RuleConfig, rules map
 		return fmt.Errorf("rule settings: %w", err)
 	}
 	defer h.unlockLoads()
+	for _, r := range h.loaded() { // refused whole, before any rule changes
+		if _, err := loadableConfigFor(defaults, rules, r.path); err != nil {
+			return fmt.Errorf("rule settings: %w", err)
+		}
+	}
 	h.defaults, h.rules = defaults, rules
 	h.valueLimits.Store(&limits)
 	for _, r := range h.loaded() {

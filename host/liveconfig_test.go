@@ -78,6 +78,13 @@ func TestSetRuleConfigRefusesBadSettings(t *testing.T) {
 			t.Fatalf("SetRuleConfig(%v) = %v, want an error naming %q", bad, err, name)
 		}
 	}
+	// Each entry is valid alone; together they give the loaded rule
+	// concurrency and a canary, which its load would refuse.
+	split := map[string]RuleConfig{"*.gorule": {Concurrency: 4}, "writer.gorule": {Canary: Canary{Events: 5}}}
+	if err := e.host.SetRuleConfig(e.ctx(), RuleConfig{}, split); err == nil ||
+		!strings.Contains(err.Error(), "writer.gorule: concurrency: 4 cannot be combined with canary") {
+		t.Fatalf("concurrency and canary from two entries: %v", err)
+	}
 	e.set("go", "1")
 	if err := <-errc; abi.StatusOf(err) != abi.StatusDenied {
 		t.Fatalf("write after refused settings: %v, want DENIED (the old settings)", err)

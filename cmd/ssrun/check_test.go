@@ -62,6 +62,10 @@ func TestCheckRefusesWhatDevRefuses(t *testing.T) {
 			`DIR/bad.lua:2: load: set "out": value of 8 bytes exceeds the rule's limit of 4`},
 		{"timer name too long", map[string]string{"bad.lua": "local ss = require('ssrun')\nassert(ss.timer(string.rep('t', 300), 1000))\nfunction on_event() end\n"},
 			"DIR/bad.lua:2: load: timer: timer name of 300 bytes is longer than"},
+		{"concurrency and canary from two entries", map[string]string{
+			"bad.lua":    "function on_event() end\n",
+			"ssrun.yaml": "rules:\n  \"b*.lua\": {concurrency: 4}\n  bad.lua: {canary: {events: 5}}\n  good.lua: {}\n"},
+			"DIR/bad.lua: concurrency: 4 cannot be combined with canary"},
 		{"plugin without handshake", map[string]string{"bad*": "#!/bin/sh\necho not a plugin\n"},
 			"DIR/bad"},
 		{"bad ssrun.yaml", map[string]string{"ssrun.yaml": "defaults:\n  timeout: 1s\n  timout: 2s\n"},
