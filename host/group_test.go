@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/membership"
 	"github.com/ssrun/ssrun/protocol"
 )
 
@@ -282,6 +283,38 @@ func TestGroupHandOverMidCallRedelivers(t *testing.T) {
 	c.mu.Unlock()
 	if len(by) != 1 || by[0] == owner {
 		t.Fatalf("value 2 handled by hosts %v, want only the next owner (not %d)", by, owner)
+	}
+}
+
+// A rule whose seen record is not one a host wrote (JSON null, which
+// decoded to a nil map that the host then wrote into, a panic; or not
+// JSON, with which the rule was never taken over) is taken over all the
+// same: its watched key is delivered again, and the record replaced.
+func TestGroupUnreadableSeenRecordResyncs(t *testing.T) {
+	for _, record := range []string{"null", "not json"} {
+		t.Run(record, func(t *testing.T) {
+			c := newCluster(t, 1, groupTestTTL)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			seenKey := ReservedPrefix + "group/g/seen/" + membership.RuleHash("r00.gorule")
+			for k, v := range map[string]string{"in/r00": "1", seenKey: record} {
+				if _, err := c.user.Set(ctx, []byte(k), []byte(v), protocol.SetOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c.start()
+			if !c.waitHandled("r00", "1", time.Minute) {
+				t.Fatal("in/r00 was not delivered to the rule taken over")
+			}
+			waitFor(t, "the seen record replaced", func() bool {
+				res, err := c.user.Get(ctx, []byte(seenKey), protocol.CallOptions{})
+				if err != nil || !res.Found {
+					return false
+				}
+				seen, err := membership.DecodeSeen(res.Value)
+				return err == nil && seen["in/r00"] != ""
+			})
+		})
 	}
 }
 

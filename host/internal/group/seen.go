@@ -3,7 +3,6 @@ package group
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"sync"
 
 	"github.com/ssrun/ssrun/abi"
@@ -20,17 +19,27 @@ import (
 
 func (g *Group) seenKey(rule string) string { return g.key("seen/" + membership.RuleHash(rule)) }
 
-// readSeen reads what the rule's last owner recorded.
+// readSeen reads what the rule's last owner recorded. A record no host
+// wrote (not a JSON object of versions) says nothing of what was handled:
+// the rule's resync then delivers every watched key that exists again (at
+// least once, as after any hand-over), and its next flush replaces the
+// record.
 func (g *Group) readSeen(ctx context.Context, rule string) (*membership.Progress, error) {
-	res, err := g.store.Get(ctx, []byte(g.seenKey(rule)), protocol.CallOptions{})
+	key := g.seenKey(rule)
+	res, err := g.store.Get(ctx, []byte(key), protocol.CallOptions{})
 	if err != nil {
 		return nil, err
 	}
 	p := &membership.Progress{Seen: map[string]string{}, Fresh: !res.Found}
 	if res.Found {
-		if err := json.Unmarshal(res.Value, &p.Seen); err != nil {
-			return nil, fmt.Errorf("%s: %w", g.seenKey(rule), err)
+		seen, err := membership.DecodeSeen(res.Value)
+		if err != nil {
+			g.log.Warn("group: the record of what the rule's last owner handled is unreadable; its watched keys are delivered again",
+				"group", g.name, "rule", rule, "key", key, "err", err)
+			p.Dirty = true
+			return p, nil
 		}
+		p.Seen = seen
 	}
 	return p, nil
 }

@@ -1,6 +1,8 @@
 package membership
 
 import (
+	"encoding/json"
+	"errors"
 	"sync"
 
 	"github.com/ssrun/ssrun/abi"
@@ -19,6 +21,20 @@ type Progress struct {
 	// first run in the group, which starts from the keys' current state as
 	// a host's first run does.
 	Fresh bool
+}
+
+// DecodeSeen decodes a rule's seen record, a JSON object from each
+// watched key to its version. Anything else (null, an array, a string) is
+// refused: no host wrote it, and a nil map would fail the first Note.
+func DecodeSeen(b []byte) (map[string]string, error) {
+	var seen map[string]string
+	if err := json.Unmarshal(b, &seen); err != nil {
+		return nil, err
+	}
+	if seen == nil {
+		return nil, errors.New("not a JSON object")
+	}
+	return seen, nil
 }
 
 // Note records a handled change of a watched key.

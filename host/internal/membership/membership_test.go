@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ssrun/ssrun/abi"
 )
 
 // assign gives every rule one owner among the members, none more than
@@ -196,6 +198,42 @@ func FuzzDecodeRuleSet(f *testing.F) {
 			if name == "" || strings.ContainsRune(name, '/') {
 				t.Fatalf("accepted name %q", name)
 			}
+		}
+	})
+}
+
+// A seen record decodes only from a JSON object of versions: null (which
+// json.Unmarshal turns into a nil map, and the host then wrote into) and
+// other JSON values are refused.
+func TestDecodeSeenRefusesWhatNoHostWrote(t *testing.T) {
+	for _, in := range []string{`null`, `[]`, `"x"`, `1`, `{"k":1}`, `{`, ``} {
+		if seen, err := DecodeSeen([]byte(in)); err == nil {
+			t.Errorf("DecodeSeen(%s) = %v, want an error", in, seen)
+		}
+	}
+	seen, err := DecodeSeen([]byte(`{"k":"v1","gone":""}`))
+	if err != nil || len(seen) != 2 || seen["k"] != "v1" || seen["gone"] != "" {
+		t.Fatalf("DecodeSeen of a record: %v, %v", seen, err)
+	}
+	empty, err := DecodeSeen([]byte(`{}`))
+	if err != nil || empty == nil {
+		t.Fatalf("DecodeSeen({}) = %v, %v: want an empty map that Note can write", empty, err)
+	}
+}
+
+func FuzzDecodeSeen(f *testing.F) {
+	f.Add([]byte(`{"a":"1:0:n"}`))
+	f.Add([]byte(`null`))
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		seen, err := DecodeSeen(b)
+		if err != nil {
+			return
+		}
+		p := &Progress{Seen: seen}
+		p.Note(abi.Event{Key: "fuzz/key", Op: abi.OpSet, Version: "v"}) // writes the map: never nil
+		if p.Seen["fuzz/key"] != "v" || !p.Dirty {
+			t.Fatalf("Note on %q: %v", b, p.Seen)
 		}
 	})
 }
