@@ -167,6 +167,14 @@ func TestParseErrors(t *testing.T) {
 		"": "f.yaml: empty test file",
 		"cases:\n  - name: a\n    steps: [{delete: k, expect: {status: {r.lua: {handeld: 1}}}}]\n": `status: unknown field "handeld"`,
 		"cases:\n  - name: a\n    steps: [{reload: {r.lua: ../v2.lua}}]\n":                         `reload r.lua: ../v2.lua: want the names of a rule file and of a file next to the test file`,
+		// A second document was dropped unread, its cases never run; a
+		// null value was stored as "" (an expected store's null means
+		// absent).
+		"cases:\n  - name: a\n    steps: [{delete: k}]\n---\ncases:\n  - name: b\n    steps: [{delete: k}]\n": `f.yaml: line 5: a second YAML document (after ---)`,
+		"cases:\n  - name: a\n    steps:\n      - set: {k: null}\n":                                           `f.yaml: line 4: k: null is not a value`,
+		"cases:\n  - name: a\n    steps:\n      - set:\n          k:\n":                                       `f.yaml: line 5: k: null is not a value`,
+		"cases:\n  - name: a\n    store: {k: ~}\n    steps: [{delete: k}]\n":                                  `f.yaml: line 3: k: null is not a value`,
+		"cases:\n  - name: a\n    store: [k]\n    steps: [{delete: k}]\n":                                     `f.yaml: line 3: want a mapping of keys to values`,
 	} {
 		_, err := testrun.Parse("f.yaml", []byte(spec))
 		if err == nil || !strings.Contains(err.Error(), want) {

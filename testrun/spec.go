@@ -36,7 +36,7 @@ var DefaultStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 type Case struct {
 	Name string `yaml:"name"`
 	// Store is the store's content before the rules start.
-	Store map[string]string `yaml:"store"`
+	Store Values `yaml:"store"`
 	// Seed seeds the rules' random numbers (Lua's math.random); 0 when
 	// not given.
 	Seed  uint64 `yaml:"seed"`
@@ -96,15 +96,34 @@ type KVs []KV
 
 // UnmarshalYAML keeps the mapping's order.
 func (kv *KVs) UnmarshalYAML(n *yaml.Node) error {
+	return eachValue(n, func(k, v string) { *kv = append(*kv, KV{k, v}) })
+}
+
+// Values is a YAML mapping of keys to values (a case's store).
+type Values map[string]string
+
+// UnmarshalYAML refuses what is not a value, null among them.
+func (vs *Values) UnmarshalYAML(n *yaml.Node) error {
+	*vs = Values{}
+	return eachValue(n, func(k, v string) { (*vs)[k] = v })
+}
+
+// eachValue passes each key and value of the mapping n to add. A value
+// must be a scalar other than null (null, ~ or nothing): YAML would read it
+// as the empty string, while an expected store's null means "absent".
+func eachValue(n *yaml.Node, add func(k, v string)) error {
 	if n.Kind != yaml.MappingNode {
-		return fmt.Errorf("line %d: set: want a mapping of keys to values", n.Line)
+		return fmt.Errorf("line %d: want a mapping of keys to values", n.Line)
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		if v.Kind != yaml.ScalarNode {
-			return fmt.Errorf("line %d: set %s: want a value (a string)", v.Line, k.Value)
+		switch {
+		case v.Kind != yaml.ScalarNode:
+			return fmt.Errorf("line %d: %s: want a value (a string)", v.Line, k.Value)
+		case v.Tag == "!!null":
+			return fmt.Errorf("line %d: %s: null is not a value: write \"\" for the empty value or \"null\" for the text (a key is absent when left out, and deleted by a delete step)", v.Line, k.Value)
 		}
-		*kv = append(*kv, KV{k.Value, v.Value})
+		add(k.Value, v.Value)
 	}
 	return nil
 }
@@ -208,6 +227,19 @@ func Parse(path string, src []byte) (*File, error) {
 			return nil, fmt.Errorf("%s: empty test file", path)
 		}
 		return nil, fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	for { // a second document would be dropped unread: its cases never run
+		var next yaml.Node
+		err := dec.Decode(&next)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+		}
+		if len(next.Content) > 0 && next.Content[0].Tag != "!!null" {
+			return nil, fmt.Errorf("%s: line %d: a second YAML document (after ---): ssrun test reads one; put every case in its cases: list", path, next.Content[0].Line)
+		}
 	}
 	if err := f.check(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

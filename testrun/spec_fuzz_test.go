@@ -117,3 +117,18 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// An empty document after the one that holds the cases (a trailing ---, or
+// one holding only a comment) is no second document.
+func TestParseTrailingEmptyDocument(t *testing.T) {
+	for _, src := range []string{
+		"cases:\n  - name: a\n    steps: [{delete: k}]\n---\n",
+		"cases:\n  - name: a\n    steps: [{delete: k}]\n---\n# nothing here\n",
+		"cases:\n  - name: a\n    steps: [{delete: k}]\n...\n",
+	} {
+		f, err := Parse("f.yaml", []byte(src))
+		if err != nil || len(f.Cases) != 1 {
+			t.Errorf("Parse(%q) = %v", src, err)
+		}
+	}
+}
