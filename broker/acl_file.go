@@ -1,9 +1,11 @@
 package broker
 
 import (
+	"bytes"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"slices"
 	"strconv"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/ssrun/ssrun/internal/glob"
 	"github.com/ssrun/ssrun/internal/safefile"
+	"github.com/ssrun/ssrun/internal/yamldoc"
 	"github.com/ssrun/ssrun/store"
 )
 
@@ -102,7 +105,17 @@ var yamlLine = regexp.MustCompile(`line (\d+)`)
 // parseACL parses the ACL file's content; file names it in errors.
 func parseACL(file string, data []byte) (*aclPolicy, error) {
 	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	err := dec.Decode(&doc)
+	if errors.Is(err, io.EOF) {
+		err = nil // empty: refused below
+	} else if err == nil {
+		err = yamldoc.Rest(dec) // else dropped unread, with the rules it holds
+	}
+	if se := (*yamldoc.SecondError)(nil); errors.As(err, &se) {
+		return nil, &ACLFileError{File: file, Line: se.Line, Msg: se.Msg()}
+	}
+	if err != nil {
 		e := &ACLFileError{File: file, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
 		if m := yamlLine.FindStringSubmatchIndex(e.Msg); m != nil {
 			e.Line, _ = strconv.Atoi(e.Msg[m[2]:m[3]])

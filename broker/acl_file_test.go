@@ -284,6 +284,9 @@ func TestACLFileErrors(t *testing.T) {
 		{"user twice", "authorizationPolicies: {rules: []}\nusers:\n  alice: {clientIds: [a]}\n  alice: {clientIds: [b]}\n", 4, "users.alice", "given twice"},
 		{"alias", "x: &a [1]\nauthorizationPolicies: *a\n", 1, "", "unknown field"},
 		{"alias value", "authorizationPolicies: {rules: []}\nusers:\n  alice: &c {clientIds: [a]}\n  bob: *c\n", 4, "users.bob", "aliases"},
+		// A second document was dropped unread, with the rules it held.
+		{"second document", "authorizationPolicies: {rules: []}\n---\nusers:\n  alice: {clientIds: [a]}\n", 3, "", "a second YAML document (after ---)"},
+		{"malformed second document", "authorizationPolicies: {rules: []}\n---\nusers: [\n", 3, "", "did not find"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := parseACL("acl.yaml", []byte(c.yaml))
@@ -304,6 +307,7 @@ func TestACLFileErrors(t *testing.T) {
 func TestACLFileForms(t *testing.T) {
 	for _, doc := range []string{
 		"authorizationPolicies:\n  rules: []\n",
+		"authorizationPolicies:\n  rules: []\n---\n# an empty document after it\n",
 		"apiVersion: mqttbroker.iotoperations.azure.com/v1\nkind: BrokerAuthorization\nmetadata: {name: x, namespace: azure-iot-operations}\nspec:\n  authorizationPolicies:\n    cache: Enabled\n    rules: []\n",
 		"authorizationPolicies:\n  rules:\n    - principals: {usernames: [\"*\"]}\n      brokerResources: [{method: connect}]\n      stateStoreResources: [{method: readwrite, keyType: pattern, keys: [\"*\"]}]\n",
 	} {

@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/ssrun/ssrun/internal/safefile"
+	"github.com/ssrun/ssrun/internal/yamldoc"
 )
 
 // File is one test file.
@@ -228,18 +229,11 @@ func Parse(path string, src []byte) (*File, error) {
 		}
 		return nil, fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
 	}
-	for { // a second document would be dropped unread: its cases never run
-		var next yaml.Node
-		err := dec.Decode(&next)
-		if errors.Is(err, io.EOF) {
-			break
+	if err := yamldoc.Rest(dec); err != nil { // else dropped unread: its cases would never run
+		if se := (*yamldoc.SecondError)(nil); errors.As(err, &se) {
+			return nil, fmt.Errorf("%s: %w; put every case in the first one's cases: list", path, err)
 		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
-		}
-		if len(next.Content) > 0 && next.Content[0].Tag != "!!null" {
-			return nil, fmt.Errorf("%s: line %d: a second YAML document (after ---): ssrun test reads one; put every case in its cases: list", path, next.Content[0].Line)
-		}
+		return nil, fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	if err := f.check(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

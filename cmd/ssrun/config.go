@@ -13,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/ssrun/ssrun/host"
+	"github.com/ssrun/ssrun/internal/yamldoc"
 )
 
 // fileConfig is the ssrun.yaml file. Every field is optional.
@@ -159,6 +160,9 @@ func parseConfig(path string, b []byte) (*fileConfig, error) {
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) { // empty file: empty config
 		return nil, fmt.Errorf("config %s: %s", path, strings.TrimPrefix(yamlErrors(err).Error(), "yaml: "))
+	}
+	if err := yamldoc.Rest(dec); err != nil { // else dropped unread, with the settings it holds
+		return nil, fmt.Errorf("config %s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	c.path, c.raw = path, b
 	if err := c.Defaults.toHost().Validate(); err != nil {

@@ -102,6 +102,8 @@ func TestLoadConfigErrorsNameFileAndLine(t *testing.T) {
 		{"unknown mode", "rules:\n  a.lua:\n    mode: parallel\n", `rules: a.lua: mode: "parallel" is not a choice: say "queued" (the default), "latest" or "restart"`},
 		{"negative log budget", "rules:\n  a.lua:\n    log_lines: -1\n", "rules: a.lua: timeout, grace, memory, max_value, mailbox, mailbox_keys, log_lines, log_bytes, max_timers, rescan and max_watched_keys must not be negative"},
 		{"not yaml", "rules: [\n", "ssrun.yaml"},
+		// It was dropped unread, and the rule kept the default permissions.
+		{"second document", "defaults:\n  timeout: 1s\n---\nrules:\n  a.lua:\n    write: []\n", "line 4: a second YAML document (after ---)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := writeFile(t, "ssrun.yaml", tc.yaml)

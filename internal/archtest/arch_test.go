@@ -38,7 +38,7 @@ var rules = []rule{
 	{pkg: "protocol", allow: []string{"protocol"}},
 	{pkg: "store", allow: []string{"store", "protocol/resp", "protocol/hlc", "protocol/wire", "internal/glob", "internal/filelock"}},
 	{pkg: "inproc", allow: []string{"inproc", "protocol", "store", "internal/glob", "internal/filelock"}},
-	{pkg: "broker", allow: []string{"broker", "store", "internal/glob", "internal/filelock", "protocol/resp", "protocol/hlc", "protocol/wire", "internal/fsfollow", "internal/safefile"}},
+	{pkg: "broker", allow: []string{"broker", "store", "internal/glob", "internal/filelock", "protocol/resp", "protocol/hlc", "protocol/wire", "internal/fsfollow", "internal/safefile", "internal/yamldoc"}},
 	{pkg: "runtime/lua", allow: []string{"runtime/lua", "abi"}},
 	{pkg: "runtime/wasm", allow: []string{"runtime/wasm", "abi"}},
 	{pkg: "runtime/plugin", allow: []string{"runtime/plugin", "abi"}},
@@ -65,8 +65,8 @@ var rules = []rule{
 	// ocirules knows no host nor runtime: it fills a folder that the host
 	// loads and follows like any other.
 	{pkg: "ocirules", allow: []string{"ocirules", "internal/safefile", "internal/filelock"}},
-	{pkg: "admin", allow: []string{"admin", "host", "abi", "protocol", "broker", "store", "inproc", "internal/glob", "internal/filelock", "runtime", "internal/fsfollow", "internal/safefile"}},
-	{pkg: "testrun", allow: []string{"testrun", "host", "abi", "protocol", "store", "inproc", "internal/glob", "internal/filelock", "runtime", "internal/fsfollow", "internal/safefile"}},
+	{pkg: "admin", allow: []string{"admin", "host", "abi", "protocol", "broker", "store", "inproc", "internal/glob", "internal/filelock", "runtime", "internal/fsfollow", "internal/safefile", "internal/yamldoc"}},
+	{pkg: "testrun", allow: []string{"testrun", "host", "abi", "protocol", "store", "inproc", "internal/glob", "internal/filelock", "runtime", "internal/fsfollow", "internal/safefile", "internal/yamldoc"}},
 }
 
 // testSupport are the project packages a package of test helpers (one whose
