@@ -61,6 +61,24 @@ func HashPassword(pw []byte) (string, error) {
 	return string(h), nil
 }
 
+// CheckUserName says whether name can be a user of a password file: the
+// line `name:hash` reads back as name. A ':' or a line break would end the
+// name, and a line is read trimmed of spaces and skipped when it starts
+// with '#'.
+func CheckUserName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("empty user name")
+	case strings.ContainsAny(name, ":\r\n"):
+		return fmt.Errorf("user name %q: no ':' or line break", name)
+	case strings.TrimSpace(name) != name:
+		return fmt.Errorf("user name %q: no space before or after", name)
+	case strings.HasPrefix(name, "#"):
+		return fmt.Errorf("user name %q: a line starting with '#' is a comment", name)
+	}
+	return nil
+}
+
 // credentials maps user names to bcrypt hashes.
 type credentials struct {
 	users map[string][]byte
@@ -84,11 +102,32 @@ func readPasswordFile(path string) (c *credentials, data []byte, err error) {
 	return c, data, err
 }
 
+// maxPasswordCost is the highest bcrypt cost a password file may use, the
+// highest `htpasswd -B -C` writes: the broker hashes once at the file's
+// highest cost when it loads (the dummy for unknown users) and each login
+// costs as much, so cost 31 (which bcrypt reads) would hang the load for
+// days.
+const maxPasswordCost = 17
+
 // parsePasswords parses lines `username:bcrypt-hash`; blank lines and lines
 // starting with '#' are skipped. path names the file in errors.
 func parsePasswords(path string, data []byte) (*credentials, error) {
-	users := map[string][]byte{}
-	maxCost := bcrypt.MinCost
+	users, maxCost, err := parsePasswordLines(path, data)
+	if err != nil {
+		return nil, err
+	}
+	dummy, err := bcrypt.GenerateFromPassword([]byte("unknown user"), maxCost)
+	if err != nil {
+		return nil, &PasswordFileError{File: path, Msg: "cannot hash", Err: err}
+	}
+	return &credentials{users: users, dummy: dummy}, nil
+}
+
+// parsePasswordLines is parsePasswords but the dummy hash: the users and the
+// highest bcrypt cost of their hashes.
+func parsePasswordLines(path string, data []byte) (users map[string][]byte, maxCost int, err error) {
+	users = map[string][]byte{}
+	maxCost = bcrypt.MinCost
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
 	for n := 1; sc.Scan(); n++ {
@@ -99,30 +138,59 @@ func parsePasswords(path string, data []byte) (*credentials, error) {
 		user, hash, ok := strings.Cut(line, ":")
 		switch {
 		case !ok:
-			return nil, &PasswordFileError{File: path, Line: n, Msg: "want username:bcrypt-hash"}
+			return nil, 0, &PasswordFileError{File: path, Line: n, Msg: "want username:bcrypt-hash"}
 		case user == "":
-			return nil, &PasswordFileError{File: path, Line: n, Msg: "empty username"}
+			return nil, 0, &PasswordFileError{File: path, Line: n, Msg: "empty username"}
 		case users[user] != nil:
-			return nil, &PasswordFileError{File: path, Line: n, Msg: fmt.Sprintf("duplicate user %q", user)}
+			return nil, 0, &PasswordFileError{File: path, Line: n, Msg: fmt.Sprintf("duplicate user %q", user)}
 		}
-		cost, err := bcrypt.Cost([]byte(hash))
+		cost, err := checkHash(hash)
 		if err != nil {
-			return nil, &PasswordFileError{File: path, Line: n, Msg: fmt.Sprintf("user %q: not a bcrypt hash", user), Err: err}
+			return nil, 0, &PasswordFileError{File: path, Line: n, Msg: fmt.Sprintf("user %q: not a bcrypt hash", user), Err: err}
 		}
 		maxCost = max(maxCost, cost)
 		users[user] = []byte(hash)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, &PasswordFileError{File: path, Msg: "cannot read", Err: err}
+		return nil, 0, &PasswordFileError{File: path, Msg: "cannot read", Err: err}
 	}
 	if len(users) == 0 {
-		return nil, &PasswordFileError{File: path, Msg: "no users"}
+		return nil, 0, &PasswordFileError{File: path, Msg: "no users"}
 	}
-	dummy, err := bcrypt.GenerateFromPassword([]byte("unknown user"), maxCost)
+	return users, maxCost, nil
+}
+
+// bcryptHashLen is the length of a bcrypt hash: $2a$NN$, 22 characters of
+// salt and 31 of hash.
+const bcryptHashLen = 60
+
+// checkHash returns the cost of a bcrypt hash as htpasswd -B writes it.
+// bcrypt.Cost alone reads a hash cut short or with more after it, or with
+// characters bcrypt's base64 has not: a password never matches such a hash,
+// and the user could never log in.
+func checkHash(hash string) (int, error) {
+	if len(hash) != bcryptHashLen {
+		return 0, fmt.Errorf("%d characters, want %d", len(hash), bcryptHashLen)
+	}
+	cost, err := bcrypt.Cost([]byte(hash))
 	if err != nil {
-		return nil, &PasswordFileError{File: path, Msg: "cannot hash", Err: err}
+		return 0, fmt.Errorf("bcrypt: %w", err)
 	}
-	return &credentials{users: users, dummy: dummy}, nil
+	if cost > maxPasswordCost {
+		return 0, fmt.Errorf("cost %d, more than %d (what htpasswd -B -C allows): each login would take minutes or more", cost, maxPasswordCost)
+	}
+	switch v := hash[:4]; {
+	case v != "$2a$" && v != "$2b$" && v != "$2y$":
+		return 0, fmt.Errorf("version %q: want $2a$, $2b$ or $2y$", v)
+	case hash[6] != '$':
+		return 0, errors.New("want $2a$NN$ (two digits of cost) before salt and hash")
+	}
+	for _, c := range hash[7:] {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '/') {
+			return 0, fmt.Errorf("character %q: not in bcrypt's base64 (./A-Za-z0-9)", c)
+		}
+	}
+	return cost, nil
 }
 
 // with returns c (nil: none) plus users (name -> bcrypt hash); a name
@@ -138,7 +206,7 @@ func (c *credentials) with(users map[string][]byte) (*credentials, error) {
 		}
 	}
 	for name, hash := range users {
-		cost, err := bcrypt.Cost(hash)
+		cost, err := checkHash(string(hash))
 		switch {
 		case name == "":
 			return nil, errors.New("empty user name")

@@ -21,6 +21,11 @@ func TestPasswordFileErrorsNameFileAndLine(t *testing.T) {
 		{"bad hash", "alice:plain\n", `:1: user "alice": not a bcrypt hash`},
 		{"duplicate", "alice:" + hash + "\nalice:" + hash + "\n", `:2: duplicate user "alice"`},
 		{"empty", "# nobody\n", "no users"},
+		{"hash with more after it", "alice:" + hash + "x\n", "61 characters, want 60"},
+		{"hash cut short", "alice:" + hash[:59] + "\n", "59 characters, want 60"},
+		{"cost 31", "alice:" + strings.Replace(hash, "$04$", "$31$", 1) + "\n", "cost 31, more than 17"},
+		{"not base64", "alice:" + hash[:40] + "!" + hash[41:] + "\n", `character '!'`},
+		{"version", "alice:" + strings.Replace(hash, "$2a$", "$1a$", 1) + "\n", `version "$1a$"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := dir + "/" + strings.ReplaceAll(tc.name, " ", "_")

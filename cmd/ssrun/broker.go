@@ -192,8 +192,8 @@ func (a *app) passwdCmd() *cobra.Command {
 		Short: "Read a password from stdin and print a `user:hash` line for --passwords",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			if strings.ContainsAny(args[0], ":\r\n") {
-				return usageError("user name %q must not contain ':' or line breaks", args[0])
+			if err := broker.CheckUserName(args[0]); err != nil {
+				return usageError("%v", err)
 			}
 			line, err := bufio.NewReader(a.stdin).ReadString('\n')
 			pw := strings.TrimRight(line, "\r\n")

@@ -398,8 +398,12 @@ func TestPasswdAndAuthenticatedBroker(t *testing.T) {
 	if r := runCLI(t, "", "kv", "--broker", addr, "get", "k"); r.code != exitUnauthorized || !strings.Contains(r.stderr, "0x86") {
 		t.Fatalf("anonymous client on a password broker: %+v", r)
 	}
-	if r := runCLI(t, "", "passwd", "a:b"); r.code != 2 {
-		t.Fatalf("user with ':': %+v", r)
+	// A name the password file would read back as another (" alice" is
+	// read "alice"; "#alice" is a comment) is refused.
+	for _, name := range []string{"a:b", " alice", "alice ", "#alice", ""} {
+		if r := runCLI(t, "s3cret\n", "passwd", name); r.code != 2 {
+			t.Fatalf("passwd %q: %+v", name, r)
+		}
 	}
 
 	// `ssrun dev --passwords` connects its own rules host (it could not
