@@ -1,8 +1,10 @@
 package group
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -38,8 +40,15 @@ const maxRung = 1 << 16
 
 // maxPublished bounds the patterns a member publishes, in bytes: past it,
 // it publishes none, and the others' writes reach its rules at their
-// rescans only.
+// rescans only. The others read no more of a member's value either (a
+// hostile write of megabytes of "a*\n" would be hundreds of thousands of
+// patterns, each matched against every key a rule writes: Doorbells), so
+// a member's patterns are at most maxMemberPatterns, each a line of at
+// least a byte.
 const maxPublished = 64 << 10
+
+// maxMemberPatterns bounds the patterns read from one member's value.
+const maxMemberPatterns = (maxPublished + 1) / 2
 
 // Hints are a member's side of the pattern hints: what it published of its
 // own patterns, the other members' patterns, and the keys it has rung for.
@@ -48,6 +57,7 @@ type Hints struct {
 	id   string     // this member
 	hub  Hub
 	bell *doorbell // this member's doorbell, which it watches
+	log  *slog.Logger
 
 	mu        sync.Mutex
 	published string                        // this member's patterns as last written ("" at first)
@@ -56,8 +66,8 @@ type Hints struct {
 	rung      map[string]bool               // id + "\x00" + key: rung once
 }
 
-func newHints(o *Ownership, id string, hub Hub) *Hints {
-	gh := &Hints{o: o, id: id, hub: hub, others: map[string][]patterns.Pattern{}, watching: map[string]*memberPatterns{}, rung: map[string]bool{}}
+func newHints(o *Ownership, id string, hub Hub, log *slog.Logger) *Hints {
+	gh := &Hints{o: o, id: id, hub: hub, log: log, others: map[string][]patterns.Pattern{}, watching: map[string]*memberPatterns{}, rung: map[string]bool{}}
 	gh.bell = &doorbell{hub: hub, key: gh.DoorbellKey(id), prefix: o.prefix}
 	return gh
 }
@@ -105,12 +115,16 @@ func (gh *Hints) sync(ctx context.Context, reg Watches, store Store, live []stri
 		if err == nil && !read {
 			res, err = store.Get(ctx, []byte(key), protocol.CallOptions{})
 		}
+		var ps []patterns.Pattern
+		if err == nil {
+			ps = w.parse(res.Value)
+		}
 		gh.mu.Lock()
 		if err != nil {
 			delete(gh.watching, id)
 			delete(gh.others, id)
 		} else if _, notified := gh.others[id]; !notified { // a notification since the read began is newer
-			gh.others[id] = parsePatternLines(res.Value)
+			gh.others[id] = ps
 		}
 		gh.mu.Unlock()
 		if err != nil {
@@ -136,15 +150,34 @@ func (gh *Hints) sync(ctx context.Context, reg Watches, store Store, live []stri
 
 // memberPatterns is the watcher of another member's published patterns.
 type memberPatterns struct {
-	gh *Hints
-	id string
+	gh     *Hints
+	id     string
+	warned bool // about a value longer than a member publishes (under gh.mu)
+}
+
+// parse is parsePatternLines, warning once per watch of a value longer
+// than a member publishes.
+func (w *memberPatterns) parse(v []byte) []patterns.Pattern {
+	ps, cut := parsePatternLines(v)
+	if cut == 0 {
+		return ps
+	}
+	w.gh.mu.Lock()
+	warned := w.warned
+	w.warned = true
+	w.gh.mu.Unlock()
+	if !warned {
+		w.gh.log.Warn("group: a member's published patterns are longer than a member publishes: the rest left out (its rules' rescans still find the keys)",
+			"group", w.gh.o.name, "member", w.id, "bytes", len(v), "max", maxPublished, "left_out_bytes", cut, "patterns", len(ps))
+	}
+	return ps
 }
 
 // Enqueue implements watch.Watcher: the member's patterns as they are now.
 func (w *memberPatterns) Enqueue(d mailbox.Delivery) {
 	var ps []patterns.Pattern
 	if d.Ev.Op == abi.OpSet {
-		ps = parsePatternLines(d.Ev.Value)
+		ps = w.parse(d.Ev.Value)
 	}
 	w.gh.mu.Lock()
 	defer w.gh.mu.Unlock()
@@ -166,15 +199,20 @@ func (gh *Hints) PatternsOf(id string) []patterns.Pattern {
 
 // parsePatternLines compiles a member's published patterns, one a line,
 // leaving out any that does not compile (another version of ssrun, or a
-// hostile write: it only costs a rescan's wait).
-func parsePatternLines(v []byte) []patterns.Pattern {
-	var out []patterns.Pattern
+// hostile write: it only costs a rescan's wait). Of a value longer than
+// maxPublished only the lines within its first maxPublished bytes are read
+// (at most maxMemberPatterns); cut is how many bytes were left out.
+func parsePatternLines(v []byte) (out []patterns.Pattern, cut int) {
+	if len(v) > maxPublished {
+		keep := max(bytes.LastIndexByte(v[:maxPublished+1], '\n'), 0)
+		v, cut = v[:keep], len(v)-keep
+	}
 	for line := range strings.SplitSeq(string(v), "\n") {
 		if p, err := patterns.Compile(line); err == nil {
 			out = append(out, p)
 		}
 	}
-	return out
+	return out, cut
 }
 
 // Doorbells returns the doorbell keys of the other members with a pattern

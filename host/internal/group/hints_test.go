@@ -1,20 +1,75 @@
 package group
 
 import (
+	"bytes"
+	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/mailbox"
+	"github.com/ssrun/ssrun/host/internal/patterns"
 )
 
 // A member's published patterns are hostile input to the others: lines
-// that do not compile are left out, the rest kept.
+// that do not compile are left out, the rest kept; a line longer than a
+// member publishes (more than maxPublished bytes) ends what is read.
 func TestParsePatternLinesLeavesOutBadLines(t *testing.T) {
-	got := parsePatternLines([]byte("a/*\n[\n\n" + strings.Repeat("*", 70<<10) + "\nb/?"))
-	var srcs []string
-	for _, p := range got {
-		srcs = append(srcs, p.Src)
+	srcsOf := func(ps []patterns.Pattern) []string {
+		var srcs []string
+		for _, p := range ps {
+			srcs = append(srcs, p.Src)
+		}
+		return srcs
 	}
-	if !slices.Equal(srcs, []string{"a/*", "b/?"}) {
-		t.Errorf("parsed %q, want a/* and b/?", srcs)
+	got, cut := parsePatternLines([]byte("a/*\n[\n\nb/?"))
+	if srcs := srcsOf(got); !slices.Equal(srcs, []string{"a/*", "b/?"}) || cut != 0 {
+		t.Errorf("parsed %q, %d bytes left out; want a/* and b/?", srcs, cut)
+	}
+	long := "a/*\n" + strings.Repeat("*", 70<<10) + "\nb/?"
+	got, cut = parsePatternLines([]byte(long))
+	if srcs := srcsOf(got); !slices.Equal(srcs, []string{"a/*"}) || cut != len(long)-3 {
+		t.Errorf("parsed %q, %d bytes left out; want a/* and the rest (%d bytes) left out", srcs, cut, len(long)-3)
+	}
+}
+
+// A member publishes at most maxPublished bytes of patterns; a value of a
+// megabyte of "a*\n" (a hostile write) gives at most maxMemberPatterns
+// patterns, not 349525 each matched against every key a rule writes. A
+// value of maxPublished bytes is read whole, and a member's watch warns
+// once however many such values come.
+func TestParsePatternLinesBoundsAMembersValue(t *testing.T) {
+	hostile := []byte(strings.Repeat("a*\n", 1<<20/3))
+	got, cut := parsePatternLines(hostile)
+	if len(got) > maxMemberPatterns || len(got) == 0 || cut == 0 {
+		t.Fatalf("%d patterns (%d bytes left out) from %d lines, want at most %d", len(got), cut, 1<<20/3, maxMemberPatterns)
+	}
+	var lines []string // distinct, sorted: what a host publishes
+	for i := 0; ; i++ {
+		l := fmt.Sprintf("k%d", i)
+		if len(strings.Join(lines, "\n"))+1+len(l) > maxPublished {
+			break
+		}
+		lines = append(lines, l)
+	}
+	full := strings.Join(lines, "\n")
+	if got, cut := parsePatternLines([]byte(full)); len(got) != len(lines) || cut != 0 {
+		t.Errorf("a value of %d bytes (at most %d) gave %d of its %d patterns, %d bytes left out", len(full), maxPublished, len(got), len(lines), cut)
+	}
+
+	var logs bytes.Buffer
+	gh := newHints(&Ownership{name: "g", prefix: "$ssrun/"}, "me", nil, slog.New(slog.NewTextHandler(&logs, nil)))
+	w := &memberPatterns{gh: gh, id: "other"}
+	gh.watching["other"] = w
+	for range 3 {
+		w.Enqueue(mailbox.Delivery{Ev: abi.Event{Key: gh.patternsKey("other"), Op: abi.OpSet, Value: hostile}})
+	}
+	if n := len(gh.PatternsOf("other")); n > maxMemberPatterns || n == 0 {
+		t.Errorf("a notified value gave %d patterns, want at most %d", n, maxMemberPatterns)
+	}
+	if n := strings.Count(logs.String(), "longer than a member publishes"); n != 1 {
+		t.Errorf("%d warnings, want 1:\n%s", n, logs.String())
 	}
 }
