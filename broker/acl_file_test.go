@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -343,6 +344,31 @@ func FuzzParseACL(f *testing.F) {
 		"authorizationPolicies: {rules: [{principals: {usernames: ['[']}}]}",
 	} {
 		f.Add([]byte(s))
+	}
+	// Templates ({principal.*}: parseToken, parseTemplate) in topics and in
+	// keys of each keyType, well formed or not.
+	rule := func(topic, keyType, key string) string {
+		return "authorizationPolicies:\n  rules:\n    - principals: {usernames: [\"*\"]}\n      brokerResources: [{method: Connect}, {method: Publish, topics: [" +
+			strconv.Quote(topic) + "]}]\n      stateStoreResources: [{method: ReadWrite, keyType: " + keyType + ", keys: [" + strconv.Quote(key) + "]}]\n"
+	}
+	for _, tc := range [][3]string{
+		{"users/{principal.username}/+", "Pattern", "u/{principal.username}/*"},
+		{"{principal.clientId}", "String", "{principal.clientId}{principal.username}"},
+		{"t/+", "Pattern", "*{principal.clientId}?[a-z]"},
+		{"t/#", "String", "k{principal.clientId}*?[{principal.username}"},
+		{"t", "Pattern", "[{principal.clientId}]"},
+		{"t", "Pattern", "{principal.clientid}"},
+		{"t", "String", "{principal.attributes.floor}"},
+		{"t", "String", "a{principal."},
+		{"a/{principal.clientId}{principal.username}", "String", "k"},
+		{"a/x{principal.clientId}", "Pattern", "k"},
+		{"a/{principal.clientid}", "Pattern", "k"},
+		{"a/{principal.attributes.floor}", "String", "k"},
+		{"a/{principal.clientId", "String", "k"},
+		{"a/{principal.username}/#", "Pattern", "{principal.username}\\*"},
+		{"{principal.username}/{principal.clientId}", "Binary", "e3ByaW5jaXBhbC5jbGllbnRJZH0="},
+	} {
+		f.Add([]byte(rule(tc[0], tc[1], tc[2])))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := parseACL("fuzz.yaml", data)
