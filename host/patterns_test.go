@@ -648,6 +648,9 @@ func TestPatternKeyWrittenOnAnotherMemberFoundAtOnce(t *testing.T) {
 			return goRule{
 				init: func(ctx context.Context, h abi.Host) error { return h.Watch(ctx, "make", abi.WatchOptions{}) },
 				handle: func(ctx context.Context, h abi.Host, ev abi.Event) error {
+					if n, del := strings.CutPrefix(string(ev.Value), "-"); del { // "-7" deletes dev/7
+						return h.Del(ctx, "dev/"+n, abi.DelOptions{})
+					}
 					_, err := h.Set(ctx, "dev/"+string(ev.Value), []byte("new"), abi.SetOptions{})
 					return err
 				},
@@ -692,6 +695,31 @@ func TestPatternKeyWrittenOnAnotherMemberFoundAtOnce(t *testing.T) {
 	}
 	waitFor(t, "its later change", func() bool { return len(p.snapshot()) == 1 })
 	wantHandled(t, &p, "a later change, notified", "SET dev/7=new")
+
+	// Host 0's rule deletes the key; host 1 lets it go at its next
+	// complete scan (here the one after a reconnection); created again by
+	// host 0's rule, it is rung for again. Before, a (member, key) was
+	// rung for once: host 1 never heard of the key again (no rescan).
+	if _, err := c.user.Set(ctx, []byte("make"), []byte("-7"), protocol.SetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the deletion", func() bool { return len(p.snapshot()) == 1 })
+	wantHandled(t, &p, "the deletion, notified", "DELETE dev/7")
+	m1.proxy.Cut()
+	waitFor(t, "host 1 disconnected", func() bool {
+		_, err := m1.client.Get(ctx, []byte("x"), protocol.CallOptions{})
+		return errors.Is(err, protocol.ErrNotConnected)
+	})
+	m1.proxy.Heal()
+	waitFor(t, "host 1 lets the deleted key go", func() bool {
+		s := m1.host.Status()
+		return len(s) == 1 && s[0].PatternKeys == 0
+	})
+	if _, err := c.user.Set(ctx, []byte("make"), []byte("7"), protocol.SetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "host 1's rule gets the key created again", func() bool { return len(p.snapshot()) == 1 })
+	wantHandled(t, &p, "created again", "SET dev/7=new resync")
 }
 
 // A member whose doorbell watch fails (the store timed out) watches it at

@@ -624,8 +624,11 @@ func (r *rule) write(own *callCause, verb, key, fence string, ttl time.Duration,
 	if err != nil {
 		version, deleted = "", false
 	}
-	if version != "" && !deleted {
+	switch {
+	case version != "" && !deleted:
 		r.svc.pats.Wrote(r.path, key, value, version) // a pattern's key found at once
+	case deleted:
+		r.svc.pats.Deleted(key) // created again, it is rung for again
 	}
 	if version != "" || deleted {
 		r.wrote(key, version, deleted)

@@ -151,15 +151,26 @@ func Aside[T any](calls *Tracker, ctx context.Context, rule, what string, grace 
 	k := calls.Start(what+" "+rule, grace)
 	began := calls.clock.Now()
 	go func() {
-		defer calls.End(k)
+		ended := false
+		defer func() {
+			if !ended { // call panicked
+				calls.End(k)
+			}
+		}()
 		v, err := call(ctx)
 		if phase.CompareAndSwap(asideRunning, asideReturned) {
+			// Not counted once its result is handed back: the caller may
+			// ask the tracker right after (what still runs?).
+			ended = true
+			calls.End(k)
 			out <- result{v, err}
 			return
 		}
 		if late != nil && err == nil {
 			late(v)
 		}
+		ended = true
+		calls.End(k)
 	}()
 	select {
 	case r := <-out:

@@ -240,6 +240,16 @@ func (gh *Hints) Doorbells(key string) []string {
 	return out
 }
 
+// Unring forgets that key was rung for, to every member
+// (patternwatch.Hints).
+func (gh *Hints) Unring(key string) {
+	gh.mu.Lock()
+	defer gh.mu.Unlock()
+	for id := range gh.others {
+		delete(gh.rung, id+"\x00"+key)
+	}
+}
+
 // leave lets go of the other members' patterns and deletes this member's
 // published ones (its doorbell is let go with its watch).
 func (gh *Hints) leave(ctx context.Context, reg Watches, store Store) {

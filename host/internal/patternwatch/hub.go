@@ -69,6 +69,10 @@ type Hints interface {
 	// pattern matching key that were not rung for key yet, and notes them
 	// as rung.
 	Doorbells(key string) []string
+	// Unring forgets that key was rung for: a rule of the host deleted
+	// it, and another member's rule, whose next complete scan lets the
+	// key go, must hear of it again when it is created again.
+	Unring(key string)
 }
 
 // subs are the rules watching one pattern, with each one's rescan
@@ -331,6 +335,13 @@ func (h *Hub) Wrote(writer, key string, value []byte, version string) {
 		j.known = &protocol.GetResult{Found: true, Value: bytes.Clone(value), Version: v}
 	}
 	h.queue(j)
+}
+
+// Deleted is told of every key a rule of the host deleted.
+func (h *Hub) Deleted(key string) {
+	if gh := h.hints.Load(); gh != nil {
+		(*gh).Unring(key)
+	}
 }
 
 // missing reports whether a rule watches a pattern key matches and does
