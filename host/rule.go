@@ -626,7 +626,7 @@ func (r *rule) write(own *callCause, verb, key, fence string, ttl time.Duration,
 	}
 	switch {
 	case version != "" && !deleted:
-		r.svc.pats.Wrote(r.path, key, value, version) // a pattern's key found at once
+		r.svc.pats.Wrote(r.path, key, value, version, ttl) // a pattern's key found at once
 	case deleted:
 		r.svc.pats.Deleted(key) // created again, it is rung for again
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host/internal/mailbox"
@@ -58,16 +59,17 @@ type Hints struct {
 	hub  Hub
 	bell *doorbell // this member's doorbell, which it watches
 	log  *slog.Logger
+	now  func() time.Time // of the TTLs of the keys rung for
 
 	mu        sync.Mutex
 	published string                        // this member's patterns as last written ("" at first)
 	others    map[string][]patterns.Pattern // by member id: its patterns as last read or notified
 	watching  map[string]*memberPatterns    // by member id: the watch of its patterns
-	rung      map[string]bool               // id + "\x00" + key: rung once
+	rung      map[string]time.Time          // id + "\x00" + key: rung, until then (zero: for good)
 }
 
-func newHints(o *Ownership, id string, hub Hub, log *slog.Logger) *Hints {
-	gh := &Hints{o: o, id: id, hub: hub, log: log, others: map[string][]patterns.Pattern{}, watching: map[string]*memberPatterns{}, rung: map[string]bool{}}
+func newHints(o *Ownership, id string, hub Hub, log *slog.Logger, now func() time.Time) *Hints {
+	gh := &Hints{o: o, id: id, hub: hub, log: log, now: now, others: map[string][]patterns.Pattern{}, watching: map[string]*memberPatterns{}, rung: map[string]time.Time{}}
 	gh.bell = &doorbell{hub: hub, key: gh.DoorbellKey(id), prefix: o.prefix}
 	return gh
 }
@@ -216,9 +218,12 @@ func parsePatternLines(v []byte) (out []patterns.Pattern, cut int) {
 }
 
 // Doorbells returns the doorbell keys of the other members with a pattern
-// matching key that were not rung for key yet, and notes them as rung
-// (patternwatch.Hints).
-func (gh *Hints) Doorbells(key string) []string {
+// matching key, written with ttl (0: none), that were not rung for key
+// yet, and notes them as rung (patternwatch.Hints). A key written with a
+// TTL is rung for again once the TTL has passed: it may have expired, and
+// the other member let it go.
+func (gh *Hints) Doorbells(key string, ttl time.Duration) []string {
+	now := gh.now()
 	gh.mu.Lock()
 	defer gh.mu.Unlock()
 	var out []string
@@ -227,13 +232,17 @@ func (gh *Hints) Doorbells(key string) []string {
 			continue
 		}
 		rk := id + "\x00" + key
-		if gh.rung[rk] {
+		if until, ok := gh.rung[rk]; ok && (until.IsZero() || now.Before(until)) {
 			continue
 		}
 		if len(gh.rung) >= maxRung {
 			clear(gh.rung)
 		}
-		gh.rung[rk] = true
+		var until time.Time // forever
+		if ttl > 0 {
+			until = now.Add(ttl)
+		}
+		gh.rung[rk] = until
 		out = append(out, gh.DoorbellKey(id))
 	}
 	slices.Sort(out)

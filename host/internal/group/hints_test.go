@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host/internal/mailbox"
@@ -60,7 +61,7 @@ func TestParsePatternLinesBoundsAMembersValue(t *testing.T) {
 	}
 
 	var logs bytes.Buffer
-	gh := newHints(&Ownership{name: "g", prefix: "$ssrun/"}, "me", nil, slog.New(slog.NewTextHandler(&logs, nil)))
+	gh := newHints(&Ownership{name: "g", prefix: "$ssrun/"}, "me", nil, slog.New(slog.NewTextHandler(&logs, nil)), time.Now)
 	w := &memberPatterns{gh: gh, id: "other"}
 	gh.watching["other"] = w
 	for range 3 {
@@ -72,4 +73,39 @@ func TestParsePatternLinesBoundsAMembersValue(t *testing.T) {
 	if n := strings.Count(logs.String(), "longer than a member publishes"); n != 1 {
 		t.Errorf("%d warnings, want 1:\n%s", n, logs.String())
 	}
+}
+
+// A member rings another for a key once: again only after a rule of its
+// host deleted the key (Unring), or, for a key written with a TTL, once
+// the TTL has passed (it may have expired, and the other member let it
+// go). A key no pattern of the member matches is never rung for.
+func TestDoorbellsRingOnceUntilDeletedOrExpired(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	gh := newHints(&Ownership{name: "g", prefix: "$ssrun/"}, "me", nil, slog.New(slog.DiscardHandler), func() time.Time { return now })
+	pat, err := patterns.Compile("dev/*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gh.others["other"] = []patterns.Pattern{pat}
+	bell := []string{gh.DoorbellKey("other")}
+	ring := func(what, key string, ttl time.Duration, want []string) {
+		t.Helper()
+		if got := gh.Doorbells(key, ttl); !slices.Equal(got, want) {
+			t.Fatalf("%s: Doorbells(%q, %v) = %q, want %q", what, key, ttl, got, want)
+		}
+	}
+	ring("not matched", "other/1", 0, nil)
+	ring("first write", "dev/1", 0, bell)
+	ring("second write", "dev/1", 0, nil)
+	gh.Unring("dev/1")
+	ring("after a deletion", "dev/1", 0, bell)
+	ring("no TTL: for good", "dev/1", time.Second, nil)
+
+	ring("first write with a TTL", "dev/2", time.Second, bell)
+	now = now.Add(999 * time.Millisecond)
+	ring("within the TTL", "dev/2", time.Second, nil)
+	now = now.Add(time.Millisecond)
+	ring("the TTL passed", "dev/2", 0, bell)
+	now = now.Add(time.Hour)
+	ring("written again without a TTL: for good", "dev/2", 0, nil)
 }

@@ -74,7 +74,7 @@ func New(d Deps, cfg Config) *Group {
 		paths:    map[string]string{},
 		progress: map[string]*membership.Progress{}}
 	id := d.Store.ClientID()
-	hints := newHints(own, id, d.Hub, d.Log)
+	hints := newHints(own, id, d.Hub, d.Log, d.Clock.Now)
 	return &Group{
 		Ownership: own, hints: hints,
 		store: d.Store, log: d.Log, reg: d.Reg, clock: d.Clock, quiet: d.Quiet,

@@ -68,7 +68,7 @@ type Hints interface {
 	// Doorbells returns the doorbell keys of the other members with a
 	// pattern matching key that were not rung for key yet, and notes them
 	// as rung.
-	Doorbells(key string) []string
+	Doorbells(key string, ttl time.Duration) []string
 	// Unring forgets that key was rung for: a rule of the host deleted
 	// it, and another member's rule, whose next complete scan lets the
 	// key go, must hear of it again when it is created again.
@@ -319,11 +319,12 @@ func (h *Hub) Reconnected() {
 }
 
 // Wrote is told of every key a rule of the host (writer) set, to value
-// with version: if a rule watches a pattern it matches and does not have
-// it yet, the key is added at once, without waiting for a rescan.
-func (h *Hub) Wrote(writer, key string, value []byte, version string) {
+// with version and ttl (0: none): if a rule watches a pattern it matches
+// and does not have it yet, the key is added at once, without waiting for
+// a rescan.
+func (h *Hub) Wrote(writer, key string, value []byte, version string, ttl time.Duration) {
 	if gh := h.hints.Load(); gh != nil {
-		if bells := (*gh).Doorbells(key); len(bells) > 0 {
+		if bells := (*gh).Doorbells(key, ttl); len(bells) > 0 {
 			h.queue(job{key: key, ring: bells})
 		}
 	}
