@@ -249,6 +249,9 @@ func (gh *Hints) Doorbells(key string, ttl time.Duration) []string {
 	return out
 }
 
+// setPatterns sets member id's patterns. gh.mu is held.
+func (gh *Hints) setPatterns(id string, ps []patterns.Pattern) { gh.others[id] = ps }
+
 // Unring forgets that key was rung for, to every member
 // (patternwatch.Hints).
 func (gh *Hints) Unring(key string) {
