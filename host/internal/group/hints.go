@@ -62,14 +62,14 @@ type Hints struct {
 	now  func() time.Time // of the TTLs of the keys rung for
 
 	mu        sync.Mutex
-	published string                        // this member's patterns as last written ("" at first)
-	others    map[string][]patterns.Pattern // by member id: its patterns as last read or notified
-	watching  map[string]*memberPatterns    // by member id: the watch of its patterns
-	rung      map[string]time.Time          // id + "\x00" + key: rung, until then (zero: for good)
+	published string                     // this member's patterns as last written ("" at first)
+	others    map[string]*patternSet     // by member id: its patterns as last read or notified
+	watching  map[string]*memberPatterns // by member id: the watch of its patterns
+	rung      map[string]time.Time       // id + "\x00" + key: rung, until then (zero: for good)
 }
 
 func newHints(o *Ownership, id string, hub Hub, log *slog.Logger, now func() time.Time) *Hints {
-	gh := &Hints{o: o, id: id, hub: hub, log: log, now: now, others: map[string][]patterns.Pattern{}, watching: map[string]*memberPatterns{}, rung: map[string]time.Time{}}
+	gh := &Hints{o: o, id: id, hub: hub, log: log, now: now, others: map[string]*patternSet{}, watching: map[string]*memberPatterns{}, rung: map[string]time.Time{}}
 	gh.bell = &doorbell{hub: hub, key: gh.DoorbellKey(id), prefix: o.prefix}
 	return gh
 }
@@ -117,7 +117,7 @@ func (gh *Hints) sync(ctx context.Context, reg Watches, store Store, live []stri
 		if err == nil && !read {
 			res, err = store.Get(ctx, []byte(key), protocol.CallOptions{})
 		}
-		var ps []patterns.Pattern
+		var ps *patternSet
 		if err == nil {
 			ps = w.parse(res.Value)
 		}
@@ -157,12 +157,12 @@ type memberPatterns struct {
 	warned bool // about a value longer than a member publishes (under gh.mu)
 }
 
-// parse is parsePatternLines, warning once per watch of a value longer
-// than a member publishes.
-func (w *memberPatterns) parse(v []byte) []patterns.Pattern {
+// parse is parsePatternLines, indexed, warning once per watch of a value
+// longer than a member publishes.
+func (w *memberPatterns) parse(v []byte) *patternSet {
 	ps, cut := parsePatternLines(v)
 	if cut == 0 {
-		return ps
+		return newPatternSet(ps)
 	}
 	w.gh.mu.Lock()
 	warned := w.warned
@@ -172,12 +172,12 @@ func (w *memberPatterns) parse(v []byte) []patterns.Pattern {
 		w.gh.log.Warn("group: a member's published patterns are longer than a member publishes: the rest left out (its rules' rescans still find the keys)",
 			"group", w.gh.o.name, "member", w.id, "bytes", len(v), "max", maxPublished, "left_out_bytes", cut, "patterns", len(ps))
 	}
-	return ps
+	return newPatternSet(ps)
 }
 
 // Enqueue implements watch.Watcher: the member's patterns as they are now.
 func (w *memberPatterns) Enqueue(d mailbox.Delivery) {
-	var ps []patterns.Pattern
+	ps := newPatternSet(nil) // deleted: none
 	if d.Ev.Op == abi.OpSet {
 		ps = w.parse(d.Ev.Value)
 	}
@@ -196,7 +196,10 @@ func (w *memberPatterns) WatcherName() string { return "\x00patterns " + w.id }
 func (gh *Hints) PatternsOf(id string) []patterns.Pattern {
 	gh.mu.Lock()
 	defer gh.mu.Unlock()
-	return slices.Clone(gh.others[id])
+	if s := gh.others[id]; s != nil {
+		return slices.Clone(s.list)
+	}
+	return nil
 }
 
 // parsePatternLines compiles a member's published patterns, one a line,
@@ -228,7 +231,7 @@ func (gh *Hints) Doorbells(key string, ttl time.Duration) []string {
 	defer gh.mu.Unlock()
 	var out []string
 	for id, ps := range gh.others { // on every write of a rule: match first, the rung key only then
-		if !slices.ContainsFunc(ps, func(p patterns.Pattern) bool { return p.Match(key) }) {
+		if !ps.match(key) {
 			continue
 		}
 		rk := id + "\x00" + key
@@ -250,7 +253,7 @@ func (gh *Hints) Doorbells(key string, ttl time.Duration) []string {
 }
 
 // setPatterns sets member id's patterns. gh.mu is held.
-func (gh *Hints) setPatterns(id string, ps []patterns.Pattern) { gh.others[id] = ps }
+func (gh *Hints) setPatterns(id string, ps []patterns.Pattern) { gh.others[id] = newPatternSet(ps) }
 
 // Unring forgets that key was rung for, to every member
 // (patternwatch.Hints).
@@ -268,7 +271,7 @@ func (gh *Hints) leave(ctx context.Context, reg Watches, store Store) {
 	gh.mu.Lock()
 	published := gh.published
 	watching := gh.watching
-	gh.watching, gh.others = map[string]*memberPatterns{}, map[string][]patterns.Pattern{}
+	gh.watching, gh.others = map[string]*memberPatterns{}, map[string]*patternSet{}
 	gh.mu.Unlock()
 	for id, w := range watching {
 		reg.Unwatch(ctx, w, gh.patternsKey(id))

@@ -39,3 +39,19 @@ func BenchmarkDoorbells(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkParseMemberPatterns is what a member pays when another member's
+// patterns change: reading its 1000 published patterns (and indexing
+// them).
+func BenchmarkParseMemberPatterns(b *testing.B) {
+	gh := newHints(&Ownership{name: "g", prefix: "$ssrun/"}, "me", nil, slog.New(slog.DiscardHandler), time.Now)
+	w := &memberPatterns{gh: gh, id: "other"}
+	var v []byte
+	for i := range 1000 {
+		v = fmt.Appendf(v, "site/%d/dev/*\n", i)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = w.parse(v)
+	}
+}

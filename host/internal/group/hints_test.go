@@ -86,7 +86,7 @@ func TestDoorbellsRingOnceUntilDeletedOrExpired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gh.others["other"] = []patterns.Pattern{pat}
+	gh.setPatterns("other", []patterns.Pattern{pat})
 	bell := []string{gh.DoorbellKey("other")}
 	ring := func(what, key string, ttl time.Duration, want []string) {
 		t.Helper()
