@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"slices"
+	"time"
 )
 
 // How timers are kept in the state store. The store has no key listing, so
@@ -31,8 +33,9 @@ import (
 // Writes keep the index a superset of the records: a new name enters its
 // shard (and the shard the directory) before its record is written, and
 // leaves it after its record is deleted; a name whose record is absent is
-// dropped when the rule loads. A record, shard or directory that does not
-// decode (another format version, or damage) is skipped with a log line
+// dropped when the rule loads; a name listed twice is one timer. A record,
+// shard or directory that does not decode (another format version, damage,
+// or a record's deadline or period beyond what a rule can arm) is skipped with a log line
 // naming its key, and never overwritten (it may list another version's
 // timers): an unreadable directory counts as listing every shard and is
 // not rewritten; an unreadable record is left in the store and in the index
@@ -54,6 +57,15 @@ const (
 )
 
 var errTimerFormat = errors.New("not a timer value of format 1")
+
+// The bounds of a record's numbers: a rule arms a delay and a period of at
+// most a time.Duration (about 292 years), so a record past them was
+// written by no host. Within them, a deadline plus a period, and the
+// periods skipped up to now, cannot overflow an int64.
+const (
+	maxTimerEvery    = math.MaxInt64 / int64(time.Millisecond) // ms
+	maxTimerDeadline = 1 << 53                                 // Unix ms, about the year 285,000
+)
 
 func TimerKey(rule, name string) string { return ReservedPrefix + "timer/" + rule + "/" + name }
 
@@ -86,7 +98,7 @@ func DecodeTimerRecord(b []byte) (deadline, every int64, payload []byte, err err
 	}
 	deadline = int64(binary.BigEndian.Uint64(b[1:]))
 	every = int64(binary.BigEndian.Uint64(b[9:]))
-	if deadline <= 0 || every < 0 {
+	if deadline <= 0 || deadline > maxTimerDeadline || every < 0 || every > maxTimerEvery {
 		return 0, 0, nil, fmt.Errorf("%w: deadline %d, every %d", errTimerFormat, deadline, every)
 	}
 	return deadline, every, b[timerRecordHeader:], nil

@@ -1,0 +1,110 @@
+package host
+
+import (
+	"bytes"
+	"log/slog"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/ssrun/ssrun/host/internal/timers"
+	"github.com/ssrun/ssrun/protocol"
+)
+
+// Values under the reserved prefix are hostile input: any client of the
+// store may write them (rules may not). These tests plant values no host
+// wrote and run the real host over them.
+
+// plantTimers writes rule's timer index, listing names (as given: a name
+// may be listed twice), and the records in recs, as an outside client.
+func (e *env) plantTimers(rule string, names []string, recs map[string][]byte) {
+	e.t.Helper()
+	shards := map[int][]string{}
+	var dir timers.TimerDir
+	for _, n := range names {
+		s := timers.TimerShard(n)
+		shards[s] = append(shards[s], n)
+		dir.Put(s, true)
+	}
+	vals := map[string][]byte{timers.TimerDirKey(rule): dir.Encode()}
+	for s, ns := range shards {
+		vals[timers.TimerShardKey(rule, s)] = timers.EncodeTimerShard(ns)
+	}
+	for n, v := range recs {
+		vals[timers.TimerKey(rule, n)] = v
+	}
+	for k, v := range vals {
+		if _, err := e.user.Set(e.ctx(), []byte(k), v, protocol.SetOptions{}); err != nil {
+			e.t.Fatalf("set %s: %v", k, err)
+		}
+	}
+}
+
+// Timer records no host wrote are skipped, each with a warning naming its
+// key, and kept as they are; the rule's other timers fire as armed. A
+// record that decodes but with numbers no rule can arm (a period past
+// what a time.Duration holds, a deadline hundreds of thousands of years
+// ahead) is one of them: before, a period of math.MaxInt64 ms fired the
+// timer at load, then overflowed its next deadline to -1, so it fired a
+// second time at once and its record was rewritten with a deadline the
+// next load refuses.
+func TestHostileTimerRecordsSkipped(t *testing.T) {
+	e, clk := newTimerEnv(t)
+	const rule = "hostile.gorule"
+	good := timers.EncodeTimerRecord(t0+1000, 0, []byte("p"))
+	bad := map[string][]byte{
+		"overflow":         timers.EncodeTimerRecord(t0-1000, math.MaxInt64, nil),
+		"far":              timers.EncodeTimerRecord(math.MaxInt64, 0, nil),
+		"far-every":        timers.EncodeTimerRecord(t0-1000, math.MaxInt64/2, nil),
+		"null":             []byte("null"),
+		"array":            []byte("[]"),
+		"object":           []byte("{}"),
+		"truncated":        good[:10],
+		"garbage":          {0xff, 0x00, 0xfe, 0x01, 0x80},
+		"huge":             bytes.Repeat([]byte{0xee}, 1<<20),
+		"negative":         timers.EncodeTimerRecord(-5, 1000, nil),
+		"odd\x00/../*#+\n": []byte("null"),
+	}
+	recs := map[string][]byte{"ok": good}
+	names := []string{"ok"}
+	for n, v := range bad {
+		recs[n] = v
+		names = append(names, n)
+	}
+	e.plantTimers(rule, names, recs)
+	tr := e.loadTimerRule("hostile")
+	clk.set(t0 + 1000)
+	got := tr.sync(t)
+	if len(got) != 1 || got[0].ev.Key != "ok" || string(got[0].ev.Value) != "p" {
+		var keys []string
+		for _, f := range got {
+			keys = append(keys, f.ev.Key)
+		}
+		t.Errorf("fired %q, want [ok] once", keys)
+	}
+	for n, v := range bad {
+		key := timers.TimerKey(rule, n)
+		res, err := e.user.Get(e.ctx(), []byte(key), protocol.CallOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(res.Value, v) {
+			t.Errorf("%q = %.40q, want it kept as %.40q", key, res.Value, v)
+		}
+		if !strings.Contains(e.logs.String(), "timer record unreadable") || !strings.Contains(e.logs.String(), quoteKey(key)) {
+			t.Errorf("no warning naming %q", key)
+		}
+	}
+}
+
+// quoteKey is key as the text log handler writes it as a value.
+func quoteKey(key string) string {
+	var b strings.Builder
+	slog.New(slog.NewTextHandler(&b, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key != "k" {
+			return slog.Attr{}
+		}
+		return a
+	}})).Info("", "k", key)
+	return strings.TrimSuffix(strings.TrimPrefix(b.String(), "k="), "\n")
+}
