@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"log/slog"
 	"math"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host/internal/timers"
 	"github.com/ssrun/ssrun/protocol"
 )
@@ -107,4 +110,29 @@ func quoteKey(key string) string {
 		return a
 	}})).Info("", "k", key)
 	return strings.TrimSuffix(strings.TrimPrefix(b.String(), "k="), "\n")
+}
+
+// A name its shard lists more than once (no host writes that) is one
+// timer: before, each listing counted as an armed timer, so a shard
+// listing a name 5 times made a rule with max_timers 3 unable to arm a
+// second timer until it was reloaded.
+func TestTimerShardDuplicateNamesCountOnce(t *testing.T) {
+	const rule = "dups.gorule"
+	e, _ := newTimerEnv(t, func(o *Config) { o.Rules = map[string]RuleConfig{rule: {MaxTimers: 3}} })
+	e.plantTimers(rule, []string{"d", "d", "d", "d", "d"}, map[string][]byte{"d": timers.EncodeTimerRecord(t0+time.Hour.Milliseconds(), 0, nil)})
+	tr := e.loadTimerRule("dups")
+	tr.arm(t, "a", time.Hour, abi.TimerOptions{})
+	tr.arm(t, "b", time.Hour, abi.TimerOptions{})
+	err := tr.h.Timer(e.ctx(), "c", time.Hour, abi.TimerOptions{})
+	if abi.StatusOf(err) != abi.StatusQuota {
+		t.Errorf("a fourth timer (d, a, b armed, max_timers 3): %v, want QUOTA", err)
+	}
+	var infos []string
+	tis, _ := e.host.Timers(filepath.Join(e.dir, rule))
+	for _, ti := range tis {
+		infos = append(infos, ti.Name)
+	}
+	if strings.Join(infos, ",") != "a,b,d" {
+		t.Errorf("timers %q, want a, b, d", infos)
+	}
 }

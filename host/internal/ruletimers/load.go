@@ -83,9 +83,20 @@ func (rt *Timers) loadLocked(ctx context.Context) error {
 		ok   bool          // the record exists
 	}
 	var all []found
-	for _, ns := range names {
+	listed := map[string]bool{}
+	for i, ns := range names {
+		dups := 0
 		for _, n := range ns {
+			if listed[n] { // no host lists a name twice: one timer
+				dups++
+				continue
+			}
+			listed[n] = true
 			all = append(all, found{name: n})
+		}
+		if dups > 0 {
+			rt.svc.Log.Warn("timer index shard lists names more than once: each read once", "rule", rt.rule,
+				"key", timers.TimerShardKey(rt.rule, shards[i]), "repeats", dups)
 		}
 	}
 	now := rt.svc.Scheduler.Clock.NowMs()
