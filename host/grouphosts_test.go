@@ -57,6 +57,8 @@ type cluster struct {
 	// (a rule's name, or a name custom has), instead of the shared one
 	// (set before start).
 	files func(i int) map[string]string
+	// logs collects every host's log.
+	logs testutil.Buffer
 	// rulesCfg is every host's Config.Rules (set before start).
 	rulesCfg map[string]RuleConfig
 	// settledAt is when settled last found the group settled: just after
@@ -128,7 +130,7 @@ func (c *cluster) start() *member {
 	// A long call timeout: a store stalled for a second on a loaded machine
 	// must not fail a handler (a failed handler's event is not retried).
 	h, err := New(Config{Store: m.client, Runtimes: []abi.Runtime{rt}, Group: &c.group, Defaults: RuleConfig{Timeout: 20 * time.Second}, Rules: c.rulesCfg,
-		Logger: slog.New(slog.NewTextHandler(io.MultiWriter(testutil.LogWriter(c.t)), &slog.HandlerOptions{Level: slog.LevelInfo})).With("host", m.i)})
+		Logger: slog.New(slog.NewTextHandler(io.MultiWriter(testutil.LogWriter(c.t), &c.logs), &slog.HandlerOptions{Level: slog.LevelInfo})).With("host", m.i)})
 	if err != nil {
 		c.t.Fatal(err)
 	}

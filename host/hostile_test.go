@@ -2,6 +2,9 @@ package host
 
 import (
 	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"log/slog"
 	"math"
 	"path/filepath"
@@ -134,5 +137,62 @@ func TestTimerShardDuplicateNamesCountOnce(t *testing.T) {
 	}
 	if strings.Join(infos, ",") != "a,b,d" {
 		t.Errorf("timers %q, want a, b, d", infos)
+	}
+}
+
+// A group's keys planted by an outside client: a roster with lines that
+// name no member, a live member no host runs whose rule set is JSON null
+// (stored under its true digest) and whose published patterns are a
+// megabyte of garbage, and then this host's doorbell rung with garbage.
+// The host joins, warns about each naming its key, and runs the group's
+// rule. Before, the null set decoded to no set, silently: its member was
+// given no rule with no word why.
+func TestGroupHostileMembershipKeys(t *testing.T) {
+	c := newCluster(t, 1, groupTestTTL)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sum := sha256.Sum256([]byte("null"))
+	digest := hex.EncodeToString(sum[:16])
+	g := ReservedPrefix + "group/g/"
+	garbage := bytes.Repeat([]byte{0xff, 0x00, '\n', '*'}, 1<<18)
+	for k, v := range map[string][]byte{
+		g + "roster":          []byte("ghost " + digest + "\nlonely\n\x00\xff garbage here\n{} [] null\nghost " + digest),
+		g + "member/ghost":    []byte("{}"),
+		g + "rules/" + digest: []byte("null"),
+		g + "patterns/ghost":  garbage,
+	} {
+		if _, err := c.user.Set(ctx, []byte(k), v, protocol.SetOptions{}); err != nil {
+			t.Fatalf("set %s: %v", k, err)
+		}
+	}
+	m := c.start()
+	waitFor(t, "r00 runs", func() bool { return len(c.owners()["r00"]) == 1 })
+	if _, err := c.user.Set(ctx, []byte("in/r00"), []byte("1"), protocol.SetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !c.waitHandled("r00", "1", time.Minute) {
+		t.Fatal("in/r00 was not handled")
+	}
+	bell := g + "found/" + m.client.ClientID()
+	for _, v := range [][]byte{[]byte("null"), {0xff, 0xfe}, []byte(ReservedPrefix + "timers/x"), garbage} {
+		if _, err := c.user.Set(ctx, []byte(bell), v, protocol.SetOptions{}); err != nil {
+			t.Fatalf("set %s: %v", bell, err)
+		}
+	}
+	if _, err := c.user.Set(ctx, []byte("in/r00"), []byte("2"), protocol.SetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !c.waitHandled("r00", "2", time.Minute) {
+		t.Fatal("in/r00 was not handled after the doorbell rang with garbage")
+	}
+	logs := c.logs.String()
+	for _, want := range []string{
+		"rule set is unreadable", quoteKey(g + "rules/" + digest),
+		"roster line ignored", "the member is listed twice",
+		"published patterns are longer than a member publishes",
+	} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("the log does not say %q", want)
+		}
 	}
 }

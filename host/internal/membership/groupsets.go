@@ -192,6 +192,9 @@ func DecodeRuleSet(digest string, value []byte) (RuleSet, error) {
 	if err := json.Unmarshal(value, &m); err != nil {
 		return nil, fmt.Errorf("not a rule set: %w", err)
 	}
+	if m == nil { // JSON null: no host stores it (an empty set is {})
+		return nil, errors.New("not a rule set: not a JSON object")
+	}
 	for name := range m {
 		if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\\\x00") {
 			return nil, fmt.Errorf("not a rule file name: %q", name)
