@@ -5,9 +5,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host/internal/timers"
 	"github.com/ssrun/ssrun/protocol"
+	"github.com/ssrun/ssrun/protocol/hlc"
 )
 
 // Values under the reserved prefix are hostile input: any client of the
@@ -196,3 +199,48 @@ func TestGroupHostileMembershipKeys(t *testing.T) {
 		}
 	}
 }
+
+// A roster of thousands of lines that name no member, written by an
+// outside client with this host's line kept, is warned about once, naming
+// the key and the count, however many steps read it. Before, each line
+// was warned about, and past 1024 the notes of what was warned started
+// over: every step logged the thousands again.
+func TestGroupRosterOfBadLinesWarnedOnce(t *testing.T) {
+	c := newCluster(t, 1, groupTestTTL)
+	m := c.start()
+	waitFor(t, "r00 runs", func() bool { return len(c.owners()["r00"]) == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	key := ReservedPrefix + "group/g/roster"
+	roster, err := c.user.Get(ctx, []byte(key), protocol.CallOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := slices.Clone(roster.Value)
+	const n = 3000
+	for i := range n {
+		v = fmt.Appendf(v, "\nbad line %d", i)
+	}
+	poison := hlc.HLC{Wall: time.Now().Add(5 * time.Second).UnixMilli(), Node: "poison"}
+	if _, err := c.user.Set(ctx, []byte(key), v, protocol.SetOptions{FencingToken: poison}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the bad lines warned about", func() bool { return strings.Contains(c.logs.String(), "bad line") })
+	steps(t, []*member{m}, 3)
+	if got := strings.Count(c.logs.String(), "bad line"); got > 2*maxBadLinesShown {
+		t.Errorf("%d bad lines in the log after 3 steps, want at most %d", got, 2*maxBadLinesShown)
+	}
+	if !strings.Contains(c.logs.String(), fmt.Sprintf("key=%s lines=%d", key, n)) {
+		t.Errorf("no warning naming %s and its %d bad lines", key, n)
+	}
+	if _, err := c.user.Set(ctx, []byte("in/r00"), []byte("1"), protocol.SetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !c.waitHandled("r00", "1", time.Minute) {
+		t.Fatal("in/r00 was not handled")
+	}
+}
+
+// maxBadLinesShown is how many bad roster lines the host's warning
+// shows (group.maxBadLines).
+const maxBadLinesShown = 8

@@ -2,6 +2,8 @@ package group
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sort"
@@ -113,15 +115,40 @@ func (g *Group) warnOnce(what string) bool {
 
 const maxWarned = 1024
 
-// warnBadLines reports each roster line that names no member, once.
+// maxBadLines bounds the roster lines that name no member warned about one
+// by one: past it the roster is none a host wrote.
+const maxBadLines = 8
+
+// warnBadLines reports each roster line that names no member, once; a
+// roster with more than maxBadLines of them is reported once as a whole
+// (its count and first lines): warned about line by line, a roster of
+// thousands of bad lines would run through the notes (maxWarned) and be
+// warned about again at every step.
 func (g *Group) warnBadLines(bad []membership.BadLine) {
+	short := func(line string) string {
+		if len(line) > 200 {
+			return line[:200] + "..."
+		}
+		return line
+	}
+	if len(bad) > maxBadLines {
+		h := sha256.New()
+		first := make([]string, 0, maxBadLines)
+		for i, b := range bad {
+			h.Write([]byte(b.Line + "\n"))
+			if i < maxBadLines {
+				first = append(first, short(b.Line)+" ("+b.Why+")")
+			}
+		}
+		if g.warnOnce("lines " + hex.EncodeToString(h.Sum(nil))) {
+			g.log.Warn("group: roster lines ignored: no host wrote them", "group", g.name, "key", g.key("roster"),
+				"lines", len(bad), "first", first)
+		}
+		return
+	}
 	for _, b := range bad {
 		if g.warnOnce("line " + b.Line) {
-			line := b.Line
-			if len(line) > 200 {
-				line = line[:200] + "..."
-			}
-			g.log.Warn("group: roster line ignored", "group", g.name, "line", line, "why", b.Why)
+			g.log.Warn("group: roster line ignored", "group", g.name, "key", g.key("roster"), "line", short(b.Line), "why", b.Why)
 		}
 	}
 }
