@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ssrun/ssrun/abi"
+	"github.com/ssrun/ssrun/host/internal/membership"
 	"github.com/ssrun/ssrun/host/internal/timers"
 	"github.com/ssrun/ssrun/protocol"
 	"github.com/ssrun/ssrun/protocol/hlc"
@@ -244,3 +245,34 @@ func TestGroupRosterOfBadLinesWarnedOnce(t *testing.T) {
 // maxBadLinesShown is how many bad roster lines the host's warning
 // shows (group.maxBadLines).
 const maxBadLinesShown = 8
+
+// An ownership lease planted by an outside client, with no expiry, keeps
+// the rule from running anywhere: the host says so once it has waited
+// for it past twice the TTL (a host's lease lapses within one), naming the
+// key and its holder, and takes the rule over as soon as the key is
+// deleted. Before, it waited without a word.
+func TestGroupPlantedOwnershipLeaseWarned(t *testing.T) {
+	c := newCluster(t, 1, groupTestTTL)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	key := ReservedPrefix + "group/g/rule/" + membership.RuleHash("r00.gorule")
+	if _, err := c.user.Set(ctx, []byte(key), []byte("intruder\x00\xff"), protocol.SetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.start()
+	waitFor(t, "a warning naming the lease", func() bool {
+		logs := c.logs.String()
+		return strings.Contains(logs, "ownership lease held by another holder") && strings.Contains(logs, quoteKey(key)) &&
+			strings.Contains(logs, `holder="intruder\x00\xff"`)
+	})
+	if _, err := c.user.Del(ctx, []byte(key), protocol.DelOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "r00 runs", func() bool { return len(c.owners()["r00"]) == 1 })
+	if _, err := c.user.Set(ctx, []byte("in/r00"), []byte("1"), protocol.SetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !c.waitHandled("r00", "1", time.Minute) {
+		t.Fatal("in/r00 was not handled")
+	}
+}

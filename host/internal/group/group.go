@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/ssrun/ssrun/abi"
 	"github.com/ssrun/ssrun/host/internal/membership"
@@ -353,11 +354,21 @@ func (g *Group) reviewFailed(sets map[string]membership.RuleSet) bool {
 	return len(changes) > 0
 }
 
-// await watches the ownership lease key lk, held by another host.
+// await watches the ownership lease key lk, held by another host. Held
+// past twice the TTL (a lease its holder no longer renews lapses within
+// one), it is warned about once, with its holder: a key no host renews
+// (written by a client without an expiry) keeps the rule from running
+// anywhere until it is deleted.
 func (g *Group) await(ctx context.Context, lk string) {
+	now := g.clock.Now()
 	g.mu.Lock()
-	was := g.waiting[lk]
-	g.waiting[lk] = true
+	w, was := g.waiting[lk]
+	if !was {
+		w = &awaited{since: now}
+		g.waiting[lk] = w
+	}
+	warn := !w.warned && now.Sub(w.since) > 2*g.ttl
+	w.warned = w.warned || warn
 	g.mu.Unlock()
 	if !was {
 		if err := g.reg.Watch(ctx, g, lk); err != nil {
@@ -366,12 +377,27 @@ func (g *Group) await(ctx context.Context, lk string) {
 			g.mu.Unlock()
 		}
 	}
+	if warn {
+		holder := "(unknown)"
+		if res, err := g.store.Get(ctx, []byte(lk), protocol.CallOptions{}); err == nil && res.Found {
+			holder = string(res.Value[:min(len(res.Value), 200)])
+		}
+		g.log.Warn("group: the rule's ownership lease held by another holder for over twice the TTL; the rule runs nowhere until it is released or expires (a key written without an expiry never does: delete it)",
+			"group", g.name, "key", lk, "holder", holder, "for", now.Sub(w.since).Round(time.Millisecond))
+	}
+}
+
+// awaited is an ownership lease awaited: since when, and whether it was
+// warned about.
+type awaited struct {
+	since  time.Time
+	warned bool
 }
 
 // unwait stops watching lk, if it was awaited.
 func (g *Group) unwait(ctx context.Context, lk string) {
 	g.mu.Lock()
-	was := g.waiting[lk]
+	_, was := g.waiting[lk]
 	delete(g.waiting, lk)
 	g.mu.Unlock()
 	if was {

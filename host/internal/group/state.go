@@ -33,7 +33,7 @@ type Group struct {
 
 	// Under Ownership.mu:
 	owned    map[string]bool               // rules this host owns and runs
-	waiting  map[string]bool               // ownership lease keys watched while another host holds them
+	waiting  map[string]*awaited           // ownership lease keys watched while another host holds them
 	members  []string                      // live members at the last step
 	hashes   map[string]string             // rule name -> content hash: this host's shared rule files
 	mine     *membership.StoredSet         // this host's rule set (nil: to be made from hashes)
@@ -80,7 +80,7 @@ func New(d Deps, cfg Config) *Group {
 		store: d.Store, log: d.Log, reg: d.Reg, clock: d.Clock, quiet: d.Quiet,
 		h: d.Host, ttl: ttl, id: id,
 		wake:  make(chan struct{}, 1),
-		owned: map[string]bool{}, waiting: map[string]bool{},
+		owned: map[string]bool{}, waiting: map[string]*awaited{},
 		hashes: map[string]string{}, sets: map[string]membership.RuleSet{}, warned: map[string]bool{},
 		withdrawn: membership.Withdrawals{}, unnamed: map[string]bool{},
 	}
