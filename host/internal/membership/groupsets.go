@@ -31,7 +31,8 @@ import (
 //
 // The roster is a key any client of the store may write: a line that does
 // not parse (an older ssrun's "ID" alone, or anything else) is ignored,
-// with a warning once per line, and dropped at the next edit of the roster.
+// with a warning once per line (more than 8 of them: once for the whole
+// roster, host/internal/group), and dropped at the next edit of the roster.
 
 // RosterEntry is one member's line.
 type RosterEntry struct{ ID, Digest string }
