@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -198,7 +199,7 @@ func (s *Server) Start(ctx context.Context) error {
 		}
 	}
 	srv := &http.Server{
-		Handler:           s.mux,
+		Handler:           s.guard(s.mux, ln.Addr().String()),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      writeTimeout,
@@ -222,6 +223,51 @@ func (s *Server) Start(ctx context.Context) error {
 	}()
 	s.log.Info("admin endpoint listening", "addr", ln.Addr().String())
 	return nil
+}
+
+// guard serves h to the requests a browser page of this endpoint, or a
+// program, sends, and refuses with 403, before any handler, the two that
+// a page of another site can make a browser send: a request to an
+// endpoint on loopback for a name other than localhost (DNS rebinding: a
+// page of evil.example, whose name came to resolve to 127.0.0.1, reading
+// what the endpoint shows), and a cross-origin POST (another site's form
+// posting wrong tokens to the login, to lock its visitor out: 429). An
+// endpoint off loopback is reached by names of the operator's, and is
+// guarded by its token. listening is the address served, for the message.
+func (s *Server) guard(h http.Handler, listening string) http.Handler {
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusForbidden, ErrorDoc{Error: r.Method + " " + r.URL.Path +
+			": cross-origin request refused: it comes from a page of another site (Origin, Sec-Fetch-Site); open the console at http://" + listening + "/"})
+	}))
+	h = cop.Handler(h)
+	if !Loopback(s.addr) {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !localName(r.Host) {
+			writeJSON(w, http.StatusForbidden, ErrorDoc{Error: fmt.Sprintf("Host header %q refused: this admin endpoint listens on loopback and answers only requests for localhost or an IP address, "+
+				"such as http://%s/ (a page of another site whose name resolves to 127.0.0.1 must not read it: DNS rebinding)", r.Host, listening)})
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// localName reports whether hostport (a Host header) names no site a page
+// could come from: an IP address, localhost or a name under .localhost
+// (which browsers resolve to loopback themselves), or nothing (HTTP/1.0).
+func localName(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if _, err := netip.ParseAddr(host); err == nil || host == "" {
+		return true
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	return host == "localhost" || strings.HasSuffix(host, ".localhost")
 }
 
 // Addr returns the address listened on once started (with the port picked
