@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/ssrun/ssrun/admin"
+	"github.com/ssrun/ssrun/broker/brokertest"
+	"github.com/ssrun/ssrun/host"
 	"github.com/ssrun/ssrun/internal/testutil"
 )
 
@@ -135,5 +137,30 @@ func TestAdminLoginRefusesCrossSite(t *testing.T) {
 	}
 	if code, msg := login(token, nil); code != http.StatusSeeOther {
 		t.Fatalf("a program's login: %d %q, want 303", code, msg)
+	}
+}
+
+// A key page asked for without a key is the request's fault (400 naming
+// the parameter), not the store's (502), on both consoles.
+func TestConsoleKeyWithoutKey(t *testing.T) {
+	b := brokertest.Start(t)
+	brokerBase, err := brokerConsole(t, b, "127.0.0.1:0", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newConsoleRig(t, map[string]string{"noop.lua": `local ss = require("ssrun"); ss.watch("x"); function on_event(ev) end`}, host.Config{})
+	rulesBase, err := serveWith(t, "127.0.0.1:0", "", func(srv *admin.Server) {
+		r.console.Register(srv, func() admin.ConsoleSource { return r.host }, func() admin.KeySource { return r.user })
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, base := range []string{brokerBase, rulesBase} {
+		for _, q := range []string{"", "?key=", "?other=k"} {
+			code, body := fetch(t, base+"/console/api/key"+q, "")
+			if code != http.StatusBadRequest || !strings.Contains(body, "key=KEY") {
+				t.Errorf("%s/console/api/key%s: %d %s, want 400 naming the parameter", base, q, code, body)
+			}
+		}
 	}
 }
