@@ -164,3 +164,44 @@ func TestConsoleKeyWithoutKey(t *testing.T) {
 		}
 	}
 }
+
+// A page of another site cannot make its visitor's browser use the
+// endpoint on its behalf (Fetch Metadata: Sec-Fetch-Site cross-site or
+// same-site): it could not read the answers, but it could hold the live
+// streams (32 in all, through as many names of loopback as *.localhost
+// offers) or have the store scanned again and again. Such requests get
+// 403 without a stream opened; a link to the console (a navigation) still
+// opens it, and the console's own requests (same-origin) and programs'
+// (no such header) are served.
+func TestAdminRefusesCrossSiteRequests(t *testing.T) {
+	c, base := consoleServer(t, admin.ConsoleConfig{}, "127.0.0.1:0", "")
+	get := func(path string, hdr map[string]string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", base+path, nil)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		return do(t, req)
+	}
+	for _, site := range []string{"cross-site", "same-site"} {
+		for _, mode := range []string{"cors", "no-cors"} {
+			for _, path := range []string{"/console/api/stream", "/console/api/events", "/console/api/keys", "/whynot?key=k&rule=r", "/console/app.js"} {
+				code, msg := get(path, map[string]string{"Sec-Fetch-Site": site, "Sec-Fetch-Mode": mode, "Sec-Fetch-Dest": "empty"})
+				if code != http.StatusForbidden || !strings.Contains(msg, "another site") {
+					t.Errorf("GET %s %s %s: %d %q, want 403", path, site, mode, code, msg)
+				}
+			}
+		}
+		if code, msg := get("/", map[string]string{"Sec-Fetch-Site": site, "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}); code != http.StatusOK {
+			t.Errorf("a link from another site to the console: %d %q, want 200", code, msg)
+		}
+	}
+	if n, _ := c.Streams(); n != 0 {
+		t.Errorf("%d streams opened by cross-site requests", n)
+	}
+	for _, site := range []string{"same-origin", "none", ""} {
+		if code, msg := get("/console/api/events", map[string]string{"Sec-Fetch-Site": site, "Sec-Fetch-Mode": "cors"}); code != http.StatusOK {
+			t.Errorf("GET /console/api/events, Sec-Fetch-Site %q: %d %q, want 200", site, code, msg)
+		}
+	}
+}

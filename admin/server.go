@@ -107,7 +107,28 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) Handle(pattern string, h http.Handler) {
 	_, path, _ := strings.Cut(pattern, " ")
 	s.private = append(s.private, path)
-	s.mux.Handle(pattern, s.authorized(h))
+	s.mux.Handle(pattern, ownSite(s.authorized(h)))
+}
+
+// ownSite serves h to every request but those a page of another site
+// made its visitor's browser send (Fetch Metadata: Sec-Fetch-Site
+// cross-site or same-site, another port of the same host included), which
+// get 403: such a page could not read the answers, but could hold the live
+// streams or have the store scanned again and again. A link to a page (a
+// navigation) is served, and so are the console's own requests
+// (same-origin) and programs' (no such header).
+func ownSite(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch site := r.Header.Get("Sec-Fetch-Site"); site {
+		case "cross-site", "same-site":
+			if r.Header.Get("Sec-Fetch-Mode") != "navigate" || r.Method != http.MethodGet {
+				writeJSON(w, http.StatusForbidden, ErrorDoc{Error: r.Method + " " + r.URL.Path + ": refused: a page of another site asked for it (Sec-Fetch-Site: " +
+					site + "); open the console at its own address"})
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // HandleOpen serves pattern with h to every request, token or not: for
