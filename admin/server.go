@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -277,18 +278,22 @@ func (s *Server) guard(h http.Handler, listening string) http.Handler {
 
 // localName reports whether hostport (a Host header) names no site a page
 // could come from: an IP address, localhost or a name under .localhost
-// (which browsers resolve to loopback themselves), or nothing (HTTP/1.0).
+// (which browsers resolve to loopback themselves), with a port or none;
+// or is empty (HTTP/1.0).
 func localName(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if _, err := netip.ParseAddr(host); err == nil || host == "" {
+	if hostport == "" {
 		return true
 	}
-	host = strings.TrimSuffix(strings.ToLower(host), ".")
-	return host == "localhost" || strings.HasSuffix(host, ".localhost")
+	u, err := url.Parse("http://" + hostport)
+	if err != nil || u.Host != hostport || u.Hostname() == "" {
+		return false
+	}
+	name := u.Hostname()
+	if _, err := netip.ParseAddr(name); err == nil {
+		return true
+	}
+	name = strings.TrimSuffix(strings.ToLower(name), ".")
+	return name == "localhost" || strings.HasSuffix(name, ".localhost")
 }
 
 // Addr returns the address listened on once started (with the port picked
