@@ -165,7 +165,7 @@ func TestConsoleStreamStalledClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	if _, err := fmt.Fprintf(conn, "GET /console/api/stream HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+	if _, err := fmt.Fprintf(conn, "GET /console/api/stream HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, "the stream subscribed", func() bool { n, _ := c.Streams(); return n == 1 })

@@ -316,8 +316,13 @@ func keyHandler(ks KeySource, src WhySource) http.Handler {
 	})
 }
 
-// keyDoc reads key from ks; ok=false once it has answered 502.
+// keyDoc reads key from ks; ok=false once it has answered 400 (no key)
+// or 502.
 func keyDoc(w http.ResponseWriter, r *http.Request, ks KeySource, key string) (doc KeyDoc, ok bool) {
+	if key == "" {
+		writeJSON(w, http.StatusBadRequest, ErrorDoc{Error: "missing the key parameter: /console/api/key?key=KEY"})
+		return KeyDoc{}, false
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), keysTimeout)
 	defer cancel()
 	res, err := ks.Get(ctx, []byte(key), protocol.CallOptions{})

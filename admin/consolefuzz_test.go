@@ -3,6 +3,7 @@ package admin
 import (
 	"net"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"strings"
 	"testing"
@@ -11,7 +12,8 @@ import (
 // FuzzStreamFilter: any query parses to a bounded filter or an error, and
 // matching any key with it neither panics nor hangs.
 func FuzzStreamFilter(f *testing.F) {
-	for _, s := range [][2]string{{"sensors/**", "sensors/a/b"}, {"a/*/c", "a/b/c"}, {"[", "x"}, {"**/**/**/**", strings.Repeat("a/", 100)}, {"{a,b}", "a"}, {"<script>", "<script>"}} {
+	for _, s := range [][2]string{{"sensors/**", "sensors/a/b"}, {"a/*/c", "a/b/c"}, {"[", "x"}, {"**/**/**/**", strings.Repeat("a/", 100)}, {"{a,b}", "a"}, {"<script>", "<script>"},
+		{"a\x00b/**", "a\x00b/c"}, {"\xff\xfe*", "\xff\xfe"}, {strings.Repeat("*", 9), "x"}, {strings.Repeat("k", MaxFilter+1), "k"}} {
 		f.Add(s[0], "door.lua", s[1])
 	}
 	f.Fuzz(func(t *testing.T, key, rule, probe string) {
@@ -63,6 +65,32 @@ func FuzzParseOTLPEndpoint(f *testing.F) {
 		}
 		if host, port, err := net.SplitHostPort(hp); err != nil || host == "" || port == "" {
 			t.Fatalf("%q accepted as %q", s, hp)
+		}
+	})
+}
+
+// FuzzLocalName: a Host header the endpoint on loopback answers is one a
+// URL of an IP address or of localhost (or a name under .localhost) has,
+// never another name (DNS rebinding).
+func FuzzLocalName(f *testing.F) {
+	for _, s := range []string{"127.0.0.1:9310", "[::1]:9310", "localhost", "LOCALHOST.:1", "a.localhost:1", "evil.example:9310",
+		"localhost.evil.example", "127.0.0.1.nip.io", "localhost:80.evil.example", "[fe80::1%25eth0]:1", "", ":1", "[]:1", "0x7f.1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, host string) {
+		if !localName(host) || host == "" {
+			return
+		}
+		u, err := url.Parse("http://" + host + "/")
+		if err != nil {
+			t.Fatalf("localName(%q) accepted what is no URL's host: %v", host, err)
+		}
+		name := u.Hostname()
+		if _, err := netip.ParseAddr(name); err == nil {
+			return
+		}
+		if name = strings.TrimSuffix(strings.ToLower(name), "."); name != "localhost" && !strings.HasSuffix(name, ".localhost") {
+			t.Fatalf("localName(%q) accepted the name %q", host, name)
 		}
 	})
 }

@@ -28,8 +28,12 @@
 // it (`Authorization: Bearer TOKEN`, compared in constant time), others
 // get 401; the probes and what HandleOpen added stay open. Without a
 // token, Start refuses an address other hosts may reach (Loopback) when
-// Handle added anything (ErrTokenRequired). Bodies of the probes are plain
-// text, as Kubernetes' own.
+// Handle added anything (ErrTokenRequired). Pages of other sites are kept
+// out (Server.guard, ownSite): on loopback only a Host of localhost or an
+// IP address is answered (DNS rebinding), a cross-origin POST is refused,
+// and what Handle added refuses what another site's page fetches
+// (Sec-Fetch-Site), all with 403. Bodies of the probes are plain text, as
+// Kubernetes' own.
 //
 // # Metrics
 //

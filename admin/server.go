@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -106,7 +108,28 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) Handle(pattern string, h http.Handler) {
 	_, path, _ := strings.Cut(pattern, " ")
 	s.private = append(s.private, path)
-	s.mux.Handle(pattern, s.authorized(h))
+	s.mux.Handle(pattern, ownSite(s.authorized(h)))
+}
+
+// ownSite serves h to every request but those a page of another site
+// made its visitor's browser send (Fetch Metadata: Sec-Fetch-Site
+// cross-site or same-site, another port of the same host included), which
+// get 403: such a page could not read the answers, but could hold the live
+// streams or have the store scanned again and again. A link to a page (a
+// navigation) is served, and so are the console's own requests
+// (same-origin) and programs' (no such header).
+func ownSite(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch site := r.Header.Get("Sec-Fetch-Site"); site {
+		case "cross-site", "same-site":
+			if r.Header.Get("Sec-Fetch-Mode") != "navigate" || r.Method != http.MethodGet {
+				writeJSON(w, http.StatusForbidden, ErrorDoc{Error: r.Method + " " + r.URL.Path + ": refused: a page of another site asked for it (Sec-Fetch-Site: " +
+					site + "); open the console at its own address"})
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // HandleOpen serves pattern with h to every request, token or not: for
@@ -198,7 +221,7 @@ func (s *Server) Start(ctx context.Context) error {
 		}
 	}
 	srv := &http.Server{
-		Handler:           s.mux,
+		Handler:           s.guard(s.mux, ln.Addr().String()),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      writeTimeout,
@@ -222,6 +245,55 @@ func (s *Server) Start(ctx context.Context) error {
 	}()
 	s.log.Info("admin endpoint listening", "addr", ln.Addr().String())
 	return nil
+}
+
+// guard serves h to the requests a browser page of this endpoint, or a
+// program, sends, and refuses with 403, before any handler, the two that
+// a page of another site can make a browser send: a request to an
+// endpoint on loopback for a name other than localhost (DNS rebinding: a
+// page of evil.example, whose name came to resolve to 127.0.0.1, reading
+// what the endpoint shows), and a cross-origin POST (another site's form
+// posting wrong tokens to the login, to lock its visitor out: 429). An
+// endpoint off loopback is reached by names of the operator's, and is
+// guarded by its token. listening is the address served, for the message.
+func (s *Server) guard(h http.Handler, listening string) http.Handler {
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusForbidden, ErrorDoc{Error: r.Method + " " + r.URL.Path +
+			": cross-origin request refused: it comes from a page of another site (Origin, Sec-Fetch-Site); open the console at http://" + listening + "/"})
+	}))
+	h = cop.Handler(h)
+	if !Loopback(s.addr) {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !localName(r.Host) {
+			writeJSON(w, http.StatusForbidden, ErrorDoc{Error: fmt.Sprintf("Host header %q refused: this admin endpoint listens on loopback and answers only requests for localhost or an IP address, "+
+				"such as http://%s/ (a page of another site whose name resolves to 127.0.0.1 must not read it: DNS rebinding)", r.Host, listening)})
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// localName reports whether hostport (a Host header) names no site a page
+// could come from: an IP address, localhost or a name under .localhost
+// (which browsers resolve to loopback themselves), with a port or none;
+// or is empty (HTTP/1.0).
+func localName(hostport string) bool {
+	if hostport == "" {
+		return true
+	}
+	u, err := url.Parse("http://" + hostport)
+	if err != nil || u.Host != hostport || u.Hostname() == "" {
+		return false
+	}
+	name := u.Hostname()
+	if _, err := netip.ParseAddr(name); err == nil {
+		return true
+	}
+	name = strings.TrimSuffix(strings.ToLower(name), ".")
+	return name == "localhost" || strings.HasSuffix(name, ".localhost")
 }
 
 // Addr returns the address listened on once started (with the port picked
