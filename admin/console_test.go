@@ -2,7 +2,6 @@ package admin_test
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -25,21 +24,14 @@ import (
 // limit's own test: TestAdminWrongTokensLimited).
 func consoleServer(t *testing.T, cfg admin.ConsoleConfig, addr, token string) (*admin.Console, string) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := admin.New(admin.Config{Addr: addr, Logger: quiet, Listener: ln, Token: token, AuthFailures: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
 	c := admin.NewConsole(cfg)
-	c.Register(srv, func() admin.ConsoleSource { return nil }, func() admin.KeySource { return nil })
-	if err := srv.Start(context.Background()); err != nil {
+	base, err := serveConfig(t, admin.Config{Addr: addr, Token: token, AuthFailures: 1000}, func(srv *admin.Server) {
+		c.Register(srv, func() admin.ConsoleSource { return nil }, func() admin.KeySource { return nil })
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	testutil.CloseAtEnd(t, "admin server", srv.Close)
-	return c, "http://" + srv.Addr()
+	return c, base
 }
 
 func run(rule, key string, n int) host.Run {

@@ -41,11 +41,19 @@ func serveAs(t *testing.T, addr, token string) (string, error) {
 // error.
 func serveWith(t *testing.T, addr, token string, register func(*admin.Server)) (string, error) {
 	t.Helper()
+	return serveConfig(t, admin.Config{Addr: addr, Token: token}, register)
+}
+
+// serveConfig is serveWith for a server of cfg (its Listener and Logger
+// set here).
+func serveConfig(t *testing.T, cfg admin.Config, register func(*admin.Server)) (string, error) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := admin.New(admin.Config{Addr: addr, Logger: quiet, Listener: ln, Token: token})
+	cfg.Logger, cfg.Listener = quiet, ln
+	srv, err := admin.New(cfg)
 	if err != nil {
 		_ = ln.Close()
 		t.Fatal(err)

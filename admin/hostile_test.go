@@ -1,7 +1,6 @@
 package admin_test
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -13,28 +12,20 @@ import (
 	"github.com/ssrun/ssrun/admin"
 	"github.com/ssrun/ssrun/broker/brokertest"
 	"github.com/ssrun/ssrun/host"
-	"github.com/ssrun/ssrun/internal/testutil"
 )
 
 // hostileServer serves /status (a fixed document) and the console on a
 // 127.0.0.1 listener of a server configured for addr with token.
 func hostileServer(t *testing.T, addr, token string, failures int) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	base, err := serveConfig(t, admin.Config{Addr: addr, Token: token, AuthFailures: failures}, func(srv *admin.Server) {
+		srv.Handle("GET /status", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, `{"rules":[]}`) }))
+		admin.NewConsole(admin.ConsoleConfig{}).Register(srv, func() admin.ConsoleSource { return nil }, func() admin.KeySource { return nil })
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := admin.New(admin.Config{Addr: addr, Logger: quiet, Listener: ln, Token: token, AuthFailures: failures})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Handle("GET /status", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, `{"rules":[]}`) }))
-	admin.NewConsole(admin.ConsoleConfig{}).Register(srv, func() admin.ConsoleSource { return nil }, func() admin.KeySource { return nil })
-	if err := srv.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	testutil.CloseAtEnd(t, "admin server", srv.Close)
-	return srv.Addr()
+	return strings.TrimPrefix(base, "http://")
 }
 
 // do sends req (never following a redirect) and returns its status and

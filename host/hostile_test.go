@@ -3,8 +3,6 @@ package host
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"math"
@@ -155,8 +153,7 @@ func TestGroupHostileMembershipKeys(t *testing.T) {
 	c := newCluster(t, 1, groupTestTTL)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	sum := sha256.Sum256([]byte("null"))
-	digest := hex.EncodeToString(sum[:16])
+	digest := membership.SetDigest([]byte("null"))
 	g := ReservedPrefix + "group/g/"
 	garbage := bytes.Repeat([]byte{0xff, 0x00, '\n', '*'}, 1<<18)
 	for k, v := range map[string][]byte{

@@ -252,9 +252,6 @@ func (gh *Hints) Doorbells(key string, ttl time.Duration) []string {
 	return out
 }
 
-// setPatterns sets member id's patterns. gh.mu is held.
-func (gh *Hints) setPatterns(id string, ps []patterns.Pattern) { gh.others[id] = newPatternSet(ps) }
-
 // Unring forgets that key was rung for, to every member
 // (patternwatch.Hints).
 func (gh *Hints) Unring(key string) {

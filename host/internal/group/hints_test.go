@@ -109,3 +109,10 @@ func TestDoorbellsRingOnceUntilDeletedOrExpired(t *testing.T) {
 	now = now.Add(time.Hour)
 	ring("written again without a TTL: for good", "dev/2", 0, nil)
 }
+
+// setPatterns sets member id's patterns, as a read of its key would.
+func (gh *Hints) setPatterns(id string, ps []patterns.Pattern) {
+	gh.mu.Lock()
+	defer gh.mu.Unlock()
+	gh.others[id] = newPatternSet(ps)
+}

@@ -158,10 +158,12 @@ func (s RuleSet) Encode() (digest string, value []byte) {
 	if err != nil { // a map of strings always encodes
 		panic(fmt.Sprintf("rule set: %v", err))
 	}
-	return setDigest(value), value
+	return SetDigest(value), value
 }
 
-func setDigest(value []byte) string {
+// SetDigest is the digest that names a stored rule set of value (its key's
+// last part).
+func SetDigest(value []byte) string {
 	sum := sha256.Sum256(value)
 	return hex.EncodeToString(sum[:digestLen/2])
 }
@@ -186,7 +188,7 @@ var errSetDigest = errors.New("the value does not hash to its digest")
 
 // DecodeRuleSet reads the stored set named digest.
 func DecodeRuleSet(digest string, value []byte) (RuleSet, error) {
-	if setDigest(value) != digest {
+	if SetDigest(value) != digest {
 		return nil, errSetDigest
 	}
 	var m map[string]string

@@ -162,7 +162,7 @@ func TestDecodeRuleSet(t *testing.T) {
 		t.Fatal("accepted under another digest")
 	}
 	for _, bad := range []string{`[1]`, `{"../x":"1"}`, `{"/":"1"}`, `{"..":"1"}`, `{"":"1"}`, `{"a":1}`} {
-		if _, err := DecodeRuleSet(setDigest([]byte(bad)), []byte(bad)); err == nil {
+		if _, err := DecodeRuleSet(SetDigest([]byte(bad)), []byte(bad)); err == nil {
 			t.Fatalf("accepted %s", bad)
 		}
 	}
@@ -190,7 +190,7 @@ func FuzzDecodeRuleSet(f *testing.F) {
 	f.Add(v)
 	f.Add([]byte(`{"a/b":"1"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		s, err := DecodeRuleSet(setDigest(b), b)
+		s, err := DecodeRuleSet(SetDigest(b), b)
 		if err != nil {
 			return
 		}
