@@ -92,8 +92,7 @@ func (r *rule) runPool(w *worker) bool {
 		if !lockLost {
 			busy[key] = struct{}{}
 		}
-		inflight++
-		w.taken.Add(1)
+		inflight++ // w.taken counted d already
 		wg.Go(func() {
 			ok := r.callPooled(w, slots[i], in.members[i], d)
 			if ok && d.Timer != nil {
@@ -132,6 +131,7 @@ func (r *rule) runPool(w *worker) bool {
 				continue
 			}
 			exclusive = true
+			w.taken.Add(1)
 			start(d, true)
 		}
 		if !gone && w.gone.Load() {
@@ -144,12 +144,18 @@ func (r *rule) runPool(w *worker) bool {
 				sh.due()
 			}
 			for inflight < limit && !w.gone.Load() {
+				// Counted in flight before it leaves the mailbox: a status
+				// read between the two would see the rule with nothing
+				// queued and nothing in flight while it has an event.
+				w.taken.Add(1)
 				d, ok := r.mailbox.PopFree(isBusy)
 				if !ok {
+					w.taken.Add(-1)
 					break
 				}
 				if !r.admit(&d) {
 					r.mailbox.Done()
+					w.taken.Add(-1)
 					continue
 				}
 				start(d, false)

@@ -374,13 +374,16 @@ func (r *rule) run(w *worker) bool {
 			if sh := r.shadowing(); sh != nil {
 				sh.due() // its window may have ended with no event
 			}
+			w.taken.Add(1) // in flight before it leaves the mailbox (inFlight)
 			d, ok := r.mailbox.Pop()
 			r.timers.Refill() // timers that were due while the mailbox was full
 			if !ok {
+				w.taken.Add(-1)
 				continue
 			}
 			delivered := r.deliver(w, d)
 			r.mailbox.Done()
+			w.taken.Add(-1)
 			if !delivered {
 				return false
 			}

@@ -47,8 +47,9 @@ type worker struct {
 	// it was: a pool then takes no more events.
 	lost []lostCall
 	gone atomic.Bool
-	// taken counts the events a pool has handed to its instances and not
-	// yet accounted for (in flight, from the mailbox's point of view).
+	// taken counts the events the worker or its pool took from the mailbox
+	// (counted just before they leave it) and not yet accounted for: in
+	// flight, from the mailbox's point of view.
 	taken atomic.Int32
 	// wantCtrl counts control functions waiting for a pool to drain (do):
 	// the pool stops starting calls meanwhile.
@@ -194,11 +195,11 @@ func (w *worker) stuck(grace time.Duration) bool {
 }
 
 // inFlight counts w's handler calls in progress: its own, and the events
-// its pool has taken from the mailbox and not yet accounted for.
+// it or its pool has taken from the mailbox and not yet accounted for.
 func (w *worker) inFlight() int {
 	n := int(w.taken.Load())
 	if w.cs.state.Load()&phaseMask == phaseCall {
-		n++
+		n = max(n, 1) // alone, the call's event is counted in taken too
 	}
 	return n
 }
